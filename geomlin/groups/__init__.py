@@ -1,0 +1,40 @@
+"""Symmetry groups as generators, their sampling, and Euclidean helpers.
+
+>>> from geomlin.groups import SO, O, S
+>>> O(3).sample(4).shape
+torch.Size([4, 3, 3])
+"""
+
+from geomlin.groups.base import Group, haar_orthogonal
+from geomlin.groups.classical import (
+    MINKOWSKI_METRIC,
+    SL,
+    SO,
+    C,
+    D,
+    DirectProduct,
+    Lorentz,
+    O,
+    S,
+    SO13p,
+    Sp,
+    Trivial,
+    symplectic_form,
+)
+from geomlin.groups.euclidean import (
+    E3,
+    SE3,
+    Euclidean,
+    RigidTransform,
+    random_rigid,
+    transform_positions,
+    transform_scalars,
+    transform_vectors,
+)
+
+__all__ = [
+    "Group", "haar_orthogonal", "SO", "O", "Sp", "SL", "S", "C", "D", "Lorentz", "SO13p",
+    "Trivial", "DirectProduct", "symplectic_form", "MINKOWSKI_METRIC",
+    "Euclidean", "E3", "SE3", "RigidTransform", "random_rigid",
+    "transform_positions", "transform_vectors", "transform_scalars",
+]

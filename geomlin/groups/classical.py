@@ -1,0 +1,242 @@
+"""The groups geomlin ships: classical Lie groups, finite groups and products.
+
+Every group here is a :class:`~geomlin.groups.base.Group` whose generators are
+built in float64 from their textbook definitions; compact groups override
+:meth:`sample` with an exactly Haar-uniform sampler.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import Tensor
+
+from geomlin.groups.base import Group, _check_count, haar_orthogonal
+
+
+def _unit(d: int, i: int, j: int) -> Tensor:
+    """The matrix unit ``E_ij`` in ``R^{d x d}``, float64."""
+    e = torch.zeros(d, d, dtype=torch.float64)
+    e[i, j] = 1.0
+    return e
+
+
+def _so_generators(d: int) -> Tensor:
+    """``(d(d-1)/2, d, d)`` antisymmetric generators ``E_ij - E_ji`` for ``i < j``."""
+    gens = [_unit(d, i, j) - _unit(d, j, i) for i in range(d) for j in range(i + 1, d)]
+    return torch.stack(gens) if gens else torch.zeros(0, d, d, dtype=torch.float64)
+
+
+def _reflection(d: int, axis: int = 0) -> Tensor:
+    """The reflection flipping coordinate ``axis``, ``(d, d)`` float64."""
+    r = torch.eye(d, dtype=torch.float64)
+    r[axis, axis] = -1.0
+    return r
+
+
+def _check_dim(n, name: str, minimum: int = 1) -> int:
+    if isinstance(n, bool) or not isinstance(n, int) or n < minimum:
+        raise ValueError(f"{name} must be an int >= {minimum}, got {n!r}")
+    return n
+
+
+class SO(Group):
+    """Special orthogonal group SO(n) acting on R^n (Haar sampling via QR)."""
+
+    def __init__(self, n: int):
+        n = _check_dim(n, "SO(n): n")
+        super().__init__(lie_algebra=_so_generators(n), d=n, name=f"SO({n})")
+        self.n = n
+
+    def sample(self, n: int = 1, generator=None, dtype=torch.float64) -> Tensor:
+        return haar_orthogonal(_check_count(n), self.d, generator, special=True).to(dtype)
+
+
+class O(Group):
+    """Orthogonal group O(n): SO(n) plus the reflection of the first axis."""
+
+    def __init__(self, n: int):
+        n = _check_dim(n, "O(n): n")
+        super().__init__(lie_algebra=_so_generators(n), discrete_generators=_reflection(n)[None],
+                         d=n, name=f"O({n})")
+        self.n = n
+
+    def sample(self, n: int = 1, generator=None, dtype=torch.float64) -> Tensor:
+        return haar_orthogonal(_check_count(n), self.d, generator).to(dtype)
+
+
+def symplectic_form(m: int) -> Tensor:
+    """The symplectic form ``J = [[0, I_m], [-I_m, 0]]``, ``(2m, 2m)`` float64.
+
+    Basis convention: coordinates are ordered ``(q_1..q_m, p_1..p_m)``; a matrix
+    ``g`` is symplectic when ``g^T J g = J``.
+    """
+    eye = torch.eye(m, dtype=torch.float64)
+    zero = torch.zeros(m, m, dtype=torch.float64)
+    return torch.cat([torch.cat([zero, eye], 1), torch.cat([-eye, zero], 1)], 0)
+
+
+class Sp(Group):
+    """Real symplectic group Sp(2m, R) acting on R^(2m), form :func:`symplectic_form`.
+
+    Lie algebra: ``A = J S`` with ``S`` symmetric (``A^T J + J A = 0``),
+    dimension ``m (2m + 1)``. The group is not compact; samples are
+    exponentials of random algebra elements.
+    """
+
+    def __init__(self, m: int):
+        m = _check_dim(m, "Sp(m): m")
+        d = 2 * m
+        J = symplectic_form(m)
+        gens = []
+        for i in range(d):
+            for j in range(i, d):
+                s = _unit(d, i, j) + _unit(d, j, i)
+                gens.append(J @ s)
+        super().__init__(lie_algebra=torch.stack(gens), d=d, name=f"Sp({m})")
+        self.m = m
+        self.form = J
+
+
+class SL(Group):
+    """Special linear group SL(n): traceless Lie algebra, not compact."""
+
+    def __init__(self, n: int):
+        n = _check_dim(n, "SL(n): n", minimum=2)
+        gens = [_unit(n, i, j) for i in range(n) for j in range(n) if i != j]
+        gens += [_unit(n, i, i) - _unit(n, i + 1, i + 1) for i in range(n - 1)]
+        super().__init__(lie_algebra=torch.stack(gens), d=n, name=f"SL({n})")
+        self.n = n
+
+
+#: The Minkowski metric diag(+1, -1, -1, -1) used by :class:`Lorentz`.
+MINKOWSKI_METRIC = torch.diag(torch.tensor([1.0, -1.0, -1.0, -1.0], dtype=torch.float64))
+
+
+def _lorentz_algebra() -> Tensor:
+    rotations = [_unit(4, i, j) - _unit(4, j, i) for i in range(1, 4) for j in range(i + 1, 4)]
+    boosts = [_unit(4, 0, i) + _unit(4, i, 0) for i in range(1, 4)]
+    return torch.stack(rotations + boosts)
+
+
+class Lorentz(Group):
+    """The full Lorentz group O(1,3) on (t, x, y, z) with metric diag(1,-1,-1,-1).
+
+    Generators: 3 rotations, 3 boosts, parity ``diag(1,-1,-1,-1)`` and time
+    reversal ``diag(-1,1,1,1)``.
+    """
+
+    def __init__(self):
+        parity = torch.diag(torch.tensor([1.0, -1.0, -1.0, -1.0], dtype=torch.float64))
+        time_reversal = torch.diag(torch.tensor([-1.0, 1.0, 1.0, 1.0], dtype=torch.float64))
+        super().__init__(lie_algebra=_lorentz_algebra(),
+                         discrete_generators=torch.stack([parity, time_reversal]),
+                         d=4, name="O(1,3)")
+        self.metric = MINKOWSKI_METRIC.clone()
+
+
+class SO13p(Group):
+    """The proper orthochronous Lorentz group SO+(1,3) (identity component of O(1,3))."""
+
+    def __init__(self):
+        super().__init__(lie_algebra=_lorentz_algebra(), d=4, name="SO+(1,3)")
+        self.metric = MINKOWSKI_METRIC.clone()
+
+
+class Trivial(Group):
+    """The trivial group acting on R^n: every linear map is equivariant."""
+
+    def __init__(self, n: int):
+        n = _check_dim(n, "Trivial(n): n")
+        super().__init__(d=n, name=f"Trivial({n})")
+
+
+class S(Group):
+    """Symmetric group S_n as n x n permutation matrices (``(g x)_{p(i)} = x_i``).
+
+    Generators: the transposition (0 1) and the n-cycle. Sampling draws
+    uniform random permutations directly (no enumeration needed).
+    """
+
+    def __init__(self, n: int):
+        n = _check_dim(n, "S(n): n")
+        eye = torch.eye(n, dtype=torch.float64)
+        gens = []
+        if n >= 2:
+            gens.append(eye[[1, 0] + list(range(2, n))])
+        if n >= 3:
+            gens.append(eye[list(range(1, n)) + [0]])
+        gens_t = torch.stack(gens) if gens else torch.zeros(0, n, n, dtype=torch.float64)
+        super().__init__(discrete_generators=gens_t, d=n, name=f"S({n})")
+        self.n = n
+
+    def sample(self, n: int = 1, generator=None, dtype=torch.float64) -> Tensor:
+        n = _check_count(n)
+        perms = torch.argsort(torch.rand(n, self.d, generator=generator), dim=-1)
+        eye = torch.eye(self.d, dtype=dtype)
+        return eye[perms]
+
+
+def _planar_rotation(angle: float) -> Tensor:
+    c, s = math.cos(angle), math.sin(angle)
+    return torch.tensor([[c, -s], [s, c]], dtype=torch.float64)
+
+
+class C(Group):
+    """Cyclic group C_k: rotations of the plane by multiples of 2 pi / k."""
+
+    def __init__(self, k: int):
+        k = _check_dim(k, "C(k): k")
+        super().__init__(discrete_generators=_planar_rotation(2 * math.pi / k)[None], d=2,
+                         name=f"C({k})")
+        self.k = k
+
+
+class D(Group):
+    """Dihedral group D_k: C_k plus the reflection ``diag(1, -1)`` (order 2k)."""
+
+    def __init__(self, k: int):
+        k = _check_dim(k, "D(k): k")
+        flip = torch.diag(torch.tensor([1.0, -1.0], dtype=torch.float64))
+        super().__init__(discrete_generators=torch.stack([_planar_rotation(2 * math.pi / k), flip]),
+                         d=2, name=f"D({k})")
+        self.k = k
+
+
+def _block_diag_batch(a: Tensor, b: Tensor) -> Tensor:
+    """Block-diagonal ``(..., da + db, da + db)`` from ``(..., da, da)`` and ``(..., db, db)``."""
+    da, db = a.shape[-1], b.shape[-1]
+    out = a.new_zeros(*a.shape[:-2], da + db, da + db)
+    out[..., :da, :da] = a
+    out[..., da:, da:] = b
+    return out
+
+
+class DirectProduct(Group):
+    """``G1 x G2`` acting block-diagonally on ``R^(d1 + d2)``; samples are independent pairs."""
+
+    def __init__(self, G1: Group, G2: Group):
+        if not isinstance(G1, Group) or not isinstance(G2, Group):
+            raise TypeError("DirectProduct takes two geomlin Groups, got "
+                            f"{type(G1).__name__} and {type(G2).__name__}")
+        d1, d2 = G1.d, G2.d
+        eye1 = torch.eye(d1, dtype=torch.float64)
+        eye2 = torch.eye(d2, dtype=torch.float64)
+        zero1 = torch.zeros(d1, d1, dtype=torch.float64)
+        zero2 = torch.zeros(d2, d2, dtype=torch.float64)
+        lie = [_block_diag_batch(a, zero2) for a in G1.lie_algebra]
+        lie += [_block_diag_batch(zero1, b) for b in G2.lie_algebra]
+        disc = [_block_diag_batch(h, eye2) for h in G1.discrete_generators]
+        disc += [_block_diag_batch(eye1, h) for h in G2.discrete_generators]
+        d = d1 + d2
+        super().__init__(
+            lie_algebra=torch.stack(lie) if lie else None,
+            discrete_generators=torch.stack(disc) if disc else None,
+            d=d, name=f"{G1}x{G2}")
+        self.factors = (G1, G2)
+
+    def sample(self, n: int = 1, generator=None, dtype=torch.float64) -> Tensor:
+        a = self.factors[0].sample(n, generator, dtype)
+        b = self.factors[1].sample(n, generator, dtype)
+        return _block_diag_batch(a, b)

@@ -1,0 +1,410 @@
+"""Representations of matrix groups and their algebra.
+
+A representation ``rep`` of a group ``G`` assigns to every element ``g``
+(``(d, d)`` matrix) a ``(rep.size, rep.size)`` matrix ``rep.rho(g)``, and to
+every Lie algebra element ``A`` the matrix ``rep.drho(A)`` (its derivative at
+the identity). New reps are built with the operator algebra of EMLP
+(Finzi et al. 2021, Sec. 5):
+
+* ``V(G)`` the defining representation, ``Scalar`` the trivial one,
+* ``a + b`` direct sum (block diagonal), ``3 * a`` = ``a + a + a``,
+* ``a * b`` tensor product (Kronecker), ``a ** k`` tensor power,
+* ``a.dual()`` the contragredient ``rho(g)^{-T}``.
+
+Reps are immutable and hashable by a canonical key, so bases can be cached.
+"""
+
+from __future__ import annotations
+
+from functools import reduce
+
+import torch
+from torch import Tensor
+
+from geomlin.groups.base import Group
+
+
+def _kron(a: Tensor, b: Tensor) -> Tensor:
+    """Batched Kronecker product ``(..., m, m) x (..., n, n) -> (..., mn, mn)``."""
+    out = a[..., :, None, :, None] * b[..., None, :, None, :]
+    m, n = a.shape[-1], b.shape[-1]
+    return out.reshape(*out.shape[:-4], m * n, m * n)
+
+
+def _block_diag(blocks: list[Tensor]) -> Tensor:
+    """Batched block diagonal of ``(..., n_i, n_i)`` blocks."""
+    lead = torch.broadcast_shapes(*[b.shape[:-2] for b in blocks])
+    size = sum(b.shape[-1] for b in blocks)
+    out = blocks[0].new_zeros(*lead, size, size)
+    i = 0
+    for b in blocks:
+        n = b.shape[-1]
+        out[..., i:i + n, i:i + n] = b
+        i += n
+    return out
+
+
+def _check_element(g: Tensor, G: Group | None, what: str = "group elements") -> Tensor:
+    if not isinstance(g, Tensor):
+        raise TypeError(f"{what} must be a torch.Tensor of shape (..., d, d), got {type(g).__name__}")
+    if g.ndim < 2 or g.shape[-1] != g.shape[-2]:
+        raise ValueError(f"{what} must have shape (..., d, d), got {tuple(g.shape)}")
+    if G is not None and g.shape[-1] != G.d:
+        raise ValueError(f"{what} of {G} must be ({G.d}, {G.d}) matrices, got shape {tuple(g.shape)}")
+    if not g.is_floating_point():
+        raise TypeError(f"{what} must be floating point, got dtype {g.dtype}")
+    return g
+
+
+class Rep:
+    """Base class of representations; see the module docstring for the algebra.
+
+    Subclasses implement ``size``, ``group``, ``rho``, ``drho`` and ``key``.
+    """
+
+    #: The group this rep belongs to (``None`` for reps of every group, i.e. Scalar).
+    group: Group | None = None
+
+    @property
+    def size(self) -> int:
+        """Dimension of the representation space."""
+        raise NotImplementedError
+
+    def rho(self, g: Tensor) -> Tensor:
+        """Group action: ``g`` ``(..., d, d)`` -> ``(..., size, size)`` in ``g``'s dtype."""
+        raise NotImplementedError
+
+    def drho(self, A: Tensor) -> Tensor:
+        """Lie algebra action: ``A`` ``(..., d, d)`` -> ``(..., size, size)``."""
+        raise NotImplementedError
+
+    def key(self) -> tuple:
+        """Canonical hashable description (equal reps have equal keys)."""
+        raise NotImplementedError
+
+    # ---------------------------------------------------------------- algebra
+    def __add__(self, other) -> Rep:
+        if isinstance(other, int) and other == 0:
+            return self
+        other = _as_rep(other, "+")
+        return SumRep([self, other])
+
+    def __radd__(self, other) -> Rep:
+        if isinstance(other, int) and other == 0:
+            return self
+        return _as_rep(other, "+") + self
+
+    def __mul__(self, other) -> Rep:
+        if isinstance(other, int) and not isinstance(other, bool):
+            return _multiplicity(other, self)
+        other = _as_rep(other, "*")
+        return TensorRep([self, other])
+
+    def __rmul__(self, other) -> Rep:
+        if isinstance(other, int) and not isinstance(other, bool):
+            return _multiplicity(other, self)
+        return _as_rep(other, "*") * self
+
+    def __pow__(self, k: int) -> Rep:
+        if isinstance(k, bool) or not isinstance(k, int) or k < 0:
+            raise ValueError(f"tensor powers take a non-negative int, got {k!r}")
+        if k == 0:
+            return Scalar
+        return TensorRep([self] * k)
+
+    def dual(self) -> Rep:
+        """The dual (contragredient) rep ``rho(g)^{-T}``."""
+        return DualRep(self)
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, Rep) and self.key() == other.key()
+
+    def __hash__(self) -> int:
+        return hash(self.key())
+
+    @property
+    def blocks(self) -> list[Rep]:
+        """Direct-sum summands (itself for a non-sum rep)."""
+        return [self]
+
+    @property
+    def is_scalar(self) -> bool:
+        """True when the rep is trivial (``rho(g) = I``) by construction."""
+        return False
+
+    def to_irreps(self):
+        """The e3nn ``o3.Irreps`` with the same basis, for O(3)/SO(3) reps that have one."""
+        raise NotImplementedError(f"{self!r} has no e3nn Irreps equivalent in the same basis")
+
+    @staticmethod
+    def from_irreps(irreps, group: Group | None = None) -> Rep:
+        """Wrap e3nn ``Irreps`` as a rep of ``group`` (default O(3)); see :class:`IrrepsRep`."""
+        from geomlin.reps.irreps import IrrepsRep
+
+        return IrrepsRep(irreps, group)
+
+
+def _as_rep(x, op: str) -> Rep:
+    if not isinstance(x, Rep):
+        raise TypeError(f"cannot combine a Rep with {type(x).__name__} using {op}")
+    return x
+
+
+def _multiplicity(n: int, rep: Rep) -> Rep:
+    if n < 0:
+        raise ValueError(f"multiplicities must be non-negative, got {n}")
+    if n == 0:
+        raise ValueError("a multiplicity of 0 gives the empty representation, which geomlin does not use")
+    return rep if n == 1 else SumRep([rep] * n)
+
+
+def common_group(reps) -> Group | None:
+    """The one group shared by ``reps`` (``None`` if all are scalar); error when they mix groups."""
+    group = None
+    for r in reps:
+        if r.group is None:
+            continue
+        if group is None:
+            group = r.group
+        elif r.group != group:
+            raise ValueError(f"cannot combine representations of different groups: {group} and {r.group}")
+    return group
+
+
+class ScalarRep(Rep):
+    """The trivial 1-dimensional representation, compatible with every group."""
+
+    @property
+    def size(self) -> int:
+        return 1
+
+    @property
+    def is_scalar(self) -> bool:
+        return True
+
+    def rho(self, g: Tensor) -> Tensor:
+        _check_element(g, None)
+        return torch.ones(*g.shape[:-2], 1, 1, dtype=g.dtype, device=g.device)
+
+    def drho(self, A: Tensor) -> Tensor:
+        _check_element(A, None, "Lie algebra elements")
+        return torch.zeros(*A.shape[:-2], 1, 1, dtype=A.dtype, device=A.device)
+
+    def key(self) -> tuple:
+        return ("Scalar",)
+
+    def dual(self) -> Rep:
+        return self
+
+    def to_irreps(self):
+        from e3nn import o3
+
+        return o3.Irreps("0e")
+
+    def __repr__(self) -> str:
+        return "Scalar"
+
+
+#: The trivial representation (a singleton usable with any group).
+Scalar = ScalarRep()
+
+
+class Vector(Rep):
+    """The defining representation ``V(G)``: ``rho(g) = g``."""
+
+    def __init__(self, G: Group):
+        if not isinstance(G, Group):
+            raise TypeError(f"V() takes a geomlin Group, got {type(G).__name__}")
+        self.group = G
+
+    @property
+    def size(self) -> int:
+        return self.group.d
+
+    def rho(self, g: Tensor) -> Tensor:
+        return _check_element(g, self.group)
+
+    def drho(self, A: Tensor) -> Tensor:
+        return _check_element(A, self.group, "Lie algebra elements")
+
+    def key(self) -> tuple:
+        return ("V", self.group.key())
+
+    def to_irreps(self):
+        from geomlin.groups.classical import O, SO
+
+        if isinstance(self.group, (O, SO)) and self.group.d == 3:
+            from e3nn import o3
+
+            return o3.Irreps("1o")
+        return super().to_irreps()
+
+    def __repr__(self) -> str:
+        return f"V[{self.group}]"
+
+
+def V(G: Group) -> Rep:
+    """The defining representation of ``G`` on ``R^d``."""
+    return Vector(G)
+
+
+class SumRep(Rep):
+    """Direct sum ``a + b + ...``; nested sums are flattened, order is kept."""
+
+    def __init__(self, reps):
+        flat = []
+        for r in reps:
+            flat.extend(r.blocks)
+        if not flat:
+            raise ValueError("a direct sum needs at least one representation")
+        self.group = common_group(flat)
+        self._blocks = flat
+
+    @property
+    def blocks(self) -> list[Rep]:
+        return list(self._blocks)
+
+    @property
+    def size(self) -> int:
+        return sum(r.size for r in self._blocks)
+
+    @property
+    def is_scalar(self) -> bool:
+        return all(r.is_scalar for r in self._blocks)
+
+    def rho(self, g: Tensor) -> Tensor:
+        return _block_diag([r.rho(g) for r in self._blocks])
+
+    def drho(self, A: Tensor) -> Tensor:
+        return _block_diag([r.drho(A) for r in self._blocks])
+
+    def key(self) -> tuple:
+        return ("Sum",) + tuple(r.key() for r in self._blocks)
+
+    def dual(self) -> Rep:
+        return SumRep([r.dual() for r in self._blocks])
+
+    def to_irreps(self):
+        from e3nn import o3
+
+        out = o3.Irreps("")
+        for r in self._blocks:
+            out = out + r.to_irreps()
+        return out
+
+    def __repr__(self) -> str:
+        parts, prev, count = [], None, 0
+        for r in self._blocks + [None]:
+            if prev is not None and r is not None and r == prev:
+                count += 1
+                continue
+            if prev is not None:
+                parts.append(f"{count}*{prev!r}" if count > 1 else repr(prev))
+            prev, count = r, 1
+        return " + ".join(parts)
+
+
+class TensorRep(Rep):
+    """Tensor product ``a * b * ...`` (Kronecker, row-major: the last factor varies fastest).
+
+    Scalar factors are dropped; nested products are flattened.
+    """
+
+    def __new__(cls, reps):
+        factors = []
+        for r in reps:
+            factors.extend(r.factors if isinstance(r, TensorRep) else [r])
+        factors = [r for r in factors if not isinstance(r, ScalarRep)]
+        if not factors:
+            return Scalar
+        if len(factors) == 1:
+            return factors[0]
+        self = super().__new__(cls)
+        self.group = common_group(factors)
+        self.factors = factors
+        return self
+
+    def __init__(self, reps):  # all work happens in __new__
+        pass
+
+    @property
+    def size(self) -> int:
+        out = 1
+        for r in self.factors:
+            out *= r.size
+        return out
+
+    @property
+    def is_scalar(self) -> bool:
+        return all(r.is_scalar for r in self.factors)
+
+    def rho(self, g: Tensor) -> Tensor:
+        return reduce(_kron, [r.rho(g) for r in self.factors])
+
+    def drho(self, A: Tensor) -> Tensor:
+        mats = [r.drho(A) for r in self.factors]
+        out = mats[0]
+        for m in mats[1:]:
+            eye_out = torch.eye(out.shape[-1], dtype=A.dtype, device=A.device)
+            eye_m = torch.eye(m.shape[-1], dtype=A.dtype, device=A.device)
+            out = _kron(out, eye_m.expand_as(m)) + _kron(eye_out.expand_as(out), m)
+        return out
+
+    def key(self) -> tuple:
+        return ("Tensor",) + tuple(r.key() for r in self.factors)
+
+    def dual(self) -> Rep:
+        return TensorRep([r.dual() for r in self.factors])
+
+    def __repr__(self) -> str:
+        parts, prev, count = [], None, 0
+        for r in self.factors + [None]:
+            if prev is not None and r is not None and r == prev:
+                count += 1
+                continue
+            if prev is not None:
+                s = repr(prev)
+                s = f"({s})" if isinstance(prev, SumRep) else s
+                parts.append(f"{s}**{count}" if count > 1 else s)
+            prev, count = r, 1
+        return "*".join(parts)
+
+
+class DualRep(Rep):
+    """Dual representation ``rho(g)^{-T}``, ``drho(A) = -drho(A)^T``.
+
+    For orthogonal groups it equals the original rep in value but keeps its
+    own key (the solver does not assume ``V* = V``).
+    """
+
+    def __new__(cls, rep: Rep):
+        if isinstance(rep, DualRep):
+            return rep.rep
+        if isinstance(rep, ScalarRep):
+            return rep
+        self = super().__new__(cls)
+        self.rep = rep
+        self.group = rep.group
+        return self
+
+    def __init__(self, rep: Rep):
+        pass
+
+    @property
+    def size(self) -> int:
+        return self.rep.size
+
+    def rho(self, g: Tensor) -> Tensor:
+        return torch.linalg.inv(self.rep.rho(g)).transpose(-1, -2)
+
+    def drho(self, A: Tensor) -> Tensor:
+        return -self.rep.drho(A).transpose(-1, -2)
+
+    def key(self) -> tuple:
+        return ("Dual", self.rep.key())
+
+    def dual(self) -> Rep:
+        return self.rep
+
+    def __repr__(self) -> str:
+        return f"{self.rep!r}*"

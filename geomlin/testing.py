@@ -1,0 +1,283 @@
+"""The one equivariance checker every geomlin module and test uses.
+
+``equivariance_error(fn, group, reps_in, reps_out, inputs=...)`` draws random
+group elements ``g`` and measures, for every output of ``fn``,
+
+    || fn(g . x) - g . fn(x) || / max(|| g . fn(x) ||, atol)
+
+in float64. ``assert_equivariant`` raises when the worst case exceeds ``rtol``.
+
+What a "group" is
+    Anything with ``sample(n, generator=None, dtype=...)`` returning ``n``
+    elements indexable as ``elements[i]``: a :class:`geomlin.groups.Group`
+    (``(n, d, d)`` matrices), a :class:`geomlin.groups.Euclidean` sampler
+    (E(3)/SE(3), :class:`~geomlin.groups.RigidTransform`), or a group of the
+    later capabilities (Pin(3,0,1) versors in :mod:`geomlin.gatr`).
+
+What an action is (one per positional input / per output)
+    * a :class:`geomlin.reps.Rep`: ``x @ rho(g).T`` on the last axis;
+    * e3nn ``o3.Irreps``: ``x @ D(g).T`` on the last axis (O(3) with parity);
+    * ``"scalar"`` / ``"invariant"``: unchanged;
+    * ``"vector"``: ``R x`` on the last axis (``R = g`` or the rotation of a rigid motion);
+    * ``"position"``: ``R x + t`` (``t = 0`` for linear groups);
+    * ``None``: the input or output is ignored (passed through unchanged, not compared);
+    * any callable ``action(g, x) -> x'`` for everything else.
+
+Keyword arguments in ``kwargs`` (masks, batch vectors, edge indices) are
+passed to ``fn`` unchanged, both for ``x`` and for ``g . x``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import Tensor
+
+#: Default relative tolerance of :func:`assert_equivariant` (float64).
+DEFAULT_RTOL = 1e-9
+#: Output norms below this are compared absolutely (avoids 0/0 for zero outputs).
+DEFAULT_ATOL = 1e-12
+#: Default number of random group elements.
+DEFAULT_SAMPLES = 10
+#: Default leading batch shape of generated inputs.
+DEFAULT_BATCH = 4
+
+Action = Callable[[Any, Tensor], Tensor]
+
+
+def _rotation_part(g) -> Tensor:
+    from geomlin.groups.euclidean import RigidTransform
+
+    if isinstance(g, RigidTransform):
+        return g.R
+    if isinstance(g, Tensor) and g.ndim == 2 and g.shape[0] == g.shape[1]:
+        return g
+    raise TypeError(f"a 'vector' or 'position' action needs a matrix or RigidTransform, got {type(g).__name__}")
+
+
+def _on_last_axis(M: Tensor, x: Tensor) -> Tensor:
+    if x.shape[-1] != M.shape[-1]:
+        raise ValueError(f"the action has size {M.shape[-1]} but the tensor has last dimension "
+                         f"{x.shape[-1]} (shape {tuple(x.shape)})")
+    return x @ M.to(dtype=x.dtype, device=x.device).transpose(-1, -2)
+
+
+def _scalar_action(g, x: Tensor) -> Tensor:
+    return x
+
+
+def _vector_action(g, x: Tensor) -> Tensor:
+    return _on_last_axis(_rotation_part(g), x)
+
+
+def _position_action(g, x: Tensor) -> Tensor:
+    from geomlin.groups.euclidean import RigidTransform
+
+    out = _vector_action(g, x)
+    if isinstance(g, RigidTransform):
+        out = out + g.t.to(dtype=x.dtype, device=x.device)
+    return out
+
+
+_NAMED_ACTIONS: dict[str, Action] = {
+    "scalar": _scalar_action,
+    "invariant": _scalar_action,
+    "vector": _vector_action,
+    "position": _position_action,
+}
+
+
+def as_action(spec) -> Action | None:
+    """Turn an action spec (Rep, Irreps, name, callable or None) into ``action(g, x)``."""
+    from geomlin.reps.base import Rep
+
+    if spec is None:
+        return None
+    if isinstance(spec, Rep):
+        return lambda g, x: _on_last_axis(spec.rho(_rotation_part(g).to(torch.float64)), x)
+    if isinstance(spec, str):
+        if spec in _NAMED_ACTIONS:
+            return _NAMED_ACTIONS[spec]
+        raise ValueError(f"unknown action {spec!r}; expected one of {sorted(_NAMED_ACTIONS)}, "
+                         "a Rep, e3nn Irreps or a callable")
+    try:
+        from e3nn import o3
+    except ImportError:  # pragma: no cover - e3nn is a dependency
+        o3 = None
+    if o3 is not None and isinstance(spec, o3.Irreps):
+        from geomlin.reps.irreps import wigner_D_from_matrix
+
+        return lambda g, x: _on_last_axis(wigner_D_from_matrix(spec, _rotation_part(g).to(torch.float64)), x)
+    if callable(spec):
+        return spec
+    raise TypeError(f"cannot use {type(spec).__name__} as a group action")
+
+
+def _example_size(spec) -> int:
+    from geomlin.reps.base import Rep
+
+    if isinstance(spec, Rep):
+        return spec.size
+    try:
+        from e3nn import o3
+
+        if isinstance(spec, o3.Irreps):
+            return spec.dim
+    except ImportError:  # pragma: no cover
+        pass
+    raise ValueError(f"cannot generate an example input for action {spec!r}: pass inputs=")
+
+
+def _as_tuple(x) -> tuple:
+    if isinstance(x, tuple):
+        return x
+    if isinstance(x, list) and not isinstance(x, Tensor):
+        return tuple(x)
+    return (x,)
+
+
+def _as_specs(x) -> tuple:
+    """One action spec or a sequence of them; e3nn Irreps (a tuple subclass) count as one."""
+    try:
+        from e3nn import o3
+
+        if isinstance(x, o3.Irreps):
+            return (x,)
+    except ImportError:  # pragma: no cover
+        pass
+    return tuple(x) if isinstance(x, (tuple, list)) else (x,)
+
+
+def _check_finite(name: str, t: Tensor) -> None:
+    if not isinstance(t, Tensor):
+        return
+    if t.is_floating_point() and not torch.isfinite(t).all():
+        raise ValueError(f"{name} contains NaN or inf values; the checker needs finite inputs")
+
+
+@dataclass
+class EquivarianceReport:
+    """Result of :func:`equivariance_check`: the worst relative error and where it occurred."""
+
+    max_error: float
+    output_index: int
+    sample_index: int
+    errors: list[list[float]]  # [sample][output]
+    output_norm: float = 0.0  # largest norm among the compared outputs of fn(x)
+
+    def __float__(self) -> float:
+        return self.max_error
+
+
+def equivariance_check(fn: Callable, group, reps_in, reps_out, inputs=None, *,
+                       n_samples: int = DEFAULT_SAMPLES, batch: int = DEFAULT_BATCH,
+                       dtype: torch.dtype = torch.float64, generator: torch.Generator | None = None,
+                       atol: float = DEFAULT_ATOL, kwargs: dict | None = None) -> EquivarianceReport:
+    """Measure ``fn``'s equivariance error; see the module docstring.
+
+    Parameters
+    ----------
+    fn: callable taking ``len(reps_in)`` positional tensors (plus ``kwargs``).
+    group: a group or group-like sampler.
+    reps_in, reps_out: one action spec or a sequence of them, one per
+        positional input / output (outputs may be a tuple).
+    inputs: a tensor or tuple of tensors; generated as ``(batch, size)``
+        standard normals when omitted (needs Rep or Irreps actions).
+    n_samples: number of random group elements.
+    dtype: dtype of generated inputs and group elements (float64 by default).
+
+    Returns
+    -------
+    EquivarianceReport with the worst relative error over samples and outputs.
+    """
+    if not callable(fn):
+        raise TypeError(f"fn must be callable, got {type(fn).__name__}")
+    if not hasattr(group, "sample"):
+        raise TypeError(f"group must have a sample(n, generator, dtype) method, got {type(group).__name__}")
+    if isinstance(n_samples, bool) or not isinstance(n_samples, int) or n_samples < 1:
+        raise ValueError(f"n_samples must be a positive int, got {n_samples!r}")
+    specs_in = _as_specs(reps_in)
+    specs_out = _as_specs(reps_out)
+    acts_in = [as_action(s) for s in specs_in]
+    acts_out = [as_action(s) for s in specs_out]
+    kwargs = dict(kwargs or {})
+
+    if inputs is None:
+        inputs = tuple(torch.randn(batch, _example_size(s), generator=generator, dtype=dtype)
+                       for s in specs_in)
+    inputs = _as_tuple(inputs)
+    if len(inputs) != len(acts_in):
+        raise ValueError(f"got {len(inputs)} inputs but {len(acts_in)} input actions")
+    for i, x in enumerate(inputs):
+        _check_finite(f"input {i}", x)
+    for k, v in kwargs.items():
+        _check_finite(f"keyword input {k!r}", v)
+
+    y = _as_tuple(fn(*inputs, **kwargs))
+    if len(y) != len(acts_out):
+        raise ValueError(f"fn returned {len(y)} outputs but {len(acts_out)} output actions were given")
+
+    compared = [yy for a, yy in zip(acts_out, y) if a is not None]
+    output_norm = max((torch.linalg.vector_norm(yy.detach().to(torch.float64)).item()
+                       for yy in compared), default=0.0)
+    elements = group.sample(n_samples, generator=generator, dtype=dtype)
+    errors: list[list[float]] = []
+    worst = (0.0, 0, 0)
+    for s in range(n_samples):
+        g = elements[s]
+        gx = tuple(x if a is None else a(g, x) for a, x in zip(acts_in, inputs))
+        y_gx = _as_tuple(fn(*gx, **kwargs))
+        row = []
+        for o, (a, y0, y1) in enumerate(zip(acts_out, y, y_gx)):
+            if a is None:
+                row.append(0.0)
+                continue
+            expected = a(g, y0)
+            if not torch.isfinite(y1).all() or not torch.isfinite(expected).all():
+                err = float("inf")
+            else:
+                diff = torch.linalg.vector_norm((y1 - expected).to(torch.float64))
+                scale = max(torch.linalg.vector_norm(expected.to(torch.float64)).item(), atol)
+                err = diff.item() / scale
+            row.append(err)
+            if err > worst[0] or (err != err):
+                worst = (err, o, s)
+        errors.append(row)
+    return EquivarianceReport(max_error=worst[0], output_index=worst[1], sample_index=worst[2],
+                              errors=errors, output_norm=output_norm)
+
+
+def equivariance_error(fn: Callable, group, reps_in, reps_out, inputs=None, **options) -> float:
+    """The worst relative equivariance error of ``fn`` (a float); options as in :func:`equivariance_check`."""
+    return equivariance_check(fn, group, reps_in, reps_out, inputs, **options).max_error
+
+
+def assert_equivariant(fn: Callable, group, reps_in, reps_out, inputs=None, *,
+                       rtol: float = DEFAULT_RTOL, allow_zero: bool = False,
+                       **options) -> EquivarianceReport:
+    """Raise ``AssertionError`` when ``fn``'s relative equivariance error exceeds ``rtol``.
+
+    Also fails when ``fn`` is trivially zero on the inputs (a test that cannot
+    fail proves nothing). Returns the report otherwise.
+    """
+    report = equivariance_check(fn, group, reps_in, reps_out, inputs, **options)
+    if not allow_zero and report.output_norm <= options.get("atol", DEFAULT_ATOL):
+        raise AssertionError(f"{getattr(fn, '__name__', type(fn).__name__)} returned all-zero outputs; "
+                             "an equivariance test on zeros proves nothing (pass allow_zero=True "
+                             "if that is intended)")
+    if not report.max_error <= rtol:
+        raise AssertionError(
+            f"{getattr(fn, '__name__', type(fn).__name__)} is not equivariant under {group}: "
+            f"relative error {report.max_error:.3e} > {rtol:.1e} "
+            f"(output {report.output_index}, sample {report.sample_index})")
+    return report
+
+
+def assert_invariant(fn: Callable, group, reps_in, inputs=None, *, n_outputs: int = 1,
+                     **options) -> EquivarianceReport:
+    """Shorthand for :func:`assert_equivariant` with every output invariant."""
+    outs: Sequence = ("invariant",) * n_outputs
+    return assert_equivariant(fn, group, reps_in, outs, inputs, **options)
