@@ -1,0 +1,10 @@
+"""Shared pytest setup: deterministic seeds for every test."""
+
+import pytest
+import torch
+
+
+@pytest.fixture(autouse=True)
+def _seed():
+    torch.manual_seed(0)
+    yield
