@@ -18,8 +18,6 @@ from __future__ import annotations
 
 import hashlib
 import math
-from collections.abc import Sequence
-
 import torch
 from torch import Tensor
 
@@ -96,12 +94,19 @@ class Group:
 
     # ------------------------------------------------------------------ identity
     def key(self) -> tuple:
-        """A hashable key identifying the group (used for caching and equality)."""
-        h = hashlib.sha1()
-        h.update(self.lie_algebra.numpy().tobytes())
-        h.update(b"|")
-        h.update(self.discrete_generators.numpy().tobytes())
-        return (type(self).__name__, self.d, h.hexdigest())
+        """A hashable key identifying the group (used for caching and equality).
+
+        Built from the generators' bytes once; generators are treated as immutable.
+        """
+        cached = self.__dict__.get("_key")
+        if cached is None:
+            h = hashlib.sha1()
+            h.update(self.lie_algebra.contiguous().numpy().tobytes())
+            h.update(b"|")
+            h.update(self.discrete_generators.contiguous().numpy().tobytes())
+            cached = (type(self).__name__, self.d, h.hexdigest())
+            self._key = cached
+        return cached
 
     def __eq__(self, other) -> bool:
         return isinstance(other, Group) and self.key() == other.key()
@@ -252,9 +257,3 @@ def haar_orthogonal(n: int, d: int, generator=None, special: bool = False) -> Te
     return q
 
 
-def as_group_list(groups: Sequence[Group]) -> list[Group]:
-    out = list(groups)
-    for g in out:
-        if not isinstance(g, Group):
-            raise TypeError(f"expected geomlin.groups.Group instances, got {type(g).__name__}")
-    return out

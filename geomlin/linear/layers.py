@@ -1,0 +1,184 @@
+"""``EquivariantLinear``: a learnable map in the span of an equivariant basis.
+
+``W = sum_r c_r B_r`` with ``B_r`` the basis of :func:`equivariant_basis`.
+The input and output reps are grouped by block type (all copies of ``V``
+together, all copies of ``V**2`` together, ...), so that each distinct pair of
+block types is solved once and contributes ``W_{ba} = sum_r C_r (x) B_r`` with a
+``(multiplicity_out, multiplicity_in)`` coefficient matrix ``C_r`` per basis
+element, exactly the structure of EMLP (Finzi et al. 2021, Sec. 6).
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import Tensor, nn
+
+from geomlin.linear.solver import block_basis
+from geomlin.reps.base import Rep, Scalar, common_group
+
+
+def check_features(x: Tensor, size: int, name: str = "x", what: str = "rep_in") -> None:
+    """Raise a clear error unless ``x`` is a finite floating tensor ``(..., size)``."""
+    if not isinstance(x, Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
+    if not x.is_floating_point():
+        raise TypeError(f"{name} must be a floating-point tensor, got dtype {x.dtype}")
+    if x.ndim == 0 or x.shape[-1] != size:
+        raise ValueError(f"{name} must have shape (..., {size}) for {what} of size {size}, "
+                         f"got shape {tuple(x.shape)}")
+    if not torch.isfinite(x).all():
+        raise ValueError(f"{name} contains NaN or inf values")
+
+
+class BlockLayout:
+    """Positions of every block type inside a rep.
+
+    Attributes
+    ----------
+    types: distinct non-sum reps, in order of first appearance.
+    index: ``(size,)`` long tensor; ``x[..., index]`` lists the coordinates
+        type by type, copy by copy (``types[0]`` copy 0, copy 1, ..., then ``types[1]`` ...).
+    multiplicity: number of copies of each type.
+    """
+
+    def __init__(self, rep: Rep):
+        offsets: dict[tuple, list[int]] = {}
+        types: dict[tuple, Rep] = {}
+        start = 0
+        for block in rep.blocks:
+            k = block.key()
+            types.setdefault(k, block)
+            offsets.setdefault(k, []).append(start)
+            start += block.size
+        self.types = list(types.values())
+        self.multiplicity = [len(offsets[t.key()]) for t in self.types]
+        index = []
+        for t in self.types:
+            for o in offsets[t.key()]:
+                index.extend(range(o, o + t.size))
+        self.index = torch.tensor(index, dtype=torch.long)
+        self.inverse = torch.argsort(self.index)
+        self.size = start
+
+    def type_slices(self) -> list[slice]:
+        """Slices of the type-sorted coordinates, one per type."""
+        out, start = [], 0
+        for t, m in zip(self.types, self.multiplicity):
+            out.append(slice(start, start + m * t.size))
+            start += m * t.size
+        return out
+
+
+class _BasisCache:
+    """float64 master copies of block bases, converted per (device, dtype) on first use."""
+
+    def __init__(self, bases: dict[tuple[int, int], Tensor]):
+        self.master = bases
+        self.converted: dict[tuple, dict[tuple[int, int], Tensor]] = {}
+
+    def get(self, device, dtype) -> dict[tuple[int, int], Tensor]:
+        k = (str(device), dtype)
+        if k not in self.converted:
+            self.converted[k] = {p: b.to(device=device, dtype=dtype) for p, b in self.master.items()}
+        return self.converted[k]
+
+
+class EquivariantLinear(nn.Module):
+    """Equivariant affine map ``rep_in -> rep_out``.
+
+    Parameters
+    ----------
+    rep_in, rep_out: representations of one group.
+    bias: add a learnable bias restricted to the invariant subspace of ``rep_out``.
+
+    Shapes: ``forward(x)`` maps ``(..., rep_in.size)`` to ``(..., rep_out.size)``
+    in ``x``'s dtype and device. Parameters are the coefficients on the basis
+    (``num_coefficients`` of them), so every value of the parameters gives an
+    exactly equivariant map.
+    """
+
+    def __init__(self, rep_in: Rep, rep_out: Rep, bias: bool = True):
+        super().__init__()
+        if not isinstance(rep_in, Rep) or not isinstance(rep_out, Rep):
+            raise TypeError("EquivariantLinear takes two geomlin Reps, got "
+                            f"{type(rep_in).__name__} and {type(rep_out).__name__}")
+        self.group = common_group([rep_in, rep_out])
+        self.rep_in, self.rep_out = rep_in, rep_out
+        self.layout_in, self.layout_out = BlockLayout(rep_in), BlockLayout(rep_out)
+        bases: dict[tuple[int, int], Tensor] = {}
+        self.coefficients = nn.ParameterDict()
+        total = 0
+        for j, tout in enumerate(self.layout_out.types):
+            for i, tin in enumerate(self.layout_in.types):
+                B = block_basis(tin, tout)
+                if B.shape[0]:
+                    bases[(j, i)] = B
+                    total += B.shape[0] * self.layout_out.multiplicity[j] * self.layout_in.multiplicity[i]
+        # the placed basis elements are orthonormal, so Var(c) = out / total gives
+        # E||W||_F^2 = out: the scale of nn.Linear's default initialisation
+        std = math.sqrt(rep_out.size / max(total, 1))
+        for (j, i), B in bases.items():
+            shape = (B.shape[0], self.layout_out.multiplicity[j], self.layout_in.multiplicity[i])
+            self.coefficients[f"{j}_{i}"] = nn.Parameter(torch.randn(shape) * std)
+        self._bases = _BasisCache(bases)
+        self.num_coefficients = total
+        self.bias_basis = None
+        if bias:
+            bb = _invariant_vectors(rep_out)  # (r_b, out)
+            if bb.shape[0]:
+                self._bias_cache = _BasisCache({(0, 0): bb})
+                self.bias = nn.Parameter(torch.zeros(bb.shape[0]))
+            else:
+                self.register_parameter("bias", None)
+        else:
+            self.register_parameter("bias", None)
+
+    def weight(self, device=None, dtype=None) -> Tensor:
+        """The dense equivariant matrix ``(rep_out.size, rep_in.size)``."""
+        p = next(iter(self.coefficients.values()), None)
+        device = device or (p.device if p is not None else torch.device("cpu"))
+        dtype = dtype or (p.dtype if p is not None else torch.get_default_dtype())
+        bases = self._bases.get(device, dtype)
+        lo, li = self.layout_out, self.layout_in
+        rows = []
+        for j, tout in enumerate(lo.types):
+            cols = []
+            for i, tin in enumerate(li.types):
+                mo, mi = lo.multiplicity[j], li.multiplicity[i]
+                B = bases.get((j, i))
+                if B is None:
+                    cols.append(torch.zeros(mo * tout.size, mi * tin.size, device=device, dtype=dtype))
+                    continue
+                C = self.coefficients[f"{j}_{i}"].to(dtype)
+                block = torch.einsum("rba,rij->biaj", C, B).reshape(mo * tout.size, mi * tin.size)
+                cols.append(block)
+            rows.append(torch.cat(cols, dim=1))
+        W_sorted = torch.cat(rows, dim=0)
+        return W_sorted[lo.inverse.to(device)][:, li.inverse.to(device)]
+
+    def bias_vector(self, device=None, dtype=None) -> Tensor | None:
+        """The invariant bias ``(rep_out.size,)``, or ``None``."""
+        if self.bias is None:
+            return None
+        device = device or self.bias.device
+        dtype = dtype or self.bias.dtype
+        bb = self._bias_cache.get(device, dtype)[(0, 0)]
+        return self.bias.to(dtype) @ bb
+
+    def forward(self, x: Tensor) -> Tensor:
+        check_features(x, self.rep_in.size)
+        y = x @ self.weight(x.device, x.dtype).T
+        b = self.bias_vector(x.device, x.dtype)
+        return y if b is None else y + b
+
+    def extra_repr(self) -> str:
+        return f"{self.rep_in!r} -> {self.rep_out!r}, coefficients={self.num_coefficients}"
+
+
+def _invariant_vectors(rep: Rep) -> Tensor:
+    """Orthonormal basis ``(r, rep.size)`` of the invariant vectors of ``rep``."""
+    from geomlin.linear.solver import equivariant_basis
+
+    return equivariant_basis(Scalar, rep)[:, :, 0]
