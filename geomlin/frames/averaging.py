@@ -1,0 +1,213 @@
+"""Frame averaging: make any point-cloud backbone exactly invariant or equivariant
+(Puny et al. 2022, "Frame Averaging for Invariant and Equivariant Network Design", Eq. 3-4).
+
+For a frame ``F(X)`` (here the PCA frames of :mod:`geomlin.frames.pca`) and a backbone
+``phi``, the frame average is
+
+    <phi>(X) = 1/|F(X)| sum_{g in F(X)} g . phi(g^{-1} . X)
+
+with ``g = (Q, c)``, ``g^{-1} . X = Q^T (X - c)``, and ``g . y`` the output action:
+``y`` (invariant), ``Q y`` (vector) or ``Q y + c`` (position). Since ``F(hX) = h F(X)``
+as a set, ``<phi>(hX) = h . <phi>(X)`` exactly for every backbone, with or without biases.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+from torch import Tensor, nn
+
+from geomlin.frames.pca import DEFAULT_GAP_TOL, DEGENERATE_POLICIES, as_frame_group, pca_frames
+
+#: Output kinds understood by :class:`FrameAveraging`.
+OUTPUT_KINDS = ("invariant", "vector", "position")
+#: Kinds of extra positional inputs.
+INPUT_KINDS = ("invariant", "vector")
+
+
+def _kinds(value, allowed: tuple, what: str) -> tuple[str, ...]:
+    kinds = (value,) if isinstance(value, str) else tuple(value)
+    for k in kinds:
+        if k not in allowed:
+            raise ValueError(f"{what} kinds must be in {allowed}, got {k!r}")
+    return kinds
+
+
+class FrameAveraging(nn.Module):
+    """Wrap ``backbone`` so that it becomes exactly E(d)/SE(d)/O(d)/SO(d) invariant or equivariant.
+
+    Parameters
+    ----------
+    backbone: any module; called ONCE on all frames folded into the batch dimension as
+        ``backbone(pos, *extras)`` (padded, no mask), ``backbone(pos, *extras, mask=mask)``
+        (padded ``(B * F, N, d)``), or ``backbone(pos, *extras, batch=batch)``
+        (flat ``(F * N_total, d)``; plus ``edge_index=`` when given).
+    group: ``"E3"`` (default), ``"SE3"``, ``"O3"``, ``"SO3"`` or the ``(n)`` versions; see
+        :func:`~geomlin.frames.pca.as_frame_group`.
+    output: kind of the backbone's output, or a tuple of kinds for tuple outputs:
+        ``"invariant"`` (any shape), ``"vector"`` (``(..., d)``, rotated back) or
+        ``"position"`` (``(..., d)``, rotated and translated back).
+    inputs: kinds of the extra positional inputs after ``pos``: ``"invariant"`` (passed
+        through, repeated per frame) or ``"vector"`` (``(..., d)``, rotated into each
+        frame). Default: all invariant.
+    stochastic: while ``self.training``, use one uniformly random frame element per input
+        instead of all ``|F|`` (equivariant in expectation, ``|F|`` times cheaper). In
+        eval mode the full frame is always used.
+    on_degenerate: ``"raise" | "warn" | "sample" | "ignore"`` for degenerate spectra.
+    gap_tol: relative eigenvalue gap below which a spectrum is degenerate.
+
+    Shapes
+    ------
+    Padded: ``pos (B, N, d)``, ``mask (B, N)`` bool; extras ``(B, ...)``; the backbone's
+    outputs have a leading ``B * F`` axis and come back with a leading ``B``.
+    Flat: ``pos (N_total, d)``, ``batch (N_total,)`` int64; extras ``(N_total, ...)``
+    (per point) or ``(B, ...)`` (per graph); outputs with leading ``F * B`` (per graph)
+    or ``F * N_total`` (per point) come back as ``(B, ...)`` / ``(N_total, ...)``.
+    Padded entries of the canonical positions are zero.
+    """
+
+    def __init__(self, backbone: nn.Module, group="E3", output="invariant", *,
+                 inputs: Sequence[str] | str = (), stochastic: bool = False, on_degenerate: str = "warn",
+                 gap_tol: float = DEFAULT_GAP_TOL):
+        super().__init__()
+        if not callable(backbone):
+            raise TypeError(f"backbone must be callable, got {type(backbone).__name__}")
+        if on_degenerate not in DEGENERATE_POLICIES:
+            raise ValueError(f"on_degenerate must be one of {DEGENERATE_POLICIES}, got {on_degenerate!r}")
+        self.backbone = backbone
+        self.frame_group = as_frame_group(group)
+        self.single_output = isinstance(output, str)
+        self.output_kinds = _kinds(output, OUTPUT_KINDS, "output")
+        self.input_kinds = _kinds(inputs, INPUT_KINDS, "input")
+        self.stochastic = bool(stochastic)
+        self.on_degenerate = on_degenerate
+        self.gap_tol = float(gap_tol)
+
+    def extra_repr(self) -> str:
+        return (f"group={self.frame_group.name}, output={self.output_kinds}, inputs={self.input_kinds}, "
+                f"stochastic={self.stochastic}, on_degenerate={self.on_degenerate!r}")
+
+    @property
+    def num_frames(self) -> int:
+        """``|F|``, the number of backbone evaluations per input in eval mode."""
+        return self.frame_group.num_frames
+
+    def frames(self, pos: Tensor, mask: Tensor | None = None, batch: Tensor | None = None,
+               num_graphs: int | None = None, generator: torch.Generator | None = None):
+        """The frames used by :meth:`forward`: ``(B, F', d, d)`` and centroid ``(B, d)``.
+
+        ``F' = 1`` in stochastic training mode, ``|F|`` otherwise.
+        """
+        fr = pca_frames(pos, self.frame_group, mask, batch, num_graphs=num_graphs,
+                        on_degenerate=self.on_degenerate, gap_tol=self.gap_tol, generator=generator)
+        frames = fr.frames
+        if self.stochastic and self.training:
+            B, F = frames.shape[:2]
+            pick = torch.randint(F, (B,), generator=generator, device=frames.device)
+            frames = frames[torch.arange(B, device=frames.device), pick][:, None]
+        return frames, fr.centroid
+
+    def forward(self, pos: Tensor, *extras: Tensor, mask: Tensor | None = None, batch: Tensor | None = None,
+                edge_index: Tensor | None = None, num_graphs: int | None = None,
+                generator: torch.Generator | None = None):
+        """Frame-averaged backbone output(s); see the class docstring for shapes."""
+        if len(extras) != len(self.input_kinds) and not (len(self.input_kinds) == 0):
+            raise ValueError(f"expected {len(self.input_kinds)} extra inputs {self.input_kinds}, "
+                             f"got {len(extras)}")
+        kinds_in = self.input_kinds or ("invariant",) * len(extras)
+        d = self.frame_group.d
+        for k, x in zip(kinds_in, extras):
+            if k == "vector" and x.shape[-1:] != (d,):
+                raise ValueError(f"vector inputs must have last dimension {d}, got shape {tuple(x.shape)}")
+        if edge_index is not None and batch is None:
+            raise ValueError("edge_index is only supported with flat batches (pass batch=)")
+        Q, c = self.frames(pos, mask, batch, num_graphs, generator)
+        if batch is None:
+            return self._forward_padded(pos, extras, kinds_in, mask, Q, c)
+        return self._forward_flat(pos, extras, kinds_in, batch, edge_index, Q, c)
+
+    # ------------------------------------------------------------------ padded
+    def _forward_padded(self, pos, extras, kinds_in, mask, Q, c):
+        B, F = Q.shape[:2]
+        N, d = pos.shape[1], pos.shape[2]
+        z = torch.einsum("bnd,bfde->bfne", pos - c[:, None], Q)  # Q^T (x - c) per frame
+        if mask is not None:
+            z = z * mask[:, None, :, None].to(z.dtype)
+        args = [z.reshape(B * F, N, d)]
+        for k, x in zip(kinds_in, extras):
+            if x.shape[0] != B:
+                raise ValueError(f"extra inputs of a padded batch need leading dimension B={B}, "
+                                 f"got shape {tuple(x.shape)}")
+            if k == "vector":
+                x = torch.einsum("bfde,b...d->bf...e", Q, x.to(Q.dtype))
+            else:
+                x = x[:, None].expand(B, F, *x.shape[1:])
+            args.append(x.reshape(B * F, *x.shape[2:]))
+        kwargs = {} if mask is None else {"mask": mask.repeat_interleave(F, dim=0)}
+        out = self.backbone(*args, **kwargs)
+        outs = self._as_outputs(out)
+        results = []
+        for kind, y in zip(self.output_kinds, outs):
+            if y.shape[0] != B * F:
+                raise ValueError(f"backbone output must have leading dimension B * |F| = {B * F}, "
+                                 f"got shape {tuple(y.shape)}")
+            y = y.reshape(B, F, *y.shape[1:])
+            results.append(self._average(kind, y, Q, c))
+        return results[0] if self.single_output else tuple(results)
+
+    def _average(self, kind: str, y: Tensor, Q: Tensor, c: Tensor) -> Tensor:
+        """Mean over the frame axis 1 of ``g . y``; ``y (B, F, ...)``, ``Q (B, F, d, d)``, ``c (B, d)``."""
+        if kind == "invariant":
+            return y.mean(1)
+        d = Q.shape[-1]
+        if y.shape[-1] != d:
+            raise ValueError(f"{kind} outputs must have last dimension {d}, got shape {tuple(y.shape)}")
+        out = torch.einsum("bfde,bf...e->b...d", Q.to(y.dtype), y) / Q.shape[1]
+        if kind == "position":
+            out = out + c.to(y.dtype).reshape(c.shape[0], *([1] * (out.ndim - 2)), d)
+        return out
+
+    # -------------------------------------------------------------------- flat
+    def _forward_flat(self, pos, extras, kinds_in, batch, edge_index, Q, c):
+        B, F = Q.shape[:2]
+        n, d = pos.shape
+        Qn = Q[batch]  # (n, F, d, d)
+        z = torch.einsum("nd,nfde->fne", pos - c[batch], Qn).reshape(F * n, d)
+        args = [z]
+        for k, x in zip(kinds_in, extras):
+            if x.shape[0] == n:
+                Qx = Qn
+            elif x.shape[0] == B:
+                Qx = Q
+            else:
+                raise ValueError(f"extra inputs of a flat batch need leading dimension N_total={n} (per "
+                                 f"point) or B={B} (per graph), got shape {tuple(x.shape)}")
+            if k == "vector":
+                x = torch.einsum("mfde,m...d->fm...e", Qx, x.to(Q.dtype))
+            else:
+                x = x[None].expand(F, *x.shape)
+            args.append(x.reshape(F * x.shape[1], *x.shape[2:]))
+        offsets = torch.arange(F, device=batch.device)
+        kwargs = {"batch": (batch[None] + B * offsets[:, None]).reshape(-1)}
+        if edge_index is not None:
+            kwargs["edge_index"] = (edge_index[:, None] + n * offsets[None, :, None]).reshape(2, -1)
+        outs = self._as_outputs(self.backbone(*args, **kwargs))
+        results = []
+        for kind, y in zip(self.output_kinds, outs):
+            if y.shape[0] == F * n:  # per point: frames of each point's graph
+                y = y.reshape(F, n, *y.shape[1:]).transpose(0, 1)
+                results.append(self._average(kind, y, Qn, c[batch]))
+            elif y.shape[0] == F * B:
+                y = y.reshape(F, B, *y.shape[1:]).transpose(0, 1)
+                results.append(self._average(kind, y, Q, c))
+            else:
+                raise ValueError(f"backbone output must have leading dimension |F| * B = {F * B} (per graph) "
+                                 f"or |F| * N_total = {F * n} (per point), got shape {tuple(y.shape)}")
+        return results[0] if self.single_output else tuple(results)
+
+    def _as_outputs(self, out) -> tuple[Tensor, ...]:
+        outs = (out,) if isinstance(out, Tensor) else tuple(out)
+        if len(outs) != len(self.output_kinds):
+            raise ValueError(f"backbone returned {len(outs)} outputs but output kinds are {self.output_kinds}")
+        return outs

@@ -1,0 +1,322 @@
+"""Image canonicalization for the rotation group C4 and the dihedral group D4.
+
+Group elements ``(k, m)`` (``k`` quarter turns, ``m`` flips) act on images
+``(..., H, W)`` as ``rot90^k(flip^m(x))`` with ``rot90 = torch.rot90(., 1, (-2, -1))`` and
+``flip = torch.flip(., (-1,))``; as 2x2 matrices they are ``Rot(k pi/2) diag(1, -1)^m``
+(the elements of :class:`geomlin.groups.C` ``(4)`` / :class:`geomlin.groups.D` ``(4)``).
+Element index ``i = m * 4 + k``; index 0 is the identity.
+
+The canonicalizer is a rotated-filter group convolution network (Cohen & Welling 2016,
+"Group Equivariant Convolutional Networks", Eq. 10-11): a lifting convolution with the
+filter transformed by every group element, regular group convolutions, spatial mean
+pooling and one logit per group element. For square images, odd kernels and symmetric
+padding, 90-degree rotations and flips are exact pixel permutations, so the logits are
+exactly permuted, ``logits(h x)[g] = logits(x)[h^{-1} g]``, and the whole canonicalized
+model is exactly invariant / equivariant. Other orders ``n`` would need interpolated
+rotations and are only approximately equivariant; they are not offered here.
+
+The predicted element is one-hot (argmax of the logits) with a straight-through
+gradient (the softmax's), so gradients reach the canonicalizer (Kaba et al. 2023, Sec. 4.1).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from functools import cache
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from geomlin.frames.canonicalization import Canonicalizer
+
+#: Image axes rotated by ``torch.rot90`` (rows, columns).
+IMAGE_DIMS = (-2, -1)
+#: Axis flipped by the reflection.
+FLIP_DIM = -1
+#: Index of the identity element.
+IDENTITY_INDEX = 0
+#: Quarter turns in a full turn.
+QUARTER_TURNS = 4
+
+
+@dataclass(frozen=True)
+class ImageGroup:
+    """C4 (``flips=False``, 4 elements) or D4 (``flips=True``, 8 elements)."""
+
+    flips: bool
+
+    @property
+    def order(self) -> int:
+        return 2 * QUARTER_TURNS if self.flips else QUARTER_TURNS
+
+    @property
+    def name(self) -> str:
+        return "D4" if self.flips else "C4"
+
+    def element(self, i: int) -> tuple[int, int]:
+        """``(k, m)`` of element index ``i``."""
+        return i % QUARTER_TURNS, i // QUARTER_TURNS
+
+
+def as_image_group(group) -> ImageGroup:
+    """Parse ``"C4" | "D4"``, ``geomlin.groups.C(4)`` / ``D(4)`` or an :class:`ImageGroup`."""
+    from geomlin.groups import C, D
+
+    if isinstance(group, ImageGroup):
+        return group
+    if isinstance(group, str) and group.strip().upper() in ("C4", "D4"):
+        return ImageGroup(flips=group.strip().upper() == "D4")
+    if isinstance(group, (C, D)) and group.k == QUARTER_TURNS:
+        return ImageGroup(flips=isinstance(group, D))
+    raise ValueError(f"image canonicalization is exact for C4 and D4 only (90-degree rotations and flips); "
+                     f"got {group!r}. Other orders need interpolated rotations, which are not exact.")
+
+
+def element_matrices(group: ImageGroup) -> Tensor:
+    """``(|G|, 2, 2)`` float64 matrices ``Rot(k pi/2) diag(1, -1)^m`` in index order."""
+    mats = []
+    for i in range(group.order):
+        k, m = group.element(i)
+        c, s = round(math.cos(k * math.pi / 2)), round(math.sin(k * math.pi / 2))
+        rot = torch.tensor([[c, -s], [s, c]], dtype=torch.float64)
+        flip = torch.diag(torch.tensor([1.0, -1.0 if m else 1.0], dtype=torch.float64))
+        mats.append(rot @ flip)
+    return torch.stack(mats)
+
+
+def matrix_to_index(g: Tensor, group: ImageGroup) -> int:
+    """Index of a ``(2, 2)`` C4/D4 matrix (e.g. from ``geomlin.groups.D(4).sample``)."""
+    mats = element_matrices(group)
+    dist = (mats - g.detach().to(torch.float64).cpu()).abs().flatten(1).amax(1)
+    i = int(dist.argmin())
+    if dist[i] > 1e-6:
+        raise ValueError(f"{g.tolist()} is not an element of {group.name}")
+    return i
+
+
+@cache
+def _tables(flips: bool) -> tuple[Tensor, Tensor]:
+    """Multiplication table ``mul[a, b] = index(a b)`` and inverses ``inv[a]`` (int64), built once."""
+    group = ImageGroup(flips)
+    mats = element_matrices(group)
+    prod = mats[:, None] @ mats[None, :]
+    dist = (prod[:, :, None] - mats[None, None]).abs().flatten(3).amax(-1)
+    mul = dist.argmin(-1)
+    inv = (mul == IDENTITY_INDEX).to(torch.int64).argmax(-1)
+    return mul, inv
+
+
+def multiplication_table(group) -> Tensor:
+    """``(|G|, |G|)`` int64: ``mul[a, b]`` is the index of ``a b``."""
+    return _tables(as_image_group(group).flips)[0]
+
+
+def inverse_table(group) -> Tensor:
+    """``(|G|,)`` int64: index of ``a^{-1}``."""
+    return _tables(as_image_group(group).flips)[1]
+
+
+def act_on_image(x: Tensor, index: int, group) -> Tensor:
+    """Element ``index`` acting on images ``(..., H, W)``: ``rot90^k(flip^m(x))``."""
+    k, m = as_image_group(group).element(index)
+    if m:
+        x = torch.flip(x, (FLIP_DIM,))
+    return torch.rot90(x, k, IMAGE_DIMS) if k else x
+
+
+def image_action(group):
+    """An action ``action(g, x)`` for :mod:`geomlin.testing`: ``g`` a 2x2 C4/D4 matrix,
+    ``x (..., H, W)`` images."""
+    grp = as_image_group(group)
+    return lambda g, x: act_on_image(x, matrix_to_index(g, grp), grp)
+
+
+def regular_action(group):
+    """An action on ``(B, |G|, ...)`` tensors in the regular representation:
+    ``(g . y)[:, a] = y[:, g^{-1} a]``; ``g`` a 2x2 matrix."""
+    grp = as_image_group(group)
+    mul, inv = _tables(grp.flips)
+
+    def action(g, y):
+        i = matrix_to_index(g, grp)
+        return y[:, mul[inv[i]].to(y.device)]
+    return action
+
+
+def _transform_filters(w: Tensor, group: ImageGroup) -> Tensor:
+    """``(|G|, ...)`` stack of ``w (..., k, k)`` transformed spatially by every element."""
+    return torch.stack([act_on_image(w, i, group) for i in range(group.order)])
+
+
+class LiftingConv2d(nn.Module):
+    """Lifting convolution ``(B, C_in, H, W) -> (B, C_out, |G|, H, W)``:
+    ``out[:, c, g] = conv(x, g . w_c)`` ('same' padding, odd kernel)."""
+
+    def __init__(self, group, in_channels: int, out_channels: int, kernel_size: int = 3):
+        super().__init__()
+        if kernel_size % 2 != 1:
+            raise ValueError(f"kernel_size must be odd for exact equivariance, got {kernel_size}")
+        self.group = as_image_group(group)
+        self.weight = nn.Parameter(torch.randn(out_channels, in_channels, kernel_size, kernel_size)
+                                   / math.sqrt(in_channels * kernel_size ** 2))
+        self.bias = nn.Parameter(torch.zeros(out_channels))
+
+    def forward(self, x: Tensor) -> Tensor:
+        G = self.group.order
+        w = _transform_filters(self.weight, self.group)  # (G, O, I, k, k)
+        w = w.transpose(0, 1).reshape(-1, *w.shape[2:])  # (O * G, I, k, k)
+        out = F.conv2d(x, w.to(x.dtype), padding=w.shape[-1] // 2)
+        out = out.reshape(x.shape[0], -1, G, *out.shape[-2:])
+        return out + self.bias.to(x.dtype)[None, :, None, None, None]
+
+
+class GroupConv2d(nn.Module):
+    """Regular group convolution ``(B, C_in, |G|, H, W) -> (B, C_out, |G|, H, W)``:
+    ``out[g] = sum_h conv(in[h], g . w[g^{-1} h])`` (Cohen & Welling 2016, Eq. 11)."""
+
+    def __init__(self, group, in_channels: int, out_channels: int, kernel_size: int = 3):
+        super().__init__()
+        if kernel_size % 2 != 1:
+            raise ValueError(f"kernel_size must be odd for exact equivariance, got {kernel_size}")
+        self.group = as_image_group(group)
+        G = self.group.order
+        self.weight = nn.Parameter(torch.randn(out_channels, in_channels, G, kernel_size, kernel_size)
+                                   / math.sqrt(in_channels * G * kernel_size ** 2))
+        self.bias = nn.Parameter(torch.zeros(out_channels))
+
+    def full_weight(self) -> Tensor:
+        """``(C_out * |G|, C_in * |G|, k, k)`` filters of one ordinary convolution."""
+        G = self.group.order
+        mul, inv = _tables(self.group.flips)
+        idx = mul[inv]  # idx[g, h] = index(g^{-1} h)
+        rows = []
+        for g in range(G):
+            w = self.weight[:, :, idx[g].to(self.weight.device)]  # (O, I, G_h, k, k)
+            rows.append(act_on_image(w, g, self.group))
+        w = torch.stack(rows, dim=1)  # (O, G_g, I, G_h, k, k)
+        O, _, I = w.shape[:3]
+        return w.reshape(O * G, I * G, *w.shape[-2:])
+
+    def forward(self, x: Tensor) -> Tensor:
+        B, _, G, H, W = x.shape
+        w = self.full_weight().to(x.dtype)
+        out = F.conv2d(x.reshape(B, -1, H, W), w, padding=w.shape[-1] // 2)
+        out = out.reshape(B, -1, G, H, W)
+        return out + self.bias.to(x.dtype)[None, :, None, None, None]
+
+
+@dataclass(frozen=True)
+class DiscreteElements:
+    """Predicted C4/D4 elements of a batch.
+
+    Attributes
+    ----------
+    index: ``(B,)`` int64 element indices (argmax of ``logits``).
+    weights: ``(B, |G|)`` one-hot values with the softmax's gradient (straight-through).
+    logits: ``(B, |G|)`` raw scores (used by the prior loss).
+    """
+
+    index: Tensor
+    weights: Tensor
+    logits: Tensor
+
+
+class ImageCanonicalizer(Canonicalizer):
+    """Group-convolutional canonicalizer for C4 / D4 images ``(B, C, H, W)`` (square ``H = W``).
+
+    Parameters
+    ----------
+    group: ``"C4" | "D4"`` or ``geomlin.groups.C(4)`` / ``D(4)``.
+    in_channels: image channels.
+    hidden: channels per group element of the hidden layers.
+    layers: number of group convolutions after the lifting layer.
+    kernel_size: odd filter size.
+    temperature: softmax temperature of the straight-through gradient.
+
+    ``forward`` returns :class:`DiscreteElements`; ``canonicalize(x, g)`` is
+    ``sum_a w_a (a^{-1} . x)`` with the straight-through one-hot weights ``w`` (exactly
+    ``g^{-1} . x`` in value). ``invert`` supports ``"invariant"``, ``"regular"``
+    (``(B, |G|, ...)``), ``"vector"`` (``(B, ..., 2)``, the 2x2 matrix) and ``"image"``
+    (``(B, ..., H, W)`` dense predictions).
+    """
+
+    def __init__(self, group="C4", in_channels: int = 1, hidden: int = 8, layers: int = 2,
+                 kernel_size: int = 5, temperature: float = 1.0):
+        super().__init__()
+        self.group = as_image_group(group)
+        self.temperature = float(temperature)
+        self.lift = LiftingConv2d(self.group, in_channels, hidden, kernel_size)
+        self.convs = nn.ModuleList(GroupConv2d(self.group, hidden, hidden, kernel_size) for _ in range(layers))
+        self.head = nn.Parameter(torch.randn(hidden) / math.sqrt(hidden))
+        self.register_buffer("matrices", element_matrices(self.group), persistent=False)
+
+    def logits(self, x: Tensor) -> Tensor:
+        """``(B, C, H, W)`` -> ``(B, |G|)``; ``logits(h x)[:, a] = logits(x)[:, h^{-1} a]``."""
+        if x.ndim != 4 or x.shape[-1] != x.shape[-2]:
+            raise ValueError(f"images must be (B, C, H, W) with H = W (exact 90-degree rotations), "
+                             f"got shape {tuple(x.shape)}")
+        if x.shape[1] != self.lift.weight.shape[1]:
+            raise ValueError(f"expected {self.lift.weight.shape[1]} image channels, got {x.shape[1]}")
+        if not torch.isfinite(x).all():
+            raise ValueError("images contain NaN or inf values")
+        h = F.silu(self.lift(x))
+        for conv in self.convs:
+            h = F.silu(conv(h))
+        pooled = h.mean((-1, -2))  # (B, C, G)
+        return torch.einsum("c,bcg->bg", self.head.to(x.dtype), pooled)
+
+    def forward(self, x: Tensor) -> DiscreteElements:
+        logits = self.logits(x)
+        index = logits.argmax(-1)
+        hard = F.one_hot(index, self.group.order).to(logits.dtype)
+        soft = torch.softmax(logits / self.temperature, dim=-1)
+        return DiscreteElements(index, hard + soft - soft.detach(), logits)
+
+    def canonicalize(self, x: Tensor, g: DiscreteElements, kind: str | None = "image", **_) -> Tensor:
+        """``g^{-1} . x`` for images ``(B, ..., H, W)`` (``kind="image"``), invariants unchanged."""
+        kind = kind or "image"
+        if kind == "invariant":
+            return x
+        if kind != "image":
+            raise ValueError(f"images canonicalize 'image' or 'invariant' inputs, got {kind!r}")
+        inv = _tables(self.group.flips)[1]
+        stack = torch.stack([act_on_image(x, int(inv[a]), self.group) for a in range(self.group.order)], 1)
+        return _weighted(stack, g.weights)
+
+    def invert(self, y: Tensor, g: DiscreteElements, kind: str, **_) -> Tensor:
+        """``g . y`` for ``kind`` in ``"invariant" | "regular" | "vector" | "image"``."""
+        G = self.group.order
+        if kind == "invariant":
+            return y
+        if kind == "regular":
+            if y.ndim < 2 or y.shape[1] != G:
+                raise ValueError(f"regular outputs must be (B, {G}, ...), got shape {tuple(y.shape)}")
+            mul, inv = _tables(self.group.flips)
+            # (a . y)[:, b] = y[:, a^{-1} b]
+            stack = torch.stack([y[:, mul[inv[a]].to(y.device)] for a in range(G)], 1)
+        elif kind == "vector":
+            if y.shape[-1] != 2:
+                raise ValueError(f"vector outputs of images must have last dimension 2, got {tuple(y.shape)}")
+            stack = torch.einsum("aij,b...j->ba...i", self.matrices.to(y.dtype), y)
+        elif kind == "image":
+            stack = torch.stack([act_on_image(y, a, self.group) for a in range(G)], 1)
+        else:
+            raise ValueError(f"image outputs are 'invariant', 'regular', 'vector' or 'image', got {kind!r}")
+        return _weighted(stack, g.weights)
+
+    def prior_loss(self, g: DiscreteElements) -> Tensor:
+        """Cross-entropy of the logits to the identity element (Mondal et al. 2023, Sec. 3.2); scalar."""
+        target = torch.full_like(g.index, IDENTITY_INDEX)
+        return F.cross_entropy(g.logits / self.temperature, target)
+
+    def identity_metric(self, g: DiscreteElements) -> Tensor:
+        """Fraction of predictions equal to the identity element."""
+        return (g.index == IDENTITY_INDEX).to(g.logits.dtype).mean()
+
+
+def _weighted(stack: Tensor, weights: Tensor) -> Tensor:
+    """``sum_a weights[:, a] stack[:, a]``; ``stack (B, |G|, ...)``, ``weights (B, |G|)``."""
+    w = weights.to(stack.dtype).reshape(*weights.shape, *([1] * (stack.ndim - 2)))
+    return (stack * w).sum(1)

@@ -1,0 +1,380 @@
+"""PCA frames for O(d), SO(d), E(d) and SE(d) (Puny et al. 2022, "Frame Averaging for
+Invariant and Equivariant Network Design", Sec. 3.2).
+
+For a point cloud ``X`` (``n`` points in ``R^d``) let ``c`` be its centroid (zero for
+the linear groups O(d)/SO(d)) and ``C = 1/n sum_i (x_i - c)(x_i - c)^T`` its covariance
+with eigenvectors ``V = [v_1 ... v_d]`` sorted by decreasing eigenvalue. The frame is
+the set of rigid motions
+
+    F(X) = {(V S, c) : S = diag(s), s in {-1, +1}^d}            (O(d), E(d); 2^d elements)
+    F(X) = {(V S, c) : det(V S) = +1}                          (SO(d), SE(d); 2^(d-1))
+
+A frame element ``(Q, c)`` maps canonical coordinates to the world, ``x = Q z + c``;
+its inverse gives the canonical coordinates ``z = Q^T (x - c)``. Because every sign
+combination is listed, ``F(g X) = g F(X)`` holds exactly as a *set* whenever the
+eigenvalues are simple, whatever signs the eigensolver happens to return.
+
+Degenerate spectra
+    When two eigenvalues coincide (a regular tetrahedron or any shape with a rotational
+    symmetry of order > 2, points on a line, a single point), the eigenvectors are only
+    defined up to a rotation inside the eigenspace and the frame is no longer
+    equivariant (nor continuous). Dym et al. 2024 ("Equivariant Frames and the
+    Impossibility of Continuous Canonicalization") show that no continuous
+    canonicalization exists for these groups at all, so this is a limit of the method,
+    not of the implementation. Such inputs are detected from the relative eigenvalue gap
+    ``(lambda_i - lambda_{i+1}) / lambda_1 < gap_tol`` and handled by ``on_degenerate``:
+
+    * ``"raise"``: :class:`DegenerateFrameError` (a ``ValueError``) naming the items;
+    * ``"warn"``: a ``UserWarning``; the eigensolver's arbitrary basis is used (finite,
+      but not equivariant for those items);
+    * ``"sample"``: each frame element gets an independent Haar-random element of the
+      ambiguous subgroup (``O(k)`` on every ``k``-fold eigenspace), so the frame is
+      equivariant in distribution (exact only in expectation);
+    * ``"ignore"``: like ``"warn"`` without the warning.
+
+    A planar cloud in 3D is *not* degenerate by itself (its normal is the simple
+    eigenvalue 0); it is degenerate only when its in-plane spread is isotropic
+    (e.g. a regular polygon).
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+import warnings
+from dataclasses import dataclass
+from typing import NamedTuple
+
+import torch
+from torch import Tensor
+
+#: Default threshold on the relative eigenvalue gap below which a spectrum is degenerate.
+DEFAULT_GAP_TOL = 1e-3
+#: Policies for degenerate spectra.
+DEGENERATE_POLICIES = ("raise", "warn", "sample", "ignore")
+#: Largest dimension for which the 2^d sign frames are enumerated.
+MAX_FRAME_DIM = 10
+#: A largest eigenvalue below ``ZERO_SPREAD_EPS * mean |x|^2`` means all points coincide.
+ZERO_SPREAD_EPS = 1e3
+
+
+class DegenerateFrameError(ValueError):
+    """Raised by ``on_degenerate="raise"`` when a PCA spectrum has repeated eigenvalues."""
+
+
+@dataclass(frozen=True)
+class FrameGroup:
+    """The group a PCA frame is built for.
+
+    Attributes
+    ----------
+    d: dimension of the point space.
+    special: True for SO(d) / SE(d) (det +1 frames only).
+    translation: True for E(d) / SE(d) (frames are centred at the centroid).
+    """
+
+    d: int
+    special: bool
+    translation: bool
+
+    @property
+    def name(self) -> str:
+        base = ("S" if self.special else "") + ("E" if self.translation else "O")
+        return f"{base}({self.d})"
+
+    @property
+    def num_frames(self) -> int:
+        """``|F|``: ``2^d`` with reflections, ``2^(d-1)`` without."""
+        return 2 ** (self.d - 1) if self.special else 2 ** self.d
+
+
+_GROUP_PATTERN = re.compile(r"^(SO|O|SE|E)\(?(\d+)\)?$")
+
+
+def as_frame_group(group) -> FrameGroup:
+    """Parse ``group`` into a :class:`FrameGroup`.
+
+    Accepts the strings ``"O3"``, ``"SO3"``, ``"E3"``, ``"SE3"`` and ``"O(n)"``,
+    ``"SO(n)"``, ``"E(n)"``, ``"SE(n)"`` for any ``n >= 1``; a
+    :class:`geomlin.groups.Euclidean` sampler (``E3()``, ``SE3()``); a
+    :class:`geomlin.groups.O` or :class:`geomlin.groups.SO`; or a :class:`FrameGroup`.
+    """
+    from geomlin.groups import SO, Euclidean, O
+
+    if isinstance(group, FrameGroup):
+        fg = group
+    elif isinstance(group, Euclidean):
+        fg = FrameGroup(group.d, special=not group.reflections, translation=True)
+    elif isinstance(group, SO):
+        fg = FrameGroup(group.d, special=True, translation=False)
+    elif isinstance(group, O):
+        fg = FrameGroup(group.d, special=False, translation=False)
+    elif isinstance(group, str):
+        m = _GROUP_PATTERN.match(group.strip().upper())
+        if m is None:
+            raise ValueError(f"unknown frame group {group!r}; expected 'O3', 'SO3', 'E3', 'SE3' or "
+                             "'O(n)', 'SO(n)', 'E(n)', 'SE(n)'")
+        kind, d = m.group(1), int(m.group(2))
+        fg = FrameGroup(d, special=kind in ("SO", "SE"), translation=kind in ("E", "SE"))
+    else:
+        raise TypeError(f"group must be a string like 'E3', a geomlin O/SO group or an Euclidean "
+                        f"sampler, got {type(group).__name__}")
+    if not 1 <= fg.d <= MAX_FRAME_DIM:
+        raise ValueError(f"PCA frames support dimensions 1..{MAX_FRAME_DIM} "
+                         f"(2^d frame elements), got d={fg.d}")
+    return fg
+
+
+def sign_patterns(d: int, special: bool, dtype=torch.float64, device=None) -> Tensor:
+    """The diagonal sign matrices of the frame as ``(F, d)`` vectors of +-1.
+
+    All ``2^d`` patterns, or the ``2^(d-1)`` with product +1 when ``special``.
+    Row 0 is all ones (the eigensolver's own basis).
+    """
+    rows = [s for s in itertools.product((1.0, -1.0), repeat=d)]
+    if special:
+        rows = [s for s in rows if _prod(s) > 0]
+    return torch.tensor(rows, dtype=dtype, device=device)
+
+
+def _prod(values) -> float:
+    out = 1.0
+    for v in values:
+        out *= v
+    return out
+
+
+class PCAFrames(NamedTuple):
+    """Result of :func:`pca_frames`.
+
+    Attributes
+    ----------
+    frames: ``(B, F, d, d)`` orthogonal matrices ``Q``; columns are the signed principal axes.
+    centroid: ``(B, d)`` centroids ``c`` (zero for O(d)/SO(d)).
+    gaps: ``(B, d - 1)`` relative eigenvalue gaps ``(lambda_i - lambda_{i+1}) / lambda_1``.
+    eigenvalues: ``(B, d)`` covariance eigenvalues, decreasing.
+    degenerate: ``(B,)`` bool, True where some gap is below ``gap_tol``.
+    """
+
+    frames: Tensor
+    centroid: Tensor
+    gaps: Tensor
+    eigenvalues: Tensor
+    degenerate: Tensor
+
+
+def _check_positions(pos: Tensor, d: int, mask: Tensor | None, batch: Tensor | None) -> None:
+    if not isinstance(pos, Tensor):
+        raise TypeError(f"pos must be a torch.Tensor, got {type(pos).__name__}")
+    if not pos.is_floating_point():
+        raise TypeError(f"pos must be a floating point tensor, got dtype {pos.dtype}")
+    if pos.shape[-1:] != (d,):
+        raise ValueError(f"pos must have last dimension {d} (points in R^{d}), got shape {tuple(pos.shape)}")
+    if not torch.isfinite(pos).all():
+        raise ValueError("pos contains NaN or inf coordinates")
+    if batch is not None:
+        if mask is not None:
+            raise ValueError("pass either mask (padded batch) or batch (flat batch), not both")
+        if pos.ndim != 2:
+            raise ValueError(f"with a batch vector pos must be flat (N, {d}), got shape {tuple(pos.shape)}")
+        if not isinstance(batch, Tensor) or batch.dtype not in (torch.int64, torch.int32):
+            raise TypeError(f"batch must be an int64 tensor of graph indices, got "
+                            f"{getattr(batch, 'dtype', type(batch).__name__)}")
+        if batch.shape != pos.shape[:1]:
+            raise ValueError(f"batch must have shape ({pos.shape[0]},) (one graph index per point), "
+                             f"got {tuple(batch.shape)}")
+        if batch.numel() and batch.min() < 0:
+            raise ValueError("batch contains negative graph indices")
+        return
+    if pos.ndim != 3:
+        raise ValueError(f"pos must be a padded batch (B, N, {d}) or flat (N, {d}) with a batch vector, "
+                         f"got shape {tuple(pos.shape)}")
+    if mask is not None:
+        if not isinstance(mask, Tensor):
+            raise TypeError(f"mask must be a bool tensor, got {type(mask).__name__}")
+        if mask.shape != pos.shape[:2]:
+            raise ValueError(f"mask must have shape {tuple(pos.shape[:2])} (B, N) to match pos "
+                             f"{tuple(pos.shape)}, got {tuple(mask.shape)}")
+        if mask.dtype != torch.bool:
+            raise TypeError(f"mask must be a bool tensor, got dtype {mask.dtype}")
+
+
+def num_graphs_of(batch: Tensor, num_graphs: int | None = None) -> int:
+    """Number of graphs of a flat batch: ``num_graphs`` or ``batch.max() + 1``."""
+    if num_graphs is not None:
+        if batch.numel() and int(batch.max()) >= num_graphs:
+            raise ValueError(f"batch has index {int(batch.max())} but num_graphs={num_graphs}")
+        return int(num_graphs)
+    return int(batch.max()) + 1 if batch.numel() else 0
+
+
+def point_moments(pos: Tensor, translation: bool, mask: Tensor | None = None,
+                  batch: Tensor | None = None, num_graphs: int | None = None):
+    """Centroid, covariance and point counts of padded or flat point clouds.
+
+    Returns
+    -------
+    centroid ``(B, d)``, covariance ``(B, d, d)``, counts ``(B,)`` (same dtype as ``pos``),
+    and the mean squared norm ``(B,)`` of the points (a scale for degeneracy tests).
+    """
+    d = pos.shape[-1]
+    if batch is not None:
+        B = num_graphs_of(batch, num_graphs)
+        counts = torch.zeros(B, dtype=pos.dtype, device=pos.device).index_add_(
+            0, batch, torch.ones_like(pos[:, 0]))
+        _require_points(counts)
+        sums = pos.new_zeros(B, d).index_add(0, batch, pos)
+        centroid = sums / counts[:, None] if translation else pos.new_zeros(B, d)
+        x = pos - centroid[batch]
+        outer = x[:, :, None] * x[:, None, :]
+        cov = pos.new_zeros(B, d, d).index_add(0, batch, outer) / counts[:, None, None]
+        sq = pos.new_zeros(B).index_add(0, batch, (pos * pos).sum(-1)) / counts
+        return centroid, cov, counts, sq
+    if mask is None:
+        w = torch.ones(pos.shape[:2], dtype=pos.dtype, device=pos.device)
+    else:
+        w = mask.to(pos.dtype)
+    counts = w.sum(1)
+    _require_points(counts)
+    if translation:
+        centroid = (pos * w[..., None]).sum(1) / counts[:, None]
+    else:
+        centroid = pos.new_zeros(pos.shape[0], d)
+    x = (pos - centroid[:, None]) * w[..., None]
+    cov = x.transpose(1, 2) @ x / counts[:, None, None]
+    sq = ((pos * pos).sum(-1) * w).sum(1) / counts
+    return centroid, cov, counts, sq
+
+
+def _require_points(counts: Tensor) -> None:
+    empty = (counts < 1).nonzero().flatten()
+    if empty.numel():
+        raise ValueError(f"point clouds {empty.tolist()[:10]} have no points (a frame needs at least one "
+                         "point; check the mask or batch vector)")
+
+
+def _clusters(degenerate_gap: Tensor) -> list[list[int]]:
+    """Group eigen-indices 0..d-1 into runs joined by degenerate gaps (``(d-1,)`` bool)."""
+    groups = [[0]]
+    for i, joined in enumerate(degenerate_gap.tolist()):
+        if joined:
+            groups[-1].append(i + 1)
+        else:
+            groups.append([i + 1])
+    return groups
+
+
+def _sample_ambiguous(V: Tensor, signs: Tensor, gap_bad: Tensor, special: bool,
+                      generator: torch.Generator | None) -> Tensor:
+    """Frames ``V H_f`` with ``H_f`` block-diagonal: the signs ``S_f`` on simple
+    eigenvalues and an independent Haar ``O(k)`` element on every ``k``-fold eigenspace.
+
+    ``V (d, d)`` float64, ``signs (F, d)``, ``gap_bad (d-1,)`` bool -> ``(F, d, d)``.
+    """
+    from geomlin.groups import haar_orthogonal
+
+    F = signs.shape[0]
+    H = torch.diag_embed(signs).clone()
+    for block in _clusters(gap_bad):
+        if len(block) < 2:
+            continue
+        lo, hi = block[0], block[-1] + 1
+        H[:, lo:hi, lo:hi] = haar_orthogonal(F, hi - lo, generator).to(H)
+    Q = V @ H
+    if special:
+        # Negating one column of a degenerate block stays inside the ambiguous subgroup
+        # (and keeps it Haar distributed); it moves the frame into SO(d).
+        first_block = next(b for b in _clusters(gap_bad) if len(b) > 1)
+        flip = torch.linalg.det(Q) < 0
+        Q[flip, :, first_block[0]] = -Q[flip, :, first_block[0]]
+    return Q
+
+
+def pca_frames(pos: Tensor, group="E3", mask: Tensor | None = None, batch: Tensor | None = None, *,
+               num_graphs: int | None = None, on_degenerate: str = "warn",
+               gap_tol: float = DEFAULT_GAP_TOL, generator: torch.Generator | None = None) -> PCAFrames:
+    """PCA frames of a batch of point clouds (Puny et al. 2022, Sec. 3.2; see the module docstring).
+
+    Parameters
+    ----------
+    pos: ``(B, N, d)`` padded batch (with optional ``mask (B, N)`` bool, True = real
+        point), or ``(N_total, d)`` flat PyG-style batch with ``batch (N_total,)`` int64.
+    group: ``"O3" | "SO3" | "E3" | "SE3"``, ``"O(n)" | "SO(n)" | "E(n)" | "SE(n)"``, a
+        geomlin ``O(n)``/``SO(n)`` or an ``E3()``/``SE3()`` sampler.
+    num_graphs: number of clouds of a flat batch (default ``batch.max() + 1``).
+    on_degenerate: ``"raise" | "warn" | "sample" | "ignore"`` (see the module docstring).
+    gap_tol: relative eigenvalue gap below which a spectrum counts as degenerate.
+    generator: random generator for ``on_degenerate="sample"``.
+
+    Returns
+    -------
+    :class:`PCAFrames` with frames ``(B, F, d, d)``, centroid ``(B, d)``, gaps ``(B, d-1)``,
+    eigenvalues ``(B, d)`` and degenerate ``(B,)``; float tensors in ``pos``'s dtype.
+    ``F = 2^d`` (O/E) or ``2^(d-1)`` (SO/SE). Never NaN or inf for finite input.
+    Differentiable in ``pos`` except on degenerate items (their frames are detached,
+    since eigenvector derivatives are unbounded there).
+    """
+    fg = as_frame_group(group)
+    if on_degenerate not in DEGENERATE_POLICIES:
+        raise ValueError(f"on_degenerate must be one of {DEGENERATE_POLICIES}, got {on_degenerate!r}")
+    if not gap_tol >= 0:
+        raise ValueError(f"gap_tol must be >= 0, got {gap_tol!r}")
+    _check_positions(pos, fg.d, mask, batch)
+    d = fg.d
+    centroid, cov, _, sq = point_moments(pos, fg.translation, mask, batch, num_graphs)
+    B = cov.shape[0]
+    cov64 = cov.to(torch.float64)
+
+    with torch.no_grad():
+        evals, evecs = torch.linalg.eigh(cov64.detach())
+    evals = evals.flip(-1)  # decreasing
+    evecs = evecs.flip(-1)
+    top = evals[:, 0]
+    eps = torch.finfo(pos.dtype).eps
+    spread = top > ZERO_SPREAD_EPS * eps * sq.detach().to(torch.float64).clamp_min(torch.finfo(torch.float64).tiny)
+    gaps = (evals[:, :-1] - evals[:, 1:]) / torch.where(spread, top, torch.ones_like(top))[:, None]
+    gaps = torch.where(spread[:, None], gaps, torch.zeros_like(gaps))
+    gap_bad = gaps < gap_tol
+    degenerate = gap_bad.any(-1)
+
+    if degenerate.any():
+        items = degenerate.nonzero().flatten().tolist()
+        if on_degenerate == "raise":
+            raise DegenerateFrameError(
+                f"{len(items)} point cloud(s) {items[:10]} have a degenerate covariance spectrum "
+                f"(relative eigenvalue gap < {gap_tol:g}: repeated eigenvalues from a symmetric, collinear "
+                "or single-point cloud); their PCA frame is not unique. Use on_degenerate='sample' "
+                "or 'warn' to proceed.")
+        if on_degenerate == "warn":
+            warnings.warn(f"{len(items)} point cloud(s) {items[:10]} have a degenerate covariance spectrum "
+                          f"(relative eigenvalue gap < {gap_tol:g}); their PCA frames are arbitrary and the "
+                          "result is not equivariant for them", UserWarning, stacklevel=2)
+
+    V = evecs
+    if cov.requires_grad and not bool(degenerate.all()):
+        # Differentiable eigenvectors on the well-separated items only: eigenvector
+        # derivatives contain 1 / (lambda_i - lambda_j), unbounded on degenerate ones.
+        safe = torch.diag_embed(torch.arange(d, 0, -1, dtype=torch.float64, device=cov.device))
+        cov_safe = torch.where(degenerate[:, None, None], safe, cov64)
+        _, V_grad = torch.linalg.eigh(cov_safe)
+        V_grad = V_grad.flip(-1)
+        # The differentiable solve may return other signs than the no-grad one: align them.
+        align = torch.sign((V_grad * evecs).sum(-2, keepdim=True))
+        align = torch.where(align == 0, torch.ones_like(align), align)
+        V = torch.where(degenerate[:, None, None], evecs, V_grad * align)
+
+    signs = sign_patterns(d, fg.special, device=pos.device)
+    if fg.special:
+        # Make det V = +1 so that V S is in SO(d) exactly for the det +1 patterns S.
+        neg = torch.linalg.det(V.detach()) < 0
+        last = torch.ones(B, d, dtype=torch.float64, device=pos.device)
+        last[neg, -1] = -1.0
+        V = V * last[:, None, :]
+    frames = V[:, None, :, :] * signs[None, :, None, :]  # (B, F, d, d): columns scaled by S_f
+
+    if on_degenerate == "sample" and degenerate.any():
+        frames = frames.clone()
+        for b in degenerate.nonzero().flatten().tolist():
+            frames[b] = _sample_ambiguous(V[b].detach(), signs, gap_bad[b], fg.special, generator)
+
+    return PCAFrames(frames.to(pos.dtype), centroid, gaps.to(pos.dtype), evals.to(pos.dtype), degenerate)
