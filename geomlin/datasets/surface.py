@@ -1,0 +1,85 @@
+"""Area-weighted sampling of points on triangle meshes.
+
+A point uniform on a triangle ``(a, b, c)`` is ``a + s (b - a) + t (c - a)`` with
+``(s, t)`` uniform on the unit simplex; reflecting ``(s, t) -> (1 - s, 1 - t)``
+when ``s + t > 1`` folds the unit square onto the simplex without bias
+(Turk 1990, "Generating random points in triangles", Graphics Gems). Triangles
+are picked with probability proportional to their area, so the points are
+uniform on the whole surface.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+
+def triangle_areas_and_normals(vertices: Tensor, faces: Tensor) -> tuple[Tensor, Tensor]:
+    """Areas ``(F,)`` and unit normals ``(F, 3)`` of triangles ``faces (F, 3)`` into ``vertices (V, 3)``.
+
+    Degenerate triangles get area 0 and normal 0. Dtype follows ``vertices``.
+    """
+    a, b, c = (vertices[faces[:, k]] for k in range(3))
+    cross = torch.linalg.cross(b - a, c - a)
+    norm = cross.norm(dim=-1)
+    normals = cross / norm.clamp_min(torch.finfo(vertices.dtype).tiny)[:, None]
+    return 0.5 * norm, normals
+
+
+def check_mesh(vertices: Tensor, faces: Tensor, where: str = "mesh") -> None:
+    """Raise ValueError unless ``vertices (V, 3)`` float and ``faces (F, 3)`` integer form a usable mesh."""
+    if not torch.is_tensor(vertices) or vertices.dim() != 2 or vertices.shape[-1] != 3:
+        raise ValueError(f"{where}: vertices must be a (V, 3) tensor, got "
+                         f"{tuple(vertices.shape) if torch.is_tensor(vertices) else type(vertices).__name__}")
+    if not vertices.is_floating_point():
+        raise TypeError(f"{where}: vertices must be floating point, got {vertices.dtype}")
+    if not torch.is_tensor(faces) or faces.dim() != 2 or faces.shape[-1] != 3:
+        raise ValueError(f"{where}: faces must be a (F, 3) triangle index tensor, got "
+                         f"{tuple(faces.shape) if torch.is_tensor(faces) else type(faces).__name__}")
+    if faces.is_floating_point() or faces.dtype == torch.bool:
+        raise TypeError(f"{where}: faces must be an integer tensor, got {faces.dtype}")
+    if vertices.shape[0] == 0 or faces.shape[0] == 0:
+        raise ValueError(f"{where}: empty mesh ({vertices.shape[0]} vertices, {faces.shape[0]} faces); "
+                         "surface sampling needs at least one triangle")
+    if not torch.isfinite(vertices).all():
+        bad = int((~torch.isfinite(vertices)).any(dim=-1).nonzero()[0, 0])
+        raise ValueError(f"{where}: vertex {bad} has a NaN or infinite coordinate")
+    if int(faces.min()) < 0 or int(faces.max()) >= vertices.shape[0]:
+        raise ValueError(f"{where}: face indices must lie in [0, {vertices.shape[0]}), got range "
+                         f"[{int(faces.min())}, {int(faces.max())}]")
+
+
+def sample_surface(vertices: Tensor, faces: Tensor, num_points: int, generator: torch.Generator | None = None,
+                   return_normals: bool = False):
+    """``num_points`` points uniform on the surface of a triangle mesh.
+
+    Parameters
+    ----------
+    vertices: ``(V, 3)`` float positions.
+    faces: ``(F, 3)`` integer triangle indices.
+    num_points: how many points to draw (with replacement over triangles).
+    generator: optional ``torch.Generator`` for reproducibility.
+    return_normals: also return the unit normal of the triangle each point lies on.
+
+    Returns
+    -------
+    ``pos (num_points, 3)`` in the dtype of ``vertices``, and ``normal (num_points, 3)`` when asked.
+    """
+    check_mesh(vertices, faces)
+    if not isinstance(num_points, int) or num_points < 1:
+        raise ValueError(f"num_points must be a positive int, got {num_points!r}")
+    faces = faces.long()
+    areas, normals = triangle_areas_and_normals(vertices, faces)
+    total = float(areas.sum())
+    if not total > 0:
+        raise ValueError(f"mesh has zero surface area ({faces.shape[0]} degenerate faces); cannot sample points")
+    choice = torch.multinomial(areas.double() / total, num_points, replacement=True, generator=generator)
+    st = torch.rand(num_points, 2, generator=generator, dtype=torch.float64).to(vertices.dtype)
+    fold = st.sum(dim=-1) > 1
+    st[fold] = 1 - st[fold]
+    tri = faces[choice]
+    a, b, c = (vertices[tri[:, k]] for k in range(3))
+    pos = a + st[:, :1] * (b - a) + st[:, 1:] * (c - a)
+    if return_normals:
+        return pos, normals[choice]
+    return pos
