@@ -1,4 +1,4 @@
-"""``python -m geomlin`` / ``geomlin``: the command-line entry point."""
+"""``python -m geomlin`` / ``geomlin``: the command-line entry point (see :mod:`geomlin.train.cli`)."""
 
 from __future__ import annotations
 
@@ -6,15 +6,16 @@ import sys
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point; the training commands arrive with the CLI issue."""
-    import geomlin
+    """Run the ``geomlin`` command; returns the exit status (0 on success, 2 for user errors)."""
+    args = sys.argv[1:] if argv is None else list(argv)
+    if args[:1] in (["--version"], ["version"]):
+        import geomlin
 
-    args = sys.argv[1:] if argv is None else argv
-    if args and args[0] in ("--version", "version"):
-        print(geomlin.__version__)
+        print(f"geomlin {geomlin.__version__}")
         return 0
-    print("geomlin", geomlin.__version__, "- run examples/emlp_inertia.py for the main example")
-    return 0
+    from geomlin.train.cli import main as cli_main
+
+    return cli_main(args)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,189 @@
+"""``geomlin audit``: measure a trained model's equivariance error under its declared group.
+
+Two kinds of target:
+
+* a checkpoint written by ``geomlin train`` — every model in it is rebuilt, loaded,
+  moved to float64 and checked under the symmetry its task declares
+  (:meth:`~geomlin.train.tasks.base.Task.audit_spec`);
+* a module reference ``package.module:name`` or ``path/to/file.py:name`` where
+  ``name`` is an ``nn.Module`` instance, a class (built without arguments) or a
+  factory function. The module declares its group by an ``equivariance_spec()``
+  method returning an :class:`~geomlin.train.tasks.base.AuditSpec`, or implicitly
+  through ``rep_in``/``rep_out`` (:mod:`geomlin.reps`) or ``irreps_in``/``irreps_out``
+  (e3nn) attributes.
+
+The measurement is :func:`geomlin.testing.equivariance_check` in float64.
+"""
+
+from __future__ import annotations
+
+import copy
+import importlib
+import importlib.util
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from torch import nn
+
+from geomlin.train.errors import UserError
+from geomlin.train.tasks.base import AuditSpec
+
+#: Relative error below which a float64 model counts as exactly equivariant.
+EXACT_TOL = 1e-9
+#: Relative error below which a model counts as approximately equivariant.
+APPROX_TOL = 1e-3
+
+
+@dataclass
+class AuditResult:
+    """One audited model: its name, the symmetry checked, the worst relative error, a verdict."""
+
+    name: str
+    symmetry: str
+    max_error: float
+    n_samples: int
+
+    @property
+    def verdict(self) -> str:
+        if self.max_error <= EXACT_TOL:
+            return "equivariant (float64 precision)"
+        if self.max_error <= APPROX_TOL:
+            return "approximately equivariant"
+        return "NOT equivariant"
+
+
+def _measure(name: str, spec: AuditSpec, n_samples: int, seed: int) -> AuditResult:
+    from geomlin.testing import equivariance_check
+
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        report = equivariance_check(spec.fn, spec.group, spec.reps_in, spec.reps_out, spec.inputs,
+                                    n_samples=n_samples, generator=g, kwargs=spec.kwargs)
+    return AuditResult(name, spec.description, float(report.max_error), n_samples)
+
+
+def _as_float64(model: nn.Module) -> nn.Module:
+    model = copy.deepcopy(model).double()
+    model.eval()
+    return model
+
+
+def audit_checkpoint(path: str | Path, n_samples: int = 10, seed: int = 0,
+                     only: list[str] | None = None) -> list[AuditResult]:
+    """Audit every model (or those named in ``only``) of a ``geomlin train`` checkpoint."""
+    from geomlin.train.checkpoint import load_checkpoint
+    from geomlin.train.tasks import get_task
+
+    ckpt = load_checkpoint(path)
+    task = get_task(ckpt["task"])
+    info = dict(ckpt.get("run", {}).get("data", {}))
+    results = []
+    names = list(ckpt["models"])
+    for n in only or names:
+        if n not in ckpt["models"]:
+            raise UserError(f"checkpoint {path} has no model '{n}'; it holds {', '.join(names)}")
+        model = task.build_model(n, dict(ckpt["config"]), info)
+        try:
+            model.load_state_dict(ckpt["models"][n])
+        except RuntimeError as exc:
+            raise UserError(f"corrupt checkpoint {path}: model '{n}' does not load "
+                            f"({str(exc).splitlines()[0]})") from None
+        model = _as_float64(model)
+        spec = task.audit_spec(n, model, info)
+        if spec is None:
+            raise UserError(f"task {task.name} declares no symmetry for model '{n}'")
+        results.append(_measure(n, spec, n_samples, seed))
+    return results
+
+
+def _load_object(ref: str):
+    target, sep, attr = ref.rpartition(":")
+    if not sep or not target or not attr:
+        raise UserError(f"expected a checkpoint file or 'module:name' / 'file.py:name', got {ref!r}")
+    if target.endswith(".py"):
+        path = Path(target)
+        if not path.is_file():
+            raise UserError(f"python file not found: {path}")
+        spec = importlib.util.spec_from_file_location(path.stem, path)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules.setdefault(path.stem, module)
+        spec.loader.exec_module(module)
+    else:
+        try:
+            module = importlib.import_module(target)
+        except ImportError as exc:
+            raise UserError(f"cannot import module '{target}': {exc}") from None
+    if not hasattr(module, attr):
+        raise UserError(f"module '{target}' has no attribute '{attr}'")
+    return getattr(module, attr)
+
+
+def _implicit_spec(model: nn.Module) -> AuditSpec | None:
+    from geomlin.reps.base import Rep
+
+    rin, rout = getattr(model, "rep_in", None), getattr(model, "rep_out", None)
+    if isinstance(rin, Rep) and isinstance(rout, Rep):
+        group = rin.group or rout.group
+        if group is None:
+            return None
+        x = torch.randn(4, rin.size, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
+        return AuditSpec(fn=model, group=group, reps_in=rin, reps_out=rout, inputs=(x,),
+                         description=f"{rin!r} -> {rout!r} under {group!r}")
+    iin, iout = getattr(model, "irreps_in", None), getattr(model, "irreps_out", None)
+    if iin is not None and iout is not None:
+        from e3nn import o3
+
+        from geomlin.groups import O
+
+        iin, iout = o3.Irreps(iin), o3.Irreps(iout)
+        x = torch.randn(4, iin.dim, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
+        return AuditSpec(fn=model, group=O(3), reps_in=iin, reps_out=iout, inputs=(x,),
+                         description=f"{iin} -> {iout} under O(3)")
+    return None
+
+
+def audit_module(ref: str, n_samples: int = 10, seed: int = 0) -> list[AuditResult]:
+    """Audit the module named by ``ref`` (``package.module:name`` or ``file.py:name``)."""
+    obj = _load_object(ref)
+    if isinstance(obj, type) or (callable(obj) and not isinstance(obj, nn.Module)):
+        try:
+            obj = obj()
+        except TypeError as exc:
+            raise UserError(f"{ref} must be a module instance, a class or a factory callable without "
+                            f"required arguments: {exc}") from None
+    if not isinstance(obj, nn.Module):
+        raise UserError(f"{ref} is a {type(obj).__name__}, not a torch.nn.Module")
+    model = _as_float64(obj)
+    if hasattr(model, "equivariance_spec"):
+        spec = model.equivariance_spec()
+        if isinstance(spec, dict):
+            spec = AuditSpec(**spec)
+    else:
+        spec = _implicit_spec(model)
+    if spec is None:
+        raise UserError(f"{ref} declares no symmetry group: give it an equivariance_spec() method "
+                        "(returning geomlin.train.AuditSpec) or rep_in/rep_out or irreps_in/irreps_out")
+    return [_measure(ref.rpartition(":")[2], spec, n_samples, seed)]
+
+
+def audit(target: str, n_samples: int = 10, seed: int = 0, only: list[str] | None = None) -> list[AuditResult]:
+    """Audit a checkpoint file or a ``module:name`` reference; see the module docstring."""
+    if n_samples < 1:
+        raise UserError(f"--samples must be at least 1, got {n_samples}")
+    if Path(target).is_file():
+        return audit_checkpoint(target, n_samples, seed, only)
+    if ":" in target and not target.endswith((".pt", ".pth")):
+        return audit_module(target, n_samples, seed)
+    raise UserError(f"checkpoint not found: {target}")
+
+
+def format_report(target: str, results: list[AuditResult]) -> str:
+    """The audit report as text: one line per model with its worst relative error and verdict."""
+    width = max(len(r.name) for r in results)
+    lines = [f"Equivariance audit of {target} (float64, {results[0].n_samples} random group elements each)"]
+    for r in results:
+        lines.append(f"  {r.name:<{width}}  max relative error {r.max_error:9.2e}  {r.verdict}")
+        lines.append(f"  {'':<{width}}  symmetry: {r.symmetry}")
+    return "\n".join(lines)

@@ -1,0 +1,85 @@
+"""Checkpoints: models, optimisers, epoch, metric history and every RNG state.
+
+A checkpoint is a ``torch.save`` dict with :data:`CHECKPOINT_FORMAT` and
+:data:`CHECKPOINT_VERSION`; :func:`load_checkpoint` rejects anything else with a
+:class:`~geomlin.train.errors.UserError` (one line, no traceback on the command line).
+Files are written atomically (temporary file + rename), so an interrupted run
+never leaves a half-written checkpoint behind.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import random
+import zipfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from geomlin.train.errors import UserError
+
+#: Marker stored in every checkpoint.
+CHECKPOINT_FORMAT = "geomlin-checkpoint"
+#: Layout version; bump when the keys change.
+CHECKPOINT_VERSION = 1
+#: Keys every checkpoint must hold.
+REQUIRED_KEYS = ("format", "version", "task", "config", "epoch", "models", "optimizers", "rng", "history")
+
+
+def rng_state() -> dict[str, Any]:
+    """The torch (CPU and CUDA), numpy and Python RNG states of this process."""
+    state = {"torch": torch.get_rng_state(), "numpy": np.random.get_state(), "python": random.getstate()}
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def set_rng_state(state: dict[str, Any]) -> None:
+    """Restore what :func:`rng_state` returned."""
+    torch.set_rng_state(state["torch"])
+    np.random.set_state(state["numpy"])
+    random.setstate(state["python"])
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
+
+
+def save_checkpoint(path: str | Path, payload: dict[str, Any]) -> None:
+    """Write ``payload`` (which must hold :data:`REQUIRED_KEYS` except format/version) atomically."""
+    data = {"format": CHECKPOINT_FORMAT, "version": CHECKPOINT_VERSION, **payload}
+    missing = [k for k in REQUIRED_KEYS if k not in data]
+    if missing:
+        raise ValueError(f"checkpoint payload is missing {missing}")
+    path = Path(path)
+    tmp = path.with_name(path.name + ".tmp")
+    torch.save(data, tmp)
+    os.replace(tmp, path)
+
+
+def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") -> dict[str, Any]:
+    """Read and validate a geomlin checkpoint.
+
+    Raises :class:`UserError` when the file is missing, not a torch file, truncated
+    or not a geomlin checkpoint.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise UserError(f"checkpoint not found: {path}")
+    try:
+        # RNG states hold numpy arrays and Python tuples: trusted files written by geomlin itself.
+        data = torch.load(path, map_location=map_location, weights_only=False)
+    except (RuntimeError, EOFError, pickle.UnpicklingError, zipfile.BadZipFile, ValueError, OSError,
+            AttributeError, ImportError, IndexError, KeyError, TypeError) as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise UserError(f"corrupt or unreadable checkpoint {path}: {first[:200]}") from None
+    if not isinstance(data, dict) or data.get("format") != CHECKPOINT_FORMAT:
+        raise UserError(f"{path} is not a geomlin checkpoint (no '{CHECKPOINT_FORMAT}' marker)")
+    if data.get("version") != CHECKPOINT_VERSION:
+        raise UserError(f"{path}: checkpoint version {data.get('version')!r} is not supported "
+                        f"(this geomlin reads version {CHECKPOINT_VERSION})")
+    missing = [k for k in REQUIRED_KEYS if k not in data]
+    if missing:
+        raise UserError(f"corrupt checkpoint {path}: missing {', '.join(missing)}")
+    return data

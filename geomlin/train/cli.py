@@ -1,0 +1,141 @@
+"""The ``geomlin`` command: ``train``, ``bench`` and ``audit`` sub-commands.
+
+User mistakes raise :class:`~geomlin.train.errors.UserError` (or an argparse
+error) and end as one line on stderr with exit status 2; anything else is a bug
+and keeps its traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from geomlin.train.errors import USER_ERROR_EXIT, UserError
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with one-line errors (no usage dump) that the caller turns into exit status 2."""
+
+    def error(self, message: str):
+        raise UserError(message)
+
+
+def _add_task_options(parser: argparse.ArgumentParser, options) -> None:
+    for opt in options:
+        if opt.type is bool:
+            parser.add_argument(opt.flag, dest=opt.name, action="store_const", const=True, default=None,
+                                help=f"{opt.help} (default: {opt.default})")
+            parser.add_argument("--no-" + opt.flag[2:], dest=opt.name, action="store_const", const=False,
+                                default=None, help=argparse.SUPPRESS)
+        else:
+            choices = f" {{{','.join(map(str, opt.choices))}}}" if opt.choices else ""
+            parser.add_argument(opt.flag, dest=opt.name, default=None, metavar=opt.type.__name__.upper(),
+                                help=f"{opt.help}{choices} (default: {opt.default})")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The full argument parser (tasks are imported to list their options)."""
+    import geomlin
+    from geomlin.train.config import COMMON_OPTIONS
+    from geomlin.train.tasks import TASKS, get_task
+
+    parser = _Parser(prog="geomlin", description="geomlin: equivariant geometric deep learning in PyTorch.")
+    parser.add_argument("--version", action="version", version=f"geomlin {geomlin.__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="{train,bench,audit}", parser_class=_Parser)
+
+    train = sub.add_parser("train", help="train the reference models of a task",
+                           description="Train models end to end on bundled or generated data. "
+                                       "Runs under torchrun for distributed data parallel training.")
+    tasks = train.add_subparsers(dest="task", metavar="{" + ",".join(TASKS) + "}", parser_class=_Parser)
+    for name in TASKS:
+        task = get_task(name)
+        models = "; ".join(f"{k}: {v}" for k, v in task.models.items())
+        tp = tasks.add_parser(name, help=task.description,
+                              description=f"{task.description}. Models — {models}. "
+                                          f"Default: {','.join(task.default_models)}.")
+        _add_task_options(tp, COMMON_OPTIONS + task.options)
+        tp.add_argument("--config", default=None, metavar="FILE",
+                        help="YAML or JSON file of options (the command line overrides it)")
+        tp.add_argument("--resume", nargs="?", const=True, default=None, metavar="CHECKPOINT",
+                        help="continue from OUT/checkpoint.pt (or the given checkpoint)")
+
+    bench = sub.add_parser("bench", help="run benchmarks/bench_*.py and print their tables")
+    bench.add_argument("--quick", action="store_true", help="pass --quick to every benchmark")
+    bench.add_argument("--dir", default=None, help="benchmark folder (default: ./benchmarks)")
+    bench.add_argument("--only", nargs="+", default=None, metavar="NAME", help="run only these benchmarks")
+    bench.add_argument("--timeout", type=float, default=900.0, help="seconds per benchmark")
+
+    audit = sub.add_parser("audit", help="measure a model's equivariance error under its declared group")
+    audit.add_argument("target", metavar="CHECKPOINT_OR_MODULE",
+                       help="a geomlin checkpoint.pt, or package.module:name / file.py:name")
+    audit.add_argument("--samples", type=int, default=10, help="random group elements per model")
+    audit.add_argument("--seed", type=int, default=0, help="seed of the group elements")
+    audit.add_argument("--model", default=None, help="comma-separated models of the checkpoint to audit")
+    return parser
+
+
+def _train(args: argparse.Namespace) -> int:
+    from geomlin.train.checkpoint import load_checkpoint
+    from geomlin.train.config import COMMON_OPTIONS, load_config_file, resolve_config
+    from geomlin.train.loop import run_training
+    from geomlin.train.tasks import get_task
+
+    task = get_task(args.task)
+    options = COMMON_OPTIONS + task.options
+    cli = {o.name: getattr(args, o.name) for o in options if getattr(args, o.name, None) is not None}
+    file_values = load_config_file(args.config) if args.config else {}
+    where = f"config file {args.config}"
+    cfg = resolve_config(options, file_values=file_values, cli_values=cli, quick_preset=task.quick_preset,
+                         where_file=where)
+    resume_from = None
+    if args.resume is not None:
+        resume_from = (Path(cfg["out"].format(task=task.name)) / "checkpoint.pt"
+                       if args.resume is True else Path(args.resume))
+        ckpt = load_checkpoint(resume_from)
+        if ckpt["task"] != task.name:
+            raise UserError(f"checkpoint {resume_from} belongs to task '{ckpt['task']}', not '{task.name}'")
+        base = dict(ckpt["config"])
+        if "stop_after" not in cli and "stop_after" not in file_values:
+            base["stop_after"] = 0  # an interruption is not part of the run's identity
+        if "out" not in cli and "out" not in file_values and args.resume is not True:
+            base["out"] = str(Path(resume_from).parent)
+        cfg = resolve_config(options, file_values=file_values, cli_values=cli, base=base, where_file=where)
+    run_training(task, cfg, resume_from=resume_from)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the ``geomlin`` command with ``argv`` (default ``sys.argv[1:]``); return the exit status."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        parser = build_parser()
+        if not argv:
+            parser.print_help()
+            return 0
+        args = parser.parse_args(argv)
+        if args.command is None:
+            parser.print_help()
+            return 0
+        if args.command == "train":
+            if args.task is None:
+                raise UserError("geomlin train needs a task: pointcloud, molecules or nbody")
+            return _train(args)
+        if args.command == "bench":
+            from geomlin.train.bench import run_benchmarks
+
+            return run_benchmarks(args.dir, quick=args.quick, only=args.only, timeout=args.timeout)
+        if args.command == "audit":
+            from geomlin.train.audit import audit, format_report
+
+            only = [m.strip() for m in args.model.split(",")] if args.model else None
+            results = audit(args.target, n_samples=args.samples, seed=args.seed, only=only)
+            print(format_report(args.target, results))
+            return 0
+        raise UserError(f"unknown command {args.command!r}")
+    except UserError as exc:
+        print(f"geomlin: error: {exc}", file=sys.stderr)
+        return USER_ERROR_EXIT
+    except KeyboardInterrupt:
+        print("geomlin: interrupted", file=sys.stderr)
+        return 130

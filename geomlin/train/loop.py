@@ -1,0 +1,298 @@
+"""The training loop shared by every ``geomlin train`` task.
+
+One run trains all selected models of a task side by side on the same batches
+(one optimiser each), evaluates them on every evaluation set after each epoch,
+and on rank 0 writes ``OUT/config.json``, ``OUT/metrics.csv`` (one row per
+epoch), ``OUT/curves.png``, ``OUT/checkpoint.pt`` and ``OUT/summary.json``.
+
+Reproducibility: model ``name`` is initialised from ``seed`` and the name alone
+(so adding a model does not change the others), the data order of epoch ``e``
+is a pure function of ``(seed, e)`` (``DistributedSampler.set_epoch``), and the
+checkpoint stores every RNG state of every rank. Resuming therefore continues
+bit-for-bit on CPU.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import platform
+import sys
+import time
+import zlib
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+from torch.nn.parallel import DistributedDataParallel
+from torch.utils.data.distributed import DistributedSampler
+
+import geomlin
+from geomlin.train import distributed as D
+from geomlin.train.checkpoint import load_checkpoint, rng_state, save_checkpoint, set_rng_state
+from geomlin.train.errors import UserError
+from geomlin.train.plots import plot_curves
+from geomlin.train.tasks.base import Stats, Task, num_examples, take
+
+#: Largest gradient norm before clipping (keeps the first epochs of small models stable).
+GRAD_CLIP_NORM = 10.0
+
+
+def seed_everything(seed: int) -> None:
+    """Seed torch, numpy and Python's ``random``."""
+    import random
+
+    import numpy as np
+
+    random.seed(seed)
+    np.random.seed(seed % 2**32)
+    torch.manual_seed(seed)
+
+
+def model_seed(seed: int, name: str) -> int:
+    """Initialisation seed of model ``name``: depends on the run seed and the name only."""
+    return (seed * 1_000_003 + zlib.crc32(name.encode())) % 2**63
+
+
+def cosine_lr(base: float, epoch: int, epochs: int) -> float:
+    """Learning rate of 1-based ``epoch`` of ``epochs`` on a cosine schedule to 5% of ``base``."""
+    progress = (epoch - 1) / max(1, epochs)
+    return base * (0.05 + 0.95 * 0.5 * (1 + math.cos(math.pi * progress)))
+
+
+class _Accumulator:
+    def __init__(self) -> None:
+        self.sums: dict[str, list[Tensor]] = {}
+
+    def add(self, stats: Stats) -> None:
+        for k, (s, c) in stats.items():
+            if k in self.sums:
+                self.sums[k][0] += s
+                self.sums[k][1] += c
+            else:
+                self.sums[k] = [s.clone(), c.clone()]
+
+    def means(self) -> dict[str, float]:
+        """Means over all ranks (collective: every rank must call it with the same keys)."""
+        keys = sorted(self.sums)
+        if not keys:
+            return {}
+        packed = torch.stack([torch.stack(self.sums[k]) for k in keys])
+        packed = D.all_reduce_sum(packed)
+        return {k: float(s / c) if c > 0 else float("nan") for k, (s, c) in zip(keys, packed)}
+
+
+def _batches(indices: list[int], batch_size: int) -> list[Tensor]:
+    return [torch.tensor(indices[i:i + batch_size], dtype=torch.long)
+            for i in range(0, len(indices), batch_size)]
+
+
+def count_parameters(model: nn.Module) -> int:
+    """Number of trainable parameters."""
+    return sum(p.numel() for p in model.parameters() if p.requires_grad)
+
+
+def _write_csv(history: list[dict], path: Path) -> None:
+    if not history:
+        return
+    columns = list(history[0])
+    with open(path, "w", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=columns)
+        writer.writeheader()
+        for row in history:
+            writer.writerow({k: (f"{v:.8g}" if isinstance(v, float) else v) for k, v in row.items()})
+
+
+def _progress(iterable, enabled: bool, **kwargs):
+    if not enabled:
+        return iterable
+    from tqdm.auto import tqdm
+
+    return tqdm(iterable, leave=False, dynamic_ncols=True, file=sys.stderr, **kwargs)
+
+
+def run_training(task: Task, cfg: dict[str, Any], resume_from: str | Path | None = None) -> dict[str, Any]:
+    """Train the models of ``task`` as configured by ``cfg``; return the summary dict.
+
+    ``resume_from`` names a checkpoint written by an earlier run of the same task;
+    training continues at the epoch after the one it stored.
+    """
+    dist = D.setup(cfg["device"])
+    try:
+        return _run(task, cfg, dist, resume_from)
+    finally:
+        D.teardown()
+
+
+def _run(task: Task, cfg: dict[str, Any], dist: D.DistInfo, resume_from) -> dict[str, Any]:
+    if cfg.get("threads", 0) > 0:
+        torch.set_num_threads(cfg["threads"])
+    for key in ("epochs", "batch_size"):
+        if cfg[key] < 1:
+            raise UserError(f"--{key.replace('_', '-')} must be at least 1, got {cfg[key]}")
+    if cfg["lr"] <= 0:
+        raise UserError(f"--lr must be positive, got {cfg['lr']}")
+    names = task.model_names(cfg)
+    task.validate(cfg)
+    out = Path(cfg["out"].format(task=task.name))
+    ckpt = load_checkpoint(resume_from, map_location="cpu") if resume_from is not None else None
+    if ckpt is not None and ckpt["task"] != task.name:
+        raise UserError(f"checkpoint {resume_from} belongs to task '{ckpt['task']}', not '{task.name}'")
+    if ckpt is not None and sorted(ckpt["models"]) != sorted(names):
+        raise UserError(f"checkpoint {resume_from} holds models {sorted(ckpt['models'])}, "
+                        f"but this run trains {sorted(names)}")
+    if dist.is_main:
+        out.mkdir(parents=True, exist_ok=True)
+    D.barrier()
+
+    seed_everything(cfg["seed"])
+    data = task.build_data(cfg)
+    n_train = num_examples(data.train)
+    models: dict[str, nn.Module] = {}
+    for name in names:
+        torch.manual_seed(model_seed(cfg["seed"], name))
+        models[name] = task.build_model(name, cfg, data.info).to(dist.device)
+    optimizers = {n: torch.optim.AdamW(m.parameters(), lr=cfg["lr"], weight_decay=cfg["weight_decay"])
+                  for n, m in models.items()}
+    history: list[dict] = []
+    start_epoch = 1
+    if ckpt is not None:
+        for n in names:
+            models[n].load_state_dict(ckpt["models"][n])
+            optimizers[n].load_state_dict(ckpt["optimizers"][n])
+        history = list(ckpt["history"])
+        start_epoch = int(ckpt["epoch"]) + 1
+    wrapped = {n: DistributedDataParallel(m, device_ids=[dist.device.index] if dist.device.type == "cuda"
+                                          else None)
+               if dist.distributed else m for n, m in models.items()}
+
+    run_info = {"task": task.name, "models": names, "world_size": dist.world_size,
+                "device": str(dist.device), "geomlin": geomlin.__version__, "torch": torch.__version__,
+                "python": platform.python_version(), "n_train": n_train,
+                "n_eval": {k: num_examples(v) for k, v in data.evals.items()},
+                "parameters": {n: count_parameters(m) for n, m in models.items()},
+                "data": {k: v for k, v in data.info.items() if isinstance(v, (int, float, str, bool))}}
+    if dist.is_main:
+        (out / "config.json").write_text(json.dumps({"config": cfg, "run": run_info}, indent=2) + "\n")
+        print(f"geomlin train {task.name}: {n_train} training examples, "
+              f"eval sets {run_info['n_eval']}, models "
+              + ", ".join(f"{n} ({run_info['parameters'][n]:,} params)" for n in names)
+              + f", {dist.world_size} process(es) on {dist.device}", flush=True)
+
+    sampler = DistributedSampler(range(n_train), num_replicas=dist.world_size, rank=dist.rank,
+                                 shuffle=True, seed=cfg["seed"], drop_last=False)
+    if ckpt is not None:
+        states = ckpt["rng"]
+        set_rng_state(states[dist.rank] if len(states) == dist.world_size else states[0])
+    else:
+        seed_everything(cfg["seed"] + 7919 * dist.rank)
+    train_time = {n: float(ckpt.get("train_time", {}).get(n, 0.0)) if ckpt else 0.0 for n in names}
+    show = cfg.get("progress", True) and dist.is_main
+    stop_after = cfg.get("stop_after", 0) or 0
+    epoch = start_epoch - 1
+    for epoch in range(start_epoch, cfg["epochs"] + 1):
+        t0 = time.perf_counter()
+        lr = cosine_lr(cfg["lr"], epoch, cfg["epochs"]) if cfg.get("schedule", "cosine") == "cosine" \
+            else cfg["lr"]
+        for opt in optimizers.values():
+            for group in opt.param_groups:
+                group["lr"] = lr
+        sampler.set_epoch(epoch)
+        batches = _batches(list(sampler), cfg["batch_size"])
+        train_acc = {n: _Accumulator() for n in names}
+        for m in wrapped.values():
+            m.train()
+        bar = _progress(batches, show, desc=f"epoch {epoch}/{cfg['epochs']} train", unit="batch")
+        for index in bar:
+            batch = task.augment(take(data.train, index, dist.device), cfg)
+            for n in names:
+                ts = time.perf_counter()
+                loss, stats = task.train_step(n, wrapped[n], batch, cfg)
+                if not torch.isfinite(loss):
+                    raise FloatingPointError(f"model {n}: non-finite training loss {float(loss)} at epoch "
+                                             f"{epoch}; lower --lr")
+                optimizers[n].zero_grad(set_to_none=True)
+                loss.backward()
+                torch.nn.utils.clip_grad_norm_(models[n].parameters(), GRAD_CLIP_NORM)
+                optimizers[n].step()
+                train_time[n] += time.perf_counter() - ts
+                train_acc[n].add(stats)
+            if show:
+                bar.set_postfix({n: f"{float(train_acc[n].sums['loss'][0] / train_acc[n].sums['loss'][1]):.3g}"
+                                 for n in names if "loss" in train_acc[n].sums})
+        row: dict[str, Any] = {"epoch": epoch, "lr": lr}
+        for n in names:
+            row.update({f"{n}/train_{k}": v for k, v in train_acc[n].means().items()})
+        for set_name, fields in data.evals.items():
+            shard = list(range(dist.rank, num_examples(fields), dist.world_size))
+            accs = {n: _Accumulator() for n in names}
+            for m in models.values():
+                m.eval()
+            ebar = _progress(_batches(shard, cfg["batch_size"]), show, desc=f"epoch {epoch} eval {set_name}",
+                             unit="batch")
+            with torch.set_grad_enabled(task.eval_needs_grad):
+                for index in ebar:
+                    batch = take(fields, index, dist.device)
+                    for n in names:
+                        accs[n].add(task.eval_step(n, models[n], batch, cfg))
+            for n in names:
+                row.update({f"{n}/{set_name}_{k}": v for k, v in accs[n].means().items()})
+        row["epoch_time_s"] = D.all_reduce_sum(torch.tensor(time.perf_counter() - t0)).item() / dist.world_size
+        history.append(row)
+        states = D.all_gather_objects(rng_state())
+        if dist.is_main:
+            _write_csv(history, out / "metrics.csv")
+            plot_curves(history, out / "curves.png", title=f"geomlin train {task.name}")
+            save_checkpoint(out / "checkpoint.pt", {
+                "task": task.name, "config": cfg, "epoch": epoch,
+                "models": {n: m.state_dict() for n, m in models.items()},
+                "optimizers": {n: o.state_dict() for n, o in optimizers.items()},
+                "rng": states, "history": history, "train_time": train_time, "run": run_info})
+            print(_epoch_line(row, names, task), flush=True)
+        if stop_after and epoch >= stop_after:
+            break
+    D.barrier()
+    summary = {"task": task.name, "epochs_done": epoch, "out": str(out), "models": {}}
+    last = history[-1] if history else {}
+    for n in names:
+        summary["models"][n] = {"parameters": run_info["parameters"][n], "train_time_s": train_time[n],
+                                **{k.split("/", 1)[1]: v for k, v in last.items() if k.startswith(n + "/")}}
+    summary["comparison"] = task.summary_lines(last, names)
+    if dist.is_main:
+        (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+        print(format_summary(summary, task))
+    return summary
+
+
+def _epoch_line(row: dict, names: list[str], task: Task) -> str:
+    parts = [f"epoch {row['epoch']:>3}"]
+    for n in names:
+        bits = [f"loss {row.get(f'{n}/train_loss', float('nan')):.4g}"]
+        key = f"{n}/{task.primary_metric}"
+        if key in row:
+            bits.append(f"{task.primary_metric} {row[key]:.4g}")
+        parts.append(f"{n}: " + ", ".join(bits))
+    parts.append(f"{row['epoch_time_s']:.1f}s")
+    return " | ".join(parts)
+
+
+def format_summary(summary: dict, task: Task) -> str:
+    """The final summary as a text table: one row per model, one column per final metric."""
+    models = summary["models"]
+    metric_keys: list[str] = []
+    for stats in models.values():
+        for k in stats:
+            if k not in metric_keys and k not in ("parameters", "train_time_s") and not k.startswith("train_"):
+                metric_keys.append(k)
+    header = ["model", "params", "train s", *metric_keys]
+    rows = [[n, f"{s['parameters']:,}", f"{s['train_time_s']:.1f}",
+             *[f"{s[k]:.4g}" if k in s else "-" for k in metric_keys]] for n, s in models.items()]
+    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
+    fmt = lambda r: "  ".join(str(c).ljust(w) if i == 0 else str(c).rjust(w)
+                              for i, (c, w) in enumerate(zip(r, widths)))
+    lines = [(f"\nSummary: geomlin train {summary['task']} ({summary['epochs_done']} epochs, "
+             f"files in {summary['out']})"), fmt(header), fmt(["-" * w for w in widths]), *map(fmt, rows)]
+    lines += summary.get("comparison", [])
+    return "\n".join(lines)

@@ -1,0 +1,143 @@
+"""What a training task provides to the loop: data, models, loss, metrics, symmetry.
+
+Data are held as *stacked fields*: a ``dict`` of tensors that share a leading
+example axis (``pos (M, N, 3)``, ``label (M,)``, ...). Every dataset used by
+the command has examples of one size, so a batch is just ``field[index]`` —
+no collate function, and any sampler (in particular ``DistributedSampler``) works.
+
+Statistics are ``{name: (sum, count)}`` pairs of 0-d tensors, summed over
+batches and ranks before dividing, so that the reported mean is exact for any
+number of processes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+import torch
+from torch import Tensor, nn
+
+from geomlin.train.config import Option
+from geomlin.train.errors import UserError
+
+Fields = dict[str, Tensor]
+Stats = dict[str, tuple[Tensor, Tensor]]
+
+
+def num_examples(fields: Mapping[str, Tensor]) -> int:
+    """The common leading size of stacked ``fields``; raises ValueError if they disagree."""
+    sizes = {k: int(v.shape[0]) for k, v in fields.items()}
+    if len(set(sizes.values())) != 1:
+        raise ValueError(f"stacked fields must share their leading size, got {sizes}")
+    return next(iter(sizes.values()))
+
+
+def take(fields: Mapping[str, Tensor], index: Tensor, device: torch.device | None = None) -> Fields:
+    """Rows ``index (b,)`` of every field, moved to ``device``."""
+    return {k: v[index].to(device) if device is not None else v[index] for k, v in fields.items()}
+
+
+def stat(total: Tensor | float, count: Tensor | float) -> tuple[Tensor, Tensor]:
+    """A ``(sum, count)`` statistic as detached float64 0-d tensors."""
+    as_t = (lambda x: x.detach().to(torch.float64).reshape(()).cpu() if isinstance(x, Tensor)
+            else torch.tensor(float(x), dtype=torch.float64))
+    return as_t(total), as_t(count)
+
+
+@dataclass
+class AuditSpec:
+    """How to check a model's declared symmetry with :mod:`geomlin.testing`.
+
+    ``fn(*inputs, **kwargs)`` is checked against ``group`` with actions
+    ``reps_in`` / ``reps_out`` (see :func:`geomlin.testing.equivariance_check`).
+    ``inputs`` are float64 example inputs; ``description`` names the symmetry in words.
+    """
+
+    fn: Callable
+    group: Any
+    reps_in: Any
+    reps_out: Any
+    inputs: tuple
+    description: str
+    kwargs: dict = field(default_factory=dict)
+
+
+@dataclass
+class TaskData:
+    """The data of one run: training fields, named evaluation sets, facts for the models."""
+
+    train: Fields
+    evals: dict[str, Fields]
+    info: dict[str, Any]
+
+
+class Task:
+    """Base class of ``geomlin train <task>``; subclasses fill in the hooks below."""
+
+    #: Sub-command name (``pointcloud``).
+    name: str = ""
+    #: One-line description for ``--help``.
+    description: str = ""
+    #: Task-specific options (added to :data:`~geomlin.train.config.COMMON_OPTIONS`).
+    options: tuple[Option, ...] = ()
+    #: Model names trained when ``--model`` is not given.
+    default_models: tuple[str, ...] = ()
+    #: Every model name the task can build, with a one-line description.
+    models: ClassVar[dict[str, str]] = {}
+    #: The metric (``evalset_metric``) the final summary compares.
+    primary_metric: str = ""
+    #: Whether a larger primary metric is better.
+    higher_is_better: bool = True
+
+    def quick_preset(self, cfg: dict) -> dict:
+        """Option values that make ``--quick`` a run of well under a minute."""
+        return {"epochs": 1}
+
+    def validate(self, cfg: dict) -> None:
+        """Raise :class:`UserError` for inconsistent options (called before any work)."""
+
+    def build_data(self, cfg: dict) -> TaskData:
+        raise NotImplementedError
+
+    def build_model(self, name: str, cfg: dict, info: dict) -> nn.Module:
+        raise NotImplementedError
+
+    def augment(self, batch: Fields, cfg: dict) -> Fields:
+        """Per-batch training augmentation (uses the global torch RNG, which checkpoints restore)."""
+        return batch
+
+    def train_step(self, name: str, model: nn.Module, batch: Fields, cfg: dict) -> tuple[Tensor, Stats]:
+        """The loss (0-d, with grad) and statistics of one training batch for model ``name``."""
+        raise NotImplementedError
+
+    def eval_step(self, name: str, model: nn.Module, batch: Fields, cfg: dict) -> Stats:
+        """Statistics of one evaluation batch of model ``name`` (called under ``torch.no_grad`` unless overridden)."""
+        raise NotImplementedError
+
+    #: Whether :meth:`eval_step` needs autograd (force models differentiate the energy).
+    eval_needs_grad: bool = False
+
+    def audit_spec(self, name: str, model: nn.Module, info: dict) -> AuditSpec | None:
+        """The symmetry the task's models should respect (checked by ``geomlin audit``)."""
+        return None
+
+    def summary_lines(self, last: dict, model_names: list[str]) -> list[str]:
+        """Extra lines of the final summary (e.g. the equivariant-vs-baseline comparison)."""
+        return []
+
+    # ------------------------------------------------------------------ helpers
+    def model_names(self, cfg: dict) -> list[str]:
+        """The models selected by ``cfg['model']`` (comma-separated), validated."""
+        spec = cfg.get("model")
+        names = list(self.default_models) if not spec else [s.strip() for s in spec.split(",") if s.strip()]
+        if not names:
+            raise UserError(f"--model must name at least one model of: {', '.join(self.models)}")
+        for n in names:
+            if n not in self.models:
+                raise UserError(f"unknown model '{n}' for task {self.name}; choose from "
+                                f"{', '.join(self.models)}")
+        if len(set(names)) != len(names):
+            raise UserError(f"--model lists a model twice: {spec}")
+        return names

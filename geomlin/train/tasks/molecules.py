@@ -1,0 +1,242 @@
+"""``geomlin train molecules``: energies and forces of a molecular-dynamics trajectory.
+
+Default data: the bundled GFN2-xTB ethanol trajectory ``datasets/md/xtb_md_ethanol.npz``.
+``--data PATH`` reads any MD17 / revised-MD17 ``.npz`` or extended-XYZ file with
+energies and forces; ``--dataset qm9 --root PATH --target U0`` fits QM9 energies
+(no forces). Forces are ``-dE/dpos`` of the learned energy (so they are
+conservative and, for an invariant energy, equivariant).
+
+Targets are standardised with training-set statistics: ``E = mean + scale * f(pos)``
+with ``scale`` the RMS force component, and the loss is
+``w_E MSE(E)/scale^2 + w_F MSE(F)/scale^2``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import ClassVar
+
+import numpy as np
+import torch
+from torch import Tensor, nn
+
+from geomlin.train.config import Option
+from geomlin.train.errors import UserError
+from geomlin.train.tasks.base import AuditSpec, Fields, Stats, Task, TaskData, stat
+from geomlin.train.tasks.pointcloud import _require
+
+#: The bundled trajectory, relative to the source tree / working directory.
+BUNDLED_ETHANOL = Path("datasets") / "md" / "xtb_md_ethanol.npz"
+TEST = "test"
+#: Key aliases of MD17-style ``.npz`` files: positions, atomic numbers, energies, forces.
+NPZ_KEYS = {"pos": ("R", "coords", "positions", "pos"), "z": ("z", "nuclear_charges", "numbers", "Z"),
+            "energy": ("E", "energies", "energy"), "forces": ("F", "forces")}
+
+
+def find_bundled(relative: Path) -> Path | None:
+    """``relative`` under the working directory or the geomlin source tree, if it exists."""
+    for base in (Path.cwd(), Path(__file__).resolve().parents[3]):
+        if (base / relative).is_file():
+            return base / relative
+    return None
+
+
+def _read_npz(path: Path) -> dict[str, np.ndarray]:
+    try:
+        raw = np.load(path, allow_pickle=False)
+    except (OSError, ValueError) as exc:
+        raise UserError(f"cannot read {path} as .npz: {exc}") from None
+    out = {}
+    for field, aliases in NPZ_KEYS.items():
+        key = next((k for k in aliases if k in raw.files), None)
+        if key is None:
+            raise UserError(f"{path} has no {field} array (looked for {', '.join(aliases)}; "
+                            f"found {', '.join(raw.files)})")
+        out[field] = np.asarray(raw[key])
+    return out
+
+
+class MoleculeEnergyModel(nn.Module):
+    """Wraps an invariant energy network: standardised energy -> physical energy and forces.
+
+    ``forward(pos (B, N, 3), species (B, N)) -> (energy (B,), forces (B, N, 3))`` with
+    ``forces = -dE/dpos`` (graph kept for training when ``create_graph``).
+    """
+
+    def __init__(self, net: nn.Module, energy_mean: float = 0.0, scale: float = 1.0):
+        super().__init__()
+        self.net = net
+        self.register_buffer("energy_mean", torch.tensor(float(energy_mean), dtype=torch.float64))
+        self.register_buffer("scale", torch.tensor(float(scale), dtype=torch.float64))
+
+    def energy(self, pos: Tensor, species: Tensor) -> Tensor:
+        """Energy ``(B,)`` in data units."""
+        return self.energy_mean.to(pos.dtype) + self.scale.to(pos.dtype) * self.net(pos, species)
+
+    def forward(self, pos: Tensor, species: Tensor) -> tuple[Tensor, Tensor]:
+        with torch.enable_grad():
+            if not pos.requires_grad:
+                pos = pos.detach().requires_grad_(True)
+            e = self.energy(pos, species)
+            (grad,) = torch.autograd.grad(e.sum(), pos, create_graph=self.training)
+        return e, -grad
+
+
+class GauntPotential(nn.Module):
+    """Energy model built on :mod:`geomlin.gaunt` (Gaunt tensor products of spherical-harmonic features).
+
+    ``forward(pos (B, N, 3), species (B, N)) -> energy (B,)``, E(3) invariant.
+    """
+
+    def __init__(self, num_species: int = 10, **kwargs):
+        super().__init__()
+        gaunt = _require("geomlin.gaunt", "the Gaunt potential")
+        if not hasattr(gaunt, "GauntPotential"):
+            raise UserError("the Gaunt potential needs geomlin.gaunt.GauntPotential, which this checkout "
+                            "does not have yet (use --model egnn)")
+        self.net = gaunt.GauntPotential(num_species=num_species, **kwargs)
+
+    def forward(self, pos: Tensor, species: Tensor) -> Tensor:
+        return self.net(pos, species)
+
+
+class MoleculesTask(Task):
+    name = "molecules"
+    description = "energy and force regression on a molecular-dynamics trajectory (Gaunt potential, EGNN)"
+    options = (
+        Option("dataset", str, "md", "md (the bundled ethanol trajectory or --data FILE) or qm9",
+               ("md", "qm9")),
+        Option("data", str, None, "an MD17 / rMD17 .npz or extended-XYZ file (default: bundled ethanol)"),
+        Option("root", str, None, "QM9 root folder (for --dataset qm9)"),
+        Option("target", str, "U0", "QM9 target (for --dataset qm9)"),
+        Option("n_train", int, 1000, "training frames"),
+        Option("n_test", int, 500, "test frames"),
+        Option("force_weight", float, 10.0, "weight of the force term of the loss (0 = energy only)"),
+        Option("schedule", str, "cosine", "learning-rate schedule", ("cosine", "constant")),
+        Option("stop_after", int, 0, "stop after this epoch as if interrupted (0 = never; for resume tests)"),
+    )
+    default_models = ("gaunt", "egnn")
+    models: ClassVar[dict[str, str]] = {
+        "gaunt": "Gaunt-tensor-product potential (geomlin.gaunt), E(3) invariant energy",
+        "egnn": "EGNN-style invariant message passing potential (Satorras et al. 2021)",
+    }
+    primary_metric = f"{TEST}_force_mae"
+    higher_is_better = False
+    eval_needs_grad = True
+
+    def quick_preset(self, cfg: dict) -> dict:
+        return {"epochs": 1, "n_train": 64, "n_test": 32}
+
+    def validate(self, cfg: dict) -> None:
+        if cfg["dataset"] == "qm9" and not cfg.get("root"):
+            raise UserError("--dataset qm9 needs --root PATH (the QM9 folder)")
+        if cfg.get("data") and not Path(cfg["data"]).is_file():
+            raise UserError(f"data file not found: {cfg['data']}")
+        if cfg["dataset"] == "qm9" and cfg.get("root") and not Path(cfg["root"]).exists():
+            raise UserError(f"--root {cfg['root']} does not exist")
+
+    # ---------------------------------------------------------------- data
+    def _load(self, cfg: dict) -> dict[str, Tensor]:
+        if cfg["dataset"] == "qm9":
+            return self._load_qm9(cfg)
+        path = Path(cfg["data"]) if cfg.get("data") else find_bundled(BUNDLED_ETHANOL)
+        if path is None:
+            raise UserError(f"the bundled trajectory {BUNDLED_ETHANOL} was not found (run from the "
+                            "geomlin source tree or pass --data FILE)")
+        if path.suffix.lower() == ".npz":
+            raw = _read_npz(path)
+            pos = torch.as_tensor(raw["pos"], dtype=torch.float64)
+            if pos.ndim != 3 or pos.shape[-1] != 3:
+                raise UserError(f"{path}: positions must be (frames, atoms, 3), got {tuple(pos.shape)}")
+            z = torch.as_tensor(raw["z"]).long().reshape(-1)
+            return {"pos": pos, "z": z.expand(pos.shape[0], -1).clone(),
+                    "energy": torch.as_tensor(raw["energy"], dtype=torch.float64).reshape(-1),
+                    "forces": torch.as_tensor(raw["forces"], dtype=torch.float64).reshape(pos.shape)}
+        ds = _require("geomlin.datasets", "reading XYZ trajectories")
+        if not hasattr(ds, "XYZDataset"):
+            raise UserError("reading .xyz needs geomlin.datasets.XYZDataset, which this checkout lacks")
+        try:
+            data = ds.XYZDataset(str(path))
+        except (ValueError, OSError) as exc:
+            raise UserError(f"cannot read {path}: {exc}") from None
+        frames = [data[i] for i in range(len(data))]
+        if len({int(f.pos.shape[0]) for f in frames}) != 1:
+            raise UserError(f"{path}: all frames must have the same atoms for this task")
+        if any(getattr(f, "forces", None) is None for f in frames):
+            raise UserError(f"{path}: every frame needs forces")
+        get_e = lambda f: float(getattr(f, "energy", getattr(f, "y", torch.tensor(float("nan")))).reshape(-1)[0])
+        return {"pos": torch.stack([f.pos for f in frames]).double(),
+                "z": torch.stack([f.z for f in frames]).long(),
+                "energy": torch.tensor([get_e(f) for f in frames], dtype=torch.float64),
+                "forces": torch.stack([f.forces for f in frames]).double()}
+
+    def _load_qm9(self, cfg: dict) -> dict[str, Tensor]:
+        raise UserError("--dataset qm9: molecules of different sizes are not supported by this task yet; "
+                        "use --data FILE with an MD trajectory")
+
+    def build_data(self, cfg: dict) -> TaskData:
+        d = self._load(cfg)
+        m = d["pos"].shape[0]
+        if not torch.isfinite(d["energy"]).all() or not torch.isfinite(d["forces"]).all():
+            raise UserError("the trajectory has NaN or infinite energies/forces")
+        n_train, n_test = cfg["n_train"], cfg["n_test"]
+        if n_train + n_test > m:
+            raise UserError(f"--n-train {n_train} + --n-test {n_test} exceeds the {m} frames of the data")
+        perm = torch.randperm(m, generator=torch.Generator().manual_seed(cfg["seed"]))
+        split = {"train": perm[:n_train], TEST: perm[n_train:n_train + n_test]}
+        fields = {k: {"pos": d["pos"][i].float(), "z": d["z"][i], "energy": d["energy"][i],
+                      "forces": d["forces"][i].float()} for k, i in split.items()}
+        tr = fields["train"]
+        scale = float(tr["forces"].double().pow(2).mean().sqrt())
+        info = {"energy_mean": float(tr["energy"].mean()), "scale": scale if scale > 0 else 1.0,
+                "num_species": int(d["z"].max()) + 1, "n_atoms": int(d["pos"].shape[1]), "frames": m}
+        return TaskData(train=fields["train"], evals={TEST: fields[TEST]}, info=info)
+
+    def build_model(self, name: str, cfg: dict, info: dict) -> nn.Module:
+        if name == "egnn":
+            from geomlin.models import EGNNPotential
+
+            net = EGNNPotential(num_species=info["num_species"])
+        elif name == "gaunt":
+            net = GauntPotential(num_species=info["num_species"])
+        else:
+            raise UserError(f"unknown model '{name}' for task molecules")
+        return MoleculeEnergyModel(net, info.get("energy_mean", 0.0), info.get("scale", 1.0))
+
+    def _errors(self, model: nn.Module, batch: Fields) -> tuple[Tensor, Tensor, Tensor]:
+        e, f = model(batch["pos"], batch["z"])
+        inner = getattr(model, "module", model)
+        scale = inner.scale.to(e.dtype)
+        return (e - batch["energy"].to(e.dtype)) / scale, (f - batch["forces"]) / scale, scale
+
+    def train_step(self, name: str, model: nn.Module, batch: Fields, cfg: dict) -> tuple[Tensor, Stats]:
+        de, df, scale = self._errors(model, batch)
+        loss_e, loss_f = (de ** 2).mean(), (df ** 2).mean()
+        loss = loss_e + cfg["force_weight"] * loss_f
+        n = de.shape[0]
+        return loss, {"loss": stat(loss * n, n), "energy_mae": stat(de.abs().sum() * scale, n),
+                      "force_mae": stat(df.abs().sum() * scale, df.numel())}
+
+    def eval_step(self, name: str, model: nn.Module, batch: Fields, cfg: dict) -> Stats:
+        de, df, scale = self._errors(model, batch)
+        de, df = de.detach(), df.detach()
+        return {"energy_mae": stat(de.abs().sum() * scale, de.shape[0]),
+                "force_mae": stat(df.abs().sum() * scale, df.numel())}
+
+    def audit_spec(self, name: str, model: nn.Module, info: dict) -> AuditSpec:
+        from geomlin.groups import E3
+
+        g = torch.Generator().manual_seed(0)
+        n = info.get("n_atoms", 9)
+        pos = 1.5 * torch.randn(2, n, 3, generator=g, dtype=torch.float64)
+        z = torch.randint(1, info.get("num_species", 10), (2, n), generator=g)
+        return AuditSpec(fn=model, group=E3(), reps_in=("position", None), reps_out=("scalar", "vector"),
+                         inputs=(pos, z), description="energy E(3) invariant, forces E(3) equivariant")
+
+    def summary_lines(self, last: dict, model_names: list[str]) -> list[str]:
+        lines = ["\nTest mean absolute errors (data units: energy per molecule, force per component):"]
+        for n in model_names:
+            e, f = last.get(f"{n}/{TEST}_energy_mae"), last.get(f"{n}/{TEST}_force_mae")
+            if e is not None:
+                lines.append(f"  {n:<6} energy {e:.4g}   forces {f:.4g}")
+        return lines
