@@ -1,0 +1,441 @@
+"""Projective geometric algebra G(3,0,1): basis constants, a fast product, embed/extract pairs.
+
+Basis order (the reference GATr's, so checkpoints and intuitions transfer)::
+
+    index  0  1   2   3   4   5    6    7    8    9    10   11    12    13    14    15
+    blade  1  e0  e1  e2  e3  e01  e02  e03  e12  e13  e23  e012  e013  e023  e123  e0123
+
+``e0`` squares to 0, ``e1, e2, e3`` to 1. Geometric objects (Brehmer et al., "Geometric
+Algebra Transformer", NeurIPS 2023, Table 1):
+
+* plane ``n . x + d = 0``: vector ``d e0 + n1 e1 + n2 e2 + n3 e3``;
+* point ``x``: trivector ``e123 - x e023 + y e013 - z e012``;
+* line: bivector (join of two points);
+* isometries: versors acting by ``rho_u(x) = u x^ u^-1`` (reflections in planes are the planes
+  themselves, rotations are even rotors, translations ``1 + t e0 / 2``).
+
+A point under an odd versor (a reflection) comes back as ``-P'``; :func:`extract_point`
+divides by the ``e123`` component, so it returns the reflected coordinates.
+
+Fast geometric product
+    G(3,0,1) = G(3) + e0 G(3) (dual numbers over G(3)), and G(3) is isomorphic to complex
+    2x2 matrices (Pauli: ``e_k -> sigma_k``). With ``x = a + e0 b``, ``y = c + e0 d``,
+    ``x y = a c + e0 (a^ d + b c)``: three complex 2x2 products instead of a 16^3 table.
+    The conversions are 16x24 / 24x16 real matrices built once from the algebra.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import torch
+from torch import Tensor
+
+from geomlin.algebra.clifford import CliffordAlgebra
+
+#: G(3,0,1) with ``e0`` the degenerate direction (basis vectors labelled e0..e3).
+PGA = CliffordAlgebra((0.0, 1.0, 1.0, 1.0), first_index=0)
+DIM = 16
+
+SCALAR = 0
+E0, E1, E2, E3 = 1, 2, 3, 4
+E01, E02, E03, E12, E13, E23 = 5, 6, 7, 8, 9, 10
+E012, E013, E023, E123 = 11, 12, 13, 14
+E0123 = 15
+PSEUDOSCALAR = E0123
+
+#: Blade names in storage order.
+BLADE_NAMES = PGA.blade_names
+#: Components of each grade 0..4.
+GRADE_SLICES = PGA.grade_slices
+#: Components without an e0 factor: the ones the (degenerate) inner product sees.
+NONDEGENERATE = (SCALAR, E1, E2, E3, E12, E13, E23, E123)
+#: Components with an e0 factor, in the order of :data:`NONDEGENERATE` (``e0 * blade``).
+DEGENERATE = (E0, E01, E02, E03, E012, E013, E023, E0123)
+#: The point's ``(x, y, z)`` are ``(-e023, +e013, -e012) / e123``.
+POINT_COMPONENTS = (E023, E013, E012)
+POINT_SIGNS = (-1.0, 1.0, -1.0)
+PLANE_NORMAL = (E1, E2, E3)
+TRANSLATION_COMPONENTS = (E01, E02, E03)
+
+assert BLADE_NAMES == ("1", "e0", "e1", "e2", "e3", "e01", "e02", "e03", "e12", "e13", "e23",
+                       "e012", "e013", "e023", "e123", "e0123")
+
+
+def check_mv(x: Tensor, name: str = "x") -> Tensor:
+    """Validate a G(3,0,1) multivector ``(..., 16)`` of floating dtype; returns it."""
+    if not isinstance(x, Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
+    if x.ndim == 0 or x.shape[-1] != DIM:
+        raise ValueError(f"{name} must have last dimension 16 (a G(3,0,1) multivector), "
+                         f"got shape {tuple(x.shape)}")
+    if not x.is_floating_point():
+        raise TypeError(f"{name} must have a floating dtype, got {x.dtype}")
+    return x
+
+
+def _check_last(x: Tensor, size: int, name: str) -> Tensor:
+    if not isinstance(x, Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
+    if x.ndim == 0 or x.shape[-1] != size:
+        raise ValueError(f"{name} must have last dimension {size}, got shape {tuple(x.shape)}")
+    return x
+
+
+# ---------------------------------------------------------------------- fast product
+@functools.cache
+def _matrix_maps() -> tuple[Tensor, Tensor, Tensor]:
+    """float64 ``W_left (16, 24), W_right (16, 24), W_out (24, 16)`` of the M2(C) product."""
+    sigma = {1: torch.tensor([[0, 1], [1, 0]], dtype=torch.complex128),
+             2: torch.tensor([[0, -1j], [1j, 0]], dtype=torch.complex128),
+             3: torch.tensor([[1, 0], [0, -1]], dtype=torch.complex128)}
+    eye = torch.eye(2, dtype=torch.complex128)
+    # rep[k]: complex 2x2 of the k-th e0-free blade, as 8 reals (re, im interleaved)
+    reps = []
+    for idx in NONDEGENERATE:
+        m = eye
+        for i in PGA.blades[idx]:
+            m = m @ sigma[i]
+        reps.append(torch.view_as_real(m).reshape(8))
+    rep = torch.stack(reps)  # (8 blades, 8 reals)
+    involute = torch.tensor([(-1.0) ** len(PGA.blades[i]) for i in NONDEGENERATE], dtype=torch.float64)
+
+    def place(components, r):  # 16 -> 8 reals through the blades listed in `components`
+        out = torch.zeros(DIM, 8, dtype=torch.float64)
+        out[list(components)] = r
+        return out
+
+    ma, mah, mb = place(NONDEGENERATE, rep), place(NONDEGENERATE, involute[:, None] * rep), place(DEGENERATE, rep)
+    inv = torch.linalg.inv(rep)  # (8 reals -> 8 blade coefficients)
+    na = torch.zeros(8, DIM, dtype=torch.float64)
+    na[:, list(NONDEGENERATE)] = inv
+    nb = torch.zeros(8, DIM, dtype=torch.float64)
+    nb[:, list(DEGENERATE)] = inv
+    w_left = torch.cat([ma, mah, mb], 1)
+    w_right = torch.cat([ma, mb, ma], 1)
+    w_out = torch.cat([na, nb, nb], 0)  # a c  +  e0 (a^ d  +  b c)
+    return w_left, w_right, w_out
+
+
+@functools.lru_cache(maxsize=64)
+def _matrix_maps_on(device: torch.device, dtype: torch.dtype) -> tuple[Tensor, Tensor, Tensor]:
+    return tuple(t.to(device=device, dtype=dtype) for t in _matrix_maps())
+
+
+def geometric_product(x: Tensor, y: Tensor, method: str = "auto") -> Tensor:
+    """G(3,0,1) geometric product ``x y`` of ``(..., 16)`` tensors (broadcasting).
+
+    ``method``: ``"matrix"`` (the complex 2x2 dual-number product of the module docstring,
+    float32/float64), ``"sparse"`` or ``"dense"`` (Cayley table, see
+    :class:`~geomlin.algebra.clifford.CliffordAlgebra`). ``"auto"`` = ``"matrix"`` for
+    float32/float64, ``"sparse"`` otherwise.
+    """
+    if method == "auto":
+        method = "matrix" if x.dtype in (torch.float32, torch.float64) else "sparse"
+    if method != "matrix":
+        return PGA.geometric_product(x, y, method)
+    check_mv(x, "x")
+    check_mv(y, "y")
+    if y.dtype != x.dtype:
+        y = y.to(x.dtype)
+    wl, wr, wo = _matrix_maps_on(x.device, x.dtype)
+    left = torch.view_as_complex((x @ wl).unflatten(-1, (3, 2, 2, 2)))
+    right = torch.view_as_complex((y @ wr).unflatten(-1, (3, 2, 2, 2)))
+    prod = left @ right  # (..., 3, 2, 2): a c, a^ d, b c
+    return torch.view_as_real(prod).flatten(-4) @ wo
+
+
+def outer_product(x: Tensor, y: Tensor, method: str = "auto") -> Tensor:
+    """Wedge ``x ^ y`` (meet of planes / lines) of ``(..., 16)`` tensors."""
+    return PGA.outer_product(x, y, method)
+
+
+def join(x: Tensor, y: Tensor, method: str = "auto") -> Tensor:
+    """Regressive product ``x v y`` (join of points / lines) of ``(..., 16)`` tensors.
+
+    Defined through the right complement; its sign flips under odd versors, see
+    :func:`geomlin.gatr.primitives.equivariant_join`.
+    """
+    return PGA.regressive_product(x, y, method)
+
+
+def reverse(x: Tensor) -> Tensor:
+    """Reversion of ``(..., 16)``."""
+    return PGA.reverse(x)
+
+
+def grade_involution(x: Tensor) -> Tensor:
+    """Grade involution of ``(..., 16)``."""
+    return PGA.grade_involution(x)
+
+
+def sandwich(v: Tensor, x: Tensor) -> Tensor:
+    """Pin(3,0,1) action ``v x^ v^-1`` of a versor ``v (..., 16)`` on ``x (..., 16)`` (broadcasting).
+
+    For a single versor ``v (16,)`` and ``x (..., items, channels, 16)`` the versor acts on
+    every multivector. Odd versors (reflections) apply the grade involution.
+    """
+    check_mv(v, "v")
+    check_mv(x, "x")
+    odd = PGA.parity(v)[..., None]
+    xs = torch.where(odd, PGA.grade_involution(x), x)
+    inv = PGA.inverse_versor(v)
+    if v.ndim == 1:
+        # x -> (v xs) v^-1 is linear in x: build the 16x16 matrix once
+        left = geometric_product(v, torch.eye(DIM, dtype=x.dtype, device=x.device))  # rows: v e_j
+        mat = geometric_product(left, inv.to(x.dtype))  # (16 in, 16 out)
+        return xs @ mat
+    return geometric_product(geometric_product(v, xs), inv)
+
+
+def versor_matrix(v: Tensor) -> Tensor:
+    """The ``(16, 16)`` matrix ``M`` with ``sandwich(v, x) = x @ M`` for a single versor ``v (16,)``."""
+    check_mv(v, "v")
+    if v.ndim != 1:
+        raise ValueError(f"versor_matrix needs one versor of shape (16,), got {tuple(v.shape)}")
+    eye = torch.eye(DIM, dtype=v.dtype, device=v.device)
+    return sandwich(v, eye)
+
+
+# ---------------------------------------------------------------------- embeddings
+def _zeros(like: Tensor, lead) -> Tensor:
+    return torch.zeros(*lead, DIM, dtype=like.dtype if like.is_floating_point() else torch.get_default_dtype(),
+                       device=like.device)
+
+
+def embed_scalar(s: Tensor) -> Tensor:
+    """Scalars ``(..., 1)`` -> multivectors ``(..., 16)``."""
+    _check_last(s, 1, "scalar")
+    out = _zeros(s, s.shape[:-1])
+    out[..., SCALAR] = s[..., 0]
+    return out
+
+
+def extract_scalar(x: Tensor) -> Tensor:
+    """Scalar component ``(..., 16) -> (..., 1)``."""
+    return check_mv(x)[..., SCALAR:SCALAR + 1]
+
+
+def embed_pseudoscalar(p: Tensor) -> Tensor:
+    """Pseudoscalars ``(..., 1)`` -> ``(..., 16)`` on ``e0123``."""
+    _check_last(p, 1, "pseudoscalar")
+    out = _zeros(p, p.shape[:-1])
+    out[..., E0123] = p[..., 0]
+    return out
+
+
+def extract_pseudoscalar(x: Tensor) -> Tensor:
+    """``e0123`` component ``(..., 16) -> (..., 1)``."""
+    return check_mv(x)[..., E0123:E0123 + 1]
+
+
+def embed_point(pos: Tensor) -> Tensor:
+    """Points ``(..., 3)`` -> trivectors ``(..., 16)``: ``e123 = 1, e023 = -x, e013 = y, e012 = -z``."""
+    _check_last(pos, 3, "point coordinates")
+    out = _zeros(pos, pos.shape[:-1])
+    out[..., E123] = 1.0
+    for c, (idx, sign) in enumerate(zip(POINT_COMPONENTS, POINT_SIGNS)):
+        out[..., idx] = sign * pos[..., c]
+    return out
+
+
+def extract_point(x: Tensor, threshold: float = 1e-3) -> Tensor:
+    """Trivector ``(..., 16)`` -> coordinates ``(..., 3)``, dividing by the ``e123`` weight.
+
+    The division makes the result independent of the sign a reflection puts on the point.
+    Weights with ``|e123| < threshold`` (points at infinity) are clamped to ``+-threshold``.
+    """
+    check_mv(x)
+    w = x[..., E123:E123 + 1]
+    w = torch.where(w.abs() < threshold, torch.where(w < 0, -threshold, threshold), w)
+    signs = torch.tensor(POINT_SIGNS, dtype=x.dtype, device=x.device)
+    return x[..., list(POINT_COMPONENTS)] * signs / w
+
+
+def embed_oriented_plane(normal: Tensor, position: Tensor) -> Tensor:
+    """Plane through ``position (..., 3)`` with normal ``normal (..., 3)`` -> vector ``(..., 16)``.
+
+    ``n1 e1 + n2 e2 + n3 e3 + d e0`` with ``d = -n . position``.
+    """
+    _check_last(normal, 3, "normal")
+    _check_last(position, 3, "position")
+    normal, position = torch.broadcast_tensors(normal, position)
+    out = _zeros(normal, normal.shape[:-1])
+    out[..., list(PLANE_NORMAL)] = normal
+    out[..., E0] = -(normal * position).sum(-1)
+    return out
+
+
+def extract_oriented_plane(x: Tensor) -> tuple[Tensor, Tensor]:
+    """Vector part of ``(..., 16)`` -> ``(normal (..., 3), offset (..., 1))`` with the plane
+    ``normal . p + offset = 0``."""
+    check_mv(x)
+    return x[..., list(PLANE_NORMAL)], x[..., E0:E0 + 1]
+
+
+def plane_closest_point(x: Tensor) -> Tensor:
+    """Point of the plane ``(..., 16)`` closest to the origin, ``(..., 3)``: ``-d n / |n|^2``."""
+    n, d = extract_oriented_plane(x)
+    return -d * n / (n * n).sum(-1, keepdim=True).clamp_min(1e-12)
+
+
+def embed_reflection(normal: Tensor, position: Tensor) -> Tensor:
+    """Reflection in a plane: the plane itself with unit normal ``(..., 16)`` (an odd versor)."""
+    normal = _check_last(normal, 3, "normal")
+    normal = normal / normal.norm(dim=-1, keepdim=True).clamp_min(1e-12)
+    return embed_oriented_plane(normal, position)
+
+
+def embed_line(point: Tensor, direction: Tensor) -> Tensor:
+    """Line through ``point (..., 3)`` along ``direction (..., 3)`` -> bivector ``(..., 16)``.
+
+    The join of the points ``point`` and ``point + direction``: the ``e12, e13, e23``
+    components carry the direction, ``e01, e02, e03`` the moment.
+    """
+    _check_last(point, 3, "point")
+    _check_last(direction, 3, "direction")
+    point, direction = torch.broadcast_tensors(point, direction)
+    return join(embed_point(point), embed_point(point + direction))
+
+
+#: (e23, e13, e12) components of a line hold (direction_x, -direction_y, direction_z) up to
+#: the orientation set by the join; see :func:`extract_line`.
+LINE_DIRECTION_COMPONENTS = (E23, E13, E12)
+
+
+@functools.cache
+def _line_maps() -> tuple[Tensor, Tensor]:
+    """Linear maps from a line bivector to its direction (3) and moment (3), float64.
+
+    Found once from the embedding itself: a line is linear in (direction, point x direction).
+    """
+    # the join of P(p) and P(p + d) is linear in (d, p x d); fit the exact 6x16 map on samples
+    gen = torch.Generator().manual_seed(0)
+    p = torch.randn(32, 3, generator=gen, dtype=torch.float64)
+    d = torch.randn(32, 3, generator=gen, dtype=torch.float64)
+    feats = torch.cat([d, torch.linalg.cross(p, d)], -1)  # (32, 6)
+    mv = embed_line(p, d)  # (32, 16)
+    sol = torch.linalg.lstsq(feats, mv).solution  # (6, 16): mv = feats @ sol
+    return sol, torch.linalg.pinv(sol)  # embed (6, 16), extract (16, 6)
+
+
+def extract_line(x: Tensor) -> tuple[Tensor, Tensor]:
+    """Line bivector ``(..., 16)`` -> ``(point closest to the origin (..., 3), direction (..., 3))``.
+
+    Uses Pluecker coordinates ``(d, m = p x d)``; the closest point is ``d x m / |d|^2``.
+    """
+    check_mv(x)
+    _, ext = _line_maps()
+    pl = x @ ext.to(x.dtype).to(x.device)
+    d, m = pl[..., :3], pl[..., 3:]
+    point = torch.linalg.cross(d, m) / (d * d).sum(-1, keepdim=True).clamp_min(1e-12)
+    return point, d
+
+
+def embed_pluecker_ray(pluecker: Tensor) -> Tensor:
+    """Pluecker coordinates ``(..., 6) = (direction, moment = p x direction)`` -> bivector ``(..., 16)``."""
+    _check_last(pluecker, 6, "pluecker coordinates")
+    emb, _ = _line_maps()
+    return pluecker @ emb.to(dtype=pluecker.dtype, device=pluecker.device)
+
+
+def extract_pluecker_ray(x: Tensor) -> Tensor:
+    """Bivector ``(..., 16)`` -> Pluecker coordinates ``(..., 6)`` (inverse of :func:`embed_pluecker_ray`)."""
+    check_mv(x)
+    _, ext = _line_maps()
+    return x @ ext.to(dtype=x.dtype, device=x.device)
+
+
+def embed_translation(t: Tensor) -> Tensor:
+    """Translation by ``t (..., 3)`` -> even versor ``1 + (t1 e01 + t2 e02 + t3 e03) / 2``.
+
+    The sign convention is fixed by the test ``extract_point(sandwich(T, P)) == x + t``.
+    """
+    _check_last(t, 3, "translation")
+    out = _zeros(t, t.shape[:-1])
+    out[..., SCALAR] = 1.0
+    out[..., list(TRANSLATION_COMPONENTS)] = TRANSLATION_SIGN * 0.5 * t
+    return out
+
+
+def extract_translation(x: Tensor) -> Tensor:
+    """Translation versor ``(..., 16)`` -> ``t (..., 3)`` (normalised by the scalar part)."""
+    check_mv(x)
+    return TRANSLATION_SIGN * 2.0 * x[..., list(TRANSLATION_COMPONENTS)] / x[..., SCALAR:SCALAR + 1]
+
+
+#: Sign of the ``e0i`` components of a translator (determined by the point convention).
+TRANSLATION_SIGN = -1.0
+#: Rotor components for quaternion ``(w, x, y, z)``: ``w + sx x e23 + sy y e13 + sz z e12``.
+ROTOR_COMPONENTS = (E23, E13, E12)
+ROTOR_SIGNS = (-1.0, 1.0, -1.0)
+
+
+def embed_rotation(quaternion: Tensor) -> Tensor:
+    """Unit quaternion ``(..., 4)`` in ``(w, x, y, z)`` order -> even rotor ``(..., 16)``.
+
+    The rotor acts on points and planes as the rotation ``q v q*``.
+    """
+    _check_last(quaternion, 4, "quaternion")
+    out = _zeros(quaternion, quaternion.shape[:-1])
+    out[..., SCALAR] = quaternion[..., 0]
+    for c, (idx, sign) in enumerate(zip(ROTOR_COMPONENTS, ROTOR_SIGNS)):
+        out[..., idx] = sign * quaternion[..., c + 1]
+    return out
+
+
+def extract_rotation(x: Tensor) -> Tensor:
+    """Rotor ``(..., 16)`` -> unit quaternion ``(..., 4)`` ``(w, x, y, z)`` (normalised)."""
+    check_mv(x)
+    signs = torch.tensor(ROTOR_SIGNS, dtype=x.dtype, device=x.device)
+    q = torch.cat([x[..., SCALAR:SCALAR + 1], x[..., list(ROTOR_COMPONENTS)] * signs], -1)
+    return q / q.norm(dim=-1, keepdim=True).clamp_min(1e-12)
+
+
+def matrix_to_quaternion(R: Tensor) -> Tensor:
+    """Rotation matrices ``(..., 3, 3)`` (det +1) -> unit quaternions ``(..., 4)`` ``(w, x, y, z)``.
+
+    Shepperd's method: branch on the largest of ``trace, R00, R11, R22`` for stability.
+    """
+    if R.shape[-2:] != (3, 3):
+        raise ValueError(f"R must have shape (..., 3, 3), got {tuple(R.shape)}")
+    r00, r11, r22 = R[..., 0, 0], R[..., 1, 1], R[..., 2, 2]
+    tr = r00 + r11 + r22
+    cands = torch.stack([
+        torch.stack([1 + tr, R[..., 2, 1] - R[..., 1, 2], R[..., 0, 2] - R[..., 2, 0], R[..., 1, 0] - R[..., 0, 1]], -1),
+        torch.stack([R[..., 2, 1] - R[..., 1, 2], 1 + r00 - r11 - r22, R[..., 0, 1] + R[..., 1, 0], R[..., 0, 2] + R[..., 2, 0]], -1),
+        torch.stack([R[..., 0, 2] - R[..., 2, 0], R[..., 0, 1] + R[..., 1, 0], 1 - r00 + r11 - r22, R[..., 1, 2] + R[..., 2, 1]], -1),
+        torch.stack([R[..., 1, 0] - R[..., 0, 1], R[..., 0, 2] + R[..., 2, 0], R[..., 1, 2] + R[..., 2, 1], 1 - r00 - r11 + r22], -1),
+    ], -2)  # (..., 4 candidates, 4); candidate c has component c equal to 4 q_c^2
+    choice = torch.stack([tr, r00, r11, r22], -1).argmax(-1)
+    q = torch.gather(cands, -2, choice[..., None, None].expand(*choice.shape, 1, 4)).squeeze(-2)
+    return q / q.norm(dim=-1, keepdim=True)
+
+
+def embed_rigid_motion(R: Tensor, t: Tensor) -> Tensor:
+    """Rigid motion ``p -> R p + t`` (``R (..., 3, 3)`` orthogonal, det +-1; ``t (..., 3)``) -> versor ``(..., 16)``.
+
+    Proper rotations give even motors ``T * rotor``; improper ones (det -1) are written as
+    ``R = R' H`` with ``H`` the reflection in the plane ``x = 0`` and give odd versors
+    ``T * rotor(R') * e1``.
+    """
+    if R.shape[-2:] != (3, 3):
+        raise ValueError(f"R must have shape (..., 3, 3), got {tuple(R.shape)}")
+    _check_last(t, 3, "translation")
+    det = torch.linalg.det(R)
+    if not torch.allclose(det.abs(), torch.ones_like(det), atol=1e-6):
+        raise ValueError("R must be orthogonal (|det R| = 1)")
+    improper = det < 0
+    flip = torch.ones(3, dtype=R.dtype, device=R.device)
+    flip[0] = -1.0
+    R_proper = torch.where(improper[..., None, None], R * flip, R)  # R H: flips column 0
+    rotor = embed_rotation(matrix_to_quaternion(R_proper))
+    plane = torch.zeros(DIM, dtype=R.dtype, device=R.device)
+    plane[E1] = 1.0
+    rotor = torch.where(improper[..., None], geometric_product(rotor, plane.expand_as(rotor)), rotor)
+    return geometric_product(embed_translation(t.to(R.dtype)).expand_as(rotor), rotor)
+
+
+def rigid_motion_versor(g) -> Tensor:
+    """A :class:`geomlin.groups.RigidTransform` (single or batched) -> versor(s) ``(..., 16)``."""
+    return embed_rigid_motion(g.R, g.t)
