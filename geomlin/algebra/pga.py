@@ -247,7 +247,7 @@ def extract_point(x: Tensor, threshold: float = 1e-3) -> Tensor:
     """
     check_mv(x)
     w = x[..., E123:E123 + 1]
-    w = torch.where(w.abs() < threshold, torch.where(w < 0, -threshold, threshold), w)
+    w = torch.where(w.abs() < threshold, torch.where(w < 0, w.new_tensor(-threshold), w.new_tensor(threshold)), w)
     signs = torch.tensor(POINT_SIGNS, dtype=x.dtype, device=x.device)
     return x[..., list(POINT_COMPONENTS)] * signs / w
 
