@@ -1,0 +1,58 @@
+"""``XYZDataset``: molecular trajectories from plain or extended XYZ files."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+
+import numpy as np
+import torch
+from torch_geometric.data import Data
+
+from geomlin.datasets.base import InMemoryList
+from geomlin.datasets.io.xyz import read_xyz
+
+
+class XYZDataset(InMemoryList):
+    """Frames of a plain or extended XYZ file as graphs (see :mod:`geomlin.datasets.io.xyz`).
+
+    Fields per frame: ``z (N,)`` int64, ``pos (N, 3)``, ``energy (1,)`` when the comment line
+    holds one, ``force (N, 3)`` when the file has force columns. Units are the file's (MD17
+    snippets: Angstrom, kcal/mol, kcal/mol/Angstrom; ASE extended XYZ: Angstrom, eV, eV/Angstrom);
+    ``energy_unit`` / ``length_unit`` only label them. Stored in ``dtype`` (float64 default, so
+    values equal the file's). Either every frame has an energy (forces) or none does.
+    """
+
+    def __init__(self, path: str | os.PathLike, transform: Callable | None = None,
+                 pre_transform: Callable | None = None, dtype: torch.dtype = torch.float64,
+                 energy_unit: str = "file's unit", length_unit: str = "Angstrom"):
+        super(InMemoryList, self).__init__(None, transform=transform, pre_transform=pre_transform, log=False)
+        self.path = os.fspath(path)
+        self.energy_unit, self.length_unit = energy_unit, length_unit
+        frames = read_xyz(self.path)
+        has_e = [f.energy is not None for f in frames]
+        has_f = [f.forces is not None for f in frames]
+        for what, flags in (("an energy", has_e), ("forces", has_f)):
+            if any(flags) and not all(flags):
+                k = flags.index(not flags[0])
+                raise ValueError(f"{self.path}: frame {k} {'lacks' if flags[0] else 'has'} {what} while frame 0 "
+                                 f"{'has' if flags[0] else 'lacks'} them; all frames must agree")
+        sizes = {len(f.z) for f in frames}
+        if len(sizes) == 1:
+            fields = {"z": torch.from_numpy(np.stack([f.z for f in frames])),
+                      "pos": torch.from_numpy(np.stack([f.pos for f in frames])).to(dtype)}
+            if has_e[0]:
+                fields["energy"] = torch.tensor([[f.energy] for f in frames], dtype=dtype)
+            if has_f[0]:
+                fields["force"] = torch.from_numpy(np.stack([f.forces for f in frames])).to(dtype)
+            self._set_stacked(fields)
+        else:
+            graphs = []
+            for f in frames:
+                d = Data(z=torch.from_numpy(f.z), pos=torch.from_numpy(f.pos).to(dtype))
+                if f.energy is not None:
+                    d.energy = torch.tensor([f.energy], dtype=dtype)
+                if f.forces is not None:
+                    d.force = torch.from_numpy(f.forces).to(dtype)
+                graphs.append(d)
+            self._set_graphs(graphs)

@@ -1,0 +1,108 @@
+"""V2000 SDF reader: values equal the file (independent str.split oracle), clear errors on bad records."""
+
+import numpy as np
+import pytest
+
+from geomlin.datasets.io.sdf import read_sdf
+from tests.datasets.conftest import QM9_DIR
+
+SDF = QM9_DIR / "gdb9.sdf"
+
+
+def _split_oracle(path):
+    """Independent whitespace-split parse of every record: (names, list of (coords, symbols, bonds))."""
+    out = []
+    for block in path.read_text().split("$$$$\n"):
+        lines = block.splitlines()
+        if not lines:
+            continue
+        na, nb = int(lines[3].split()[0]), int(lines[3].split()[1])
+        atoms = [ln.split() for ln in lines[4:4 + na]]
+        bonds = [ln.split() for ln in lines[4 + na:4 + na + nb]]
+        out.append((lines[0].strip(), np.array([[float(v) for v in a[:3]] for a in atoms]), [a[3] for a in atoms],
+                    np.array([[int(b[0]) - 1, int(b[1]) - 1, int(b[2])] for b in bonds])))
+    return out
+
+
+def test_reads_bundled_sample_exactly():
+    rec = read_sdf(SDF)
+    ref = _split_oracle(SDF)
+    assert len(rec) == len(ref) == 21
+    off, boff = rec.atom_offsets, rec.bond_offsets
+    sym_z = {"H": 1, "C": 6, "N": 7, "O": 8, "F": 9}
+    for k, (name, xyz, syms, bonds) in enumerate(ref):
+        assert rec.names[k] == name == f"gdb_{k + 1}"
+        assert np.array_equal(rec.pos[off[k]:off[k + 1]], xyz)
+        assert rec.z[off[k]:off[k + 1]].tolist() == [sym_z[s] for s in syms]
+        assert np.array_equal(rec.bonds[boff[k]:boff[k + 1]], bonds.reshape(-1, 3))
+
+
+def _write(tmp_path, text, name="bad.sdf"):
+    p = tmp_path / name
+    p.write_text(text)
+    return p
+
+
+def _records(n=3):
+    return SDF.read_text().split("$$$$\n")[:n]
+
+
+def test_truncated_record(tmp_path):
+    recs = _records(3)
+    lines = recs[2].splitlines()
+    text = "$$$$\n".join(recs[:2]) + "$$$$\n" + "\n".join(lines[:6]) + "\n"
+    p = _write(tmp_path, text)
+    with pytest.raises(ValueError, match=r"bad\.sdf: record 2 \('gdb_3'.*truncated"):
+        read_sdf(p)
+
+
+def test_missing_separator_is_truncated(tmp_path):
+    text = "$$$$\n".join(_records(2)) + "$$$$\n" + _records(3)[2].replace("M  END\n", "")
+    with pytest.raises(ValueError, match="record 2.*truncated"):
+        read_sdf(_write(tmp_path, text.rstrip("\n") + "\n"))
+
+
+def test_unknown_element(tmp_path):
+    recs = _records(2)
+    recs[1] = recs[1].replace(" N   0", " Xq  0", 1)
+    with pytest.raises(ValueError, match=r"record 1 \('gdb_2', line \d+\): unknown element symbol 'Xq'"):
+        read_sdf(_write(tmp_path, "$$$$\n".join(recs) + "$$$$\n"))
+
+
+def test_nan_coordinate(tmp_path):
+    recs = _records(2)
+    lines = recs[1].splitlines()
+    lines[5] = "       nan" + lines[5][10:]
+    recs[1] = "\n".join(lines) + "\n"
+    with pytest.raises(ValueError, match=r"record 1 \('gdb_2', line 21\): non-finite"):
+        read_sdf(_write(tmp_path, "$$$$\n".join(recs) + "$$$$\n"))
+
+
+def test_malformed_coordinate_and_counts(tmp_path):
+    recs = _records(1)
+    lines = recs[0].splitlines()
+    lines[4] = "   -0.01x7" + lines[4][10:]
+    with pytest.raises(ValueError, match="record 0.*malformed coordinates"):
+        read_sdf(_write(tmp_path, "\n".join(lines) + "\n$$$$\n"))
+    lines = recs[0].splitlines()
+    lines[3] = "  x  4  0" + lines[3][9:]
+    with pytest.raises(ValueError, match="record 0.*malformed counts line"):
+        read_sdf(_write(tmp_path, "\n".join(lines) + "\n$$$$\n", "bad2.sdf"))
+
+
+def test_bond_to_missing_atom(tmp_path):
+    recs = _records(1)
+    recs[0] = recs[0].replace("  1  5  1  0", "  1  9  1  0")
+    with pytest.raises(ValueError, match="record 0.*outside 1..5"):
+        read_sdf(_write(tmp_path, recs[0] + "$$$$\n"))
+
+
+def test_missing_file(tmp_path):
+    with pytest.raises(FileNotFoundError, match="nope.sdf"):
+        read_sdf(tmp_path / "nope.sdf")
+
+
+def test_data_items(tmp_path):
+    rec = _records(1)[0].replace("M  END\n", "M  END\n> <energy>\n-1.5\n\n> <label> (7)\nactive\n\n")
+    out = read_sdf(_write(tmp_path, rec + "$$$$\n"))
+    assert out.properties[0] == {"energy": "-1.5", "label": "active"}
