@@ -1,17 +1,48 @@
 """Frames and canonicalization: make any backbone exactly invariant or equivariant.
 
 * :func:`pca_frames` -- PCA frames for O(d)/SO(d)/E(d)/SE(d) with degeneracy handling;
-* :class:`FrameAveraging` -- average a backbone over its frame (Puny et al. 2022).
+* :class:`FrameAveraging` -- average a backbone over its frame (Puny et al. 2022);
+* :class:`Canonicalization` -- run a backbone once in a learned canonical pose
+  (Kaba et al. 2023) with the canonicalization prior (Mondal et al. 2023), using
+  :class:`PointCloudCanonicalizer` (vector neurons) or :class:`ImageCanonicalizer` (C4/D4).
 """
 
 from geomlin.frames.averaging import FrameAveraging
+from geomlin.frames.canonicalization import (
+    Canonicalization,
+    Canonicalizer,
+    PointCloudCanonicalizer,
+    gram_schmidt_orthogonal,
+    gram_schmidt_rotation,
+)
+from geomlin.frames.images import (
+    DiscreteElements,
+    ImageCanonicalizer,
+    act_on_image,
+    image_action,
+    regular_action,
+)
 from geomlin.frames.pca import DegenerateFrameError, FrameGroup, PCAFrames, as_frame_group, pca_frames
+from geomlin.frames.vector_neurons import VNLeakyReLU, VNLinear, VNPointNet
 
 __all__ = [
-           "DegenerateFrameError",
-           "FrameAveraging",
-           "FrameGroup",
-           "PCAFrames",
-           "as_frame_group",
-           "pca_frames",
+    "Canonicalization",
+    "Canonicalizer",
+    "DegenerateFrameError",
+    "DiscreteElements",
+    "FrameAveraging",
+    "FrameGroup",
+    "ImageCanonicalizer",
+    "PCAFrames",
+    "PointCloudCanonicalizer",
+    "VNLeakyReLU",
+    "VNLinear",
+    "VNPointNet",
+    "act_on_image",
+    "as_frame_group",
+    "gram_schmidt_orthogonal",
+    "gram_schmidt_rotation",
+    "image_action",
+    "pca_frames",
+    "regular_action",
 ]

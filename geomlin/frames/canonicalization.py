@@ -42,7 +42,7 @@ from geomlin.groups import RigidTransform
 INVERT_KINDS = ("invariant", "vector", "position", "regular")
 #: Default angle (radians) within which :meth:`identity_metric` counts a rotation as the identity.
 IDENTITY_ANGLE = math.radians(10.0)
-#: Added to vector norms in Gram-Schmidt so that a vanishing vector gives a finite frame.
+#: Lower bound on vector norms in Gram-Schmidt so that a vanishing vector gives a finite frame.
 GRAM_SCHMIDT_EPS = 1e-12
 #: Sharpness of the soft orientation sign used for straight-through gradients (O(3)).
 ORIENTATION_SHARPNESS = 4.0
@@ -68,14 +68,14 @@ def gram_schmidt_rotation(v1: Tensor, v2: Tensor, v3: Tensor | None = None) -> T
     if v1.shape[-1] != 3 or v2.shape != v1.shape or (v3 is not None and v3.shape != v1.shape):
         raise ValueError(f"gram_schmidt_rotation needs matching (..., 3) vectors, got "
                          f"{tuple(v1.shape)}, {tuple(v2.shape)}, {None if v3 is None else tuple(v3.shape)}")
-    e1 = v1 / (v1.norm(dim=-1, keepdim=True) + GRAM_SCHMIDT_EPS)
+    e1 = v1 / v1.norm(dim=-1, keepdim=True).clamp_min(GRAM_SCHMIDT_EPS)
     u2 = v2 - (v2 * e1).sum(-1, keepdim=True) * e1
-    e2 = u2 / (u2.norm(dim=-1, keepdim=True) + GRAM_SCHMIDT_EPS)
+    e2 = u2 / u2.norm(dim=-1, keepdim=True).clamp_min(GRAM_SCHMIDT_EPS)
     n = torch.linalg.cross(e1, e2, dim=-1)
     if v3 is not None:
         a = (v3 * n).sum(-1, keepdim=True)
         hard = torch.where(a >= 0, torch.ones_like(a), -torch.ones_like(a))
-        soft = torch.tanh(ORIENTATION_SHARPNESS * a / (v3.norm(dim=-1, keepdim=True) + GRAM_SCHMIDT_EPS))
+        soft = torch.tanh(ORIENTATION_SHARPNESS * a / v3.norm(dim=-1, keepdim=True).clamp_min(GRAM_SCHMIDT_EPS))
         n = n * (hard + soft - soft.detach())
     return torch.stack([e1, e2, n], dim=-1)
 

@@ -1,0 +1,187 @@
+"""FrameAveraging: exact invariance / equivariance (geomlin.testing) with biased, non-odd backbones."""
+
+import pytest
+import torch
+
+from geomlin.frames import DegenerateFrameError, FrameAveraging
+from geomlin.groups import E3, SE3, SO, Euclidean, O
+from geomlin.testing import assert_equivariant, equivariance_error
+
+GROUPS = [("E3", E3()), ("SE3", SE3()), ("O3", O(3)), ("SO3", SO(3))]
+OUT_DIM = {"invariant": 4, "vector": 3, "position": 3}
+
+
+@pytest.mark.parametrize("output", ["invariant", "vector", "position"])
+@pytest.mark.parametrize("name,group", GROUPS)
+@pytest.mark.parametrize("layout", ["padded", "flat"])
+def test_frame_averaging_is_exact(name, group, output, layout, point_mlp, clouds):
+    pos, mask, flat, batch = clouds()
+    backbone = point_mlp(out_dim=OUT_DIM[output])
+    fa = FrameAveraging(backbone, name, output)
+    if layout == "padded":
+        inputs, kwargs = (pos,), {"mask": mask}
+    else:
+        inputs, kwargs = (flat,), {"batch": batch}
+    assert_equivariant(fa, group, "position", output, inputs=inputs, kwargs=kwargs)
+    # The checker can fail: the bare backbone is far from equivariant.
+    assert equivariance_error(backbone, group, "position", output, inputs=inputs, kwargs=kwargs) > 1e-3
+
+
+def test_rotation_frames_do_not_give_reflection_invariance(point_mlp, clouds):
+    """SO(3) frames are exact under rotations only; under reflections the check must fail."""
+    pos, mask, _, _ = clouds()
+    fa = FrameAveraging(point_mlp(out_dim=2), "SO3", "invariant")
+    assert equivariance_error(fa, O(3), "position", "invariant", inputs=(pos,), kwargs={"mask": mask}) > 1e-6
+    fa_o3 = FrameAveraging(fa.backbone, "O3", "invariant")
+    assert_equivariant(fa_o3, O(3), "position", "invariant", inputs=(pos,), kwargs={"mask": mask})
+
+
+@pytest.mark.parametrize("layout", ["padded", "flat"])
+def test_per_point_outputs_and_vector_inputs(layout, point_mlp, clouds):
+    """Per-point position outputs (a denoiser), per-point vector and invariant extra inputs."""
+    pos, mask, flat, batch = clouds()
+    gen = torch.Generator().manual_seed(3)
+    if layout == "padded":
+        vel = torch.randn(*pos.shape, generator=gen, dtype=torch.float64)
+        charge = torch.randn(*pos.shape[:2], 2, generator=gen, dtype=torch.float64)
+        inputs, kwargs = (pos, vel, charge), {"mask": mask}
+    else:
+        vel = torch.randn(*flat.shape, generator=gen, dtype=torch.float64)
+        charge = torch.randn(flat.shape[0], 2, generator=gen, dtype=torch.float64)
+        inputs, kwargs = (flat, vel, charge), {"batch": batch}
+    backbone = point_mlp(extra_dim=5, out_dim=3, level="point")
+    fa = FrameAveraging(backbone, "E3", ("position", "vector"), inputs=("vector", "invariant"))
+    fa_tuple = FrameAveraging(_TwoHeads(backbone), "E3", ("position", "vector"), inputs=("vector", "invariant"))
+    assert_equivariant(fa_tuple, E3(), ("position", "vector", "scalar"), ("position", "vector"),
+                       inputs=inputs, kwargs=kwargs)
+    assert fa  # constructed with tuple kinds
+    if layout == "padded":
+        # Masked points are not compared meaningfully; real points are.
+        y = fa_tuple(*inputs, **kwargs)[0]
+        assert y.shape == pos.shape
+
+
+class _TwoHeads(torch.nn.Module):
+    def __init__(self, inner):
+        super().__init__()
+        self.inner = inner
+
+    def forward(self, *args, **kwargs):
+        y = self.inner(*args, **kwargs)
+        return y, torch.tanh(y) + 0.5
+
+
+def test_flat_batches_with_edge_index(point_mlp, clouds):
+    _, _, flat, batch = clouds()
+    # A chain graph inside each cloud (edges never cross clouds).
+    src = torch.arange(flat.shape[0] - 1)
+    keep = batch[src] == batch[src + 1]
+    edge_index = torch.stack([src[keep], src[keep] + 1])
+    fa = FrameAveraging(point_mlp(out_dim=3, level="point"), "SE3", "vector")
+    assert_equivariant(fa, SE3(), "position", "vector", inputs=(flat,),
+                       kwargs={"batch": batch, "edge_index": edge_index})
+
+
+def test_flat_and_padded_layouts_agree(point_mlp, clouds):
+    pos, mask, flat, batch = clouds()
+    fa = FrameAveraging(point_mlp(out_dim=3), "E3", "position")
+    assert torch.allclose(fa(pos, mask=mask), fa(flat, batch=batch), atol=1e-12)
+
+
+@pytest.mark.parametrize("name,group", [("E(2)", Euclidean(2)), ("O(4)", O(4)), ("SE(2)", Euclidean(2, False))])
+def test_other_dimensions(name, group, point_mlp, clouds):
+    d = group.d
+    pos, mask, _, _ = clouds(d=d)
+    fa = FrameAveraging(point_mlp(in_dim=d, out_dim=d), name, "vector")
+    assert_equivariant(fa, group, "position", "vector", inputs=(pos,), kwargs={"mask": mask})
+
+
+def test_stochastic_mode_picks_one_frame_in_training(point_mlp, clouds):
+    pos, mask, _, _ = clouds()
+    backbone = point_mlp(out_dim=3)
+    fa = FrameAveraging(backbone, "E3", "vector", stochastic=True)
+    full = fa.eval()(pos, mask=mask)
+    per_frame = FrameAveraging(backbone, "E3", "vector")
+    Q, c = per_frame.frames(pos, mask)
+    z = torch.einsum("bnd,bfde->bfne", pos - c[:, None], Q) * mask[:, None, :, None]
+    outs = torch.einsum("bfde,bfe->bfd", Q, backbone(z.flatten(0, 1), mask=mask.repeat_interleave(8, 0))
+                        .reshape(3, 8, 3))
+    assert torch.allclose(full, outs.mean(1), atol=1e-12)
+    fa.train()
+    y = fa(pos, mask=mask, generator=torch.Generator().manual_seed(0))
+    # Each item's output is exactly one frame's output (equivariant in expectation).
+    dist = (outs - y[:, None]).norm(dim=-1).min(1).values
+    assert dist.max() < 1e-12
+    assert fa.frames(pos, mask)[0].shape[1] == 1
+
+
+def test_gradients_reach_backbone_and_positions(point_mlp, clouds):
+    pos, mask, _, _ = clouds()
+    pos = pos.clone().requires_grad_(True)
+    fa = FrameAveraging(point_mlp(out_dim=1), "E3", "invariant")
+    energy = fa(pos, mask=mask).sum()
+    energy.backward()
+    assert torch.isfinite(pos.grad).all() and pos.grad[mask].abs().sum() > 0
+    assert all(p.grad is not None and p.grad.abs().sum() > 0 for p in fa.backbone.parameters())
+
+
+def test_forces_from_frame_averaged_energy_are_equivariant(point_mlp, clouds):
+    pos, mask, _, _ = clouds()
+    fa = FrameAveraging(point_mlp(out_dim=1), "E3", "invariant")
+
+    def forces(x):
+        x = x.clone().requires_grad_(True)
+        (g,) = torch.autograd.grad(fa(x, mask=mask).sum(), x)
+        return -g
+
+    assert_equivariant(forces, E3(), "position", "vector", inputs=(pos,))
+
+
+def test_degenerate_policy_in_frame_averaging(point_mlp):
+    tetra = torch.tensor([[[1, 1, 1], [1, -1, -1], [-1, 1, -1], [-1, -1, 1]]], dtype=torch.float64)
+    backbone = point_mlp(out_dim=3)
+    with pytest.raises(DegenerateFrameError):
+        FrameAveraging(backbone, "E3", "vector", on_degenerate="raise")(tetra)
+    with pytest.warns(UserWarning):
+        assert torch.isfinite(FrameAveraging(backbone, "E3", "vector", on_degenerate="warn")(tetra)).all()
+    single = torch.tensor([[[0.5, 0.1, -2.0]]], dtype=torch.float64, requires_grad=True)
+    y = FrameAveraging(backbone, "E3", "position", on_degenerate="sample")(single)
+    y.sum().backward()
+    assert torch.isfinite(y).all() and torch.isfinite(single.grad).all()
+
+
+def test_float32_inputs_keep_their_dtype(point_mlp, clouds):
+    pos, mask, _, _ = clouds()
+    fa = FrameAveraging(point_mlp(out_dim=3).float(), "E3", "position")
+    assert fa(pos.float(), mask=mask).dtype == torch.float32
+
+
+def test_bad_input(point_mlp, clouds):
+    pos, mask, flat, batch = clouds()
+    fa = FrameAveraging(point_mlp(out_dim=3), "E3", "vector")
+    with pytest.raises(ValueError, match="last dimension 3"):
+        fa(pos[..., :2])
+    with pytest.raises(ValueError, match="mask must have shape"):
+        fa(pos, mask=mask[:2])
+    nan = pos.clone()
+    nan[1, 2, 0] = float("nan")
+    with pytest.raises(ValueError, match="NaN"):
+        fa(nan, mask=mask)
+    with pytest.raises(ValueError, match="no points"):
+        fa(pos, mask=torch.zeros_like(mask))
+    with pytest.raises(ValueError, match="output kinds"):
+        FrameAveraging(point_mlp(out_dim=3), "E3", "tensor")
+    with pytest.raises(ValueError, match="vector outputs must have last dimension 3"):
+        FrameAveraging(point_mlp(out_dim=4), "E3", "vector")(pos, mask=mask)
+    with pytest.raises(ValueError, match="expected 1 extra inputs"):
+        FrameAveraging(point_mlp(out_dim=3), "E3", "vector", inputs=("vector",))(pos)
+    with pytest.raises(ValueError, match="vector inputs must have last dimension 3"):
+        FrameAveraging(point_mlp(out_dim=3, extra_dim=2), "E3", "vector", inputs=("vector",))(
+            pos, pos[..., :2])
+    with pytest.raises(ValueError, match="edge_index"):
+        fa(pos, edge_index=torch.zeros(2, 1, dtype=torch.long))
+    with pytest.raises(TypeError, match="callable"):
+        FrameAveraging(3, "E3")
+    with pytest.raises(ValueError, match="leading dimension N_total"):
+        FrameAveraging(point_mlp(out_dim=3, extra_dim=1), "E3", "vector", inputs="invariant")(
+            flat, torch.ones(2, 1, dtype=torch.float64), batch=batch)

@@ -1,0 +1,155 @@
+"""Learned canonicalization of point clouds: exactness (geomlin.testing), gradients, prior."""
+
+import pytest
+import torch
+
+from geomlin.frames import (
+    Canonicalization,
+    PointCloudCanonicalizer,
+    gram_schmidt_orthogonal,
+    gram_schmidt_rotation,
+)
+from geomlin.groups import E3, SE3, SO, Euclidean, O
+from geomlin.testing import assert_equivariant, equivariance_error
+
+GROUPS = [("SO3", SO(3)), ("O3", O(3)), ("SE3", SE3()), ("E3", E3())]
+OUT_DIM = {"invariant": 4, "vector": 3, "position": 3}
+
+
+def _matrix_action(g, M):
+    R = g.R if hasattr(g, "R") else g
+    return R.to(M.dtype) @ M
+
+
+@pytest.mark.parametrize("special", [True, False])
+def test_gram_schmidt_rotation_is_equivariant(special):
+    group = SO(3) if special else O(3)
+    v = torch.randn(5, 3, 3, dtype=torch.float64)
+
+    def frame(a, b, c):
+        return gram_schmidt_rotation(a, b, None if special else c)
+
+    assert_equivariant(frame, group, ("vector",) * 3, _matrix_action, inputs=(v[:, 0], v[:, 1], v[:, 2]))
+    R = frame(v[:, 0], v[:, 1], v[:, 2])
+    assert torch.allclose(R.transpose(-1, -2) @ R, torch.eye(3, dtype=torch.float64).expand(5, 3, 3), atol=1e-12)
+    if special:
+        assert torch.allclose(torch.linalg.det(R), torch.ones(5, dtype=torch.float64), atol=1e-12)
+    # Oracle: QR (Gram-Schmidt) of [v1, v2, .] gives the same first two columns.
+    Q = gram_schmidt_orthogonal(v, special=True)
+    assert torch.allclose(Q[..., :2], R[..., :2], atol=1e-12)
+
+
+@pytest.mark.parametrize("output", ["invariant", "vector", "position"])
+@pytest.mark.parametrize("name,group", GROUPS)
+def test_canonicalized_model_is_exact(name, group, output, point_mlp, clouds):
+    pos, mask, _, _ = clouds()
+    backbone = point_mlp(out_dim=OUT_DIM[output])
+    model = Canonicalization(PointCloudCanonicalizer(name).double(), backbone, output)
+    assert_equivariant(model, group, "position", output, inputs=(pos,), kwargs={"mask": mask})
+    assert equivariance_error(backbone, group, "position", output, inputs=(pos,), kwargs={"mask": mask}) > 1e-3
+
+
+def test_rotation_canonicalizer_is_not_reflection_invariant(point_mlp, clouds):
+    pos, mask, _, _ = clouds()
+    model = Canonicalization(PointCloudCanonicalizer("SO3").double(), point_mlp(out_dim=2), "invariant")
+    assert equivariance_error(model, O(3), "position", "invariant", inputs=(pos,), kwargs={"mask": mask}) > 1e-6
+
+
+def test_flat_batches_per_point_outputs_and_vector_inputs(point_mlp, clouds):
+    _, _, flat, batch = clouds()
+    vel = torch.randn_like(flat)
+    model = Canonicalization(PointCloudCanonicalizer("E3").double(), point_mlp(extra_dim=3, out_dim=3, level="point"),
+                             "position", inputs=("vector",))
+    assert_equivariant(model, E3(), ("position", "vector"), "position", inputs=(flat, vel), kwargs={"batch": batch})
+
+
+def test_elements_are_orthogonal_and_o3_uses_both_orientations(clouds):
+    pos, mask, _, _ = clouds(B=16)
+    can = PointCloudCanonicalizer("O3").double()
+    g = can(pos, mask=mask)
+    eye = torch.eye(3, dtype=torch.float64)
+    assert torch.allclose(g.R.transpose(-1, -2) @ g.R, eye.expand_as(g.R), atol=1e-12)
+    det = torch.linalg.det(g.R)
+    assert torch.allclose(det.abs(), torch.ones_like(det), atol=1e-12)
+    flipped = can(-pos, mask=mask)  # the inversion -I has det -1: orientation flips
+    assert torch.allclose(torch.linalg.det(flipped.R), -det, atol=1e-12)
+    g_so = PointCloudCanonicalizer("SE3").double()(pos, mask=mask)
+    assert torch.allclose(torch.linalg.det(g_so.R), torch.ones_like(det), atol=1e-12)
+
+
+def test_other_dimensions_use_qr(point_mlp, clouds):
+    pos, mask, _, _ = clouds(d=2)
+    model = Canonicalization(PointCloudCanonicalizer("SE(2)").double(), point_mlp(in_dim=2, out_dim=2), "vector")
+    assert_equivariant(model, Euclidean(2, reflections=False), "position", "vector", inputs=(pos,),
+                       kwargs={"mask": mask})
+
+
+@pytest.mark.parametrize("name", ["SO3", "O3"])
+def test_gradients_reach_canonicalizer_and_backbone(name, point_mlp, clouds):
+    pos, mask, _, _ = clouds()
+    model = Canonicalization(PointCloudCanonicalizer(name).double(), point_mlp(out_dim=2), "invariant")
+    y, g = model(pos, mask=mask, return_elements=True)
+    (y.square().sum() + model.prior_loss(g)).backward()
+    for part in (model.canonicalizer, model.backbone):
+        grads = [p.grad for p in part.parameters()]
+        assert all(gr is not None and torch.isfinite(gr).all() for gr in grads)
+        assert sum(gr.abs().sum() for gr in grads) > 0
+
+
+def test_frozen_backbone_still_trains_the_canonicalizer(point_mlp, clouds):
+    pos, mask, _, _ = clouds()
+    model = Canonicalization(PointCloudCanonicalizer("SO3").double(), point_mlp(out_dim=2), "invariant",
+                             freeze_backbone=True)
+    model(pos, mask=mask).square().sum().backward()
+    assert all(p.grad is None for p in model.backbone.parameters())
+    assert sum(p.grad.abs().sum() for p in model.canonicalizer.parameters()) > 0
+
+
+@pytest.mark.parametrize("name", ["SO3", "O3"])
+def test_prior_loss_drives_upright_data_to_the_identity(name):
+    """Mondal et al.'s prior: on upright data (noisy copies of one pose) the predicted
+    pose moves to the identity when training on the prior alone."""
+    gen = torch.Generator().manual_seed(0)
+    template = torch.randn(1, 16, 3, generator=gen, dtype=torch.float64) * torch.tensor([2.0, 1.0, 0.5],
+                                                                                        dtype=torch.float64)
+    pos = template + 0.05 * torch.randn(8, 16, 3, generator=gen, dtype=torch.float64)
+    can = PointCloudCanonicalizer(name, hidden=8).double()
+    opt = torch.optim.Adam(can.parameters(), lr=3e-2)
+    losses = []
+    for _ in range(60):
+        loss = can.prior_loss(can(pos))
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    assert losses[-1] < 0.1 * losses[0], losses[::10]
+    assert min(losses[-10:]) < min(losses[:10])
+    if name == "SO3":
+        assert can.identity_metric(can(pos)) == 1
+
+
+def test_prior_and_metric_values():
+    can = PointCloudCanonicalizer("SO3")
+    from geomlin.groups import RigidTransform
+    eye = torch.eye(3).expand(4, 3, 3)
+    g = RigidTransform(eye, torch.zeros(4, 3))
+    assert can.prior_loss(g) == 0 and can.identity_metric(g) == 1
+    R = SO(3).sample(4).float()
+    expected = ((R - eye) ** 2).sum((-1, -2)).mean()
+    assert torch.allclose(can.prior_loss(RigidTransform(R, torch.zeros(4, 3))), expected)
+
+
+def test_bad_input(clouds):
+    pos, mask, _, _ = clouds()
+    can = PointCloudCanonicalizer("SO3").double()
+    with pytest.raises(ValueError, match="last dimension 3"):
+        can(pos[..., :2])
+    with pytest.raises(ValueError, match="mask must have shape"):
+        can(pos, mask=mask[:, :3])
+    with pytest.raises(ValueError, match="NaN"):
+        can(pos.masked_fill(~mask[..., None], float("nan")), mask=mask)
+    g = can(pos, mask=mask)
+    with pytest.raises(ValueError, match="regular"):
+        can.invert(pos, g, "regular")
+    with pytest.raises(TypeError, match="Canonicalizer"):
+        Canonicalization(torch.nn.Linear(3, 3), torch.nn.Linear(3, 3))
