@@ -1,0 +1,133 @@
+"""Enumerators of the diagrams that span equivariant maps between tensor powers.
+
+* :func:`set_partitions` - all set partitions of ``m`` items (Bell(m) of them);
+* :func:`partition_diagrams` - S_n: set partitions of the ``k + l`` vertices;
+* :func:`brauer_diagrams` - O(n), Sp(n): perfect matchings of the ``k + l`` vertices;
+* :func:`levi_civita_diagrams` - SO(n): ``(l+k)\\n`` diagrams, ``n`` free vertices
+  joined to the Levi-Civita symbol and a perfect matching of the rest;
+* :func:`spanning_diagrams` - the spanning set of each group family.
+
+Pearce-Crump, "Connecting Permutation Equivariant Neural Networks and
+Partition Diagrams" (2022) and "Brauer's Group Equivariant Neural Networks"
+(ICML 2023), Theorems on the spanning sets of Hom_G((R^n)^{⊗k}, (R^n)^{⊗l}).
+All orders are deterministic (restricted growth strings / lexicographic).
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from itertools import combinations
+
+from geomlin.linear.diagrams.diagram import Diagram, _check_count
+from geomlin.linear.diagrams.families import check_n, group_name
+
+
+@lru_cache(maxsize=64)
+def _set_partitions(m: int) -> tuple[tuple[tuple[int, ...], ...], ...]:
+    out = []
+
+    def grow(i: int, labels: list[int], count: int) -> None:
+        if i == m:
+            blocks = [[] for _ in range(count)]
+            for v, b in enumerate(labels):
+                blocks[b].append(v)
+            out.append(tuple(tuple(b) for b in blocks))
+            return
+        for b in range(count + 1):
+            labels.append(b)
+            grow(i + 1, labels, max(count, b + 1))
+            labels.pop()
+
+    grow(0, [], 0)
+    return tuple(out)
+
+
+def set_partitions(m: int) -> list[tuple[tuple[int, ...], ...]]:
+    """All set partitions of ``{0, .., m-1}`` (restricted growth string order).
+
+    Returns a list of Bell(m) partitions, each a tuple of sorted blocks sorted
+    by their smallest element. ``m = 0`` has one (empty) partition.
+    """
+    return list(_set_partitions(_check_count(m, "set_partitions: m")))
+
+
+@lru_cache(maxsize=64)
+def _matchings(items: tuple[int, ...]) -> tuple[tuple[tuple[int, int], ...], ...]:
+    if not items:
+        return ((),)
+    if len(items) % 2:
+        return ()
+    first, rest = items[0], items[1:]
+    out = []
+    for i, partner in enumerate(rest):
+        remaining = rest[:i] + rest[i + 1:]
+        for m in _matchings(remaining):
+            out.append(((first, partner),) + m)
+    return tuple(out)
+
+
+def perfect_matchings(items) -> list[tuple[tuple[int, int], ...]]:
+    """All perfect matchings of the sequence ``items`` ((m-1)!! of them; none when odd)."""
+    return list(_matchings(tuple(items)))
+
+
+def partition_diagrams(k: int, l: int, max_blocks: int | None = None) -> list[Diagram]:
+    """All partition diagrams with ``k`` bottom and ``l`` top vertices (Bell(k+l) of them).
+
+    ``max_blocks`` keeps only partitions with at most that many blocks (the S_n
+    orbit basis keeps ``max_blocks = n``).
+    """
+    k = _check_count(k, "k")
+    l = _check_count(l, "l")
+    return [Diagram(k, l, p) for p in _set_partitions(k + l)
+            if max_blocks is None or len(p) <= max_blocks]
+
+
+def brauer_diagrams(k: int, l: int) -> list[Diagram]:
+    """All Brauer diagrams (perfect matchings) on ``k + l`` vertices; ``(k+l-1)!!`` or none if odd."""
+    k = _check_count(k, "k")
+    l = _check_count(l, "l")
+    return [Diagram(k, l, m) for m in _matchings(tuple(range(k + l)))]
+
+
+def levi_civita_diagrams(k: int, l: int, n: int) -> list[Diagram]:
+    """All ``(l+k)\\n`` diagrams of SO(n): ``n`` free vertices plus a perfect matching of the rest.
+
+    There are ``C(k+l, n) (k+l-n-1)!!`` of them when ``k + l - n`` is even and
+    none when it is odd.
+
+    Raises
+    ------
+    ValueError: when ``n > k + l`` (a determinant diagram needs ``n`` vertices)
+        or ``n < 1``.
+    """
+    k = _check_count(k, "k")
+    l = _check_count(l, "l")
+    check_n("SO", n)
+    if n > k + l:
+        raise ValueError(f"an SO(n) determinant ((l+k)\\n) diagram joins n vertices to the Levi-Civita "
+                         f"symbol, so it needs k + l >= n; got k + l = {k + l} < n = {n}")
+    out = []
+    for free in combinations(range(k + l), n):
+        rest = tuple(v for v in range(k + l) if v not in free)
+        for m in _matchings(rest):
+            out.append(Diagram(k, l, m, free))
+    return out
+
+
+def spanning_diagrams(group, k: int, l: int, n: int) -> list[Diagram]:
+    """The spanning set of ``Hom_G((R^n)^{⊗k}, (R^n)^{⊗l})`` for ``group`` in ``{"S","O","SO","Sp"}``.
+
+    S: all partition diagrams (diagram basis, linearly independent iff
+    ``n >= k + l``); O and Sp: Brauer diagrams; SO: Brauer diagrams followed by
+    the ``(l+k)\\n`` diagrams (none when ``n > k + l``). For a *basis* use
+    :func:`geomlin.linear.diagrams.diagram_basis`.
+    """
+    name = group_name(group, n)
+    check_n(name, n)
+    if name == "S":
+        return partition_diagrams(k, l)
+    out = brauer_diagrams(k, l)
+    if name == "SO" and n <= k + l:
+        out += levi_civita_diagrams(k, l, n)
+    return out

@@ -1,0 +1,158 @@
+"""``DiagramLinear``: an equivariant linear layer between tensor power spaces, applied diagram by diagram.
+
+``y = Σ_d D_d ⊗ Λ_d`` (Pearce-Crump 2022/2023): one channel-mixing matrix
+``Λ_d (out_channels, in_channels)`` per basis element ``D_d`` of
+``Hom_G((R^n)^{⊗k}, (R^n)^{⊗l})`` (see :mod:`geomlin.linear.diagrams.basis`),
+plus a bias ``Σ_b β_b D_b`` from the basis of the ``(0, l)`` diagrams. The
+matrices ``D_d`` are never built: every diagram is applied with the factored
+product of :mod:`geomlin.linear.diagrams.apply`.
+
+Execution plan (built once in ``__init__``): the diagrams actually applied
+(S_n: the diagram-basis elements the orbit basis expands into) are split into
+bottom halves (reading the input) and top halves (writing the output).
+Each distinct bottom half runs once; diagrams sharing a top half have their
+bottom results concatenated along the channel axis and mixed by one matrix
+product, then written with one strided add. For S_n with k = l = 2 this is
+7 contractions and 6 writes for the 15 diagrams.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import Tensor, nn
+
+from geomlin.linear.diagrams.apply import _check_input, apply_diagram, bottom_apply, split_diagram, top_add
+from geomlin.linear.diagrams.basis import diagram_basis, frobenius_norm_sq
+from geomlin.linear.diagrams.diagram import _check_count
+from geomlin.linear.diagrams.enumerate import partition_diagrams
+from geomlin.linear.diagrams.families import check_n, group_name
+from geomlin.linear.diagrams.orbit import orbit_to_diagram_matrix
+
+
+def _gain(d, n: int, name: str, orbit: bool, l: int) -> float:
+    """RMS output entry of the basis element on a standard normal input: ``||D||_F / sqrt(n^l)``."""
+    return math.sqrt(frobenius_norm_sq(d, n, name, orbit) / n ** l)
+
+
+class DiagramLinear(nn.Module):
+    """Equivariant linear layer ``(..., C_in, n^k) -> (..., C_out, n^l)`` from diagram bases.
+
+    Parameters
+    ----------
+    group: ``"S"``, ``"O"``, ``"SO"``, ``"Sp"`` (or a geomlin ``S(n)/O(n)/SO(n)/Sp(m)``).
+        The group acts on every tensor axis by its ``n x n`` matrices;
+        ``"Sp"`` uses ``J = symplectic_form(n // 2)`` in the basis ``(q_1..q_m, p_1..p_m)``.
+    n: dimension of R^n (even for Sp).
+    k: input tensor order (number of trailing ``n``-axes of the input), ``>= 0``.
+    l: output tensor order, ``>= 0``.
+    in_channels, out_channels: channel counts (the axis just before the tensor axes).
+    bias: add the equivariant bias spanned by the ``(0, l)`` basis diagrams.
+
+    Parameters of the module
+    ------------------------
+    weight: ``(num_basis, out_channels, in_channels)``, one ``Λ_d`` per basis element
+        (S_n: orbit basis ``X_π``, ``π`` with at most n blocks; others: the
+        rank-revealing diagram selection). Basis elements are scaled to unit
+        RMS gain so a standard init keeps activations O(1).
+    bias: ``(num_bias_basis, out_channels)`` or None.
+
+    Shapes
+    ------
+    input ``(..., in_channels, n, .., n)`` with ``k`` trailing ``n``-axes, floating point;
+    output ``(..., out_channels, n, .., n)`` with ``l`` trailing ``n``-axes, same dtype.
+    """
+
+    def __init__(self, group, n: int, k: int, l: int, in_channels: int, out_channels: int,
+                 bias: bool = True):
+        super().__init__()
+        name = group_name(group, n)
+        check_n(name, n)
+        k = _check_count(k, "DiagramLinear: k")
+        l = _check_count(l, "DiagramLinear: l")
+        for what, c in (("in_channels", in_channels), ("out_channels", out_channels)):
+            if isinstance(c, bool) or not isinstance(c, int) or c < 1:
+                raise ValueError(f"DiagramLinear: {what} must be an int >= 1, got {c!r}")
+        self.group, self.n, self.k, self.l = name, n, k, l
+        self.in_channels, self.out_channels = in_channels, out_channels
+        orbit = name == "S"
+        self.basis = diagram_basis(name, k, l, n)
+        gains = torch.tensor([_gain(d, n, name, orbit, l) for d in self.basis], dtype=torch.float64)
+        if orbit:
+            applied = partition_diagrams(k, l, max_blocks=n)
+            coeff = orbit_to_diagram_matrix(self.basis, applied)
+        else:
+            applied = list(self.basis)
+            coeff = torch.eye(len(applied), dtype=torch.float64)
+        self.applied = applied
+        # coeff[a, r]: coefficient of applied diagram a in basis element r (unit-gain scaled)
+        self.register_buffer("coeff", coeff / gains.clamp_min(1e-300)[None, :], persistent=False)
+
+        self._plan_diagrams(applied)
+        num = len(self.basis)
+        self.weight = nn.Parameter(torch.randn(num, out_channels, in_channels)
+                                   / math.sqrt(max(num * in_channels, 1)))
+        if bias:
+            self.bias_basis = diagram_basis(name, 0, l, n)
+            vecs = [apply_diagram(d, torch.ones((), dtype=torch.float64), n, name, orbit=orbit)
+                    / _gain(d, n, name, orbit, l) for d in self.bias_basis]
+            table = torch.stack(vecs) if vecs else torch.zeros(0, *([n] * l), dtype=torch.float64)
+            self.register_buffer("bias_table", table, persistent=False)
+            self.bias = nn.Parameter(torch.zeros(len(self.bias_basis), out_channels))
+        else:
+            self.bias_basis = []
+            self.register_buffer("bias_table", None, persistent=False)
+            self.register_parameter("bias", None)
+
+    def _plan_diagrams(self, applied) -> None:
+        bottoms: dict = {}
+        tops: dict = {}
+        for a, d in enumerate(applied):
+            bottom, top = split_diagram(d, self.group)
+            b = bottoms.setdefault(bottom, len(bottoms))
+            tops.setdefault(top, []).append((a, b))
+        self._bottoms = list(bottoms)
+        self._tops = []
+        for i, (top, members) in enumerate(tops.items()):
+            idx = torch.tensor([a for a, _ in members], dtype=torch.long)
+            self.register_buffer(f"_top_index_{i}", idx, persistent=False)
+            self._tops.append((top, [b for _, b in members]))
+
+    @property
+    def num_basis(self) -> int:
+        """Number of basis elements (= dim Hom_G((R^n)^{⊗k}, (R^n)^{⊗l}))."""
+        return len(self.basis)
+
+    def extra_repr(self) -> str:
+        return (f"group={self.group!r}, n={self.n}, k={self.k}, l={self.l}, in_channels={self.in_channels}, "
+                f"out_channels={self.out_channels}, num_basis={self.num_basis}, bias={self.bias is not None}")
+
+    def diagram_weights(self) -> Tensor:
+        """``(num_applied, out_channels, in_channels)``: the ``Λ`` of every applied diagram."""
+        return torch.einsum("ar,roi->aoi", self.coeff.to(self.weight.dtype), self.weight)
+
+    def forward(self, x: Tensor) -> Tensor:
+        """Apply the layer; ``x (..., in_channels, n^k) -> (..., out_channels, n^l)``."""
+        k, l, n = self.k, self.l, self.n
+        _check_input(x, k, n)
+        if x.ndim < k + 1 or x.shape[x.ndim - k - 1] != self.in_channels:
+            raise ValueError(f"DiagramLinear expects input (..., in_channels={self.in_channels}, "
+                             f"{', '.join(['n'] * k)}{', ' if k else ''}) with n = {n}, got {tuple(x.shape)}")
+        lead = x.shape[: x.ndim - k - 1]
+        xb = x.reshape(-1, self.in_channels, *([n] * k))
+        B = xb.shape[0]
+        out = xb.new_zeros(B, self.out_channels, *([n] * l))
+        if self._tops:
+            weights = self.diagram_weights().to(x.dtype)
+            zs = [bottom_apply(b, xb, n) for b in self._bottoms]
+            for i, (top, members) in enumerate(self._tops):
+                idx = getattr(self, f"_top_index_{i}")
+                Z = zs[members[0]] if len(members) == 1 else torch.cat([zs[b] for b in members], dim=1)
+                W = weights[idx].permute(1, 0, 2).reshape(self.out_channels, -1)
+                y = W @ Z.reshape(B, Z.shape[1], -1)
+                top_add(top, out, y.reshape(B, self.out_channels, *([n] * top.in_axes)), n)
+        out = out.reshape(*lead, self.out_channels, *([n] * l))
+        if self.bias is not None:
+            out = out + torch.einsum("ro,r...->o...", self.bias.to(x.dtype), self.bias_table.to(x.dtype))
+        return out
