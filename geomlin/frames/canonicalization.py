@@ -76,7 +76,7 @@ def gram_schmidt_rotation(v1: Tensor, v2: Tensor, v3: Tensor | None = None) -> T
         a = (v3 * n).sum(-1, keepdim=True)
         hard = torch.where(a >= 0, torch.ones_like(a), -torch.ones_like(a))
         soft = torch.tanh(ORIENTATION_SHARPNESS * a / v3.norm(dim=-1, keepdim=True).clamp_min(GRAM_SCHMIDT_EPS))
-        n = n * (hard + soft - soft.detach())
+        n = n * (hard + (soft - soft.detach()))
     return torch.stack([e1, e2, n], dim=-1)
 
 

@@ -272,7 +272,8 @@ class ImageCanonicalizer(Canonicalizer):
         index = logits.argmax(-1)
         hard = F.one_hot(index, self.group.order).to(logits.dtype)
         soft = torch.softmax(logits / self.temperature, dim=-1)
-        return DiscreteElements(index, hard + soft - soft.detach(), logits)
+        # hard + (soft - soft) is exactly one-hot in value, with the softmax's gradient.
+        return DiscreteElements(index, hard + (soft - soft.detach()), logits)
 
     def canonicalize(self, x: Tensor, g: DiscreteElements, kind: str | None = "image", **_) -> Tensor:
         """``g^{-1} . x`` for images ``(B, ..., H, W)`` (``kind="image"``), invariants unchanged."""
