@@ -1,0 +1,267 @@
+"""Geometric transforms for PyG ``Data``: random rotations / translations, centring, scaling,
+surface sampling and radius / kNN graphs. All subclass ``torch_geometric.transforms.BaseTransform``
+and compose with PyG's transforms (``torch_geometric.transforms.Compose``).
+
+Attributes are acted on by type: *positions* (``pos``, ``target_pos`` by default) move under
+rotations, translations and scaling; *vectors* (``normal``, ``force``, ``vel``, ``target_vel``)
+only rotate; everything else (labels, energies, charges) is left alone. Pass your own
+``position_attrs`` / ``vector_attrs`` when a dataset stores e.g. target positions in ``y``.
+
+``radius_graph`` and ``knn_graph`` are exact brute-force neighbour searches (chunked pairwise
+distances), so they need neither ``torch-cluster`` nor ``pyg-lib``, which PyG's own
+``RadiusGraph`` / ``KNNGraph`` require.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+from torch import Tensor
+from torch_geometric.data import Data
+from torch_geometric.transforms import BaseTransform
+
+from geomlin.datasets.surface import sample_surface
+from geomlin.groups import haar_orthogonal
+
+POSITION_ATTRS = ("pos", "target_pos")
+VECTOR_ATTRS = ("normal", "force", "vel", "target_vel")
+ROTATION_GROUPS = ("SO3", "O3")
+_CHUNK = 2048
+
+
+def _present(data: Data, attrs: Sequence[str]) -> list[str]:
+    return [a for a in attrs if a in data and torch.is_tensor(data[a]) and data[a].shape[-1:] == (3,)]
+
+
+def _require_pos(data: Data, who: str) -> Tensor:
+    pos = getattr(data, "pos", None)
+    if pos is None or not torch.is_tensor(pos) or pos.dim() != 2 or pos.shape[-1] != 3:
+        got = None if pos is None else tuple(pos.shape) if torch.is_tensor(pos) else type(pos).__name__
+        raise ValueError(f"{who} needs data.pos of shape (N, 3), got {got}")
+    if not pos.is_floating_point():
+        raise TypeError(f"{who} needs floating-point data.pos, got {pos.dtype}")
+    return pos
+
+
+class RandomRotation(BaseTransform):
+    """Rotate (``group="SO3"``) or rotate-and-reflect (``"O3"``) by a Haar-random matrix ``R``.
+
+    Positions and vectors ``(N, 3)`` become ``x @ R.T`` (about the origin). ``R`` is drawn with
+    :func:`geomlin.groups.haar_orthogonal` (uniform on SO(3) / O(3)) from ``generator``; with
+    ``store_matrix`` it is saved as ``data.rotation (1, 3, 3)``.
+    """
+
+    def __init__(self, group: str = "SO3", position_attrs: Sequence[str] = POSITION_ATTRS,
+                 vector_attrs: Sequence[str] = VECTOR_ATTRS, generator: torch.Generator | None = None,
+                 store_matrix: bool = False):
+        if group not in ROTATION_GROUPS:
+            raise ValueError(f"group must be one of {ROTATION_GROUPS}, got {group!r}")
+        self.group, self.generator, self.store_matrix = group, generator, store_matrix
+        self.position_attrs, self.vector_attrs = tuple(position_attrs), tuple(vector_attrs)
+
+    def forward(self, data: Data) -> Data:
+        _require_pos(data, "RandomRotation")
+        R = haar_orthogonal(1, 3, generator=self.generator, special=self.group == "SO3")[0]
+        for a in _present(data, self.position_attrs + self.vector_attrs):
+            data[a] = data[a] @ R.T.to(data[a].dtype)
+        if self.store_matrix:
+            data.rotation = R[None].to(data.pos.dtype)
+        return data
+
+    def __repr__(self) -> str:
+        return f"RandomRotation(group={self.group!r})"
+
+
+class RandomTranslation(BaseTransform):
+    """Translate positions by ``t ~ N(0, scale^2 I_3)`` (one ``t`` per graph); vectors are unchanged."""
+
+    def __init__(self, scale: float = 1.0, position_attrs: Sequence[str] = POSITION_ATTRS,
+                 generator: torch.Generator | None = None):
+        if not scale >= 0:
+            raise ValueError(f"scale must be >= 0, got {scale}")
+        self.scale, self.position_attrs, self.generator = float(scale), tuple(position_attrs), generator
+
+    def forward(self, data: Data) -> Data:
+        _require_pos(data, "RandomTranslation")
+        t = torch.randn(3, generator=self.generator, dtype=torch.float64) * self.scale
+        for a in _present(data, self.position_attrs):
+            data[a] = data[a] + t.to(data[a].dtype)
+        return data
+
+    def __repr__(self) -> str:
+        return f"RandomTranslation(scale={self.scale})"
+
+
+class Center(BaseTransform):
+    """Subtract the centroid of ``pos`` (mean over nodes) from every position attribute."""
+
+    def __init__(self, position_attrs: Sequence[str] = POSITION_ATTRS):
+        self.position_attrs = tuple(position_attrs)
+
+    def forward(self, data: Data) -> Data:
+        c = _require_pos(data, "Center").mean(dim=0, keepdim=True)
+        for a in _present(data, self.position_attrs):
+            data[a] = data[a] - c.to(data[a].dtype)
+        return data
+
+    def __repr__(self) -> str:
+        return "Center()"
+
+
+class NormalizeScale(BaseTransform):
+    """Centre ``pos`` and scale positions so the farthest point of ``pos`` has norm 1 (PyG's convention)."""
+
+    def __init__(self, position_attrs: Sequence[str] = POSITION_ATTRS):
+        self.position_attrs = tuple(position_attrs)
+
+    def forward(self, data: Data) -> Data:
+        pos = _require_pos(data, "NormalizeScale")
+        c = pos.mean(dim=0, keepdim=True)
+        radius = (pos - c).norm(dim=-1).max()
+        if not radius > 0:
+            raise ValueError(f"NormalizeScale: degenerate point cloud (all {pos.shape[0]} points coincide)")
+        for a in _present(data, self.position_attrs):
+            data[a] = (data[a] - c.to(data[a].dtype)) / radius.to(data[a].dtype)
+        return data
+
+    def __repr__(self) -> str:
+        return "NormalizeScale()"
+
+
+class SamplePoints(BaseTransform):
+    """Replace a mesh (``pos`` vertices ``(V, 3)``, ``face`` ``(3, F)`` as in PyG) by ``num`` surface points.
+
+    Area-weighted uniform sampling (:func:`geomlin.datasets.surface.sample_surface`); with
+    ``include_normals`` the face normal of each point is stored as ``data.normal``. ``face`` is
+    removed. Deterministic given ``generator``.
+    """
+
+    def __init__(self, num: int, include_normals: bool = False, generator: torch.Generator | None = None):
+        if not isinstance(num, int) or num < 1:
+            raise ValueError(f"num must be a positive int, got {num!r}")
+        self.num, self.include_normals, self.generator = num, include_normals, generator
+
+    def forward(self, data: Data) -> Data:
+        pos = _require_pos(data, "SamplePoints")
+        face = getattr(data, "face", None)
+        if face is None or not torch.is_tensor(face) or face.dim() != 2 or face.shape[0] != 3:
+            got = None if face is None else tuple(face.shape) if torch.is_tensor(face) else type(face).__name__
+            raise ValueError(f"SamplePoints needs data.face of shape (3, F) (PyG layout), got {got}")
+        out = sample_surface(pos, face.t(), self.num, self.generator, return_normals=self.include_normals)
+        if self.include_normals:
+            data.pos, data.normal = out
+        else:
+            data.pos = out
+        del data.face
+        return data
+
+    def __repr__(self) -> str:
+        return f"SamplePoints({self.num})"
+
+
+def _pairwise_blocks(pos: Tensor, batch: Tensor | None):
+    """Yield (rows, block of squared distances (rows, N), same-graph mask or None)."""
+    n = pos.shape[0]
+    for start in range(0, n, _CHUNK):
+        rows = torch.arange(start, min(start + _CHUNK, n), device=pos.device)
+        d2 = torch.cdist(pos[rows].double(), pos.double(), compute_mode="donot_use_mm_for_euclid_dist").pow(2)
+        mask = None if batch is None else batch[rows, None] == batch[None, :]
+        yield rows, d2, mask
+
+
+def _check_graph_inputs(pos: Tensor, batch: Tensor | None, who: str) -> None:
+    if not torch.is_tensor(pos) or pos.dim() != 2:
+        raise ValueError(f"{who}: pos must be (N, d), got {tuple(pos.shape) if torch.is_tensor(pos) else pos!r}")
+    if not torch.isfinite(pos).all():
+        raise ValueError(f"{who}: pos contains NaN or infinite coordinates")
+    if batch is not None and (batch.shape != pos.shape[:1]):
+        raise ValueError(f"{who}: batch must be (N,) = ({pos.shape[0]},), got {tuple(batch.shape)}")
+
+
+def radius_graph(pos: Tensor, r: float, batch: Tensor | None = None, loop: bool = False,
+                 max_num_neighbors: int | None = None) -> Tensor:
+    """All pairs within distance ``r`` (same graph only): ``edge_index (2, E)`` int64, rows (source j, target i).
+
+    Parameters
+    ----------
+    pos: ``(N, d)`` float positions.  batch: optional ``(N,)`` graph index of each node.
+    loop: include self-loops.  max_num_neighbors: keep at most this many nearest sources per target.
+
+    Edges are sorted by target, then by distance. Exact, O(N^2) time in chunks of 2048 rows.
+    """
+    _check_graph_inputs(pos, batch, "radius_graph")
+    if not r > 0:
+        raise ValueError(f"r must be > 0, got {r}")
+    src, dst = [], []
+    for rows, d2, mask in _pairwise_blocks(pos, batch):
+        ok = d2 <= r * r
+        if mask is not None:
+            ok &= mask
+        if not loop:
+            ok[torch.arange(len(rows)), rows] = False
+        key = torch.where(ok, d2, torch.full_like(d2, float("inf")))
+        order = key.argsort(dim=1, stable=True)
+        counts = ok.sum(dim=1)
+        if max_num_neighbors is not None:
+            counts = counts.clamp(max=max_num_neighbors)
+        width = int(counts.max()) if len(counts) else 0
+        take = torch.arange(width, device=pos.device)[None, :] < counts[:, None]
+        src.append(order[:, :width][take])
+        dst.append(rows[:, None].expand(-1, width)[take])
+    return torch.stack([torch.cat(src), torch.cat(dst)]) if src else torch.zeros(2, 0, dtype=torch.long)
+
+
+def knn_graph(pos: Tensor, k: int, batch: Tensor | None = None, loop: bool = False) -> Tensor:
+    """The ``k`` nearest sources of every node (same graph only): ``edge_index (2, N k')`` int64.
+
+    Rows are (source j, target i) as in PyG's ``flow="source_to_target"``; a graph with fewer than
+    ``k + 1`` nodes contributes all its pairs. Sorted by target, then distance (ties by index).
+    """
+    _check_graph_inputs(pos, batch, "knn_graph")
+    if not isinstance(k, int) or k < 1:
+        raise ValueError(f"k must be a positive int, got {k!r}")
+    src, dst = [], []
+    for rows, d2, mask in _pairwise_blocks(pos, batch):
+        ok = torch.ones_like(d2, dtype=torch.bool) if mask is None else mask.clone()
+        if not loop:
+            ok[torch.arange(len(rows)), rows] = False
+        key = torch.where(ok, d2, torch.full_like(d2, float("inf")))
+        order = key.argsort(dim=1, stable=True)[:, :k]
+        counts = ok.sum(dim=1).clamp(max=k)
+        take = torch.arange(order.shape[1], device=pos.device)[None, :] < counts[:, None]
+        src.append(order[take])
+        dst.append(rows[:, None].expand(-1, order.shape[1])[take])
+    return torch.stack([torch.cat(src), torch.cat(dst)]) if src else torch.zeros(2, 0, dtype=torch.long)
+
+
+class RadiusGraph(BaseTransform):
+    """Set ``data.edge_index`` to the radius graph of ``data.pos`` (see :func:`radius_graph`)."""
+
+    def __init__(self, r: float, loop: bool = False, max_num_neighbors: int | None = None):
+        self.r, self.loop, self.max_num_neighbors = float(r), loop, max_num_neighbors
+
+    def forward(self, data: Data) -> Data:
+        pos = _require_pos(data, "RadiusGraph")
+        data.edge_index = radius_graph(pos, self.r, getattr(data, "batch", None), self.loop, self.max_num_neighbors)
+        data.edge_attr = None
+        return data
+
+    def __repr__(self) -> str:
+        return f"RadiusGraph(r={self.r})"
+
+
+class KNNGraph(BaseTransform):
+    """Set ``data.edge_index`` to the k-nearest-neighbour graph of ``data.pos`` (see :func:`knn_graph`)."""
+
+    def __init__(self, k: int = 6, loop: bool = False):
+        self.k, self.loop = k, loop
+
+    def forward(self, data: Data) -> Data:
+        pos = _require_pos(data, "KNNGraph")
+        data.edge_index = knn_graph(pos, self.k, getattr(data, "batch", None), self.loop)
+        data.edge_attr = None
+        return data
+
+    def __repr__(self) -> str:
+        return f"KNNGraph(k={self.k})"

@@ -1,0 +1,139 @@
+"""Transforms: rotation/translation actions, E(3)-equivariance of Center / NormalizeScale and
+invariance of radius / kNN graphs (geomlin.testing), brute-force oracles for the graphs, PyG composition."""
+
+import pytest
+import torch
+from torch_geometric.data import Data
+from torch_geometric.transforms import Compose
+
+from geomlin.datasets.transforms import (
+    Center,
+    KNNGraph,
+    NormalizeScale,
+    RadiusGraph,
+    RandomRotation,
+    RandomTranslation,
+    SamplePoints,
+    knn_graph,
+    radius_graph,
+)
+from geomlin.groups import E3
+from geomlin.testing import assert_equivariant, assert_invariant
+
+
+def _cloud(n=20, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return torch.randn(n, 3, generator=g, dtype=torch.float64)
+
+
+@pytest.mark.parametrize("group", ["SO3", "O3"])
+def test_random_rotation_acts_on_positions_and_vectors(group):
+    pos, force = _cloud(), _cloud(seed=1)
+    dets = []
+    for seed in range(20):
+        d = RandomRotation(group, generator=torch.Generator().manual_seed(seed), store_matrix=True)(
+            Data(pos=pos.clone(), force=force.clone(), y=torch.tensor([3.0])))
+        R = d.rotation[0]
+        assert torch.allclose(R @ R.T, torch.eye(3, dtype=torch.float64), atol=1e-12)
+        assert torch.allclose(d.pos, pos @ R.T, atol=1e-12) and torch.allclose(d.force, force @ R.T, atol=1e-12)
+        assert d.y.item() == 3.0
+        dets.append(round(torch.linalg.det(R).item()))
+    assert set(dets) == ({1} if group == "SO3" else {1, -1})
+
+
+def test_random_translation_moves_positions_only():
+    pos, vel = _cloud(), _cloud(seed=2)
+    d = RandomTranslation(2.0, generator=torch.Generator().manual_seed(0))(
+        Data(pos=pos.clone(), target_pos=pos.clone() + 1, vel=vel.clone()))
+    t = d.pos - pos
+    assert torch.allclose(t, t[:1].expand_as(t)) and t.abs().sum() > 0
+    assert torch.allclose(d.target_pos - (pos + 1), t) and torch.equal(d.vel, vel)
+
+
+def test_center_and_normalize_are_equivariant():
+    """Center(g.x) = R Center(x) and NormalizeScale likewise: translation-free outputs rotate ('vector')."""
+    def center(x):
+        return Center()(Data(pos=x)).pos
+
+    def normalize(x):
+        return NormalizeScale()(Data(pos=x)).pos
+
+    x = _cloud()
+    assert_equivariant(center, E3(), ("position",), "vector", inputs=(x,))
+    assert_equivariant(normalize, E3(), ("position",), "vector", inputs=(x,))
+    out = normalize(x)
+    assert torch.allclose(out.mean(0), torch.zeros(3, dtype=torch.float64), atol=1e-12)
+    assert out.norm(dim=1).max().item() == pytest.approx(1.0)
+    with pytest.raises(ValueError, match="degenerate"):
+        normalize(torch.ones(4, 3, dtype=torch.float64))
+
+
+def _dense(edge_index, n):
+    a = torch.zeros(n, n, dtype=torch.float64)
+    a[edge_index[1], edge_index[0]] = 1.0
+    return a
+
+
+def test_graphs_match_brute_force_and_are_invariant():
+    x = _cloud(30)
+    d = torch.cdist(x, x)
+    r = 1.2
+    ref = [(j, i) for i in range(30) for j in range(30) if i != j and d[i, j] <= r]
+    got = radius_graph(x, r)
+    assert sorted(map(tuple, got.t().tolist())) == sorted(ref)
+    k = 4
+    knn = knn_graph(x, k)
+    for i in range(30):
+        srcs = knn[0, knn[1] == i]
+        assert len(srcs) == k
+        others = torch.tensor([j for j in range(30) if j != i])
+        assert set(srcs.tolist()) == set(others[d[i, others].argsort()[:k]].tolist())
+    assert_invariant(lambda p: _dense(radius_graph(p, r), 30), E3(), ("position",), inputs=(x,))
+    assert_invariant(lambda p: _dense(knn_graph(p, k), 30), E3(), ("position",), inputs=(x,))
+
+
+def test_graphs_respect_batch_and_limits():
+    x = _cloud(10)
+    batch = torch.tensor([0] * 4 + [1] * 6)
+    e = radius_graph(x, 100.0, batch=batch)
+    assert (batch[e[0]] == batch[e[1]]).all() and e.shape[1] == 4 * 3 + 6 * 5
+    assert radius_graph(x, 100.0, max_num_neighbors=2).shape[1] == 20
+    assert knn_graph(x, 5, batch=batch).shape[1] == 4 * 3 + 6 * 5
+    assert radius_graph(x, 100.0, loop=True).shape[1] == 100
+    with pytest.raises(ValueError, match="NaN"):
+        radius_graph(torch.full((3, 3), float("nan")), 1.0)
+
+
+def test_matches_pyg_graph_transforms_when_available():
+    pytest.importorskip("torch_cluster")
+    from torch_geometric.transforms import KNNGraph as PygKNN
+    from torch_geometric.transforms import RadiusGraph as PygRadius
+
+    x = _cloud(40).float()
+    a = RadiusGraph(1.0)(Data(pos=x)).edge_index
+    b = PygRadius(1.0, max_num_neighbors=100)(Data(pos=x)).edge_index
+    assert sorted(map(tuple, a.t().tolist())) == sorted(map(tuple, b.t().tolist()))
+    a = KNNGraph(3)(Data(pos=x)).edge_index
+    b = PygKNN(3)(Data(pos=x)).edge_index
+    assert sorted(map(tuple, a.t().tolist())) == sorted(map(tuple, b.t().tolist()))
+
+
+def test_sample_points_and_composition():
+    verts = torch.tensor([[0, 0, 0], [1, 0, 0], [0, 1, 0], [0, 0, 1]], dtype=torch.float64)
+    face = torch.tensor([[0, 1, 2], [0, 1, 3]]).t()
+    t = Compose([SamplePoints(500, include_normals=True, generator=torch.Generator().manual_seed(0)),
+                 NormalizeScale(), KNNGraph(k=3)])
+    d = t(Data(pos=verts, face=face))
+    assert d.pos.shape == (500, 3) and d.normal.shape == (500, 3) and "face" not in d
+    assert d.edge_index.shape == (2, 1500)
+    raw = SamplePoints(400, generator=torch.Generator().manual_seed(1))(Data(pos=verts, face=face)).pos
+    assert ((raw[:, 2].abs() < 1e-12) | (raw[:, 1].abs() < 1e-12)).all()          # on the two faces
+    assert (raw >= -1e-12).all() and (raw.sum(1) <= 1 + 1e-12).all()
+    with pytest.raises(ValueError, match=r"face of shape \(3, F\)"):
+        SamplePoints(10)(Data(pos=verts))
+    with pytest.raises(ValueError, match="empty mesh"):
+        SamplePoints(10)(Data(pos=verts, face=torch.zeros(3, 0, dtype=torch.long)))
+    with pytest.raises(ValueError, match="group"):
+        RandomRotation("SO2")
+    with pytest.raises(ValueError, match=r"data.pos of shape \(N, 3\)"):
+        Center()(Data(x=torch.ones(3)))
