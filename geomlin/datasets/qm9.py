@@ -21,6 +21,7 @@ from torch_geometric.data import Data
 from geomlin.datasets.base import InMemoryList
 from geomlin.datasets.cache import fingerprint, load_cache, save_cache
 from geomlin.datasets.io.sdf import read_sdf
+from geomlin.datasets.sdf import collate_molecules
 
 HARTREE_TO_EV = 27.211386246
 KCALMOL_TO_EV = 0.04336414
@@ -178,45 +179,11 @@ def process_qm9(sdf_path: str, csv_path: str, skip_ids: set[int] = frozenset(), 
         raise ValueError(f"{sdf_path}: record {k} ({rec.names[k]!r}) has element Z={int(rec.z[bad][0])}, not one of "
                          f"QM9's H, C, N, O, F")
 
-    atom_off, bond_off = rec.atom_offsets, rec.bond_offsets
-    atom_keep = np.repeat(keep, rec.num_atoms)
-    bond_keep = np.repeat(keep, rec.num_bonds)
-    num_atoms, num_bonds = rec.num_atoms[keep], rec.num_bonds[keep]
-    z = rec.z[atom_keep]
-    pos = rec.pos[atom_keep]
-    bonds = rec.bonds[bond_keep]
-    mol = np.repeat(np.arange(int(keep.sum())), num_bonds)
-    # Both directions of every bond, sorted per molecule by (row, col) as PyG does.
-    row = np.concatenate([bonds[:, 0], bonds[:, 1]])
-    col = np.concatenate([bonds[:, 1], bonds[:, 0]])
-    btype = np.concatenate([bonds[:, 2], bonds[:, 2]])
-    mol2 = np.concatenate([mol, mol])
-    order = np.lexsort((col, row, mol2))
-    row, col, btype = row[order], col[order], btype[order]
-    type_idx = np.searchsorted(QM9_BOND_TYPES, btype)
-    if len(btype) and (np.any(type_idx >= len(QM9_BOND_TYPES)) or
-                       np.any(np.asarray(QM9_BOND_TYPES)[np.minimum(type_idx, len(QM9_BOND_TYPES) - 1)] != btype)):
-        raise ValueError(f"{sdf_path}: bond types must be 1-4 (single, double, triple, aromatic), got "
-                         f"{sorted(set(btype.tolist()))}")
-    elem_idx = np.searchsorted(QM9_ELEMENTS, z)
-
-    m = int(keep.sum())
-    data = Data(
-        x=torch.nn.functional.one_hot(torch.from_numpy(elem_idx), len(QM9_ELEMENTS)).to(dtype),
-        z=torch.from_numpy(z),
-        pos=torch.from_numpy(pos).to(dtype),
-        edge_index=torch.from_numpy(np.stack([row, col])),
-        edge_attr=torch.nn.functional.one_hot(torch.from_numpy(type_idx), len(QM9_BOND_TYPES)).to(dtype),
-        y=torch.from_numpy(table[keep]).to(dtype),
-        name=[n for n, k in zip(rec.names, keep) if k],
-        idx=torch.from_numpy(np.flatnonzero(keep)),
-    )
-    node_sl = torch.from_numpy(np.concatenate([[0], np.cumsum(num_atoms)]))
-    edge_sl = torch.from_numpy(2 * np.concatenate([[0], np.cumsum(num_bonds)]))
-    graph_sl = torch.arange(m + 1)
-    slices = {"x": node_sl, "z": node_sl, "pos": node_sl, "edge_index": edge_sl, "edge_attr": edge_sl,
-              "y": graph_sl, "name": graph_sl, "idx": graph_sl}
-    del atom_off, bond_off
+    data, slices = collate_molecules(rec, keep, dtype, where=sdf_path)
+    elem_idx = np.searchsorted(QM9_ELEMENTS, data.z.numpy())
+    data.x = torch.nn.functional.one_hot(torch.from_numpy(elem_idx), len(QM9_ELEMENTS)).to(dtype)
+    data.y = torch.from_numpy(table[keep]).to(dtype)
+    slices["x"], slices["y"] = slices["z"], slices["idx"]
     return data, slices
 
 
