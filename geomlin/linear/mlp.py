@@ -127,9 +127,9 @@ class EquivariantBilinear(nn.Module):
         for n, (a, b, c) in enumerate(self.triples):
             u = torch.einsum("cm,...mi->...ci", self.mix_a[n].to(x.dtype), parts[a])
             v = torch.einsum("cm,...mj->...cj", self.mix_b[n].to(x.dtype), parts[b])
-            prod = (u[..., :, None] * v[..., None, :]).flatten(-2)
-            B = bases[(n, 0)]
-            y = torch.einsum("rkp,...cp,rc->...ck", B, prod, self.coeff[n].to(x.dtype))
+            prod = (u[..., :, None] * v[..., None, :]).flatten(-2)  # (..., ch, |a||b|)
+            W = torch.einsum("rkp,rc->ckp", bases[(n, 0)], self.coeff[n].to(x.dtype))
+            y = (prod.unsqueeze(-2) @ W.transpose(-1, -2)).squeeze(-2)  # (..., ch, |c|)
             outs[c] = outs[c] + torch.einsum("mc,...ck->...mk", self.mix_out[n].to(x.dtype), y)
         ys = torch.cat([o.flatten(-2) for o in outs], dim=-1)
         return ys[..., lay.inverse.to(x.device)]

@@ -1,0 +1,109 @@
+"""EquivariantLinear: equivariance for every shipped group, biases, dtypes, bad input."""
+
+import pytest
+import torch
+
+from geomlin.groups import SL, SO, C, D, DirectProduct, Group, Lorentz, O, S, SO13p, Sp, Trivial
+from geomlin.linear import EquivariantLinear, equivariant_basis
+from geomlin.reps import Rep, Scalar, V
+from geomlin.testing import assert_equivariant
+
+SHIPPED = [SO(3), O(3), SO(2), Sp(1), Sp(2), S(4), C(6), D(5), Lorentz(), SO13p(), SL(2), Trivial(2),
+           DirectProduct(SO(2), S(3))]
+
+
+def _rep_pairs(G):
+    v = V(G)
+    return [
+        (v, v),
+        (2 * Scalar + v, v ** 2 + Scalar),           # a sum
+        (v ** 2 + v, v ** 2),                        # a tensor power
+        (v * v.dual(), Scalar + v.dual() * v),       # duals
+    ]
+
+
+@pytest.mark.parametrize("G", SHIPPED, ids=repr)
+def test_equivariant_linear_for_every_shipped_group(G):
+    for rin, rout in _rep_pairs(G):
+        layer = EquivariantLinear(rin, rout).double()
+        with torch.no_grad():
+            for p in layer.parameters():
+                p.normal_()
+        assert_equivariant(layer, G, rin, rout, n_samples=10)
+
+
+def test_irreps_layer():
+    rin = Rep.from_irreps("2x0e + 1o + 2e")
+    rout = Rep.from_irreps("0e + 2x1o + 2e")
+    layer = EquivariantLinear(rin, rout).double()
+    assert_equivariant(layer, O(3), rin, rout, n_samples=10)
+    # 0e->0e (2 in, 1 out), 1o->1o (1 in, 2 out), 2e->2e (1 in, 1 out)
+    assert layer.num_coefficients == 2 + 2 + 1
+
+
+def test_bias_lives_on_invariant_subspace():
+    G = Lorentz()
+    rout = V(G) ** 2 + Scalar + V(G)
+    layer = EquivariantLinear(V(G), rout).double()
+    with torch.no_grad():
+        layer.bias.normal_()
+    assert layer.bias.numel() == 2  # eta and the scalar
+    b = layer.bias_vector()
+    for g in G.sample(5):
+        assert torch.allclose(rout.rho(g) @ b, b, atol=1e-9 * rout.rho(g).abs().max().item())
+
+
+def test_parameter_count_equals_basis_dimension():
+    G = O(3)
+    rin, rout = 3 * V(G) + Scalar, V(G) ** 2 + 2 * V(G)
+    layer = EquivariantLinear(rin, rout, bias=False)
+    assert layer.num_coefficients == equivariant_basis(rin, rout).shape[0]
+    assert sum(p.numel() for p in layer.parameters()) == layer.num_coefficients
+
+
+def test_weight_spans_the_basis():
+    G = SO(3)
+    rin, rout = V(G) + Scalar, V(G) ** 2
+    layer = EquivariantLinear(rin, rout, bias=False).double()
+    B = equivariant_basis(rin, rout)
+    W = layer.weight()
+    coords = torch.einsum("rij,ij->r", B, W)
+    assert torch.allclose(torch.einsum("r,rij->ij", coords, B), W, atol=1e-12)
+
+
+def test_dtype_round_trip_keeps_float64_exactness():
+    G = O(3)
+    layer = EquivariantLinear(V(G) ** 2, V(G) ** 2).float().double()
+    assert_equivariant(layer, G, V(G) ** 2, V(G) ** 2)
+    y = EquivariantLinear(V(G), V(G))(torch.randn(2, 3))
+    assert y.dtype == torch.float32
+
+
+def test_gradients_flow():
+    G = S(3)
+    layer = EquivariantLinear(V(G) ** 2, V(G))
+    layer(torch.randn(4, 9)).pow(2).sum().backward()
+    assert all(p.grad is not None and p.grad.abs().sum() > 0 for p in layer.parameters())
+
+
+def test_user_group_layer():
+    rx = torch.tensor([[1.0, 0, 0], [0, 0, -1], [0, 1, 0]])
+    ry = torch.tensor([[0.0, 0, 1], [0, 1, 0], [-1, 0, 0]])
+    G = Group(discrete_generators=torch.stack([rx, ry]), name="Cube")
+    layer = EquivariantLinear(V(G) ** 2, V(G) + V(G) ** 2).double()
+    assert_equivariant(layer, G, V(G) ** 2, V(G) + V(G) ** 2)
+
+
+def test_layer_errors():
+    G = O(3)
+    layer = EquivariantLinear(V(G), V(G))
+    with pytest.raises(ValueError, match=r"shape \(\.\.\., 3\)"):
+        layer(torch.randn(2, 4))
+    with pytest.raises(ValueError, match="NaN"):
+        layer(torch.tensor([[0.0, float("nan"), 1.0]]))
+    with pytest.raises(TypeError, match="floating"):
+        layer(torch.ones(2, 3, dtype=torch.long))
+    with pytest.raises(ValueError, match="different groups"):
+        EquivariantLinear(V(O(3)), V(SO(3)))
+    with pytest.raises(TypeError):
+        EquivariantLinear(3, V(G))

@@ -1,0 +1,92 @@
+"""The shared checker catches broken functions and handles every action type."""
+
+import pytest
+import torch
+from e3nn import o3
+
+from geomlin.groups import E3, SE3, O, S
+from geomlin.reps import V
+from geomlin.testing import assert_equivariant, assert_invariant, equivariance_check, equivariance_error
+
+
+def test_detects_a_non_equivariant_function():
+    G = O(3)
+    err = equivariance_error(lambda x: x + torch.tensor([1.0, 0.0, 0.0], dtype=x.dtype), G, V(G), V(G))
+    assert err > 1e-2
+    with pytest.raises(AssertionError, match="not equivariant"):
+        assert_equivariant(lambda x: x.abs(), G, V(G), V(G))
+
+
+def test_detects_missing_reflection_handling():
+    # the cross product is SO(3)- but not O(3)-equivariant (it is a pseudovector)
+    def cross(x):
+        return torch.linalg.cross(x[..., :3], x[..., 3:])
+
+    from geomlin.groups import SO
+
+    assert_equivariant(cross, SO(3), V(SO(3)) + V(SO(3)), V(SO(3)))
+    with pytest.raises(AssertionError):
+        assert_equivariant(cross, O(3), V(O(3)) + V(O(3)), V(O(3)))
+
+
+def test_zero_output_is_refused():
+    with pytest.raises(AssertionError, match="all-zero"):
+        assert_equivariant(lambda x: 0 * x, O(3), V(O(3)), V(O(3)))
+    assert_equivariant(lambda x: 0 * x, O(3), V(O(3)), V(O(3)), allow_zero=True)
+
+
+def test_point_cloud_actions_and_kwargs():
+    pos = torch.randn(10, 3, dtype=torch.float64)
+    feat = torch.randn(10, 2, dtype=torch.float64)
+    batch = torch.tensor([0] * 4 + [1] * 6)
+
+    def fn(p, f, batch):
+        centroid = torch.zeros(2, 3, dtype=p.dtype).index_add_(0, batch, p) / torch.bincount(batch)[:, None]
+        rel = p - centroid[batch]
+        return centroid[batch] + rel * f[:, :1] + 1.0 * rel, (rel ** 2).sum(-1) + f[:, 1]
+
+    assert_equivariant(fn, E3(), ("position", "scalar"), ("position", "invariant"), inputs=(pos, feat),
+                       kwargs={"batch": batch})
+    # translation-variant function fails under E(3), but passes under a linear group
+    with pytest.raises(AssertionError):
+        assert_equivariant(lambda p: p * 2.0, SE3(), "position", "position", inputs=pos)
+    assert_equivariant(lambda p: p * 2.0, O(3), "position", "position", inputs=pos)
+
+
+def test_irreps_action():
+    irreps_out = o3.Irreps("0e + 1o + 2e")
+    assert_equivariant(lambda x: o3.spherical_harmonics(irreps_out, x, normalize=True), O(3),
+                       o3.Irreps("1o"), irreps_out)
+
+
+def test_callable_action_and_none():
+    G = S(4)
+
+    def perm_rows(g, x):  # permutes the node axis of (n, features)
+        return g.to(x.dtype) @ x
+
+    x = torch.randn(4, 3, dtype=torch.float64)
+    assert_equivariant(lambda x, t: x.softmax(0) + 1, G, (perm_rows, None), perm_rows,
+                       inputs=(x, torch.randn(2, dtype=torch.float64)))
+    assert_invariant(lambda x: x.sum(0) + 1, G, perm_rows, inputs=x)
+
+
+def test_report_fields():
+    rep = equivariance_check(lambda x: x.sum(-1, keepdim=True), O(3), V(O(3)), "scalar", n_samples=3)
+    assert len(rep.errors) == 3 and rep.max_error > 0.01 and float(rep) == rep.max_error
+
+
+def test_checker_input_errors():
+    G = O(3)
+    with pytest.raises(ValueError, match="NaN"):
+        equivariance_error(lambda x: x, G, V(G), V(G), inputs=torch.full((2, 3), float("nan")))
+    with pytest.raises(ValueError, match="unknown action"):
+        equivariance_error(lambda x: x, G, "spinor", V(G), inputs=torch.ones(2, 3))
+    with pytest.raises(ValueError, match="outputs"):
+        equivariance_error(lambda x: (x, x), G, V(G), V(G))
+    with pytest.raises(TypeError):
+        equivariance_error(lambda x: x, "O3", V(G), V(G))
+    with pytest.raises(ValueError, match="last dimension"):
+        equivariance_error(lambda x: x, G, V(G), V(G), inputs=torch.ones(2, 4))
+    with pytest.raises(ValueError, match="n_samples"):
+        equivariance_error(lambda x: x, G, V(G), V(G), n_samples=0)
