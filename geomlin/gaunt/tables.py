@@ -1,0 +1,260 @@
+"""Real spherical harmonics in e3nn's basis and their tables for Gaunt products.
+
+Conventions (fixed by issue #7)
+    Coefficients of a spherical function up to degree ``L`` are stored in
+    e3nn's flat layout: index ``l**2 + l + m`` for ``l = 0..L``, ``m = -l..l``,
+    in the real, orthonormal (``normalization="integral"``) basis of
+    ``e3nn.o3.spherical_harmonics``.  That basis is the standard real basis
+    (no Condon-Shortley phase) with the polar axis along e3nn's ``y``: with
+    ``cos(theta) = y`` and ``sin(theta) e^{i phi} = z + i x``
+
+        Y_{l, 0}  = N_l^0 P_l(cos theta)
+        Y_{l, m}  = sqrt(2) N_l^m P_l^m(cos theta) cos(m phi)     (m > 0)
+        Y_{l, -m} = sqrt(2) N_l^m P_l^m(cos theta) sin(m phi)     (m > 0)
+
+    Every table here comes from that closed form, evaluated in float64 with the
+    stable normalized three-term recurrence; nothing depends on e3nn (whose
+    polynomials stop at ``l = 11``), so any ``lmax`` works.
+
+Tables (all float64, cached with ``functools.lru_cache`` by their integer key)
+    * :func:`legendre_table`: ``N_l^m P_l^m`` at Gauss-Legendre latitudes;
+    * :func:`theta_fourier_table`: the 1D Fourier series in ``theta`` of
+      ``N_l^m P_l^m(cos theta)`` (a trigonometric polynomial of degree ``l``
+      with frequencies ``u = l, l-2, ...``), from an alias-free DFT;
+    * :func:`theta_projection_table`: ``int_0^pi e^{i u theta} N_l^m P_l^m sin(theta) dtheta``
+      for the inverse map, using ``int_0^pi e^{i w theta} sin(theta) dtheta``
+      = ``2 / (1 - w^2)`` (``w`` even), ``+- i pi / 2`` (``w = +-1``), ``0`` otherwise.
+"""
+
+from __future__ import annotations
+
+import math
+from functools import cache
+
+import numpy as np
+import torch
+from torch import Tensor
+
+#: Default dtype of every table before it is moved to an input's dtype.
+TABLE_DTYPE = torch.float64
+
+
+def num_coefficients(lmax: int) -> int:
+    """Number ``(lmax + 1)**2`` of real SH coefficients up to degree ``lmax``."""
+    return (lmax + 1) ** 2
+
+
+def lmax_from_size(size: int, name: str = "x") -> int:
+    """Degree ``L`` with ``(L + 1)**2 == size``; ``ValueError`` if there is none."""
+    root = math.isqrt(size)
+    if size < 1 or root * root != size:
+        raise ValueError(f"{name} must have last dimension (L+1)**2 (1, 4, 9, 16, ...) holding real SH "
+                         f"coefficients up to degree L, got {size}")
+    return root - 1
+
+
+def sh_index(l: int, m: int) -> int:
+    """Flat e3nn index of degree ``l``, order ``m``."""
+    return l * l + l + m
+
+
+def _sectoral_constants(lmax: int) -> np.ndarray:
+    """``N_m^m (2m-1)!!`` for ``m = 0..lmax`` (the start of the recurrence), float64."""
+    out = np.empty(lmax + 1)
+    value = math.sqrt(1.0 / (4.0 * math.pi))
+    for m in range(lmax + 1):
+        if m > 0:
+            value *= math.sqrt((2.0 * m - 1.0) / (2.0 * m))
+        out[m] = value * math.sqrt(2.0 * m + 1.0)
+    return out
+
+
+def _associated_polynomials(lmax: int, c):
+    """``Q[l][m](c)`` with ``N_l^m P_l^m(cos t) = Q_l^m(cos t) sin(t)^m`` (no sin factor).
+
+    Works on numpy arrays and torch tensors (differentiable); returns a nested
+    list ``Q[m][l - m]``.
+    """
+    start = _sectoral_constants(lmax)
+    rows = []
+    for m in range(lmax + 1):
+        q_prev2 = None
+        q_prev = start[m] * (c * 0 + 1)
+        row = [q_prev]
+        for l in range(m + 1, lmax + 1):
+            a = math.sqrt((4.0 * l * l - 1.0) / (l * l - m * m))
+            if q_prev2 is None:
+                q = a * c * q_prev
+            else:
+                b = math.sqrt(((l - 1.0) ** 2 - m * m) / (4.0 * (l - 1.0) ** 2 - 1.0))
+                q = a * (c * q_prev - b * q_prev2)
+            row.append(q)
+            q_prev2, q_prev = q_prev, q
+        rows.append(row)
+    return rows
+
+
+def spherical_harmonics(lmax: int, vectors: Tensor, normalize: bool = True) -> Tensor:
+    """Real spherical harmonics in e3nn's basis, any ``lmax``.
+
+    Equals ``e3nn.o3.spherical_harmonics(range(lmax + 1), vectors, normalize,
+    normalization="integral")`` where e3nn has them (``lmax <= 11``), computed as
+    polynomials of ``(x, y, z)`` (smooth everywhere, also at the poles).
+
+    Parameters
+    ----------
+    lmax : int
+    vectors : Tensor ``(..., 3)``, floating dtype.
+    normalize : bool
+        Project onto the unit sphere first (zero vectors are left at zero).
+
+    Returns
+    -------
+    Tensor ``(..., (lmax + 1)**2)``, same dtype and device as ``vectors``.
+    """
+    if not isinstance(vectors, Tensor) or vectors.shape[-1:] != (3,):
+        raise ValueError(f"vectors must be a tensor of shape (..., 3), got "
+                         f"{tuple(vectors.shape) if isinstance(vectors, Tensor) else type(vectors).__name__}")
+    if not vectors.is_floating_point():
+        raise TypeError(f"vectors must have a floating dtype, got {vectors.dtype}")
+    if lmax < 0:
+        raise ValueError(f"lmax must be >= 0, got {lmax}")
+    if normalize:
+        norm = torch.linalg.vector_norm(vectors, dim=-1, keepdim=True)
+        vectors = vectors / norm.clamp_min(torch.finfo(vectors.dtype).tiny)
+    x, y, z = vectors.unbind(-1)
+    q = _associated_polynomials(lmax, y)
+    # (z + i x)^m = sin(theta)^m e^{i m phi}, as real and imaginary parts
+    cos_parts, sin_parts = [torch.ones_like(x)], [torch.zeros_like(x)]
+    for _ in range(lmax):
+        cm, sm = cos_parts[-1], sin_parts[-1]
+        cos_parts.append(cm * z - sm * x)
+        sin_parts.append(sm * z + cm * x)
+    columns = []
+    sqrt2 = math.sqrt(2.0)
+    for l in range(lmax + 1):
+        for m in range(-l, l + 1):
+            a = abs(m)
+            if m == 0:
+                columns.append(q[0][l])
+            elif m > 0:
+                columns.append(sqrt2 * q[a][l - a] * cos_parts[a])
+            else:
+                columns.append(sqrt2 * q[a][l - a] * sin_parts[a])
+    return torch.stack(columns, dim=-1)
+
+
+def normalized_legendre(lmax: int, cos_theta: np.ndarray, sin_theta: np.ndarray) -> np.ndarray:
+    """``N_l^m P_l^m`` as ``(lmax+1 [m], lmax+1 [l], n)``; zero where ``l < m``.
+
+    ``sin_theta`` may be negative: the result is then the trigonometric
+    polynomial ``Q_l^m(cos t) sin(t)^m`` continued to ``t in (pi, 2 pi)``.
+    """
+    q = _associated_polynomials(lmax, cos_theta)
+    out = np.zeros((lmax + 1, lmax + 1, cos_theta.shape[0]))
+    for m in range(lmax + 1):
+        for l in range(m, lmax + 1):
+            out[m, l] = q[m][l - m] * sin_theta ** m
+    return out
+
+
+@cache
+def gauss_legendre(n: int) -> tuple[np.ndarray, np.ndarray]:
+    """Gauss-Legendre nodes ``cos(theta_j)`` and weights ``(n,)``, float64 (exact to degree 2n-1)."""
+    nodes, weights = np.polynomial.legendre.leggauss(n)
+    return nodes, weights
+
+
+@cache
+def legendre_table(lmax: int, n_theta: int) -> np.ndarray:
+    """``N_l^m P_l^m(cos theta_j)`` at ``n_theta`` Gauss-Legendre latitudes: ``(lmax+1, lmax+1, n_theta)``."""
+    c, _ = gauss_legendre(n_theta)
+    return normalized_legendre(lmax, c, np.sqrt(1.0 - c * c))
+
+
+@cache
+def theta_fourier_table(lmax: int) -> np.ndarray:
+    """Fourier coefficients in ``theta`` of ``N_l^m P_l^m(cos theta)``: complex ``(m, l, u)``.
+
+    ``N_l^m P_l^m(cos t) = sum_u A[m, l, u + lmax] e^{i u t}`` for ``u = -lmax..lmax``;
+    ``A`` is real for even ``m``, imaginary for odd ``m``, and zero unless
+    ``u = l mod 2`` and ``|u| <= l``.  The DFT on ``2 lmax + 2`` points is exact
+    because the function is a trigonometric polynomial of degree ``l``.
+    """
+    n = 2 * lmax + 2
+    t = 2.0 * np.pi * np.arange(n) / n
+    values = normalized_legendre(lmax, np.cos(t), np.sin(t))  # (m, l, n)
+    spectrum = np.fft.fft(values, axis=-1) / n
+    u = np.arange(-lmax, lmax + 1)
+    out = spectrum[..., u % n]
+    out[np.abs(out) < 1e-15 * max(1.0, np.abs(out).max())] = 0.0
+    return out
+
+
+def sine_moments(w: np.ndarray) -> np.ndarray:
+    """``int_0^pi e^{i w t} sin(t) dt`` for integer ``w`` (complex array)."""
+    w = np.asarray(w)
+    out = np.zeros(w.shape, dtype=np.complex128)
+    even = (w % 2) == 0
+    out[even] = 2.0 / (1.0 - w[even].astype(np.float64) ** 2)
+    out[w == 1] = 0.5j * np.pi
+    out[w == -1] = -0.5j * np.pi
+    return out
+
+
+@cache
+def theta_projection_table(lmax: int, u_max: int) -> np.ndarray:
+    """``Theta[m, l, u + u_max] = int_0^pi e^{i u t} N_l^m P_l^m(cos t) sin(t) dt``, complex ``(m, l, u)``.
+
+    For ``u = -u_max..u_max`` and ``l, m <= lmax`` (zero where ``l < m``).
+    """
+    A = theta_fourier_table(lmax)  # (m, l, u')
+    u = np.arange(-u_max, u_max + 1)
+    up = np.arange(-lmax, lmax + 1)
+    moments = sine_moments(u[:, None] + up[None, :])  # (u, u')
+    return np.einsum("mlp,up->mlu", A, moments)
+
+
+@cache
+def sphere_grid(lmax_exact: int, n_phi_min: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Product grid exact for spherical polynomials of degree ``<= lmax_exact``.
+
+    Returns unit vectors ``(n_theta * n_phi, 3)`` in e3nn's axes, quadrature
+    weights ``(n_theta * n_phi,)`` summing to ``4 pi``, and ``(n_theta, n_phi)``.
+    Gauss-Legendre in ``cos(theta)`` (``n_theta = floor(lmax_exact / 2) + 1``) times
+    ``n_phi = max(lmax_exact + 1, n_phi_min)`` equispaced longitudes.
+    """
+    n_theta = lmax_exact // 2 + 1
+    n_phi = max(lmax_exact + 1, n_phi_min, 1)
+    c, w = gauss_legendre(n_theta)
+    s = np.sqrt(1.0 - c * c)
+    phi = 2.0 * np.pi * np.arange(n_phi) / n_phi
+    y = np.repeat(c, n_phi)
+    z = np.outer(s, np.cos(phi)).ravel()
+    x = np.outer(s, np.sin(phi)).ravel()
+    weights = np.repeat(w, n_phi) * (2.0 * np.pi / n_phi)
+    return np.stack([x, y, z], axis=-1), weights, np.array([n_theta, n_phi])
+
+
+@cache
+def sh_on_grid(lmax: int, lmax_exact: int) -> tuple[Tensor, Tensor]:
+    """Real SH up to ``lmax`` on :func:`sphere_grid`\\ ``(lmax_exact)``: ``(n_points, (lmax+1)**2)`` and weights."""
+    points, weights, _ = sphere_grid(lmax_exact)
+    Y = spherical_harmonics(lmax, torch.from_numpy(points), normalize=False)
+    return Y, torch.from_numpy(weights)
+
+
+@cache
+def gaunt_tensor(lmax1: int, lmax2: int, lmax_out: int) -> Tensor:
+    """Gaunt coefficients ``G[i, j, k] = int Y_i Y_j Y_k`` in float64: ``(D1, D2, D_out)``.
+
+    Exact Gauss-Legendre x trapezoid quadrature of the closed-form harmonics.
+    """
+    degree = lmax1 + lmax2 + lmax_out
+    Y, w = sh_on_grid(max(lmax1, lmax2, lmax_out), degree)
+    Y1 = Y[:, : num_coefficients(lmax1)]
+    Y2 = Y[:, : num_coefficients(lmax2)]
+    Y3 = Y[:, : num_coefficients(lmax_out)] * w[:, None]
+    G = torch.einsum("pi,pj,pk->ijk", Y1, Y2, Y3)
+    G[G.abs() < 1e-14] = 0.0
+    return G
