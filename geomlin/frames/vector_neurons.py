@@ -36,7 +36,8 @@ class VNLinear(nn.Module):
         self.weight = nn.Parameter(torch.randn(out_channels, in_channels) / math.sqrt(in_channels))
 
     def forward(self, v: Tensor) -> Tensor:
-        return torch.einsum("oc,...cd->...od", self.weight.to(v.dtype), v)
+        # One (.. * d, C_in) x (C_in, C_out) GEMM on the transposed layout.
+        return nn.functional.linear(v.transpose(-1, -2), self.weight.to(v.dtype)).transpose(-1, -2)
 
 
 class VNLeakyReLU(nn.Module):
