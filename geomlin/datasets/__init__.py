@@ -30,7 +30,7 @@ _EXPORTS = {
     "SDFDataset": "sdf",
     "ModelNet": "modelnet",
     "ShapeNetPart": "shapenet",
-    "MeshPointClouds": "meshes",
+    "MeshPointClouds": "meshes", "read_mesh": "meshes",
     "transforms": None,
 }
 
