@@ -54,8 +54,9 @@ DEFAULT_GAP_TOL = 1e-3
 DEGENERATE_POLICIES = ("raise", "warn", "sample", "ignore")
 #: Largest dimension for which the 2^d sign frames are enumerated.
 MAX_FRAME_DIM = 10
-#: A largest eigenvalue below ``ZERO_SPREAD_EPS * mean |x|^2`` means all points coincide.
-ZERO_SPREAD_EPS = 1e3
+#: A largest eigenvalue below ``(ZERO_SPREAD_EPS * eps)^2 * mean |x|^2`` means all points
+#: coincide: rounding alone moves ``x - c`` by about ``eps |x|``.
+ZERO_SPREAD_EPS = 1e2
 
 
 class DegenerateFrameError(ValueError):
@@ -331,7 +332,8 @@ def pca_frames(pos: Tensor, group="E3", mask: Tensor | None = None, batch: Tenso
     evecs = evecs.flip(-1)
     top = evals[:, 0]
     eps = torch.finfo(pos.dtype).eps
-    spread = top > ZERO_SPREAD_EPS * eps * sq.detach().to(torch.float64).clamp_min(torch.finfo(torch.float64).tiny)
+    floor = (ZERO_SPREAD_EPS * eps) ** 2 * sq.detach().to(torch.float64)
+    spread = top > floor.clamp_min(torch.finfo(torch.float64).tiny)
     gaps = (evals[:, :-1] - evals[:, 1:]) / torch.where(spread, top, torch.ones_like(top))[:, None]
     gaps = torch.where(spread[:, None], gaps, torch.zeros_like(gaps))
     gap_bad = gaps < gap_tol

@@ -205,3 +205,12 @@ def test_group_parsing():
     assert as_frame_group(SE3()).special and as_frame_group(SE3()).translation
     assert as_frame_group(SO(5)).num_frames == 16 and not as_frame_group(SO(5)).translation
     assert as_frame_group(O(2)).num_frames == 4
+
+
+def test_coincident_points_are_zero_spread_but_far_clouds_are_fine():
+    same = torch.tensor([[[1000.0, 2.0, 3.0]]]).repeat(1, 5, 1)
+    fr = pca_frames(same, "E3", on_degenerate="sample")
+    assert fr.degenerate.all() and torch.equal(fr.gaps, torch.zeros_like(fr.gaps))
+    assert torch.isfinite(fr.frames).all()
+    far = torch.randn(1, 20, 3, generator=torch.Generator().manual_seed(0)) * torch.tensor([1.0, 0.5, 0.2]) + 1000
+    assert not pca_frames(far, "E3", on_degenerate="raise").degenerate.any()
