@@ -1,0 +1,49 @@
+"""Gaunt tensor products: equivariant products of spherical functions through the sphere's Fourier basis.
+
+``gaunt_tensor_product(x1, x2, lmax_out, method="auto")`` multiplies two
+spherical functions given by real SH coefficients (e3nn layout and basis,
+``normalization="integral"``) and returns the coefficients of the product, exactly
+(Luo, Chen and Krishnapriyan, ICLR 2024).  Methods: ``"grid"`` (separable
+Gauss-Legendre x longitude transforms, O(L^3)), ``"fft"`` (2D Fourier
+convolution), ``"dense"`` (sphere-grid GEMM), ``"direct"`` (Gaunt tensor),
+``"triton"`` (fused GPU kernel), ``"auto"`` (measured table, :mod:`.autotune`).
+
+Modules: :class:`GauntTensorProduct`, :class:`ManyBodyGaunt`,
+:class:`GauntConvolution`; helpers :func:`gaunt_power`,
+:func:`irreps_to_sphere`, :func:`sphere_to_irreps`, :func:`split_parity`,
+:func:`gaunt_parity_product`, :func:`spherical_harmonics`.
+"""
+
+from geomlin.gaunt.conv import GauntConvolution
+from geomlin.gaunt.modules import (
+    NATURAL,
+    PSEUDO,
+    GauntTensorProduct,
+    ManyBodyGaunt,
+    gaunt_parity_product,
+    gaunt_power,
+    irreps_to_sphere,
+    sphere_irreps,
+    sphere_to_irreps,
+    split_parity,
+)
+from geomlin.gaunt.product import METHODS, gaunt_tensor_product
+from geomlin.gaunt.tables import gaunt_tensor, spherical_harmonics
+
+__all__ = [
+    "METHODS",
+    "NATURAL",
+    "PSEUDO",
+    "GauntConvolution",
+    "GauntTensorProduct",
+    "ManyBodyGaunt",
+    "gaunt_parity_product",
+    "gaunt_power",
+    "gaunt_tensor",
+    "gaunt_tensor_product",
+    "irreps_to_sphere",
+    "sphere_irreps",
+    "sphere_to_irreps",
+    "spherical_harmonics",
+    "split_parity",
+]
