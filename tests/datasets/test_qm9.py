@@ -148,3 +148,19 @@ def test_split_helper():
     with pytest.raises(ValueError, match="exceeds"):
         qm9_split(21)
     _ = np  # numpy used by the oracle helpers above
+
+
+@pytest.mark.parametrize("old, new, match", [
+    ("    0.0022   -0.0060    0.0020 H ", "    0.0022   -0.0060    0.0020 Qx", "unknown element symbol 'Qx'"),
+    ("    0.0022   -0.0060    0.0020 H ", "    0.0022       nan    0.0020 H ", "non-finite"),
+])
+def test_bad_record_error_names_record_no_cache_then_fix(qm9_root, old, new, match):
+    sdf = qm9_root / "raw" / "gdb9.sdf"
+    good = sdf.read_text()
+    assert old in good
+    sdf.write_text(good.replace(old, new, 1))
+    with pytest.raises(ValueError, match=rf"gdb9\.sdf: record 0 \('gdb_1', line 6\): {match}"):
+        QM9(qm9_root)
+    assert not (qm9_root / "processed").exists() or not os.listdir(qm9_root / "processed")
+    sdf.write_text(good)
+    assert len(QM9(qm9_root)) == 21
