@@ -1,0 +1,116 @@
+"""Offline GFN2-xTB labels and Langevin MD trajectories in revised-MD17 format (optional extra ``xtb``).
+
+Needs the PyPI package ``tblite`` (``pip install tblite``; set ``OMP_NUM_THREADS=1`` on small
+machines). Energies and forces come from tblite's single points (Bannwarth et al. 2019,
+GFN2-xTB); dynamics use the BAOAB Langevin splitting (Leimkuhler & Matthews 2013):
+half kick, half drift, Ornstein-Uhlenbeck velocity update, half drift, new forces, half kick.
+
+Units: positions in Angstrom, energies kcal/mol, forces kcal/mol/Angstrom (MD17's), time fs,
+masses amu, temperature K.
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+BOHR_TO_ANGSTROM = 0.529177210903          # CODATA 2018
+HARTREE_TO_KCALMOL = 627.5094740631        # CODATA 2018
+BOLTZMANN_KCALMOL = 0.0019872042586        # k_B in kcal/(mol K)
+ACCEL_UNIT = 4.184e-4                      # (kcal/mol/Angstrom) / amu -> Angstrom / fs^2
+#: Standard atomic weights (amu) of the elements typical in organic molecules.
+ATOMIC_MASSES = {1: 1.008, 5: 10.81, 6: 12.011, 7: 14.007, 8: 15.999, 9: 18.998, 14: 28.085, 15: 30.974,
+                 16: 32.06, 17: 35.45, 35: 79.904, 53: 126.90}
+
+
+def _tblite():
+    try:
+        from tblite.interface import Calculator
+    except ImportError as err:
+        raise ImportError("geomlin.datasets.xtb needs the optional extra 'xtb': pip install tblite") from err
+    return Calculator
+
+
+def _check_structure(z, pos) -> tuple[np.ndarray, np.ndarray]:
+    z = np.asarray(z, dtype=np.int64)
+    pos = np.asarray(pos, dtype=np.float64)
+    if z.ndim != 1 or pos.shape != (z.shape[0], 3):
+        raise ValueError(f"need z (N,) and pos (N, 3), got {z.shape} and {pos.shape}")
+    if not np.isfinite(pos).all():
+        raise ValueError("pos contains NaN or infinite coordinates")
+    return z, pos
+
+
+def xtb_energy_forces(z, pos, method: str = "GFN2-xTB", charge: float = 0.0, uhf: int = 0
+                      ) -> tuple[float, np.ndarray]:
+    """Energy (kcal/mol) and forces ``(N, 3)`` (kcal/mol/Angstrom) of one structure, ``pos (N, 3)`` in Angstrom."""
+    calc_cls = _tblite()
+    z, pos = _check_structure(z, pos)
+    calc = calc_cls(method, z, pos / BOHR_TO_ANGSTROM, charge=charge, uhf=uhf)
+    calc.set("verbosity", 0)
+    res = calc.singlepoint()
+    energy = float(res.get("energy")) * HARTREE_TO_KCALMOL
+    forces = -np.asarray(res.get("gradient")) * HARTREE_TO_KCALMOL / BOHR_TO_ANGSTROM
+    return energy, forces
+
+
+def langevin_trajectory(z, pos, num_frames: int, temperature: float = 500.0, dt_fs: float = 0.5,
+                        friction_per_fs: float = 0.01, stride: int = 10, equilibration_steps: int = 1000,
+                        seed: int = 0, method: str = "GFN2-xTB", charge: float = 0.0, uhf: int = 0,
+                        masses=None, progress: bool = True) -> dict[str, np.ndarray]:
+    """Langevin NVT dynamics on the xTB surface; every ``stride``-th step after equilibration is a frame.
+
+    Returns revised-MD17 arrays: ``nuclear_charges (N,)``, ``coords (M, N, 3)`` Angstrom,
+    ``energies (M,)`` kcal/mol, ``forces (M, N, 3)`` kcal/mol/Angstrom, plus string ``method``,
+    ``units`` and ``md`` describing the run. Deterministic given ``seed``.
+    """
+    z, x = _check_structure(z, pos)
+    if num_frames < 1 or stride < 1 or equilibration_steps < 0 or not dt_fs > 0 or not temperature >= 0:
+        raise ValueError("need num_frames >= 1, stride >= 1, equilibration_steps >= 0, dt_fs > 0, temperature >= 0")
+    if masses is None:
+        missing = sorted({int(a) for a in z if int(a) not in ATOMIC_MASSES})
+        if missing:
+            raise ValueError(f"no built-in atomic mass for Z={missing}; pass masses=(N,) in amu")
+        masses = np.array([ATOMIC_MASSES[int(a)] for a in z])
+    m = np.asarray(masses, dtype=np.float64)[:, None]
+    rng = np.random.default_rng(seed)
+    kt = BOLTZMANN_KCALMOL * temperature
+    sigma = np.sqrt(kt * ACCEL_UNIT / m)                     # thermal velocity scale, Angstrom/fs
+    c1 = np.exp(-friction_per_fs * dt_fs)
+    c2 = np.sqrt(1.0 - c1 * c1)
+    v = sigma * rng.standard_normal(x.shape)
+    v -= (m * v).sum(0) / m.sum()                            # no centre-of-mass drift
+    e, f = xtb_energy_forces(z, x, method, charge, uhf)
+    total = equilibration_steps + num_frames * stride
+    coords, energies, forces = [], [], []
+    steps = range(1, total + 1)
+    if progress:
+        from tqdm.auto import tqdm
+        steps = tqdm(steps, desc="xTB Langevin MD", unit="step")
+    for step in steps:
+        v += 0.5 * dt_fs * ACCEL_UNIT * f / m
+        x = x + 0.5 * dt_fs * v
+        v = c1 * v + c2 * sigma * rng.standard_normal(x.shape)
+        x = x + 0.5 * dt_fs * v
+        e, f = xtb_energy_forces(z, x, method, charge, uhf)
+        v += 0.5 * dt_fs * ACCEL_UNIT * f / m
+        if step > equilibration_steps and (step - equilibration_steps) % stride == 0:
+            coords.append(x.copy())
+            energies.append(e)
+            forces.append(f.copy())
+    return {
+        "nuclear_charges": z, "coords": np.stack(coords), "energies": np.asarray(energies),
+        "forces": np.stack(forces), "method": np.array(f"{method} via tblite (geomlin.datasets.xtb)"),
+        "units": np.array("coords: Angstrom; energies: kcal/mol; forces: kcal/mol/Angstrom"),
+        "md": np.array(f"Langevin BAOAB T={temperature}K dt={dt_fs}fs friction={friction_per_fs}/fs "
+                       f"equil={equilibration_steps} steps stride={stride} seed={seed}"),
+    }
+
+
+def write_trajectory(path: str | os.PathLike, trajectory: dict[str, np.ndarray]) -> None:
+    """Save a trajectory dict as a revised-MD17 ``.npz`` (atomically: temporary file, then rename)."""
+    path = os.fspath(path)
+    tmp = path + ".tmp.npz"
+    np.savez(tmp, **trajectory)
+    os.replace(tmp, path)
