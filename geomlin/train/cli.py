@@ -37,7 +37,6 @@ def _add_task_options(parser: argparse.ArgumentParser, options) -> None:
 def build_parser() -> argparse.ArgumentParser:
     """The full argument parser (tasks are imported to list their options)."""
     import geomlin
-    from geomlin.train.config import COMMON_OPTIONS
     from geomlin.train.tasks import TASKS, get_task
 
     parser = _Parser(prog="geomlin", description="geomlin: equivariant geometric deep learning in PyTorch.")
@@ -54,7 +53,7 @@ def build_parser() -> argparse.ArgumentParser:
         tp = tasks.add_parser(name, help=task.description,
                               description=f"{task.description}. Models — {models}. "
                                           f"Default: {','.join(task.default_models)}.")
-        _add_task_options(tp, COMMON_OPTIONS + task.options)
+        _add_task_options(tp, task.all_options())
         tp.add_argument("--config", default=None, metavar="FILE",
                         help="YAML or JSON file of options (the command line overrides it)")
         tp.add_argument("--resume", nargs="?", const=True, default=None, metavar="CHECKPOINT",
@@ -77,12 +76,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _train(args: argparse.Namespace) -> int:
     from geomlin.train.checkpoint import load_checkpoint
-    from geomlin.train.config import COMMON_OPTIONS, load_config_file, resolve_config
+    from geomlin.train.config import load_config_file, resolve_config
     from geomlin.train.loop import run_training
     from geomlin.train.tasks import get_task
 
     task = get_task(args.task)
-    options = COMMON_OPTIONS + task.options
+    options = task.all_options()
     cli = {o.name: getattr(args, o.name) for o in options if getattr(args, o.name, None) is not None}
     file_values = load_config_file(args.config) if args.config else {}
     where = f"config file {args.config}"

@@ -86,6 +86,8 @@ class Task:
     default_models: tuple[str, ...] = ()
     #: Every model name the task can build, with a one-line description.
     models: ClassVar[dict[str, str]] = {}
+    #: Defaults of common options that differ for this task (``{"lr": 3e-3, "epochs": 12}``).
+    default_overrides: ClassVar[dict[str, Any]] = {}
     #: The metric (``evalset_metric``) the final summary compares.
     primary_metric: str = ""
     #: Whether a larger primary metric is better.
@@ -128,6 +130,16 @@ class Task:
         return []
 
     # ------------------------------------------------------------------ helpers
+    def all_options(self) -> tuple[Option, ...]:
+        """Common options (with this task's default overrides) followed by the task's own options."""
+        from dataclasses import replace
+
+        from geomlin.train.config import COMMON_OPTIONS
+
+        common = tuple(replace(o, default=self.default_overrides[o.name]) if o.name in self.default_overrides
+                       else o for o in COMMON_OPTIONS)
+        return common + self.options
+
     def model_names(self, cfg: dict) -> list[str]:
         """The models selected by ``cfg['model']`` (comma-separated), validated."""
         spec = cfg.get("model")

@@ -16,7 +16,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import ClassVar
 
-import numpy as np
 import torch
 from torch import Tensor, nn
 
@@ -28,9 +27,6 @@ from geomlin.train.tasks.pointcloud import _require
 #: The bundled trajectory, relative to the source tree / working directory.
 BUNDLED_ETHANOL = Path("datasets") / "md" / "xtb_md_ethanol.npz"
 TEST = "test"
-#: Key aliases of MD17-style ``.npz`` files: positions, atomic numbers, energies, forces.
-NPZ_KEYS = {"pos": ("R", "coords", "positions", "pos"), "z": ("z", "nuclear_charges", "numbers", "Z"),
-            "energy": ("E", "energies", "energy"), "forces": ("F", "forces")}
 
 
 def find_bundled(relative: Path) -> Path | None:
@@ -39,21 +35,6 @@ def find_bundled(relative: Path) -> Path | None:
         if (base / relative).is_file():
             return base / relative
     return None
-
-
-def _read_npz(path: Path) -> dict[str, np.ndarray]:
-    try:
-        raw = np.load(path, allow_pickle=False)
-    except (OSError, ValueError) as exc:
-        raise UserError(f"cannot read {path} as .npz: {exc}") from None
-    out = {}
-    for field, aliases in NPZ_KEYS.items():
-        key = next((k for k in aliases if k in raw.files), None)
-        if key is None:
-            raise UserError(f"{path} has no {field} array (looked for {', '.join(aliases)}; "
-                            f"found {', '.join(raw.files)})")
-        out[field] = np.asarray(raw[key])
-    return out
 
 
 class MoleculeEnergyModel(nn.Module):
@@ -80,24 +61,6 @@ class MoleculeEnergyModel(nn.Module):
             e = self.energy(pos, species)
             (grad,) = torch.autograd.grad(e.sum(), pos, create_graph=self.training)
         return e, -grad
-
-
-class GauntPotential(nn.Module):
-    """Energy model built on :mod:`geomlin.gaunt` (Gaunt tensor products of spherical-harmonic features).
-
-    ``forward(pos (B, N, 3), species (B, N)) -> energy (B,)``, E(3) invariant.
-    """
-
-    def __init__(self, num_species: int = 10, **kwargs):
-        super().__init__()
-        gaunt = _require("geomlin.gaunt", "the Gaunt potential")
-        if not hasattr(gaunt, "GauntPotential"):
-            raise UserError("the Gaunt potential needs geomlin.gaunt.GauntPotential, which this checkout "
-                            "does not have yet (use --model egnn)")
-        self.net = gaunt.GauntPotential(num_species=num_species, **kwargs)
-
-    def forward(self, pos: Tensor, species: Tensor) -> Tensor:
-        return self.net(pos, species)
 
 
 class MoleculesTask(Task):
@@ -143,32 +106,28 @@ class MoleculesTask(Task):
         if path is None:
             raise UserError(f"the bundled trajectory {BUNDLED_ETHANOL} was not found (run from the "
                             "geomlin source tree or pass --data FILE)")
-        if path.suffix.lower() == ".npz":
-            raw = _read_npz(path)
-            pos = torch.as_tensor(raw["pos"], dtype=torch.float64)
-            if pos.ndim != 3 or pos.shape[-1] != 3:
-                raise UserError(f"{path}: positions must be (frames, atoms, 3), got {tuple(pos.shape)}")
-            z = torch.as_tensor(raw["z"]).long().reshape(-1)
-            return {"pos": pos, "z": z.expand(pos.shape[0], -1).clone(),
-                    "energy": torch.as_tensor(raw["energy"], dtype=torch.float64).reshape(-1),
-                    "forces": torch.as_tensor(raw["forces"], dtype=torch.float64).reshape(pos.shape)}
-        ds = _require("geomlin.datasets", "reading XYZ trajectories")
-        if not hasattr(ds, "XYZDataset"):
-            raise UserError("reading .xyz needs geomlin.datasets.XYZDataset, which this checkout lacks")
+        ds = _require("geomlin.datasets", "reading trajectories")
         try:
+            if path.suffix.lower() == ".npz":
+                from geomlin.datasets.md17 import read_npz_trajectory
+
+                raw = read_npz_trajectory(path)
+                pos = torch.from_numpy(raw["pos"]).double()
+                return {"pos": pos, "z": torch.from_numpy(raw["z"]).long().expand(pos.shape[0], -1).clone(),
+                        "energy": torch.from_numpy(raw["energy"]).double().reshape(-1),
+                        "forces": torch.from_numpy(raw["force"]).double().reshape(pos.shape)}
             data = ds.XYZDataset(str(path))
         except (ValueError, OSError) as exc:
-            raise UserError(f"cannot read {path}: {exc}") from None
+            raise UserError(f"cannot read {path}: {str(exc).splitlines()[0]}") from None
         frames = [data[i] for i in range(len(data))]
+        if any(getattr(f, "energy", None) is None or getattr(f, "force", None) is None for f in frames):
+            raise UserError(f"{path}: every frame needs an energy and forces for this task")
         if len({int(f.pos.shape[0]) for f in frames}) != 1:
             raise UserError(f"{path}: all frames must have the same atoms for this task")
-        if any(getattr(f, "forces", None) is None for f in frames):
-            raise UserError(f"{path}: every frame needs forces")
-        get_e = lambda f: float(getattr(f, "energy", getattr(f, "y", torch.tensor(float("nan")))).reshape(-1)[0])
         return {"pos": torch.stack([f.pos for f in frames]).double(),
                 "z": torch.stack([f.z for f in frames]).long(),
-                "energy": torch.tensor([get_e(f) for f in frames], dtype=torch.float64),
-                "forces": torch.stack([f.forces for f in frames]).double()}
+                "energy": torch.cat([f.energy.reshape(-1) for f in frames]).double(),
+                "forces": torch.stack([f.force for f in frames]).double()}
 
     def _load_qm9(self, cfg: dict) -> dict[str, Tensor]:
         raise UserError("--dataset qm9: molecules of different sizes are not supported by this task yet; "
@@ -198,6 +157,8 @@ class MoleculesTask(Task):
 
             net = EGNNPotential(num_species=info["num_species"])
         elif name == "gaunt":
+            from geomlin.models import GauntPotential
+
             net = GauntPotential(num_species=info["num_species"])
         else:
             raise UserError(f"unknown model '{name}' for task molecules")

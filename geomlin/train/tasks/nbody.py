@@ -54,11 +54,11 @@ class GATrDynamics(nn.Module):
         gatr = _require("geomlin.gatr", "the GATr model")
         self.pga = _require("geomlin.algebra.pga", "the GATr model")
         self.net = gatr.GATr(in_mv_channels=2, out_mv_channels=1, hidden_mv_channels=hidden_mv,
-                             in_s_channels=1, out_s_channels=None, hidden_s_channels=hidden_s,
+                             in_s_channels=1, out_s_channels=0, hidden_s_channels=hidden_s,
                              num_blocks=blocks, num_heads=heads)
 
     def forward(self, pos: Tensor, vel: Tensor, charges: Tensor) -> Tensor:
-        mv = torch.stack([self.pga.embed_point(pos), self.pga.embed_translation(vel)], dim=-2)
+        mv = torch.stack([self.pga.embed_point(pos), self.pga.embed_translation(vel)], dim=-2)  # (B, n, 2, 16)
         out, _ = self.net(mv, scalars=charges.to(pos.dtype))
         return self.pga.extract_point(out[..., 0, :])
 

@@ -53,7 +53,7 @@ class GATrClassifier(nn.Module):
         gatr = _require("geomlin.gatr", "the GATr model")
         self.pga = _require("geomlin.algebra.pga", "the GATr model")
         self.net = gatr.GATr(in_mv_channels=1, out_mv_channels=1, hidden_mv_channels=hidden_mv,
-                             in_s_channels=None, out_s_channels=hidden_s, hidden_s_channels=hidden_s,
+                             in_s_channels=0, out_s_channels=hidden_s, hidden_s_channels=hidden_s,
                              num_blocks=blocks, num_heads=heads)
         self.head = nn.Sequential(nn.Linear(hidden_s, hidden_s), nn.SiLU(), nn.Linear(hidden_s, num_classes))
 
@@ -74,6 +74,7 @@ class PointCloudTask(Task):
         Option("num_points", int, 128, "points per cloud"),
         Option("train_per_class", int, 120, "synthetic training shapes per class"),
         Option("test_per_class", int, 40, "synthetic test shapes per class"),
+        Option("width", int, 32, "PointNet width w: per-point MLP 3 -> w -> 2w -> 4w, head 4w -> 2w -> classes"),
         Option("frame_group", str, "E3", "group of the frame-averaged / canonicalized models",
                ("E3", "SE3", "O3", "SO3")),
         Option("prior_weight", float, 1.0, "weight of the canonicalization prior |R - I|^2 (canonical model)"),
@@ -88,6 +89,7 @@ class PointCloudTask(Task):
         "canonical": "Canonicalization(PointNet): learned vector-neuron canonical pose, one backbone call",
         "gatr": "GATr (geometric algebra transformer), E(3) equivariant by construction",
     }
+    default_overrides: ClassVar[dict] = {"epochs": 12, "lr": 3e-3, "batch_size": 32}
     primary_metric = f"{TEST_ROTATED}_acc"
 
     def quick_preset(self, cfg: dict) -> dict:
@@ -142,9 +144,14 @@ class PointCloudTask(Task):
 
     # -------------------------------------------------------------- models
     def build_model(self, name: str, cfg: dict, info: dict) -> nn.Module:
-        from geomlin.models import PointNet
+        from geomlin.models import PointNet as _PointNet
 
         k = info["num_classes"]
+        w = cfg.get("width", 32)
+
+        def PointNet(classes):
+            return _PointNet(classes, point_widths=(w, 2 * w, 4 * w), head_widths=(2 * w,))
+
         if name in ("pointnet", "pointnet_aug"):
             return PointNet(k)
         if name == "frame_avg":
@@ -154,7 +161,7 @@ class PointCloudTask(Task):
                                          stochastic=True, on_degenerate="ignore")
         if name == "canonical":
             frames = _require("geomlin.frames", "the canonicalized model")
-            canon = frames.PointCloudCanonicalizer(group=cfg["frame_group"])
+            canon = frames.PointCloudCanonicalizer(group=cfg["frame_group"], hidden=8, layers=1)
             return frames.Canonicalization(canon, PointNet(k), output="invariant")
         if name == "gatr":
             return GATrClassifier(k)

@@ -1,0 +1,158 @@
+"""The geomlin command: quick runs write their files, resume is exact, user errors are one line."""
+
+import csv
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from geomlin.__main__ import main
+
+FILES = ("config.json", "metrics.csv", "curves.png", "checkpoint.pt")
+
+
+def _rows(path: Path) -> list[dict]:
+    with open(path / "metrics.csv") as fh:
+        return list(csv.DictReader(fh))
+
+
+def _check_outputs(out: Path, epochs: int) -> list[dict]:
+    for name in FILES:
+        assert (out / name).is_file() and (out / name).stat().st_size > 0, name
+    assert (out / "curves.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    rows = _rows(out)
+    assert [int(r["epoch"]) for r in rows] == list(range(1, epochs + 1))
+    assert json.loads((out / "config.json").read_text())["config"]["epochs"] == epochs
+    return rows
+
+
+def toy_trajectory(path: Path, frames: int = 120, seed: int = 0) -> None:
+    """An MD17-style .npz of a 4-atom molecule with a harmonic bond energy and its exact forces."""
+    rng = np.random.default_rng(seed)
+    base = np.array([[0, 0, 0], [1.1, 0, 0], [-0.4, 1.0, 0], [-0.4, -0.5, 0.9]])
+    R = base + 0.08 * rng.standard_normal((frames, 4, 3))
+    pos = torch.tensor(R, requires_grad=True)
+    d = (pos[:, :, None] - pos[:, None]).norm(dim=-1) + torch.eye(4)
+    E = 0.5 * ((d - 1.2) ** 2 * (1 - torch.eye(4))).sum((1, 2))
+    F = -torch.autograd.grad(E.sum(), pos)[0]
+    np.savez(path, R=R, z=np.array([6, 1, 1, 8]), E=E.detach().numpy(), F=F.numpy())
+
+
+def test_pointcloud_quick_and_audit(tmp_path, capsys):
+    out = tmp_path / "pc"
+    assert main(["train", "pointcloud", "--quick", "--out", str(out), "--no-progress", "--threads", "1"]) == 0
+    rows = _check_outputs(out, 1)
+    for model in ("pointnet", "frame_avg", "canonical"):
+        assert 0.0 <= float(rows[0][f"{model}/rotated_acc"]) <= 1.0
+    text = capsys.readouterr().out
+    assert "Rotated-test accuracy" in text and "pointnet baseline" in text
+    # the audit: the invariant models are exact in float64, the baseline is not
+    assert main(["audit", str(out / "checkpoint.pt"), "--samples", "3"]) == 0
+    report = capsys.readouterr().out
+    lines = {ln.split()[0]: ln for ln in report.splitlines() if "max relative error" in ln}
+    assert "NOT equivariant" in lines["pointnet"]
+    assert "float64 precision" in lines["frame_avg"]
+    assert "float64 precision" in lines["canonical"]
+
+
+def test_nbody_quick(tmp_path):
+    out = tmp_path / "nb"
+    models = "egnn,mlp,gatr" if _has_gatr() else "egnn,mlp"
+    assert main(["train", "nbody", "--quick", "--model", models, "--out", str(out), "--no-progress"]) == 0
+    rows = _check_outputs(out, 1)
+    assert float(rows[0]["egnn/test_mse"]) > 0
+
+
+def test_molecules_quick_on_a_given_trajectory(tmp_path):
+    toy_trajectory(tmp_path / "toy.npz")
+    out = tmp_path / "mol"
+    assert main(["train", "molecules", "--quick", "--model", "egnn", "--data", str(tmp_path / "toy.npz"),
+                 "--out", str(out), "--no-progress"]) == 0
+    rows = _check_outputs(out, 1)
+    assert float(rows[0]["egnn/test_force_mae"]) > 0
+
+
+def test_resume_after_epoch_one_matches_uninterrupted_run(tmp_path):
+    common = ["train", "pointcloud", "--quick", "--epochs", "2", "--model", "pointnet,frame_avg,canonical",
+              "--no-progress", "--seed", "3"]
+    assert main([*common, "--out", str(tmp_path / "full")]) == 0
+    assert main([*common, "--out", str(tmp_path / "cut"), "--stop-after", "1"]) == 0
+    assert len(_rows(tmp_path / "cut")) == 1
+    assert main(["train", "pointcloud", "--out", str(tmp_path / "cut"), "--resume", "--no-progress"]) == 0
+    full, resumed = _rows(tmp_path / "full"), _rows(tmp_path / "cut")
+    assert len(resumed) == 2
+    for a, b in zip(full, resumed):
+        for key in a:
+            if key != "epoch_time_s":
+                assert a[key] == b[key], key
+    ca = torch.load(tmp_path / "full" / "checkpoint.pt", weights_only=False)
+    cb = torch.load(tmp_path / "cut" / "checkpoint.pt", weights_only=False)
+    for name, state in ca["models"].items():
+        for k, v in state.items():
+            assert torch.equal(v, cb["models"][name][k]), (name, k)
+
+
+def _has_gatr() -> bool:
+    try:
+        import geomlin.gatr  # noqa: F401
+        return True
+    except ImportError:
+        return False
+
+
+def _cli(*args, cwd=None):
+    return subprocess.run([sys.executable, "-m", "geomlin", *args], capture_output=True, text=True, check=False,
+                          cwd=cwd, timeout=300)
+
+
+@pytest.mark.parametrize("args, msg", [
+    (["train", "shapes"], "invalid choice: 'shapes'"),
+    (["train", "pointcloud", "--model", "resnet"], "unknown model 'resnet'"),
+    (["train", "pointcloud", "--dataset", "modelnet11"], "dataset must be one of"),
+    (["train", "molecules", "--data", "/nonexistent/traj.npz"], "data file not found"),
+    (["train", "pointcloud", "--dataset", "modelnet10", "--root", "/nonexistent"], "does not exist"),
+    (["train", "pointcloud", "--epochs", "many"], "epochs must be a int"),
+    (["audit", "/nonexistent/checkpoint.pt"], "checkpoint not found"),
+])
+def test_user_errors_are_one_line(args, msg):
+    r = _cli(*args)
+    assert r.returncode == 2, r.stderr
+    assert "Traceback" not in r.stderr
+    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and msg in lines[0], r.stderr
+
+
+def test_bad_config_key_and_corrupt_checkpoint(tmp_path):
+    (tmp_path / "c.json").write_text('{"epochs": 1, "learning_rate": 0.1}')
+    r = _cli("train", "pointcloud", "--config", str(tmp_path / "c.json"))
+    assert r.returncode == 2 and "unknown config key 'learning_rate'" in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1
+    (tmp_path / "checkpoint.pt").write_bytes(b"PK\x03\x04garbage")
+    for args in (["audit", str(tmp_path / "checkpoint.pt")],
+                 ["train", "pointcloud", "--resume", str(tmp_path / "checkpoint.pt")]):
+        r = _cli(*args)
+        assert r.returncode == 2 and "corrupt or unreadable checkpoint" in r.stderr, r.stderr
+        assert "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1
+
+
+def test_version_and_help():
+    r = _cli("--version")
+    assert r.returncode == 0 and r.stdout.startswith("geomlin ")
+    r = _cli("train", "pointcloud", "--help")
+    assert r.returncode == 0 and "--resume" in r.stdout and "--config" in r.stdout
+
+
+def test_bench_runs_scripts(tmp_path, capsys):
+    from geomlin.train.bench import run_benchmarks
+
+    (tmp_path / "bench_toy.py").write_text(
+        "import sys\nprint('op | geomlin | peer | ratio')\nprint('x | 1.0 | 2.0 | 2.0', '--quick' in sys.argv)\n")
+    (tmp_path / "bench_broken.py").write_text("raise SystemExit(3)\n")
+    assert run_benchmarks(tmp_path, quick=True, only=["toy"]) == 0
+    assert run_benchmarks(tmp_path, quick=False) == 1
+    out = capsys.readouterr().out
+    assert "bench_toy" in out and "failed (exit 3)" in out
