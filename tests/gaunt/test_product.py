@@ -121,7 +121,7 @@ def test_equivariance_o3(L):
 
 
 def test_auto_resolves_to_a_real_method():
-    for L in range(0, 20):
+    for L in range(20):
         assert choose_method(L, L, L, "cpu", torch.float32) in ("direct", "dense", "grid", "fft")
 
 
