@@ -137,7 +137,7 @@ def levi_civita_matrix(n: int, s: int, sparse: bool | None = None) -> Tensor:
     if sparse is None:
         sparse = shape[0] * shape[1] > MAX_DENSE_LEVI_CIVITA
     if sparse:
-        return torch.sparse_coo_tensor(torch.stack([rows, cols]), signs, shape).coalesce()
+        return torch.sparse_coo_tensor(torch.stack([rows, cols]), signs, shape, check_invariants=True).coalesce()
     out = torch.zeros(shape, dtype=torch.float64)
     out[rows, cols] = signs
     return out
@@ -177,26 +177,17 @@ def bottom_apply(op: BottomOp, x: Tensor, n: int) -> Tensor:
     k = op.k
     for a in op.twist:
         x = _apply_J(x, x.ndim - k + a)
-    if k == 0:
-        z = x
-    else:
-        ids = [0] * k
-        letter = 0
-        out_ids = []
-        for block in op.traced:
-            for a in block:
-                ids[a] = letter
-            letter += 1
-        for block in op.passing:
-            for a in block:
-                ids[a] = letter
-            out_ids.append(letter)
-            letter += 1
-        for a in op.eps_in:
-            ids[a] = letter
-            out_ids.append(letter)
-            letter += 1
-        z = torch.einsum(x, [Ellipsis, *ids], [Ellipsis, *out_ids])
+    if k:
+        # one strided view: a block's generalised diagonal has stride = sum of its axes' strides
+        lead = x.ndim - k
+        st = x.stride()[lead:]
+        blocks = (*op.traced, *op.passing, *((a,) for a in op.eps_in))
+        view = x.as_strided((*x.shape[:lead], *([n] * len(blocks))),
+                            (*x.stride()[:lead], *(sum(st[a] for a in b) for b in blocks)),
+                            x.storage_offset())
+        traced = len(op.traced)
+        x = view.sum(tuple(range(lead, lead + traced))) if traced else view
+    z = x
     if op.eps_in or op.eps_out:
         z = _apply_levi_civita(z, n, len(op.eps_in), op.eps_out)
     return z

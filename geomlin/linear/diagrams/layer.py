@@ -23,12 +23,18 @@ import math
 import torch
 from torch import Tensor, nn
 
-from geomlin.linear.diagrams.apply import _check_input, apply_diagram, bottom_apply, split_diagram, top_add
+from geomlin.linear.diagrams.apply import (
+    TopOp,
+    _check_input,
+    bottom_apply,
+    split_diagram,
+    top_add,
+)
 from geomlin.linear.diagrams.basis import diagram_basis, frobenius_norm_sq
 from geomlin.linear.diagrams.diagram import _check_count
 from geomlin.linear.diagrams.enumerate import partition_diagrams
 from geomlin.linear.diagrams.families import check_n, group_name
-from geomlin.linear.diagrams.orbit import orbit_to_diagram_matrix
+from geomlin.linear.diagrams.orbit import orbit_expansion, orbit_to_diagram_matrix
 
 
 def _gain(d, n: int, name: str, orbit: bool, l: int) -> float:
@@ -85,27 +91,28 @@ class DiagramLinear(nn.Module):
         else:
             applied = list(self.basis)
             coeff = torch.eye(len(applied), dtype=torch.float64)
+        applied, coeff = self._plan_diagrams(applied, coeff)
         self.applied = applied
         # coeff[a, r]: coefficient of applied diagram a in basis element r (unit-gain scaled)
         self.register_buffer("coeff", coeff / gains.clamp_min(1e-300)[None, :], persistent=False)
-
-        self._plan_diagrams(applied)
         num = len(self.basis)
         self.weight = nn.Parameter(torch.randn(num, out_channels, in_channels)
                                    / math.sqrt(max(num * in_channels, 1)))
         if bias:
             self.bias_basis = diagram_basis(name, 0, l, n)
-            vecs = [apply_diagram(d, torch.ones((), dtype=torch.float64), n, name, orbit=orbit)
-                    / _gain(d, n, name, orbit, l) for d in self.bias_basis]
-            table = torch.stack(vecs) if vecs else torch.zeros(0, *([n] * l), dtype=torch.float64)
-            self.register_buffer("bias_table", table, persistent=False)
             self.bias = nn.Parameter(torch.zeros(len(self.bias_basis), out_channels))
         else:
             self.bias_basis = []
-            self.register_buffer("bias_table", None, persistent=False)
             self.register_parameter("bias", None)
+        self._plan_bias(orbit)
 
-    def _plan_diagrams(self, applied) -> None:
+    def _plan_diagrams(self, applied, coeff: Tensor) -> tuple[list, Tensor]:
+        """Build the execution plan; returns the applied diagrams reordered to match it and the
+        matching rows of ``coeff``.
+
+        Tops that read the same list of bottom results form a *family*: one concatenation and one
+        matrix product serve all of them (their weights are stacked along the output rows).
+        """
         bottoms: dict = {}
         tops: dict = {}
         for a, d in enumerate(applied):
@@ -113,11 +120,53 @@ class DiagramLinear(nn.Module):
             b = bottoms.setdefault(bottom, len(bottoms))
             tops.setdefault(top, []).append((a, b))
         self._bottoms = list(bottoms)
-        self._tops = []
-        for i, (top, members) in enumerate(tops.items()):
-            idx = torch.tensor([a for a, _ in members], dtype=torch.long)
-            self.register_buffer(f"_top_index_{i}", idx, persistent=False)
-            self._tops.append((top, [b for _, b in members]))
+        identity = TopOp(self.l, tuple((a,) for a in range(self.l)), (), (), self.group == "Sp")
+        order = []
+        self._identity = None  # (bottom indices, first applied row) of the identity top
+        if identity in tops:
+            self._identity = ([b for _, b in tops[identity]], 0)
+            order += [a for a, _ in tops.pop(identity)]
+        families: dict = {}
+        for top, members in tops.items():
+            families.setdefault(tuple(b for _, b in members), []).append((top, members))
+        self._families = []  # (bottom indices, tops, first applied row, last applied row + 1)
+        for key, group in families.items():
+            start = len(order)
+            for _, members in group:
+                order += [a for a, _ in members]
+            self._families.append((list(key), [t for t, _ in group], start, len(order)))
+        return [applied[a] for a in order], coeff[order]
+
+    def _plan_bias(self, orbit: bool) -> None:
+        """Bias: each (0, l) basis element expands into top halves; those equal to a family's top
+        are added to that family's (tiny) matrix product result, the others written on their own."""
+        name, n, l = self.group, self.n, self.l
+        tops: dict = {}
+        rows, cols, vals = [], [], []
+        for r, d in enumerate(self.bias_basis):
+            terms = orbit_expansion(d) if orbit else ((1.0, d),)
+            for coeff, sigma in terms:
+                bottom, top = split_diagram(sigma, name)
+                t = tops.setdefault((top, bottom), len(tops))
+                rows.append(t)
+                cols.append(r)
+                vals.append(coeff / _gain(d, n, name, orbit, l))
+        M = torch.zeros(len(tops), len(self.bias_basis), dtype=torch.float64)
+        for t, r, v in zip(rows, cols, vals):
+            M[t, r] += v
+        self.register_buffer("bias_coeff", M, persistent=False)
+        where = {}
+        for f, (_, ftops, _, _) in enumerate(self._families):
+            for i, top in enumerate(ftops):
+                where[top] = (f, i)
+        self._bias_in_family = {}  # family -> [(position in family, bias top row)]
+        self._bias_alone = []  # (BottomOp, TopOp, bias top row); the bottom makes ε's axes (SO)
+        for (top, bottom), t in tops.items():
+            if top in where and top.in_axes == 0:
+                f, i = where[top]
+                self._bias_in_family.setdefault(f, []).append((i, t))
+            else:
+                self._bias_alone.append((bottom, top, t))
 
     @property
     def num_basis(self) -> int:
@@ -142,17 +191,32 @@ class DiagramLinear(nn.Module):
         lead = x.shape[: x.ndim - k - 1]
         xb = x.reshape(-1, self.in_channels, *([n] * k))
         B = xb.shape[0]
-        out = xb.new_zeros(B, self.out_channels, *([n] * l))
-        if self._tops:
-            weights = self.diagram_weights().to(x.dtype)
-            zs = [bottom_apply(b, xb, n) for b in self._bottoms]
-            for i, (top, members) in enumerate(self._tops):
-                idx = getattr(self, f"_top_index_{i}")
-                Z = zs[members[0]] if len(members) == 1 else torch.cat([zs[b] for b in members], dim=1)
-                W = weights[idx].permute(1, 0, 2).reshape(self.out_channels, -1)
-                y = W @ Z.reshape(B, Z.shape[1], -1)
-                top_add(top, out, y.reshape(B, self.out_channels, *([n] * top.in_axes)), n)
-        out = out.reshape(*lead, self.out_channels, *([n] * l))
-        if self.bias is not None:
-            out = out + torch.einsum("ro,r...->o...", self.bias.to(x.dtype), self.bias_table.to(x.dtype))
-        return out
+        o = self.out_channels
+        out_shape = (B, o, *([n] * l))
+        weights = torch.einsum("ar,roi->oai", self.coeff.to(x.dtype), self.weight.to(x.dtype))
+        bias = None if self.bias is None else self.bias_coeff.to(x.dtype) @ self.bias.to(x.dtype)
+        zs = [bottom_apply(b, xb, n) for b in self._bottoms]
+        out = None
+        if self._identity is not None:
+            # the top half is the identity: accumulate straight into the output buffer
+            members, start = self._identity
+            for r, b in enumerate(members):
+                W = weights[:, start + r].expand(B, -1, -1)
+                Z = zs[b].reshape(B, self.in_channels, -1)
+                out = torch.bmm(W, Z) if out is None else out.baddbmm_(W, Z)
+        out = xb.new_zeros(out_shape) if out is None else out.view(out_shape)
+        for f, (members, tops, start, stop) in enumerate(self._families):
+            Z = zs[members[0]] if len(members) == 1 else torch.cat([zs[b] for b in members], dim=1)
+            T = len(tops)
+            W = weights[:, start:stop].reshape(o, T, len(members), -1).transpose(0, 1).reshape(T * o, -1)
+            y = torch.matmul(W, Z.reshape(B, Z.shape[1], -1))  # (B, T * o, n^c)
+            if bias is not None and f in self._bias_in_family:
+                y4 = y.view(B, T, o, -1)
+                for i, t in self._bias_in_family[f]:
+                    y4[:, i].add_(bias[t][:, None])
+            for i, top in enumerate(tops):
+                top_add(top, out, y[:, i * o:(i + 1) * o].reshape((B, o, *([n] * top.in_axes))), n)
+        if bias is not None:
+            for bottom, top, t in self._bias_alone:
+                top_add(top, out, bottom_apply(bottom, bias[t].expand(B, o), n), n)
+        return out.reshape((*lead, self.out_channels, *([n] * l)))

@@ -1,0 +1,187 @@
+"""Fast factored diagram layer vs the same layer as one dense weight matrix.
+
+Peer: the identical ``DiagramLinear`` materialised as a dense
+``(C_out n^l) x (C_in n^k)`` matrix (built column by column from the layer
+itself, so both compute the same map; checked with ``allclose``), applied as
+one ``x @ W^T + b``. Groups S_n and O(n), ``k = l = 2``, 8 -> 8 channels,
+batch 32, float32, forward pass without autograd.
+
+Time: warm-up, then interleaved repeats of both, medians.
+Memory: peak bytes of live tensors = persistent tensors the method needs
+(input, parameters / dense weight, buffers) + the peak of tensors allocated
+during the forward, tracked exactly with a ``TorchDispatchMode`` that
+watches every storage the forward creates until it is freed.
+
+Usage: ``python benchmarks/bench_diagrams.py [--quick] [--threads 2]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+import weakref
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_flatten
+
+from geomlin.linear.diagrams.layer import DiagramLinear
+
+BATCH = 32
+CHANNELS = 8
+ORDER = 2
+#: Refuse dense weights larger than this (the machine is shared; see the README of benchmarks).
+DENSE_LIMIT_BYTES = 2 * 2 ** 30
+#: Columns of the dense weight built per chunk.
+BUILD_CHUNK = 256
+
+
+class PeakMemory(TorchDispatchMode):
+    """Track the bytes of storages created inside the context and their peak while alive."""
+
+    def __init__(self):
+        super().__init__()
+        self.live: dict[int, int] = {}
+        self.current = 0
+        self.peak = 0
+
+    def _free(self, key: int) -> None:
+        self.current -= self.live.pop(key, 0)
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        inputs = {t.untyped_storage().data_ptr() for t in tree_flatten((args, kwargs))[0]
+                  if isinstance(t, torch.Tensor)}
+        for t in tree_flatten(out)[0]:
+            if isinstance(t, torch.Tensor):
+                storage = t.untyped_storage()
+                key = storage.data_ptr()
+                # views and in-place results share an input's storage: not a new allocation
+                if key in self.live or key in inputs or storage.nbytes() == 0:
+                    continue
+                self.live[key] = storage.nbytes()
+                self.current += storage.nbytes()
+                self.peak = max(self.peak, self.current)
+                weakref.finalize(storage, self._free, key)
+        return out
+
+
+def tensor_bytes(*tensors) -> int:
+    return sum(t.numel() * t.element_size() for t in tensors if t is not None)
+
+
+@torch.no_grad()
+def dense_weight(layer: DiagramLinear) -> torch.Tensor:
+    """The layer's linear part as one ``(C_out n^l, C_in n^k)`` matrix, built from the layer."""
+    n, k = layer.n, layer.k
+    cols = layer.in_channels * n ** k
+    rows = layer.out_channels * n ** layer.l
+    W = torch.empty(rows, cols)
+    bias = layer.bias
+    layer.bias = None
+    try:
+        for start in range(0, cols, BUILD_CHUNK):
+            stop = min(cols, start + BUILD_CHUNK)
+            eye = torch.zeros(stop - start, cols)
+            eye[torch.arange(stop - start), torch.arange(start, stop)] = 1.0
+            W[:, start:stop] = layer(eye.reshape(-1, layer.in_channels, *([n] * k))).reshape(stop - start, rows).T
+    finally:
+        layer.bias = bias
+    return W
+
+
+def measure(fn, x) -> int:
+    with PeakMemory() as mem:
+        y = fn(x)
+        del y
+    return mem.peak
+
+
+def run_case(group: str, n: int, repeats: int) -> dict:
+    torch.manual_seed(0)
+    layer = DiagramLinear(group, n, ORDER, ORDER, CHANNELS, CHANNELS).float()
+    with torch.no_grad():
+        layer.bias.normal_()
+    x = torch.randn(BATCH, CHANNELS, *([n] * ORDER))
+    fast_persistent = tensor_bytes(x, *layer.parameters(), *layer.buffers())
+
+    def fast(inp):
+        with torch.no_grad():
+            return layer(inp)
+
+    row = {"group": group, "n": n, "basis": layer.num_basis}
+    fast_times = []
+    fast_peak = fast_persistent + measure(fast, x)
+    dense_bytes = (CHANNELS * n ** ORDER) ** 2 * 4
+    if dense_bytes > DENSE_LIMIT_BYTES:
+        for _ in range(repeats):
+            t = time.perf_counter()
+            fast(x)
+            fast_times.append(time.perf_counter() - t)
+        row.update(fast_ms=1e3 * statistics.median(fast_times), fast_mb=fast_peak / 2 ** 20,
+                   dense_ms=None, dense_mb=dense_bytes / 2 ** 20,
+                   note=f"dense weight needs {dense_bytes / 2 ** 30:.1f} GiB (> {DENSE_LIMIT_BYTES / 2 ** 30:.0f} "
+                        "GiB limit on this shared machine); not built")
+        return row
+    W = dense_weight(layer)
+    b = torch.einsum("ro,r...->o...", layer.bias.detach(), layer.bias_table.float()).reshape(-1)
+
+    def dense(inp):
+        return torch.addmm(b, inp.reshape(inp.shape[0], -1), W.T).reshape(inp.shape[0], CHANNELS, *([n] * ORDER))
+
+    err = (dense(x) - fast(x)).abs().max().item() / fast(x).abs().max().item()
+    if err > 1e-4:
+        raise RuntimeError(f"dense and fast layers disagree (relative error {err:.2e})")
+    dense_peak = tensor_bytes(x, W, b) + measure(dense, x)
+    dense_times = []
+    for _ in range(2):  # warm-up
+        fast(x)
+        dense(x)
+    fast_cpu, dense_cpu = [], []
+    for _ in range(repeats):
+        t, c = time.perf_counter(), time.process_time()
+        fast(x)
+        fast_times.append(time.perf_counter() - t)
+        fast_cpu.append(time.process_time() - c)
+        t, c = time.perf_counter(), time.process_time()
+        dense(x)
+        dense_times.append(time.perf_counter() - t)
+        dense_cpu.append(time.process_time() - c)
+    row.update(fast_cpu=1e3 * statistics.median(fast_cpu), dense_cpu=1e3 * statistics.median(dense_cpu))
+    row.update(fast_ms=1e3 * statistics.median(fast_times), dense_ms=1e3 * statistics.median(dense_times),
+               fast_mb=fast_peak / 2 ** 20, dense_mb=dense_peak / 2 ** 20, note=f"max rel. diff {err:.1e}")
+    return row
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="fewer repeats (< 60 s)")
+    parser.add_argument("--threads", type=int, default=1)
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    repeats = 5 if args.quick else 15
+    print(f"DiagramLinear (fast factored) vs dense materialised weight; k = l = {ORDER}, "
+          f"{CHANNELS} -> {CHANNELS} channels, batch {BATCH}, float32, {args.threads} threads, "
+          f"median of {repeats}")
+    header = (f"{'group':>5} {'n':>3} {'basis':>5} {'fast ms':>8} {'dense ms':>9} {'speedup':>8} "
+              f"{'fast cpu':>8} {'dense cpu':>9} {'cpu x':>7} {'fast MiB':>9} {'dense MiB':>10} {'mem ratio':>9}  note")
+    print(header)
+    print("-" * len(header))
+    for group in ("S", "O"):
+        for n in (8, 16, 32, 64):
+            r = run_case(group, n, repeats)
+            mem = f"{r['fast_mb']:>9.2f} {r['dense_mb']:>10.2f} {r['fast_mb'] / r['dense_mb']:>9.4f}"
+            if r["dense_ms"] is None:
+                print(f"{group:>5} {n:>3} {r['basis']:>5} {r['fast_ms']:>8.3f} {'-':>9} {'-':>8} {'-':>8} "
+                      f"{'-':>9} {'-':>7} {mem}  {r['note']}")
+            else:
+                print(f"{group:>5} {n:>3} {r['basis']:>5} {r['fast_ms']:>8.3f} {r['dense_ms']:>9.3f} "
+                      f"{r['dense_ms'] / r['fast_ms']:>7.1f}x {r['fast_cpu']:>8.3f} {r['dense_cpu']:>9.3f} "
+                      f"{r['dense_cpu'] / r['fast_cpu']:>6.1f}x {mem}  {r['note']}")
+    print("ms: median wall time; cpu: median process CPU time (robust on a shared machine); speedup = dense / fast.")
+    print("MiB: peak live tensor bytes (input, weights, buffers and every temporary of the forward); "
+          "mem ratio = fast / dense. n = 64: the dense column is the weight matrix alone (not built).")
+
+if __name__ == "__main__":
+    main()
