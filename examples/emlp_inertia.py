@@ -82,9 +82,9 @@ def relative_error(model, x, y) -> float:
 
 def main(argv=None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--epochs", type=int, default=40)
+    parser.add_argument("--epochs", type=int, default=30)
     parser.add_argument("--train-size", type=int, default=1000)
-    parser.add_argument("--hidden", type=int, default=12, help="channels per block type of the EMLP")
+    parser.add_argument("--hidden", type=int, default=10, help="channels per block type of the EMLP")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--quick", action="store_true", help="a few-second smoke run")
     args = parser.parse_args(argv)

@@ -61,6 +61,16 @@ class BlockLayout:
         self.index = torch.tensor(index, dtype=torch.long)
         self.inverse = torch.argsort(self.index)
         self.size = start
+        #: True when the rep is already sorted by type (no gather needed)
+        self.is_sorted = bool(torch.equal(self.index, torch.arange(start)))
+
+    def sort(self, x: Tensor) -> Tensor:
+        """Coordinates ``(..., size)`` in type-sorted order."""
+        return x if self.is_sorted else x[..., self.index.to(x.device)]
+
+    def unsort(self, x: Tensor) -> Tensor:
+        """Inverse of :meth:`sort` on the last axis."""
+        return x if self.is_sorted else x[..., self.inverse.to(x.device)]
 
     def type_slices(self) -> list[slice]:
         """Slices of the type-sorted coordinates, one per type."""
@@ -156,7 +166,7 @@ class EquivariantLinear(nn.Module):
                 cols.append(block)
             rows.append(torch.cat(cols, dim=1))
         W_sorted = torch.cat(rows, dim=0)
-        return W_sorted[lo.inverse.to(device)][:, li.inverse.to(device)]
+        return li.unsort(lo.unsort(W_sorted.T).T)
 
     def bias_vector(self, device=None, dtype=None) -> Tensor | None:
         """The invariant bias ``(rep_out.size,)``, or ``None``."""

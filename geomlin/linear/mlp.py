@@ -33,17 +33,21 @@ BILINEAR_INIT_SCALE = 0.1
 
 
 def uniform_rep(group: Group, channels: int) -> Rep:
-    """A default hidden rep: ``channels`` scalars, ``channels`` vectors and ``max(1, channels // 4)`` matrices."""
+    """A default hidden rep: ``channels`` scalars, ``channels`` vectors and ``max(1, channels // 2)`` matrices."""
     if isinstance(channels, bool) or not isinstance(channels, int) or channels < 1:
         raise ValueError(f"channels must be a positive int, got {channels!r}")
     vec = V(group)
-    return channels * Scalar + channels * vec + max(1, channels // 4) * vec ** 2
+    return channels * Scalar + channels * vec + max(1, channels // 2) * vec ** 2
 
 
 def with_gates(rep: Rep) -> Rep:
-    """``rep`` plus one gate ``Scalar`` per non-scalar block (appended at the end)."""
+    """One gate ``Scalar`` per non-scalar block of ``rep``, followed by ``rep``.
+
+    Gates come first so that a rep whose scalars lead (like :func:`uniform_rep`)
+    stays sorted by block type, which saves a gather in every layer.
+    """
     n_gates = sum(1 for b in rep.blocks if not b.is_scalar)
-    return rep if n_gates == 0 else SumRep([rep, n_gates * Scalar])
+    return rep if n_gates == 0 else SumRep([n_gates * Scalar, rep])
 
 
 class GatedNonlinearity(nn.Module):
@@ -57,27 +61,32 @@ class GatedNonlinearity(nn.Module):
     def __init__(self, rep: Rep):
         super().__init__()
         self.rep = rep
-        scalar_idx, gated_idx, gate_of = [], [], []
-        gate_pos = rep.size
-        start = 0
-        for b in rep.blocks:
-            idx = list(range(start, start + b.size))
-            if b.is_scalar:
-                scalar_idx.extend(idx)
-            else:
-                gated_idx.extend(idx)
-                gate_of.extend([gate_pos] * b.size)
-                gate_pos += 1
-            start += b.size
-        self.register_buffer("scalar_idx", torch.tensor(scalar_idx, dtype=torch.long), persistent=False)
-        self.register_buffer("gated_idx", torch.tensor(gated_idx, dtype=torch.long), persistent=False)
-        self.register_buffer("gate_of", torch.tensor(gate_of, dtype=torch.long), persistent=False)
-        self.in_size = gate_pos
+        gated_sizes = [b.size for b in rep.blocks if not b.is_scalar]
+        self.n_gates = len(gated_sizes)
+        is_scalar = torch.tensor([b.is_scalar for b in rep.blocks for _ in range(b.size)], dtype=torch.bool)
+        self.register_buffer("is_scalar", is_scalar, persistent=False)
+        self.register_buffer("gate_sizes", torch.tensor(gated_sizes, dtype=torch.long), persistent=False)
+        scalar_idx = torch.nonzero(is_scalar)[:, 0]
+        gated_idx = torch.nonzero(~is_scalar)[:, 0]
+        self.register_buffer("scalar_idx", scalar_idx, persistent=False)
+        self.register_buffer("gated_idx", gated_idx, persistent=False)
+        self.in_size = rep.size + self.n_gates
+        # fast path: all scalars lead (as in uniform_rep), so no scatter is needed
+        self.scalars_lead = bool(torch.equal(scalar_idx, torch.arange(len(scalar_idx))))
 
     def forward(self, x: Tensor) -> Tensor:
-        out = x.new_empty(*x.shape[:-1], self.rep.size)
-        out[..., self.scalar_idx] = nn.functional.silu(x[..., self.scalar_idx])
-        out[..., self.gated_idx] = x[..., self.gated_idx] * torch.sigmoid(x[..., self.gate_of])
+        if x.shape[-1] != self.in_size:
+            raise ValueError(f"expected (..., {self.in_size}) = gates + rep, got {tuple(x.shape)}")
+        gates, h = x[..., :self.n_gates], x[..., self.n_gates:]
+        if self.n_gates == 0:
+            return nn.functional.silu(h)
+        gate_per_coord = torch.repeat_interleave(torch.sigmoid(gates), self.gate_sizes, dim=-1)
+        if self.scalars_lead:
+            n_s = len(self.scalar_idx)
+            return torch.cat([nn.functional.silu(h[..., :n_s]), h[..., n_s:] * gate_per_coord], dim=-1)
+        out = torch.empty_like(h)
+        out[..., self.scalar_idx] = nn.functional.silu(h[..., self.scalar_idx])
+        out[..., self.gated_idx] = h[..., self.gated_idx] * gate_per_coord
         return out
 
 
@@ -105,7 +114,7 @@ class EquivariantBilinear(nn.Module):
                     B = block_basis(TensorRep([ta, tb]), tc)
                     if B.shape[0] == 0:
                         continue
-                    ch = min(mult[a], mult[b], mult[c])
+                    ch = min(mult[a], mult[b])
                     n = len(self.triples)
                     bases[(n, 0)] = B
                     self.triples.append((a, b, c))
@@ -118,7 +127,7 @@ class EquivariantBilinear(nn.Module):
 
     def forward(self, x: Tensor) -> Tensor:
         lay = self.layout
-        xs = x[..., lay.index.to(x.device)]
+        xs = lay.sort(x)
         parts = []
         for t, m, sl in zip(lay.types, lay.multiplicity, lay.type_slices()):
             parts.append(xs[..., sl].reshape(*x.shape[:-1], m, t.size))
@@ -132,7 +141,7 @@ class EquivariantBilinear(nn.Module):
             y = (prod.unsqueeze(-2) @ W.transpose(-1, -2)).squeeze(-2)  # (..., ch, |c|)
             outs[c] = outs[c] + torch.einsum("mc,...ck->...mk", self.mix_out[n].to(x.dtype), y)
         ys = torch.cat([o.flatten(-2) for o in outs], dim=-1)
-        return ys[..., lay.inverse.to(x.device)]
+        return lay.unsort(ys)
 
 
 class EquivariantBlock(nn.Module):
