@@ -133,14 +133,26 @@ def _sparse(metric: tuple[float, ...], kind: str) -> tuple[Tensor, Tensor, Tenso
     return sa, sb, r
 
 
-@functools.lru_cache(maxsize=256)
+#: Tables already moved to a (device, dtype), by key. A plain dict rather than lru_cache so that
+#: torch.compile reads a warm entry as a constant instead of tracing the table builders.
+_CONSTANTS: dict = {}
+
+
+def cached_constant(key: tuple, build) -> Tensor:
+    """``_CONSTANTS[key]``, built by ``build()`` on the first request."""
+    t = _CONSTANTS.get(key)
+    if t is None:
+        t = build()
+        _CONSTANTS[key] = t
+    return t
+
+
 def _on(metric: tuple[float, ...], key: str, index: int, device: torch.device, dtype: torch.dtype) -> Tensor:
     """A cached table moved to ``device``/``dtype`` (``index`` selects within a sparse triple)."""
-    if key.startswith("sparse:"):
-        t = _sparse(metric, key[7:])[index]
-    else:
-        t = _tables(metric)[key]
-    return t.to(device=device, dtype=dtype)
+    def build():
+        t = _sparse(metric, key[7:])[index] if key.startswith("sparse:") else _tables(metric)[key]
+        return t.to(device=device, dtype=dtype)
+    return cached_constant(("clifford", metric, key, index, device, dtype), build)
 
 
 def _as_metric(metric) -> tuple[float, ...]:

@@ -31,7 +31,7 @@ import functools
 import torch
 from torch import Tensor
 
-from geomlin.algebra.clifford import CliffordAlgebra
+from geomlin.algebra.clifford import CliffordAlgebra, cached_constant
 
 #: G(3,0,1) with ``e0`` the degenerate direction (basis vectors labelled e0..e3).
 PGA = CliffordAlgebra((0.0, 1.0, 1.0, 1.0), first_index=0)
@@ -117,9 +117,9 @@ def _matrix_maps() -> tuple[Tensor, Tensor, Tensor]:
     return w_left, w_right, w_out
 
 
-@functools.lru_cache(maxsize=64)
 def _matrix_maps_on(device: torch.device, dtype: torch.dtype) -> tuple[Tensor, Tensor, Tensor]:
-    return tuple(t.to(device=device, dtype=dtype) for t in _matrix_maps())
+    return tuple(cached_constant(("pga-matrix", i, device, dtype),
+                                 lambda i=i: _matrix_maps()[i].to(device=device, dtype=dtype)) for i in range(3))
 
 
 def geometric_product(x: Tensor, y: Tensor, method: str = "auto") -> Tensor:

@@ -26,6 +26,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from geomlin.algebra import pga
+from geomlin.algebra.clifford import cached_constant
 
 #: Number of Pin(3,0,1)-equivariant linear maps of G(3,0,1) (5 grade projections + 4 e0 maps).
 NUM_LINEAR_BASIS = 9
@@ -81,10 +82,14 @@ def _blocked_plan() -> tuple[Tensor, Tensor, Tensor]:
     return grade_of, source, e0_coef
 
 
-@functools.lru_cache(maxsize=64)
-def _blocked_plan_on(device, dtype):
-    grade_of, source, e0_coef = _blocked_plan()
-    return grade_of.to(device), source.to(device), e0_coef.to(device=device, dtype=dtype)
+def _blocked_plan_on(device, dtype) -> tuple[Tensor, Tensor, Tensor]:
+    return (cached_constant(("gatr-grade-of", device), lambda: _blocked_plan()[0].to(device)),
+            cached_constant(("gatr-source", device), lambda: _blocked_plan()[1].to(device)),
+            cached_constant(("gatr-e0-coef", device, dtype), lambda: _blocked_plan()[2].to(device=device, dtype=dtype)))
+
+
+def _linear_basis_on(device, dtype) -> Tensor:
+    return cached_constant(("gatr-basis", device, dtype), lambda: _linear_basis().to(device=device, dtype=dtype))
 
 
 def equi_linear(x: Tensor, weight: Tensor, method: str = "auto") -> Tensor:
@@ -102,7 +107,7 @@ def equi_linear(x: Tensor, weight: Tensor, method: str = "auto") -> Tensor:
     """
     method = _check_method(method)
     if method == "dense":
-        basis = _linear_basis().to(device=x.device, dtype=x.dtype)
+        basis = _linear_basis_on(x.device, x.dtype)
         return torch.einsum("oib,bkl,...il->...ok", weight, basis, x)
     grade_of, source, e0_coef = _blocked_plan_on(x.device, x.dtype)
     # per-component weights (16, in, out): grade path and e0 path
@@ -183,8 +188,12 @@ def grade_dropout(x: Tensor, p: float, training: bool = True, generator: torch.G
     if not training or p == 0.0:
         return x
     keep = torch.rand(*x.shape[:-1], 5, dtype=x.dtype, device=x.device, generator=generator) >= p
-    grade_of = pga.PGA.grades.to(x.device)
+    grade_of = _grade_index_on(x.device)
     return x * keep[..., grade_of].to(x.dtype) / (1.0 - p)
+
+
+def _grade_index_on(device) -> Tensor:
+    return cached_constant(("pga-grades", device), lambda: pga.PGA.grades.to(device))
 
 
 #: The 4 trivector components a point lives on, homogeneous weight first.
