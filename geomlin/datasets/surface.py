@@ -14,18 +14,6 @@ import torch
 from torch import Tensor
 
 
-def triangle_areas_and_normals(vertices: Tensor, faces: Tensor) -> tuple[Tensor, Tensor]:
-    """Areas ``(F,)`` and unit normals ``(F, 3)`` of triangles ``faces (F, 3)`` into ``vertices (V, 3)``.
-
-    Degenerate triangles get area 0 and normal 0. Dtype follows ``vertices``.
-    """
-    a, b, c = (vertices[faces[:, k]] for k in range(3))
-    cross = torch.linalg.cross(b - a, c - a)
-    norm = cross.norm(dim=-1)
-    normals = cross / norm.clamp_min(torch.finfo(vertices.dtype).tiny)[:, None]
-    return 0.5 * norm, normals
-
-
 def check_mesh(vertices: Tensor, faces: Tensor, where: str = "mesh") -> None:
     """Raise ValueError unless ``vertices (V, 3)`` float and ``faces (F, 3)`` integer form a usable mesh."""
     if not torch.is_tensor(vertices) or vertices.dim() != 2 or vertices.shape[-1] != 3:
@@ -69,17 +57,18 @@ def sample_surface(vertices: Tensor, faces: Tensor, num_points: int, generator: 
     if not isinstance(num_points, int) or num_points < 1:
         raise ValueError(f"num_points must be a positive int, got {num_points!r}")
     faces = faces.long()
-    areas, normals = triangle_areas_and_normals(vertices, faces)
+    a, b, c = (vertices[faces[:, k]] for k in range(3))
+    cross = torch.linalg.cross(b - a, c - a)
+    areas = cross.norm(dim=-1)                      # twice the areas; only ratios matter
     total = float(areas.sum())
     if not total > 0:
         raise ValueError(f"mesh has zero surface area ({faces.shape[0]} degenerate faces); cannot sample points")
-    choice = torch.multinomial(areas.double() / total, num_points, replacement=True, generator=generator)
+    choice = torch.multinomial(areas, num_points, replacement=True, generator=generator)
     st = torch.rand(num_points, 2, generator=generator, dtype=torch.float64).to(vertices.dtype)
     fold = st.sum(dim=-1) > 1
-    st[fold] = 1 - st[fold]
-    tri = faces[choice]
-    a, b, c = (vertices[tri[:, k]] for k in range(3))
-    pos = a + st[:, :1] * (b - a) + st[:, 1:] * (c - a)
+    st = torch.where(fold[:, None], 1 - st, st)
+    pos = a[choice] + st[:, :1] * (b - a)[choice] + st[:, 1:] * (c - a)[choice]
     if return_normals:
-        return pos, normals[choice]
+        n = cross[choice]
+        return pos, n / n.norm(dim=-1, keepdim=True).clamp_min(torch.finfo(vertices.dtype).tiny)
     return pos

@@ -106,3 +106,39 @@ def test_data_items(tmp_path):
     rec = _records(1)[0].replace("M  END\n", "M  END\n> <energy>\n-1.5\n\n> <label> (7)\nactive\n\n")
     out = read_sdf(_write(tmp_path, rec + "$$$$\n"))
     assert out.properties[0] == {"energy": "-1.5", "label": "active"}
+
+
+def _v2000(name, symbols, coords, bonds):
+    lines = [name, "  geomlin-test", "", f"{len(symbols):3d}{len(bonds):3d}  0  0  0  0  0  0  0  0999 V2000"]
+    for s, (x, y, z) in zip(symbols, coords):
+        lines.append(f"{x:10.4f}{y:10.4f}{z:10.4f} {s:<3} 0  0  0  0  0  0  0  0  0  0  0  0")
+    lines += [f"{i + 1:3d}{j + 1:3d}{t:3d}  0" for i, j, t in bonds]
+    return "\n".join([*lines, "M  END", "$$$$"]) + "\n"
+
+
+def test_round_trip_random_molecules(tmp_path):
+    """Property test: random molecules written in V2000 layout are read back exactly (4-decimal coords)."""
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    symbols = ["H", "C", "N", "O", "F", "S", "Cl", "Br"]
+    z_of = {"H": 1, "C": 6, "N": 7, "O": 8, "F": 9, "S": 16, "Cl": 17, "Br": 35}
+    coord = st.integers(-999_999, 999_999).map(lambda v: v / 1e4)
+    molecule = st.integers(1, 12).flatmap(lambda n: st.tuples(
+        st.lists(st.sampled_from(symbols), min_size=n, max_size=n),
+        st.lists(st.tuples(coord, coord, coord), min_size=n, max_size=n),
+        st.lists(st.tuples(st.integers(0, n - 1), st.integers(0, n - 1), st.integers(1, 4)), max_size=2 * n)))
+
+    @settings(max_examples=40, deadline=None)
+    @given(st.lists(molecule, min_size=1, max_size=4))
+    def check(mols):
+        text = "".join(_v2000(f"m{k}", *m) for k, m in enumerate(mols))
+        p = tmp_path / "rt.sdf"
+        p.write_text(text)
+        rec = read_sdf(p)
+        assert rec.names == [f"m{k}" for k in range(len(mols))]
+        assert rec.z.tolist() == [z_of[s] for m in mols for s in m[0]]
+        assert np.array_equal(rec.pos, np.array([c for m in mols for c in m[1]]).reshape(-1, 3))
+        assert rec.bonds.tolist() == [list(b) for m in mols for b in m[2]]
+
+    check()
