@@ -53,7 +53,7 @@ COMMON_OPTIONS: tuple[Option, ...] = (
     Option("seed", int, 0, "random seed (model init, data order, augmentation)"),
     Option("out", str, "runs/{task}", "output directory ({task} is replaced by the task name)"),
     Option("quick", bool, False, "a smoke run of well under a minute (small data, one or two epochs)"),
-    Option("threads", int, 0, "torch CPU threads per process (0 = leave PyTorch's default)"),
+    Option("threads", int, 1, "torch CPU threads per process (0 = PyTorch's default, all cores; 1 is robust on busy or small machines)"),
     Option("progress", bool, True, "show tqdm progress bars"),
 )
 

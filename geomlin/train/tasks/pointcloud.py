@@ -44,6 +44,54 @@ def rotate_clouds(pos: Tensor, seed: int, reflections: bool = False) -> Tensor:
     return pos @ R.transpose(-1, -2)
 
 
+#: Bundled meshes used as extra classes (the sphere is already a synthetic class).
+MESH_NAMES = ("airplane", "ant", "nut")
+#: Random isotropic scale and jitter of the mesh clouds (as for the synthetic shapes).
+MESH_SCALE_RANGE, MESH_JITTER = (0.75, 1.25), 0.01
+
+
+def declared_group(name: str):
+    """The symmetry group named by ``--frame-group`` as a sampler for :mod:`geomlin.testing`, and in words."""
+    from geomlin.groups import E3, SE3, SO, O
+
+    table = {"E3": (E3(), "E(3) (rotations, reflections and translations of the cloud)"),
+             "SE3": (SE3(), "SE(3) (rotations and translations of the cloud)"),
+             "O3": (O(3), "O(3) (rotations and reflections about the origin)"),
+             "SO3": (SO(3), "SO(3) (rotations about the origin)")}
+    if name not in table:
+        raise UserError(f"unknown group {name!r}; expected one of {', '.join(table)}")
+    return table[name]
+
+
+def bundled_meshes() -> list:
+    """Paths of the bundled meshes ``datasets/meshes/{airplane,ant,nut}.ply`` that exist."""
+    from pathlib import Path
+
+    for base in (Path.cwd(), Path(__file__).resolve().parents[3]):
+        found = [base / "datasets" / "meshes" / f"{n}.ply" for n in MESH_NAMES]
+        if all(p.is_file() for p in found):
+            return found
+    return []
+
+
+def mesh_clouds(path, count: int, num_points: int, seed: int) -> Tensor:
+    """``count`` clouds ``(count, num_points, 3)`` float64 sampled on one mesh, centred, radius ~1,
+    randomly scaled and jittered like :func:`geomlin.datasets.synthetic_shapes` (upright)."""
+    from geomlin.datasets.meshes import read_mesh
+    from geomlin.datasets.surface import sample_surface
+
+    g = torch.Generator().manual_seed(seed)
+    verts, faces = read_mesh(path)
+    v = torch.from_numpy(verts).double()
+    v = v - v.mean(0)
+    v = v / v.norm(dim=-1).max()
+    pts = sample_surface(v, torch.from_numpy(faces), count * num_points, generator=g).reshape(count, num_points, 3)
+    pts = pts - pts.mean(dim=1, keepdim=True)
+    lo, hi = MESH_SCALE_RANGE
+    pts = pts * (lo + (hi - lo) * torch.rand(count, 1, 1, generator=g, dtype=torch.float64))
+    return pts + MESH_JITTER * torch.randn(pts.shape, generator=g, dtype=torch.float64)
+
+
 class GATrClassifier(nn.Module):
     """GATr on points embedded as PGA multivectors, mean-pooled invariant scalars -> linear head."""
 
@@ -74,10 +122,11 @@ class PointCloudTask(Task):
         Option("num_points", int, 128, "points per cloud"),
         Option("train_per_class", int, 120, "synthetic training shapes per class"),
         Option("test_per_class", int, 40, "synthetic test shapes per class"),
+        Option("meshes", bool, True, "add the bundled meshes (datasets/meshes: airplane, ant, nut) as classes"),
         Option("width", int, 32, "PointNet width w: per-point MLP 3 -> w -> 2w -> 4w, head 4w -> 2w -> classes"),
-        Option("frame_group", str, "E3", "group of the frame-averaged / canonicalized models",
+        Option("frame_group", str, "SE3", "group of the frame-averaged / canonicalized models",
                ("E3", "SE3", "O3", "SO3")),
-        Option("prior_weight", float, 1.0, "weight of the canonicalization prior |R - I|^2 (canonical model)"),
+        Option("prior_weight", float, 0.1, "weight of the canonicalization prior |R - I|^2 (canonical model)"),
         Option("schedule", str, "cosine", "learning-rate schedule", ("cosine", "constant")),
         Option("stop_after", int, 0, "stop after this epoch as if interrupted (0 = never; for resume tests)"),
     )
@@ -110,11 +159,23 @@ class PointCloudTask(Task):
             pos, y = ds.synthetic_shapes(cfg["train_per_class"], seed=seed + TRAIN_SEED_OFFSET, **kw)
             tpos, ty = ds.synthetic_shapes(cfg["test_per_class"], seed=seed + TEST_SEED_OFFSET, **kw)
             classes = list(ds.SHAPE_CLASSES)
+            if cfg["meshes"]:
+                for k, path in enumerate(bundled_meshes()):
+                    label = len(classes)
+                    classes.append(path.stem)
+                    for split, n, off in (("train", cfg["train_per_class"], TRAIN_SEED_OFFSET),
+                                          ("test", cfg["test_per_class"], TEST_SEED_OFFSET)):
+                        p = mesh_clouds(path, n, cfg["num_points"], seed + off + 7 * k).float()
+                        yy = torch.full((n,), label, dtype=torch.long)
+                        if split == "train":
+                            pos, y = torch.cat([pos, p]), torch.cat([y, yy])
+                        else:
+                            tpos, ty = torch.cat([tpos, p]), torch.cat([ty, yy])
         else:
             pos, y, tpos, ty, classes = self._modelnet(cfg)
         rotated = rotate_clouds(tpos.double(), cfg["seed"] + ROTATION_SEED_OFFSET).to(tpos.dtype)
         info = {"num_classes": len(classes), "classes": classes, "num_points": int(pos.shape[1]),
-                "dataset": cfg["dataset"]}
+                "dataset": cfg["dataset"], "frame_group": cfg["frame_group"]}
         return TaskData(train={"pos": pos, "y": y.long().reshape(-1)},
                         evals={TEST_UPRIGHT: {"pos": tpos, "y": ty.long().reshape(-1)},
                                TEST_ROTATED: {"pos": rotated, "y": ty.long().reshape(-1)}},
@@ -201,14 +262,12 @@ class PointCloudTask(Task):
 
     # --------------------------------------------------------------- audit
     def audit_spec(self, name: str, model: nn.Module, info: dict) -> AuditSpec:
-        from geomlin.groups import E3
-
         g = torch.Generator().manual_seed(0)
         pos = torch.randn(2, info.get("num_points", 64), 3, generator=g, dtype=torch.float64)
         pos = pos * torch.tensor([1.0, 0.7, 0.4], dtype=torch.float64)  # a clear PCA spectrum
-        return AuditSpec(fn=model, group=E3(), reps_in=("position",), reps_out="scalar", inputs=(pos,),
-                         description="class logits invariant under E(3) (rotations, reflections, "
-                                     "translations of the cloud)")
+        group, words = declared_group(info.get("frame_group", "E3"))
+        return AuditSpec(fn=model, group=group, reps_in=("position",), reps_out="scalar", inputs=(pos,),
+                         description=f"class logits invariant under {words}")
 
     def summary_lines(self, last: dict, model_names: list[str]) -> list[str]:
         key = f"/{TEST_ROTATED}_acc"
