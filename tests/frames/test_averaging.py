@@ -185,3 +185,14 @@ def test_bad_input(point_mlp, clouds):
     with pytest.raises(ValueError, match="leading dimension N_total"):
         FrameAveraging(point_mlp(out_dim=3, extra_dim=1), "E3", "vector", inputs="invariant")(
             flat, torch.ones(2, 1, dtype=torch.float64), batch=batch)
+
+
+def test_wraps_the_reference_pointnet_on_both_layouts(clouds):
+    from geomlin.models import PointNet
+
+    pos, mask, flat, batch = clouds()
+    net = PointNet(num_classes=3, point_widths=(16, 16), head_widths=(8,)).double()
+    fa = FrameAveraging(net, "E3", "invariant")
+    assert_equivariant(fa, E3(), "position", "invariant", inputs=(pos,), kwargs={"mask": mask})
+    assert_equivariant(fa, E3(), "position", "invariant", inputs=(flat,), kwargs={"batch": batch})
+    assert torch.allclose(fa(pos, mask=mask), fa(flat, batch=batch), atol=1e-12)
