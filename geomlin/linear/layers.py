@@ -20,7 +20,11 @@ from geomlin.reps.base import Rep, Scalar, common_group
 
 
 def check_features(x: Tensor, size: int, name: str = "x", what: str = "rep_in") -> None:
-    """Raise a clear error unless ``x`` is a finite floating tensor ``(..., size)``."""
+    """Raise a clear error unless ``x`` is a finite floating tensor ``(..., size)``.
+
+    The finiteness check is a ``ValueError`` on the CPU and an asynchronous
+    device-side assert elsewhere, so GPU forwards never wait for the host.
+    """
     if not isinstance(x, Tensor):
         raise TypeError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
     if not x.is_floating_point():
@@ -28,8 +32,11 @@ def check_features(x: Tensor, size: int, name: str = "x", what: str = "rep_in") 
     if x.ndim == 0 or x.shape[-1] != size:
         raise ValueError(f"{name} must have shape (..., {size}) for {what} of size {size}, "
                          f"got shape {tuple(x.shape)}")
-    if not torch.isfinite(x).all():
-        raise ValueError(f"{name} contains NaN or inf values")
+    if x.device.type == "cpu":
+        if not torch.isfinite(x).all():
+            raise ValueError(f"{name} contains NaN or inf values")
+    else:  # no host round trip on accelerators: an asynchronous device-side assert
+        torch._assert_async(torch.isfinite(x).all(), f"{name} contains NaN or inf values")
 
 
 class BlockLayout:
