@@ -19,10 +19,12 @@ from geomlin.linear.diagrams.enumerate import (
     spanning_diagrams,
 )
 from geomlin.linear.diagrams.families import GROUP_NAMES
+from geomlin.linear.diagrams.layer import DiagramLinear
 
 __all__ = [
     "GROUP_NAMES",
     "Diagram",
+    "DiagramLinear",
     "apply_diagram",
     "basis_size",
     "brauer_diagrams",
