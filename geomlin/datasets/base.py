@@ -31,6 +31,16 @@ class InMemoryList(InMemoryDataset):
         super().__init__(None, transform=transform, pre_transform=pre_transform, log=False)
         self._set_graphs(data_list)
 
+    def _start(self, transform: Callable | None, pre_transform: Callable | None,
+               pre_filter: Callable | None = None) -> None:
+        """Initialise the PyG base without a root (no raw/ or processed/ folders of PyG's own).
+
+        Subclasses call this first, then store their graphs with ``_set_graphs`` / ``_set_stacked``
+        or load a cache of their own.
+        """
+        InMemoryDataset.__init__(self, None, transform=transform, pre_transform=pre_transform,
+                                 pre_filter=pre_filter, log=False)
+
     def _set_graphs(self, data_list: Sequence[Data]) -> None:
         data_list = list(data_list)
         if not data_list:

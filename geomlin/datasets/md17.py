@@ -92,7 +92,7 @@ class NPZTrajectory(InMemoryList):
 
     def __init__(self, path: str | os.PathLike, transform: Callable | None = None,
                  pre_transform: Callable | None = None, dtype: torch.dtype = torch.float64):
-        super(InMemoryList, self).__init__(None, transform=transform, pre_transform=pre_transform, log=False)
+        self._start(transform, pre_transform)
         self.path = os.fspath(path)
         arrays = read_npz_trajectory(self.path)
         self.units = dict(MD17_UNITS)

@@ -66,7 +66,7 @@ class MeshPointClouds(InMemoryList):
                  labels: Sequence[int] | None = None, with_normals: bool = False, seed: int = 0,
                  transform: Callable | None = None, pre_transform: Callable | None = None,
                  dtype: torch.dtype = torch.float32):
-        super(InMemoryList, self).__init__(None, transform=transform, pre_transform=pre_transform, log=False)
+        self._start(transform, pre_transform)
         paths = [os.fspath(p) for p in paths]
         if not paths:
             raise ValueError("MeshPointClouds needs at least one mesh path")

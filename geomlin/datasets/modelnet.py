@@ -37,8 +37,7 @@ class ModelNet(InMemoryList):
                  with_normals: bool = False, seed: int = 0, transform: Callable | None = None,
                  pre_transform: Callable | None = None, pre_filter: Callable | None = None,
                  cache: bool = True, download: bool = False, progress: bool = True):
-        super(InMemoryList, self).__init__(None, transform=transform, pre_transform=pre_transform,
-                                           pre_filter=pre_filter, log=False)
+        self._start(transform, pre_transform, pre_filter)
         name = str(name)
         if name not in SOURCE:
             raise ValueError(f"name must be '10' or '40', got {name!r}")

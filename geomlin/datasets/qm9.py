@@ -52,8 +52,6 @@ TARGET_INDEX = {name: k for k, (name, *_rest) in enumerate(QM9_TARGETS)}
 
 #: Elements of QM9 in the order of the one-hot ``x`` columns.
 QM9_ELEMENTS = (1, 6, 7, 8, 9)
-#: V2000 bond types in the order of the one-hot ``edge_attr`` columns.
-QM9_BOND_TYPES = (1, 2, 3, 4)   # single, double, triple, aromatic
 
 #: Isolated-atom energies (Hartree) of H, C, N, O, F from the QM9 paper's atomref table,
 #: for targets U0, U, H, G; ``*_atom`` = total - sum of these (converted to eV).
@@ -215,8 +213,7 @@ class QM9(InMemoryList):
     def __init__(self, root: str | os.PathLike, transform: Callable | None = None,
                  pre_transform: Callable | None = None, pre_filter: Callable | None = None,
                  skip_uncharacterized: bool = True, cache: bool = True, download: bool = False):
-        super(InMemoryList, self).__init__(None, transform=transform, pre_transform=pre_transform,
-                                           pre_filter=pre_filter, log=False)
+        self._start(transform, pre_transform, pre_filter)
         self.root_dir = root = os.fspath(root)
         raw = _find_raw(root)
         if raw is None and download:

@@ -121,7 +121,7 @@ class SDFDataset(InMemoryList):
                  target_columns: Sequence[str] | None = None, id_column: str | None = None,
                  transform: Callable | None = None, pre_transform: Callable | None = None,
                  dtype: torch.dtype = torch.float32, cache_dir: str | os.PathLike | None = None):
-        super(InMemoryList, self).__init__(None, transform=transform, pre_transform=pre_transform, log=False)
+        self._start(transform, pre_transform)
         self.sdf_path = sdf_path = os.fspath(sdf_path)
         self.csv_path = csv_path = None if csv_path is None else os.fspath(csv_path)
         for p in (sdf_path, csv_path):

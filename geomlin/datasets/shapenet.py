@@ -54,7 +54,7 @@ class ShapeNetPart(InMemoryList):
     def __init__(self, root: str | os.PathLike, split: str = "trainval", categories: Sequence[str] | None = None,
                  include_normals: bool = True, transform: Callable | None = None,
                  pre_transform: Callable | None = None, cache: bool = True, dtype: torch.dtype = torch.float32):
-        super(InMemoryList, self).__init__(None, transform=transform, pre_transform=pre_transform, log=False)
+        self._start(transform, pre_transform)
         if split not in SPLITS:
             raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
         self.root_dir = root = os.fspath(root)

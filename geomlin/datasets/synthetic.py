@@ -230,7 +230,7 @@ class SyntheticShapes(InMemoryList):
                  jitter: float = 0.01, rotation: str | None = None, shuffle: bool = True,
                  dtype: torch.dtype = torch.float32, transform: Callable | None = None,
                  pre_transform: Callable | None = None):
-        super(InMemoryList, self).__init__(None, transform=transform, pre_transform=pre_transform, log=False)
+        self._start(transform, pre_transform)
         self.classes = tuple(SHAPE_CLASSES if classes is None else classes)
         pos, y = synthetic_shapes(num_per_class, num_points, seed, self.classes, scale_range, jitter,
                                   rotation, shuffle, dtype)
@@ -389,7 +389,7 @@ class NBody(InMemoryList):
                  dt: float = NBODY_DT, loc_std: float = NBODY_LOC_STD, vel_norm: float = NBODY_VEL_NORM,
                  strength: float = 1.0, fully_connected: bool = True, dtype: torch.dtype = torch.float32,
                  transform: Callable | None = None, pre_transform: Callable | None = None):
-        super(InMemoryList, self).__init__(None, transform=transform, pre_transform=pre_transform, log=False)
+        self._start(transform, pre_transform)
         sim = nbody(num_samples, n_particles, seed, burn_in_steps, horizon_steps, dt, loc_std, vel_norm, strength)
         self.dt, self.horizon_steps, self.n_particles = dt, horizon_steps, n_particles
         #: Prediction horizon in simulation time units.

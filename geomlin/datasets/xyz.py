@@ -26,7 +26,7 @@ class XYZDataset(InMemoryList):
     def __init__(self, path: str | os.PathLike, transform: Callable | None = None,
                  pre_transform: Callable | None = None, dtype: torch.dtype = torch.float64,
                  energy_unit: str = "file's unit", length_unit: str = "Angstrom"):
-        super(InMemoryList, self).__init__(None, transform=transform, pre_transform=pre_transform, log=False)
+        self._start(transform, pre_transform)
         self.path = os.fspath(path)
         self.energy_unit, self.length_unit = energy_unit, length_unit
         frames = read_xyz(self.path)
