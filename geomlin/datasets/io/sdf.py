@@ -73,13 +73,18 @@ def _record_error(path: str, rec: int, name: str, line: int, msg: str) -> ValueE
     return ValueError(f"{path}: record {rec} ({name!r}, line {line + 1}): {msg}")
 
 
-def read_sdf(path: str | os.PathLike, parse_properties: bool = True) -> SDFRecords:
+#: Files larger than this show a progress bar by default.
+PROGRESS_BYTES = 16 << 20
+
+
+def read_sdf(path: str | os.PathLike, parse_properties: bool = True, progress: bool | None = None) -> SDFRecords:
     """Read every record of a V2000 SD file.
 
     Parameters
     ----------
     path: the ``.sdf`` file.
     parse_properties: also collect ``> <tag>`` data items (set False to skip them).
+    progress: show a tqdm bar over records (default: for files over 16 MB, e.g. full QM9).
 
     Returns
     -------
@@ -95,12 +100,24 @@ def read_sdf(path: str | os.PathLike, parse_properties: bool = True) -> SDFRecor
     if not os.path.isfile(path):
         raise FileNotFoundError(f"SD file not found: {path}")
     with open(path, encoding="utf-8", errors="replace") as f:
-        lines = f.read().splitlines()
-    return parse_sdf_lines(lines, path, parse_properties)
+        text = f.read()
+    bar = None
+    if progress or (progress is None and len(text) > PROGRESS_BYTES):
+        from tqdm.auto import tqdm
+        bar = tqdm(total=text.count(RECORD_END), desc=f"reading {os.path.basename(path)}", unit="mol")
+    try:
+        return parse_sdf_lines(text.splitlines(), path, parse_properties, bar)
+    finally:
+        if bar is not None:
+            bar.close()
 
 
-def parse_sdf_lines(lines: list[str], path: str = "<sdf>", parse_properties: bool = True) -> SDFRecords:
-    """Parse the lines of an SD file; see :func:`read_sdf` (``path`` is only used in messages)."""
+def parse_sdf_lines(lines: list[str], path: str = "<sdf>", parse_properties: bool = True,
+                    bar=None) -> SDFRecords:
+    """Parse the lines of an SD file; see :func:`read_sdf` (``path`` is only used in messages).
+
+    ``bar`` is an optional tqdm bar advanced once per 4096 records.
+    """
     names, n_atoms, n_bonds, props = [], [], [], []
     atom_lines, bond_lines = [], []
     atom_starts = []                     # line number of each record's first atom line
@@ -163,6 +180,10 @@ def parse_sdf_lines(lines: list[str], path: str = "<sdf>", parse_properties: boo
         atom_starts.append(a0)
         props.append(tags)
         i = j + 1
+        if bar is not None and len(names) % 4096 == 0:
+            bar.update(4096)
+    if bar is not None:
+        bar.update(len(names) % 4096)
 
     num_atoms = np.asarray(n_atoms, dtype=np.int64)
     num_bonds = np.asarray(n_bonds, dtype=np.int64)
