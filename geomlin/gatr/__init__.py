@@ -14,7 +14,8 @@ Layers: :mod:`~geomlin.gatr.primitives` (pure functions on ``(..., 16)``) ->
 torch.Size([2, 10, 3])
 """
 
-from geomlin.gatr import primitives
+from geomlin.gatr import cgenn, primitives
+from geomlin.gatr.cgenn import CGENNBlock, CliffordGroup, GeometricProductLayer, MVLayerNorm, MVLinear, MVSiLU
 from geomlin.gatr.group import Pin301, pin_action
 from geomlin.gatr.layers import (
     EquiLayerNorm,
@@ -27,6 +28,8 @@ from geomlin.gatr.layers import (
 from geomlin.gatr.model import GATr
 
 __all__ = [
+    "CGENNBlock",
+    "CliffordGroup",
     "EquiLayerNorm",
     "EquiLinear",
     "GATr",
@@ -34,7 +37,12 @@ __all__ = [
     "GeometricAttention",
     "GeometricBilinear",
     "GeometricMLP",
+    "GeometricProductLayer",
+    "MVLayerNorm",
+    "MVLinear",
+    "MVSiLU",
     "Pin301",
+    "cgenn",
     "pin_action",
     "primitives",
 ]
