@@ -124,8 +124,17 @@ class DiagramLinear(nn.Module):
         order = []
         self._identity = None  # (bottom indices, first applied row) of the identity top
         if identity in tops:
-            self._identity = ([b for _, b in tops[identity]], 0)
-            order += [a for a, _ in tops.pop(identity)]
+            members = tops.pop(identity)
+            perms = []  # (position in the group, axis permutation) of pure-permutation bottoms
+            bottom_of = [b for _, b in members]
+            for r, (_, b) in enumerate(members):
+                op = self._bottoms[b]
+                if (not op.traced and not op.eps_in and not op.eps_out and not op.twist
+                        and all(len(p) == 1 for p in op.passing) and len(op.passing) == op.k):
+                    perms.append((r, tuple(p[0] for p in op.passing)))
+                    bottom_of[r] = None
+            self._identity = (bottom_of, 0, perms)
+            order += [a for a, _ in members]
         families: dict = {}
         for top, members in tops.items():
             families.setdefault(tuple(b for _, b in members), []).append((top, members))
@@ -198,12 +207,26 @@ class DiagramLinear(nn.Module):
         zs = [bottom_apply(b, xb, n) for b in self._bottoms]
         out = None
         if self._identity is not None:
-            # the top half is the identity: accumulate straight into the output buffer
-            members, start = self._identity
+            # the top half is the identity: pure axis permutations of x are mixed in one product
+            # and permuted on the way out (channel mixing commutes with axis permutations); any
+            # other bottom result is accumulated straight into the output buffer
+            members, start, perms = self._identity
+            if perms:
+                rows = [start + r for r, _ in perms]
+                W = weights[:, rows].transpose(0, 1).reshape(len(rows) * o, -1)
+                Y = torch.matmul(W, xb.reshape(B, self.in_channels, -1)).view(B, len(rows), *out_shape[1:])
+                for j, (_, perm) in enumerate(perms):
+                    term = Y[:, j].permute(0, 1, *(2 + a for a in perm))
+                    out = term.clone(memory_format=torch.contiguous_format) if out is None else out.add_(term)
             for r, b in enumerate(members):
+                if b is None:
+                    continue
                 W = weights[:, start + r].expand(B, -1, -1)
                 Z = zs[b].reshape(B, self.in_channels, -1)
-                out = torch.bmm(W, Z) if out is None else out.baddbmm_(W, Z)
+                if out is None:
+                    out = torch.bmm(W, Z)
+                else:
+                    out.view(B, o, -1).baddbmm_(W, Z)
         out = xb.new_zeros(out_shape) if out is None else out.view(out_shape)
         for f, (members, tops, start, stop) in enumerate(self._families):
             Z = zs[members[0]] if len(members) == 1 else torch.cat([zs[b] for b in members], dim=1)
