@@ -39,7 +39,8 @@ class FrameAveraging(nn.Module):
 
     Parameters
     ----------
-    backbone: any module; called ONCE on all frames folded into the batch dimension as
+    backbone: any module; called once on all frames folded into the batch dimension (or once per
+        chunk of ``frames_per_call`` frames) as
         ``backbone(pos, *extras)`` (padded, no mask), ``backbone(pos, *extras, mask=mask)``
         (padded ``(B * F, N, d)``), or ``backbone(pos, *extras, batch=batch)``
         (flat ``(F * N_total, d)``; plus ``edge_index=`` when given).
@@ -56,6 +57,10 @@ class FrameAveraging(nn.Module):
         eval mode the full frame is always used.
     on_degenerate: ``"raise" | "warn" | "sample" | "ignore"`` for degenerate spectra.
     gap_tol: relative eigenvalue gap below which a spectrum is degenerate.
+    frames_per_call: ``None`` (default) calls the backbone once on all ``|F|`` frames
+        folded into the batch (best on GPUs); an int ``k`` calls it ``ceil(|F| / k)`` times
+        on ``B * k`` inputs (bounds peak memory; on CPUs, where large batches run out of
+        cache, ``k = 1`` is often faster).
 
     Shapes
     ------
@@ -69,7 +74,7 @@ class FrameAveraging(nn.Module):
 
     def __init__(self, backbone: nn.Module, group="E3", output="invariant", *,
                  inputs: Sequence[str] | str = (), stochastic: bool = False, on_degenerate: str = "warn",
-                 gap_tol: float = DEFAULT_GAP_TOL):
+                 gap_tol: float = DEFAULT_GAP_TOL, frames_per_call: int | None = None):
         super().__init__()
         if not callable(backbone):
             raise TypeError(f"backbone must be callable, got {type(backbone).__name__}")
@@ -83,6 +88,10 @@ class FrameAveraging(nn.Module):
         self.stochastic = bool(stochastic)
         self.on_degenerate = on_degenerate
         self.gap_tol = float(gap_tol)
+        if frames_per_call is not None and (isinstance(frames_per_call, bool) or not isinstance(frames_per_call, int)
+                                            or frames_per_call < 1):
+            raise ValueError(f"frames_per_call must be a positive int or None, got {frames_per_call!r}")
+        self.frames_per_call = frames_per_call
 
     def extra_repr(self) -> str:
         return (f"group={self.frame_group.name}, output={self.output_kinds}, inputs={self.input_kinds}, "
@@ -128,32 +137,37 @@ class FrameAveraging(nn.Module):
         return self._forward_flat(pos, extras, kinds_in, batch, edge_index, Q, c)
 
     # ------------------------------------------------------------------ padded
+    def _chunks(self, F: int):
+        step = F if self.frames_per_call is None else min(self.frames_per_call, F)
+        return [(f0, min(f0 + step, F)) for f0 in range(0, F, step)]
+
     def _forward_padded(self, pos, extras, kinds_in, mask, Q, c):
         B, F = Q.shape[:2]
-        N, d = pos.shape[1], pos.shape[2]
         z = torch.einsum("bnd,bfde->bfne", pos - c[:, None], Q)  # Q^T (x - c) per frame
         if mask is not None:
             z = z * mask[:, None, :, None].to(z.dtype)
-        args = [z.reshape(B * F, N, d)]
+        args = [z]  # every argument as (B, F, ...)
         for k, x in zip(kinds_in, extras):
             if x.shape[0] != B:
                 raise ValueError(f"extra inputs of a padded batch need leading dimension B={B}, "
                                  f"got shape {tuple(x.shape)}")
             if k == "vector":
-                x = torch.einsum("bfde,b...d->bf...e", Q, x.to(Q.dtype))
+                args.append(torch.einsum("bfde,b...d->bf...e", Q, x.to(Q.dtype)))
             else:
-                x = x[:, None].expand(B, F, *x.shape[1:])
-            args.append(x.reshape(B * F, *x.shape[2:]))
-        kwargs = {} if mask is None else {"mask": mask.repeat_interleave(F, dim=0)}
-        out = self.backbone(*args, **kwargs)
-        outs = self._as_outputs(out)
-        results = []
-        for kind, y in zip(self.output_kinds, outs):
-            if y.shape[0] != B * F:
-                raise ValueError(f"backbone output must have leading dimension B * |F| = {B * F}, "
-                                 f"got shape {tuple(y.shape)}")
-            y = y.reshape(B, F, *y.shape[1:])
-            results.append(self._average(kind, y, Q, c))
+                args.append(x[:, None].expand(B, F, *x.shape[1:]))
+        pieces = []
+        for f0, f1 in self._chunks(F):
+            Fc = f1 - f0
+            kwargs = {} if mask is None else {"mask": mask.repeat_interleave(Fc, dim=0)}
+            outs = self._as_outputs(self.backbone(*(a[:, f0:f1].reshape(B * Fc, *a.shape[2:]) for a in args),
+                                                  **kwargs))
+            for y in outs:
+                if y.shape[0] != B * Fc:
+                    raise ValueError(f"backbone output must have leading dimension B * |F| = {B * Fc}, "
+                                     f"got shape {tuple(y.shape)}")
+            pieces.append([y.reshape(B, Fc, *y.shape[1:]) for y in outs])
+        results = [self._average(kind, torch.cat([p[i] for p in pieces], dim=1), Q, c)
+                   for i, kind in enumerate(self.output_kinds)]
         return results[0] if self.single_output else tuple(results)
 
     def _average(self, kind: str, y: Tensor, Q: Tensor, c: Tensor) -> Tensor:
@@ -171,10 +185,9 @@ class FrameAveraging(nn.Module):
     # -------------------------------------------------------------------- flat
     def _forward_flat(self, pos, extras, kinds_in, batch, edge_index, Q, c):
         B, F = Q.shape[:2]
-        n, d = pos.shape
+        n = pos.shape[0]
         Qn = Q[batch]  # (n, F, d, d)
-        z = torch.einsum("nd,nfde->fne", pos - c[batch], Qn).reshape(F * n, d)
-        args = [z]
+        args = [torch.einsum("nd,nfde->fne", pos - c[batch], Qn)]  # every argument as (F, m, ...)
         for k, x in zip(kinds_in, extras):
             if x.shape[0] == n:
                 Qx = Qn
@@ -184,26 +197,32 @@ class FrameAveraging(nn.Module):
                 raise ValueError(f"extra inputs of a flat batch need leading dimension N_total={n} (per "
                                  f"point) or B={B} (per graph), got shape {tuple(x.shape)}")
             if k == "vector":
-                x = torch.einsum("mfde,m...d->fm...e", Qx, x.to(Q.dtype))
+                args.append(torch.einsum("mfde,m...d->fm...e", Qx, x.to(Q.dtype)))
             else:
-                x = x[None].expand(F, *x.shape)
-            args.append(x.reshape(F * x.shape[1], *x.shape[2:]))
-        offsets = torch.arange(F, device=batch.device)
-        kwargs = {"batch": (batch[None] + B * offsets[:, None]).reshape(-1)}
-        if edge_index is not None:
-            kwargs["edge_index"] = (edge_index[:, None] + n * offsets[None, :, None]).reshape(2, -1)
-        outs = self._as_outputs(self.backbone(*args, **kwargs))
+                args.append(x[None].expand(F, *x.shape))
+        pieces = []
+        for f0, f1 in self._chunks(F):
+            Fc = f1 - f0
+            offsets = torch.arange(Fc, device=batch.device)
+            kwargs = {"batch": (batch[None] + B * offsets[:, None]).reshape(-1)}
+            if edge_index is not None:
+                kwargs["edge_index"] = (edge_index[:, None] + n * offsets[None, :, None]).reshape(2, -1)
+            outs = self._as_outputs(self.backbone(*(a[f0:f1].reshape(Fc * a.shape[1], *a.shape[2:])
+                                                    for a in args), **kwargs))
+            chunk = []
+            for y in outs:
+                if y.shape[0] not in (Fc * n, Fc * B):
+                    raise ValueError(f"backbone output must have leading dimension |F| * B = {Fc * B} (per "
+                                     f"graph) or |F| * N_total = {Fc * n} (per point), got shape {tuple(y.shape)}")
+                chunk.append(y.reshape(Fc, -1, *y.shape[1:]))  # (Fc, n or B, ...); per point wins ties
+            pieces.append(chunk)
         results = []
-        for kind, y in zip(self.output_kinds, outs):
-            if y.shape[0] == F * n:  # per point: frames of each point's graph
-                y = y.reshape(F, n, *y.shape[1:]).transpose(0, 1)
+        for i, kind in enumerate(self.output_kinds):
+            y = torch.cat([p[i] for p in pieces], dim=0).transpose(0, 1)  # (n or B, F, ...)
+            if y.shape[0] == n:  # per point: frames of each point's graph
                 results.append(self._average(kind, y, Qn, c[batch]))
-            elif y.shape[0] == F * B:
-                y = y.reshape(F, B, *y.shape[1:]).transpose(0, 1)
-                results.append(self._average(kind, y, Q, c))
             else:
-                raise ValueError(f"backbone output must have leading dimension |F| * B = {F * B} (per graph) "
-                                 f"or |F| * N_total = {F * n} (per point), got shape {tuple(y.shape)}")
+                results.append(self._average(kind, y, Q, c))
         return results[0] if self.single_output else tuple(results)
 
     def _as_outputs(self, out) -> tuple[Tensor, ...]:

@@ -196,3 +196,18 @@ def test_wraps_the_reference_pointnet_on_both_layouts(clouds):
     assert_equivariant(fa, E3(), "position", "invariant", inputs=(pos,), kwargs={"mask": mask})
     assert_equivariant(fa, E3(), "position", "invariant", inputs=(flat,), kwargs={"batch": batch})
     assert torch.allclose(fa(pos, mask=mask), fa(flat, batch=batch), atol=1e-12)
+
+
+@pytest.mark.parametrize("layout", ["padded", "flat"])
+def test_frames_per_call_chunks_give_the_same_result(layout, point_mlp, clouds):
+    pos, mask, flat, batch = clouds()
+    backbone = point_mlp(out_dim=3, level="point")
+    inputs, kwargs = ((pos,), {"mask": mask}) if layout == "padded" else ((flat,), {"batch": batch})
+    ref = FrameAveraging(backbone, "E3", "position")(*inputs, **kwargs)
+    for k in (1, 3, 8, 100):
+        chunked = FrameAveraging(backbone, "E3", "position", frames_per_call=k)
+        assert torch.allclose(chunked(*inputs, **kwargs), ref, atol=1e-12)
+    assert_equivariant(FrameAveraging(backbone, "E3", "position", frames_per_call=3), E3(), "position",
+                       "position", inputs=inputs, kwargs=kwargs)
+    with pytest.raises(ValueError, match="frames_per_call"):
+        FrameAveraging(backbone, "E3", frames_per_call=0)
