@@ -31,7 +31,7 @@ from geomlin.linear.diagrams.layer import DiagramLinear
 BATCH = 32
 CHANNELS = 8
 ORDER = 2
-#: Refuse dense weights larger than this (the machine is shared; see the README of benchmarks).
+#: Refuse dense weights larger than this (the benchmark machine is shared; keep the process small).
 DENSE_LIMIT_BYTES = 2 * 2 ** 30
 #: Columns of the dense weight built per chunk.
 BUILD_CHUNK = 256

@@ -7,7 +7,7 @@ factored code) and the group action ``g ⊗ .. ⊗ g`` of geomlin.groups.
 import pytest
 import torch
 
-from geomlin.linear.diagrams import apply_diagram, diagram_matrix, spanning_diagrams
+from geomlin.linear.diagrams import apply_diagram, diagram_matrix, levi_civita_diagrams, spanning_diagrams
 from geomlin.linear.diagrams.apply import levi_civita_matrix
 from geomlin.linear.diagrams.dense import levi_civita
 
@@ -133,3 +133,20 @@ def test_apply_errors_name_the_problem():
         apply_diagram(d, x, 3, "O", orbit=True)
     with pytest.raises(ValueError, match="use apply_diagram"):
         diagram_matrix(spanning_diagrams("O", 3, 3, 40)[0], 40, "O")
+
+
+def test_sparse_levi_civita_path_matches_dense(monkeypatch):
+    """Large n stores ε sparse (n! nonzeros); force that path on SO(3) and compare with the dense matrix."""
+    from geomlin.linear.diagrams import apply as apply_module
+
+    monkeypatch.setattr(apply_module, "MAX_DENSE_LEVI_CIVITA", 0)
+    apply_module.levi_civita_matrix.cache_clear()
+    try:
+        gen = torch.Generator().manual_seed(3)
+        for k, l in [(2, 1), (1, 2), (3, 0), (0, 3), (3, 2)]:
+            x = torch.randn(2, *([3] * k), generator=gen, dtype=torch.float64)
+            for d in levi_civita_diagrams(k, l, 3):
+                assert apply_module.levi_civita_matrix(3, sum(v < l for v in d.free)).is_sparse
+                _check(d, 3, "SO", x)
+    finally:
+        apply_module.levi_civita_matrix.cache_clear()
