@@ -133,6 +133,7 @@ class DiagramLinear(nn.Module):
                         and all(len(p) == 1 for p in op.passing) and len(op.passing) == op.k):
                     perms.append((r, tuple(p[0] for p in op.passing)))
                     bottom_of[r] = None
+            perms.sort(key=lambda item: item[1] != tuple(range(self.l)))  # identity first: contiguous sum
             self._identity = (bottom_of, 0, perms)
             order += [a for a, _ in members]
         families: dict = {}
@@ -215,9 +216,11 @@ class DiagramLinear(nn.Module):
                 rows = [start + r for r, _ in perms]
                 W = weights[:, rows].transpose(0, 1).reshape(len(rows) * o, -1)
                 Y = torch.matmul(W, xb.reshape(B, self.in_channels, -1)).view(B, len(rows), *out_shape[1:])
-                for j, (_, perm) in enumerate(perms):
-                    term = Y[:, j].permute(0, 1, *(2 + a for a in perm))
-                    out = term.clone(memory_format=torch.contiguous_format) if out is None else out.add_(term)
+                terms = [Y[:, j].permute(0, 1, *(2 + a for a in perm)) for j, (_, perm) in enumerate(perms)]
+                out = (terms[0].clone() if len(terms) == 1 else torch.add(terms[0], terms[1]))
+                out = out.contiguous()
+                for term in terms[2:]:
+                    out.add_(term)
             for r, b in enumerate(members):
                 if b is None:
                     continue
