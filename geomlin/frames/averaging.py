@@ -121,7 +121,7 @@ class FrameAveraging(nn.Module):
                 edge_index: Tensor | None = None, num_graphs: int | None = None,
                 generator: torch.Generator | None = None):
         """Frame-averaged backbone output(s); see the class docstring for shapes."""
-        if len(extras) != len(self.input_kinds) and not (len(self.input_kinds) == 0):
+        if self.input_kinds and len(extras) != len(self.input_kinds):
             raise ValueError(f"expected {len(self.input_kinds)} extra inputs {self.input_kinds}, "
                              f"got {len(extras)}")
         kinds_in = self.input_kinds or ("invariant",) * len(extras)
