@@ -10,10 +10,18 @@ product of :mod:`geomlin.linear.diagrams.apply`.
 Execution plan (built once in ``__init__``): the diagrams actually applied
 (S_n: the diagram-basis elements the orbit basis expands into) are split into
 bottom halves (reading the input) and top halves (writing the output).
-Each distinct bottom half runs once; diagrams sharing a top half have their
-bottom results concatenated along the channel axis and mixed by one matrix
-product, then written with one strided add. For S_n with k = l = 2 this is
-7 contractions and 6 writes for the 15 diagrams.
+
+* every distinct bottom half runs once (one strided view, at most one sum);
+* top halves fed by the same list of bottom results form a *family*: the
+  results are concatenated along the channel axis and mixed by one matrix
+  product for all tops of the family, each top then written by a strided add;
+  bias terms whose top is a broadcast ride along in that product;
+* the identity top half: bottoms that are pure axis permutations are mixed in
+  one product with ``x`` and permuted on the way out (channel mixing commutes
+  with axis permutations), other bottoms accumulate in place (``baddbmm_``).
+
+For S_n with k = l = 2: 7 strided contractions, 4 matrix products and 5
+strided writes for the 15 diagrams.
 """
 
 from __future__ import annotations
