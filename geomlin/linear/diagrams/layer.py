@@ -20,7 +20,7 @@ bottom halves (reading the input) and top halves (writing the output).
   one product with ``x`` and permuted on the way out (channel mixing commutes
   with axis permutations), other bottoms accumulate in place (``baddbmm_``).
 
-For S_n with k = l = 2: 7 strided contractions, 4 matrix products and 5
+For S_n with k = l = 2: 7 strided contractions (2 are free views), 3 matrix products and 5
 strided writes for the 15 diagrams.
 """
 
