@@ -29,6 +29,7 @@ images use :class:`geomlin.frames.images.ImageCanonicalizer` (C4/D4).
 from __future__ import annotations
 
 import math
+from abc import ABC, abstractmethod
 from collections.abc import Sequence
 
 import torch
@@ -97,27 +98,32 @@ def gram_schmidt_orthogonal(vectors: Tensor, special: bool) -> Tensor:
     return q
 
 
-class Canonicalizer(nn.Module):
-    """Base class of the canonicalization contract (see the module docstring).
+class Canonicalizer(nn.Module, ABC):
+    """Abstract base of the canonicalization contract (see the module docstring).
 
     Subclasses implement ``forward``, ``canonicalize``, ``invert``, ``prior_loss`` and
     ``identity_metric``; all take and return explicit tensors or group elements.
     """
 
-    def forward(self, x: Tensor, **kwargs):  # pragma: no cover - abstract
-        raise NotImplementedError
+    @abstractmethod
+    def forward(self, x: Tensor, **kwargs):
+        """Predicted group elements of the batch ``x``."""
 
-    def canonicalize(self, x: Tensor, g, kind: str | None = None, **kwargs) -> Tensor:  # pragma: no cover
-        raise NotImplementedError
+    @abstractmethod
+    def canonicalize(self, x: Tensor, g, kind: str | None = None, **kwargs) -> Tensor:
+        """``g^{-1} . x``."""
 
-    def invert(self, y: Tensor, g, kind: str, **kwargs) -> Tensor:  # pragma: no cover
-        raise NotImplementedError
+    @abstractmethod
+    def invert(self, y: Tensor, g, kind: str, **kwargs) -> Tensor:
+        """``g . y`` for an output of the given kind."""
 
-    def prior_loss(self, g) -> Tensor:  # pragma: no cover
-        raise NotImplementedError
+    @abstractmethod
+    def prior_loss(self, g) -> Tensor:
+        """Scalar distance of ``g`` to the identity."""
 
-    def identity_metric(self, g) -> Tensor:  # pragma: no cover
-        raise NotImplementedError
+    @abstractmethod
+    def identity_metric(self, g) -> Tensor:
+        """Scalar fraction of ``g`` at the identity."""
 
 
 class PointCloudCanonicalizer(Canonicalizer):

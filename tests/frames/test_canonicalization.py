@@ -153,3 +153,10 @@ def test_bad_input(clouds):
         can.invert(pos, g, "regular")
     with pytest.raises(TypeError, match="Canonicalizer"):
         Canonicalization(torch.nn.Linear(3, 3), torch.nn.Linear(3, 3))
+
+
+def test_the_contract_is_abstract():
+    from geomlin.frames import Canonicalizer
+
+    with pytest.raises(TypeError, match="abstract"):
+        Canonicalizer()
