@@ -17,7 +17,6 @@ The measurement is :func:`geomlin.testing.equivariance_check` in float64.
 
 from __future__ import annotations
 
-import copy
 import importlib
 import importlib.util
 import sys
@@ -65,7 +64,8 @@ def _measure(name: str, spec: AuditSpec, n_samples: int, seed: int) -> AuditResu
 
 
 def _as_float64(model: nn.Module) -> nn.Module:
-    model = copy.deepcopy(model).double()
+    # In place: the audited modules are built for the audit (and some reps do not deep-copy).
+    model = model.double()
     model.eval()
     return model
 

@@ -77,7 +77,7 @@ def test_molecules_quick_on_a_given_trajectory(tmp_path):
 
 
 def test_resume_after_epoch_one_matches_uninterrupted_run(tmp_path):
-    common = ["train", "pointcloud", "--quick", "--epochs", "2", "--model", "pointnet,frame_avg,canonical",
+    common = ["train", "pointcloud", "--quick", "--epochs", "2", "--model", "pointnet,frame_avg",
               "--no-progress", "--seed", "3"]
     assert main([*common, "--out", str(tmp_path / "full")]) == 0
     assert main([*common, "--out", str(tmp_path / "cut"), "--stop-after", "1"]) == 0
@@ -118,32 +118,36 @@ def _cli(*args, cwd=None):
     (["train", "pointcloud", "--epochs", "many"], "epochs must be a int"),
     (["audit", "/nonexistent/checkpoint.pt"], "checkpoint not found"),
 ])
-def test_user_errors_are_one_line(args, msg):
-    r = _cli(*args)
-    assert r.returncode == 2, r.stderr
-    assert "Traceback" not in r.stderr
-    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
-    assert len(lines) == 1 and msg in lines[0], r.stderr
+def test_user_errors_are_one_line(args, msg, capsys):
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert len(lines) == 1 and msg in lines[0] and lines[0].startswith("geomlin: error: "), err
 
 
-def test_bad_config_key_and_corrupt_checkpoint(tmp_path):
+def test_bad_config_key_and_corrupt_checkpoint(tmp_path, capsys):
     (tmp_path / "c.json").write_text('{"epochs": 1, "learning_rate": 0.1}')
-    r = _cli("train", "pointcloud", "--config", str(tmp_path / "c.json"))
-    assert r.returncode == 2 and "unknown config key 'learning_rate'" in r.stderr
-    assert len(r.stderr.strip().splitlines()) == 1
+    assert main(["train", "pointcloud", "--config", str(tmp_path / "c.json")]) == 2
+    err = capsys.readouterr().err
+    assert "unknown config key 'learning_rate'" in err and len(err.strip().splitlines()) == 1
     (tmp_path / "checkpoint.pt").write_bytes(b"PK\x03\x04garbage")
-    for args in (["audit", str(tmp_path / "checkpoint.pt")],
-                 ["train", "pointcloud", "--resume", str(tmp_path / "checkpoint.pt")]):
-        r = _cli(*args)
-        assert r.returncode == 2 and "corrupt or unreadable checkpoint" in r.stderr, r.stderr
-        assert "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1
+    assert main(["train", "pointcloud", "--resume", str(tmp_path / "checkpoint.pt")]) == 2
+    err = capsys.readouterr().err
+    assert "corrupt or unreadable checkpoint" in err and len(err.strip().splitlines()) == 1
+    # and once as a real process: exit status 2, one line, no traceback
+    r = _cli("audit", str(tmp_path / "checkpoint.pt"))
+    assert r.returncode == 2 and "corrupt or unreadable checkpoint" in r.stderr, r.stderr
+    assert "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1
 
 
-def test_version_and_help():
+def test_version_and_help(capsys):
     r = _cli("--version")
     assert r.returncode == 0 and r.stdout.startswith("geomlin ")
-    r = _cli("train", "pointcloud", "--help")
-    assert r.returncode == 0 and "--resume" in r.stdout and "--config" in r.stdout
+    with pytest.raises(SystemExit) as exit_info:
+        main(["train", "pointcloud", "--help"])
+    assert exit_info.value.code == 0
+    out = capsys.readouterr().out
+    assert "--resume" in out and "--config" in out and "frame_avg" in out
 
 
 def test_bench_runs_scripts(tmp_path, capsys):
@@ -156,3 +160,31 @@ def test_bench_runs_scripts(tmp_path, capsys):
     assert run_benchmarks(tmp_path, quick=False) == 1
     out = capsys.readouterr().out
     assert "bench_toy" in out and "failed (exit 3)" in out
+
+
+def test_audit_module_references(tmp_path, capsys):
+    (tmp_path / "user_models.py").write_text(
+        "import torch\n"
+        "from geomlin.groups import SO\n"
+        "from geomlin.reps import V\n"
+        "from geomlin.linear import EquivariantLinear\n"
+        "def build():\n"
+        "    return EquivariantLinear(V(SO(3)) ** 2, V(SO(3)))\n"
+        "class Broken(torch.nn.Module):\n"
+        "    def __init__(self):\n"
+        "        super().__init__()\n"
+        "        self.lin = torch.nn.Linear(3, 3)\n"
+        "    def forward(self, x):\n"
+        "        return self.lin(x)\n"
+        "    def equivariance_spec(self):\n"
+        "        from geomlin.train import AuditSpec\n"
+        "        x = torch.randn(4, 3, dtype=torch.float64)\n"
+        "        return AuditSpec(self, SO(3), 'vector', 'vector', (x,), 'a plain linear layer')\n")
+    assert main(["audit", f"{tmp_path / 'user_models.py'}:build", "--samples", "3"]) == 0
+    assert "float64 precision" in capsys.readouterr().out
+    assert main(["audit", f"{tmp_path / 'user_models.py'}:Broken", "--samples", "3"]) == 0
+    assert "NOT equivariant" in capsys.readouterr().out
+    assert main(["audit", "torch.nn:Identity"]) == 2
+    assert "declares no symmetry group" in capsys.readouterr().err
+    assert main(["audit", "no_such_module_xyz:thing"]) == 2
+    assert "cannot import module" in capsys.readouterr().err

@@ -83,6 +83,7 @@ class MoleculesTask(Task):
         "gaunt": "Gaunt-tensor-product potential (geomlin.gaunt), E(3) invariant energy",
         "egnn": "EGNN-style invariant message passing potential (Satorras et al. 2021)",
     }
+    default_overrides: ClassVar[dict] = {"epochs": 15, "batch_size": 32, "lr": 2e-3}
     primary_metric = f"{TEST}_force_mae"
     higher_is_better = False
     eval_needs_grad = True

@@ -80,6 +80,7 @@ class NBodyTask(Task):
         "egnn": "EGNN (Satorras et al. 2021), E(3) equivariant",
         "mlp": "MLP on flattened coordinates (not equivariant)",
     }
+    default_overrides: ClassVar[dict] = {"epochs": 10, "batch_size": 64, "lr": 1e-3}
     primary_metric = f"{TEST_ROTATED}_mse"
     higher_is_better = False
 
