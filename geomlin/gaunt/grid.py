@@ -119,3 +119,79 @@ def from_grid(values: Tensor, lmax: int, n_theta: int, n_phi: int) -> Tensor:
     lat = (dft @ values).view(2 * (lmax + 1), -1, n_theta)  # (m part, B, n_theta)
     out = torch.bmm(lat, leg)  # (m part, B, l)
     return out.transpose(0, 1)[:, mp, ls]
+
+
+# ---------------------------------------------------------------- the product with longitude symmetry
+@cache
+def half_longitude_tables(lmax1: int, lmax2: int, lmax_out: int, n_phi: int) -> tuple[Tensor, ...]:
+    """Real DFTs on the half circle ``k = 0..n_phi // 2``, float64.
+
+    ``cos(m phi)`` is even and ``sin(m phi)`` odd under ``phi -> -phi``, so a
+    function is ``E[k] + O[k]`` at ``phi_k`` and ``E[k] - O[k]`` at ``-phi_k`` with
+    ``E = Phi_c @ g_cos`` and ``O = Phi_s @ g_sin`` on the half circle only.  The
+    product's even part ``E1 E2 + O1 O2`` carries every cosine coefficient and its
+    odd part ``E1 O2 + O1 E2`` every sine coefficient: half the DFT work of the
+    full circle, same exactness.
+
+    Returns ``cos1, sin1 (K, L1+1)``, ``cos2, sin2 (K, L2+1)`` and the projections
+    ``cos_out, sin_out (Lo+1, K)`` (with the half-circle multiplicities and ``2 pi / n_phi``).
+    """
+    half = n_phi // 2
+    k = np.arange(half + 1)
+    phi = 2.0 * np.pi * k / n_phi
+
+    def synth(L):
+        m = np.arange(L + 1)
+        c = _SQRT2 * np.cos(np.outer(phi, m))
+        c[:, 0] = 1.0
+        s = _SQRT2 * np.sin(np.outer(phi, m))
+        s[:, 0] = 0.0
+        return c, s
+
+    mult = np.full(half + 1, 2.0)
+    mult[0] = 1.0
+    if n_phi % 2 == 0:
+        mult[half] = 1.0
+    c1, s1 = synth(lmax1)
+    c2, s2 = synth(lmax2)
+    co, so = synth(lmax_out)
+    scale = (mult * 2.0 * np.pi / n_phi)[:, None]
+    return tuple(torch.from_numpy(np.ascontiguousarray(a)) for a in (c1, s1, c2, s2, (co * scale).T, (so * scale).T))
+
+
+def _latitudes(x: Tensor, lmax: int, n_theta: int, n_phi: int) -> Tensor:
+    """``x (B, D)`` -> per-m Legendre sums ``(L+1 [m], 2 [part], B * n_theta)``."""
+    leg, _, idx = _tables("synthesis", lmax, n_theta, n_phi, x)
+    M2 = 2 * (lmax + 1)
+    cols = x.index_select(1, idx).view(x.shape[0], M2, lmax + 1).transpose(0, 1)  # (m part, B, l)
+    return torch.bmm(cols, leg).view(lmax + 1, 2, -1)
+
+
+def gaunt_on_half_grid(x1: Tensor, x2: Tensor, lmax1: int, lmax2: int, lmax_out: int,
+                       n_theta: int, n_phi: int) -> Tensor:
+    """Gaunt product ``(B, D1), (B, D2) -> (B, Do)`` through the half-longitude grid (see
+    :func:`half_longitude_tables`); exact when ``(n_theta, n_phi)`` is exact for degree ``L1 + L2 + Lo``."""
+    key = ("half", lmax1, lmax2, lmax_out, n_theta, n_phi, str(x1.device), x1.dtype)
+    if key not in _CACHE:
+        _, leg = projection_tables(lmax_out, n_theta, n_phi)  # rows (m, part); the half route wants (part, m)
+        leg = torch.cat([leg[COS::2], leg[SIN::2]])
+        mp, ls = scatter_index(lmax_out)
+        mp = (mp % 2) * (lmax_out + 1) + mp // 2
+        _CACHE[key] = tuple(t.to(device=x1.device, dtype=x1.dtype)
+                            for t in half_longitude_tables(lmax1, lmax2, lmax_out, n_phi) + (leg,)) + (
+            mp.to(x1.device), ls.to(x1.device))
+    c1, s1, c2, s2, co, so, leg, mp, ls = _CACHE[key]
+    g1 = _latitudes(x1, lmax1, n_theta, n_phi)
+    g2 = _latitudes(x2, lmax2, n_theta, n_phi)
+    e1, o1 = c1 @ g1[:, COS], s1 @ g1[:, SIN]  # (K, B n_theta)
+    e2, o2 = c2 @ g2[:, COS], s2 @ g2[:, SIN]
+    Mo = lmax_out + 1
+    even, odd = torch.addcmul(e1 * e2, o1, o2), torch.addcmul(e1 * o2, o1, e2)
+    if torch.is_grad_enabled() and (x1.requires_grad or x2.requires_grad):
+        lat = torch.stack([co @ even, so @ odd])  # (part, m, B n_theta)
+    else:  # write both halves in place (out= has no autograd)
+        lat = x1.new_empty(2, Mo, e1.shape[1])
+        torch.mm(co, even, out=lat[COS])
+        torch.mm(so, odd, out=lat[SIN])
+    out = torch.bmm(lat.view(2 * Mo, -1, n_theta), leg)  # (part m, B, l)
+    return out.transpose(0, 1)[:, mp, ls]

@@ -104,9 +104,8 @@ def _gaunt_grid(x1: Tensor, x2: Tensor, lmax1: int, lmax2: int, lmax_out: int) -
     chunk = max(64, GRID_CHUNK_POINTS // (n_theta * n_phi))
     outs = []
     for start in range(0, x1.shape[0], chunk):
-        values = (G.to_grid(x1[start:start + chunk], lmax1, n_theta, n_phi)
-                  * G.to_grid(x2[start:start + chunk], lmax2, n_theta, n_phi))
-        outs.append(G.from_grid(values, lmax_out, n_theta, n_phi))
+        outs.append(G.gaunt_on_half_grid(x1[start:start + chunk], x2[start:start + chunk], lmax1, lmax2,
+                                         lmax_out, n_theta, n_phi))
     return outs[0] if len(outs) == 1 else torch.cat(outs, dim=0)
 
 
