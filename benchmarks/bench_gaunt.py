@@ -134,21 +134,23 @@ def main():
     parser.add_argument("--quick", action="store_true", help="small sizes, < 60 s")
     parser.add_argument("--threads", type=int, nargs="+", default=[1, 2])
     parser.add_argument("--e3nn-max", type=int, default=8,
-                        help="largest L for the e3nn Gaunt TP (its construction is slow; wigner_3j stops near 11)")
+                        help="largest L for the e3nn Gaunt TP (its construction and runs are slow at high L)")
     parser.add_argument("--reps", type=int, default=5)
+    parser.add_argument("--lmax", type=int, nargs="+", default=None, help="degrees to run (default 1 2 4 6 8 12 16)")
+    parser.add_argument("--forward-only", action="store_true")
     args = parser.parse_args()
     torch.manual_seed(0)
     check_e3nn_equivalence()
     if args.quick:
         lmaxes, batch, reps, threads, e3nn_max, full_max, fft_max = [1, 4, 8], 256, 3, [1], 4, 2, 4
     else:
-        lmaxes, batch, reps, threads = [1, 2, 4, 6, 8, 12, 16], 1024, args.reps, args.threads
-        e3nn_max, full_max, fft_max = min(args.e3nn_max, 11), 4, 8
+        lmaxes, batch, reps, threads = args.lmax or [1, 2, 4, 6, 8, 12, 16], 1024, args.reps, args.threads
+        e3nn_max, full_max, fft_max = args.e3nn_max, 4, 8
     print(f"batch {batch} x 32 channels, float32, lmax1 = lmax2 = lmax_out = L; medians of {reps} interleaved runs; "
-          f"e3nn Gaunt TP skipped above L = {e3nn_max} (construction time / e3nn wigner_3j range), "
+          f"e3nn Gaunt TP skipped above L = {e3nn_max} (construction and run time), "
           f"Full TP above {full_max} (context only), fft above {fft_max} (slowest method here)")
     for n in threads:
-        for backward in (False, True):
+        for backward in (False,) if args.forward_only else (False, True):
             rows = run(lmaxes, batch, 32, reps, n, e3nn_max, full_max, fft_max, backward)
             print_table(rows, f"{'forward + backward' if backward else 'forward'}, {n} thread(s)")
 
