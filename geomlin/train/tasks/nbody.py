@@ -68,8 +68,9 @@ class NBodyTask(Task):
     description = "charged n-body dynamics: predict positions a fixed time ahead (GATr, EGNN, MLP)"
     options = (
         Option("n_train", int, 3000, "training systems"),
-        Option("n_test", int, 1000, "test systems"),
+        Option("n_test", int, 500, "test systems"),
         Option("n_particles", int, 5, "particles per system"),
+        Option("burn_in_steps", int, 1000, "integration steps before the input frame (EGNN uses 3000)"),
         Option("horizon_steps", int, 1000, "integration steps (of dt = 0.001) between input and target"),
         Option("schedule", str, "cosine", "learning-rate schedule", ("cosine", "constant")),
         Option("stop_after", int, 0, "stop after this epoch as if interrupted (0 = never; for resume tests)"),
@@ -85,17 +86,20 @@ class NBodyTask(Task):
     higher_is_better = False
 
     def quick_preset(self, cfg: dict) -> dict:
-        return {"epochs": 1, "n_train": 128, "n_test": 64, "horizon_steps": 200}
+        return {"epochs": 1, "n_train": 128, "n_test": 64, "burn_in_steps": 100, "horizon_steps": 200}
 
     def validate(self, cfg: dict) -> None:
         if cfg["n_particles"] < 2:
             raise UserError(f"--n-particles must be at least 2, got {cfg['n_particles']}")
+        if cfg["burn_in_steps"] < 0:
+            raise UserError(f"--burn-in-steps must be >= 0, got {cfg['burn_in_steps']}")
         if cfg["horizon_steps"] < 1:
             raise UserError(f"--horizon-steps must be at least 1, got {cfg['horizon_steps']}")
 
     def build_data(self, cfg: dict) -> TaskData:
         ds = _require("geomlin.datasets", "the n-body task")
-        kw = {"n_particles": cfg["n_particles"], "horizon_steps": cfg["horizon_steps"]}
+        kw = {"n_particles": cfg["n_particles"], "horizon_steps": cfg["horizon_steps"],
+              "burn_in_steps": cfg["burn_in_steps"]}
         train = ds.nbody(cfg["n_train"], seed=cfg["seed"] + TRAIN_SEED_OFFSET, **kw)
         test = ds.nbody(cfg["n_test"], seed=cfg["seed"] + TEST_SEED_OFFSET, **kw)
         pick = lambda d: {k: d[k].float() for k in ("pos", "vel", "charges", "target_pos")}
