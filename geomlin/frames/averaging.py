@@ -22,6 +22,8 @@ from geomlin.frames.pca import DEFAULT_GAP_TOL, DEGENERATE_POLICIES, as_frame_gr
 
 #: Output kinds understood by :class:`FrameAveraging`.
 OUTPUT_KINDS = ("invariant", "vector", "position")
+#: Frames per backbone call on CPU with ``frames_per_call="auto"`` (measured in bench_frames).
+CPU_FRAMES_PER_CALL = 1
 #: Kinds of extra positional inputs.
 INPUT_KINDS = ("invariant", "vector")
 
@@ -57,10 +59,11 @@ class FrameAveraging(nn.Module):
         eval mode the full frame is always used.
     on_degenerate: ``"raise" | "warn" | "sample" | "ignore"`` for degenerate spectra.
     gap_tol: relative eigenvalue gap below which a spectrum is degenerate.
-    frames_per_call: ``None`` (default) calls the backbone once on all ``|F|`` frames
-        folded into the batch (best on GPUs); an int ``k`` calls it ``ceil(|F| / k)`` times
-        on ``B * k`` inputs (bounds peak memory; on CPUs, where large batches run out of
-        cache, ``k = 1`` is often faster).
+    frames_per_call: ``None`` calls the backbone once on all ``|F|`` frames folded into
+        the batch (the fast path on GPUs); an int ``k`` calls it ``ceil(|F| / k)`` times on
+        ``B * k`` inputs (bounds peak memory). ``"auto"`` (default): ``None`` on
+        accelerators, ``CPU_FRAMES_PER_CALL`` on CPUs, where a ``|F|`` times larger batch
+        falls out of cache and runs slower per input (see ``benchmarks/bench_frames.py``).
 
     Shapes
     ------
@@ -74,7 +77,7 @@ class FrameAveraging(nn.Module):
 
     def __init__(self, backbone: nn.Module, group="E3", output="invariant", *,
                  inputs: Sequence[str] | str = (), stochastic: bool = False, on_degenerate: str = "warn",
-                 gap_tol: float = DEFAULT_GAP_TOL, frames_per_call: int | None = None):
+                 gap_tol: float = DEFAULT_GAP_TOL, frames_per_call: int | str | None = "auto"):
         super().__init__()
         if not callable(backbone):
             raise TypeError(f"backbone must be callable, got {type(backbone).__name__}")
@@ -88,9 +91,9 @@ class FrameAveraging(nn.Module):
         self.stochastic = bool(stochastic)
         self.on_degenerate = on_degenerate
         self.gap_tol = float(gap_tol)
-        if frames_per_call is not None and (isinstance(frames_per_call, bool) or not isinstance(frames_per_call, int)
-                                            or frames_per_call < 1):
-            raise ValueError(f"frames_per_call must be a positive int or None, got {frames_per_call!r}")
+        if frames_per_call not in (None, "auto") and (isinstance(frames_per_call, bool)
+                                                      or not isinstance(frames_per_call, int) or frames_per_call < 1):
+            raise ValueError(f"frames_per_call must be 'auto', None or a positive int, got {frames_per_call!r}")
         self.frames_per_call = frames_per_call
 
     def extra_repr(self) -> str:
@@ -137,8 +140,11 @@ class FrameAveraging(nn.Module):
         return self._forward_flat(pos, extras, kinds_in, batch, edge_index, Q, c)
 
     # ------------------------------------------------------------------ padded
-    def _chunks(self, F: int):
-        step = F if self.frames_per_call is None else min(self.frames_per_call, F)
+    def _chunks(self, F: int, device: torch.device):
+        per_call = self.frames_per_call
+        if per_call == "auto":
+            per_call = CPU_FRAMES_PER_CALL if device.type == "cpu" else None
+        step = F if per_call is None else min(per_call, F)
         return [(f0, min(f0 + step, F)) for f0 in range(0, F, step)]
 
     def _forward_padded(self, pos, extras, kinds_in, mask, Q, c):
@@ -156,7 +162,7 @@ class FrameAveraging(nn.Module):
             else:
                 args.append(x[:, None].expand(B, F, *x.shape[1:]))
         pieces = []
-        for f0, f1 in self._chunks(F):
+        for f0, f1 in self._chunks(F, pos.device):
             Fc = f1 - f0
             kwargs = {} if mask is None else {"mask": mask.repeat_interleave(Fc, dim=0)}
             outs = self._as_outputs(self.backbone(*(a[:, f0:f1].reshape(B * Fc, *a.shape[2:]) for a in args),
@@ -201,7 +207,7 @@ class FrameAveraging(nn.Module):
             else:
                 args.append(x[None].expand(F, *x.shape))
         pieces = []
-        for f0, f1 in self._chunks(F):
+        for f0, f1 in self._chunks(F, pos.device):
             Fc = f1 - f0
             offsets = torch.arange(Fc, device=batch.device)
             kwargs = {"batch": (batch[None] + B * offsets[:, None]).reshape(-1)}

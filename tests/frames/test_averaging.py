@@ -203,8 +203,8 @@ def test_frames_per_call_chunks_give_the_same_result(layout, point_mlp, clouds):
     pos, mask, flat, batch = clouds()
     backbone = point_mlp(out_dim=3, level="point")
     inputs, kwargs = ((pos,), {"mask": mask}) if layout == "padded" else ((flat,), {"batch": batch})
-    ref = FrameAveraging(backbone, "E3", "position")(*inputs, **kwargs)
-    for k in (1, 3, 8, 100):
+    ref = FrameAveraging(backbone, "E3", "position", frames_per_call=None)(*inputs, **kwargs)
+    for k in ("auto", 1, 3, 8, 100):
         chunked = FrameAveraging(backbone, "E3", "position", frames_per_call=k)
         assert torch.allclose(chunked(*inputs, **kwargs), ref, atol=1e-12)
     assert_equivariant(FrameAveraging(backbone, "E3", "position", frames_per_call=3), E3(), "position",
