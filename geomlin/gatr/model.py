@@ -13,6 +13,14 @@ Batches come in two layouts:
 The join reference (the multivector whose pseudoscalar makes the join equivariant) is the
 mean of the input multivectors of each set, so each set's reference moves with that set;
 pass ``join_reference`` to fix it instead.
+
+Points and reflections: the Pin action sends a point ``P`` to ``-P'`` under a reflection,
+while ``embed_point`` of the reflected coordinates gives ``+P'``. For inputs without a
+pseudoscalar part (point clouds) the data reference has ``<ref>_{e0123} = 0``, the join term
+vanishes, and the extracted output points then move exactly with E(3), reflections included
+(tested). A reference with a pseudoscalar part (learned or fixed) switches the join on; the
+model stays Pin(3,0,1)-equivariant, but extracted coordinates are then only guaranteed to
+follow proper motions (SE(3)) when inputs are re-embedded from reflected coordinates.
 """
 
 from __future__ import annotations
