@@ -226,3 +226,12 @@ def test_sandwich_identities(metric, k, seed):
     # vectors keep their quadratic form
     vec = alg.grade_projection(x, 1)
     torch.testing.assert_close(alg.norm_squared(rho(v, vec)), alg.norm_squared(vec), rtol=1e-9, atol=1e-9)
+
+
+def test_six_dimensional_algebra():
+    alg = CliffordAlgebra((1, 1, 1, -1, -1, 0))
+    assert alg.dim == 64 and alg.nnz("geometric") < 64 * 64
+    a, b, c = torch.randn(3, 2, 64, dtype=DT)
+    gp = alg.geometric_product
+    torch.testing.assert_close(gp(a, b, "sparse"), gp(a, b, "dense"))
+    torch.testing.assert_close(gp(gp(a, b), c), gp(a, gp(b, c)), rtol=1e-10, atol=1e-10)

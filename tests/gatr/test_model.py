@@ -135,3 +135,13 @@ def test_input_validation():
         model(mv[0], s[0], batch=torch.zeros(4, dtype=torch.long))
     with pytest.raises(ValueError, match="hidden_s_channels"):
         GATr(1, 1, 4, in_s_channels=2)
+
+
+def test_dense_reference_path_computes_the_same_function():
+    fast = small_model()
+    dense = GATr(2, 1, 4, in_s_channels=3, out_s_channels=2, hidden_s_channels=4, num_blocks=2, num_heads=2,
+                 method="dense").double()
+    dense.load_state_dict(fast.state_dict())
+    mv, s = inputs(2)
+    for a, b in zip(fast(mv, s), dense(mv, s)):
+        torch.testing.assert_close(a, b)
