@@ -67,7 +67,7 @@ def accuracy(model: nn.Module, pos, y, batch_size: int = 64) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--quick", action="store_true", help="tiny run (about a minute on 2 cores)")
+    parser.add_argument("--quick", action="store_true", help="small smoke run (a minute or two on 2 cores; too short to learn much)")
     parser.add_argument("--epochs", type=int, default=15)
     parser.add_argument("--per-class", type=int, default=40)
     parser.add_argument("--points", type=int, default=128)
@@ -77,7 +77,7 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
     if args.quick:
-        args.epochs, args.per_class, args.points = 4, 10, 64
+        args.epochs, args.per_class, args.points = 8, 20, 64
     torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
 
