@@ -3,7 +3,14 @@
 import pytest
 import torch
 
-from geomlin.gatr import EquiLayerNorm, EquiLinear, GATrBlock, GeometricAttention, GeometricBilinear
+from geomlin.gatr import (
+    EquiLayerNorm,
+    EquiLinear,
+    GATrBlock,
+    GeometricAttention,
+    GeometricBilinear,
+    GeometricMLP,
+)
 from geomlin.gatr import primitives as P
 from geomlin.gatr.group import Pin301, pin_action
 from geomlin.testing import assert_equivariant
@@ -45,6 +52,8 @@ def test_layer_norm_and_bilinear():
     bil = randomize(GeometricBilinear(3, 6, 4, 2, hidden_mv_channels=3))
     ref = P.join_reference(x)
     assert_equivariant(bil, PIN, (pin_action, "scalar", pin_action), (pin_action, "scalar"), inputs=(x, s, ref))
+    mlp = randomize(GeometricMLP(3, 4))
+    assert_equivariant(mlp, PIN, (pin_action, "scalar", pin_action), (pin_action, "scalar"), inputs=(x, s, ref))
 
 
 def test_attention_with_padding_mask():
