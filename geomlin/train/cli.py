@@ -23,15 +23,19 @@ class _Parser(argparse.ArgumentParser):
 
 def _add_task_options(parser: argparse.ArgumentParser, options) -> None:
     for opt in options:
+        default = "" if opt.default is None else f" (default: {opt.default})"
         if opt.type is bool:
+            # show the flag that changes the default; accept both spellings
+            on_help = f"{opt.help}" if not opt.default else argparse.SUPPRESS
+            off_help = f"turn off: {opt.help}" if opt.default else argparse.SUPPRESS
             parser.add_argument(opt.flag, dest=opt.name, action="store_const", const=True, default=None,
-                                help=f"{opt.help} (default: {opt.default})")
+                                help=on_help)
             parser.add_argument("--no-" + opt.flag[2:], dest=opt.name, action="store_const", const=False,
-                                default=None, help=argparse.SUPPRESS)
+                                default=None, help=off_help)
         else:
             choices = f" {{{','.join(map(str, opt.choices))}}}" if opt.choices else ""
             parser.add_argument(opt.flag, dest=opt.name, default=None, metavar=opt.type.__name__.upper(),
-                                help=f"{opt.help}{choices} (default: {opt.default})")
+                                help=f"{opt.help}{choices}{default}")
 
 
 def build_parser() -> argparse.ArgumentParser:
