@@ -101,9 +101,11 @@ class Task:
         """Raise :class:`UserError` for inconsistent options (called before any work)."""
 
     def build_data(self, cfg: dict) -> TaskData:
+        """Training and evaluation fields (stacked tensors, leading axis = examples), deterministic in ``cfg``."""
         raise NotImplementedError
 
     def build_model(self, name: str, cfg: dict, info: dict) -> nn.Module:
+        """A fresh model ``name``; ``info`` is :attr:`TaskData.info` (e.g. ``num_classes``)."""
         raise NotImplementedError
 
     def augment(self, batch: Fields, cfg: dict) -> Fields:

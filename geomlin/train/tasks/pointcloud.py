@@ -119,6 +119,9 @@ class GATrClassifier(nn.Module):
 
 
 class PointCloudTask(Task):
+    """``geomlin train pointcloud``: fields ``pos (M, N, 3)`` float32, ``y (M,)`` int64; metrics
+    ``loss`` and ``acc`` on ``test`` (upright) and ``rotated`` (Haar-random SO(3) rotations)."""
+
     name = "pointcloud"
     description = "shape classification: train upright, test on randomly rotated shapes"
     options = (
@@ -234,9 +237,6 @@ class PointCloudTask(Task):
         if name == "gatr":
             return GATrClassifier(k, max_points=cfg["gatr_points"])
         raise UserError(f"unknown model '{name}' for task pointcloud")
-
-    def augment(self, batch: Fields, cfg: dict) -> Fields:
-        return batch
 
     @staticmethod
     def _logits(model: nn.Module, pos: Tensor) -> Tensor:
