@@ -59,10 +59,10 @@ def main(argv=None) -> list:
     B, N, C, S = (2 if args.quick else 8), 256, 16, 32
     x = torch.randn(B, N, C, 16, device=dev)
     y = torch.randn(B, N, C, 16, device=dev)
-    compare("geometric product (8x256x16 mv)", lambda: P.geometric_product(x, y),
+    compare(f"geometric product ({B}x{N}x{C} mv)", lambda: P.geometric_product(x, y),
             lambda: P.geometric_product(x, y, "dense"), reps * 2, rows)
     w = torch.randn(C, C, P.NUM_LINEAR_BASIS, device=dev)
-    compare("equi_linear 16->16 ch", lambda: P.equi_linear(x, w), lambda: P.equi_linear(x, w, "dense"),
+    compare(f"equi_linear {C}->{C} ch ({B}x{N})", lambda: P.equi_linear(x, w), lambda: P.equi_linear(x, w, "dense"),
             reps * 2, rows)
 
     kwargs = {"in_mv_channels": 1, "out_mv_channels": 1, "hidden_mv_channels": C, "in_s_channels": 1,
