@@ -29,6 +29,7 @@ passed to ``fn`` unchanged, both for ``x`` and for ``g . x``.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -243,7 +244,7 @@ def equivariance_check(fn: Callable, group, reps_in, reps_out, inputs=None, *,
                 scale = max(torch.linalg.vector_norm(expected.to(torch.float64)).item(), atol)
                 err = diff.item() / scale
             row.append(err)
-            if err > worst[0] or (err != err):
+            if err > worst[0] or math.isnan(err):
                 worst = (err, o, s)
         errors.append(row)
     return EquivarianceReport(max_error=worst[0], output_index=worst[1], sample_index=worst[2],

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+
 import torch
 from torch import Tensor
 

@@ -36,13 +36,13 @@ class RigidTransform:
     def __len__(self) -> int:
         return self.R.shape[0]
 
-    def __getitem__(self, i) -> "RigidTransform":
+    def __getitem__(self, i) -> RigidTransform:
         return RigidTransform(self.R[i], self.t[i])
 
-    def to(self, *args, **kwargs) -> "RigidTransform":
+    def to(self, *args, **kwargs) -> RigidTransform:
         return RigidTransform(self.R.to(*args, **kwargs), self.t.to(*args, **kwargs))
 
-    def inverse(self) -> "RigidTransform":
+    def inverse(self) -> RigidTransform:
         Rt = self.R.transpose(-1, -2)
         return RigidTransform(Rt, -(Rt @ self.t[..., None])[..., 0])
 

@@ -10,6 +10,21 @@ Diagram layers (Brauer / partition diagrams with the fast factored product)
 live in :mod:`geomlin.linear.diagrams`.
 """
 
+from geomlin.linear.diagrams import (
+    GROUP_NAMES,
+    Diagram,
+    DiagramLinear,
+    apply_diagram,
+    basis_size,
+    brauer_diagrams,
+    diagram_basis,
+    diagram_matrix,
+    levi_civita_diagrams,
+    partition_diagrams,
+    set_partitions,
+    spanning_diagrams,
+)
+from geomlin.linear.iterative import nullspace_sampled
 from geomlin.linear.layers import EquivariantLinear
 from geomlin.linear.mlp import (
     EquivariantBilinear,
@@ -22,6 +37,28 @@ from geomlin.linear.mlp import (
 from geomlin.linear.solver import clear_cache, constraint_gram, equivariant_basis
 
 __all__ = [
-    "equivariant_basis", "constraint_gram", "clear_cache", "EquivariantLinear", "EquivariantMLP",
-    "EquivariantBilinear", "EquivariantBlock", "GatedNonlinearity", "uniform_rep", "with_gates",
+    "GROUP_NAMES",
+    # diagram layers (Pearce-Crump): geomlin.linear.diagrams
+    "Diagram",
+    "DiagramLinear",
+    "EquivariantBilinear",
+    "EquivariantBlock",
+    "EquivariantLinear",
+    "EquivariantMLP",
+    "GatedNonlinearity",
+    "apply_diagram",
+    "basis_size",
+    "brauer_diagrams",
+    "clear_cache",
+    "constraint_gram",
+    "diagram_basis",
+    "diagram_matrix",
+    "equivariant_basis",
+    "levi_civita_diagrams",
+    "nullspace_sampled",
+    "partition_diagrams",
+    "set_partitions",
+    "spanning_diagrams",
+    "uniform_rep",
+    "with_gates",
 ]

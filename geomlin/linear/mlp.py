@@ -15,6 +15,7 @@ tensors, mapped to ``c`` with the solved basis and mixed back up.
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import torch
@@ -183,7 +184,7 @@ class EquivariantMLP(nn.Module):
             raise ValueError(f"depth must be a positive int, got {depth!r}")
         self.rep_in, self.rep_out, self.hidden = rep_in, rep_out, hidden
         reps = [rep_in] + [hidden] * depth
-        self.blocks = nn.ModuleList(EquivariantBlock(a, b) for a, b in zip(reps[:-1], reps[1:]))
+        self.blocks = nn.ModuleList(EquivariantBlock(a, b) for a, b in itertools.pairwise(reps))
         self.head = EquivariantLinear(hidden, rep_out)
 
     def forward(self, x: Tensor) -> Tensor:

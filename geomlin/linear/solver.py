@@ -13,6 +13,11 @@ from Kronecker identities (no ``N x N`` matrix products):
 
     C^T C = P^T P (x) I - P^T (x) Q - P (x) Q^T + I (x) Q Q^T.
 
+Problems with more than ``DENSE_MAX_UNKNOWNS`` unknowns of compact or finite
+groups go to :func:`geomlin.linear.iterative.nullspace_sampled` (averaging over
+random group elements, applied factor by factor, with an exact Rayleigh-Ritz
+check), which never forms the Gram matrix.
+
 Direct sums are solved block by block (``Hom(a1 + a2, b) = Hom(a1, b) + Hom(a2, b)``),
 each distinct pair of blocks once; results are cached in memory by the reps'
 canonical keys and optionally on disk.
@@ -22,19 +27,26 @@ from __future__ import annotations
 
 import hashlib
 import os
+import pickle
 import tempfile
 from pathlib import Path
 
 import torch
 from torch import Tensor
 
+from geomlin.linear.iterative import nullspace_sampled
 from geomlin.reps.base import Rep, common_group
 
 #: Eigenvalues of the Gram matrix below ``NULLSPACE_RTOL * max(1, largest)`` span the solution.
 NULLSPACE_RTOL = 1e-9
-#: Largest block problem (``out * in`` unknowns) the dense solver accepts; its
-#: Gram matrix takes ``8 N^2`` bytes and ``eigh`` about ``N^3`` flops (4096: ~15 s on 2 cores).
-MAX_UNKNOWNS = 16384
+#: Block problems with more unknowns (``out * in``) than this go to the sampled
+#: iterative solver when the group is compact or finite (orthogonal generators).
+DENSE_MAX_UNKNOWNS = 1024
+#: Largest block problem the dense solver accepts (non-compact groups); its Gram
+#: matrix takes ``8 N^2`` bytes and ``eigh`` about ``N^3`` flops (4096: ~15 s on 2 cores).
+MAX_DENSE_UNKNOWNS = 8192
+#: Largest block problem the sampled solver accepts (its iterate holds ``64 N`` floats).
+MAX_SAMPLED_UNKNOWNS = 2_000_000
 
 _BLOCK_CACHE: dict[tuple, Tensor] = {}
 _FULL_CACHE: dict[tuple, Tensor] = {}
@@ -82,6 +94,22 @@ def _nullspace_dense(L: Tensor) -> Tensor:
     return evecs[:, evals <= tol]
 
 
+def _solve_constraints(rep_in: Rep, rep_out: Rep) -> Tensor:
+    """Pick the solver: dense for small problems and non-compact groups, sampled otherwise."""
+    N = rep_in.size * rep_out.size
+    group = common_group([rep_in, rep_out])
+    compact = group is not None and group.is_compact
+    if N <= DENSE_MAX_UNKNOWNS or (not compact and N <= MAX_DENSE_UNKNOWNS):
+        return _nullspace_dense(constraint_gram(rep_in, rep_out)).T
+    if compact and N <= MAX_SAMPLED_UNKNOWNS:
+        return nullspace_sampled(rep_in, rep_out).reshape(-1, N)
+    limit = MAX_SAMPLED_UNKNOWNS if compact else MAX_DENSE_UNKNOWNS
+    raise ValueError(
+        f"Hom({rep_in!r}, {rep_out!r}) has {N} unknowns, more than the solver's limit of {limit} "
+        f"for {'compact' if compact else 'non-compact'} groups; split the reps into smaller direct-sum "
+        "blocks, or use geomlin.linear.diagrams for tensor powers of S(n)/O(n)/SO(n)/Sp(n)")
+
+
 def _solve_pair(rep_in: Rep, rep_out: Rep) -> Tensor:
     """Orthonormal basis ``(r, out, in)`` of Hom_G(rep_in, rep_out) for two non-sum reps."""
     key = (rep_in.key(), rep_out.key())
@@ -92,12 +120,7 @@ def _solve_pair(rep_in: Rep, rep_out: Rep) -> Tensor:
     if rep_in.is_scalar and rep_out.is_scalar:
         basis = torch.eye(n_out * n_in, dtype=torch.float64)
     else:
-        if n_in * n_out > MAX_UNKNOWNS:
-            raise ValueError(
-                f"Hom({rep_in!r}, {rep_out!r}) has {n_in * n_out} unknowns, more than the dense "
-                f"solver's limit of {MAX_UNKNOWNS}; split the reps into smaller direct-sum blocks, or "
-                "use geomlin.linear.diagrams for tensor powers of S(n)/O(n)/SO(n)/Sp(n)")
-        basis = _nullspace_dense(constraint_gram(rep_in, rep_out)).T
+        basis = _solve_constraints(rep_in, rep_out)
     basis = _canonical_sign(basis.reshape(-1, n_out, n_in).contiguous())
     _BLOCK_CACHE[key] = basis
     return basis
@@ -116,6 +139,15 @@ def _canonical_sign(basis: Tensor) -> Tensor:
 def _disk_path(cache_dir, key) -> Path:
     digest = hashlib.sha1(repr(key).encode()).hexdigest()
     return Path(cache_dir) / f"basis-{digest}.pt"
+
+
+def _read_cache_file(path: Path) -> dict | None:
+    """The stored ``{"key", "basis"}`` dict, or ``None`` for a corrupt file (which is then rewritten)."""
+    try:
+        stored = torch.load(path, weights_only=True)
+    except (OSError, RuntimeError, EOFError, ValueError, pickle.UnpicklingError):
+        return None
+    return stored if isinstance(stored, dict) and "basis" in stored else None
 
 
 def equivariant_basis(rep_in: Rep, rep_out: Rep, cache_dir: str | os.PathLike | None = None) -> Tensor:
@@ -141,13 +173,10 @@ def equivariant_basis(rep_in: Rep, rep_out: Rep, cache_dir: str | os.PathLike | 
         return hit.clone()
     path = _disk_path(cache_dir, key) if cache_dir is not None else None
     if path is not None and path.exists():
-        try:
-            stored = torch.load(path, weights_only=True)
-            if stored["key"] == repr(key):
-                _FULL_CACHE[key] = stored["basis"]
-                return stored["basis"].clone()
-        except Exception:  # a corrupt cache file is ignored and rewritten
-            pass
+        stored = _read_cache_file(path)
+        if stored is not None and stored.get("key") == repr(key):
+            _FULL_CACHE[key] = stored["basis"]
+            return stored["basis"].clone()
     pieces = []
     o0 = 0
     for b in rep_out.blocks:

@@ -10,5 +10,16 @@
 from geomlin.reps.base import DualRep, Rep, Scalar, ScalarRep, SumRep, TensorRep, V, Vector, common_group
 from geomlin.reps.irreps import IrrepsRep, wigner_D_from_matrix
 
-__all__ = ["Rep", "Scalar", "ScalarRep", "V", "Vector", "SumRep", "TensorRep", "DualRep",
-           "IrrepsRep", "wigner_D_from_matrix", "common_group"]
+__all__ = [
+           "DualRep",
+           "IrrepsRep",
+           "Rep",
+           "Scalar",
+           "ScalarRep",
+           "SumRep",
+           "TensorRep",
+           "V",
+           "Vector",
+           "common_group",
+           "wigner_D_from_matrix",
+]

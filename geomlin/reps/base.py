@@ -231,7 +231,7 @@ class Vector(Rep):
         return ("V", self.group.key())
 
     def to_irreps(self):
-        from geomlin.groups.classical import O, SO
+        from geomlin.groups.classical import SO, O
 
         if isinstance(self.group, (O, SO)) and self.group.d == 3:
             from e3nn import o3

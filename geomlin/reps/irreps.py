@@ -6,7 +6,7 @@ so ``V(O(3))`` and ``Irreps("1o")`` are the same rep in the same basis.
 
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import cache
 
 import torch
 from torch import Tensor
@@ -15,7 +15,7 @@ from geomlin.groups.base import Group
 from geomlin.reps.base import Rep, _check_element
 
 
-@lru_cache(maxsize=None)
+@cache
 def so3_generators_float64(l: int) -> Tensor:
     """e3nn's real SO(3) generators ``(3, 2l+1, 2l+1)`` computed in float64.
 
@@ -86,7 +86,6 @@ def wigner_D_from_matrix(irreps, g: Tensor) -> Tensor:
     Accurate to ~1e-15 in float64 (e3nn's ``D_from_matrix`` goes through Euler
     angles and loses ~1e-7). Returns ``(..., irreps.dim, irreps.dim)``.
     """
-    from e3nn import o3
 
     det = torch.linalg.det(g)
     proper = g * torch.sign(det)[..., None, None]
@@ -119,7 +118,7 @@ class IrrepsRep(Rep):
     def __init__(self, irreps, group: Group | None = None):
         from e3nn import o3
 
-        from geomlin.groups.classical import O, SO
+        from geomlin.groups.classical import SO, O
 
         try:
             self.irreps = o3.Irreps(irreps)
@@ -146,7 +145,6 @@ class IrrepsRep(Rep):
         return wigner_D_from_matrix(self.irreps, g)
 
     def drho(self, A: Tensor) -> Tensor:
-        from e3nn import o3
 
         _check_element(A, self.group, "Lie algebra elements")
         coeff = _so3_coefficients(A)

@@ -3,7 +3,15 @@
 import pytest
 import torch
 
-from geomlin.groups import E3, SE3, RigidTransform, random_rigid, transform_positions, transform_scalars, transform_vectors
+from geomlin.groups import (
+    E3,
+    SE3,
+    RigidTransform,
+    random_rigid,
+    transform_positions,
+    transform_scalars,
+    transform_vectors,
+)
 
 
 def test_e3_has_reflections_and_se3_does_not():

@@ -133,12 +133,12 @@ def test_sample_dtype_and_generator_reproducible():
 
 
 @pytest.mark.parametrize("bad, err", [
-    (dict(lie_algebra=torch.zeros(2, 3, 4)), ValueError),          # non-square
-    (dict(lie_algebra=torch.zeros(3)), ValueError),                 # wrong rank
-    (dict(discrete_generators=torch.full((1, 2, 2), math.nan)), ValueError),
-    (dict(lie_algebra=torch.zeros(1, 3, 3), discrete_generators=torch.eye(2)[None]), ValueError),
-    (dict(discrete_generators=torch.zeros(1, 2, 2, dtype=torch.complex64)), TypeError),
-    (dict(), ValueError),
+    ({"lie_algebra": torch.zeros(2, 3, 4)}, ValueError),          # non-square
+    ({"lie_algebra": torch.zeros(3)}, ValueError),                 # wrong rank
+    ({"discrete_generators": torch.full((1, 2, 2), math.nan)}, ValueError),
+    ({"lie_algebra": torch.zeros(1, 3, 3), "discrete_generators": torch.eye(2)[None]}, ValueError),
+    ({"discrete_generators": torch.zeros(1, 2, 2, dtype=torch.complex64)}, TypeError),
+    ({}, ValueError),
 ])
 def test_bad_generators(bad, err):
     with pytest.raises(err):

@@ -5,8 +5,9 @@ import time
 import pytest
 import torch
 
-from geomlin.groups import SO, C, D, DirectProduct, Group, Lorentz, O, S, Sp
+from geomlin.groups import SL, SO, C, D, DirectProduct, Group, Lorentz, O, S, Sp
 from geomlin.linear import clear_cache, equivariant_basis
+from geomlin.linear.iterative import nullspace_sampled
 from geomlin.reps import Scalar, V
 
 # (group, k, l, dim): dimension of Hom((R^d)^k, (R^d)^l); depends only on k + l for the
@@ -15,13 +16,13 @@ ORACLES = [
     (O(3), 1, 1, 1), (O(3), 2, 2, 3), (O(3), 3, 3, 15),
     (SO(3), 1, 2, 1), (SO(3), 2, 3, 6),
     (SO(2), 1, 1, 2), (SO(2), 2, 2, 6),
-    (SO(4), 2, 2, 4),
+    (SO(4), 2, 2, 4), (SO(4), 3, 3, 25),  # 4096 unknowns: the sampled solver
     (Sp(2), 2, 2, 3),
     (Sp(1), 2, 2, 2), (Sp(1), 3, 3, 5),
     (S(2), 2, 2, 8), (S(3), 2, 2, 14), (S(4), 2, 2, 15), (S(4), 2, 3, 51),
 ]
-# 4096 unknowns each: ~15 s of dense eigh on 2 cores
-SLOW_ORACLES = [(SO(4), 3, 3, 25), (Sp(2), 3, 3, 14)]
+# Sp(2) is not compact: 4096 unknowns of dense eigh (~15 s on 2 cores); O(5) at 15625 unknowns
+SLOW_ORACLES = [(Sp(2), 3, 3, 14), (O(5), 3, 3, 15)]
 
 
 @pytest.mark.parametrize("G,k,l,dim", ORACLES, ids=lambda x: repr(x))
@@ -114,5 +115,17 @@ def test_solver_errors():
         equivariant_basis(V(O(3)), V(SO(3)))
     with pytest.raises(TypeError):
         equivariant_basis(torch.eye(3), V(O(3)))
-    with pytest.raises(ValueError, match="unknowns"):
-        equivariant_basis(V(S(6)) ** 3, V(S(6)) ** 3)
+    with pytest.raises(ValueError, match="unknowns"):  # non-compact: dense only, 10^4 unknowns
+        equivariant_basis(V(SL(10)) ** 2, V(SL(10)) ** 2)
+
+
+@pytest.mark.parametrize("G,k,l", [(S(4), 2, 3), (O(3), 3, 3), (C(12), 2, 2), (DirectProduct(SO(2), S(3)), 2, 2)],
+                         ids=lambda x: repr(x))
+def test_sampled_solver_spans_the_dense_solution(G, k, l):
+    rin, rout = V(G) ** k, V(G) ** l
+    dense = equivariant_basis(rin, rout).reshape(-1, rin.size * rout.size)
+    sampled = nullspace_sampled(rin, rout).reshape(-1, rin.size * rout.size)
+    assert sampled.shape == dense.shape
+    # same span: projecting the sampled basis on the dense one changes nothing
+    assert torch.allclose(sampled @ dense.T @ dense, sampled, atol=1e-12)
+    assert torch.allclose(sampled @ sampled.T, torch.eye(len(sampled), dtype=torch.float64), atol=1e-12)
