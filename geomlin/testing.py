@@ -30,6 +30,7 @@ passed to ``fn`` unchanged, both for ``x`` and for ``g . x``.
 from __future__ import annotations
 
 import math
+import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -47,6 +48,12 @@ DEFAULT_SAMPLES = 10
 DEFAULT_BATCH = 4
 
 Action = Callable[[Any, Tensor], Tensor]
+
+
+def _is_irreps(x) -> bool:
+    """True for e3nn ``Irreps``; never imports e3nn (an Irreps object means it is loaded already)."""
+    o3 = sys.modules.get("e3nn.o3")
+    return o3 is not None and isinstance(x, o3.Irreps)
 
 
 def _rotation_part(g) -> Tensor:
@@ -104,11 +111,7 @@ def as_action(spec) -> Action | None:
             return _NAMED_ACTIONS[spec]
         raise ValueError(f"unknown action {spec!r}; expected one of {sorted(_NAMED_ACTIONS)}, "
                          "a Rep, e3nn Irreps or a callable")
-    try:
-        from e3nn import o3
-    except ImportError:  # pragma: no cover - e3nn is a dependency
-        o3 = None
-    if o3 is not None and isinstance(spec, o3.Irreps):
+    if _is_irreps(spec):
         from geomlin.reps.irreps import wigner_D_from_matrix
 
         return lambda g, x: _on_last_axis(wigner_D_from_matrix(spec, _rotation_part(g).to(torch.float64)), x)
@@ -122,13 +125,8 @@ def _example_size(spec) -> int:
 
     if isinstance(spec, Rep):
         return spec.size
-    try:
-        from e3nn import o3
-
-        if isinstance(spec, o3.Irreps):
-            return spec.dim
-    except ImportError:  # pragma: no cover
-        pass
+    if _is_irreps(spec):
+        return spec.dim
     raise ValueError(f"cannot generate an example input for action {spec!r}: pass inputs=")
 
 
@@ -142,13 +140,8 @@ def _as_tuple(x) -> tuple:
 
 def _as_specs(x) -> tuple:
     """One action spec or a sequence of them; e3nn Irreps (a tuple subclass) count as one."""
-    try:
-        from e3nn import o3
-
-        if isinstance(x, o3.Irreps):
-            return (x,)
-    except ImportError:  # pragma: no cover
-        pass
+    if _is_irreps(x):
+        return (x,)
     return tuple(x) if isinstance(x, (tuple, list)) else (x,)
 
 
