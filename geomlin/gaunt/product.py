@@ -225,6 +225,48 @@ _IMPLEMENTATIONS = {
 }
 
 
+# ---------------------------------------------------------------- autograd
+#: Methods whose backward is computed as two Gaunt products instead of by autograd through the transforms.
+_SELF_ADJOINT = ("grid", "fft")
+
+
+def _gaunt_flat(x1: Tensor, x2: Tensor, lmax1: int, lmax2: int, lmax_out: int, method: str) -> Tensor:
+    """``(B, D1), (B, D2) -> (B, (lmax_out+1)**2)``, zero above ``lmax1 + lmax2``."""
+    lo = _effective_lmax_out(lmax1, lmax2, lmax_out)
+    if method in _SELF_ADJOINT:
+        out = _GauntFunction.apply(x1, x2, lmax1, lmax2, lo, method)
+    else:
+        out = _IMPLEMENTATIONS[method](x1, x2, lmax1, lmax2, lo)
+    if lo < lmax_out:
+        out = torch.nn.functional.pad(out, (0, T.num_coefficients(lmax_out) - T.num_coefficients(lo)))
+    return out
+
+
+class _GauntFunction(torch.autograd.Function):
+    """Gaunt product whose gradients are Gaunt products again.
+
+    ``G[i, j, k] = int Y_i Y_j Y_k`` is symmetric, so for an output gradient ``g``
+    ``dL/dx1 = gaunt(g, x2)`` truncated at ``L1`` and ``dL/dx2 = gaunt(g, x1)`` at
+    ``L2``: the backward costs two forward products (and is itself differentiable,
+    for force training's double backward), instead of autograd through gathers
+    and strided batched GEMMs.
+    """
+
+    @staticmethod
+    def forward(ctx, x1, x2, lmax1, lmax2, lmax_out, method):
+        ctx.save_for_backward(x1, x2)
+        ctx.meta = (lmax1, lmax2, lmax_out, method)
+        return _IMPLEMENTATIONS[method](x1, x2, lmax1, lmax2, lmax_out)
+
+    @staticmethod
+    def backward(ctx, grad):
+        x1, x2 = ctx.saved_tensors
+        lmax1, lmax2, lmax_out, method = ctx.meta
+        g1 = _gaunt_flat(grad, x2, lmax_out, lmax2, lmax1, method) if ctx.needs_input_grad[0] else None
+        g2 = _gaunt_flat(grad, x1, lmax_out, lmax1, lmax2, method) if ctx.needs_input_grad[1] else None
+        return g1, g2, None, None, None, None
+
+
 # ---------------------------------------------------------------- public API
 def _check_input(x, name: str) -> int:
     if not isinstance(x, Tensor):
@@ -285,12 +327,8 @@ def gaunt_tensor_product(x1: Tensor, x2: Tensor, lmax_out: int | None = None, me
     except RuntimeError as err:
         raise ValueError(f"leading shapes of x1 {tuple(x1.shape)} and x2 {tuple(x2.shape)} do not broadcast") from err
     method = resolve_method(method, lmax1, lmax2, lmax_out, x1.device, x1.dtype)
-    lo = _effective_lmax_out(lmax1, lmax2, lmax_out)
     a = x1.expand(*batch, x1.shape[-1]).reshape(-1, x1.shape[-1])
     b = x2.expand(*batch, x2.shape[-1]).reshape(-1, x2.shape[-1])
     if a.shape[0] == 0:
         return x1.new_zeros(*batch, T.num_coefficients(lmax_out))
-    out = _IMPLEMENTATIONS[method](a, b, lmax1, lmax2, lo)
-    if lo < lmax_out:
-        out = torch.nn.functional.pad(out, (0, T.num_coefficients(lmax_out) - T.num_coefficients(lo)))
-    return out.reshape(*batch, T.num_coefficients(lmax_out))
+    return _gaunt_flat(a, b, lmax1, lmax2, lmax_out, method).reshape(*batch, T.num_coefficients(lmax_out))

@@ -141,3 +141,10 @@ def test_bad_inputs():
         gaunt_tensor_product(torch.randn(3, 9), torch.randn(2, 9))
     with pytest.raises(TypeError, match="lmax_out must be an int"):
         gaunt_tensor_product(x, x, 2.5)
+
+
+@pytest.mark.parametrize("method", ("grid", "fft"))
+def test_gradgradcheck_of_adjoint_backward(method):
+    x1 = torch.randn(2, 4, dtype=torch.float64, requires_grad=True)
+    x2 = torch.randn(2, 9, dtype=torch.float64, requires_grad=True)
+    assert torch.autograd.gradgradcheck(lambda a, b: gaunt_tensor_product(a, b, 3, method=method), (x1, x2))
