@@ -138,6 +138,7 @@ def main():
     parser.add_argument("--reps", type=int, default=5)
     parser.add_argument("--lmax", type=int, nargs="+", default=None, help="degrees to run (default 1 2 4 6 8 12 16)")
     parser.add_argument("--forward-only", action="store_true")
+    parser.add_argument("--fft-max", type=int, default=8, help="largest L for the (slow on CPU) fft method")
     args = parser.parse_args()
     torch.manual_seed(0)
     check_e3nn_equivalence()
@@ -145,7 +146,7 @@ def main():
         lmaxes, batch, reps, threads, e3nn_max, full_max, fft_max = [1, 4, 8], 256, 3, [1], 4, 2, 4
     else:
         lmaxes, batch, reps, threads = args.lmax or [1, 2, 4, 6, 8, 12, 16], 1024, args.reps, args.threads
-        e3nn_max, full_max, fft_max = args.e3nn_max, 4, 8
+        e3nn_max, full_max, fft_max = args.e3nn_max, 4, args.fft_max
     print(f"batch {batch} x 32 channels, float32, lmax1 = lmax2 = lmax_out = L; medians of {reps} interleaved runs; "
           f"e3nn Gaunt TP skipped above L = {e3nn_max} (construction and run time), "
           f"Full TP above {full_max} (context only), fft above {fft_max} (slowest method here)")
