@@ -143,7 +143,7 @@ def main():
     torch.manual_seed(0)
     check_e3nn_equivalence()
     if args.quick:
-        lmaxes, batch, reps, threads, e3nn_max, full_max, fft_max = [1, 4, 8], 256, 3, [1], 4, 2, 4
+        lmaxes, batch, reps, threads, e3nn_max, full_max, fft_max = [1, 4, 8], 128, 3, [1], 4, 2, 4
     else:
         lmaxes, batch, reps, threads = args.lmax or [1, 2, 4, 6, 8, 12, 16], 1024, args.reps, args.threads
         e3nn_max, full_max, fft_max = args.e3nn_max, 4, args.fft_max

@@ -11,10 +11,11 @@ from __future__ import annotations
 import torch
 
 #: Fastest method on CPU, keyed by ``max(lmax1, lmax2, lmax_out)`` (upper bounds, ascending).
-#: Measured 2026-11-29 on the 2-core CI machine (process time, medians of 5): dense wins up to L = 5
-#: (its three GEMMs beat the per-m batched GEMMs on small matrices), grid from L = 6 on.
+#: Measured 2026-11-29 on the 2-core CI machine (medians, forward and forward + backward): dense wins
+#: up to L = 6 (its three GEMMs beat the per-m batched GEMMs on small matrices; at L = 6 forward
+#: is a tie and forward + backward favours dense), grid from L = 7 on.
 CPU_TABLE: tuple[tuple[int, str], ...] = (
-    (5, "dense"),
+    (6, "dense"),
     (1_000_000, "grid"),
 )
 
