@@ -43,10 +43,10 @@ def dense_svd_nullspace(rep_in, rep_out) -> torch.Tensor:
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true")
-    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--threads", type=int, default=1)
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
-    repeats = 2 if args.quick else 5
+    repeats = 1 if args.quick else 5
     rep = V(SO(3)) ** 3
 
     first, peer, cached = [], [], []

@@ -327,6 +327,9 @@ class TensorRep(Rep):
     def __init__(self, reps):  # all work happens in __new__
         pass
 
+    def __getnewargs__(self):  # copy and pickle rebuild through __new__
+        return (self.factors,)
+
     @property
     def size(self) -> int:
         out = 1
@@ -389,6 +392,9 @@ class DualRep(Rep):
 
     def __init__(self, rep: Rep):
         pass
+
+    def __getnewargs__(self):
+        return (self.rep,)
 
     @property
     def size(self) -> int:

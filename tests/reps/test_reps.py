@@ -105,3 +105,14 @@ def test_irreps_rep_errors():
         Rep.from_irreps("1o", group=O(2))
     with pytest.raises(ValueError):
         Rep.from_irreps("not irreps")
+
+
+def test_reps_copy_and_pickle():
+    import copy
+    import pickle
+
+    G = O(3)
+    rep = 2 * Scalar + V(G) ** 2 + V(G).dual()
+    assert copy.deepcopy(rep) == rep
+    assert pickle.loads(pickle.dumps(rep)) == rep
+    assert copy.deepcopy(V(G) * V(G).dual()) == V(G) * V(G).dual()
