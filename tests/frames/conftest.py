@@ -64,12 +64,3 @@ def random_clouds(B=3, N=10, d=3, generator=None):
 @pytest.fixture
 def clouds():
     return random_clouds
-
-
-@pytest.fixture(autouse=True)
-def _one_thread():
-    """These tests use tiny tensors: one intra-op thread avoids oversubscription on shared CI cores."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
