@@ -23,6 +23,16 @@ from torch import Tensor, nn
 DEFAULT_RBF = 16
 
 
+def check_molecule_inputs(pos: Tensor, species: Tensor, num_species: int) -> None:
+    """Validate a padded molecule batch: ``pos (B, N, 3)`` and integer ``species (B, N) < num_species``."""
+    if pos.ndim != 3 or pos.shape[-1] != 3:
+        raise ValueError(f"pos must be (B, N, 3), got shape {tuple(pos.shape)}")
+    if species.shape != pos.shape[:2]:
+        raise ValueError(f"species must be (B, N) = {tuple(pos.shape[:2])}, got {tuple(species.shape)}")
+    if species.numel() and int(species.max()) >= num_species:
+        raise ValueError(f"species must be < num_species={num_species}, got max {int(species.max())}")
+
+
 def gaussian_rbf(dist: Tensor, num: int, cutoff: float) -> Tensor:
     """Gaussian radial basis ``(..., num)`` of ``dist (...)`` with centres evenly spaced on ``[0, cutoff]``."""
     centres = torch.linspace(0.0, cutoff, num, dtype=dist.dtype, device=dist.device)
@@ -99,12 +109,7 @@ class EGNNPotential(nn.Module):
         self.readout = nn.Sequential(nn.Linear(hidden, hidden), nn.SiLU(), nn.Linear(hidden, 1))
 
     def forward(self, pos: Tensor, species: Tensor, mask: Tensor | None = None) -> Tensor:
-        if pos.ndim != 3 or pos.shape[-1] != 3:
-            raise ValueError(f"pos must be (B, N, 3), got shape {tuple(pos.shape)}")
-        if species.shape != pos.shape[:2]:
-            raise ValueError(f"species must be (B, N) = {tuple(pos.shape[:2])}, got {tuple(species.shape)}")
-        if species.numel() and int(species.max()) >= self.num_species:
-            raise ValueError(f"species must be < num_species={self.num_species}, got max {int(species.max())}")
+        check_molecule_inputs(pos, species, self.num_species)
         h = self.embed(species).to(pos.dtype)
         for layer in self.layers:
             h, _ = layer(h, pos, mask=mask)

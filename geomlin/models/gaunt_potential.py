@@ -19,6 +19,8 @@ import math
 import torch
 from torch import Tensor, nn
 
+from geomlin.models.egnn import check_molecule_inputs
+
 #: Gain on the summed messages: integral-normalised harmonics carry a factor 1/sqrt(4 pi) each, so
 #: Gaunt products of them are ~4 pi too small at initialisation; this restores order-one signals.
 MESSAGE_GAIN = 4 * math.pi
@@ -80,12 +82,7 @@ class GauntPotential(nn.Module):
         self.readout = nn.Sequential(nn.Linear(channels, channels), nn.SiLU(), nn.Linear(channels, 1))
 
     def forward(self, pos: Tensor, species: Tensor) -> Tensor:
-        if pos.ndim != 3 or pos.shape[-1] != 3:
-            raise ValueError(f"pos must be (B, N, 3), got shape {tuple(pos.shape)}")
-        if species.shape != pos.shape[:2]:
-            raise ValueError(f"species must be (B, N) = {tuple(pos.shape[:2])}, got {tuple(species.shape)}")
-        if species.numel() and int(species.max()) >= self.num_species:
-            raise ValueError(f"species must be < num_species={self.num_species}, got max {int(species.max())}")
+        check_molecule_inputs(pos, species, self.num_species)
         B, N, _ = pos.shape
         flat = pos.reshape(B * N, 3)
         edges = dense_edge_index(B, N, pos.device)
