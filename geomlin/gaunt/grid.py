@@ -67,10 +67,14 @@ def projection_tables(lmax: int, n_theta: int, n_phi: int) -> tuple[Tensor, Tens
 
 
 @cache
-def gather_index(lmax: int) -> Tensor:
-    """Columns ``(m, part, l)`` of ``x (B, (L+1)**2)``; slots with ``l < m`` (and ``m = 0`` sin) read
-    column 0, whose table entries there are zero."""
-    idx = torch.zeros(lmax + 1, 2, lmax + 1, dtype=torch.long)
+def gather_index(lmax: int, fill: int = 0) -> Tensor:
+    """Columns ``(m, part, l)`` of a flat coefficient vector ``(.., (L+1)**2)``, flattened.
+
+    Slots without a coefficient (``l < m``, and the sine part of ``m = 0``) read
+    index ``fill``: column 0 for the grid transforms (whose table entries there
+    are zero), or the index of an appended zero row.
+    """
+    idx = torch.full((lmax + 1, 2, lmax + 1), fill, dtype=torch.long)
     for m in range(lmax + 1):
         for l in range(m, lmax + 1):
             idx[m, COS, l] = T.sh_index(l, m)

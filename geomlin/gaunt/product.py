@@ -43,23 +43,10 @@ from geomlin.gaunt import tables as T
 #: Methods accepted by :func:`gaunt_tensor_product`.
 METHODS = ("auto", "grid", "fft", "dense", "direct", "triton")
 _SQRT2 = math.sqrt(2.0)
-_COS, _SIN = 0, 1  # parts of a per-m coefficient pair (x_{l,m}, x_{l,-m})
+_COS, _SIN = G.COS, G.SIN  # parts of a per-m coefficient pair (x_{l,m}, x_{l,-m})
 
 
 # ---------------------------------------------------------------- layout maps
-@cache
-def _gather_index(lmax: int) -> Tensor:
-    """Rows ``(m, part, l)`` of a padded ``(D + 1, B)`` coefficient table; ``D`` (the zero row) where ``l < m``."""
-    D = T.num_coefficients(lmax)
-    idx = torch.full((lmax + 1, 2, lmax + 1), D, dtype=torch.long)
-    for m in range(lmax + 1):
-        for l in range(m, lmax + 1):
-            idx[m, _COS, l] = T.sh_index(l, m)
-            if m > 0:
-                idx[m, _SIN, l] = T.sh_index(l, -m)
-    return idx.reshape(-1)
-
-
 @cache
 def _scatter_index(lmax: int, part_stride: int, l_stride: int, m_stride: int) -> Tensor:
     """For each flat output ``(l, m)``: its row in a per-m result laid out by the given strides."""
@@ -75,7 +62,7 @@ def _to_columns(x: Tensor, lmax: int) -> Tensor:
     """``(B, D)`` -> per-m columns ``(lmax+1 [m], 2 (lmax+1) [part, l], B)``."""
     B = x.shape[0]
     padded = torch.cat([x.T, x.new_zeros(1, B)], dim=0)
-    return padded[_gather_index(lmax).to(x.device)].view(lmax + 1, 2 * (lmax + 1), B)
+    return padded[G.gather_index(lmax, fill=T.num_coefficients(lmax)).to(x.device)].view(lmax + 1, 2 * (lmax + 1), B)
 
 
 # ---------------------------------------------------------------- table caches
