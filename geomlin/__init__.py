@@ -1,9 +1,22 @@
 """geomlin: equivariant geometric deep learning in PyTorch.
 
-Subpackages (import what you need): ``geomlin.groups``, ``geomlin.reps``,
-``geomlin.linear``, ``geomlin.algebra``, ``geomlin.gatr``, ``geomlin.frames``,
-``geomlin.gaunt``, ``geomlin.datasets``, and the shared equivariance checker
-``geomlin.testing``.
+Subpackages, lowest floor first (each imports only from the floors above it in this list):
+
+* ``geomlin.groups`` — symmetry groups as generators, sampling, Euclidean motions;
+* ``geomlin.reps`` — feature types: representations and their algebra, multivectors, sphere
+  coefficients, tensors of order k, positions / vectors / scalars, and how each is acted on;
+* ``geomlin.linear`` — equivariant linear maps: basis solvers, diagram layers, equivariant MLPs;
+* ``geomlin.algebra`` — Clifford algebras of any signature, G(3,0,1), versor groups;
+* ``geomlin.clifford`` — layers on any Clifford algebra (CGENN);
+* ``geomlin.gatr`` — the Geometric Algebra Transformer on G(3,0,1);
+* ``geomlin.frames`` — PCA frames, frame averaging, canonicalization;
+* ``geomlin.gaunt`` — Gaunt tensor products of spherical-harmonic coefficients;
+* ``geomlin.datasets`` — offline-first loaders for molecules and point clouds (PyG data);
+* ``geomlin.models`` — reference models used by the examples and the command line;
+* ``geomlin.train`` — the training loop, tasks, distributed setup, checkpoints;
+* ``geomlin.cli`` — the ``geomlin`` command (train, bench, audit);
+
+and ``geomlin.testing``, the one equivariance checker every test uses.
 """
 
 __version__ = "0.1.0"

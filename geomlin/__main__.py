@@ -1,4 +1,4 @@
-"""``python -m geomlin`` / ``geomlin``: the command-line entry point (see :mod:`geomlin.train.cli`)."""
+"""``python -m geomlin`` / ``geomlin``: the command-line entry point (see :mod:`geomlin.cli`)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ def main(argv: list[str] | None = None) -> int:
 
         print(f"geomlin {geomlin.__version__}")
         return 0
-    from geomlin.train.cli import main as cli_main
+    from geomlin.cli import main as cli_main
 
     return cli_main(args)
 

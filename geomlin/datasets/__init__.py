@@ -1,7 +1,7 @@
 """Offline-first datasets for molecules and point clouds, as PyTorch Geometric datasets.
 
 Layout: ``io/`` (file readers: SDF, XYZ, OFF, PLY, NPZ) -> dataset modules
-(``qm9``, ``md17``, ``xyz``, ``sdf``, ``modelnet``, ``shapenet``, ``meshes``,
+(``qm9``, ``md17``, ``xyz_trajectories``, ``sdf_molecules``, ``modelnet``, ``shapenet``, ``meshes``,
 ``synthetic``) -> ``transforms``. Every loader reads a local path and never
 touches the network; a missing file raises ``FileNotFoundError`` that lists the
 expected files, the official source and where to put them.
@@ -26,8 +26,8 @@ _EXPORTS = {
     "sample_surface": "surface",
     "QM9": "qm9", "QM9_TARGETS": "qm9", "qm9_split": "qm9",
     "NPZTrajectory": "md17", "MD17": "md17",
-    "XYZDataset": "xyz",
-    "SDFDataset": "sdf",
+    "XYZDataset": "xyz_trajectories",
+    "SDFDataset": "sdf_molecules",
     "ModelNet": "modelnet",
     "ShapeNetPart": "shapenet",
     "MeshPointClouds": "meshes", "read_mesh": "meshes",

@@ -21,7 +21,7 @@ from torch_geometric.data import Data
 from geomlin.datasets.base import InMemoryList
 from geomlin.datasets.cache import fingerprint, load_cache, save_cache
 from geomlin.datasets.io.sdf import read_sdf
-from geomlin.datasets.sdf import collate_molecules
+from geomlin.datasets.sdf_molecules import collate_molecules
 
 HARTREE_TO_EV = 27.211386246
 KCALMOL_TO_EV = 0.04336414

@@ -2,7 +2,8 @@
 
 Layers: :mod:`~geomlin.gatr.primitives` (pure functions on ``(..., 16)``) ->
 :mod:`~geomlin.gatr.layers` (modules) -> :mod:`~geomlin.gatr.model` (:class:`GATr`).
-:mod:`~geomlin.gatr.cgenn` serves any metric; :mod:`~geomlin.gatr.group` samples Pin(3,0,1).
+Pin(3,0,1), the group GATr is equivariant to, is sampled by :class:`geomlin.algebra.Pin301`
+(re-exported here). Layers for any Clifford algebra (CGENN) live in :mod:`geomlin.clifford`.
 
 >>> import torch
 >>> from geomlin.algebra import pga
@@ -14,9 +15,8 @@ Layers: :mod:`~geomlin.gatr.primitives` (pure functions on ``(..., 16)``) ->
 torch.Size([2, 10, 3])
 """
 
-from geomlin.gatr import cgenn, primitives
-from geomlin.gatr.cgenn import CGENNBlock, CliffordGroup, GeometricProductLayer, MVLayerNorm, MVLinear, MVSiLU
-from geomlin.gatr.group import Pin301, pin_action
+from geomlin.algebra.versor_groups import Pin301, pin_action
+from geomlin.gatr import primitives
 from geomlin.gatr.layers import (
     EquiLayerNorm,
     EquiLinear,
@@ -28,8 +28,6 @@ from geomlin.gatr.layers import (
 from geomlin.gatr.model import GATr
 
 __all__ = [
-    "CGENNBlock",
-    "CliffordGroup",
     "EquiLayerNorm",
     "EquiLinear",
     "GATr",
@@ -37,12 +35,28 @@ __all__ = [
     "GeometricAttention",
     "GeometricBilinear",
     "GeometricMLP",
-    "GeometricProductLayer",
-    "MVLayerNorm",
-    "MVLinear",
-    "MVSiLU",
     "Pin301",
-    "cgenn",
     "pin_action",
     "primitives",
 ]
+
+
+# Deprecated aliases (one release): the CGENN layers moved to geomlin.clifford, the versor
+# samplers to geomlin.algebra.
+_MOVED = {"cgenn": "geomlin.clifford", "CGENNBlock": "geomlin.clifford", "GeometricProductLayer": "geomlin.clifford",
+          "MVLayerNorm": "geomlin.clifford", "MVLinear": "geomlin.clifford", "MVSiLU": "geomlin.clifford",
+          "CliffordGroup": "geomlin.algebra", "group": "geomlin.algebra"}
+_MOVED_MODULES = {"cgenn": "geomlin.clifford.cgenn", "group": "geomlin.algebra.versor_groups"}
+
+
+def __getattr__(name: str):
+    if name in _MOVED:
+        import importlib
+        import warnings
+
+        target = _MOVED_MODULES.get(name, _MOVED[name])
+        warnings.warn(f"geomlin.gatr.{name} moved to {target}", DeprecationWarning, stacklevel=2)
+        if name in _MOVED_MODULES:
+            return importlib.import_module(target)
+        return getattr(importlib.import_module(target), name)
+    raise AttributeError(f"module 'geomlin.gatr' has no attribute {name!r}")

@@ -24,7 +24,7 @@ from geomlin.linear.diagrams import (
     set_partitions,
     spanning_diagrams,
 )
-from geomlin.linear.iterative import nullspace_sampled
+from geomlin.linear.sampled_solver import nullspace_sampled
 from geomlin.linear.layers import EquivariantLinear
 from geomlin.linear.mlp import (
     EquivariantBilinear,

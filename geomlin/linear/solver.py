@@ -14,7 +14,7 @@ from Kronecker identities (no ``N x N`` matrix products):
     C^T C = P^T P (x) I - P^T (x) Q - P (x) Q^T + I (x) Q Q^T.
 
 Problems with more than ``DENSE_MAX_UNKNOWNS`` unknowns of compact or finite
-groups go to :func:`geomlin.linear.iterative.nullspace_sampled` (averaging over
+groups go to :func:`geomlin.linear.sampled_solver.nullspace_sampled` (averaging over
 random group elements, applied factor by factor, with an exact Rayleigh-Ritz
 check), which never forms the Gram matrix.
 
@@ -34,7 +34,7 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
-from geomlin.linear.iterative import nullspace_sampled
+from geomlin.linear.sampled_solver import nullspace_sampled
 from geomlin.reps.base import Rep, common_group
 
 #: Eigenvalues of the Gram matrix below ``NULLSPACE_RTOL * max(1, largest)`` span the solution.

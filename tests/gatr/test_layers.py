@@ -12,7 +12,7 @@ from geomlin.gatr import (
     GeometricMLP,
 )
 from geomlin.gatr import primitives as P
-from geomlin.gatr.group import Pin301, pin_action
+from geomlin.algebra import Pin301, pin_action
 from geomlin.testing import assert_equivariant
 
 DT = torch.float64

@@ -6,7 +6,7 @@ import torch
 
 from geomlin.algebra import pga
 from geomlin.gatr import GATr
-from geomlin.gatr.group import Pin301, pin_action
+from geomlin.algebra import Pin301, pin_action
 from geomlin.groups import E3
 from geomlin.testing import assert_equivariant
 

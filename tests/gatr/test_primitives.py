@@ -7,7 +7,7 @@ import torch
 
 from geomlin.algebra import pga
 from geomlin.gatr import primitives as P
-from geomlin.gatr.group import Pin301, pin_action
+from geomlin.algebra import Pin301, pin_action
 from geomlin.testing import assert_equivariant, assert_invariant
 
 DT = torch.float64

@@ -7,7 +7,7 @@ import torch
 
 from geomlin.groups import SL, SO, C, D, DirectProduct, Group, Lorentz, O, S, Sp
 from geomlin.linear import clear_cache, equivariant_basis
-from geomlin.linear.iterative import nullspace_sampled
+from geomlin.linear.sampled_solver import nullspace_sampled
 from geomlin.reps import Scalar, V
 
 # (group, k, l, dim): dimension of Hom((R^d)^k, (R^d)^l); depends only on k + l for the

@@ -13,7 +13,7 @@ each grade's quadratic form ``<x_k ~x_k>_0``. So are equivariant:
 
 This serves O(n) (metric ``(1,)*n``), Lorentz (``(1, -1, -1, -1)``) and degenerate (PGA) users.
 Multivectors are ``(..., channels, dim)`` with ``dim = algebra.dim``.
-:class:`CliffordGroup` samples versors for :mod:`geomlin.testing`.
+:class:`~geomlin.algebra.CliffordGroup` samples versors for :mod:`geomlin.testing`.
 """
 
 from __future__ import annotations
@@ -26,12 +26,7 @@ from torch import Tensor, nn
 
 from geomlin.algebra import CliffordAlgebra
 from geomlin.algebra.clifford import cached_constant
-
-
-def _as_algebra(algebra) -> CliffordAlgebra:
-    if isinstance(algebra, CliffordAlgebra):
-        return algebra
-    return CliffordAlgebra(algebra)
+from geomlin.algebra.versor_groups import as_algebra
 
 
 def _check(algebra: CliffordAlgebra, x: Tensor, channels: int, where: str) -> None:
@@ -52,7 +47,7 @@ class MVLinear(nn.Module):
 
     def __init__(self, algebra, in_channels: int, out_channels: int, bias: bool = True):
         super().__init__()
-        self.algebra = _as_algebra(algebra)
+        self.algebra = as_algebra(algebra)
         self.in_channels, self.out_channels = in_channels, out_channels
         self.weight = nn.Parameter(torch.randn(out_channels, in_channels, self.algebra.n + 1) / math.sqrt(in_channels))
         self.bias = nn.Parameter(torch.zeros(out_channels)) if bias else None
@@ -104,7 +99,7 @@ class GeometricProductLayer(nn.Module):
 
     def __init__(self, algebra, in_channels: int, out_channels: int):
         super().__init__()
-        self.algebra = _as_algebra(algebra)
+        self.algebra = as_algebra(algebra)
         self.in_channels = in_channels
         m = self.algebra.n + 1
         self.right = MVLinear(self.algebra, in_channels, in_channels)
@@ -125,7 +120,7 @@ class MVSiLU(nn.Module):
 
     def __init__(self, algebra, channels: int):
         super().__init__()
-        self.algebra = _as_algebra(algebra)
+        self.algebra = as_algebra(algebra)
         self.channels = channels
         self.a = nn.Parameter(torch.ones(channels, self.algebra.n + 1))
         self.b = nn.Parameter(torch.zeros(channels, self.algebra.n + 1))
@@ -145,7 +140,7 @@ class MVLayerNorm(nn.Module):
 
     def __init__(self, algebra, channels: int, eps: float = 1e-6):
         super().__init__()
-        self.algebra = _as_algebra(algebra)
+        self.algebra = as_algebra(algebra)
         self.eps = eps
         self.a = nn.Parameter(torch.ones(channels))
 
@@ -164,43 +159,3 @@ class CGENNBlock(nn.Module):
 
     def forward(self, x: Tensor) -> Tensor:
         return x + self.act(self.layer(x))
-
-
-class CliffordGroup:
-    """Sampler of Clifford-group versors of ``algebra`` for :mod:`geomlin.testing`.
-
-    ``sample(n)`` returns ``(n, dim)`` products of 1..``max_vectors`` random vectors whose
-    squares satisfy ``|v^2| >= min_square`` (so the versors are well conditioned).
-    Use :meth:`action` as the action callable.
-    """
-
-    def __init__(self, algebra, max_vectors: int = 4, min_square: float = 0.3):
-        self.algebra = _as_algebra(algebra)
-        if self.algebra.metric.count(0.0) == self.algebra.n:
-            raise ValueError("a fully degenerate metric has no invertible vectors")
-        self.max_vectors = max_vectors
-        self.min_square = min_square
-
-    def __repr__(self) -> str:
-        return f"CliffordGroup{self.algebra.metric}"
-
-    def sample(self, n: int = 1, generator: torch.Generator | None = None, dtype=torch.float64) -> Tensor:
-        alg = self.algebra
-        metric = torch.tensor(alg.metric, dtype=torch.float64)
-        out = []
-        for _ in range(n):
-            k = int(torch.randint(1, self.max_vectors + 1, (1,), generator=generator))
-            v = None
-            while k:
-                c = torch.randn(alg.n, generator=generator, dtype=torch.float64)
-                if abs(float((metric * c * c).sum())) < self.min_square:
-                    continue
-                vec = alg.embed_vector(c)
-                v = vec if v is None else alg.geometric_product(v, vec)
-                k -= 1
-            out.append(v)
-        return torch.stack(out).to(dtype)
-
-    def action(self, g: Tensor, x: Tensor) -> Tensor:
-        """``rho_g(x)`` on the last axis of ``x (..., dim)``."""
-        return self.algebra.sandwich(g, x)

@@ -151,7 +151,7 @@ def test_version_and_help(capsys):
 
 
 def test_bench_runs_scripts(tmp_path, capsys):
-    from geomlin.train.bench import run_benchmarks
+    from geomlin.cli.bench import run_benchmarks
 
     (tmp_path / "bench_toy.py").write_text(
         "import sys\nprint('op | geomlin | peer | ratio')\nprint('x | 1.0 | 2.0 | 2.0', '--quick' in sys.argv)\n")

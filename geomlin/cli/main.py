@@ -125,11 +125,11 @@ def main(argv: list[str] | None = None) -> int:
                 raise UserError("geomlin train needs a task: pointcloud, molecules or nbody")
             return _train(args)
         if args.command == "bench":
-            from geomlin.train.bench import run_benchmarks
+            from geomlin.cli.bench import run_benchmarks
 
             return run_benchmarks(args.dir, quick=args.quick, only=args.only, timeout=args.timeout)
         if args.command == "audit":
-            from geomlin.train.audit import audit, format_report
+            from geomlin.cli.audit import audit, format_report
 
             only = [m.strip() for m in args.model.split(",")] if args.model else None
             results = audit(args.target, n_samples=args.samples, seed=args.seed, only=only)

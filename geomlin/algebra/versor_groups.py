@@ -1,11 +1,12 @@
-"""Pin(3,0,1): the group-like sampler GATr's equivariance tests hand to :mod:`geomlin.testing`.
+"""Samplers of versor groups, for :mod:`geomlin.testing` and the feature types of :mod:`geomlin.reps`.
 
-Every element of Pin(3,0,1) (the double cover of E(3)) is a product of at most four
-reflections in planes. :class:`Pin301` samples such products: ``k`` planes with ``k``
-uniform in ``1..max_planes``, random unit normals and random offsets, so translations,
-rotations, screw motions, reflections and roto-reflections all occur.
+* :class:`CliffordGroup` — products of random invertible vectors of any :class:`CliffordAlgebra`;
+* :class:`Pin301` — Pin(3,0,1), the double cover of E(3): products of 1..4 reflections in planes.
 
->>> from geomlin.gatr.group import Pin301, pin_action
+Both act on multivectors by the twisted sandwich ``v x^ v^-1`` (:meth:`CliffordAlgebra.sandwich`,
+:func:`geomlin.algebra.pga.sandwich`), so odd versors act as reflections on every grade.
+
+>>> from geomlin.algebra import Pin301, pin_action
 >>> g = Pin301().sample(3)              # (3, 16) versors
 >>> x = torch.randn(5, 2, 16)           # (items, channels, 16)
 >>> pin_action(g[0], x).shape
@@ -18,10 +19,62 @@ import torch
 from torch import Tensor
 
 from geomlin.algebra import pga
+from geomlin.algebra.clifford import CliffordAlgebra
+
+
+def as_algebra(algebra) -> CliffordAlgebra:
+    """A :class:`CliffordAlgebra`, or one built from a metric such as ``(1, 1, 1)``."""
+    if isinstance(algebra, CliffordAlgebra):
+        return algebra
+    return CliffordAlgebra(algebra)
+
+
+class CliffordGroup:
+    """Sampler of Clifford-group versors of ``algebra`` for :mod:`geomlin.testing`.
+
+    ``sample(n)`` returns ``(n, dim)`` products of 1..``max_vectors`` random vectors whose
+    squares satisfy ``|v^2| >= min_square`` (so the versors are well conditioned).
+    Use :meth:`action` as the action callable.
+    """
+
+    def __init__(self, algebra, max_vectors: int = 4, min_square: float = 0.3):
+        self.algebra = as_algebra(algebra)
+        if self.algebra.metric.count(0.0) == self.algebra.n:
+            raise ValueError("a fully degenerate metric has no invertible vectors")
+        self.max_vectors = max_vectors
+        self.min_square = min_square
+
+    def __repr__(self) -> str:
+        return f"CliffordGroup{self.algebra.metric}"
+
+    def sample(self, n: int = 1, generator: torch.Generator | None = None, dtype=torch.float64) -> Tensor:
+        alg = self.algebra
+        metric = torch.tensor(alg.metric, dtype=torch.float64)
+        out = []
+        for _ in range(n):
+            k = int(torch.randint(1, self.max_vectors + 1, (1,), generator=generator))
+            v = None
+            while k:
+                c = torch.randn(alg.n, generator=generator, dtype=torch.float64)
+                if abs(float((metric * c * c).sum())) < self.min_square:
+                    continue
+                vec = alg.embed_vector(c)
+                v = vec if v is None else alg.geometric_product(v, vec)
+                k -= 1
+            out.append(v)
+        return torch.stack(out).to(dtype)
+
+    def action(self, g: Tensor, x: Tensor) -> Tensor:
+        """``rho_g(x)`` on the last axis of ``x (..., dim)``."""
+        return self.algebra.sandwich(g, x)
 
 
 class Pin301:
     """Sampler of random Pin(3,0,1) versors, for :func:`geomlin.testing.assert_equivariant`.
+
+    Every element of Pin(3,0,1) is a product of at most four reflections in planes; ``sample``
+    draws ``k`` planes with ``k`` uniform in ``1..max_planes``, random unit normals and random
+    offsets, so translations, rotations, screw motions, reflections and roto-reflections all occur.
 
     Parameters
     ----------

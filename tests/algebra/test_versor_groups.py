@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from geomlin.algebra import pga
-from geomlin.gatr.group import Pin301, pin_action
+from geomlin.algebra import Pin301, pin_action
 
 DT = torch.float64
 

@@ -3,10 +3,9 @@
 import pytest
 import torch
 
-from geomlin.algebra import CliffordAlgebra
-from geomlin.gatr.cgenn import (
+from geomlin.algebra import CliffordAlgebra, CliffordGroup
+from geomlin.clifford.cgenn import (
     CGENNBlock,
-    CliffordGroup,
     GeometricProductLayer,
     MVLayerNorm,
     MVLinear,
