@@ -7,6 +7,12 @@ group elements ``g`` and measures, for every output of ``fn``,
 
 in float64. ``assert_equivariant`` raises when the worst case exceeds ``rtol``.
 
+For a module that declares its feature types (``type_in`` / ``type_out``, see
+:mod:`geomlin.reps.feature_type`) everything can be left out::
+
+    assert_equivariant(module)               # group, actions and inputs from the declarations
+    assert_equivariant(module, group=G)      # the declared actions under another sampler
+
 What a "group" is
     Anything with ``sample(n, generator=None, dtype=...)`` returning ``n``
     elements indexable as ``elements[i]``: a :class:`geomlin.groups.Group`
@@ -15,7 +21,8 @@ What a "group" is
     later capabilities (Pin(3,0,1) versors in :mod:`geomlin.gatr`).
 
 What an action is (one per positional input / per output)
-    * a :class:`geomlin.reps.Rep`: ``x @ rho(g).T`` on the last axis;
+    * a feature type (:class:`geomlin.reps.FeatureType`: a ``Rep``, ``Positions``,
+      ``Multivectors``, ...): its ``act(g, x)``; a ``Rep`` acts by ``x @ rho(g).T``;
     * e3nn ``o3.Irreps``: ``x @ D(g).T`` on the last axis (O(3) with parity);
     * ``"scalar"`` / ``"invariant"``: unchanged;
     * ``"vector"``: ``R x`` on the last axis (``R = g`` or the rotation of a rigid motion);
@@ -30,13 +37,14 @@ passed to ``fn`` unchanged, both for ``x`` and for ``g . x``.
 from __future__ import annotations
 
 import math
-import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 from torch import Tensor
+
+from geomlin.reps.feature_type import _is_irreps, apply_matrix, rotation_part, translation_part
 
 #: Default relative tolerance of :func:`assert_equivariant` (float64).
 DEFAULT_RTOL = 1e-9
@@ -50,44 +58,18 @@ DEFAULT_BATCH = 4
 Action = Callable[[Any, Tensor], Tensor]
 
 
-def _is_irreps(x) -> bool:
-    """True for e3nn ``Irreps``; never imports e3nn (an Irreps object means it is loaded already)."""
-    o3 = sys.modules.get("e3nn.o3")
-    return o3 is not None and isinstance(x, o3.Irreps)
-
-
-def _rotation_part(g) -> Tensor:
-    from geomlin.groups.euclidean import RigidTransform
-
-    if isinstance(g, RigidTransform):
-        return g.R
-    if isinstance(g, Tensor) and g.ndim == 2 and g.shape[0] == g.shape[1]:
-        return g
-    raise TypeError(f"a 'vector' or 'position' action needs a matrix or RigidTransform, got {type(g).__name__}")
-
-
-def _on_last_axis(M: Tensor, x: Tensor) -> Tensor:
-    if x.shape[-1] != M.shape[-1]:
-        raise ValueError(f"the action has size {M.shape[-1]} but the tensor has last dimension "
-                         f"{x.shape[-1]} (shape {tuple(x.shape)})")
-    return x @ M.to(dtype=x.dtype, device=x.device).transpose(-1, -2)
-
-
 def _scalar_action(g, x: Tensor) -> Tensor:
     return x
 
 
 def _vector_action(g, x: Tensor) -> Tensor:
-    return _on_last_axis(_rotation_part(g), x)
+    return apply_matrix(rotation_part(g), x)
 
 
 def _position_action(g, x: Tensor) -> Tensor:
-    from geomlin.groups.euclidean import RigidTransform
-
     out = _vector_action(g, x)
-    if isinstance(g, RigidTransform):
-        out = out + g.t.to(dtype=x.dtype, device=x.device)
-    return out
+    t = translation_part(g, x)
+    return out if t is None else out + t
 
 
 _NAMED_ACTIONS: dict[str, Action] = {
@@ -100,12 +82,12 @@ _NAMED_ACTIONS: dict[str, Action] = {
 
 def as_action(spec) -> Action | None:
     """Turn an action spec (Rep, Irreps, name, callable or None) into ``action(g, x)``."""
-    from geomlin.reps.base import Rep
+    from geomlin.reps.feature_type import FeatureType
 
     if spec is None:
         return None
-    if isinstance(spec, Rep):
-        return lambda g, x: _on_last_axis(spec.rho(_rotation_part(g).to(torch.float64)), x)
+    if isinstance(spec, FeatureType):
+        return spec.act
     if isinstance(spec, str):
         if spec in _NAMED_ACTIONS:
             return _NAMED_ACTIONS[spec]
@@ -114,20 +96,40 @@ def as_action(spec) -> Action | None:
     if _is_irreps(spec):
         from geomlin.reps.irreps import wigner_D_from_matrix
 
-        return lambda g, x: _on_last_axis(wigner_D_from_matrix(spec, _rotation_part(g).to(torch.float64)), x)
+        return lambda g, x: apply_matrix(wigner_D_from_matrix(spec, rotation_part(g).to(torch.float64)), x)
     if callable(spec):
         return spec
     raise TypeError(f"cannot use {type(spec).__name__} as a group action")
 
 
-def _example_size(spec) -> int:
-    from geomlin.reps.base import Rep
+def _example_input(spec, batch: int, generator, dtype) -> Tensor:
+    from geomlin.reps.feature_type import FeatureType
 
-    if isinstance(spec, Rep):
-        return spec.size
+    if isinstance(spec, FeatureType):
+        return spec.random((batch,), generator=generator, dtype=dtype)
     if _is_irreps(spec):
-        return spec.dim
+        return torch.randn(batch, spec.dim, generator=generator, dtype=dtype)
     raise ValueError(f"cannot generate an example input for action {spec!r}: pass inputs=")
+
+
+def _resolve(fn, group, reps_in, reps_out, inputs, kwargs, batch, generator, dtype):
+    """Fill in what the caller left out from ``fn``'s declared feature types."""
+    from geomlin.reps.feature_type import declared_group, declared_types, example_inputs
+
+    if (reps_in is None) != (reps_out is None):
+        raise ValueError("give both reps_in and reps_out, or neither (to use the module's declared types)")
+    if reps_in is None:
+        reps_in, reps_out = declared_types(fn)
+        if group is None:
+            group = declared_group(fn)
+            if group is None:
+                raise ValueError(f"every declared type of {type(fn).__name__} is invariant; pass a group to check")
+        if inputs is None:
+            inputs, own_kwargs = example_inputs(fn, generator=generator, dtype=dtype, batch=batch)
+            kwargs = {**own_kwargs, **kwargs}
+    elif group is None:
+        raise ValueError("group is required when the actions are given explicitly")
+    return group, reps_in, reps_out, inputs, kwargs
 
 
 def _as_tuple(x) -> tuple:
@@ -166,7 +168,7 @@ class EquivarianceReport:
         return self.max_error
 
 
-def equivariance_check(fn: Callable, group, reps_in, reps_out, inputs=None, *,
+def equivariance_check(fn: Callable, group=None, reps_in=None, reps_out=None, inputs=None, *,
                        n_samples: int = DEFAULT_SAMPLES, batch: int = DEFAULT_BATCH,
                        dtype: torch.dtype = torch.float64, generator: torch.Generator | None = None,
                        atol: float = DEFAULT_ATOL, kwargs: dict | None = None) -> EquivarianceReport:
@@ -175,11 +177,13 @@ def equivariance_check(fn: Callable, group, reps_in, reps_out, inputs=None, *,
     Parameters
     ----------
     fn: callable taking ``len(reps_in)`` positional tensors (plus ``kwargs``).
-    group: a group or group-like sampler.
+    group: a group or group-like sampler; default: the group of ``fn``'s declared types.
     reps_in, reps_out: one action spec or a sequence of them, one per
-        positional input / output (outputs may be a tuple).
-    inputs: a tensor or tuple of tensors; generated as ``(batch, size)``
-        standard normals when omitted (needs Rep or Irreps actions).
+        positional input / output (outputs may be a tuple); default: ``fn.type_in`` /
+        ``fn.type_out``.
+    inputs: a tensor or tuple of tensors; when omitted, ``fn.example_inputs()`` for a
+        module with declared types, else ``(batch, ...)`` standard normals of each
+        feature type.
     n_samples: number of random group elements.
     dtype: dtype of generated inputs and group elements (float64 by default).
 
@@ -187,22 +191,29 @@ def equivariance_check(fn: Callable, group, reps_in, reps_out, inputs=None, *,
     -------
     EquivarianceReport with the worst relative error over samples and outputs.
     """
+    from geomlin.validation import check_positive_int
+
     if not callable(fn):
         raise TypeError(f"fn must be callable, got {type(fn).__name__}")
+    n_samples = check_positive_int(n_samples, "n_samples")
+    batch = check_positive_int(batch, "batch")
+    kwargs = dict(kwargs or {})
+    group, reps_in, reps_out, inputs, kwargs = _resolve(fn, group, reps_in, reps_out, inputs, kwargs,
+                                                        batch, generator, dtype)
     if not hasattr(group, "sample"):
         raise TypeError(f"group must have a sample(n, generator, dtype) method, got {type(group).__name__}")
-    if isinstance(n_samples, bool) or not isinstance(n_samples, int) or n_samples < 1:
-        raise ValueError(f"n_samples must be a positive int, got {n_samples!r}")
     specs_in = _as_specs(reps_in)
     specs_out = _as_specs(reps_out)
     acts_in = [as_action(s) for s in specs_in]
     acts_out = [as_action(s) for s in specs_out]
-    kwargs = dict(kwargs or {})
 
     if inputs is None:
-        inputs = tuple(torch.randn(batch, _example_size(s), generator=generator, dtype=dtype)
-                       for s in specs_in)
+        inputs = tuple(_example_input(s, batch, generator, dtype) for s in specs_in)
     inputs = _as_tuple(inputs)
+    for i, x in enumerate(inputs):
+        if isinstance(x, Tensor) and x.numel() == 0:
+            raise ValueError(f"input {i} is empty (shape {tuple(x.shape)}); an equivariance check on no "
+                             "data proves nothing")
     if len(inputs) != len(acts_in):
         raise ValueError(f"got {len(inputs)} inputs but {len(acts_in)} input actions")
     for i, x in enumerate(inputs):
@@ -244,18 +255,20 @@ def equivariance_check(fn: Callable, group, reps_in, reps_out, inputs=None, *,
                               errors=errors, output_norm=output_norm)
 
 
-def equivariance_error(fn: Callable, group, reps_in, reps_out, inputs=None, **options) -> float:
+def equivariance_error(fn: Callable, group=None, reps_in=None, reps_out=None, inputs=None,
+                       **options) -> float:
     """The worst relative equivariance error of ``fn`` (a float); options as in :func:`equivariance_check`."""
     return equivariance_check(fn, group, reps_in, reps_out, inputs, **options).max_error
 
 
-def assert_equivariant(fn: Callable, group, reps_in, reps_out, inputs=None, *,
+def assert_equivariant(fn: Callable, group=None, reps_in=None, reps_out=None, inputs=None, *,
                        rtol: float = DEFAULT_RTOL, allow_zero: bool = False,
                        **options) -> EquivarianceReport:
     """Raise ``AssertionError`` when ``fn``'s relative equivariance error exceeds ``rtol``.
 
     Also fails when ``fn`` is trivially zero on the inputs (a test that cannot
-    fail proves nothing). Returns the report otherwise.
+    fail proves nothing). Returns the report otherwise. ``assert_equivariant(module)``
+    alone checks a module that declares ``type_in`` / ``type_out``.
     """
     report = equivariance_check(fn, group, reps_in, reps_out, inputs, **options)
     if not allow_zero and report.output_norm <= options.get("atol", DEFAULT_ATOL):

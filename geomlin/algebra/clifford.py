@@ -386,6 +386,28 @@ class CliffordAlgebra:
         xs = torch.where(odd, self.grade_involution(x), x)
         return self.geometric_product(self.geometric_product(v, xs, method), self.inverse_versor(v), method)
 
+    def act(self, g: Tensor, x: Tensor) -> Tensor:
+        """The action of one group element ``g`` on multivectors ``x (..., dim)``.
+
+        ``g (dim,)`` is a versor acting by :meth:`sandwich`; the ``(dim, dim)`` matrix of the map
+        is built once, so ``x`` of any leading shape costs one matrix product.
+        """
+        self.check(x, "x")
+        self.check(g, "g")
+        if g.ndim != 1:
+            raise ValueError(f"act takes one versor of shape ({self.dim},), got {tuple(g.shape)}")
+        eye = torch.eye(self.dim, dtype=x.dtype, device=x.device)
+        return x @ self.sandwich(g.to(dtype=x.dtype, device=x.device), eye)
+
+    def versor_group(self):
+        """The group of versors acting on this algebra's multivectors: :class:`~geomlin.algebra.Pin301`
+        for G(3,0,1), :class:`~geomlin.algebra.CliffordGroup` otherwise."""
+        from geomlin.algebra.versor_groups import CliffordGroup, Pin301
+
+        if self.metric == (0.0, 1.0, 1.0, 1.0):
+            return Pin301()
+        return CliffordGroup(self)
+
     def exp(self, x: Tensor, terms: int = 14) -> Tensor:
         """Exponential of a multivector (typically a bivector) ``(..., dim)``.
 

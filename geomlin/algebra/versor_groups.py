@@ -47,6 +47,9 @@ class CliffordGroup:
     def __repr__(self) -> str:
         return f"CliffordGroup{self.algebra.metric}"
 
+    def key(self) -> tuple:
+        return ("CliffordGroup", self.algebra.metric)
+
     def sample(self, n: int = 1, generator: torch.Generator | None = None, dtype=torch.float64) -> Tensor:
         alg = self.algebra
         metric = torch.tensor(alg.metric, dtype=torch.float64)
@@ -96,6 +99,14 @@ class Pin301:
 
     def __repr__(self) -> str:
         return f"Pin(3,0,1)[<= {self.max_planes} planes{', ' + self.parity if self.parity else ''}]"
+
+    def key(self) -> tuple:
+        """Spin(3,0,1) (``parity="even"``) or Pin(3,0,1); the sampling options are not part of it."""
+        return ("Pin(3,0,1)", self.parity == "even")
+
+    def is_subgroup_of(self, other) -> bool:
+        """Spin(3,0,1) lies in Pin(3,0,1); each lies in itself."""
+        return isinstance(other, Pin301) and (other.parity is None or self.parity == "even")
 
     def sample(self, n: int = 1, generator: torch.Generator | None = None,
                dtype: torch.dtype = torch.float64) -> Tensor:

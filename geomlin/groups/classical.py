@@ -49,6 +49,10 @@ class SO(Group):
         super().__init__(lie_algebra=_so_generators(n), d=n, name=f"SO({n})")
         self.n = n
 
+    def is_subgroup_of(self, other) -> bool:
+        """SO(n) lies in O(n) (and in itself)."""
+        return isinstance(other, (SO, O)) and other.d == self.d
+
     def sample(self, n: int = 1, generator=None, dtype=torch.float64) -> Tensor:
         return haar_orthogonal(_check_count(n), self.d, generator, special=True).to(dtype)
 

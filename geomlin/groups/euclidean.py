@@ -96,6 +96,20 @@ class Euclidean:
     def __repr__(self) -> str:
         return self.name
 
+    def key(self) -> tuple:
+        """Identity of the group (the translation scale only changes how it is sampled)."""
+        return ("Euclidean", self.d, self.reflections)
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, Euclidean) and self.key() == other.key()
+
+    def __hash__(self) -> int:
+        return hash(self.key())
+
+    def is_subgroup_of(self, other) -> bool:
+        """SE(d) lies in E(d); each lies in itself."""
+        return isinstance(other, Euclidean) and other.d == self.d and (other.reflections or not self.reflections)
+
     def sample(self, n: int = 1, generator=None, dtype=torch.float64) -> RigidTransform:
         """``n`` random rigid transforms: R ``(n, d, d)``, t ``(n, d)``."""
         n = _check_count(n)

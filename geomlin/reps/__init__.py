@@ -1,4 +1,14 @@
-"""Representations: ``V(G)``, ``Scalar``, sums, tensor products, duals, e3nn Irreps.
+"""Feature types: how tensors transform, and the representation algebra.
+
+Every equivariant module declares ``type_in`` / ``type_out`` with these types
+(:mod:`geomlin.reps.feature_type`), so :func:`geomlin.testing.assert_equivariant`,
+``geomlin audit`` and :class:`EquivariantSequential` need nothing else.
+
+* the representation algebra: ``V(G)``, ``Scalar``, sums, tensor products, duals, e3nn Irreps;
+* :class:`Scalars`, :class:`Labels`, :class:`Vectors`, :class:`Positions` (E(n), SE(n));
+* :class:`Multivectors` (Clifford algebras, acted on by versors);
+* :class:`SphereCoefficients` (spherical-harmonic coefficients up to ``lmax`` under O(3));
+* :class:`Tensors` (order-``k`` tensors over a group of ``n x n`` matrices).
 
 >>> from geomlin.groups import O
 >>> from geomlin.reps import V, Scalar
@@ -8,18 +18,52 @@
 """
 
 from geomlin.reps.base import DualRep, Rep, Scalar, ScalarRep, SumRep, TensorRep, V, Vector, common_group
+from geomlin.reps.feature_type import (
+    FeatureType,
+    compatible,
+    declared_group,
+    declared_types,
+    example_inputs,
+)
 from geomlin.reps.irreps import IrrepsRep, wigner_D_from_matrix
+from geomlin.reps.sequential import EquivariantSequential
+from geomlin.reps.types import (
+    NATURAL,
+    PSEUDO,
+    Labels,
+    Multivectors,
+    Positions,
+    Scalars,
+    SphereCoefficients,
+    Tensors,
+    Vectors,
+)
 
 __all__ = [
+           "NATURAL",
+           "PSEUDO",
            "DualRep",
+           "EquivariantSequential",
+           "FeatureType",
            "IrrepsRep",
+           "Labels",
+           "Multivectors",
+           "Positions",
            "Rep",
            "Scalar",
            "ScalarRep",
+           "Scalars",
+           "SphereCoefficients",
            "SumRep",
            "TensorRep",
+           "Tensors",
            "V",
            "Vector",
+           "Vectors",
            "common_group",
+           "compatible",
+           "declared_group",
+           "declared_types",
+           "example_inputs",
            "wigner_D_from_matrix",
 ]

@@ -22,6 +22,7 @@ import torch
 from torch import Tensor
 
 from geomlin.groups.base import Group
+from geomlin.reps.feature_type import FeatureType, apply_matrix, rotation_part
 
 
 def _kron(a: Tensor, b: Tensor) -> Tensor:
@@ -56,10 +57,12 @@ def _check_element(g: Tensor, G: Group | None, what: str = "group elements") -> 
     return g
 
 
-class Rep:
+class Rep(FeatureType):
     """Base class of representations; see the module docstring for the algebra.
 
-    Subclasses implement ``size``, ``group``, ``rho``, ``drho`` and ``key``.
+    Subclasses implement ``size``, ``group``, ``rho``, ``drho`` and ``key``. As a
+    :class:`~geomlin.reps.FeatureType` a rep occupies the last axis, ``(..., size)``, and ``g``
+    acts by ``x @ rho(g)^T`` (the rotation part of a rigid transform for E(d) samplers).
     """
 
     #: The group this rep belongs to (``None`` for reps of every group, i.e. Scalar).
@@ -81,6 +84,20 @@ class Rep:
     def key(self) -> tuple:
         """Canonical hashable description (equal reps have equal keys)."""
         raise NotImplementedError
+
+    # ----------------------------------------------------------- as a feature type
+    @property
+    def shape(self) -> tuple[int, ...]:
+        """``(size,)``: a rep occupies the last axis."""
+        return (self.size,)
+
+    @property
+    def is_invariant(self) -> bool:
+        return self.is_scalar
+
+    def act(self, g, x: Tensor) -> Tensor:
+        """``x @ rho(g)^T`` on the last axis, ``rho`` evaluated in float64."""
+        return apply_matrix(self.rho(rotation_part(g).to(torch.float64)), x)
 
     # ---------------------------------------------------------------- algebra
     def __add__(self, other) -> Rep:

@@ -1,0 +1,282 @@
+"""Shared input validation for geomlin's public boundaries.
+
+Every public function, module constructor, ``forward``, dataset reader and CLI option checks its
+input with these helpers, so the same mistake gets the same message everywhere. A message names
+the argument, says what was expected and what was given::
+
+    ValueError: x must have shape (..., 8, 16) (multivectors of G(3,0,1), 8 channels), got (4, 7, 15)
+
+Conventions
+    * ``TypeError`` for the wrong kind of object or dtype, ``ValueError`` for wrong values or
+      shapes, :class:`FileFormatError` (a ``ValueError``) for corrupt files, naming the file and
+      the line or record.
+    * Nothing here converts silently: integer, complex or boolean tensors are refused where a real
+      floating tensor is needed (call ``.to(torch.float64)`` yourself).
+    * Finiteness checks on accelerators are asynchronous device-side asserts
+      (``torch._assert_async``): a GPU forward never waits for the host. On the CPU they raise at
+      once.
+    * Checks belong at public boundaries, never inside inner loops.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+import torch
+from torch import Tensor
+
+#: Relative tolerance for "is this a group element / orthonormal / unit" checks, by dtype. Loose
+#: enough for values that went through a few float operations, tight enough to reject a shear.
+GEOMETRY_TOLERANCE = {torch.float64: 1e-6, torch.float32: 1e-3, torch.float16: 2e-2, torch.bfloat16: 5e-2}
+
+#: Readable names of the dtype families accepted by :func:`check_tensor`.
+DTYPE_FAMILIES = ("float", "int", "bool", "index", "any")
+
+
+class FileFormatError(ValueError):
+    """A file that cannot be read as what it claims to be; the message starts with ``path:line:``."""
+
+    def __init__(self, path, message: str, line: int | None = None, record: int | str | None = None):
+        where = str(path)
+        if line is not None:
+            where += f":{line}"
+        if record is not None:
+            where += f" (record {record})"
+        super().__init__(f"{where}: {message}")
+        self.path = str(path)
+        self.line = line
+        self.record = record
+
+
+def tolerance(dtype: torch.dtype) -> float:
+    """The :data:`GEOMETRY_TOLERANCE` of ``dtype`` (float32's for unknown dtypes)."""
+    return GEOMETRY_TOLERANCE.get(dtype, GEOMETRY_TOLERANCE[torch.float32])
+
+
+def shape_str(shape: Iterable) -> str:
+    """``(4, 7, 15)`` for a shape, ``(..., 16)`` for a pattern with ``...``, ``*`` for ``None``."""
+    parts = ["..." if s is Ellipsis else ("*" if s is None else str(int(s))) for s in shape]
+    return "(" + ", ".join(parts) + ("," if len(parts) == 1 else "") + ")"
+
+
+def _shape_matches(actual: tuple, pattern: tuple) -> bool:
+    if Ellipsis in pattern:
+        i = pattern.index(Ellipsis)
+        head, tail = pattern[:i], pattern[i + 1:]
+        if len(actual) < len(head) + len(tail):
+            return False
+        return (_shape_matches(actual[:len(head)], head)
+                and _shape_matches(actual[len(actual) - len(tail):], tail))
+    if len(actual) != len(pattern):
+        return False
+    return all(p is None or a == p for a, p in zip(actual, pattern))
+
+
+def _dtype_ok(dtype: torch.dtype, want) -> bool:
+    if want is None or want == "any":
+        return True
+    if isinstance(want, torch.dtype):
+        return dtype == want
+    if isinstance(want, (tuple, list)):
+        return any(_dtype_ok(dtype, w) for w in want)
+    if want == "float":
+        return dtype.is_floating_point
+    if want == "int":
+        return not dtype.is_floating_point and not dtype.is_complex and dtype != torch.bool
+    if want == "index":
+        return dtype in (torch.int64, torch.int32)
+    if want == "bool":
+        return dtype == torch.bool
+    raise ValueError(f"unknown dtype family {want!r}; expected one of {DTYPE_FAMILIES} or a torch.dtype")
+
+
+def _dtype_str(want) -> str:
+    if isinstance(want, (tuple, list)):
+        return " or ".join(_dtype_str(w) for w in want)
+    return {"float": "a floating-point dtype", "int": "an integer dtype", "index": "int64 (or int32)",
+            "bool": "dtype torch.bool"}.get(want, str(want))
+
+
+def check_tensor(x, name: str, *, shape: Sequence | None = None, ndim: int | None = None,
+                 min_ndim: int | None = None, dtype="float", finite: bool = False,
+                 nonempty: bool = False, what: str | None = None) -> Tensor:
+    """Check that ``x`` is a tensor of the given layout; return it unchanged.
+
+    Parameters
+    ----------
+    x: the value to check.
+    name: the argument's name, used in the message.
+    shape: a pattern such as ``(..., 16)``, ``(None, 3)`` or ``(B, N, 3)``: ints must match,
+        ``None`` matches any size, one ``...`` matches any number of leading/middle axes.
+    ndim, min_ndim: exact or minimum number of dimensions.
+    dtype: ``"float"`` (real floating point; the default), ``"int"``, ``"index"`` (int64/int32),
+        ``"bool"``, ``"any"``, a ``torch.dtype`` or a tuple of these.
+    finite: also refuse NaN and inf (see :func:`check_finite`).
+    nonempty: refuse tensors with zero elements.
+    what: a short description appended to shape errors (``"a G(3,0,1) multivector"``).
+    """
+    if not isinstance(x, Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
+    if not _dtype_ok(x.dtype, dtype):
+        raise TypeError(f"{name} must have {_dtype_str(dtype)}, got {x.dtype}")
+    suffix = f" ({what})" if what else ""
+    if ndim is not None and x.ndim != ndim:
+        raise ValueError(f"{name} must have {ndim} dimension(s){suffix}, got shape {shape_str(x.shape)}")
+    if min_ndim is not None and x.ndim < min_ndim:
+        raise ValueError(f"{name} must have at least {min_ndim} dimension(s){suffix}, "
+                         f"got shape {shape_str(x.shape)}")
+    if shape is not None and not _shape_matches(tuple(x.shape), tuple(shape)):
+        raise ValueError(f"{name} must have shape {shape_str(shape)}{suffix}, got {shape_str(x.shape)}")
+    if nonempty and x.numel() == 0:
+        raise ValueError(f"{name} is empty (shape {shape_str(x.shape)}); at least one element is needed")
+    if finite:
+        check_finite(x, name)
+    return x
+
+
+def check_finite(x: Tensor, name: str) -> Tensor:
+    """Refuse NaN and inf in a floating tensor (asynchronously on accelerators); return ``x``."""
+    if not x.is_floating_point() and not x.is_complex():
+        return x
+    message = f"{name} contains NaN or inf values"
+    if x.device.type in ("cpu", "meta"):
+        if x.device.type == "cpu" and x.numel() and not bool(torch.isfinite(x).all()):
+            raise ValueError(message)
+    else:
+        torch._assert_async(torch.isfinite(x).all(), message)
+    return x
+
+
+def check_int(value, name: str, *, minimum: int | None = None, maximum: int | None = None) -> int:
+    """An integer (Python or numpy, not bool) within ``[minimum, maximum]``; returns a Python int."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        if isinstance(value, Tensor) and value.ndim == 0 and not value.is_floating_point() \
+                and value.dtype != torch.bool:
+            value = int(value)
+        else:
+            raise TypeError(f"{name} must be an int, got {value!r} ({type(value).__name__})")
+    value = int(value)
+    if minimum is not None and value < minimum:
+        raise ValueError(f"{name} must be >= {minimum}, got {value}")
+    if maximum is not None and value > maximum:
+        raise ValueError(f"{name} must be <= {maximum}, got {value}")
+    return value
+
+
+def check_positive_int(value, name: str, *, maximum: int | None = None) -> int:
+    """An int >= 1 (sizes, channels, counts, degrees that must not vanish)."""
+    return check_int(value, name, minimum=1, maximum=maximum)
+
+
+def check_nonnegative_int(value, name: str, *, maximum: int | None = None) -> int:
+    """An int >= 0 (degrees ``lmax``, optional counts)."""
+    return check_int(value, name, minimum=0, maximum=maximum)
+
+
+def check_float(value, name: str, *, minimum: float | None = None, maximum: float | None = None,
+                strict_minimum: bool = False, strict_maximum: bool = False) -> float:
+    """A finite real number within the bounds (``strict_*`` excludes the bound); returns a float."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        if isinstance(value, Tensor) and value.ndim == 0 and value.is_floating_point():
+            value = float(value)
+        else:
+            raise TypeError(f"{name} must be a real number, got {value!r} ({type(value).__name__})")
+    value = float(value)
+    if not math.isfinite(value):
+        raise ValueError(f"{name} must be finite, got {value}")
+    if minimum is not None and (value <= minimum if strict_minimum else value < minimum):
+        raise ValueError(f"{name} must be {'>' if strict_minimum else '>='} {minimum}, got {value}")
+    if maximum is not None and (value >= maximum if strict_maximum else value > maximum):
+        raise ValueError(f"{name} must be {'<' if strict_maximum else '<='} {maximum}, got {value}")
+    return value
+
+
+def check_positive_float(value, name: str) -> float:
+    """A finite real number > 0 (scales, radii, learning rates, tolerances)."""
+    return check_float(value, name, minimum=0.0, strict_minimum=True)
+
+
+def check_choice(value, name: str, choices: Iterable):
+    """``value`` must be one of ``choices`` (compared with ``==``); returns it."""
+    choices = tuple(choices)
+    if not isinstance(value, (str, int, float, type(None))) or value not in choices:
+        raise ValueError(f"{name} must be one of {', '.join(repr(c) for c in choices)}, got {value!r}")
+    return value
+
+
+def check_mask(mask, name: str, shape: Sequence | None = None) -> Tensor:
+    """A boolean mask (True = keep); float 0/1 masks are refused because they read as additive biases."""
+    if not isinstance(mask, Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor of dtype torch.bool, got {type(mask).__name__}")
+    if mask.dtype != torch.bool:
+        raise TypeError(f"{name} must have dtype torch.bool (True = keep), got {mask.dtype}; "
+                        f"convert a 0/1 mask with mask.bool()")
+    if shape is not None and not _shape_matches(tuple(mask.shape), tuple(shape)):
+        raise ValueError(f"{name} must have shape {shape_str(shape)}, got {shape_str(mask.shape)}")
+    return mask
+
+
+def check_batch_vector(batch, name: str, num_items: int, *, num_graphs: int | None = None) -> Tensor:
+    """A PyG batch vector: 1-D integer ``(num_items,)``, non-negative and sorted (non-decreasing).
+
+    The range and order checks run on the CPU only (on accelerators they would need a host sync).
+    """
+    check_tensor(batch, name, ndim=1, dtype="int")
+    if batch.shape[0] != num_items:
+        raise ValueError(f"{name} must have one entry per item ({num_items}), got shape {shape_str(batch.shape)}")
+    if batch.device.type == "cpu" and batch.numel():
+        if int(batch.min()) < 0:
+            raise ValueError(f"{name} must be non-negative, got minimum {int(batch.min())}")
+        if batch.numel() > 1 and bool((batch[1:] < batch[:-1]).any()):
+            raise ValueError(f"{name} must be sorted (items of one graph contiguous, as PyG's Batch stores them)")
+        if num_graphs is not None and int(batch.max()) >= num_graphs:
+            raise ValueError(f"{name} refers to graph {int(batch.max())} but there are {num_graphs} graphs")
+    return batch
+
+
+def check_same_device(name_a: str, a: Tensor, name_b: str, b: Tensor) -> None:
+    """Refuse tensors on different devices, naming both."""
+    if a.device != b.device:
+        raise ValueError(f"{name_a} is on {a.device} but {name_b} is on {b.device}; move them to one device")
+
+
+def check_orthogonal(R, name: str, *, special: bool | None = None, atol: float | None = None) -> Tensor:
+    """``R (..., d, d)`` must be orthogonal (``R R^T = I``) to a dtype tolerance.
+
+    ``special=True`` also requires ``det R = +1`` (rotations), ``special=False`` ``det R = -1``;
+    ``None`` accepts both. The check is skipped on accelerators (it would need a host sync).
+    """
+    check_tensor(R, name, min_ndim=2, dtype="float")
+    if R.shape[-1] != R.shape[-2]:
+        raise ValueError(f"{name} must be square matrices (..., d, d), got shape {shape_str(R.shape)}")
+    if R.device.type != "cpu" or R.numel() == 0:
+        return R
+    check_finite(R, name)
+    tol = tolerance(R.dtype) if atol is None else atol
+    eye = torch.eye(R.shape[-1], dtype=R.dtype)
+    err = (R @ R.transpose(-1, -2) - eye).abs().amax().item()
+    if err > tol:
+        raise ValueError(f"{name} must be orthogonal (R R^T = I), but |R R^T - I| = {err:.2e} > {tol:.0e}")
+    if special is not None:
+        det = torch.linalg.det(R.to(torch.float64))
+        want = 1.0 if special else -1.0
+        if ((det - want).abs() > 10 * tol).any():
+            kind = "rotations (det +1)" if special else "improper (det -1)"
+            raise ValueError(f"{name} must be {kind}, got det = {det.flatten()[0].item():+.6f}")
+    return R
+
+
+def check_file(path, name: str = "path", *, kind: str = "file") -> Path:
+    """An existing file (``kind="file"``) or folder (``kind="dir"``); returns a ``Path``."""
+    if not isinstance(path, (str, Path)):
+        raise TypeError(f"{name} must be a path (str or pathlib.Path), got {type(path).__name__}")
+    p = Path(path)
+    if kind == "dir":
+        if not p.is_dir():
+            raise FileNotFoundError(f"{name}: folder not found: {p}")
+    elif not p.is_file():
+        raise FileNotFoundError(f"{name}: {'not a file' if p.is_dir() else 'file not found'}: {p}")
+    return p
