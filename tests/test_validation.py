@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from geomlin.groups import O, SO
+from geomlin.groups import SO, O
 from geomlin.validation import (
     FileFormatError,
     check_batch_vector,

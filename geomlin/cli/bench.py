@@ -2,23 +2,45 @@
 
 Each script runs in its own process (``python bench_X.py [--quick]``), with its
 output streamed through; a final table lists each script's status and wall time.
+
+``geomlin bench --record`` regenerates the benchmark tables in the docs. A docs page asks for a
+table with a block
+
+    <!-- bench: bench_gaunt.py --quick -->
+    (anything: replaced by the script's output)
+    <!-- /bench -->
+
+and ``--record`` runs each distinct command once and pastes its standard output verbatim between
+the markers (the output starts with the command, date, threads and load average, so every table
+carries its provenance and every ratio in it comes from one run).
 """
 
 from __future__ import annotations
 
+import os
+import re
+import shlex
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 from geomlin.train.errors import UserError
 
+#: A docs block filled by ``geomlin bench --record``: ``<!-- bench: SCRIPT ARGS -->`` ... ``<!-- /bench -->``.
+BLOCK = re.compile(r"(<!-- bench: (?P<command>[^>]*?) -->\n)(?P<body>.*?)(<!-- /bench -->)", re.DOTALL)
+
+
+def _project_folder(name: str) -> Path | None:
+    candidates = [Path.cwd() / name, Path(__file__).resolve().parents[2] / name]
+    return next((c for c in candidates if c.is_dir()), None)
+
 
 def find_benchmarks(directory: str | Path | None = None) -> list[Path]:
     """The ``bench_*.py`` scripts of ``directory`` (default: ``./benchmarks``, else the source tree's)."""
     if directory is None:
-        candidates = [Path.cwd() / "benchmarks", Path(__file__).resolve().parents[2] / "benchmarks"]
-        directory = next((c for c in candidates if c.is_dir()), None)
+        directory = _project_folder("benchmarks")
         if directory is None:
             raise UserError("no benchmarks/ folder here or next to the geomlin sources; pass --dir PATH")
     directory = Path(directory)
@@ -57,3 +79,69 @@ def run_benchmarks(directory: str | Path | None = None, quick: bool = False, onl
     for name, status, wall in results:
         print(f"{name:<{width}}  {status:<16}  {wall:7.1f}")
     return 0 if all(s == "ok" for _, s, _ in results) else 1
+
+
+def _doc_blocks(docs: Path) -> dict[Path, list[str]]:
+    """The ``bench`` commands requested by each markdown page under ``docs``."""
+    out = {}
+    for page in sorted(docs.rglob("*.md")):
+        commands = [m.group("command").strip() for m in BLOCK.finditer(page.read_text())]
+        if commands:
+            out[page] = commands
+    return out
+
+
+def record(directory: str | Path | None = None, docs: str | Path | None = None, only: list[str] | None = None,
+           timeout: float = 900.0) -> int:
+    """Run every benchmark command that a docs page asks for and paste its output into the page.
+
+    Returns 0 when every requested run succeeded; a failed run leaves its blocks untouched.
+    """
+    scripts = {s.name: s for s in find_benchmarks(directory)}
+    docs = Path(docs) if docs is not None else _project_folder("docs")
+    if docs is None or not docs.is_dir():
+        raise UserError("no docs/ folder found; pass --docs PATH")
+    pages = _doc_blocks(docs)
+    commands = sorted({c for cs in pages.values() for c in cs})
+    for c in commands:
+        script = shlex.split(c)[0]
+        if script not in scripts:
+            raise UserError(f"a docs block asks for {script!r}, which is not in {sorted(scripts)}")
+    if only:
+        wanted = {"bench_" + o.removeprefix("bench_").removesuffix(".py") + ".py" for o in only}
+        commands = [c for c in commands if shlex.split(c)[0] in wanted]
+    outputs, failed = {}, []
+    for c in commands:
+        argv = shlex.split(c)
+        print(f"\n=== recording: python benchmarks/{c} ===", flush=True)
+        t0 = time.perf_counter()
+        try:
+            proc = subprocess.run([sys.executable, str(scripts[argv[0]]), *argv[1:]],
+                                  cwd=scripts[argv[0]].parent.parent, timeout=timeout, check=False,
+                                  stdout=subprocess.PIPE, text=True)
+        except subprocess.TimeoutExpired:
+            failed.append(f"{c} (timed out after {timeout:.0f} s)")
+            continue
+        print(proc.stdout, flush=True)
+        if proc.returncode != 0:
+            failed.append(f"{c} (exit {proc.returncode})")
+            continue
+        outputs[c] = proc.stdout.rstrip() + "\n"
+        print(f"({time.perf_counter() - t0:.0f} s)", flush=True)
+    for page in pages:
+        text = page.read_text()
+
+        def fill(m):
+            c = m.group("command").strip()
+            return m.group(1) + outputs[c] + m.group(4) if c in outputs else m.group(0)
+
+        new = BLOCK.sub(fill, text)
+        if new != text:
+            fd, tmp = tempfile.mkstemp(dir=page.parent, prefix=page.name, suffix=".tmp")
+            with os.fdopen(fd, "w") as f:
+                f.write(new)
+            os.replace(tmp, page)
+            print(f"updated {page}")
+    for f in failed:
+        print(f"geomlin bench --record: failed: {f}", file=sys.stderr)
+    return 1 if failed else 0

@@ -68,6 +68,10 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--dir", default=None, help="benchmark folder (default: ./benchmarks)")
     bench.add_argument("--only", nargs="+", default=None, metavar="NAME", help="run only these benchmarks")
     bench.add_argument("--timeout", type=float, default=900.0, help="seconds per benchmark")
+    bench.add_argument("--record", action="store_true",
+                       help="rerun the benchmark commands that docs pages ask for (<!-- bench: ... --> blocks) "
+                            "and paste their output into the pages")
+    bench.add_argument("--docs", default=None, help="docs folder for --record (default: ./docs)")
 
     audit = sub.add_parser("audit", help="measure a model's equivariance error under its declared group")
     audit.add_argument("target", metavar="CHECKPOINT_OR_MODULE",
@@ -125,8 +129,14 @@ def main(argv: list[str] | None = None) -> int:
                 raise UserError("geomlin train needs a task: pointcloud, molecules or nbody")
             return _train(args)
         if args.command == "bench":
-            from geomlin.cli.bench import run_benchmarks
+            from geomlin.cli.bench import record, run_benchmarks
 
+            if args.timeout <= 0:
+                raise UserError(f"--timeout must be positive, got {args.timeout}")
+            if args.record:
+                if args.quick:
+                    raise UserError("--record runs the commands written in the docs blocks; drop --quick")
+                return record(args.dir, args.docs, only=args.only, timeout=args.timeout)
             return run_benchmarks(args.dir, quick=args.quick, only=args.only, timeout=args.timeout)
         if args.command == "audit":
             from geomlin.cli.audit import audit, format_report

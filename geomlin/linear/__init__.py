@@ -24,7 +24,6 @@ from geomlin.linear.diagrams import (
     set_partitions,
     spanning_diagrams,
 )
-from geomlin.linear.sampled_solver import nullspace_sampled
 from geomlin.linear.layers import EquivariantLinear
 from geomlin.linear.mlp import (
     EquivariantBilinear,
@@ -34,6 +33,7 @@ from geomlin.linear.mlp import (
     uniform_rep,
     with_gates,
 )
+from geomlin.linear.sampled_solver import nullspace_sampled
 from geomlin.linear.solver import clear_cache, constraint_gram, equivariant_basis
 
 __all__ = [

@@ -3,8 +3,7 @@
 import pytest
 import torch
 
-from geomlin.algebra import pga
-from geomlin.algebra import Pin301, pin_action
+from geomlin.algebra import Pin301, pga, pin_action
 
 DT = torch.float64
 

@@ -10,6 +10,7 @@ import torch
 from geomlin.datasets import QM9, qm9_split
 from geomlin.datasets.io.sdf import read_sdf
 from geomlin.datasets.qm9 import HARTREE_TO_EV, KCALMOL_TO_EV, QM9_TARGETS
+from tests.oracles import require
 
 # Atom counts of gdb_1 ... gdb_21 (from the counts lines; e.g. methane 5, ammonia 4, water 3).
 ATOM_COUNTS = [5, 4, 3, 4, 3, 4, 8, 6, 7, 6, 7, 6, 11, 9, 9, 9, 7, 10, 9, 8, 14]
@@ -53,7 +54,7 @@ def test_atomref_oracle(qm9_root):
 
 def test_matches_pyg_qm9_processing(qm9_root, tmp_path):
     """Oracle: PyTorch Geometric's QM9 (RDKit path) on the same raw folder."""
-    pytest.importorskip("rdkit")
+    require("rdkit")
     from torch_geometric.datasets import QM9 as PygQM9
 
     pyg_root = tmp_path / "pyg"

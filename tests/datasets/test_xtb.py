@@ -7,8 +7,9 @@ import torch
 
 from geomlin.datasets import NPZTrajectory
 from tests.datasets.conftest import MD_DIR
+from tests.oracles import require
 
-pytest.importorskip("tblite")
+require("tblite")
 
 from geomlin.datasets.xtb import langevin_trajectory, write_trajectory, xtb_energy_forces
 

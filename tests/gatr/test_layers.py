@@ -3,6 +3,7 @@
 import pytest
 import torch
 
+from geomlin.algebra import Pin301, pin_action
 from geomlin.gatr import (
     EquiLayerNorm,
     EquiLinear,
@@ -12,7 +13,6 @@ from geomlin.gatr import (
     GeometricMLP,
 )
 from geomlin.gatr import primitives as P
-from geomlin.algebra import Pin301, pin_action
 from geomlin.testing import assert_equivariant
 
 DT = torch.float64

@@ -4,9 +4,8 @@ of a trained model, masking, and input validation."""
 import pytest
 import torch
 
-from geomlin.algebra import pga
+from geomlin.algebra import Pin301, pga, pin_action
 from geomlin.gatr import GATr
-from geomlin.algebra import Pin301, pin_action
 from geomlin.groups import E3
 from geomlin.testing import assert_equivariant
 

@@ -5,9 +5,8 @@ import math
 import pytest
 import torch
 
-from geomlin.algebra import pga
+from geomlin.algebra import Pin301, pga, pin_action
 from geomlin.gatr import primitives as P
-from geomlin.algebra import Pin301, pin_action
 from geomlin.testing import assert_equivariant, assert_invariant
 
 DT = torch.float64

@@ -6,6 +6,7 @@ import pytest
 
 from geomlin.train.config import COMMON_OPTIONS, Option, load_config_file, resolve_config
 from geomlin.train.errors import UserError
+from tests.oracles import require
 
 OPTS = (*COMMON_OPTIONS, Option("num_points", int, 128, "points"),
         Option("schedule", str, "cosine", "schedule", ("cosine", "constant")))
@@ -39,7 +40,7 @@ def test_bad_values(key, value, msg):
 def test_json_and_yaml_files(tmp_path):
     (tmp_path / "a.json").write_text(json.dumps({"batch-size": 8, "epochs": 2}))
     assert load_config_file(tmp_path / "a.json") == {"batch_size": 8, "epochs": 2}
-    pytest.importorskip("yaml")
+    require("yaml")
     (tmp_path / "b.yaml").write_text("epochs: 3\nlr: 0.01\nquick: true\n")
     cfg = resolve_config(OPTS, file_values=load_config_file(tmp_path / "b.yaml"),
                          quick_preset={"num_points": 8})

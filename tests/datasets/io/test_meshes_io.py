@@ -8,13 +8,14 @@ from geomlin.datasets.io.off import read_off
 from geomlin.datasets.io.ply import read_ply
 from tests.datasets.conftest import MESH_DIR
 from tests.datasets.helpers import CUBE_QUADS, CUBE_VERTS, write_off
+from tests.oracles import require
 
 MESHES = ("airplane", "ant", "nut", "sphere")
 
 
 @pytest.mark.parametrize("name", MESHES)
 def test_bundled_ply_matches_plyfile(name):
-    plyfile = pytest.importorskip("plyfile")
+    plyfile = require("plyfile")
     ref = plyfile.PlyData.read(str(MESH_DIR / f"{name}.ply"))
     v, f = read_ply(MESH_DIR / f"{name}.ply")
     rv = np.stack([ref["vertex"][k] for k in "xyz"], axis=1).astype(np.float64)

@@ -1,0 +1,51 @@
+"""``geomlin bench --record`` pastes each requested run's output verbatim, once per command."""
+
+
+from geomlin.cli.main import main
+
+SCRIPT = """
+import sys, pathlib
+counter = pathlib.Path(__file__).with_name("calls.txt")
+counter.write_text(counter.read_text() + "x" if counter.exists() else "x")
+print("| n | args |")
+print("|---|---|")
+print("| 1 | " + " ".join(sys.argv[1:]) + " |")
+"""
+
+
+def _setup(tmp_path, body="old table"):
+    bench = tmp_path / "benchmarks"
+    bench.mkdir()
+    (bench / "bench_toy.py").write_text(SCRIPT)
+    (bench / "bench_fail.py").write_text("raise SystemExit(3)\n")
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    page = docs / "page.md"
+    page.write_text(f"# Page\n\n<!-- bench: bench_toy.py --quick -->\n{body}\n<!-- /bench -->\n\nafter\n"
+                    f"<!-- bench: bench_toy.py --quick -->\n<!-- /bench -->\n")
+    return bench, docs, page
+
+
+def test_record_replaces_blocks_with_one_run(tmp_path):
+    bench, docs, page = _setup(tmp_path)
+    assert main(["bench", "--record", "--dir", str(bench), "--docs", str(docs)]) == 0
+    text = page.read_text()
+    assert "old table" not in text
+    assert text.count("| 1 | --quick |") == 2          # both blocks, same output
+    assert (bench / "calls.txt").read_text() == "x"    # one run for the two blocks
+    assert text.endswith("<!-- /bench -->\n") and "after" in text
+
+
+def test_record_keeps_blocks_of_failed_runs(tmp_path, capsys):
+    bench, docs, page = _setup(tmp_path)
+    page.write_text("<!-- bench: bench_fail.py -->\nkept\n<!-- /bench -->\n")
+    assert main(["bench", "--record", "--dir", str(bench), "--docs", str(docs)]) == 1
+    assert "kept" in page.read_text()
+    assert "failed: bench_fail.py (exit 3)" in capsys.readouterr().err
+
+
+def test_record_refuses_unknown_scripts(tmp_path, capsys):
+    bench, docs, page = _setup(tmp_path)
+    page.write_text("<!-- bench: bench_nope.py -->\n<!-- /bench -->\n")
+    assert main(["bench", "--record", "--dir", str(bench), "--docs", str(docs)]) == 2
+    assert "bench_nope.py" in capsys.readouterr().err
