@@ -117,7 +117,7 @@ def main(argv=None) -> dict:
             "rotated test": relative_error(model, x_rot, y_rot),
         }
     emlp64 = emlp.double()
-    results["EMLP"]["equivariance error"] = equivariance_error(emlp64, G, rep_in, rep_out, n_samples=10)
+    results["EMLP"]["equivariance error"] = equivariance_error(emlp64, G, rep_in, rep_out, num_samples=10)
     print(f"\n{'model':6} {'train':>8} {'test':>8} {'rotated':>8} {'seconds':>8}   (relative error)")
     for name, r in results.items():
         print(f"{name:6} {r['train']:8.4f} {r['test']:8.4f} {r['rotated test']:8.4f} {r['seconds']:8.1f}")

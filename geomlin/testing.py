@@ -169,9 +169,10 @@ class EquivarianceReport:
 
 
 def equivariance_check(fn: Callable, group=None, reps_in=None, reps_out=None, inputs=None, *,
-                       n_samples: int = DEFAULT_SAMPLES, batch: int = DEFAULT_BATCH,
+                       num_samples: int = DEFAULT_SAMPLES, batch: int = DEFAULT_BATCH,
                        dtype: torch.dtype = torch.float64, generator: torch.Generator | None = None,
-                       atol: float = DEFAULT_ATOL, kwargs: dict | None = None) -> EquivarianceReport:
+                       atol: float = DEFAULT_ATOL, kwargs: dict | None = None,
+                       **kwargs_deprecated) -> EquivarianceReport:
     """Measure ``fn``'s equivariance error; see the module docstring.
 
     Parameters
@@ -184,7 +185,7 @@ def equivariance_check(fn: Callable, group=None, reps_in=None, reps_out=None, in
     inputs: a tensor or tuple of tensors; when omitted, ``fn.example_inputs()`` for a
         module with declared types, else ``(batch, ...)`` standard normals of each
         feature type.
-    n_samples: number of random group elements.
+    num_samples: number of random group elements.
     dtype: dtype of generated inputs and group elements (float64 by default).
 
     Returns
@@ -193,9 +194,16 @@ def equivariance_check(fn: Callable, group=None, reps_in=None, reps_out=None, in
     """
     from geomlin.validation import check_positive_int
 
+    if "n_samples" in kwargs_deprecated:
+        import warnings
+
+        warnings.warn("n_samples is renamed num_samples", DeprecationWarning, stacklevel=3)
+        num_samples = kwargs_deprecated.pop("n_samples")
+    if kwargs_deprecated:
+        raise TypeError(f"unexpected keyword arguments {sorted(kwargs_deprecated)}")
     if not callable(fn):
         raise TypeError(f"fn must be callable, got {type(fn).__name__}")
-    n_samples = check_positive_int(n_samples, "n_samples")
+    num_samples = check_positive_int(num_samples, "num_samples")
     batch = check_positive_int(batch, "batch")
     kwargs = dict(kwargs or {})
     group, reps_in, reps_out, inputs, kwargs = _resolve(fn, group, reps_in, reps_out, inputs, kwargs,
@@ -228,10 +236,10 @@ def equivariance_check(fn: Callable, group=None, reps_in=None, reps_out=None, in
     compared = [yy for a, yy in zip(acts_out, y) if a is not None]
     output_norm = max((torch.linalg.vector_norm(yy.detach().to(torch.float64)).item()
                        for yy in compared), default=0.0)
-    elements = group.sample(n_samples, generator=generator, dtype=dtype)
+    elements = group.sample(num_samples, generator=generator, dtype=dtype)
     errors: list[list[float]] = []
     worst = (0.0, 0, 0)
-    for s in range(n_samples):
+    for s in range(num_samples):
         g = elements[s]
         gx = tuple(x if a is None else a(g, x) for a, x in zip(acts_in, inputs))
         y_gx = _as_tuple(fn(*gx, **kwargs))

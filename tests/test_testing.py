@@ -72,7 +72,7 @@ def test_callable_action_and_none():
 
 
 def test_report_fields():
-    rep = equivariance_check(lambda x: x.sum(-1, keepdim=True), O(3), V(O(3)), "scalar", n_samples=3)
+    rep = equivariance_check(lambda x: x.sum(-1, keepdim=True), O(3), V(O(3)), "scalar", num_samples=3)
     assert len(rep.errors) == 3 and rep.max_error > 0.01 and float(rep) == rep.max_error
 
 
@@ -88,5 +88,5 @@ def test_checker_input_errors():
         equivariance_error(lambda x: x, "O3", V(G), V(G))
     with pytest.raises(ValueError, match="last dimension"):
         equivariance_error(lambda x: x, G, V(G), V(G), inputs=torch.ones(2, 4))
-    with pytest.raises(ValueError, match="n_samples"):
-        equivariance_error(lambda x: x, G, V(G), V(G), n_samples=0)
+    with pytest.raises(ValueError, match="num_samples"):
+        equivariance_error(lambda x: x, G, V(G), V(G), num_samples=0)

@@ -42,7 +42,7 @@ class AuditResult:
     name: str
     symmetry: str
     max_error: float
-    n_samples: int
+    num_samples: int
 
     @property
     def verdict(self) -> str:
@@ -53,14 +53,14 @@ class AuditResult:
         return "NOT equivariant"
 
 
-def _measure(name: str, spec: AuditSpec, n_samples: int, seed: int) -> AuditResult:
+def _measure(name: str, spec: AuditSpec, num_samples: int, seed: int) -> AuditResult:
     from geomlin.testing import equivariance_check
 
     g = torch.Generator().manual_seed(seed)
     with torch.no_grad():
         report = equivariance_check(spec.fn, spec.group, spec.reps_in, spec.reps_out, spec.inputs,
-                                    n_samples=n_samples, generator=g, kwargs=spec.kwargs)
-    return AuditResult(name, spec.description, float(report.max_error), n_samples)
+                                    num_samples=num_samples, generator=g, kwargs=spec.kwargs)
+    return AuditResult(name, spec.description, float(report.max_error), num_samples)
 
 
 def _as_float64(model: nn.Module) -> nn.Module:
@@ -70,7 +70,7 @@ def _as_float64(model: nn.Module) -> nn.Module:
     return model
 
 
-def audit_checkpoint(path: str | Path, n_samples: int = 10, seed: int = 0,
+def audit_checkpoint(path: str | Path, num_samples: int = 10, seed: int = 0,
                      only: list[str] | None = None) -> list[AuditResult]:
     """Audit every model (or those named in ``only``) of a ``geomlin train`` checkpoint."""
     from geomlin.train.checkpoint import load_checkpoint
@@ -94,7 +94,7 @@ def audit_checkpoint(path: str | Path, n_samples: int = 10, seed: int = 0,
         spec = task.audit_spec(n, model, info)
         if spec is None:
             raise UserError(f"task {task.name} declares no symmetry for model '{n}'")
-        results.append(_measure(n, spec, n_samples, seed))
+        results.append(_measure(n, spec, num_samples, seed))
     return results
 
 
@@ -144,7 +144,7 @@ def _implicit_spec(model: nn.Module) -> AuditSpec | None:
     return None
 
 
-def audit_module(ref: str, n_samples: int = 10, seed: int = 0) -> list[AuditResult]:
+def audit_module(ref: str, num_samples: int = 10, seed: int = 0) -> list[AuditResult]:
     """Audit the module named by ``ref`` (``package.module:name`` or ``file.py:name``)."""
     obj = _load_object(ref)
     if isinstance(obj, type) or (callable(obj) and not isinstance(obj, nn.Module)):
@@ -165,24 +165,24 @@ def audit_module(ref: str, n_samples: int = 10, seed: int = 0) -> list[AuditResu
     if spec is None:
         raise UserError(f"{ref} declares no symmetry group: give it an equivariance_spec() method "
                         "(returning geomlin.train.AuditSpec) or rep_in/rep_out or irreps_in/irreps_out")
-    return [_measure(ref.rpartition(":")[2], spec, n_samples, seed)]
+    return [_measure(ref.rpartition(":")[2], spec, num_samples, seed)]
 
 
-def audit(target: str, n_samples: int = 10, seed: int = 0, only: list[str] | None = None) -> list[AuditResult]:
+def audit(target: str, num_samples: int = 10, seed: int = 0, only: list[str] | None = None) -> list[AuditResult]:
     """Audit a checkpoint file or a ``module:name`` reference; see the module docstring."""
-    if n_samples < 1:
-        raise UserError(f"--samples must be at least 1, got {n_samples}")
+    if num_samples < 1:
+        raise UserError(f"--samples must be at least 1, got {num_samples}")
     if Path(target).is_file():
-        return audit_checkpoint(target, n_samples, seed, only)
+        return audit_checkpoint(target, num_samples, seed, only)
     if ":" in target and not target.endswith((".pt", ".pth")):
-        return audit_module(target, n_samples, seed)
+        return audit_module(target, num_samples, seed)
     raise UserError(f"checkpoint not found: {target}")
 
 
 def format_report(target: str, results: list[AuditResult]) -> str:
     """The audit report as text: one line per model with its worst relative error and verdict."""
     width = max(len(r.name) for r in results)
-    lines = [f"Equivariance audit of {target} (float64, {results[0].n_samples} random group elements each)"]
+    lines = [f"Equivariance audit of {target} (float64, {results[0].num_samples} random group elements each)"]
     for r in results:
         lines.append(f"  {r.name:<{width}}  max relative error {r.max_error:9.2e}  {r.verdict}")
         lines.append(f"  {'':<{width}}  symmetry: {r.symmetry}")

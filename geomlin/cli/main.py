@@ -142,7 +142,7 @@ def main(argv: list[str] | None = None) -> int:
             from geomlin.cli.audit import audit, format_report
 
             only = [m.strip() for m in args.model.split(",")] if args.model else None
-            results = audit(args.target, n_samples=args.samples, seed=args.seed, only=only)
+            results = audit(args.target, num_samples=args.samples, seed=args.seed, only=only)
             print(format_report(args.target, results))
             return 0
         raise UserError(f"unknown command {args.command!r}")

@@ -34,7 +34,7 @@ def test_layers_are_clifford_group_equivariant(metric):
     x = torch.randn(3, 4, alg.dim, dtype=DT)
     for layer in (MVLinear(alg, 4, 3), GeometricProductLayer(alg, 4, 2), MVSiLU(alg, 4), MVLayerNorm(alg, 4),
                   CGENNBlock(alg, 4)):
-        assert_equivariant(randomize(layer), group, group.action, group.action, inputs=x, n_samples=6)
+        assert_equivariant(randomize(layer), group, group.action, group.action, inputs=x, num_samples=6)
 
 
 def test_weighted_product_with_unit_weights_is_the_geometric_product():

@@ -100,7 +100,7 @@ def test_extracted_points_of_a_trained_model_move_with_e3():
         return pga.extract_point(model(pga.embed_point(pos)[..., None, :])[0][..., 0, :])
     pos = torch.randn(2, 6, 3, dtype=DT)
     group = E3()
-    assert_equivariant(points, group, "position", "position", inputs=pos, n_samples=6)
+    assert_equivariant(points, group, "position", "position", inputs=pos, num_samples=6)
     # the same through explicit motion versors
     g = group.sample(4)
     V = pga.rigid_motion_versor(g)

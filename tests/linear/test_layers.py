@@ -29,14 +29,14 @@ def test_equivariant_linear_for_every_shipped_group(G):
         with torch.no_grad():
             for p in layer.parameters():
                 p.normal_()
-        assert_equivariant(layer, G, rin, rout, n_samples=10)
+        assert_equivariant(layer, G, rin, rout, num_samples=10)
 
 
 def test_irreps_layer():
     rin = Rep.from_irreps("2x0e + 1o + 2e")
     rout = Rep.from_irreps("0e + 2x1o + 2e")
     layer = EquivariantLinear(rin, rout).double()
-    assert_equivariant(layer, O(3), rin, rout, n_samples=10)
+    assert_equivariant(layer, O(3), rin, rout, num_samples=10)
     # 0e->0e (2 in, 1 out), 1o->1o (1 in, 2 out), 2e->2e (1 in, 1 out)
     assert layer.num_coefficients == 2 + 2 + 1
 

@@ -14,7 +14,7 @@ def test_mlp_is_equivariant(G):
     v = V(G)
     rin, rout = 2 * Scalar + 2 * v, v ** 2 + v + Scalar
     mlp = EquivariantMLP(rin, rout, hidden=6, depth=2).double()
-    assert_equivariant(mlp, G, rin, rout, n_samples=10)
+    assert_equivariant(mlp, G, rin, rout, num_samples=10)
 
 
 def test_lorentz_mlp_produces_invariants():

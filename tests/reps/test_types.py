@@ -189,7 +189,7 @@ class _Sphere(nn.Module):
 def test_sequential_checks_each_pair_and_names_both_types():
     seq = EquivariantSequential(_Mv(2, 3), _Mv(3, 1))
     assert seq.type_in == (Multivectors(pga.PGA, 2),)
-    assert_equivariant(seq, n_samples=4)
+    assert_equivariant(seq, num_samples=4)
     with pytest.raises(ValueError, match=r"module 0 \(_Mv\) returns Multivectors\(G\(3,0,1\), 3 channels\) "
                                          r"but module 1 \(_Sphere\) expects SphereCoefficients\(lmax=2, 4 channels\)"):
         EquivariantSequential(_Mv(2, 3), _Sphere())

@@ -73,8 +73,8 @@ def _det_mod_p(M: np.ndarray) -> int:
     return det % p
 
 
-def evaluation_matrix(diagrams, n: int, group, n_samples: int | None = None, seed: int = SELECTION_SEED):
-    """``(n_samples, len(diagrams))`` int64: each diagram tensor on random rank-one tensors, mod p.
+def evaluation_matrix(diagrams, n: int, group, num_samples: int | None = None, seed: int = SELECTION_SEED):
+    """``(num_samples, len(diagrams))`` int64: each diagram tensor on random rank-one tensors, mod p.
 
     Brauer and ``(l+k)\\n`` diagrams only (the families O, SO, Sp).
     """
@@ -83,7 +83,7 @@ def evaluation_matrix(diagrams, n: int, group, n_samples: int | None = None, see
     if not diagrams:
         return np.zeros((0, 0), dtype=np.int64)
     m = diagrams[0].size
-    S = n_samples or len(diagrams) + EXTRA_SAMPLES
+    S = num_samples or len(diagrams) + EXTRA_SAMPLES
     rng = np.random.default_rng(seed)
     V = rng.integers(0, PRIME, size=(S, m, n), dtype=np.int64)
     G = _bilinear_table(V, symplectic=False)

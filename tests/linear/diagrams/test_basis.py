@@ -92,7 +92,7 @@ def test_evaluation_matrix_is_the_dense_contraction_mod_p(name, n):
     rng = np.random.default_rng(0)
     for _ in range(3):
         seed = int(rng.integers(1 << 30))
-        A = evaluation_matrix(ds, n, name, n_samples=1, seed=seed)
+        A = evaluation_matrix(ds, n, name, num_samples=1, seed=seed)
         V_ = np.random.default_rng(seed).integers(0, PRIME, size=(1, k + l, n), dtype=np.int64)
         # centre the residues so the float64 contraction stays exact
         small = ((V_[0] + PRIME // 2) % PRIME - PRIME // 2)
