@@ -19,6 +19,7 @@ from geomlin.groups.classical import (
     SO13p,
     Sp,
     Trivial,
+    as_group,
     symplectic_form,
 )
 from geomlin.groups.euclidean import (
@@ -50,6 +51,7 @@ __all__ = [
     "SO13p",
     "Sp",
     "Trivial",
+    "as_group",
     "haar_orthogonal",
     "random_rigid",
     "symplectic_form",

@@ -22,6 +22,8 @@ import math
 import torch
 from torch import Tensor
 
+from geomlin.validation import check_finite, check_int, check_nonnegative_int, check_tensor, tolerance
+
 #: Finite groups with at most this many elements are enumerated once so that
 #: :meth:`Group.sample` is exactly uniform; larger ones use long random words.
 MAX_ENUMERATED_ORDER = 50_000
@@ -32,16 +34,29 @@ RANDOM_WORD_LENGTH = 64
 NONCOMPACT_SAMPLE_SCALE = 0.5
 #: Tolerance used to decide whether two float64 group elements are equal.
 ELEMENT_DECIMALS = 8
+#: A discrete generator whose smallest singular value is below this fraction of its largest is
+#: singular: no group contains it.
+SINGULAR_RTOL = 1e-10
+#: Tolerance of :attr:`Group.is_orthogonal` on the float64 generators.
+ORTHOGONAL_ATOL = 1e-10
 
 
 def _as_generator_tensor(x, name: str, d: int | None) -> Tensor:
-    """Validate generators and return them as a ``(k, d, d)`` float64 tensor."""
+    """Validate generators and return them as a ``(k, d, d)`` float64 tensor.
+
+    Accepts tensors, numpy arrays and nested lists of real numbers; integer entries (permutation
+    matrices) are exact in float64. Complex and boolean input is refused.
+    """
     if x is None:
         if d is None:
             raise ValueError(f"{name} is None and the dimension d is unknown")
         return torch.zeros(0, d, d, dtype=torch.float64)
-    t = torch.as_tensor(x)
-    if not (t.is_floating_point() or t.dtype in (torch.int32, torch.int64)):
+    try:
+        t = torch.as_tensor(x)
+    except (TypeError, ValueError, RuntimeError) as err:
+        raise TypeError(f"{name} must be a real tensor of shape (k, d, d), got {type(x).__name__}") from err
+    if t.is_complex() or t.dtype == torch.bool or not (t.is_floating_point() or t.dtype in (
+            torch.int8, torch.int16, torch.int32, torch.int64, torch.uint8)):
         raise TypeError(f"{name} must be a real float or int tensor, got dtype {t.dtype}")
     t = t.to(torch.float64)
     if t.ndim == 2:
@@ -55,6 +70,20 @@ def _as_generator_tensor(x, name: str, d: int | None) -> Tensor:
     if not torch.isfinite(t).all():
         raise ValueError(f"{name} contain NaN or inf entries")
     return t
+
+
+def _check_invertible(H: Tensor, name: str) -> None:
+    """Refuse singular matrices among ``H (m, d, d)``: they are not elements of any group."""
+    if H.shape[0] == 0:
+        return
+    sv = torch.linalg.svdvals(H)
+    ratio = sv[:, -1] / sv[:, 0].clamp_min(torch.finfo(torch.float64).tiny)
+    bad = torch.nonzero(ratio < SINGULAR_RTOL)
+    if len(bad):
+        i = int(bad[0, 0])
+        raise ValueError(f"{name}[{i}] is singular (smallest / largest singular value "
+                         f"{float(ratio[i]):.1e}), so it is not an element of any group of "
+                         "invertible matrices")
 
 
 class Group:
@@ -81,15 +110,28 @@ class Group:
                  d: int | None = None):
         if lie_algebra is None and discrete_generators is None and d is None:
             raise ValueError("a Group needs lie_algebra, discrete_generators or d")
+        if d is not None:
+            d = check_int(d, "d", minimum=1)
+        lie = None if lie_algebra is None else _as_generator_tensor(lie_algebra, "lie_algebra", d)
+        if d is None and lie is not None and lie.shape[0]:
+            d = lie.shape[-1]
+        disc = None if discrete_generators is None else _as_generator_tensor(
+            discrete_generators, "discrete_generators", d)
+        if d is None and disc is not None and disc.shape[0]:
+            d = disc.shape[-1]
         if d is None:
-            src = lie_algebra if lie_algebra is not None else discrete_generators
-            t = torch.as_tensor(src)
-            if t.ndim < 2:
-                raise ValueError(f"generators must have shape (k, d, d), got shape {tuple(t.shape)}")
-            d = int(t.shape[-1])
+            raise ValueError("the generators are empty, so the dimension d is unknown; pass d=")
+        if name is not None and not isinstance(name, str):
+            raise TypeError(f"name must be a str, got {type(name).__name__}")
         self.d = int(d)
-        self.lie_algebra = _as_generator_tensor(lie_algebra, "lie_algebra", self.d)
-        self.discrete_generators = _as_generator_tensor(discrete_generators, "discrete_generators", self.d)
+        self.lie_algebra = lie if lie is not None and lie.shape[0] else torch.zeros(0, self.d, self.d,
+                                                                                      dtype=torch.float64)
+        self.discrete_generators = (disc if disc is not None and disc.shape[0]
+                                    else torch.zeros(0, self.d, self.d, dtype=torch.float64))
+        for gens, what in ((self.lie_algebra, "lie_algebra"), (self.discrete_generators, "discrete_generators")):
+            if gens.shape[-1] != self.d:
+                raise ValueError(f"{what} act on R^{gens.shape[-1]} but the group acts on R^{self.d}")
+        _check_invertible(self.discrete_generators, "discrete_generators")
         self.name = name or type(self).__name__
         self._elements: Tensor | None = None
 
@@ -127,17 +169,59 @@ class Group:
     @property
     def is_orthogonal(self) -> bool:
         """True when every generator preserves the Euclidean inner product."""
-        A = self.lie_algebra
-        H = self.discrete_generators
-        eye = torch.eye(self.d, dtype=torch.float64)
-        lie_ok = torch.allclose(A, -A.transpose(-1, -2), atol=1e-10)
-        disc_ok = torch.allclose(H @ H.transpose(-1, -2), eye.expand_as(H), atol=1e-10)
-        return bool(lie_ok and disc_ok)
+        cached = self.__dict__.get("_is_orthogonal")
+        if cached is None:
+            A = self.lie_algebra
+            H = self.discrete_generators
+            eye = torch.eye(self.d, dtype=torch.float64)
+            lie_ok = torch.allclose(A, -A.transpose(-1, -2), atol=ORTHOGONAL_ATOL)
+            disc_ok = torch.allclose(H @ H.transpose(-1, -2), eye.expand_as(H), atol=ORTHOGONAL_ATOL)
+            cached = self._is_orthogonal = bool(lie_ok and disc_ok)
+        return cached
+
+    @property
+    def invariant_form(self) -> Tensor | None:
+        """The ``(d, d)`` bilinear form ``B`` every element preserves (``g^T B g = B``), if known.
+
+        The identity for orthogonal groups, ``J`` for Sp, the Minkowski metric for the Lorentz
+        groups; ``None`` for a group without a known form. A copy (safe to modify).
+        """
+        if self.is_orthogonal:
+            return torch.eye(self.d, dtype=torch.float64)
+        return None
 
     @property
     def is_compact(self) -> bool:
         """True for groups whose sampling is Haar-uniform (orthogonal groups)."""
         return self.is_orthogonal
+
+    # --------------------------------------------------------------- membership
+    def check_element(self, g, name: str = "g") -> Tensor:
+        """Refuse ``g`` unless it is a float tensor ``(..., d, d)`` of elements of this group.
+
+        Checks the shape and dtype everywhere; on the CPU also finiteness and a cheap membership
+        test to the tolerance of ``g``'s dtype (:func:`geomlin.validation.tolerance`, relative to
+        ``|g|^2`` for non-compact groups): the group's invariant form ``g^T B g = B`` when it has
+        one (orthogonality for orthogonal groups), plus what a subclass adds (determinant,
+        permutation entries). Groups without a known form only check invertibility. Returns ``g``.
+        """
+        check_tensor(g, name, shape=(..., self.d, self.d), what=f"elements of {self}")
+        if g.device.type != "cpu" or g.numel() == 0:
+            return g
+        check_finite(g, name)
+        self._check_membership(g.detach().to(torch.float64), name, tolerance(g.dtype))
+        return g
+
+    def _check_membership(self, g: Tensor, name: str, tol: float) -> None:
+        """Membership test on float64 ``g (..., d, d)`` (CPU); raise ``ValueError`` naming ``name``."""
+        B = self.invariant_form
+        if B is None:
+            det = torch.linalg.det(g).abs()
+            scale = torch.linalg.matrix_norm(g).pow(self.d).clamp_min(1.0)
+            if bool((det <= tol * scale).any()):
+                raise ValueError(f"{name} contains a singular matrix, which is not an element of {self}")
+            return
+        _check_form(g, B, name, tol, f"{self}")
 
     # ----------------------------------------------------------------- sampling
     def sample(self, n: int = 1, generator: torch.Generator | None = None,
@@ -203,14 +287,29 @@ class Group:
         return out
 
 
+def _check_form(g: Tensor, B: Tensor, name: str, tol: float, group: str) -> None:
+    """Raise unless ``g^T B g = B`` to ``tol`` relative to ``max(1, |g|^2)``."""
+    lhs = g.transpose(-1, -2) @ B @ g
+    err = (lhs - B).abs().amax(dim=(-2, -1))
+    scale = g.abs().amax(dim=(-2, -1)).pow(2).clamp_min(1.0)
+    rel = err / scale
+    if bool((rel > tol).any()):
+        worst = float(rel.max())
+        what = "orthogonal (g g^T = I)" if torch.equal(B, torch.eye(B.shape[0], dtype=B.dtype)) \
+            else "form-preserving (g^T B g = B)"
+        raise ValueError(f"{name} is not an element of {group}: it must be {what}, but the relative "
+                         f"error is {worst:.2e} > {tol:.0e}")
+
+
+
+
 class _TooLarge(ValueError):
     pass
 
 
 def _check_count(n) -> int:
-    if isinstance(n, bool) or not isinstance(n, int) or n < 0:
-        raise ValueError(f"the number of samples must be a non-negative int, got {n!r}")
-    return n
+    """The number of samples: an int >= 0."""
+    return check_nonnegative_int(n, "the number of samples n")
 
 
 def _enumerate_closure(gens: Tensor, d: int) -> Tensor:

@@ -8,11 +8,13 @@ built in float64 from their textbook definitions; compact groups override
 from __future__ import annotations
 
 import math
+import re
 
 import torch
 from torch import Tensor
 
-from geomlin.groups.base import Group, _check_count, haar_orthogonal
+from geomlin.groups.base import Group, _check_count, _check_form, haar_orthogonal
+from geomlin.validation import check_int
 
 
 def _unit(d: int, i: int, j: int) -> Tensor:
@@ -36,9 +38,18 @@ def _reflection(d: int, axis: int = 0) -> Tensor:
 
 
 def _check_dim(n, name: str, minimum: int = 1) -> int:
-    if isinstance(n, bool) or not isinstance(n, int) or n < minimum:
-        raise ValueError(f"{name} must be an int >= {minimum}, got {n!r}")
-    return n
+    """A dimension or order: an int >= ``minimum`` (``TypeError`` for other kinds of value)."""
+    return check_int(n, name, minimum=minimum)
+
+
+def _check_determinant(g: Tensor, name: str, tol: float, group, sign: float = 1.0) -> None:
+    """Raise unless ``det g = sign`` (to ``tol`` relative to ``|g|^d``)."""
+    det = torch.linalg.det(g)
+    scale = g.abs().amax(dim=(-2, -1)).pow(g.shape[-1]).clamp_min(1.0)
+    if bool(((det - sign).abs() > 10 * tol * scale).any()):
+        worst = det.flatten()[int(((det - sign).abs() / scale).flatten().argmax())]
+        raise ValueError(f"{name} is not an element of {group}: its determinant must be {sign:+.0f}, "
+                         f"got {float(worst):+.6f}")
 
 
 class SO(Group):
@@ -52,6 +63,10 @@ class SO(Group):
     def is_subgroup_of(self, other) -> bool:
         """SO(n) lies in O(n) (and in itself)."""
         return isinstance(other, (SO, O)) and other.d == self.d
+
+    def _check_membership(self, g: Tensor, name: str, tol: float) -> None:
+        super()._check_membership(g, name, tol)
+        _check_determinant(g, name, tol, self)
 
     def sample(self, n: int = 1, generator=None, dtype=torch.float64) -> Tensor:
         return haar_orthogonal(_check_count(n), self.d, generator, special=True).to(dtype)
@@ -102,6 +117,11 @@ class Sp(Group):
         self.m = m
         self.form = J
 
+    @property
+    def invariant_form(self) -> Tensor:
+        """The symplectic form ``J`` (:func:`symplectic_form`)."""
+        return symplectic_form(self.m)
+
 
 class SL(Group):
     """Special linear group SL(n): traceless Lie algebra, not compact."""
@@ -112,6 +132,9 @@ class SL(Group):
         gens += [_unit(n, i, i) - _unit(n, i + 1, i + 1) for i in range(n - 1)]
         super().__init__(lie_algebra=torch.stack(gens), d=n, name=f"SL({n})")
         self.n = n
+
+    def _check_membership(self, g: Tensor, name: str, tol: float) -> None:
+        _check_determinant(g, name, tol, self)
 
 
 #: The Minkowski metric diag(+1, -1, -1, -1) used by :class:`Lorentz`.
@@ -139,6 +162,11 @@ class Lorentz(Group):
                          d=4, name="O(1,3)")
         self.metric = MINKOWSKI_METRIC.clone()
 
+    @property
+    def invariant_form(self) -> Tensor:
+        """The Minkowski metric ``diag(1, -1, -1, -1)``."""
+        return MINKOWSKI_METRIC.clone()
+
 
 class SO13p(Group):
     """The proper orthochronous Lorentz group SO+(1,3) (identity component of O(1,3))."""
@@ -147,6 +175,22 @@ class SO13p(Group):
         super().__init__(lie_algebra=_lorentz_algebra(), d=4, name="SO+(1,3)")
         self.metric = MINKOWSKI_METRIC.clone()
 
+    @property
+    def invariant_form(self) -> Tensor:
+        """The Minkowski metric ``diag(1, -1, -1, -1)``."""
+        return MINKOWSKI_METRIC.clone()
+
+    def is_subgroup_of(self, other) -> bool:
+        """SO+(1,3) lies in O(1,3) (and in itself)."""
+        return isinstance(other, (SO13p, Lorentz))
+
+    def _check_membership(self, g: Tensor, name: str, tol: float) -> None:
+        super()._check_membership(g, name, tol)
+        _check_determinant(g, name, tol, self)
+        if bool((g[..., 0, 0] < 1 - tol).any()):
+            raise ValueError(f"{name} is not an element of {self}: it reverses the direction of time "
+                             f"(g[0, 0] = {float(g[..., 0, 0].min()):+.6f} < 1)")
+
 
 class Trivial(Group):
     """The trivial group acting on R^n: every linear map is equivariant."""
@@ -154,6 +198,12 @@ class Trivial(Group):
     def __init__(self, n: int):
         n = _check_dim(n, "Trivial(n): n")
         super().__init__(d=n, name=f"Trivial({n})")
+
+    def _check_membership(self, g: Tensor, name: str, tol: float) -> None:
+        err = float((g - torch.eye(self.d, dtype=g.dtype)).abs().max())
+        if err > tol:
+            raise ValueError(f"{name} is not an element of {self}: the only element is the identity, "
+                             f"got a matrix {err:.2e} away from it")
 
 
 class S(Group):
@@ -174,6 +224,13 @@ class S(Group):
         gens_t = torch.stack(gens) if gens else torch.zeros(0, n, n, dtype=torch.float64)
         super().__init__(discrete_generators=gens_t, d=n, name=f"S({n})")
         self.n = n
+
+    def _check_membership(self, g: Tensor, name: str, tol: float) -> None:
+        off = torch.minimum((g - 1).abs(), g.abs())
+        if float(off.max()) > tol or bool(((g.sum(-1) - 1).abs() > tol).any()) \
+                or bool(((g.sum(-2) - 1).abs() > tol).any()):
+            raise ValueError(f"{name} is not an element of {self}: it must be a permutation matrix "
+                             "(entries 0 or 1, one 1 in every row and column)")
 
     def sample(self, n: int = 1, generator=None, dtype=torch.float64) -> Tensor:
         n = _check_count(n)
@@ -196,6 +253,9 @@ class C(Group):
                          name=f"C({k})")
         self.k = k
 
+    def _check_membership(self, g: Tensor, name: str, tol: float) -> None:
+        _check_rotation_by_multiple(g, name, tol, self, self.k, reflections=False)
+
 
 class D(Group):
     """Dihedral group D_k: C_k plus the reflection ``diag(1, -1)`` (order 2k)."""
@@ -206,6 +266,22 @@ class D(Group):
         super().__init__(discrete_generators=torch.stack([_planar_rotation(2 * math.pi / k), flip]),
                          d=2, name=f"D({k})")
         self.k = k
+
+    def _check_membership(self, g: Tensor, name: str, tol: float) -> None:
+        _check_rotation_by_multiple(g, name, tol, self, self.k, reflections=True)
+
+
+def _check_rotation_by_multiple(g: Tensor, name: str, tol: float, group, k: int, reflections: bool) -> None:
+    """Elements of C_k / D_k: orthogonal, rotation angle a multiple of 2 pi / k (times a reflection)."""
+    _check_form(g, torch.eye(2, dtype=g.dtype), name, tol, f"{group}")
+    det = torch.linalg.det(g)
+    if not reflections and bool((det < 0).any()):
+        raise ValueError(f"{name} is not an element of {group}: it is a reflection (det -1)")
+    rot = torch.where(det[..., None, None] < 0, g @ torch.diag(torch.tensor([1.0, -1.0], dtype=g.dtype)), g)
+    steps = torch.atan2(rot[..., 1, 0], rot[..., 0, 0]) * k / (2 * math.pi)
+    if float((steps - steps.round()).abs().max()) > 1e3 * tol:
+        raise ValueError(f"{name} is not an element of {group}: its rotation angle is not a multiple "
+                         f"of 2 pi / {k}")
 
 
 def _block_diag_batch(a: Tensor, b: Tensor) -> Tensor:
@@ -240,7 +316,44 @@ class DirectProduct(Group):
             d=d, name=f"{G1}x{G2}")
         self.factors = (G1, G2)
 
+    def _check_membership(self, g: Tensor, name: str, tol: float) -> None:
+        d1 = self.factors[0].d
+        if float(g[..., :d1, d1:].abs().max()) > tol or float(g[..., d1:, :d1].abs().max()) > tol:
+            raise ValueError(f"{name} is not an element of {self}: it must be block diagonal "
+                             f"({d1} + {self.d - d1})")
+        self.factors[0]._check_membership(g[..., :d1, :d1], name, tol)
+        self.factors[1]._check_membership(g[..., d1:, d1:], name, tol)
+
     def sample(self, n: int = 1, generator=None, dtype=torch.float64) -> Tensor:
         a = self.factors[0].sample(n, generator, dtype)
         b = self.factors[1].sample(n, generator, dtype)
         return _block_diag_batch(a, b)
+
+
+#: The string aliases accepted wherever a matrix group is expected (see :func:`as_group`).
+_GROUP_PATTERN = re.compile(r"^(SO|O|SL|Sp|S|C|D|Trivial)\(?(\d+)\)?$")
+_GROUP_FAMILIES = {"SO": SO, "O": O, "SL": SL, "Sp": Sp, "S": S, "C": C, "D": D, "Trivial": Trivial}
+_NAMED_GROUPS = {"lorentz": Lorentz, "o(1,3)": Lorentz, "o13": Lorentz, "so+(1,3)": SO13p, "so13p": SO13p}
+
+
+def as_group(group, name: str = "group") -> Group:
+    """A geomlin :class:`Group` from a group object or one of its documented string aliases.
+
+    Strings: ``"O3"`` / ``"O(3)"``, ``"SO3"`` / ``"SO(3)"``, ``"S4"`` / ``"S(4)"``, ``"Sp(2)"``,
+    ``"SL(3)"``, ``"C6"``, ``"D4"``, ``"Trivial(2)"``, ``"Lorentz"`` / ``"O(1,3)"`` and
+    ``"SO+(1,3)"``. E(n) and SE(n) are not linear groups (see :class:`geomlin.groups.Euclidean`).
+    """
+    if isinstance(group, Group):
+        return group
+    if isinstance(group, str):
+        text = group.replace(" ", "")
+        if text.lower() in _NAMED_GROUPS:
+            return _NAMED_GROUPS[text.lower()]()
+        match = _GROUP_PATTERN.match(text)
+        if match:
+            return _GROUP_FAMILIES[match.group(1)](int(match.group(2)))
+        hint = (" (E(n) and SE(n) act by rigid motions, not by matrices on R^n)"
+                if text.upper().startswith(("E", "SE")) else "")
+        raise ValueError(f"unknown group {group!r}{hint}; expected a geomlin Group or a name such as "
+                         "'O(3)', 'SO(3)', 'S(4)', 'Sp(2)', 'SL(3)', 'C(6)', 'D(4)', 'Lorentz', 'SO+(1,3)'")
+    raise TypeError(f"{name} must be a geomlin Group (or a name such as 'O(3)'), got {type(group).__name__}")

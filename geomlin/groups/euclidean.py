@@ -13,6 +13,7 @@ import torch
 from torch import Tensor
 
 from geomlin.groups.base import _check_count, haar_orthogonal
+from geomlin.validation import check_float, check_positive_int, check_tensor
 
 
 @dataclass(frozen=True)
@@ -29,6 +30,8 @@ class RigidTransform:
     t: Tensor
 
     def __post_init__(self):
+        check_tensor(self.R, "RigidTransform R", min_ndim=2)
+        check_tensor(self.t, "RigidTransform t", min_ndim=1)
         if self.R.shape[-1] != self.R.shape[-2] or self.t.shape[-1] != self.R.shape[-1]:
             raise ValueError(f"RigidTransform needs R (..., d, d) and t (..., d), got "
                              f"{tuple(self.R.shape)} and {tuple(self.t.shape)}")
@@ -86,11 +89,11 @@ class Euclidean:
     """
 
     def __init__(self, d: int = 3, reflections: bool = True, translation_scale: float = 1.0):
-        if not isinstance(d, int) or d < 1:
-            raise ValueError(f"d must be a positive int, got {d!r}")
-        self.d = d
+        self.d = check_positive_int(d, "d")
+        if not isinstance(reflections, bool):
+            raise TypeError(f"reflections must be a bool, got {type(reflections).__name__}")
         self.reflections = reflections
-        self.translation_scale = float(translation_scale)
+        self.translation_scale = check_float(translation_scale, "translation_scale", minimum=0.0)
         self.name = f"{'E' if reflections else 'SE'}({d})"
 
     def __repr__(self) -> str:

@@ -13,14 +13,20 @@ from Kronecker identities (no ``N x N`` matrix products):
 
     C^T C = P^T P (x) I - P^T (x) Q - P (x) Q^T + I (x) Q Q^T.
 
-Problems with more than ``DENSE_MAX_UNKNOWNS`` unknowns of compact or finite
-groups go to :func:`geomlin.linear.sampled_solver.nullspace_sampled` (averaging over
-random group elements, applied factor by factor, with an exact Rayleigh-Ritz
-check), which never forms the Gram matrix.
+Larger problems (more than ``DENSE_MAX_UNKNOWNS`` unknowns) take the first of
 
-Direct sums are solved block by block (``Hom(a1 + a2, b) = Hom(a1, b) + Hom(a2, b)``),
-each distinct pair of blocks once; results are cached in memory by the reps'
-canonical keys and optionally on disk.
+* ``"diagrams"``: tensor products of ``V`` and ``V*`` of S(n), O(n), SO(n), Sp(m) and the
+  Lorentz groups, read off from Brauer / partition diagrams with no solve at all
+  (:mod:`geomlin.linear.diagram_solver`);
+* ``"sampled"``: compact or finite groups, :func:`geomlin.linear.sampled_solver.nullspace_sampled`
+  (averaging over random group elements, applied factor by factor, with an exact Rayleigh-Ritz
+  check), which never forms the Gram matrix;
+* ``"dense"``: the Gram matrix above, up to ``MAX_DENSE_UNKNOWNS`` (non-compact groups).
+
+``method=`` forces one of them. Direct sums are solved block by block
+(``Hom(a1 + a2, b) = Hom(a1, b) + Hom(a2, b)``), each distinct pair of blocks once; results are
+cached in memory by the reps' canonical keys and, with ``cache_dir=``, on disk (one file per
+pair of blocks, written atomically), so a later process reads them instead of solving again.
 """
 
 from __future__ import annotations
@@ -34,8 +40,14 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
+from geomlin.linear.diagram_solver import applies as diagrams_apply
+from geomlin.linear.diagram_solver import diagram_solution
 from geomlin.linear.sampled_solver import nullspace_sampled
-from geomlin.reps.base import Rep, common_group
+from geomlin.reps.base import Rep, bind, common_group
+from geomlin.validation import check_choice
+
+#: The solver methods; ``"auto"`` picks one per pair of blocks (see the module docstring).
+METHODS = ("auto", "dense", "sampled", "diagrams")
 
 #: Eigenvalues of the Gram matrix below ``NULLSPACE_RTOL * max(1, largest)`` span the solution.
 NULLSPACE_RTOL = 1e-9
@@ -49,13 +61,20 @@ MAX_DENSE_UNKNOWNS = 8192
 MAX_SAMPLED_UNKNOWNS = 2_000_000
 
 _BLOCK_CACHE: dict[tuple, Tensor] = {}
-_FULL_CACHE: dict[tuple, Tensor] = {}
 
 
 def _check_rep(rep, name: str) -> Rep:
-    if not isinstance(rep, Rep):
-        raise TypeError(f"{name} must be a geomlin Rep, got {type(rep).__name__}")
-    return rep
+    return bind(rep, None, name)
+
+
+def check_cache_dir(cache_dir):
+    """``None`` or a folder path (it need not exist yet); returns it."""
+    if cache_dir is not None and not isinstance(cache_dir, (str, os.PathLike)):
+        raise TypeError(f"cache_dir must be a folder path (str or os.PathLike) or None, got "
+                        f"{type(cache_dir).__name__}")
+    if cache_dir is not None and Path(cache_dir).exists() and not Path(cache_dir).is_dir():
+        raise ValueError(f"cache_dir {str(cache_dir)!r} exists and is not a folder")
+    return cache_dir
 
 
 def _kron(a: Tensor, b: Tensor) -> Tensor:
@@ -94,36 +113,86 @@ def _nullspace_dense(L: Tensor) -> Tensor:
     return evecs[:, evals <= tol]
 
 
-def _solve_constraints(rep_in: Rep, rep_out: Rep) -> Tensor:
-    """Pick the solver: dense for small problems and non-compact groups, sampled otherwise."""
+def basis_method(rep_in: Rep, rep_out: Rep, method: str = "auto") -> str:
+    """The method that solves ``Hom(rep_in, rep_out)`` for two non-sum blocks, without solving.
+
+    One of ``"scalar"`` (both trivial), ``"dense"``, ``"diagrams"``, ``"sampled"``; raises
+    ``ValueError`` when the problem is beyond every method's limit (or the forced ``method``'s).
+    """
+    check_choice(method, "method", METHODS)
+    if rep_in.is_scalar and rep_out.is_scalar:
+        return "scalar"
     N = rep_in.size * rep_out.size
     group = common_group([rep_in, rep_out])
     compact = group is not None and group.is_compact
-    if N <= DENSE_MAX_UNKNOWNS or (not compact and N <= MAX_DENSE_UNKNOWNS):
-        return _nullspace_dense(constraint_gram(rep_in, rep_out)).T
-    if compact and N <= MAX_SAMPLED_UNKNOWNS:
-        return nullspace_sampled(rep_in, rep_out).reshape(-1, N)
-    limit = MAX_SAMPLED_UNKNOWNS if compact else MAX_DENSE_UNKNOWNS
+    if method == "dense" or (method == "auto" and N <= DENSE_MAX_UNKNOWNS):
+        if N <= MAX_DENSE_UNKNOWNS:
+            return "dense"
+    elif method in ("auto", "diagrams") and diagrams_apply(rep_in, rep_out):
+        return "diagrams"
+    elif method == "diagrams":
+        raise ValueError("method='diagrams' covers tensor products of V and V* of S(n), O(n), SO(n), "
+                         f"Sp(m) and the Lorentz groups; Hom({rep_in!r}, {rep_out!r}) is not one of them "
+                         "(or is too large)")
+    elif method == "sampled" and not compact:
+        raise ValueError(f"method='sampled' needs a compact or finite group; {group} is not")
+    elif compact and N <= MAX_SAMPLED_UNKNOWNS:
+        return "sampled"
+    elif method == "auto" and not compact and N <= MAX_DENSE_UNKNOWNS:
+        return "dense"
+    limit = MAX_SAMPLED_UNKNOWNS if compact and method != "dense" else MAX_DENSE_UNKNOWNS
     raise ValueError(
         f"Hom({rep_in!r}, {rep_out!r}) has {N} unknowns, more than the solver's limit of {limit} "
         f"for {'compact' if compact else 'non-compact'} groups; split the reps into smaller direct-sum "
         "blocks, or use geomlin.linear.diagrams for tensor powers of S(n)/O(n)/SO(n)/Sp(n)")
 
 
-def _solve_pair(rep_in: Rep, rep_out: Rep) -> Tensor:
-    """Orthonormal basis ``(r, out, in)`` of Hom_G(rep_in, rep_out) for two non-sum reps."""
-    key = (rep_in.key(), rep_out.key())
+def _solve_constraints(rep_in: Rep, rep_out: Rep, method: str) -> Tensor:
+    """``(r, out * in)`` orthonormal rows spanning the solutions, by ``method`` (never ``"auto"``)."""
+    N = rep_in.size * rep_out.size
+    if method == "diagrams":
+        basis = diagram_solution(rep_in, rep_out)
+        if basis is not None:
+            return basis.reshape(-1, N)
+        # the exact rank check refused the diagram selection (probability < 1e-6): solve instead
+        method = "sampled" if common_group([rep_in, rep_out]).is_compact else "dense"
+    if method == "sampled":
+        return nullspace_sampled(rep_in, rep_out).reshape(-1, N)
+    return _nullspace_dense(constraint_gram(rep_in, rep_out)).T
+
+
+def _solve_pair(rep_in: Rep, rep_out: Rep, cache_dir=None, method: str = "auto") -> Tensor:
+    """Orthonormal basis ``(r, out, in)`` of Hom_G(rep_in, rep_out) for two non-sum reps (cached)."""
+    resolved = basis_method(rep_in, rep_out, method)
+    key = (rep_in.key(), rep_out.key(), resolved)
     hit = _BLOCK_CACHE.get(key)
     if hit is not None:
         return hit
+    path = _disk_path(cache_dir, key) if cache_dir is not None else None
+    if path is not None and path.exists():
+        stored = _read_cache_file(path)
+        if stored is not None and stored.get("key") == repr(key):
+            _BLOCK_CACHE[key] = stored["basis"]
+            return stored["basis"]
     n_in, n_out = rep_in.size, rep_out.size
-    if rep_in.is_scalar and rep_out.is_scalar:
+    if resolved == "scalar":
         basis = torch.eye(n_out * n_in, dtype=torch.float64)
     else:
-        basis = _solve_constraints(rep_in, rep_out)
+        basis = _solve_constraints(rep_in, rep_out, resolved)
     basis = _canonical_sign(basis.reshape(-1, n_out, n_in).contiguous())
     _BLOCK_CACHE[key] = basis
+    if path is not None:
+        _write_cache_file(path, key, basis)
     return basis
+
+
+def is_cached(rep_in: Rep, rep_out: Rep, cache_dir=None, method: str = "auto") -> bool:
+    """Whether the block basis is in memory or in ``cache_dir`` already (nothing is solved)."""
+    try:
+        key = (rep_in.key(), rep_out.key(), basis_method(rep_in, rep_out, method))
+    except ValueError:
+        return False
+    return key in _BLOCK_CACHE or (cache_dir is not None and _disk_path(cache_dir, key).exists())
 
 
 def _canonical_sign(basis: Tensor) -> Tensor:
@@ -150,66 +219,64 @@ def _read_cache_file(path: Path) -> dict | None:
     return stored if isinstance(stored, dict) and "basis" in stored else None
 
 
-def equivariant_basis(rep_in: Rep, rep_out: Rep, cache_dir: str | os.PathLike | None = None) -> Tensor:
+def _write_cache_file(path: Path, key, basis: Tensor) -> None:
+    """Write atomically: a temporary file in the same folder, then a rename (removed on failure)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
+    os.close(fd)
+    try:
+        torch.save({"key": repr(key), "basis": basis}, tmp)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+
+
+def equivariant_basis(rep_in: Rep, rep_out: Rep, cache_dir: str | os.PathLike | None = None,
+                      method: str = "auto", group=None) -> Tensor:
     """Orthonormal basis of the equivariant linear maps ``rep_in -> rep_out``.
 
     Parameters
     ----------
-    rep_in, rep_out: representations of the same group (``Scalar`` combines with any).
-    cache_dir: optional folder for an on-disk cache (written atomically).
+    rep_in, rep_out: representations of the same group (``Scalar`` combines with any); group-free
+        reps (``T(2)``, ``V ** 2``) need ``group``.
+    cache_dir: optional folder for an on-disk cache of the block bases (written atomically); a later
+        process with the same ``cache_dir`` reads them instead of solving.
+    method: ``"auto"`` (default), ``"dense"``, ``"sampled"`` or ``"diagrams"`` (module docstring).
+    group: binds group-free reps (a geomlin Group or a name such as ``"O(3)"``).
 
     Returns
     -------
     Tensor ``(r, rep_out.size, rep_in.size)``, float64, orthonormal in the
     Frobenius inner product; ``r`` is the dimension of the space. Each basis
-    element is supported on one pair of direct-sum blocks.
+    element is supported on one pair of direct-sum blocks. A fresh tensor (caches stay private).
     """
-    _check_rep(rep_in, "rep_in")
-    _check_rep(rep_out, "rep_out")
+    rep_in = bind(rep_in, group, "rep_in")
+    rep_out = bind(rep_out, group, "rep_out")
     common_group([rep_in, rep_out])
-    key = (rep_in.key(), rep_out.key())
-    hit = _FULL_CACHE.get(key)
-    if hit is not None:
-        return hit.clone()
-    path = _disk_path(cache_dir, key) if cache_dir is not None else None
-    if path is not None and path.exists():
-        stored = _read_cache_file(path)
-        if stored is not None and stored.get("key") == repr(key):
-            _FULL_CACHE[key] = stored["basis"]
-            return stored["basis"].clone()
+    check_cache_dir(cache_dir)
+    check_choice(method, "method", METHODS)
     pieces = []
     o0 = 0
     for b in rep_out.blocks:
         i0 = 0
         for a in rep_in.blocks:
-            block = _solve_pair(a, b)
+            block = _solve_pair(a, b, cache_dir, method)
             if block.shape[0]:
                 full = torch.zeros(block.shape[0], rep_out.size, rep_in.size, dtype=torch.float64)
                 full[:, o0:o0 + b.size, i0:i0 + a.size] = block
                 pieces.append(full)
             i0 += a.size
         o0 += b.size
-    basis = torch.cat(pieces) if pieces else torch.zeros(0, rep_out.size, rep_in.size, dtype=torch.float64)
-    _FULL_CACHE[key] = basis
-    if path is not None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
-        os.close(fd)
-        try:
-            torch.save({"key": repr(key), "basis": basis}, tmp)
-            os.replace(tmp, path)
-        finally:
-            if os.path.exists(tmp):
-                os.remove(tmp)
-    return basis.clone()
+    return torch.cat(pieces) if pieces else torch.zeros(0, rep_out.size, rep_in.size, dtype=torch.float64)
 
 
-def block_basis(rep_in: Rep, rep_out: Rep) -> Tensor:
-    """Basis ``(r, out, in)`` for a pair of non-sum blocks (cached, shared by layers)."""
-    return _solve_pair(_check_rep(rep_in, "rep_in"), _check_rep(rep_out, "rep_out"))
+def block_basis(rep_in: Rep, rep_out: Rep, cache_dir=None, method: str = "auto") -> Tensor:
+    """Basis ``(r, out, in)`` for a pair of non-sum blocks (cached and shared by layers: do not modify)."""
+    return _solve_pair(_check_rep(rep_in, "rep_in"), _check_rep(rep_out, "rep_out"),
+                       check_cache_dir(cache_dir), check_choice(method, "method", METHODS))
 
 
 def clear_cache() -> None:
     """Forget every cached basis (in memory)."""
     _BLOCK_CACHE.clear()
-    _FULL_CACHE.clear()

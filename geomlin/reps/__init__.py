@@ -5,6 +5,7 @@ Every equivariant module declares ``type_in`` / ``type_out`` with these types
 ``geomlin audit`` and :class:`EquivariantSequential` need nothing else.
 
 * the representation algebra: ``V(G)``, ``Scalar``, sums, tensor products, duals, e3nn Irreps;
+  group-free reps (EMLP's ``T(p, q)``, ``V ** 2 + 3 * T(1)``) bound later by ``rep(G)``;
 * :class:`Scalars`, :class:`Labels`, :class:`Vectors`, :class:`Positions` (E(n), SE(n));
 * :class:`Multivectors` (Clifford algebras, acted on by versors);
 * :class:`SphereCoefficients` (spherical-harmonic coefficients up to ``lmax`` under O(3));
@@ -17,7 +18,18 @@ Every equivariant module declares ``type_in`` / ``type_out`` with these types
 11
 """
 
-from geomlin.reps.base import DualRep, Rep, Scalar, ScalarRep, SumRep, TensorRep, V, Vector, common_group
+from geomlin.reps.base import (
+    DualRep,
+    Rep,
+    Scalar,
+    ScalarRep,
+    SumRep,
+    TensorRep,
+    V,
+    Vector,
+    bind,
+    common_group,
+)
 from geomlin.reps.feature_type import (
     FeatureType,
     compatible,
@@ -25,6 +37,7 @@ from geomlin.reps.feature_type import (
     declared_types,
     example_inputs,
 )
+from geomlin.reps.group_free import GroupFreeRep, T
 from geomlin.reps.irreps import IrrepsRep, wigner_D_from_matrix
 from geomlin.reps.sequential import EquivariantSequential
 from geomlin.reps.types import (
@@ -45,6 +58,7 @@ __all__ = [
            "DualRep",
            "EquivariantSequential",
            "FeatureType",
+           "GroupFreeRep",
            "IrrepsRep",
            "Labels",
            "Multivectors",
@@ -55,11 +69,13 @@ __all__ = [
            "Scalars",
            "SphereCoefficients",
            "SumRep",
+           "T",
            "TensorRep",
            "Tensors",
            "V",
            "Vector",
            "Vectors",
+           "bind",
            "common_group",
            "compatible",
            "declared_group",

@@ -11,6 +11,10 @@ the identity). New reps are built with the operator algebra of EMLP
 * ``a * b`` tensor product (Kronecker), ``a ** k`` tensor power,
 * ``a.dual()`` the contragredient ``rho(g)^{-T}``.
 
+Reps may also be written before their group, as in EMLP: ``V ** 2 + 3 * T(1)`` is a
+:class:`~geomlin.reps.group_free.GroupFreeRep` and ``rep(G)`` binds it (see
+:mod:`geomlin.reps.group_free`). ``rep(G)`` on a bound rep checks the group and returns it.
+
 Reps are immutable and hashable by a canonical key, so bases can be cached.
 """
 
@@ -23,6 +27,8 @@ from torch import Tensor
 
 from geomlin.groups.base import Group
 from geomlin.reps.feature_type import FeatureType, apply_matrix, rotation_part
+from geomlin.reps.group_free import V_FREE, GroupFreeRep
+from geomlin.validation import check_nonnegative_int, check_tensor
 
 
 def _kron(a: Tensor, b: Tensor) -> Tensor:
@@ -45,16 +51,22 @@ def _block_diag(blocks: list[Tensor]) -> Tensor:
     return out
 
 
-def _check_element(g: Tensor, G: Group | None, what: str = "group elements") -> Tensor:
-    if not isinstance(g, Tensor):
-        raise TypeError(f"{what} must be a torch.Tensor of shape (..., d, d), got {type(g).__name__}")
-    if g.ndim < 2 or g.shape[-1] != g.shape[-2]:
+def _check_element(g: Tensor, G: Group | None, what: str = "g") -> Tensor:
+    """Shape, dtype and (on the CPU) membership of group elements ``g (..., d, d)``."""
+    check_tensor(g, what, min_ndim=2)
+    if g.shape[-1] != g.shape[-2]:
         raise ValueError(f"{what} must have shape (..., d, d), got {tuple(g.shape)}")
-    if G is not None and g.shape[-1] != G.d:
-        raise ValueError(f"{what} of {G} must be ({G.d}, {G.d}) matrices, got shape {tuple(g.shape)}")
-    if not g.is_floating_point():
-        raise TypeError(f"{what} must be floating point, got dtype {g.dtype}")
+    if G is not None:
+        G.check_element(g, what)
     return g
+
+
+def _check_algebra_element(A: Tensor, G: Group | None, what: str = "Lie algebra elements") -> Tensor:
+    check_tensor(A, what, min_ndim=2)
+    if A.shape[-1] != A.shape[-2] or (G is not None and A.shape[-1] != G.d):
+        want = "(..., d, d)" if G is None else f"(..., {G.d}, {G.d}) for {G}"
+        raise ValueError(f"{what} must have shape {want}, got {tuple(A.shape)}")
+    return A
 
 
 class Rep(FeatureType):
@@ -99,32 +111,52 @@ class Rep(FeatureType):
         """``x @ rho(g)^T`` on the last axis, ``rho`` evaluated in float64."""
         return apply_matrix(self.rho(rotation_part(g).to(torch.float64)), x)
 
+    # ---------------------------------------------------------------- binding
+    def __call__(self, group) -> Rep:
+        """``rep(G)``: this rep, after checking that it belongs to ``G`` (EMLP's binding call).
+
+        Reps of no particular group (``Scalar`` and sums of it) fit every group.
+        """
+        from geomlin.groups.classical import as_group
+
+        group = as_group(group)
+        if self.group is not None and self.group != group:
+            raise ValueError(f"{self!r} is a representation of {self.group}, not of {group}")
+        return self
+
     # ---------------------------------------------------------------- algebra
     def __add__(self, other) -> Rep:
-        if isinstance(other, int) and other == 0:
+        if isinstance(other, int) and not isinstance(other, bool) and other == 0:
             return self
+        if isinstance(other, GroupFreeRep):
+            return other.__radd__(self)
         other = _as_rep(other, "+")
         return SumRep([self, other])
 
     def __radd__(self, other) -> Rep:
-        if isinstance(other, int) and other == 0:
+        if isinstance(other, int) and not isinstance(other, bool) and other == 0:
             return self
+        if isinstance(other, GroupFreeRep):
+            return other.__add__(self)
         return _as_rep(other, "+") + self
 
     def __mul__(self, other) -> Rep:
         if isinstance(other, int) and not isinstance(other, bool):
             return _multiplicity(other, self)
+        if isinstance(other, GroupFreeRep):
+            return other.__rmul__(self)
         other = _as_rep(other, "*")
         return TensorRep([self, other])
 
     def __rmul__(self, other) -> Rep:
         if isinstance(other, int) and not isinstance(other, bool):
             return _multiplicity(other, self)
+        if isinstance(other, GroupFreeRep):
+            return other.__mul__(self)
         return _as_rep(other, "*") * self
 
     def __pow__(self, k: int) -> Rep:
-        if isinstance(k, bool) or not isinstance(k, int) or k < 0:
-            raise ValueError(f"tensor powers take a non-negative int, got {k!r}")
+        k = check_nonnegative_int(k, "the tensor power")
         if k == 0:
             return Scalar
         return TensorRep([self] * k)
@@ -175,6 +207,23 @@ def _multiplicity(n: int, rep: Rep) -> Rep:
     return rep if n == 1 else SumRep([rep] * n)
 
 
+def bind(rep, group=None, name: str = "rep") -> Rep:
+    """``rep`` as a bound :class:`Rep`: a group-free rep is bound to ``group``, a bound one checked.
+
+    Raises ``TypeError`` for anything else, and ``ValueError`` for a group-free rep without a group
+    or a rep of another group. ``group`` may be a geomlin Group or a name such as ``"O(3)"``.
+    """
+    if isinstance(rep, GroupFreeRep):
+        if group is None:
+            raise ValueError(f"{name} = {rep!r} is written without a group; pass group=... "
+                             f"or bind it first with {name}(G)")
+        return rep(group)
+    if not isinstance(rep, Rep):
+        raise TypeError(f"{name} must be a geomlin Rep (or a group-free rep such as T(1)), got "
+                        f"{type(rep).__name__}")
+    return rep if group is None else rep(group)
+
+
 def common_group(reps) -> Group | None:
     """The one group shared by ``reps`` (``None`` if all are scalar); error when they mix groups."""
     group = None
@@ -200,11 +249,11 @@ class ScalarRep(Rep):
         return True
 
     def rho(self, g: Tensor) -> Tensor:
-        _check_element(g, None)
+        check_tensor(g, "group elements", min_ndim=2)
         return torch.ones(*g.shape[:-2], 1, 1, dtype=g.dtype, device=g.device)
 
     def drho(self, A: Tensor) -> Tensor:
-        _check_element(A, None, "Lie algebra elements")
+        _check_algebra_element(A, None)
         return torch.zeros(*A.shape[:-2], 1, 1, dtype=A.dtype, device=A.device)
 
     def key(self) -> tuple:
@@ -230,9 +279,9 @@ class Vector(Rep):
     """The defining representation ``V(G)``: ``rho(g) = g``."""
 
     def __init__(self, G: Group):
-        if not isinstance(G, Group):
-            raise TypeError(f"V() takes a geomlin Group, got {type(G).__name__}")
-        self.group = G
+        from geomlin.groups.classical import as_group
+
+        self.group = as_group(G, "V(G): G")
 
     @property
     def size(self) -> int:
@@ -242,7 +291,7 @@ class Vector(Rep):
         return _check_element(g, self.group)
 
     def drho(self, A: Tensor) -> Tensor:
-        return _check_element(A, self.group, "Lie algebra elements")
+        return _check_algebra_element(A, self.group)
 
     def key(self) -> tuple:
         return ("V", self.group.key())
@@ -260,9 +309,9 @@ class Vector(Rep):
         return f"V[{self.group}]"
 
 
-def V(G: Group) -> Rep:
-    """The defining representation of ``G`` on ``R^d``."""
-    return Vector(G)
+#: The defining representation: ``V(G)`` is the :class:`Vector` rep of ``G`` on ``R^d``; ``V`` alone
+#: is group-free (EMLP's ``V``), so ``V ** 2 + V`` is bound later by ``rep(G)``.
+V = V_FREE
 
 
 class SumRep(Rep):
@@ -430,4 +479,6 @@ class DualRep(Rep):
         return self.rep
 
     def __repr__(self) -> str:
-        return f"{self.rep!r}*"
+        inner = repr(self.rep)
+        simple = isinstance(self.rep, (Vector, ScalarRep)) or type(self.rep).__name__ == "IrrepsRep"
+        return f"{inner}.dual()" if simple else f"({inner}).dual()"

@@ -12,27 +12,44 @@ import torch
 from torch import Tensor
 
 from geomlin.groups.base import Group
-from geomlin.reps.base import Rep, _check_element
+from geomlin.reps.base import Rep, _check_algebra_element, _check_element
+from geomlin.validation import check_nonnegative_int, check_orthogonal, check_tensor
+
+
+def _su2_generators_complex128(l: int) -> Tensor:
+    """Angular-momentum generators ``(3, 2l+1, 2l+1)`` complex128 in the ``|l, m>`` basis.
+
+    The ladder operators ``J_+ |m> = sqrt(l(l+1) - m(m+1)) |m+1>`` (and ``J_-``) of any quantum
+    mechanics text (e.g. Sakurai, Modern Quantum Mechanics, Eq. 3.5.41), arranged as e3nn's
+    ``o3.su2_generators`` (x, z, -y) with its sign conventions, evaluated in float64 from the
+    start instead of the default dtype.
+    """
+    m = torch.arange(-l, l, dtype=torch.float64)
+    raising = torch.diag(-torch.sqrt(l * (l + 1) - m * (m + 1)), diagonal=-1).to(torch.complex128)
+    m = torch.arange(-l + 1, l + 1, dtype=torch.float64)
+    lowering = torch.diag(torch.sqrt(l * (l + 1) - m * (m - 1)), diagonal=1).to(torch.complex128)
+    m = torch.arange(-l, l + 1, dtype=torch.float64).to(torch.complex128)
+    return torch.stack([0.5 * (raising + lowering), torch.diag(1j * m), -0.5j * (raising - lowering)])
 
 
 @cache
+def _so3_generators_table(l: int) -> Tensor:
+    from e3nn import o3
+
+    X = _su2_generators_complex128(l)
+    Q = o3.change_basis_real_to_complex(l, dtype=torch.float64)  # explicit dtype: no global state
+    return torch.real(torch.conj(Q.T) @ X @ Q).contiguous()
+
+
 def so3_generators_float64(l: int) -> Tensor:
     """e3nn's real SO(3) generators ``(3, 2l+1, 2l+1)`` computed in float64.
 
-    ``e3nn.o3.so3_generators`` builds them in the default dtype (float32 in
-    most programs), which limits every Wigner matrix to ~1e-7; the same formula
-    evaluated in float64 is exact to ~1e-15.
+    ``e3nn.o3.so3_generators`` builds them in the default dtype (float32 in most programs), which
+    limits every Wigner matrix to ~1e-7; the same formula evaluated in float64 is exact to ~1e-15.
+    Never touches the default dtype. Returns a fresh copy of a cached table.
     """
-    from e3nn import o3
-
-    previous = torch.get_default_dtype()
-    torch.set_default_dtype(torch.float64)
-    try:
-        X = o3.su2_generators(l).to(torch.complex128)
-        Q = o3.change_basis_real_to_complex(l, dtype=torch.float64)
-        return torch.real(torch.conj(Q.T) @ X @ Q).clone()
-    finally:
-        torch.set_default_dtype(previous)
+    l = check_nonnegative_int(l, "l")
+    return _so3_generators_table(l).clone()
 
 
 def _so3_coefficients(A: Tensor) -> Tensor:
@@ -85,7 +102,21 @@ def wigner_D_from_matrix(irreps, g: Tensor) -> Tensor:
     ``X^l = e3nn.o3.so3_generators(l)``, times the parity ``p`` for ``det g = -1``.
     Accurate to ~1e-15 in float64 (e3nn's ``D_from_matrix`` goes through Euler
     angles and loses ~1e-7). Returns ``(..., irreps.dim, irreps.dim)``.
+
+    ``g`` must be orthogonal (checked on the CPU to the tolerance of its dtype): the Wigner matrix
+    of anything else is meaningless.
     """
+    from e3nn import o3
+
+    if not isinstance(irreps, o3.Irreps):
+        try:
+            irreps = o3.Irreps(irreps)
+        except Exception as err:  # e3nn raises bare ValueErrors/AssertionErrors
+            raise ValueError(f"could not parse e3nn Irreps from {irreps!r}: {err}") from err
+    check_tensor(g, "g", min_ndim=2)
+    if tuple(g.shape[-2:]) != (3, 3):
+        raise ValueError(f"g must have shape (..., 3, 3) (elements of O(3)), got {tuple(g.shape)}")
+    check_orthogonal(g, "g")
 
     det = torch.linalg.det(g)
     proper = g * torch.sign(det)[..., None, None]
@@ -94,7 +125,7 @@ def wigner_D_from_matrix(irreps, g: Tensor) -> Tensor:
     cache = {}
     for mul, ir in irreps:
         if ir.l not in cache:
-            gens = so3_generators_float64(ir.l).to(dtype=g.dtype, device=g.device)
+            gens = _so3_generators_table(ir.l).to(dtype=g.dtype, device=g.device)
             cache[ir.l] = torch.linalg.matrix_exp(torch.einsum("...k,kij->...ij", w, gens))
         D = cache[ir.l]
         if ir.p == -1:
@@ -146,11 +177,11 @@ class IrrepsRep(Rep):
 
     def drho(self, A: Tensor) -> Tensor:
 
-        _check_element(A, self.group, "Lie algebra elements")
+        _check_algebra_element(A, self.group)
         coeff = _so3_coefficients(A)
         blocks = []
         for mul, ir in self.irreps:
-            gens = so3_generators_float64(ir.l).to(dtype=A.dtype, device=A.device)
+            gens = _so3_generators_table(ir.l).to(dtype=A.dtype, device=A.device)
             block = torch.einsum("...k,kij->...ij", coeff, gens)
             blocks.extend([block] * mul)
         from geomlin.reps.base import _block_diag

@@ -21,6 +21,7 @@ by :class:`~geomlin.linear.diagrams.DiagramLinear`:
 
 from __future__ import annotations
 
+import itertools
 import math
 from functools import lru_cache
 
@@ -73,6 +74,26 @@ def _det_mod_p(M: np.ndarray) -> int:
     return det % p
 
 
+#: Determinants of matrices up to this size are evaluated for all samples at once (Leibniz formula).
+MAX_LEIBNIZ = 6
+
+
+def _dets_mod_p(M: np.ndarray) -> np.ndarray:
+    """Determinants mod p of ``M (S, n, n)`` int64 entries in ``[0, p)``, ``(S,)`` int64."""
+    n = M.shape[-1]
+    if n > MAX_LEIBNIZ:
+        return np.array([_det_mod_p(m) for m in M], dtype=np.int64)
+    p = PRIME
+    out = np.zeros(M.shape[0], dtype=np.int64)
+    for perm in itertools.permutations(range(n)):
+        inversions = sum(perm[i] > perm[j] for i in range(n) for j in range(i + 1, n))
+        term = np.ones(M.shape[0], dtype=np.int64)
+        for row, col in enumerate(perm):
+            term = term * M[:, row, col] % p  # both factors < 2^31: the product fits in int64
+        out = (out - term) % p if inversions % 2 else (out + term) % p
+    return out
+
+
 def evaluation_matrix(diagrams, n: int, group, num_samples: int | None = None, seed: int = SELECTION_SEED):
     """``(num_samples, len(diagrams))`` int64: each diagram tensor on random rank-one tensors, mod p.
 
@@ -100,7 +121,7 @@ def evaluation_matrix(diagrams, n: int, group, num_samples: int | None = None, s
             col = col * table[:, u, w] % PRIME
         if d.free:
             if d.free not in dets:
-                dets[d.free] = np.array([_det_mod_p(V[s, list(d.free), :]) for s in range(S)], dtype=np.int64)
+                dets[d.free] = _dets_mod_p(V[:, list(d.free), :])
             col = col * dets[d.free] % PRIME
         out[:, j] = col
     return out

@@ -30,6 +30,8 @@ from __future__ import annotations
 import string
 from dataclasses import dataclass
 
+from geomlin.validation import check_nonnegative_int
+
 #: Prefix used when a block letter runs out (more than 52 blocks).
 _LETTERS = string.ascii_uppercase + string.ascii_lowercase
 #: Marker for a vertex joined to the Levi-Civita symbol in drawings.
@@ -37,9 +39,8 @@ FREE_MARK = "ε"
 
 
 def _check_count(value, name: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise ValueError(f"{name} must be an int >= 0, got {value!r}")
-    return value
+    """A tensor order or count: an int >= 0 (``TypeError`` for other kinds of value)."""
+    return check_nonnegative_int(value, name)
 
 
 @dataclass(frozen=True)

@@ -15,16 +15,42 @@ All orders are deterministic (restricted growth strings / lexicographic).
 
 from __future__ import annotations
 
+import math
 from functools import lru_cache
 from itertools import combinations
 
 from geomlin.linear.diagrams.diagram import Diagram, _check_count
 from geomlin.linear.diagrams.families import check_n, group_name
 
+#: Largest number of diagrams an enumerator builds (each is a small Python object; beyond this
+#: the problem cannot fit in memory or be applied in reasonable time).
+MAX_DIAGRAMS = 500_000
+
+
+def stirling2(m: int, j: int) -> int:
+    """Stirling number of the second kind: partitions of ``m`` items into exactly ``j`` blocks."""
+    if j < 0 or j > m:
+        return 0
+    return sum((-1) ** i * math.comb(j, i) * (j - i) ** m for i in range(j + 1)) // math.factorial(j)
+
+
+def count_set_partitions(m: int, max_blocks: int | None = None) -> int:
+    """Number of set partitions of ``m`` items with at most ``max_blocks`` blocks (Bell(m) if None)."""
+    top = m if max_blocks is None else min(m, max_blocks)
+    return 1 if m == 0 else sum(stirling2(m, j) for j in range(1, top + 1))
+
+
+def _refuse_large(count: int, what: str) -> None:
+    if count > MAX_DIAGRAMS:
+        raise ValueError(f"{what} has {count:,} diagrams, more than geomlin enumerates "
+                         f"({MAX_DIAGRAMS:,}); use smaller tensor orders or, for S(n), a smaller n")
+
 
 @lru_cache(maxsize=64)
-def _set_partitions(m: int) -> tuple[tuple[tuple[int, ...], ...], ...]:
+def _set_partitions(m: int, max_blocks: int | None = None) -> tuple[tuple[tuple[int, ...], ...], ...]:
+    """Restricted growth strings with labels below ``max_blocks``: only the partitions kept are built."""
     out = []
+    cap = m if max_blocks is None else max_blocks
 
     def grow(i: int, labels: list[int], count: int) -> None:
         if i == m:
@@ -33,7 +59,7 @@ def _set_partitions(m: int) -> tuple[tuple[tuple[int, ...], ...], ...]:
                 blocks[b].append(v)
             out.append(tuple(tuple(b) for b in blocks))
             return
-        for b in range(count + 1):
+        for b in range(min(count + 1, cap)):
             labels.append(b)
             grow(i + 1, labels, max(count, b + 1))
             labels.pop()
@@ -42,13 +68,18 @@ def _set_partitions(m: int) -> tuple[tuple[tuple[int, ...], ...], ...]:
     return tuple(out)
 
 
-def set_partitions(m: int) -> list[tuple[tuple[int, ...], ...]]:
+def set_partitions(m: int, max_blocks: int | None = None) -> list[tuple[tuple[int, ...], ...]]:
     """All set partitions of ``{0, .., m-1}`` (restricted growth string order).
 
-    Returns a list of Bell(m) partitions, each a tuple of sorted blocks sorted
-    by their smallest element. ``m = 0`` has one (empty) partition.
+    Returns a list of Bell(m) partitions (those with at most ``max_blocks`` blocks when given),
+    each a tuple of sorted blocks sorted by their smallest element. ``m = 0`` has one (empty)
+    partition. Raises ``ValueError`` when there are more than :data:`MAX_DIAGRAMS`.
     """
-    return list(_set_partitions(_check_count(m, "set_partitions: m")))
+    m = _check_count(m, "set_partitions: m")
+    if max_blocks is not None:
+        max_blocks = _check_count(max_blocks, "set_partitions: max_blocks")
+    _refuse_large(count_set_partitions(m, max_blocks), f"the set of partitions of {m} items")
+    return list(_set_partitions(m, max_blocks))
 
 
 @lru_cache(maxsize=64)
@@ -79,15 +110,25 @@ def partition_diagrams(k: int, l: int, max_blocks: int | None = None) -> list[Di
     """
     k = _check_count(k, "k")
     l = _check_count(l, "l")
-    return [Diagram(k, l, p) for p in _set_partitions(k + l)
-            if max_blocks is None or len(p) <= max_blocks]
+    if max_blocks is not None:
+        max_blocks = _check_count(max_blocks, "max_blocks")
+    _refuse_large(count_set_partitions(k + l, max_blocks),
+                  f"the set of ({k}, {l}) partition diagrams" + (f" with at most {max_blocks} blocks"
+                                                                if max_blocks is not None else ""))
+    return [Diagram(k, l, p) for p in _set_partitions(k + l, max_blocks)]
 
 
 def brauer_diagrams(k: int, l: int) -> list[Diagram]:
     """All Brauer diagrams (perfect matchings) on ``k + l`` vertices; ``(k+l-1)!!`` or none if odd."""
     k = _check_count(k, "k")
     l = _check_count(l, "l")
+    _refuse_large(_matching_count(k + l), f"the set of ({k}, {l}) Brauer diagrams")
     return [Diagram(k, l, m) for m in _matchings(tuple(range(k + l)))]
+
+
+def _matching_count(m: int) -> int:
+    """``(m-1)!!`` perfect matchings of ``m`` items (0 when ``m`` is odd)."""
+    return 0 if m % 2 else math.prod(range(m - 1, 0, -2))
 
 
 def levi_civita_diagrams(k: int, l: int, n: int) -> list[Diagram]:
@@ -107,6 +148,8 @@ def levi_civita_diagrams(k: int, l: int, n: int) -> list[Diagram]:
     if n > k + l:
         raise ValueError(f"an SO(n) determinant ((l+k)\\n) diagram joins n vertices to the Levi-Civita "
                          f"symbol, so it needs k + l >= n; got k + l = {k + l} < n = {n}")
+    _refuse_large(math.comb(k + l, n) * _matching_count(k + l - n),
+                  f"the set of ({k}, {l}) Levi-Civita diagrams of SO({n})")
     out = []
     for free in combinations(range(k + l), n):
         rest = tuple(v for v in range(k + l) if v not in free)

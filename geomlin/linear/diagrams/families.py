@@ -18,6 +18,7 @@ in the basis ``(q_1..q_m, p_1..p_m)``. A pair of two bottom vertices ``u < v``
 from __future__ import annotations
 
 from geomlin.groups import SO, O, S, Sp
+from geomlin.validation import check_int
 
 #: The accepted group names, in the order of the module table.
 GROUP_NAMES = ("S", "O", "SO", "Sp")
@@ -46,8 +47,7 @@ def group_name(group, n: int | None = None) -> str:
 
 def check_n(name: str, n) -> int:
     """Validate the dimension ``n`` of R^n for the group family ``name``."""
-    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-        raise ValueError(f"n must be an int >= 1 (the dimension of R^n), got {n!r}")
+    n = check_int(n, "n (the dimension of R^n)", minimum=1)
     if name == "Sp" and n % 2:
         raise ValueError(f"Sp acts on R^n with n = 2m even (symplectic basis q_1..q_m, p_1..p_m), got n = {n}")
     return n

@@ -41,8 +41,14 @@ from geomlin.linear.diagrams.apply import (
 from geomlin.linear.diagrams.basis import diagram_basis, frobenius_norm_sq
 from geomlin.linear.diagrams.diagram import _check_count
 from geomlin.linear.diagrams.enumerate import partition_diagrams
-from geomlin.linear.diagrams.families import check_n, group_name
+from geomlin.linear.diagrams.families import check_n, geomlin_group, group_name
 from geomlin.linear.diagrams.orbit import orbit_expansion, orbit_to_diagram_matrix
+from geomlin.reps.types import Tensors
+from geomlin.validation import check_finite, check_positive_int
+
+#: Coefficient matrices (applied diagrams x basis elements) with more entries than this are
+#: stored sparse (the S(n) orbit basis expands each element into few diagrams).
+MAX_DENSE_COEFFICIENTS = 2 ** 20
 
 
 def _gain(d, n: int, name: str, orbit: bool, l: int) -> float:
@@ -85,24 +91,34 @@ class DiagramLinear(nn.Module):
         check_n(name, n)
         k = _check_count(k, "DiagramLinear: k")
         l = _check_count(l, "DiagramLinear: l")
-        for what, c in (("in_channels", in_channels), ("out_channels", out_channels)):
-            if isinstance(c, bool) or not isinstance(c, int) or c < 1:
-                raise ValueError(f"DiagramLinear: {what} must be an int >= 1, got {c!r}")
+        in_channels = check_positive_int(in_channels, "DiagramLinear: in_channels")
+        out_channels = check_positive_int(out_channels, "DiagramLinear: out_channels")
+        if not isinstance(bias, bool):
+            raise TypeError(f"DiagramLinear: bias must be a bool, got {type(bias).__name__}")
         self.group, self.n, self.k, self.l = name, n, k, l
         self.in_channels, self.out_channels = in_channels, out_channels
+        acting = geomlin_group(name, n)
+        self.type_in = Tensors(acting, k, in_channels)
+        self.type_out = Tensors(acting, l, out_channels)
         orbit = name == "S"
         self.basis = diagram_basis(name, k, l, n)
         gains = torch.tensor([_gain(d, n, name, orbit, l) for d in self.basis], dtype=torch.float64)
         if orbit:
             applied = partition_diagrams(k, l, max_blocks=n)
-            coeff = orbit_to_diagram_matrix(self.basis, applied)
+            coeff = orbit_to_diagram_matrix(self.basis, applied, sparse=True)
         else:
             applied = list(self.basis)
-            coeff = torch.eye(len(applied), dtype=torch.float64)
+            coeff = torch.sparse_coo_tensor(torch.arange(len(applied)).repeat(2, 1),
+                                            torch.ones(len(applied), dtype=torch.float64),
+                                            (len(applied), len(applied)), check_invariants=True)
         applied, coeff = self._plan_diagrams(applied, coeff)
         self.applied = applied
-        # coeff[a, r]: coefficient of applied diagram a in basis element r (unit-gain scaled)
-        self.register_buffer("coeff", coeff / gains.clamp_min(1e-300)[None, :], persistent=False)
+        # coeff[a, r]: coefficient of applied diagram a in basis element r (unit-gain scaled);
+        # dense for small layers (one einsum), sparse for large ones (S(n) with many diagrams)
+        coeff = (coeff * (1.0 / gains.clamp_min(1e-300))[None, :]).coalesce()
+        if coeff.shape[0] * coeff.shape[1] <= MAX_DENSE_COEFFICIENTS:
+            coeff = coeff.to_dense()
+        self.register_buffer("coeff", coeff, persistent=False)
         num = len(self.basis)
         self.weight = nn.Parameter(torch.randn(num, out_channels, in_channels)
                                    / math.sqrt(max(num * in_channels, 1)))
@@ -153,7 +169,7 @@ class DiagramLinear(nn.Module):
             for _, members in group:
                 order += [a for a, _ in members]
             self._families.append((list(key), [t for t, _ in group], start, len(order)))
-        return [applied[a] for a in order], coeff[order]
+        return [applied[a] for a in order], _permute_rows(coeff, order)
 
     def _plan_bias(self, orbit: bool) -> None:
         """Bias: each (0, l) basis element expands into top halves; those equal to a family's top
@@ -197,7 +213,15 @@ class DiagramLinear(nn.Module):
 
     def diagram_weights(self) -> Tensor:
         """``(num_applied, out_channels, in_channels)``: the ``Λ`` of every applied diagram."""
-        return torch.einsum("ar,roi->aoi", self.coeff.to(self.weight.dtype), self.weight)
+        return self._applied_weights(self.weight.dtype)
+
+    def _applied_weights(self, dtype: torch.dtype) -> Tensor:
+        """``coeff @ weight``: ``(num_applied, out_channels, in_channels)`` in ``dtype``."""
+        W = self.weight.to(dtype)
+        if self.coeff.is_sparse:
+            flat = torch.sparse.mm(self.coeff.to(dtype), W.reshape(W.shape[0], -1))
+            return flat.reshape(-1, self.out_channels, self.in_channels)
+        return torch.einsum("ar,roi->aoi", self.coeff.to(dtype), W)
 
     def forward(self, x: Tensor) -> Tensor:
         """Apply the layer; ``x (..., in_channels, n^k) -> (..., out_channels, n^l)``."""
@@ -206,12 +230,13 @@ class DiagramLinear(nn.Module):
         if x.ndim < k + 1 or x.shape[x.ndim - k - 1] != self.in_channels:
             raise ValueError(f"DiagramLinear expects input (..., in_channels={self.in_channels}, "
                              f"{', '.join(['n'] * k)}{', ' if k else ''}) with n = {n}, got {tuple(x.shape)}")
+        check_finite(x, "x")
         lead = x.shape[: x.ndim - k - 1]
         xb = x.reshape(-1, self.in_channels, *([n] * k))
         B = xb.shape[0]
         o = self.out_channels
         out_shape = (B, o, *([n] * l))
-        weights = torch.einsum("ar,roi->oai", self.coeff.to(x.dtype), self.weight.to(x.dtype))
+        weights = self._applied_weights(x.dtype).transpose(0, 1)  # (o, a, i)
         bias = None if self.bias is None else self.bias_coeff.to(x.dtype) @ self.bias.to(x.dtype)
         zs = [bottom_apply(b, xb, n) for b in self._bottoms]
         out = None
@@ -254,3 +279,15 @@ class DiagramLinear(nn.Module):
             for bottom, top, t in self._bias_alone:
                 top_add(top, out, bottom_apply(bottom, bias[t].expand(B, o), n), n)
         return out.reshape((*lead, self.out_channels, *([n] * l)))
+
+
+def _permute_rows(coeff: Tensor, order: list[int]) -> Tensor:
+    """``coeff[order]`` for a dense or sparse COO matrix."""
+    if not coeff.is_sparse:
+        return coeff[order]
+    coeff = coeff.coalesce()
+    position = torch.empty(len(order), dtype=torch.long)
+    position[torch.tensor(order, dtype=torch.long)] = torch.arange(len(order))
+    idx = coeff.indices().clone()
+    idx[0] = position[idx[0]]
+    return torch.sparse_coo_tensor(idx, coeff.values(), coeff.shape, check_invariants=True).coalesce()

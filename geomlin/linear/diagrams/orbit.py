@@ -43,16 +43,23 @@ def orbit_expansion(diagram: Diagram) -> tuple[tuple[float, Diagram], ...]:
     return tuple(out)
 
 
-def orbit_to_diagram_matrix(orbit_diagrams, diagrams) -> Tensor:
+def orbit_to_diagram_matrix(orbit_diagrams, diagrams, sparse: bool = False) -> Tensor:
     """``M (len(diagrams), len(orbit_diagrams))`` float64 with ``X_j = Σ_i M[i, j] D_i``.
 
-    Raises ValueError if a coarsening of some orbit diagram is missing from ``diagrams``.
+    ``sparse=True`` returns a coalesced sparse COO tensor (each ``X_j`` expands into Bell(#blocks)
+    diagrams, so large bases are mostly zeros). Raises ValueError if a coarsening of some orbit
+    diagram is missing from ``diagrams``.
     """
     index = {d: i for i, d in enumerate(diagrams)}
-    M = torch.zeros(len(diagrams), len(orbit_diagrams), dtype=torch.float64)
+    rows, cols, vals = [], [], []
     for j, pi in enumerate(orbit_diagrams):
         for coeff, sigma in orbit_expansion(pi):
             if sigma not in index:
                 raise ValueError(f"the coarsening {sigma} of {pi} is not among the given diagrams")
-            M[index[sigma], j] += coeff
-    return M
+            rows.append(index[sigma])
+            cols.append(j)
+            vals.append(coeff)
+    M = torch.sparse_coo_tensor(torch.tensor([rows, cols], dtype=torch.long).reshape(2, -1),
+                                torch.tensor(vals, dtype=torch.float64),
+                                (len(diagrams), len(orbit_diagrams)), check_invariants=True).coalesce()
+    return M if sparse else M.to_dense()
