@@ -15,8 +15,9 @@ import math
 import torch
 from torch import Tensor, nn
 
-from geomlin.linear.solver import block_basis
-from geomlin.reps.base import Rep, Scalar, common_group
+from geomlin.linear.solver import METHODS, block_basis, check_cache_dir
+from geomlin.reps.base import Rep, Scalar, bind, common_group
+from geomlin.validation import check_choice, check_tensor
 
 
 def check_features(x: Tensor, size: int, name: str = "x", what: str = "rep_in") -> None:
@@ -25,18 +26,14 @@ def check_features(x: Tensor, size: int, name: str = "x", what: str = "rep_in") 
     The finiteness check is a ``ValueError`` on the CPU and an asynchronous
     device-side assert elsewhere, so GPU forwards never wait for the host.
     """
-    if not isinstance(x, Tensor):
-        raise TypeError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
-    if not x.is_floating_point():
-        raise TypeError(f"{name} must be a floating-point tensor, got dtype {x.dtype}")
-    if x.ndim == 0 or x.shape[-1] != size:
-        raise ValueError(f"{name} must have shape (..., {size}) for {what} of size {size}, "
-                         f"got shape {tuple(x.shape)}")
-    if x.device.type == "cpu":
-        if not torch.isfinite(x).all():
-            raise ValueError(f"{name} contains NaN or inf values")
-    else:  # no host round trip on accelerators: an asynchronous device-side assert
-        torch._assert_async(torch.isfinite(x).all(), f"{name} contains NaN or inf values")
+    check_tensor(x, name, shape=(..., size), finite=True, what=f"{what} of size {size}")
+
+
+def check_bool(value, name: str) -> bool:
+    """A Python bool (``TypeError`` for anything else, 0/1 included)."""
+    if not isinstance(value, bool):
+        raise TypeError(f"{name} must be a bool, got {value!r} ({type(value).__name__})")
+    return value
 
 
 class BlockLayout:
@@ -107,29 +104,38 @@ class EquivariantLinear(nn.Module):
 
     Parameters
     ----------
-    rep_in, rep_out: representations of one group.
+    rep_in, rep_out: representations of one group (or group-free reps such as ``T(2)`` with
+        ``group=``).
     bias: add a learnable bias restricted to the invariant subspace of ``rep_out``.
+    group: binds group-free reps (a geomlin Group or a name such as ``"O(3)"``).
+    cache_dir: folder of an on-disk basis cache (see :func:`~geomlin.linear.equivariant_basis`):
+        the first process solves and writes, later ones read.
+    method: basis solver, ``"auto"`` or one of :data:`geomlin.linear.solver.METHODS`.
 
     Shapes: ``forward(x)`` maps ``(..., rep_in.size)`` to ``(..., rep_out.size)``
     in ``x``'s dtype and device. Parameters are the coefficients on the basis
     (``num_coefficients`` of them), so every value of the parameters gives an
-    exactly equivariant map.
+    exactly equivariant map. Declares ``type_in = rep_in`` and ``type_out = rep_out``.
     """
 
-    def __init__(self, rep_in: Rep, rep_out: Rep, bias: bool = True):
+    def __init__(self, rep_in: Rep, rep_out: Rep, bias: bool = True, *, group=None, cache_dir=None,
+                 method: str = "auto"):
         super().__init__()
-        if not isinstance(rep_in, Rep) or not isinstance(rep_out, Rep):
-            raise TypeError("EquivariantLinear takes two geomlin Reps, got "
-                            f"{type(rep_in).__name__} and {type(rep_out).__name__}")
+        rep_in = bind(rep_in, group, "rep_in")
+        rep_out = bind(rep_out, group, "rep_out")
+        check_bool(bias, "bias")
+        check_cache_dir(cache_dir)
+        check_choice(method, "method", METHODS)
         self.group = common_group([rep_in, rep_out])
         self.rep_in, self.rep_out = rep_in, rep_out
+        self.type_in, self.type_out = rep_in, rep_out
         self.layout_in, self.layout_out = BlockLayout(rep_in), BlockLayout(rep_out)
         bases: dict[tuple[int, int], Tensor] = {}
         self.coefficients = nn.ParameterDict()
         total = 0
         for j, tout in enumerate(self.layout_out.types):
             for i, tin in enumerate(self.layout_in.types):
-                B = block_basis(tin, tout)
+                B = block_basis(tin, tout, cache_dir, method)
                 if B.shape[0]:
                     bases[(j, i)] = B
                     total += B.shape[0] * self.layout_out.multiplicity[j] * self.layout_in.multiplicity[i]
@@ -143,7 +149,7 @@ class EquivariantLinear(nn.Module):
         self.num_coefficients = total
         self.bias_basis = None
         if bias:
-            bb = _invariant_vectors(rep_out)  # (r_b, out)
+            bb = _invariant_vectors(rep_out, cache_dir)  # (r_b, out)
             if bb.shape[0]:
                 self._bias_cache = _BasisCache({(0, 0): bb})
                 self.bias = nn.Parameter(torch.zeros(bb.shape[0]))
@@ -185,7 +191,8 @@ class EquivariantLinear(nn.Module):
         return self.bias.to(dtype) @ bb
 
     def forward(self, x: Tensor) -> Tensor:
-        check_features(x, self.rep_in.size)
+        """``(..., rep_in.size) -> (..., rep_out.size)``, floating point, finite."""
+        check_features(x, self.rep_in.size, what=repr(self.rep_in))
         y = x @ self.weight(x.device, x.dtype).T
         b = self.bias_vector(x.device, x.dtype)
         return y if b is None else y + b
@@ -194,8 +201,8 @@ class EquivariantLinear(nn.Module):
         return f"{self.rep_in!r} -> {self.rep_out!r}, coefficients={self.num_coefficients}"
 
 
-def _invariant_vectors(rep: Rep) -> Tensor:
+def _invariant_vectors(rep: Rep, cache_dir=None) -> Tensor:
     """Orthonormal basis ``(r, rep.size)`` of the invariant vectors of ``rep``."""
     from geomlin.linear.solver import equivariant_basis
 
-    return equivariant_basis(Scalar, rep)[:, :, 0]
+    return equivariant_basis(Scalar, rep, cache_dir=cache_dir)[:, :, 0]

@@ -11,32 +11,130 @@ The bilinear layer here is channel-wise: for every triple of block types
 ``(a, b, c)`` whose product space ``Hom(a (x) b, c)`` is non-zero, channels of
 type ``a`` and ``b`` are mixed down to a few product channels, multiplied as
 tensors, mapped to ``c`` with the solved basis and mixed back up.
+
+Hidden sizes follow EMLP's ``ch``: ``hidden_channels=384`` builds a hidden rep of size 384
+(:func:`uniform_rep`), not 384 copies of every tensor type.
 """
 
 from __future__ import annotations
 
 import itertools
 import math
+import warnings
+from collections.abc import Sequence
 
 import torch
 from torch import Tensor, nn
 
 from geomlin.groups.base import Group
 from geomlin.linear.layers import BlockLayout, EquivariantLinear, _BasisCache, check_features
-from geomlin.linear.solver import block_basis
-from geomlin.reps.base import Rep, Scalar, SumRep, TensorRep, V, common_group
+from geomlin.linear.solver import METHODS, basis_method, block_basis, check_cache_dir
+from geomlin.reps.base import Rep, Scalar, SumRep, TensorRep, V, bind, common_group
+from geomlin.reps.group_free import GroupFreeRep, T
+from geomlin.validation import check_choice, check_positive_int
 
-#: Triples ``(a, b, c)`` whose ``Hom(a (x) b, c)`` has more unknowns than this are
-#: left out of the bilinear layer (keeps construction under a second).
+#: Triples ``(a, b, c)`` whose ``Hom(a (x) b, c)`` has more unknowns than this are left out of the
+#: bilinear layer, with a warning, unless the diagram solver reads their basis off directly
+#: (tensor reps of S(n), O(n), SO(n), Sp(m), Lorentz): a general solve of that size takes seconds.
 BILINEAR_MAX_UNKNOWNS = 1024
 #: Initial scale of the bilinear coefficients (products start small).
 BILINEAR_INIT_SCALE = 0.1
+#: Default size of the hidden rep of :class:`EquivariantMLP` (EMLP's default ``ch`` is 384).
+DEFAULT_HIDDEN_CHANNELS = 128
 
 
-def uniform_rep(group: Group, channels: int) -> Rep:
-    """A default hidden rep: ``channels`` scalars, ``channels`` vectors and ``max(1, channels // 2)`` matrices."""
-    if isinstance(channels, bool) or not isinstance(channels, int) or channels < 1:
-        raise ValueError(f"channels must be a positive int, got {channels!r}")
+# ------------------------------------------------------------------------- hidden reps
+def _max_rank(channels: int, d: int) -> int:
+    """The largest ``r`` with ``(r + 1) d^r <= channels`` (EMLP's rounded-down Lambert W)."""
+    r = 0
+    while (r + 2) * d ** (r + 1) <= channels:
+        r += 1
+        if d == 1 and r >= channels:
+            break
+    return r
+
+
+def rank_counts(channels: int, d: int) -> list[int]:
+    """How many tensors of each rank ``0, 1, ...`` :func:`uniform_rep` allocates for ``channels``.
+
+    EMLP's heuristic (``emlp.nn.uniform_rep``): while channels remain, take the largest rank ``r``
+    with ``(r + 1) d^r`` channels left and add ``d^(r - i)`` tensors of every rank ``i <= r``
+    (each rank gets the same ``d^r`` dimensions); the total size is exactly ``channels``.
+    """
+    channels = check_positive_int(channels, "channels")
+    d = check_positive_int(d, "d")
+    counts: list[int] = []
+    left = channels
+    while left > 0:
+        r = _max_rank(left, d)
+        counts.extend([0] * (r + 1 - len(counts)))
+        for i in range(r + 1):
+            counts[i] += d ** (r - i)
+        left -= (r + 1) * d ** r
+    return counts
+
+
+def _split_rank(count: int, rank: int) -> list[tuple[int, int]]:
+    """``count`` tensors of rank ``r`` as ``[(p, copies), ...]`` of ``T(p, r - p)``, binomially.
+
+    EMLP draws the remainder at random; here it goes deterministically to the most likely ``p``
+    first (ties: larger ``p``), so a model is the same in every process.
+    """
+    per = count // 2 ** rank
+    copies = {p: per * math.comb(rank, p) for p in range(rank + 1)}
+    order = sorted(range(rank + 1), key=lambda p: (-math.comb(rank, p), -p))
+    for i in range(count % 2 ** rank):
+        copies[order[i % len(order)]] += 1
+    return [(p, copies[p]) for p in sorted(copies, reverse=True) if copies[p]]
+
+
+def uniform_rep(channels: int, group: Group | None = None, *args) -> Rep | GroupFreeRep:
+    """A hidden rep of size ``channels`` spread evenly over tensor ranks (EMLP's ``uniform_rep``).
+
+    Parameters
+    ----------
+    channels: total size of the rep (EMLP's ``ch``).
+    group: the group (a geomlin Group or a name such as ``"O(5)"``); ``None`` returns the
+        group-free rep (``T(r)`` sums, bound later by ``rep(G)``) -- then orthogonal groups are
+        assumed, see below.
+
+    Ranks come from :func:`rank_counts` (``d = group.d``). For orthogonal groups every rank-``r``
+    tensor is ``T(r)``; otherwise rank ``r`` is split binomially into ``T(p, r - p)`` (EMLP's
+    ``binomial_allocation``, with a deterministic remainder). Types are grouped and sorted by
+    rank, scalars first. Examples: O(5), 384 -> ``134*Scalar + 25*V + 5*V**2`` (size 384, as EMLP);
+    SO(3), 100 -> ``37*Scalar + 12*V + 3*V**2``.
+
+    ``uniform_rep(group, channels)`` (the order of geomlin <= 0.x) still works, with a
+    ``DeprecationWarning``, and keeps its old meaning: ``channels`` scalars, ``channels``
+    vectors and ``max(1, channels // 2)`` matrices.
+    """
+    if isinstance(channels, Group) and (isinstance(group, int) or args):
+        warnings.warn("uniform_rep(group, channels) is deprecated: it builds `channels` copies of each of "
+                      "Scalar, V and V**2; uniform_rep(channels, group) builds a rep of total size "
+                      "`channels` (EMLP's heuristic)", DeprecationWarning, stacklevel=2)
+        return _per_type_rep(channels, group if isinstance(group, int) else args[0])
+    if args:
+        raise TypeError(f"uniform_rep takes (channels, group), got {2 + len(args)} arguments")
+    if group is None:
+        raise TypeError("uniform_rep needs the group to size its tensors: uniform_rep(channels, group)")
+    from geomlin.groups.classical import as_group
+
+    group = as_group(group)
+    counts = rank_counts(channels, group.d)
+    terms = []
+    for rank, count in enumerate(counts):
+        if count == 0:
+            continue
+        if rank == 0 or group.is_orthogonal:
+            terms.append(count * T(rank))
+        else:
+            terms += [copies * T(p, rank - p) for p, copies in _split_rank(count, rank)]
+    return sum(terms[1:], terms[0])(group)
+
+
+def _per_type_rep(group: Group, channels: int) -> Rep:
+    """The deprecated hidden rep: ``channels`` scalars and vectors, ``max(1, channels // 2)`` matrices."""
+    channels = check_positive_int(channels, "channels")
     vec = V(group)
     return channels * Scalar + channels * vec + max(1, channels // 2) * vec ** 2
 
@@ -47,21 +145,25 @@ def with_gates(rep: Rep) -> Rep:
     Gates come first so that a rep whose scalars lead (like :func:`uniform_rep`)
     stays sorted by block type, which saves a gather in every layer.
     """
+    rep = bind(rep, None, "rep")
     n_gates = sum(1 for b in rep.blocks if not b.is_scalar)
     return rep if n_gates == 0 else SumRep([n_gates * Scalar, rep])
 
 
+# ------------------------------------------------------------------------------ layers
 class GatedNonlinearity(nn.Module):
     """Gated nonlinearity ``with_gates(rep) -> rep``.
 
     Shapes: ``(..., with_gates(rep).size) -> (..., rep.size)``. Scalar blocks go
     through SiLU; the i-th non-scalar block is multiplied by ``sigmoid`` of the
-    i-th gate.
+    i-th gate. Declares ``type_in = with_gates(rep)``, ``type_out = rep``.
     """
 
-    def __init__(self, rep: Rep):
+    def __init__(self, rep: Rep, *, group=None):
         super().__init__()
+        rep = bind(rep, group, "rep")
         self.rep = rep
+        self.type_in, self.type_out = with_gates(rep), rep
         gated_sizes = [b.size for b in rep.blocks if not b.is_scalar]
         self.n_gates = len(gated_sizes)
         is_scalar = torch.tensor([b.is_scalar for b in rep.blocks for _ in range(b.size)], dtype=torch.bool)
@@ -76,8 +178,8 @@ class GatedNonlinearity(nn.Module):
         self.scalars_lead = bool(torch.equal(scalar_idx, torch.arange(len(scalar_idx))))
 
     def forward(self, x: Tensor) -> Tensor:
-        if x.shape[-1] != self.in_size:
-            raise ValueError(f"expected (..., {self.in_size}) = gates + rep, got {tuple(x.shape)}")
+        """``(..., n_gates + rep.size) -> (..., rep.size)``: gates first, then the rep."""
+        check_tensor_shape(x, self.in_size, f"{self.n_gates} gates + {self.rep!r}")
         gates, h = x[..., :self.n_gates], x[..., self.n_gates:]
         if self.n_gates == 0:
             return nn.functional.silu(h)
@@ -91,18 +193,42 @@ class GatedNonlinearity(nn.Module):
         return out
 
 
+def check_tensor_shape(x: Tensor, size: int, what: str, name: str = "x") -> None:
+    """Floating tensor ``(..., size)`` (no finiteness pass: an inner layer of a checked model)."""
+    from geomlin.validation import check_tensor
+
+    check_tensor(x, name, shape=(..., size), what=what)
+
+
 class EquivariantBilinear(nn.Module):
     """Channel-wise equivariant bilinear map ``rep x rep -> rep`` (see module docstring).
 
-    Shapes: ``(..., rep.size) -> (..., rep.size)``.
+    Parameters
+    ----------
+    rep: the representation (or a group-free one with ``group=``).
+    max_unknowns: triples ``(a, b, c)`` of block types whose ``Hom(a (x) b, c)`` has more unknowns
+        are left out with a ``UserWarning`` naming them (``dropped`` lists them), unless the diagram
+        solver reads their basis off directly. Raise it to include them (solved once; keep them
+        with ``cache_dir=``).
+    cache_dir, method: as for :class:`EquivariantLinear`.
+
+    Shapes: ``(..., rep.size) -> (..., rep.size)``; ``type_in = type_out = rep``.
     """
 
-    def __init__(self, rep: Rep, max_unknowns: int = BILINEAR_MAX_UNKNOWNS):
+    def __init__(self, rep: Rep, max_unknowns: int = BILINEAR_MAX_UNKNOWNS, *, group=None, cache_dir=None,
+                 method: str = "auto"):
         super().__init__()
+        rep = bind(rep, group, "rep")
+        max_unknowns = check_positive_int(max_unknowns, "max_unknowns")
+        check_cache_dir(cache_dir)
+        check_choice(method, "method", METHODS)
         self.rep = rep
+        self.type_in = self.type_out = rep
         self.layout = BlockLayout(rep)
         types, mult = self.layout.types, self.layout.multiplicity
         self.triples: list[tuple[int, int, int]] = []
+        #: ``(a, b, c, unknowns)`` for every product left out (see ``max_unknowns``)
+        self.dropped: list[tuple[Rep, Rep, Rep, int]] = []
         bases = {}
         self.mix_a, self.mix_b = nn.ParameterList(), nn.ParameterList()
         self.coeff, self.mix_out = nn.ParameterList(), nn.ParameterList()
@@ -110,9 +236,12 @@ class EquivariantBilinear(nn.Module):
             for b in range(a, len(types)):
                 for c in range(len(types)):
                     ta, tb, tc = types[a], types[b], types[c]
-                    if ta.size * tb.size * tc.size > max_unknowns:
+                    product = TensorRep([ta, tb])
+                    unknowns = ta.size * tb.size * tc.size
+                    if unknowns > max_unknowns and not _read_off(product, tc, method):
+                        self.dropped.append((ta, tb, tc, unknowns))
                         continue
-                    B = block_basis(TensorRep([ta, tb]), tc)
+                    B = block_basis(product, tc, cache_dir, method)
                     if B.shape[0] == 0:
                         continue
                     ch = min(mult[a], mult[b])
@@ -125,40 +254,82 @@ class EquivariantBilinear(nn.Module):
                     self.mix_out.append(nn.Parameter(
                         torch.randn(mult[c], ch) * BILINEAR_INIT_SCALE / math.sqrt(ch)))
         self._bases = _BasisCache(bases)
+        if self.dropped:
+            listed = "; ".join(f"{a!r} x {b!r} -> {c!r} ({u} unknowns)" for a, b, c, u in self.dropped[:6])
+            more = f" and {len(self.dropped) - 6} more" if len(self.dropped) > 6 else ""
+            warnings.warn(f"EquivariantBilinear left out {len(self.dropped)} product(s) with more than "
+                          f"max_unknowns={max_unknowns} unknowns: {listed}{more}. Pass a larger "
+                          "max_unknowns (EquivariantMLP: bilinear_max_unknowns) to include them (solved "
+                          "once; cache_dir= keeps them on disk)", UserWarning, stacklevel=2)
 
     def forward(self, x: Tensor) -> Tensor:
+        """``(..., rep.size) -> (..., rep.size)``."""
+        check_tensor_shape(x, self.rep.size, repr(self.rep))
         lay = self.layout
-        xs = lay.sort(x)
-        parts = []
-        for t, m, sl in zip(lay.types, lay.multiplicity, lay.type_slices()):
-            parts.append(xs[..., sl].reshape(*x.shape[:-1], m, t.size))
-        outs = [torch.zeros_like(p) for p in parts]
+        lead = x.shape[:-1]
+        xs = lay.sort(x.reshape(-1, x.shape[-1]))
+        B = xs.shape[0]
+        # channel-major parts (m, B * size): every mixing below is one plain matrix product
+        parts = [xs[:, sl].reshape(B, m, t.size).transpose(0, 1).reshape(m, B * t.size)
+                 for t, m, sl in zip(lay.types, lay.multiplicity, lay.type_slices())]
+        outs: list[Tensor | None] = [None] * len(parts)
         bases = self._bases.get(x.device, x.dtype)
         for n, (a, b, c) in enumerate(self.triples):
-            u = torch.einsum("cm,...mi->...ci", self.mix_a[n].to(x.dtype), parts[a])
-            v = torch.einsum("cm,...mj->...cj", self.mix_b[n].to(x.dtype), parts[b])
-            prod = (u[..., :, None] * v[..., None, :]).flatten(-2)  # (..., ch, |a||b|)
-            W = torch.einsum("rkp,rc->ckp", bases[(n, 0)], self.coeff[n].to(x.dtype))
-            y = (prod.unsqueeze(-2) @ W.transpose(-1, -2)).squeeze(-2)  # (..., ch, |c|)
-            outs[c] = outs[c] + torch.einsum("mc,...ck->...mk", self.mix_out[n].to(x.dtype), y)
-        ys = torch.cat([o.flatten(-2) for o in outs], dim=-1)
-        return lay.unsort(ys)
+            sa, sb, sc = lay.types[a].size, lay.types[b].size, lay.types[c].size
+            u = (self.mix_a[n].to(x.dtype) @ parts[a]).view(-1, B, sa, 1)
+            v = (self.mix_b[n].to(x.dtype) @ parts[b]).view(-1, B, 1, sb)
+            prod = (u * v).view(u.shape[0], B, sa * sb)  # (ch, B, |a||b|)
+            basis = bases[(n, 0)]  # (r, |c|, |a||b|)
+            W = (self.coeff[n].to(x.dtype).T @ basis.reshape(basis.shape[0], -1)).view(-1, sc, sa * sb)
+            y = torch.bmm(prod, W.transpose(1, 2))  # (ch, B, |c|)
+            term = self.mix_out[n].to(x.dtype) @ y.reshape(y.shape[0], B * sc)  # (m_c, B |c|)
+            outs[c] = term if outs[c] is None else outs[c] + term
+        ys = [(o if o is not None else torch.zeros_like(p)).view(p.shape[0], B, -1).transpose(0, 1).reshape(B, -1)
+              for o, p in zip(outs, parts)]
+        return lay.unsort(torch.cat(ys, dim=-1)).reshape(*lead, -1)
+
+
+def _read_off(rep_in: Rep, rep_out: Rep, method: str) -> bool:
+    """True when the basis needs no solve (trivial reps or the diagram solver)."""
+    try:
+        return basis_method(rep_in, rep_out, method) in ("scalar", "diagrams")
+    except ValueError:
+        return False
 
 
 class EquivariantBlock(nn.Module):
-    """``rep_in -> rep_out``: linear into ``with_gates(rep_out)``, residual bilinear, gated nonlinearity."""
+    """``rep_in -> rep_out``: linear into ``with_gates(rep_out)``, residual bilinear, gated nonlinearity.
 
-    def __init__(self, rep_in: Rep, rep_out: Rep):
+    ``cache_dir``, ``method`` as for :class:`EquivariantLinear`; ``bilinear_max_unknowns`` is the
+    bilinear layer's ``max_unknowns``. Declares ``type_in = rep_in``, ``type_out = rep_out``.
+    """
+
+    def __init__(self, rep_in: Rep, rep_out: Rep, *, group=None, cache_dir=None, method: str = "auto",
+                 bilinear_max_unknowns: int = BILINEAR_MAX_UNKNOWNS):
         super().__init__()
+        rep_in = bind(rep_in, group, "rep_in")
+        rep_out = bind(rep_out, group, "rep_out")
+        common_group([rep_in, rep_out])
+        self.type_in, self.type_out = rep_in, rep_out
         gated = with_gates(rep_out)
-        self.linear = EquivariantLinear(rep_in, gated)
-        self.bilinear = EquivariantBilinear(gated)
+        self.linear = EquivariantLinear(rep_in, gated, cache_dir=cache_dir, method=method)
+        self.bilinear = EquivariantBilinear(gated, bilinear_max_unknowns, cache_dir=cache_dir, method=method)
         self.nonlinearity = GatedNonlinearity(rep_out)
 
     def forward(self, x: Tensor) -> Tensor:
+        """``(..., rep_in.size) -> (..., rep_out.size)``."""
         h = self.linear(x)
         h = h + self.bilinear(h)
         return self.nonlinearity(h)
+
+    def parameter_counts(self) -> dict[str, int]:
+        """Trainable parameters: ``{"linear", "bilinear", "total"}`` (linear includes the bias)."""
+        lin = sum(p.numel() for p in self.linear.parameters())
+        bil = sum(p.numel() for p in self.bilinear.parameters())
+        return {"linear": lin, "bilinear": bil, "total": lin + bil}
+
+
+_UNSET = object()
 
 
 class EquivariantMLP(nn.Module):
@@ -166,29 +337,124 @@ class EquivariantMLP(nn.Module):
 
     Parameters
     ----------
-    rep_in, rep_out: representations of one group.
-    hidden: a hidden Rep, or an int number of channels for :func:`uniform_rep`.
-    depth: number of hidden blocks (``>= 1``).
+    rep_in, rep_out: representations of one group, or group-free reps (``4 * T(0) + T(1)``)
+        with ``group=``.
+    hidden_channels: the hidden layers, as EMLP's ``ch``: an int is the *total size* of each
+        hidden rep, allocated over tensor ranks by :func:`uniform_rep` (``384`` on O(5) gives
+        ``134*Scalar + 25*V + 5*V**2``); a Rep (or group-free rep) is used as it is; a sequence
+        of ints / reps gives one per hidden block.
+    num_blocks: number of hidden blocks (default 2; the length of a ``hidden_channels`` sequence).
+    group: binds group-free reps (a geomlin Group or a name such as ``"O(5)"``).
+    cache_dir: folder of an on-disk cache of the solved bases, shared by every layer and process.
+    method: basis solver (``"auto"``, ``"dense"``, ``"sampled"``, ``"diagrams"``).
+    bilinear_max_unknowns: passed to every :class:`EquivariantBilinear` (products above it are
+        left out with a warning, unless read off from diagrams).
+    hidden, depth: deprecated spellings. ``depth`` is ``num_blocks``. ``hidden=int`` keeps its old
+        meaning (``int`` copies of Scalar and V and ``int // 2`` of V**2) for one release;
+        ``hidden=Rep`` is ``hidden_channels=Rep``.
+
+    ``parameter_counts()`` splits the parameters into linear and bilinear parts. Declares
+    ``type_in = rep_in``, ``type_out = rep_out``.
     """
 
-    def __init__(self, rep_in: Rep, rep_out: Rep, hidden: Rep | int = 16, depth: int = 2):
+    def __init__(self, rep_in: Rep, rep_out: Rep, hidden_channels: int | Rep | Sequence = DEFAULT_HIDDEN_CHANNELS,
+                 num_blocks: int | None = None, *, group=None, cache_dir=None, method: str = "auto",
+                 bilinear_max_unknowns: int = BILINEAR_MAX_UNKNOWNS, hidden=_UNSET, depth=_UNSET):
         super().__init__()
-        group = common_group([rep_in, rep_out])
-        if isinstance(hidden, int):
-            if group is None:
-                raise ValueError("hidden=int needs a group; pass a hidden Rep for scalar-only models")
-            hidden = uniform_rep(group, hidden)
-        if not isinstance(hidden, Rep):
-            raise TypeError(f"hidden must be a Rep or an int, got {type(hidden).__name__}")
-        if isinstance(depth, bool) or not isinstance(depth, int) or depth < 1:
-            raise ValueError(f"depth must be a positive int, got {depth!r}")
-        self.rep_in, self.rep_out, self.hidden = rep_in, rep_out, hidden
-        reps = [rep_in] + [hidden] * depth
-        self.blocks = nn.ModuleList(EquivariantBlock(a, b) for a, b in itertools.pairwise(reps))
-        self.head = EquivariantLinear(hidden, rep_out)
+        rep_in = bind(rep_in, group, "rep_in")
+        rep_out = bind(rep_out, group, "rep_out")
+        G = common_group([rep_in, rep_out])
+        if G is None and group is not None:
+            from geomlin.groups.classical import as_group
+
+            G = as_group(group)
+        if depth is not _UNSET:
+            warnings.warn("EquivariantMLP(depth=...) is renamed num_blocks=", DeprecationWarning, stacklevel=2)
+            if num_blocks is not None:
+                raise TypeError("pass num_blocks or depth (deprecated), not both")
+            num_blocks = depth
+        hidden_list = self._hidden_layers(hidden_channels, num_blocks, hidden, G, group)
+        self.rep_in, self.rep_out = rep_in, rep_out
+        self.type_in, self.type_out = rep_in, rep_out
+        self.hidden = hidden_list[0]
+        self.hidden_reps = hidden_list
+        reps = [rep_in] + hidden_list
+        kwargs = {"cache_dir": cache_dir, "method": method, "bilinear_max_unknowns": bilinear_max_unknowns}
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            self.blocks = nn.ModuleList(EquivariantBlock(a, b, **kwargs) for a, b in itertools.pairwise(reps))
+        seen = set()
+        for w in caught:  # one warning per distinct message, from the caller's line
+            if str(w.message) not in seen:
+                seen.add(str(w.message))
+                warnings.warn(w.message, w.category, stacklevel=2)
+        self.head = EquivariantLinear(hidden_list[-1], rep_out, cache_dir=cache_dir, method=method)
+
+    @staticmethod
+    def _hidden_layers(hidden_channels, num_blocks, hidden, G, group) -> list[Rep]:
+        if hidden is not _UNSET:
+            warnings.warn("EquivariantMLP(hidden=...) is renamed hidden_channels=; an int now means the "
+                          "total size of the hidden rep (EMLP's ch), while hidden=int keeps its old meaning "
+                          "(int copies of Scalar and V, int // 2 of V**2) for this release",
+                          DeprecationWarning, stacklevel=3)
+            if isinstance(hidden, int) and not isinstance(hidden, bool):
+                if G is None:
+                    raise ValueError("hidden=int needs a group; pass a hidden Rep for scalar-only models")
+                hidden_channels = _per_type_rep(G, hidden)
+            else:
+                hidden_channels = hidden
+        items = list(hidden_channels) if isinstance(hidden_channels, (list, tuple)) else None
+        if items is not None:
+            if not items:
+                raise ValueError("hidden_channels is an empty sequence; give at least one hidden layer")
+            if num_blocks is not None and check_positive_int(num_blocks, "num_blocks") != len(items):
+                raise ValueError(f"hidden_channels lists {len(items)} hidden layers but num_blocks = {num_blocks}")
+        else:
+            num_blocks = 2 if num_blocks is None else check_positive_int(num_blocks, "num_blocks")
+            items = [hidden_channels] * num_blocks
+        out = []
+        for i, h in enumerate(items):
+            name = "hidden_channels" if len(items) == 1 or items.count(h) == len(items) else f"hidden_channels[{i}]"
+            if isinstance(h, (Rep, GroupFreeRep)):
+                rep = bind(h, G if isinstance(h, GroupFreeRep) else group, name)
+                if G is not None and rep.group is not None and rep.group != G:
+                    raise ValueError(f"{name} is a representation of {rep.group}, but rep_in / rep_out "
+                                     f"belong to {G}")
+                out.append(rep)
+            elif isinstance(h, int) and not isinstance(h, bool):
+                check_positive_int(h, name)
+                if G is None:
+                    raise ValueError(f"{name}={h} needs a group to size the hidden tensors; pass group= "
+                                     "or a hidden Rep")
+                out.append(uniform_rep(h, G))
+            else:
+                raise TypeError(f"{name} must be an int (the hidden size), a Rep or a sequence of them, "
+                                f"got {type(h).__name__}")
+        return out
 
     def forward(self, x: Tensor) -> Tensor:
-        check_features(x, self.rep_in.size)
+        """``(..., rep_in.size) -> (..., rep_out.size)``, floating point, finite."""
+        check_features(x, self.rep_in.size, what=repr(self.rep_in))
         for block in self.blocks:
             x = block(x)
         return self.head(x)
+
+    def parameter_counts(self) -> dict[str, int]:
+        """Trainable parameters by part: ``{"linear", "bilinear", "total"}``.
+
+        ``linear`` counts the equivariant linear maps and their biases (every block and the head),
+        ``bilinear`` the bilinear layers. EMLP's MLP of the same hidden reps has the same split
+        in kind (its bilinear weights are in ``BiLinear``).
+        """
+        counts = {"linear": sum(p.numel() for p in self.head.parameters()), "bilinear": 0}
+        for block in self.blocks:
+            part = block.parameter_counts()
+            counts["linear"] += part["linear"]
+            counts["bilinear"] += part["bilinear"]
+        counts["total"] = counts["linear"] + counts["bilinear"]
+        return counts
+
+    def extra_repr(self) -> str:
+        c = self.parameter_counts()
+        return (f"{self.rep_in!r} -> {self.rep_out!r}, hidden={self.hidden!r} (size {self.hidden.size}), "
+                f"num_blocks={len(self.blocks)}, parameters: linear={c['linear']}, bilinear={c['bilinear']}")
