@@ -145,9 +145,57 @@ def test_bad_generators(bad, err):
         Group(**bad)
 
 
-@pytest.mark.parametrize("n", [-1, 0, 2.5, True])
-def test_bad_dimensions(n):
-    with pytest.raises(ValueError):
+@pytest.mark.parametrize("n, err", [(-1, ValueError), (0, ValueError), (2.5, TypeError), (True, TypeError)])
+def test_bad_dimensions(n, err):
+    with pytest.raises(err):
         SO(n)
-    with pytest.raises(ValueError):
+    with pytest.raises(err):
         O(3).sample(n if n != 0 else -3)
+
+
+def test_singular_discrete_generator_is_refused():
+    # a rank-one "generator" would make every word in it singular: not a group
+    with pytest.raises(ValueError, match="singular"):
+        Group(discrete_generators=torch.tensor([[[1.0, 1.0], [1.0, 1.0]]]), name="bad")
+
+
+# group elements: (group, a member, a non-member, phrase of the message)
+MEMBERSHIP = [
+    (O(3), lambda: O(3).sample(2), lambda: torch.eye(3, dtype=torch.float64) * 2, "orthogonal"),
+    (SO(3), lambda: SO(3).sample(2), lambda: torch.diag(torch.tensor([1.0, 1.0, -1.0])).double(),
+     "determinant"),
+    (Lorentz(), lambda: Lorentz().sample(2), lambda: O(4).sample(1)[0], "form-preserving"),
+    (SO13p(), lambda: SO13p().sample(2), lambda: torch.diag(torch.tensor([-1.0, -1.0, 1.0, 1.0])).double(),
+     "direction of time"),
+    (Sp(1), lambda: Sp(1).sample(2), lambda: torch.diag(torch.tensor([2.0, 2.0])).double(), "form-preserving"),
+    (S(3), lambda: S(3).sample(2), lambda: SO(3).sample(1)[0], "permutation"),
+    (C(4), lambda: C(4).sample(2), lambda: SO(2).sample(1, generator=torch.Generator().manual_seed(3))[0],
+     "multiple"),
+    (SL(2), lambda: SL(2).sample(2), lambda: torch.eye(2, dtype=torch.float64) * 3, "determinant"),
+    (Trivial(2), lambda: torch.eye(2, dtype=torch.float64), lambda: O(2).sample(1)[0], "identity"),
+]
+
+
+@pytest.mark.parametrize("G, good, bad, phrase", MEMBERSHIP, ids=lambda x: repr(x) if isinstance(x, Group) else "")
+def test_membership_checks(G, good, bad, phrase):
+    assert G.check_element(good()) is not None
+    with pytest.raises(ValueError, match=phrase):
+        G.check_element(bad())
+
+
+def test_membership_tolerance_follows_the_dtype():
+    g = O(3).sample(4, dtype=torch.float32)
+    O(3).check_element(g)  # float32 round-off is not a failure
+    with pytest.raises(ValueError, match="orthogonal"):
+        O(3).check_element(g.double() * (1 + 1e-4))  # float64 is held to 1e-6
+
+
+def test_string_aliases():
+    from geomlin.groups import as_group
+
+    assert as_group("O3") == O(3) and as_group("SO(3)") == SO(3) and as_group("S(4)") == S(4)
+    assert as_group("Lorentz") == Lorentz() and as_group("SO+(1,3)") == SO13p()
+    with pytest.raises(ValueError, match="rigid motions"):
+        as_group("E3")
+    with pytest.raises(TypeError, match="Group"):
+        as_group(3)

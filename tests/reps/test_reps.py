@@ -69,7 +69,10 @@ def test_bad_rep_inputs():
     with pytest.raises(ValueError):
         v.rho(torch.ones(3, 4, dtype=torch.float64))
     with pytest.raises(TypeError):
-        V("O3")
+        V(3)
+    with pytest.raises(ValueError, match="unknown group"):
+        V("U(3)")
+    assert V("O3") == v  # strings are documented aliases of the groups
 
 
 def test_irreps_bridge_matches_e3nn_up_to_its_precision():
@@ -116,3 +119,71 @@ def test_reps_copy_and_pickle():
     assert copy.deepcopy(rep) == rep
     assert pickle.loads(pickle.dumps(rep)) == rep
     assert copy.deepcopy(V(G) * V(G).dual()) == V(G) * V(G).dual()
+
+
+# ------------------------------------------------------------------------- group-free reps
+def test_group_free_reps_bind_like_emlp():
+    from geomlin.reps import T
+
+    G = O(5)
+    free = 4 * T(0) + 2 * T(1) + T(2)
+    bound = free(G)
+    assert bound == 4 * Scalar + 2 * V(G) + V(G) ** 2 and bound.size == 4 + 10 + 25
+    assert repr(free) == "4*Scalar + 2*V + V**2"
+    assert T(2, 1)(Lorentz()) == V(Lorentz()) ** 2 * V(Lorentz()).dual()
+    assert T(1, group=G) == V(G) and T(0)(G) is Scalar
+    assert (V ** 2 + V)(G) == V(G) ** 2 + V(G)  # V alone is group-free, V(G) binds it
+    assert V(G) + T(2) == V(G) + V(G) ** 2  # mixing binds to the bound rep's group
+    assert (Scalar + T(1))(G) == Scalar + V(G)
+    assert bound(G) is bound  # binding a bound rep checks the group
+    with pytest.raises(ValueError, match="not of"):
+        bound(O(3))
+    assert hash(T(1) + T(2)) == hash(V + V ** 2) and T(1) * T(1) == T(2)
+
+
+def test_group_free_reps_transform_correctly_once_bound():
+    from geomlin.reps import T
+
+    G = Lorentz()
+    rep = (T(1, 1) + 2 * T(0, 1))(G)
+    g = G.sample(3, generator=torch.Generator().manual_seed(0))
+    ginvT = torch.linalg.inv(g).transpose(-1, -2)
+    expected = torch.block_diag(*[torch.kron(a, b) for a, b in [(g[0], ginvT[0])]], ginvT[0], ginvT[0])
+    assert torch.allclose(rep.rho(g[0]), expected, atol=1e-10)
+
+
+def test_dual_powers_print_unambiguously():
+    v = V(O(3))
+    assert repr(v.dual() ** 2) == "V[O(3)].dual()**2"
+    assert repr(v * v.dual()) == "V[O(3)]*V[O(3)].dual()"
+    assert repr((v + Scalar).dual()) == "V[O(3)].dual() + Scalar"
+    assert repr((v ** 2).dual()) == "V[O(3)].dual()**2"
+    assert "***" not in repr(v.dual() ** 3)
+    assert repr(V.dual() ** 2) == "V.dual()**2"
+
+
+def test_rho_refuses_non_members():
+    with pytest.raises(ValueError, match="orthogonal"):
+        Rep.from_irreps("1o + 2e").rho(torch.eye(3, dtype=torch.float64) + 0.1)  # a shear, not a rotation
+    with pytest.raises(ValueError, match="determinant"):
+        (V(SO(3)) ** 2).rho(torch.diag(torch.tensor([1.0, 1.0, -1.0], dtype=torch.float64)))
+    with pytest.raises(ValueError, match="form-preserving"):
+        V(Lorentz()).dual().rho(O(4).sample(1)[0])
+    with pytest.raises(ValueError, match="orthogonal"):
+        wigner_D_from_matrix("1o", 2 * torch.eye(3, dtype=torch.float64))
+
+
+def test_so3_generators_leave_the_default_dtype_alone():
+    from geomlin.reps.irreps import _so3_generators_table, so3_generators_float64
+
+    _so3_generators_table.cache_clear()
+    before = torch.get_default_dtype()
+    X = so3_generators_float64(3)
+    assert torch.get_default_dtype() is before and X.dtype == torch.float64
+    # oracle: the so(3) commutation relations [X_i, X_j] = eps_ijk X_k (e3nn's order x, y, z)
+    for i, j, k in [(0, 1, 2), (1, 2, 0), (2, 0, 1)]:
+        assert torch.allclose(X[i] @ X[j] - X[j] @ X[i], X[k], atol=1e-13)
+    # and e3nn's own float32 generators agree to their precision
+    assert torch.allclose(X.float(), o3.so3_generators(3), atol=1e-5)
+    X.zero_()  # a copy: the cached table is untouched
+    assert so3_generators_float64(3).abs().sum() > 0
