@@ -1,77 +1,310 @@
-"""Time the equivariant basis solver: SO(3) maps V**3 -> V**3 (a 729 x 729 constraint).
+"""Equivariant bases and EMLP's tasks: geomlin against EMLP, the package a user would otherwise pick.
 
-Peer: the textbook dense route (used by EMLP's default solver), the SVD of the
-stacked constraint matrix ``C`` of shape ``(k * 729, 729)``, built with explicit
-Kronecker products. geomlin assembles the Gram matrix from Kronecker identities
-and calls one symmetric eigensolver, then serves repeats from its cache.
+Peer: EMLP (Finzi et al. 2021; ``emlp`` on PyPI, JAX), in this process. escnn, the other
+candidate, could not be installed here (its dependency ``py3nj`` needs a Fortran compiler), so it
+is not compared.
 
-Targets (issue 2): first solve <= 2 s, cached <= 10 ms.
+1. **Basis solving.** ``Hom(T(p_in, q_in), T(p_out, q_out))`` for several groups, small and
+   large (up to 15,625 unknowns). EMLP: ``(rep_in >> rep_out).equivariant_basis()``
+   (SVD, or its Krylov solver for large problems); geomlin: ``equivariant_basis`` with the default
+   ``method="auto"`` (diagrams for tensor reps of classical groups), with its general solver
+   (``"dense"`` / ``"sampled"``, geomlin's own baseline) and read back from a ``cache_dir``. Both
+   libraries' in-memory caches are cleared before every timed solve; one warm-up call each
+   absorbs JAX compilation. Peak memory is the resident-set growth of one solve.
+2. **EMLP's tasks.** O(5) synthetic regression (``2 T(1) -> T(0)``), the inertia tensor
+   (``5 T(0) + 5 T(1) -> T(2)`` under O(3)) and the e-mu scattering amplitude under the Lorentz
+   group (``4 T(1) -> T(0)``), data from ``emlp.datasets`` (same seed for both). Models built
+   as each library's user would: ``emlp.nn.objax.EMLP(rep_in, rep_out, G, ch, num_layers=3)``
+   and ``geomlin.linear.EquivariantMLP(rep_in, rep_out, hidden_channels=ch, num_blocks=3,
+   group=G)`` (the same hidden reps). Adam, learning rate 3e-3, batch 500, mean squared error;
+   EMLP's training step is one ``objax.Jit``-compiled function. Reported: construction time, the
+   median time of a training step, and the relative test MSE (MSE / variance of the targets) of
+   both after the same number of steps.
 
 Run: ``python benchmarks/bench_basis.py [--quick] [--threads N]``.
 """
 
 from __future__ import annotations
 
-import argparse
+import os
 import statistics
+import sys
+import tempfile
 import time
 
-import torch
-
-from geomlin.groups import SO
-from geomlin.linear import clear_cache, equivariant_basis
-from geomlin.reps import V
-
-FIRST_SOLVE_TARGET_S = 2.0
-CACHED_TARGET_S = 0.010
+from harness import Table, header, mib, parser, peak_memory, peer_version, ratio, setup
 
 
-def dense_svd_nullspace(rep_in, rep_out) -> torch.Tensor:
-    """Null space of the stacked constraints via SVD (the peer), ``(r, out, in)``."""
-    G = rep_in.group
-    n_in, n_out = rep_in.size, rep_out.size
-    eye_in = torch.eye(n_in, dtype=torch.float64)
-    eye_out = torch.eye(n_out, dtype=torch.float64)
-    rows = [torch.kron(rep_out.drho(A), eye_in) - torch.kron(eye_out, rep_in.drho(A).T.contiguous())
-            for A in G.lie_algebra]
-    C = torch.cat(rows)
-    _, s, vh = torch.linalg.svd(C, full_matrices=True)
-    rank = int((s > 1e-9 * s[0]).sum())
-    return vh[rank:].reshape(-1, n_out, n_in)
+def _configure_jax(threads: int) -> None:
+    """Single-threaded XLA when the benchmark runs on one thread (set before JAX is imported)."""
+    if threads == 1:
+        os.environ.setdefault("XLA_FLAGS", "--xla_cpu_multi_thread_eigen=false")
+    os.environ.setdefault("JAX_PLATFORMS", "cpu")
+
+
+# (group, p_in, q_in, p_out, q_out, large): Hom(T(p_in, q_in), T(p_out, q_out))
+PROBLEMS = [
+    ("SO(3)", 3, 0, 3, 0, False),
+    ("O(1,3)", 1, 1, 1, 1, False),
+    ("S(4)", 2, 0, 2, 0, False),
+    ("S(4)", 3, 0, 3, 0, True),
+    ("O(1,3)", 2, 1, 2, 1, True),
+    ("O(5)", 3, 0, 3, 0, True),
+]
+QUICK_PROBLEMS = [p for p in PROBLEMS if not p[-1]]
+
+TASKS = ("O(5) synthetic", "inertia", "Lorentz scattering")
+
+
+def _geomlin_group(name: str):
+    from geomlin.groups import as_group
+
+    return as_group(name)
+
+
+def _emlp_group(name: str):
+    import emlp.groups as eg
+
+    return {"SO(3)": lambda: eg.SO(3), "O(1,3)": eg.Lorentz, "S(4)": lambda: eg.S(4),
+            "O(5)": lambda: eg.O(5), "O(3)": lambda: eg.O(3)}[name]()
+
+
+def _fmt_seconds(s: float | None) -> str:
+    if s is None:
+        return "–"
+    return f"{s:.2f} s" if s >= 1 else f"{s * 1e3:.1f} ms"
+
+
+def _solvers(name, ranks, rin, rout, auto: str, general: str, cache_dir: str, have_emlp: bool) -> dict:
+    """The timed solves of one problem: geomlin (auto, general solver, from cache_dir) and EMLP."""
+    from geomlin.linear import clear_cache, equivariant_basis
+
+    def geomlin_solve(method="auto"):
+        clear_cache()
+        return equivariant_basis(rin, rout, method=method)
+
+    def geomlin_cached():
+        clear_cache()
+        return equivariant_basis(rin, rout, cache_dir=cache_dir)
+
+    solvers = {"geomlin": geomlin_solve, "cache": geomlin_cached}
+    if auto != general:
+        solvers["general"] = lambda: geomlin_solve(general)
+    if have_emlp:
+        from emlp.reps import T as EmlpT
+        from emlp.reps.representation import Rep as EmlpRep
+
+        eG = _emlp_group(name)
+        pi, qi, po, qo = ranks
+        erin, erout = EmlpT(pi, qi)(eG), EmlpT(po, qo)(eG)
+
+        def emlp_solve():
+            EmlpRep.solcache.clear()
+            Q = (erin >> erout).equivariant_basis()
+            Q.block_until_ready()
+            return Q
+
+        solvers["emlp"] = emlp_solve
+    return solvers
+
+
+def basis_table(args, repeats: int, have_emlp: bool) -> None:
+    from geomlin.linear.solver import basis_method
+    from geomlin.reps import T
+
+    problems = QUICK_PROBLEMS if args.quick else PROBLEMS
+    table = Table(["group", "maps", "unknowns", "dim", "EMLP", "geomlin (method)", "EMLP / geomlin",
+                   "geomlin general solver", "geomlin from cache_dir", "peak memory EMLP / geomlin"])
+    cache_dir = tempfile.mkdtemp(prefix="geomlin-bench-basis-")
+    for name, pi, qi, po, qo, large in problems:
+        G = _geomlin_group(name)
+        rin, rout = T(pi, qi)(G), T(po, qo)(G)
+        N = rin.size * rout.size
+        auto = basis_method(rin, rout)
+        general = "sampled" if G.is_compact and N > 1024 else "dense"
+        runs = 1 if large else repeats
+
+        solvers = _solvers(name, (pi, qi, po, qo), rin, rout, auto, general, cache_dir, have_emlp)
+        dims = {}
+        for key, fn in solvers.items():  # warm-up (JAX compiles; geomlin fills cache_dir)
+            out = fn()
+            dims[key] = out.shape[-1] if key == "emlp" else out.shape[0]
+        times: dict[str, list[float]] = {k: [] for k in solvers}
+        memory: dict[str, list[int]] = {k: [] for k in solvers}
+        for _ in range(runs):  # interleaved
+            for key, fn in solvers.items():
+                box = {}
+
+                def timed(fn=fn, box=box):
+                    t0 = time.perf_counter()
+                    fn()
+                    box["t"] = time.perf_counter() - t0
+
+                memory[key].append(peak_memory(timed))
+                times[key].append(box["t"])
+        med = {k: statistics.median(v) for k, v in times.items()}
+        mem = {k: max(v) for k, v in memory.items()}
+        if "emlp" in dims and dims["emlp"] != dims["geomlin"]:
+            raise SystemExit(f"{name}: EMLP finds {dims['emlp']} maps, geomlin {dims['geomlin']}")
+        emlp_t = med.get("emlp")
+        table.add(name, f"T({pi},{qi}) -> T({po},{qo})", f"{N:,}", dims["geomlin"],
+                  _fmt_seconds(emlp_t) if have_emlp else "not installed",
+                  f"{_fmt_seconds(med['geomlin'])} ({auto})",
+                  ratio(emlp_t, med["geomlin"]) if emlp_t else "–",
+                  f"{_fmt_seconds(med.get('general', med['geomlin']))} ({general})",
+                  _fmt_seconds(med["cache"]),
+                  f"{mib(mem['emlp']) if 'emlp' in mem else '–'} / {mib(mem['geomlin'])}")
+        print(f"  solved {name} {N} unknowns", file=sys.stderr, flush=True)
+    print("**Basis solving** (median of "
+          f"{repeats} interleaved solves after a warm-up; 1 for problems over 1,024 unknowns)\n")
+    table.print()
+
+
+def _task_data(task: str, n_train: int, n_test: int):
+    """Train / test arrays from ``emlp.datasets`` (seeded) and the reps as group-free T's."""
+    import numpy as np
+    from emlp import datasets
+
+    np.random.seed(0)
+    cls = {"O(5) synthetic": datasets.O5Synthetic, "inertia": datasets.Inertia,
+           "Lorentz scattering": datasets.ParticleInteraction}[task]
+    ds = cls(n_train + n_test)
+    X, Y = ds.X.astype(np.float32), ds.Y.astype(np.float32)
+    if task == "Lorentz scattering":  # EMLP's own input scaling keeps the quartic targets tame
+        X = X / ds.stats[1].astype(np.float32)
+        Y = (Y - ds.stats[2]) / ds.stats[3]
+    return (X[:n_train], Y[:n_train]), (X[n_train:], Y[n_train:])
+
+
+def _reps(task: str):
+    from geomlin.reps import T
+
+    return {"O(5) synthetic": (2 * T(1), T(0), "O(5)"), "inertia": (5 * T(0) + 5 * T(1), T(2), "O(3)"),
+            "Lorentz scattering": (4 * T(1), T(0), "O(1,3)")}[task]
+
+
+def _emlp_reps(task: str):
+    from emlp.reps import T
+
+    return {"O(5) synthetic": (2 * T(1), T(0)), "inertia": (5 * T(0) + 5 * T(1), T(2)),
+            "Lorentz scattering": (4 * T(1), T(0))}[task]
+
+
+def train_geomlin(task, data, ch, steps, batch, lr, timed_steps):
+    import torch
+
+    from geomlin.linear import EquivariantMLP
+
+    (Xtr, Ytr), (Xte, Yte) = data
+    rin, rout, group = _reps(task)
+    torch.manual_seed(0)
+    t0 = time.perf_counter()
+    model = EquivariantMLP(rin, rout, hidden_channels=ch, num_blocks=3, group=group)
+    build = time.perf_counter() - t0
+    opt = torch.optim.Adam(model.parameters(), lr=lr)
+    Xtr, Ytr, Xte, Yte = (torch.from_numpy(a) for a in (Xtr, Ytr, Xte, Yte))
+    gen = torch.Generator().manual_seed(0)
+    step_times = []
+    for step in range(steps):
+        idx = torch.randint(len(Xtr), (batch,), generator=gen)
+        t0 = time.perf_counter()
+        loss = (model(Xtr[idx]) - Ytr[idx]).pow(2).mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        if step >= steps - timed_steps:
+            step_times.append(time.perf_counter() - t0)
+    with torch.no_grad():
+        mse = (model(Xte) - Yte).pow(2).mean().item()
+    return build, statistics.median(step_times), mse / float(Yte.var()), sum(p.numel() for p in model.parameters())
+
+
+def train_emlp(task, data, ch, steps, batch, lr, timed_steps):
+    import jax
+    import numpy as np
+    import objax
+    from emlp.nn.objax import EMLP
+
+    (Xtr, Ytr), (Xte, Yte) = data
+    rin, rout = _emlp_reps(task)
+    G = _emlp_group(_reps(task)[2])
+    objax.random.DEFAULT_GENERATOR.seed(0)
+    t0 = time.perf_counter()
+    model = EMLP(rin, rout, G, ch=ch, num_layers=3)
+    build = time.perf_counter() - t0
+    opt = objax.optimizer.Adam(model.vars())
+
+    @objax.Function.with_vars(model.vars())
+    def loss_fn(x, y):
+        return ((model(x) - y) ** 2).mean()
+
+    grad_values = objax.GradValues(loss_fn, model.vars())
+
+    @objax.Function.with_vars(model.vars() + opt.vars())
+    def train_op(x, y, lr):
+        g, v = grad_values(x, y)
+        opt(lr=lr, grads=g)
+        return v
+
+    train_op = objax.Jit(train_op)
+    predict = objax.Jit(lambda x: model(x, training=False), model.vars())
+    rng = np.random.default_rng(0)
+    step_times = []
+    for step in range(steps):
+        idx = rng.integers(0, len(Xtr), batch)
+        t0 = time.perf_counter()
+        jax.block_until_ready(train_op(Xtr[idx], Ytr[idx], lr))
+        if step >= steps - timed_steps:
+            step_times.append(time.perf_counter() - t0)
+    mse = float(((np.asarray(predict(Xte)) - Yte) ** 2).mean())
+    n_params = sum(int(np.prod(v.value.shape)) for v in model.vars().values())
+    return build, statistics.median(step_times), mse / float(Yte.var()), n_params
+
+
+def task_table(args, have_emlp: bool) -> None:
+    quick = args.quick
+    ch = 48 if quick else args.channels
+    steps = 6 if quick else args.steps
+    timed = min(steps - 1, 5 if quick else 20)
+    n_train, n_test, batch, lr = (200, 200, 100, 3e-3) if quick else (1000, 1000, 500, 3e-3)
+    table = Table(["task", "hidden rep (both)", "params EMLP / geomlin", "build EMLP / geomlin",
+                   "step EMLP", "step geomlin", "speed-up", f"rel. test MSE after {steps} steps EMLP / geomlin"])
+    from geomlin.linear import uniform_rep
+
+    for task in TASKS:
+        if not have_emlp:
+            table.add(task, "–", "–", "–", "EMLP not installed", "–", "–", "–")
+            continue
+        data = _task_data(task, n_train, n_test)
+        g_build, g_step, g_err, g_params = train_geomlin(task, data, ch, steps, batch, lr, timed)
+        e_build, e_step, e_err, e_params = train_emlp(task, data, ch, steps, batch, lr, timed)
+        hidden = uniform_rep(ch, _reps(task)[2])
+        table.add(task, f"{hidden!r}".replace("*", "·"), f"{e_params:,} / {g_params:,}",
+                  f"{_fmt_seconds(e_build)} / {_fmt_seconds(g_build)}", _fmt_seconds(e_step),
+                  _fmt_seconds(g_step), ratio(e_step, g_step), f"{e_err:.3f} / {g_err:.3f}")
+        print(f"  trained {task}", file=sys.stderr, flush=True)
+    print(f"**EMLP's tasks** (ch = hidden_channels = {ch}, 3 blocks, batch {batch}, {n_train} training and "
+          f"{n_test} test samples, Adam {lr}; step time: median of the last {timed} of {steps} steps)\n")
+    table.print()
 
 
 def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true")
-    parser.add_argument("--threads", type=int, default=1)
-    args = parser.parse_args(argv)
-    torch.set_num_threads(args.threads)
-    repeats = 1 if args.quick else 5
-    rep = V(SO(3)) ** 3
-
-    first, peer, cached = [], [], []
-    for _ in range(repeats):  # interleaved
-        clear_cache()
-        t = time.perf_counter()
-        basis = equivariant_basis(rep, rep)
-        first.append(time.perf_counter() - t)
-        t = time.perf_counter()
-        ref = dense_svd_nullspace(rep, rep)
-        peer.append(time.perf_counter() - t)
-        for _ in range(20):
-            t = time.perf_counter()
-            equivariant_basis(rep, rep)
-            cached.append(time.perf_counter() - t)
-    assert basis.shape[0] == ref.shape[0] == 15
-    f, p, c = statistics.median(first), statistics.median(peer), statistics.median(cached)
-    print(f"SO(3): V**3 -> V**3, 729 unknowns, basis of {basis.shape[0]} maps; {args.threads} thread(s), "
-          f"medians of {repeats}")
-    print(f"{'solver':34} {'seconds':>10} {'ratio':>8} {'target':>10}")
-    print(f"{'dense SVD of stacked constraints':34} {p:10.4f} {1.0:8.2f} {'':>10}")
-    print(f"{'geomlin, first solve':34} {f:10.4f} {p / f:8.2f} {'<= 2 s':>10} "
-          f"{'MET' if f <= FIRST_SOLVE_TARGET_S else 'NOT MET'}")
-    print(f"{'geomlin, cached':34} {c:10.6f} {p / c:8.0f} {'<= 10 ms':>10} "
-          f"{'MET' if c <= CACHED_TARGET_S else 'NOT MET'}")
+    p = parser(__doc__.splitlines()[0])
+    p.add_argument("--channels", type=int, default=384, help="EMLP's ch = geomlin's hidden_channels")
+    p.add_argument("--steps", type=int, default=60, help="training steps per task and library")
+    p.add_argument("--skip-tasks", action="store_true", help="only the basis-solving table")
+    args = p.parse_args(argv)
+    _configure_jax(args.threads)
+    setup(args)
+    repeats = args.repeats or (1 if args.quick else 3)
+    version = peer_version("emlp")
+    print(header("Equivariant bases and EMLP's tasks: geomlin vs EMLP", args, repeats))
+    print(f"Peer: EMLP {version or 'not installed'}"
+          + (f" (JAX {peer_version('jax')})" if version else "")
+          + "; escnn not compared (not installable here: py3nj needs a Fortran compiler).\n")
+    basis_table(args, repeats, version is not None)
+    if not args.skip_tasks:
+        task_table(args, version is not None)
 
 
 if __name__ == "__main__":

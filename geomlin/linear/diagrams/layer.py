@@ -44,7 +44,7 @@ from geomlin.linear.diagrams.enumerate import partition_diagrams
 from geomlin.linear.diagrams.families import check_n, geomlin_group, group_name
 from geomlin.linear.diagrams.orbit import orbit_expansion, orbit_to_diagram_matrix
 from geomlin.reps.types import Tensors
-from geomlin.validation import check_finite, check_positive_int
+from geomlin.validation import check_positive_int
 
 #: Coefficient matrices (applied diagrams x basis elements) with more entries than this are
 #: stored sparse (the S(n) orbit basis expands each element into few diagrams).
@@ -230,13 +230,17 @@ class DiagramLinear(nn.Module):
         if x.ndim < k + 1 or x.shape[x.ndim - k - 1] != self.in_channels:
             raise ValueError(f"DiagramLinear expects input (..., in_channels={self.in_channels}, "
                              f"{', '.join(['n'] * k)}{', ' if k else ''}) with n = {n}, got {tuple(x.shape)}")
-        check_finite(x, "x")
+        # no finiteness pass here: this is the hot path (a NaN input gives NaN outputs, never a
+        # silently wrong finite value)
         lead = x.shape[: x.ndim - k - 1]
         xb = x.reshape(-1, self.in_channels, *([n] * k))
         B = xb.shape[0]
         o = self.out_channels
         out_shape = (B, o, *([n] * l))
-        weights = self._applied_weights(x.dtype).transpose(0, 1)  # (o, a, i)
+        if self.coeff.is_sparse:
+            weights = self._applied_weights(x.dtype).transpose(0, 1)  # (o, a, i)
+        else:
+            weights = torch.einsum("ar,roi->oai", self.coeff.to(x.dtype), self.weight.to(x.dtype))
         bias = None if self.bias is None else self.bias_coeff.to(x.dtype) @ self.bias.to(x.dtype)
         zs = [bottom_apply(b, xb, n) for b in self._bottoms]
         out = None
