@@ -290,7 +290,7 @@ def task_table(args, have_emlp: bool) -> None:
 
 def main(argv=None) -> None:
     p = parser(__doc__.splitlines()[0])
-    p.add_argument("--channels", type=int, default=384, help="EMLP's ch = geomlin's hidden_channels")
+X
     p.add_argument("--steps", type=int, default=60, help="training steps per task and library")
     p.add_argument("--skip-tasks", action="store_true", help="only the basis-solving table")
     args = p.parse_args(argv)
