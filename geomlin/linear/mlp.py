@@ -232,27 +232,36 @@ class EquivariantBilinear(nn.Module):
         bases = {}
         self.mix_a, self.mix_b = nn.ParameterList(), nn.ParameterList()
         self.coeff, self.mix_out = nn.ParameterList(), nn.ParameterList()
+        #: ``(a, b, [indices of its triples])``: the products of one pair of types share their
+        #: mixed-down channels, so ``u (x) v`` is formed once and mapped to every output type at once
+        self.pairs: list[tuple[int, int, list[int]]] = []
         for a in range(len(types)):
             for b in range(a, len(types)):
+                product = TensorRep([types[a], types[b]])
+                members = []
                 for c in range(len(types)):
-                    ta, tb, tc = types[a], types[b], types[c]
-                    product = TensorRep([ta, tb])
-                    unknowns = ta.size * tb.size * tc.size
+                    tc = types[c]
+                    unknowns = product.size * tc.size
                     if unknowns > max_unknowns and not _read_off(product, tc, method):
-                        self.dropped.append((ta, tb, tc, unknowns))
+                        self.dropped.append((types[a], types[b], tc, unknowns))
                         continue
                     B = block_basis(product, tc, cache_dir, method)
                     if B.shape[0] == 0:
                         continue
-                    ch = min(mult[a], mult[b])
                     n = len(self.triples)
                     bases[(n, 0)] = B
                     self.triples.append((a, b, c))
-                    self.mix_a.append(nn.Parameter(torch.randn(ch, mult[a]) / math.sqrt(mult[a])))
-                    self.mix_b.append(nn.Parameter(torch.randn(ch, mult[b]) / math.sqrt(mult[b])))
-                    self.coeff.append(nn.Parameter(torch.randn(B.shape[0], ch) / math.sqrt(B.shape[0])))
-                    self.mix_out.append(nn.Parameter(
-                        torch.randn(mult[c], ch) * BILINEAR_INIT_SCALE / math.sqrt(ch)))
+                    members.append(n)
+                if not members:
+                    continue
+                ch = min(mult[a], mult[b])
+                self.pairs.append((a, b, members))
+                self.mix_a.append(nn.Parameter(torch.randn(ch, mult[a]) / math.sqrt(mult[a])))
+                self.mix_b.append(nn.Parameter(torch.randn(ch, mult[b]) / math.sqrt(mult[b])))
+                for n in members:
+                    r, c = bases[(n, 0)].shape[0], self.triples[n][2]
+                    self.coeff.append(nn.Parameter(torch.randn(r, ch) / math.sqrt(r)))
+                    self.mix_out.append(nn.Parameter(torch.randn(mult[c], ch) * BILINEAR_INIT_SCALE / math.sqrt(ch)))
         self._bases = _BasisCache(bases)
         if self.dropped:
             listed = "; ".join(f"{a!r} x {b!r} -> {c!r} ({u} unknowns)" for a, b, c, u in self.dropped[:6])
@@ -274,16 +283,24 @@ class EquivariantBilinear(nn.Module):
                  for t, m, sl in zip(lay.types, lay.multiplicity, lay.type_slices())]
         outs: list[Tensor | None] = [None] * len(parts)
         bases = self._bases.get(x.device, x.dtype)
-        for n, (a, b, c) in enumerate(self.triples):
-            sa, sb, sc = lay.types[a].size, lay.types[b].size, lay.types[c].size
-            u = (self.mix_a[n].to(x.dtype) @ parts[a]).view(-1, B, sa, 1)
-            v = (self.mix_b[n].to(x.dtype) @ parts[b]).view(-1, B, 1, sb)
+        for q, (a, b, members) in enumerate(self.pairs):
+            sa, sb = lay.types[a].size, lay.types[b].size
+            u = (self.mix_a[q].to(x.dtype) @ parts[a]).view(-1, B, sa, 1)
+            v = (self.mix_b[q].to(x.dtype) @ parts[b]).view(-1, B, 1, sb)
             prod = (u * v).view(u.shape[0], B, sa * sb)  # (ch, B, |a||b|)
-            basis = bases[(n, 0)]  # (r, |c|, |a||b|)
-            W = (self.coeff[n].to(x.dtype).T @ basis.reshape(basis.shape[0], -1)).view(-1, sc, sa * sb)
-            y = torch.bmm(prod, W.transpose(1, 2))  # (ch, B, |c|)
-            term = self.mix_out[n].to(x.dtype) @ y.reshape(y.shape[0], B * sc)  # (m_c, B |c|)
-            outs[c] = term if outs[c] is None else outs[c] + term
+            # the weights of every output type of this pair, stacked: (ch, sum |c|, |a||b|)
+            Ws, sizes = [], []
+            for n in members:
+                basis = bases[(n, 0)]  # (r, |c|, |a||b|)
+                Ws.append((self.coeff[n].to(x.dtype).T @ basis.reshape(basis.shape[0], -1))
+                          .view(-1, basis.shape[1], sa * sb))
+                sizes.append(basis.shape[1])
+            W = Ws[0] if len(Ws) == 1 else torch.cat(Ws, dim=1)
+            y = torch.bmm(prod, W.transpose(1, 2))  # (ch, B, sum |c|)
+            for n, y_c in zip(members, torch.split(y, sizes, dim=2)):
+                c = self.triples[n][2]
+                term = self.mix_out[n].to(x.dtype) @ y_c.reshape(y_c.shape[0], -1)  # (m_c, B |c|)
+                outs[c] = term if outs[c] is None else outs[c] + term
         ys = [(o if o is not None else torch.zeros_like(p)).view(p.shape[0], B, -1).transpose(0, 1).reshape(B, -1)
               for o, p in zip(outs, parts)]
         return lay.unsort(torch.cat(ys, dim=-1)).reshape(*lead, -1)
