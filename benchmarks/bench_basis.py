@@ -56,6 +56,17 @@ QUICK_PROBLEMS = [p for p in PROBLEMS if not p[-1]]
 TASKS = ("O(5) synthetic", "inertia", "Lorentz scattering")
 
 
+def _patch_emlp_progress_bar() -> None:
+    """EMLP 1.0.3's Krylov solver feeds numpy float32 progress to tqdm, which current tqdm rejects
+    (``TypeError`` in ``timedelta``); its progress bar is switched off, the solver is unchanged."""
+    import functools
+
+    import emlp.reps.representation as emlp_representation
+    from tqdm.auto import tqdm
+
+    emlp_representation.tqdm = functools.partial(tqdm, disable=True)
+
+
 def _geomlin_group(name: str):
     from geomlin.groups import as_group
 
@@ -304,6 +315,8 @@ def main(argv=None) -> None:
     print(f"Peer: EMLP {version or 'not installed'}"
           + (f" (JAX {peer_version('jax')})" if version else "")
           + "; escnn not compared (not installable here: py3nj needs a Fortran compiler).\n")
+    if version is not None:
+        _patch_emlp_progress_bar()
     basis_table(args, repeats, version is not None)
     if not args.skip_tasks:
         task_table(args, version is not None)

@@ -21,7 +21,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from geomlin.reps.base import Rep, SumRep, TensorRep
+from geomlin.reps.base import Rep, SumRep, TensorRep, bind, common_group
 
 #: Random group elements averaged per iteration.
 SAMPLES_PER_STEP = 4
@@ -83,9 +83,13 @@ def _generator_scale(rep_in: Rep, rep_out: Rep) -> float:
 def nullspace_sampled(rep_in: Rep, rep_out: Rep, generator: torch.Generator | None = None) -> Tensor:
     """Orthonormal basis ``(r, out, in)`` of equivariant maps for a compact or finite group.
 
-    Raises ``RuntimeError`` if the iteration does not converge (it reports the residual).
+    Raises ``RuntimeError`` if the iteration does not converge (it reports the residual), and
+    ``ValueError`` for a non-compact group (averaging needs a Haar measure).
     """
-    group = rep_in.group if rep_in.group is not None else rep_out.group
+    rep_in, rep_out = bind(rep_in, None, "rep_in"), bind(rep_out, None, "rep_out")
+    group = common_group([rep_in, rep_out])
+    if group is None or not group.is_compact:
+        raise ValueError(f"the sampled solver averages over a compact or finite group; {group} is not one")
     n_out, n_in = rep_out.size, rep_in.size
     N = n_out * n_in
     gen = generator or torch.Generator().manual_seed(0)

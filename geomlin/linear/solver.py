@@ -83,7 +83,12 @@ def _kron(a: Tensor, b: Tensor) -> Tensor:
 
 def constraint_gram(rep_in: Rep, rep_out: Rep) -> Tensor:
     """Gram matrix ``L = sum C_i^T C_i`` of the equivariance constraints, ``(N, N)`` float64, ``N = out * in``."""
+    rep_in, rep_out = _check_rep(rep_in, "rep_in"), _check_rep(rep_out, "rep_out")
     group = common_group([rep_in, rep_out])
+    if rep_in.size * rep_out.size > MAX_DENSE_UNKNOWNS:
+        raise ValueError(f"the constraint Gram matrix of Hom({rep_in!r}, {rep_out!r}) would be "
+                         f"{rep_in.size * rep_out.size} x {rep_in.size * rep_out.size} (limit {MAX_DENSE_UNKNOWNS} "
+                         "unknowns); use equivariant_basis, which picks a solver that never forms it")
     n_in, n_out = rep_in.size, rep_out.size
     N = n_in * n_out
     L = torch.zeros(N, N, dtype=torch.float64)

@@ -17,8 +17,10 @@ from geomlin.linear import (
     EquivariantMLP,
     GatedNonlinearity,
     apply_diagram,
+    constraint_gram,
     diagram_basis,
     equivariant_basis,
+    nullspace_sampled,
     partition_diagrams,
     uniform_rep,
 )
@@ -77,6 +79,10 @@ CASES = {
                                     "cache_dir"),
     "sampled solver for a non-compact group": (
         lambda: equivariant_basis(V(Lorentz()) ** 3, V(Lorentz()) ** 3, method="sampled"), ValueError, "compact"),
+    "Gram matrix too large to form": (lambda: constraint_gram(V(O(5)) ** 3, V(O(5)) ** 3), ValueError,
+                                      "never forms it"),
+    "sampled solver without a Haar measure": (lambda: nullspace_sampled(V(Lorentz()), V(Lorentz())), ValueError,
+                                              "compact or finite"),
     # --- layers
     "layer input of the wrong size": (lambda: _layer()(torch.randn(2, 4)), ValueError, "(..., 3)"),
     "integer layer input": (lambda: _layer()(torch.ones(2, 3, dtype=torch.long)), TypeError, "floating-point"),
