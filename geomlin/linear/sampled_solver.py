@@ -51,7 +51,7 @@ def act(rep: Rep, g: Tensor, x: Tensor, axis: int) -> Tensor:
         return y.reshape(shape)
     if rep.is_scalar:
         return x
-    M = rep.rho(g).to(x.dtype)
+    M = rep._rho(g).to(x.dtype)  # g comes from group.sample: no membership check per factor
     return torch.movedim(torch.tensordot(M, x, dims=([1], [axis])), 0, axis)
 
 

@@ -86,8 +86,19 @@ class Rep(FeatureType):
         raise NotImplementedError
 
     def rho(self, g: Tensor) -> Tensor:
-        """Group action: ``g`` ``(..., d, d)`` -> ``(..., size, size)`` in ``g``'s dtype."""
-        raise NotImplementedError
+        """Group action: ``g`` ``(..., d, d)`` -> ``(..., size, size)`` in ``g``'s dtype.
+
+        Checks once that ``g`` holds elements of the group (shape, dtype and, on the CPU,
+        membership: :meth:`geomlin.groups.Group.check_element`), then evaluates :meth:`_rho`.
+        """
+        _check_element(g, self.group)
+        return self._rho(g)
+
+    def _rho(self, g: Tensor) -> Tensor:
+        """``rho`` on elements already known to be in the group (subclasses implement this)."""
+        if type(self).rho is Rep.rho:
+            raise NotImplementedError(f"{type(self).__name__} implements neither rho nor _rho")
+        return self.rho(g)  # a subclass written against the older protocol (rho only)
 
     def drho(self, A: Tensor) -> Tensor:
         """Lie algebra action: ``A`` ``(..., d, d)`` -> ``(..., size, size)``."""
@@ -248,8 +259,7 @@ class ScalarRep(Rep):
     def is_scalar(self) -> bool:
         return True
 
-    def rho(self, g: Tensor) -> Tensor:
-        check_tensor(g, "group elements", min_ndim=2)
+    def _rho(self, g: Tensor) -> Tensor:
         return torch.ones(*g.shape[:-2], 1, 1, dtype=g.dtype, device=g.device)
 
     def drho(self, A: Tensor) -> Tensor:
@@ -287,8 +297,8 @@ class Vector(Rep):
     def size(self) -> int:
         return self.group.d
 
-    def rho(self, g: Tensor) -> Tensor:
-        return _check_element(g, self.group)
+    def _rho(self, g: Tensor) -> Tensor:
+        return g
 
     def drho(self, A: Tensor) -> Tensor:
         return _check_algebra_element(A, self.group)
@@ -338,8 +348,8 @@ class SumRep(Rep):
     def is_scalar(self) -> bool:
         return all(r.is_scalar for r in self._blocks)
 
-    def rho(self, g: Tensor) -> Tensor:
-        return _block_diag([r.rho(g) for r in self._blocks])
+    def _rho(self, g: Tensor) -> Tensor:
+        return _block_diag([r._rho(g) for r in self._blocks])
 
     def drho(self, A: Tensor) -> Tensor:
         return _block_diag([r.drho(A) for r in self._blocks])
@@ -407,8 +417,8 @@ class TensorRep(Rep):
     def is_scalar(self) -> bool:
         return all(r.is_scalar for r in self.factors)
 
-    def rho(self, g: Tensor) -> Tensor:
-        return reduce(_kron, [r.rho(g) for r in self.factors])
+    def _rho(self, g: Tensor) -> Tensor:
+        return reduce(_kron, [r._rho(g) for r in self.factors])
 
     def drho(self, A: Tensor) -> Tensor:
         mats = [r.drho(A) for r in self.factors]
@@ -466,8 +476,8 @@ class DualRep(Rep):
     def size(self) -> int:
         return self.rep.size
 
-    def rho(self, g: Tensor) -> Tensor:
-        return torch.linalg.inv(self.rep.rho(g)).transpose(-1, -2)
+    def _rho(self, g: Tensor) -> Tensor:
+        return torch.linalg.inv(self.rep._rho(g)).transpose(-1, -2)
 
     def drho(self, A: Tensor) -> Tensor:
         return -self.rep.drho(A).transpose(-1, -2)

@@ -12,7 +12,7 @@ import torch
 from torch import Tensor
 
 from geomlin.groups.base import Group
-from geomlin.reps.base import Rep, _check_algebra_element, _check_element
+from geomlin.reps.base import Rep, _check_algebra_element
 from geomlin.validation import check_nonnegative_int, check_orthogonal, check_tensor
 
 
@@ -171,8 +171,7 @@ class IrrepsRep(Rep):
 
         return all(ir.l == 0 and (ir.p == 1 or isinstance(self.group, SO)) for _, ir in self.irreps)
 
-    def rho(self, g: Tensor) -> Tensor:
-        _check_element(g, self.group)
+    def _rho(self, g: Tensor) -> Tensor:
         return wigner_D_from_matrix(self.irreps, g)
 
     def drho(self, A: Tensor) -> Tensor:
