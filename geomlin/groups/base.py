@@ -239,6 +239,7 @@ class Group:
         discrete generators. Subclasses with a known Haar measure override this.
         """
         n = _check_count(n)
+        _check_sample_dtype(dtype)
         if self.is_finite:
             out = self._sample_finite(n, generator)
         else:
@@ -307,6 +308,11 @@ class _TooLarge(ValueError):
     pass
 
 
+def _check_sample_dtype(dtype) -> None:
+    if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
+        raise TypeError(f"dtype must be a floating-point torch.dtype, got {dtype!r}")
+
+
 def _check_count(n) -> int:
     """The number of samples: an int >= 0."""
     return check_nonnegative_int(n, "the number of samples n")
@@ -346,6 +352,8 @@ def haar_orthogonal(n: int, d: int, generator=None, special: bool = False) -> Te
     groups", Sec. 5). For SO(d) the first column is flipped when ``det = -1``,
     which maps the Haar measure of O(d)'s other coset onto SO(d)'s.
     """
+    n = _check_count(n)
+    d = check_int(d, "d", minimum=1)
     z = torch.randn(n, d, d, generator=generator, dtype=torch.float64)
     q, r = torch.linalg.qr(z)
     signs = torch.sign(torch.diagonal(r, dim1=-2, dim2=-1))

@@ -13,7 +13,7 @@ import re
 import torch
 from torch import Tensor
 
-from geomlin.groups.base import Group, _check_count, _check_form, haar_orthogonal
+from geomlin.groups.base import Group, _check_count, _check_form, _check_sample_dtype, haar_orthogonal
 from geomlin.validation import check_int
 
 
@@ -69,6 +69,7 @@ class SO(Group):
         _check_determinant(g, name, tol, self)
 
     def sample(self, n: int = 1, generator=None, dtype=torch.float64) -> Tensor:
+        _check_sample_dtype(dtype)
         return haar_orthogonal(_check_count(n), self.d, generator, special=True).to(dtype)
 
 
@@ -82,6 +83,7 @@ class O(Group):
         self.n = n
 
     def sample(self, n: int = 1, generator=None, dtype=torch.float64) -> Tensor:
+        _check_sample_dtype(dtype)
         return haar_orthogonal(_check_count(n), self.d, generator).to(dtype)
 
 
@@ -234,6 +236,7 @@ class S(Group):
 
     def sample(self, n: int = 1, generator=None, dtype=torch.float64) -> Tensor:
         n = _check_count(n)
+        _check_sample_dtype(dtype)
         perms = torch.argsort(torch.rand(n, self.d, generator=generator), dim=-1)
         eye = torch.eye(self.d, dtype=dtype)
         return eye[perms]

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from geomlin.groups.base import _check_count, haar_orthogonal
+from geomlin.groups.base import _check_count, _check_sample_dtype, haar_orthogonal
 from geomlin.validation import check_float, check_positive_int, check_tensor
 
 
@@ -52,6 +52,9 @@ class RigidTransform:
 
 def _apply_matrix(R: Tensor, x: Tensor) -> Tensor:
     """``R x`` on the last axis of ``x``; a batched ``R (B, d, d)`` pairs with ``x (B, ..., d)``."""
+    if not isinstance(R, Tensor):
+        raise TypeError(f"g must be a RigidTransform, got R of type {type(R).__name__}")
+    check_tensor(x, "x", shape=(..., R.shape[-1]), what=f"points or vectors of R^{R.shape[-1]}")
     if R.ndim == 2:
         return x @ R.transpose(-1, -2).to(x.dtype)
     lead = R.shape[:-2]
@@ -64,6 +67,7 @@ def _apply_matrix(R: Tensor, x: Tensor) -> Tensor:
 
 def transform_positions(g: RigidTransform, pos: Tensor) -> Tensor:
     """Positions ``(..., d)`` -> ``R pos + t`` (rotate, reflect and translate)."""
+    _check_transform(g)
     out = _apply_matrix(g.R, pos)
     t = g.t.to(pos.dtype)
     if t.ndim == 1:
@@ -73,7 +77,13 @@ def transform_positions(g: RigidTransform, pos: Tensor) -> Tensor:
 
 def transform_vectors(g: RigidTransform, vec: Tensor) -> Tensor:
     """Vectors ``(..., d)`` (velocities, forces, normals) -> ``R vec``; no translation."""
+    _check_transform(g)
     return _apply_matrix(g.R, vec)
+
+
+def _check_transform(g) -> None:
+    if not isinstance(g, RigidTransform):
+        raise TypeError(f"g must be a RigidTransform (from E3().sample(...)), got {type(g).__name__}")
 
 
 def transform_scalars(g: RigidTransform, x: Tensor) -> Tensor:
@@ -116,6 +126,7 @@ class Euclidean:
     def sample(self, n: int = 1, generator=None, dtype=torch.float64) -> RigidTransform:
         """``n`` random rigid transforms: R ``(n, d, d)``, t ``(n, d)``."""
         n = _check_count(n)
+        _check_sample_dtype(dtype)
         R = haar_orthogonal(n, self.d, generator, special=not self.reflections)
         t = torch.randn(n, self.d, generator=generator, dtype=torch.float64) * self.translation_scale
         return RigidTransform(R.to(dtype), t.to(dtype))

@@ -9,7 +9,7 @@ import traceback
 import pytest
 import torch
 
-from geomlin.groups import SO, Group, Lorentz, O, S, Sp, as_group
+from geomlin.groups import E3, SO, Group, Lorentz, O, S, Sp, as_group, transform_positions, transform_vectors
 from geomlin.linear import (
     DiagramLinear,
     EquivariantBilinear,
@@ -46,6 +46,11 @@ CASES = {
     "float dimension": (lambda: O(2.5), TypeError, "must be an int"),
     "zero dimension": (lambda: SO(0), ValueError, ">= 1"),
     "negative sample count": (lambda: O(3).sample(-1), ValueError, ">= 0"),
+    "integer sample dtype": (lambda: SO(3).sample(2, dtype=torch.int64), TypeError, "floating-point torch.dtype"),
+    "positions of the wrong size": (lambda: transform_positions(E3().sample(1)[0], torch.randn(5, 2)), ValueError,
+                                    "(..., 3)"),
+    "a matrix as a rigid transform": (lambda: transform_vectors(torch.eye(3), torch.randn(5, 3)), TypeError,
+                                      "RigidTransform"),
     "shear as a rotation": (lambda: SO(3).check_element(torch.eye(3, dtype=F64) + torch.triu(torch.ones(3, 3, dtype=F64), 1)),
                             ValueError, "orthogonal"),
     "reflection in SO(3)": (lambda: SO(3).check_element(torch.diag(torch.tensor([-1.0, 1, 1], dtype=F64))),
