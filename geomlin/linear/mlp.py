@@ -40,7 +40,7 @@ BILINEAR_MAX_UNKNOWNS = 1024
 #: Initial scale of the bilinear coefficients (products start small).
 BILINEAR_INIT_SCALE = 0.1
 #: Default size of the hidden rep of :class:`EquivariantMLP` (EMLP's default ``ch`` is 384).
-DEFAULT_HIDDEN_CHANNELS = 128
+DEFAULT_HIDDEN_CHANNELS = 96
 
 
 # ------------------------------------------------------------------------- hidden reps

@@ -13,15 +13,16 @@ from Kronecker identities (no ``N x N`` matrix products):
 
     C^T C = P^T P (x) I - P^T (x) Q - P (x) Q^T + I (x) Q Q^T.
 
-Larger problems (more than ``DENSE_MAX_UNKNOWNS`` unknowns) take the first of
+``method="auto"`` takes, for each pair of blocks, the first of
 
 * ``"diagrams"``: tensor products of ``V`` and ``V*`` of S(n), O(n), SO(n), Sp(m) and the
   Lorentz groups, read off from Brauer / partition diagrams with no solve at all
-  (:mod:`geomlin.linear.diagram_solver`);
-* ``"sampled"``: compact or finite groups, :func:`geomlin.linear.sampled_solver.nullspace_sampled`
-  (averaging over random group elements, applied factor by factor, with an exact Rayleigh-Ritz
-  check), which never forms the Gram matrix;
-* ``"dense"``: the Gram matrix above, up to ``MAX_DENSE_UNKNOWNS`` (non-compact groups).
+  (:mod:`geomlin.linear.diagram_solver`; exact and the same on every machine);
+* ``"dense"``: the Gram matrix above, for up to ``DENSE_MAX_UNKNOWNS`` unknowns;
+* ``"sampled"``: larger problems of compact or finite groups,
+  :func:`geomlin.linear.sampled_solver.nullspace_sampled` (averaging over random group elements,
+  applied factor by factor, with an exact Rayleigh-Ritz check), which never forms the Gram matrix;
+* ``"dense"`` again for larger problems of non-compact groups, up to ``MAX_DENSE_UNKNOWNS``.
 
 ``method=`` forces one of them. Direct sums are solved block by block
 (``Hom(a1 + a2, b) = Hom(a1, b) + Hom(a2, b)``), each distinct pair of blocks once; results are
@@ -130,15 +131,15 @@ def basis_method(rep_in: Rep, rep_out: Rep, method: str = "auto") -> str:
     N = rep_in.size * rep_out.size
     group = common_group([rep_in, rep_out])
     compact = group is not None and group.is_compact
-    if method == "dense" or (method == "auto" and N <= DENSE_MAX_UNKNOWNS):
-        if N <= MAX_DENSE_UNKNOWNS:
-            return "dense"
-    elif method in ("auto", "diagrams") and diagrams_apply(rep_in, rep_out):
+    if method in ("auto", "diagrams") and diagrams_apply(rep_in, rep_out):
         return "diagrams"
-    elif method == "diagrams":
+    if method == "diagrams":
         raise ValueError("method='diagrams' covers tensor products of V and V* of S(n), O(n), SO(n), "
                          f"Sp(m) and the Lorentz groups; Hom({rep_in!r}, {rep_out!r}) is not one of them "
                          "(or is too large)")
+    if method == "dense" or (method == "auto" and N <= DENSE_MAX_UNKNOWNS):
+        if N <= MAX_DENSE_UNKNOWNS:
+            return "dense"
     elif method == "sampled" and not compact:
         raise ValueError(f"method='sampled' needs a compact or finite group; {group} is not")
     elif compact and N <= MAX_SAMPLED_UNKNOWNS:
