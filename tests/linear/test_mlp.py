@@ -126,8 +126,11 @@ def test_hidden_channels_is_the_hidden_size():
 
 def test_deprecated_spellings_keep_their_meaning():
     G = O(3)
-    with pytest.warns(DeprecationWarning, match="hidden_channels"):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
         old = EquivariantMLP(V(G), Scalar, hidden=4, depth=1)
+    messages = " | ".join(str(w.message) for w in caught if w.category is DeprecationWarning)
+    assert "renamed hidden_channels" in messages and "renamed num_blocks" in messages
     assert old.hidden == 4 * Scalar + 4 * V(G) + 2 * V(G) ** 2 and len(old.blocks) == 1
     with pytest.warns(DeprecationWarning, match="num_blocks"):
         EquivariantMLP(V(G), Scalar, 8, depth=2)
