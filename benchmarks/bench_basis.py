@@ -308,6 +308,7 @@ def main(argv=None) -> None:
                         "on one CPU core: its bilinear layer builds a (batch, 414, 414) weight)")
     p.add_argument("--steps", type=int, default=100, help="training steps per task and library")
     p.add_argument("--skip-tasks", action="store_true", help="only the basis-solving table")
+    p.add_argument("--skip-basis", action="store_true", help="only the table of EMLP's tasks")
     args = p.parse_args(argv)
     _configure_jax(args.threads)
     setup(args)
@@ -319,7 +320,8 @@ def main(argv=None) -> None:
           + "; escnn not compared (not installable here: py3nj needs a Fortran compiler).\n")
     if version is not None:
         _patch_emlp_progress_bar()
-    basis_table(args, repeats, version is not None)
+    if not args.skip_basis:
+        basis_table(args, repeats, version is not None)
     if not args.skip_tasks:
         task_table(args, version is not None)
 

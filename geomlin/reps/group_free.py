@@ -38,12 +38,17 @@ class GroupFreeRep:
         self._parts = parts
 
     # ------------------------------------------------------------------ binding
-    def __call__(self, group):
-        """Bind to ``group`` (a geomlin Group or a name such as ``"O(3)"``) and return a Rep."""
+    def __call__(self, group=None, *, G=None):
+        """Bind to ``group`` (a geomlin Group or a name such as ``"O(3)"``) and return a Rep.
+
+        ``G=`` is accepted as well (the keyword of ``V(G)`` before reps could be group-free).
+        """
         from geomlin.groups.classical import as_group
         from geomlin.reps.base import Scalar, SumRep, TensorRep, Vector
 
-        group = as_group(group)
+        if (group is None) == (G is None):
+            raise TypeError("pass the group to bind to: rep(group)")
+        group = as_group(group if G is None else G)
         if self._kind == _LEAF:
             leaf = self._parts[0]
             if leaf == "V":
