@@ -23,6 +23,14 @@ from torch_geometric.transforms import BaseTransform
 
 from geomlin.datasets.surface import sample_surface
 from geomlin.groups import haar_orthogonal
+from geomlin.validation import (
+    check_batch_vector,
+    check_choice,
+    check_float,
+    check_positive_float,
+    check_positive_int,
+    check_tensor,
+)
 
 POSITION_ATTRS = ("pos", "target_pos")
 VECTOR_ATTRS = ("normal", "force", "vel", "target_vel")
@@ -55,8 +63,7 @@ class RandomRotation(BaseTransform):
     def __init__(self, group: str = "SO3", position_attrs: Sequence[str] = POSITION_ATTRS,
                  vector_attrs: Sequence[str] = VECTOR_ATTRS, generator: torch.Generator | None = None,
                  store_matrix: bool = False):
-        if group not in ROTATION_GROUPS:
-            raise ValueError(f"group must be one of {ROTATION_GROUPS}, got {group!r}")
+        check_choice(group, "group", ROTATION_GROUPS)
         self.group, self.generator, self.store_matrix = group, generator, store_matrix
         self.position_attrs, self.vector_attrs = tuple(position_attrs), tuple(vector_attrs)
 
@@ -78,9 +85,8 @@ class RandomTranslation(BaseTransform):
 
     def __init__(self, scale: float = 1.0, position_attrs: Sequence[str] = POSITION_ATTRS,
                  generator: torch.Generator | None = None):
-        if not scale >= 0:
-            raise ValueError(f"scale must be >= 0, got {scale}")
-        self.scale, self.position_attrs, self.generator = float(scale), tuple(position_attrs), generator
+        scale = check_float(scale, "scale", minimum=0.0)
+        self.scale, self.position_attrs, self.generator = scale, tuple(position_attrs), generator
 
     def forward(self, data: Data) -> Data:
         _require_pos(data, "RandomTranslation")
@@ -138,8 +144,7 @@ class SamplePoints(BaseTransform):
     """
 
     def __init__(self, num: int, include_normals: bool = False, generator: torch.Generator | None = None):
-        if not isinstance(num, int) or num < 1:
-            raise ValueError(f"num must be a positive int, got {num!r}")
+        num = check_positive_int(num, "num")
         self.num, self.include_normals, self.generator = num, include_normals, generator
 
     def forward(self, data: Data) -> Data:
@@ -171,12 +176,9 @@ def _pairwise_blocks(pos: Tensor, batch: Tensor | None):
 
 
 def _check_graph_inputs(pos: Tensor, batch: Tensor | None, who: str) -> None:
-    if not torch.is_tensor(pos) or pos.dim() != 2:
-        raise ValueError(f"{who}: pos must be (N, d), got {tuple(pos.shape) if torch.is_tensor(pos) else pos!r}")
-    if not torch.isfinite(pos).all():
-        raise ValueError(f"{who}: pos contains NaN or infinite coordinates")
-    if batch is not None and (batch.shape != pos.shape[:1]):
-        raise ValueError(f"{who}: batch must be (N,) = ({pos.shape[0]},), got {tuple(batch.shape)}")
+    check_tensor(pos, f"{who}: pos", ndim=2, finite=True, what="N points of dimension d")
+    if batch is not None:
+        check_batch_vector(batch, f"{who}: batch", pos.shape[0])
 
 
 def radius_graph(pos: Tensor, r: float, batch: Tensor | None = None, loop: bool = False,
@@ -191,8 +193,9 @@ def radius_graph(pos: Tensor, r: float, batch: Tensor | None = None, loop: bool 
     Edges are sorted by target, then by distance. Exact, O(N^2) time in chunks of 2048 rows.
     """
     _check_graph_inputs(pos, batch, "radius_graph")
-    if not r > 0:
-        raise ValueError(f"r must be > 0, got {r}")
+    r = check_positive_float(r, "r")
+    if max_num_neighbors is not None:
+        max_num_neighbors = check_positive_int(max_num_neighbors, "max_num_neighbors")
     src, dst = [], []
     for rows, d2, mask in _pairwise_blocks(pos, batch):
         ok = d2 <= r * r
@@ -219,8 +222,7 @@ def knn_graph(pos: Tensor, k: int, batch: Tensor | None = None, loop: bool = Fal
     ``k + 1`` nodes contributes all its pairs. Sorted by target, then distance (ties by index).
     """
     _check_graph_inputs(pos, batch, "knn_graph")
-    if not isinstance(k, int) or k < 1:
-        raise ValueError(f"k must be a positive int, got {k!r}")
+    k = check_positive_int(k, "k")
     src, dst = [], []
     for rows, d2, mask in _pairwise_blocks(pos, batch):
         ok = torch.ones_like(d2, dtype=torch.bool) if mask is None else mask.clone()
@@ -239,7 +241,9 @@ class RadiusGraph(BaseTransform):
     """Set ``data.edge_index`` to the radius graph of ``data.pos`` (see :func:`radius_graph`)."""
 
     def __init__(self, r: float, loop: bool = False, max_num_neighbors: int | None = None):
-        self.r, self.loop, self.max_num_neighbors = float(r), loop, max_num_neighbors
+        if max_num_neighbors is not None:
+            max_num_neighbors = check_positive_int(max_num_neighbors, "max_num_neighbors")
+        self.r, self.loop, self.max_num_neighbors = check_positive_float(r, "r"), loop, max_num_neighbors
 
     def forward(self, data: Data) -> Data:
         pos = _require_pos(data, "RadiusGraph")
@@ -255,7 +259,7 @@ class KNNGraph(BaseTransform):
     """Set ``data.edge_index`` to the k-nearest-neighbour graph of ``data.pos`` (see :func:`knn_graph`)."""
 
     def __init__(self, k: int = 6, loop: bool = False):
-        self.k, self.loop = k, loop
+        self.k, self.loop = check_positive_int(k, "k"), loop
 
     def forward(self, data: Data) -> Data:
         pos = _require_pos(data, "KNNGraph")
