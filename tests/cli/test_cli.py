@@ -65,15 +65,36 @@ def test_nbody_quick(tmp_path):
     assert main(["train", "nbody", "--quick", "--model", models, "--out", str(out), "--no-progress"]) == 0
     rows = _check_outputs(out, 1)
     assert float(rows[0]["egnn/test_mse"]) > 0
+    assert main(["audit", str(out / "checkpoint.pt"), "--samples", "2"]) == 0
 
 
-def test_molecules_quick_on_a_given_trajectory(tmp_path):
+def test_molecules_quick_on_a_given_trajectory_and_audit(tmp_path, capsys):
+    """The default models (GauntPotential and EGNN) train on a given trajectory; the audit finds both
+    exactly E(3) invariant (energy) / equivariant (forces) from their declared types."""
     toy_trajectory(tmp_path / "toy.npz")
     out = tmp_path / "mol"
-    assert main(["train", "molecules", "--quick", "--model", "egnn", "--data", str(tmp_path / "toy.npz"),
+    assert main(["train", "molecules", "--quick", "--data", str(tmp_path / "toy.npz"),
                  "--out", str(out), "--no-progress"]) == 0
     rows = _check_outputs(out, 1)
-    assert float(rows[0]["egnn/test_force_mae"]) > 0
+    for model in ("gaunt", "egnn"):
+        assert float(rows[0][f"{model}/test_force_mae"]) > 0
+    capsys.readouterr()
+    assert main(["audit", str(out / "checkpoint.pt"), "--samples", "3"]) == 0
+    lines = {ln.split()[0]: ln for ln in capsys.readouterr().out.splitlines() if "max relative error" in ln}
+    assert "float64 precision" in lines["gaunt"] and "float64 precision" in lines["egnn"]
+
+
+def test_molecules_qm9_quick_trains_on_the_bundled_sample(tmp_path, capsys):
+    out = tmp_path / "qm9"
+    assert main(["train", "molecules", "--dataset", "qm9", "--target", "gap", "--quick", "--out", str(out),
+                 "--no-progress"]) == 0
+    rows = _check_outputs(out, 1)
+    assert float(rows[0]["egnn/test_mae"]) > 0
+    run = json.loads((out / "config.json").read_text())["run"]
+    assert run["data"]["target"] == "gap" and run["data"]["unit"] == "eV" and run["num_train"] == 16
+    assert "Test mean absolute error of the QM9 target" in capsys.readouterr().out
+    assert main(["audit", str(out / "checkpoint.pt"), "--samples", "2"]) == 0
+    assert "float64 precision" in capsys.readouterr().out
 
 
 def test_resume_after_epoch_one_matches_uninterrupted_run(tmp_path):
@@ -114,8 +135,9 @@ def _cli(*args, cwd=None):
     (["train", "pointcloud", "--model", "resnet"], "unknown model 'resnet'"),
     (["train", "pointcloud", "--dataset", "modelnet11"], "dataset must be one of"),
     (["train", "molecules", "--data", "/nonexistent/traj.npz"], "data file not found"),
+    (["train", "molecules", "--dataset", "qm9", "--target", "U7"], "unknown QM9 target 'U7'"),
     (["train", "pointcloud", "--dataset", "modelnet10", "--root", "/nonexistent"], "does not exist"),
-    (["train", "pointcloud", "--epochs", "many"], "epochs must be a int"),
+    (["train", "pointcloud", "--epochs", "many"], "epochs must be an int"),
     (["audit", "/nonexistent/checkpoint.pt"], "checkpoint not found"),
 ])
 def test_user_errors_are_one_line(args, msg, capsys):

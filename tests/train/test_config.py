@@ -27,8 +27,8 @@ def test_unknown_key_names_the_key():
 
 
 @pytest.mark.parametrize("key, value, msg", [
-    ("epochs", "three", "epochs must be a int"),
-    ("epochs", 2.5, "epochs must be a int"),
+    ("epochs", "three", "epochs must be an int"),
+    ("epochs", 2.5, "epochs must be an int"),
     ("schedule", "linear", "schedule must be one of cosine, constant"),
     ("quick", "maybe", "quick must be a bool"),
 ])
