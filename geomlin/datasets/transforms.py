@@ -7,9 +7,9 @@ rotations, translations and scaling; *vectors* (``normal``, ``force``, ``vel``, 
 only rotate; everything else (labels, energies, charges) is left alone. Pass your own
 ``position_attrs`` / ``vector_attrs`` when a dataset stores e.g. target positions in ``y``.
 
-``radius_graph`` and ``knn_graph`` are exact brute-force neighbour searches (chunked pairwise
-distances), so they need neither ``torch-cluster`` nor ``pyg-lib``, which PyG's own
-``RadiusGraph`` / ``KNNGraph`` require.
+``radius_graph`` and ``knn_graph`` are exact neighbour searches on a uniform grid
+(:mod:`geomlin.datasets.neighbors`, plain torch), so they need neither ``torch-cluster`` nor
+``pyg-lib``, which PyG's own ``RadiusGraph`` / ``KNNGraph`` require.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from torch import Tensor
 from torch_geometric.data import Data
 from torch_geometric.transforms import BaseTransform
 
+from geomlin.datasets.neighbors import knn_pairs, radius_pairs
 from geomlin.datasets.surface import sample_surface
 from geomlin.groups import haar_orthogonal
 from geomlin.validation import (
@@ -35,7 +36,6 @@ from geomlin.validation import (
 POSITION_ATTRS = ("pos", "target_pos")
 VECTOR_ATTRS = ("normal", "force", "vel", "target_vel")
 ROTATION_GROUPS = ("SO3", "O3")
-_CHUNK = 2048
 
 
 def _present(data: Data, attrs: Sequence[str]) -> list[str]:
@@ -165,16 +165,6 @@ class SamplePoints(BaseTransform):
         return f"SamplePoints({self.num})"
 
 
-def _pairwise_blocks(pos: Tensor, batch: Tensor | None):
-    """Yield (rows, block of squared distances (rows, N), same-graph mask or None)."""
-    n = pos.shape[0]
-    for start in range(0, n, _CHUNK):
-        rows = torch.arange(start, min(start + _CHUNK, n), device=pos.device)
-        d2 = torch.cdist(pos[rows].double(), pos.double(), compute_mode="donot_use_mm_for_euclid_dist").pow(2)
-        mask = None if batch is None else batch[rows, None] == batch[None, :]
-        yield rows, d2, mask
-
-
 def _check_graph_inputs(pos: Tensor, batch: Tensor | None, who: str) -> None:
     check_tensor(pos, f"{who}: pos", ndim=2, finite=True, what="N points of dimension d")
     if batch is not None:
@@ -190,29 +180,19 @@ def radius_graph(pos: Tensor, r: float, batch: Tensor | None = None, loop: bool 
     pos: ``(N, d)`` float positions.  batch: optional ``(N,)`` graph index of each node.
     loop: include self-loops.  max_num_neighbors: keep at most this many nearest sources per target.
 
-    Edges are sorted by target, then by distance. Exact, O(N^2) time in chunks of 2048 rows.
+    Edges are sorted by target, then by distance (ties by source index). Exact: a cell-list search
+    (:func:`geomlin.datasets.neighbors.radius_pairs`) with float64 distances, no compiled extension.
     """
     _check_graph_inputs(pos, batch, "radius_graph")
     r = check_positive_float(r, "r")
     if max_num_neighbors is not None:
         max_num_neighbors = check_positive_int(max_num_neighbors, "max_num_neighbors")
-    src, dst = [], []
-    for rows, d2, mask in _pairwise_blocks(pos, batch):
-        ok = d2 <= r * r
-        if mask is not None:
-            ok &= mask
-        if not loop:
-            ok[torch.arange(len(rows)), rows] = False
-        key = torch.where(ok, d2, torch.full_like(d2, float("inf")))
-        order = key.argsort(dim=1, stable=True)
-        counts = ok.sum(dim=1)
-        if max_num_neighbors is not None:
-            counts = counts.clamp(max=max_num_neighbors)
-        width = int(counts.max()) if len(counts) else 0
-        take = torch.arange(width, device=pos.device)[None, :] < counts[:, None]
-        src.append(order[:, :width][take])
-        dst.append(rows[:, None].expand(-1, width)[take])
-    return torch.stack([torch.cat(src), torch.cat(dst)]) if src else torch.zeros(2, 0, dtype=torch.long)
+    src, dst, _ = radius_pairs(pos, r, batch, loop)
+    if max_num_neighbors is not None and dst.numel():
+        rank = torch.arange(dst.numel(), device=dst.device) - torch.searchsorted(dst, dst, right=False)
+        keep = rank < max_num_neighbors
+        src, dst = src[keep], dst[keep]
+    return torch.stack([src, dst])
 
 
 def knn_graph(pos: Tensor, k: int, batch: Tensor | None = None, loop: bool = False) -> Tensor:
@@ -220,21 +200,12 @@ def knn_graph(pos: Tensor, k: int, batch: Tensor | None = None, loop: bool = Fal
 
     Rows are (source j, target i) as in PyG's ``flow="source_to_target"``; a graph with fewer than
     ``k + 1`` nodes contributes all its pairs. Sorted by target, then distance (ties by index).
+    Exact (:func:`geomlin.datasets.neighbors.knn_pairs`: cell-list searches of growing radius).
     """
     _check_graph_inputs(pos, batch, "knn_graph")
     k = check_positive_int(k, "k")
-    src, dst = [], []
-    for rows, d2, mask in _pairwise_blocks(pos, batch):
-        ok = torch.ones_like(d2, dtype=torch.bool) if mask is None else mask.clone()
-        if not loop:
-            ok[torch.arange(len(rows)), rows] = False
-        key = torch.where(ok, d2, torch.full_like(d2, float("inf")))
-        order = key.argsort(dim=1, stable=True)[:, :k]
-        counts = ok.sum(dim=1).clamp(max=k)
-        take = torch.arange(order.shape[1], device=pos.device)[None, :] < counts[:, None]
-        src.append(order[take])
-        dst.append(rows[:, None].expand(-1, order.shape[1])[take])
-    return torch.stack([torch.cat(src), torch.cat(dst)]) if src else torch.zeros(2, 0, dtype=torch.long)
+    src, dst, _ = knn_pairs(pos, k, batch, loop)
+    return torch.stack([src, dst])
 
 
 class RadiusGraph(BaseTransform):
