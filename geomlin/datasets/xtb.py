@@ -128,5 +128,9 @@ def write_trajectory(path: str | os.PathLike, trajectory: dict[str, np.ndarray])
     """Save a trajectory dict as a revised-MD17 ``.npz`` (atomically: temporary file, then rename)."""
     path = os.fspath(path)
     tmp = path + ".tmp.npz"
-    np.savez(tmp, **trajectory)
-    os.replace(tmp, path)
+    try:
+        np.savez(tmp, **trajectory)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)

@@ -61,8 +61,7 @@ def test_pointcloud_quick_and_audit(tmp_path, capsys):
 
 def test_nbody_quick(tmp_path):
     out = tmp_path / "nb"
-    models = "egnn,mlp,gatr" if _has_gatr() else "egnn,mlp"
-    assert main(["train", "nbody", "--quick", "--model", models, "--out", str(out), "--no-progress"]) == 0
+    assert main(["train", "nbody", "--quick", "--model", "egnn,mlp,gatr", "--out", str(out), "--no-progress"]) == 0
     rows = _check_outputs(out, 1)
     assert float(rows[0]["egnn/test_mse"]) > 0
     assert main(["audit", str(out / "checkpoint.pt"), "--samples", "2"]) == 0
@@ -115,14 +114,6 @@ def test_resume_after_epoch_one_matches_uninterrupted_run(tmp_path):
     for name, state in ca["models"].items():
         for k, v in state.items():
             assert torch.equal(v, cb["models"][name][k]), (name, k)
-
-
-def _has_gatr() -> bool:
-    try:
-        import geomlin.gatr  # noqa: F401
-        return True
-    except ImportError:
-        return False
 
 
 def _cli(*args, cwd=None):
