@@ -45,7 +45,7 @@ def mesh_point_cloud(path: str | os.PathLike, num_points: int, generator: torch.
                          "cannot sample surface points")
     try:
         out = sample_surface(torch.from_numpy(verts), torch.from_numpy(faces), num_points, generator,
-                             return_normals=include_normals)
+                             include_normals=include_normals)
     except ValueError as err:
         raise FileFormatError(path, str(err)) from None
     if include_normals:

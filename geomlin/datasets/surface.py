@@ -32,7 +32,7 @@ def check_mesh(vertices: Tensor, faces: Tensor, where: str = "mesh") -> None:
 
 
 def sample_surface(vertices: Tensor, faces: Tensor, num_points: int, generator: torch.Generator | None = None,
-                   return_normals: bool = False):
+                   include_normals: bool = False, *, return_normals: bool | None = None):
     """``num_points`` points uniform on the surface of a triangle mesh.
 
     Parameters
@@ -41,12 +41,19 @@ def sample_surface(vertices: Tensor, faces: Tensor, num_points: int, generator: 
     faces: ``(F, 3)`` integer triangle indices.
     num_points: how many points to draw (with replacement over triangles).
     generator: optional ``torch.Generator`` for reproducibility.
-    return_normals: also return the unit normal of the triangle each point lies on.
+    include_normals: also return the unit normal of the triangle each point lies on
+        (``return_normals`` is the deprecated spelling).
 
     Returns
     -------
     ``pos (num_points, 3)`` in the dtype of ``vertices``, and ``normal (num_points, 3)`` when asked.
     """
+    if return_normals is not None:
+        import warnings
+
+        warnings.warn("sample_surface(return_normals=...) is deprecated; use include_normals=...", DeprecationWarning,
+                      stacklevel=2)
+        include_normals = return_normals
     check_mesh(vertices, faces)
     num_points = check_positive_int(num_points, "num_points")
     faces = faces.long()
@@ -61,7 +68,7 @@ def sample_surface(vertices: Tensor, faces: Tensor, num_points: int, generator: 
     fold = st.sum(dim=-1) > 1
     st = torch.where(fold[:, None], 1 - st, st)
     pos = a[choice] + st[:, :1] * (b - a)[choice] + st[:, 1:] * (c - a)[choice]
-    if return_normals:
+    if include_normals:
         n = cross[choice]
         return pos, n / n.norm(dim=-1, keepdim=True).clamp_min(torch.finfo(vertices.dtype).tiny)
     return pos

@@ -153,7 +153,7 @@ class SamplePoints(BaseTransform):
         if face is None or not torch.is_tensor(face) or face.dim() != 2 or face.shape[0] != 3:
             got = None if face is None else tuple(face.shape) if torch.is_tensor(face) else type(face).__name__
             raise ValueError(f"SamplePoints needs data.face of shape (3, F) (PyG layout), got {got}")
-        out = sample_surface(pos, face.t(), self.num, self.generator, return_normals=self.include_normals)
+        out = sample_surface(pos, face.t(), self.num, self.generator, include_normals=self.include_normals)
         if self.include_normals:
             data.pos, data.normal = out
         else:
