@@ -55,8 +55,11 @@ def _add_task_options(parser: argparse.ArgumentParser, options) -> None:
                                 default=None, help=off_help)
         else:
             choices = f" {{{','.join(map(str, opt.choices))}}}" if opt.choices else ""
+            bounds = [f"{'>' if opt.strict else '>='} {opt.minimum:g}"] if opt.minimum is not None else []
+            bounds += [f"<= {opt.maximum:g}"] if opt.maximum is not None else []
+            bounds = f" ({', '.join(bounds)})" if bounds else ""
             parser.add_argument(opt.flag, dest=opt.name, default=None, metavar=opt.type.__name__.upper(),
-                                help=f"{opt.help}{choices}{default}")
+                                help=f"{opt.help}{bounds}{choices}{default}")
 
 
 def _count(flag: str, minimum: int):
