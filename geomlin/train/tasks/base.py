@@ -165,7 +165,12 @@ class Task:
     eval_needs_grad: bool = False
 
     def audit_spec(self, name: str, model: nn.Module, info: dict) -> AuditSpec | None:
-        """The symmetry the task's models should respect (checked by ``geomlin audit``)."""
+        """The symmetry the task claims for a model that declares no feature types (its baselines).
+
+        ``geomlin audit`` checks models that declare ``type_in`` / ``type_out`` from those
+        declarations; this is the fallback, against which a non-equivariant baseline is expected
+        to fail.
+        """
         return None
 
     def summary_lines(self, last: dict, model_names: list[str]) -> list[str]:
