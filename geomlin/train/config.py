@@ -165,7 +165,8 @@ def check_resume_compatible(options: Iterable[Option], saved: Mapping[str, Any],
     """
     table = {o.name: o for o in options}
     saved = _rename_aliases(saved, table, checkpoint, warn=False)
-    changed = [k for k in table if k not in RESUMABLE and k in saved and saved[k] != cfg.get(k)]
+    # the model list is compared as a set by the training loop (None = the task's default list)
+    changed = [k for k in table if k not in RESUMABLE and k != "model" and k in saved and saved[k] != cfg.get(k)]
     if changed:
         k = changed[0]
         raise UserError(f"{table[k].flag} is {cfg.get(k)!r} but checkpoint {checkpoint} was trained with "
