@@ -23,7 +23,7 @@ import torch
 from torch import Tensor
 
 #: Candidate pairs examined per block of targets (bounds the memory of one search step).
-CANDIDATE_BUDGET = 1 << 22
+CANDIDATE_BUDGET = 1 << 19
 #: Dimensions up to which the cell list is used (``3^d`` neighbour cells); above it, brute force.
 MAX_GRID_DIM = 4
 #: Headroom of the first kNN radius over the estimate from a uniform density in the bounding box.
