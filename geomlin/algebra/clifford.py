@@ -25,6 +25,19 @@ Products have two implementations:
 
 ``method="auto"`` picks ``sparse`` when at most half the pairs are non-zero, else ``dense``.
 :mod:`geomlin.algebra.pga` adds a faster G(3,0,1) geometric product.
+
+Subspaces. Besides the ``n + 1`` grades, the algebra splits into the four subspaces of
+*quaternion type* (Filimoshina and Shirokov, GLGENN, ICML 2025, Sec. 3): type ``t`` holds the
+grades ``k = t (mod 4)``. Grade involution and reversion act on type ``t`` by the signs
+``(+, -, -, +)``, like the real, and the ``i, j, k`` parts of a quaternion. Every orthogonal
+transformation of the quadratic form preserves each grade, hence each type.
+
+Group actions. :meth:`CliffordAlgebra.act` applies one element of a group acting on
+multivectors: a versor ``v (dim,)`` by the twisted sandwich ``v x^ v^-1``, or an ``(n, n)``
+matrix ``A`` that preserves the quadratic form (``A^T diag(metric) A = diag(metric)``) by its
+outermorphism ``e_{i1} ^ ... ^ e_{ik} -> A e_{i1} ^ ... ^ A e_{ik}``, an algebra automorphism
+(:meth:`CliffordAlgebra.outermorphism`). For degenerate metrics the matrices include maps no
+versor realises, e.g. the similarities ``p -> lambda R p + t`` of G(3,0,1).
 """
 
 from __future__ import annotations
@@ -37,6 +50,15 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor
 
+from geomlin.validation import (
+    check_choice,
+    check_finite,
+    check_int,
+    check_positive_int,
+    check_tensor,
+    tolerance,
+)
+
 #: Largest supported number of basis vectors (dense tables are ``4**n * 2**n`` entries).
 MAX_DIM = 8
 #: Products the engine knows, each a masked Cayley table.
@@ -45,6 +67,17 @@ PRODUCTS = ("geometric", "outer", "inner", "left_contraction", "right_contractio
 METHODS = ("auto", "sparse", "dense")
 #: ``sparse`` is preferred by ``auto`` when this fraction of (i, j) pairs or fewer is non-zero.
 SPARSE_DENSITY = 0.5
+#: Number of subspaces of quaternion type (grades ``0, 1, 2, 3 (mod 4)``).
+NUM_QUATERNION_TYPES = 4
+#: Ways to group the components of a multivector into subspaces that share weights.
+SUBSPACES = ("grade", "quaternion")
+#: A versor ``v`` is refused as non-invertible when ``|<v ~v>_0| <= ZERO_VERSOR_EPS * eps(dtype) * |v|^2``.
+ZERO_VERSOR_EPS = 16.0
+
+
+def quaternion_type(grade: int) -> int:
+    """The quaternion type ``grade mod 4`` of a grade (GLGENN, Sec. 3)."""
+    return check_int(grade, "grade", minimum=0) % NUM_QUATERNION_TYPES
 
 
 def _popcount(x: int) -> int:
@@ -133,6 +166,12 @@ def _sparse(metric: tuple[float, ...], kind: str) -> tuple[Tensor, Tensor, Tenso
     return sa, sb, r
 
 
+@functools.cache
+def _grade_index(n: int, k: int) -> Tensor:
+    """``(C(n, k), k)`` long: the basis-vector indices of each grade-``k`` blade, storage order."""
+    return torch.tensor(list(itertools.combinations(range(n), k)), dtype=torch.long).reshape(-1, k)
+
+
 #: Tables already moved to a (device, dtype), by key. A plain dict rather than lru_cache so that
 #: torch.compile reads a warm entry as a constant instead of tracing the table builders.
 _CONSTANTS: dict = {}
@@ -184,6 +223,7 @@ class CliffordAlgebra:
     blades: index tuples of the basis blades in storage order.
     grades: ``(dim,)`` long tensor, the grade of each component.
     grade_slices: ``slice`` of the components of each grade ``0..n``.
+    quaternion_types: ``(dim,)`` long tensor, the quaternion type ``grade mod 4`` of each component.
 
     All methods take multivectors ``(..., dim)`` of a floating dtype and broadcast their
     leading dimensions.
@@ -194,10 +234,12 @@ class CliffordAlgebra:
         self.n = len(self.metric)
         self.dim = 2 ** self.n
         self.blades, self.bitmaps = _basis(self.n)
-        self.first_index = int(first_index)
+        self.first_index = check_int(first_index, "first_index", minimum=0)
         self.blade_names = tuple("1" if not b else "e" + "".join(str(i + self.first_index) for i in b)
                                  for b in self.blades)
-        self.grades = _tables(self.metric)["grade"]
+        # copies: the cached table must not be reachable (and mutable) through an instance
+        self.grades = _tables(self.metric)["grade"].clone()
+        self.quaternion_types = self.grades % NUM_QUATERNION_TYPES
         counts = [math.comb(self.n, g) for g in range(self.n + 1)]
         starts = [sum(counts[:g]) for g in range(self.n + 1)]
         self.grade_slices = tuple(slice(s, s + c) for s, c in zip(starts, counts))
@@ -216,11 +258,59 @@ class CliffordAlgebra:
         """True when some basis vector squares to zero."""
         return 0.0 in self.metric
 
+    @property
+    def signature(self) -> tuple[int, int, int]:
+        """``(p, q, r)``: the numbers of basis vectors squaring to ``+1``, ``-1`` and ``0``."""
+        return self.metric.count(1.0), self.metric.count(-1.0), self.metric.count(0.0)
+
+    # ------------------------------------------------------------------ subspaces
+    def quaternion_type_dims(self) -> tuple[int, int, int, int]:
+        """Dimensions of the four subspaces of quaternion type (sums of ``C(n, k)`` over ``k = t mod 4``)."""
+        return tuple(sum(math.comb(self.n, k) for k in range(t, self.n + 1, NUM_QUATERNION_TYPES))
+                     for t in range(NUM_QUATERNION_TYPES))
+
+    def quaternion_projection(self, x: Tensor, types: int | Sequence[int]) -> Tensor:
+        """Keep only the components of the given quaternion type(s) ``0..3``; ``(..., dim) -> (..., dim)``."""
+        self.check(x)
+        types = [types] if isinstance(types, int) else list(types)
+        for t in types:
+            check_int(t, "quaternion type", minimum=0, maximum=NUM_QUATERNION_TYPES - 1)
+        keep = torch.zeros(self.dim, dtype=torch.bool)
+        for t in types:
+            keep |= self.quaternion_types == t
+        return x * keep.to(device=x.device, dtype=x.dtype)
+
+    def num_subspaces(self, subspaces: str = "grade") -> int:
+        """``n + 1`` grades, or the 4 quaternion types (fewer when ``n < 3``)."""
+        check_choice(subspaces, "subspaces", SUBSPACES)
+        return self.n + 1 if subspaces == "grade" else min(self.n + 1, NUM_QUATERNION_TYPES)
+
+    def subspace_index(self, subspaces: str = "grade") -> Tensor:
+        """``(dim,)`` long: the subspace (grade, or quaternion type) of each component.
+
+        Layers that share one weight per subspace expand their ``(..., num_subspaces)`` weights to
+        ``(..., dim)`` with this index.
+        """
+        check_choice(subspaces, "subspaces", SUBSPACES)
+        return (self.grades if subspaces == "grade" else self.quaternion_types).clone()
+
+    def product_paths(self, kind: str = "geometric", subspaces: str = "grade") -> Tensor:
+        """``(S, S, S)`` bool: True where some component of subspace ``a`` times one of ``b`` has a
+        non-zero part in subspace ``c`` (``S = num_subspaces``). ``.sum()`` is the number of paths:
+        56 / 84 / 165 grade paths and 32 quaternion-type paths for Euclidean ``n = 5 / 6 / 8``."""
+        table = self.table(kind)
+        index = self.subspace_index(subspaces)
+        m = self.num_subspaces(subspaces)
+        i, j, k = table.nonzero(as_tuple=True)
+        out = torch.zeros(m, m, m, dtype=torch.bool)
+        out[index[i], index[j], index[k]] = True
+        return out
+
     # ------------------------------------------------------------------ tables
     def table(self, kind: str = "geometric") -> Tensor:
-        """The dense float64 product table ``(dim, dim, dim)``: ``(a b)_k = sum_ij a_i b_j T_ijk``."""
+        """The dense float64 product table ``(dim, dim, dim)``: ``(a b)_k = sum_ij a_i b_j T_ijk`` (a copy)."""
         self._check_kind(kind)
-        return _tables(self.metric)[kind]
+        return _tables(self.metric)[kind].clone()
 
     def nnz(self, kind: str = "geometric") -> int:
         """Number of non-zero ``(i, j)`` pairs of a product table."""
@@ -235,14 +325,14 @@ class CliffordAlgebra:
         return _on(self.metric, key, index, like.device, like.dtype)
 
     def check(self, x: Tensor, name: str = "x") -> Tensor:
-        """Validate a multivector: a floating tensor with last dimension ``dim``."""
+        """Validate a multivector: a real floating tensor with last dimension ``dim``."""
         if not isinstance(x, Tensor):
             raise TypeError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
         if x.ndim == 0 or x.shape[-1] != self.dim:
             raise ValueError(f"{name} must have last dimension {self.dim} (a multivector of "
                              f"{self}), got shape {tuple(x.shape)}")
         if not x.is_floating_point():
-            raise TypeError(f"{name} must have a floating dtype, got {x.dtype}")
+            raise TypeError(f"{name} must have a floating dtype (a real multivector), got {x.dtype}")
         return x
 
     # ------------------------------------------------------------------ products
@@ -255,8 +345,7 @@ class CliffordAlgebra:
         self._check_kind(kind)
         self.check(a, "a")
         self.check(b, "b")
-        if method not in METHODS:
-            raise ValueError(f"method must be one of {METHODS}, got {method!r}")
+        check_choice(method, "method", METHODS)
         if method == "auto":
             method = "sparse" if self.nnz(kind) <= SPARSE_DENSITY * self.dim ** 2 else "dense"
         a, b = torch.broadcast_tensors(a, b) if a.dtype == b.dtype else (a, b.to(a.dtype))
@@ -317,6 +406,7 @@ class CliffordAlgebra:
         self.check(x)
         grades = [grades] if isinstance(grades, int) else list(grades)
         for g in grades:
+            check_int(g, "grade", minimum=0)
             if not 0 <= g <= self.n:
                 raise ValueError(f"grade must be in 0..{self.n}, got {g}")
         mask = torch.zeros(self.dim, dtype=x.dtype, device=x.device)
@@ -334,6 +424,8 @@ class CliffordAlgebra:
 
     def pseudoscalar(self, dtype=torch.float64, device=None) -> Tensor:
         """The unit pseudoscalar ``I = e_0 e_1 ... e_{n-1}`` as a ``(dim,)`` tensor."""
+        if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
+            raise TypeError(f"dtype must be a floating torch.dtype, got {dtype!r}")
         out = torch.zeros(self.dim, dtype=dtype, device=device)
         out[-1] = 1.0
         return out
@@ -362,10 +454,24 @@ class CliffordAlgebra:
         return (torch.stack(parts, -1).abs() + eps).sqrt()
 
     def inverse_versor(self, v: Tensor) -> Tensor:
-        """``v^-1 = ~v / <v ~v>_0`` for a versor ``v (..., dim)``; raises on null versors."""
+        """``v^-1 = ~v / <v ~v>_0`` for a versor ``v (..., dim)``.
+
+        Raises ``ValueError`` for null versors: ``|<v ~v>_0| <= 16 eps(dtype) |v|^2`` (the zero
+        multivector, null vectors, ideal elements), with the threshold taken in ``v``'s own dtype
+        (so float32 refuses what float64 refuses). On accelerators the test is an asynchronous
+        device-side assert (no host synchronisation).
+        """
+        self.check(v, "v")
         nsq = self.norm_squared(v)
-        if (nsq.abs() < 1e-12 * (v * v).sum(-1, keepdim=True).clamp_min(1e-300)).any():
-            raise ValueError("versor has zero norm (a null vector or an ideal element) and cannot be inverted")
+        info = torch.finfo(v.dtype)
+        scale = (v * v).sum(-1, keepdim=True).clamp_min(info.tiny)
+        invertible = nsq.abs() > ZERO_VERSOR_EPS * info.eps * scale
+        message = "versor has zero norm (a null vector, an ideal element or zero) and cannot be inverted"
+        if v.device.type == "cpu":
+            if v.numel() and not bool(invertible.all()):
+                raise ValueError(message)
+        elif v.device.type != "meta":
+            torch._assert_async(invertible.all(), message)
         return self.reverse(v) / nsq
 
     def parity(self, v: Tensor) -> Tensor:
@@ -379,9 +485,12 @@ class CliffordAlgebra:
         """Versor action ``rho_v(x) = v x^ v^-1`` (grade involution of ``x`` when ``v`` is odd).
 
         This twisted adjoint makes odd versors act as reflections on every grade
-        (Pin group action). ``v (..., dim)`` broadcasts against ``x (..., dim)``.
+        (Pin group action). ``v (..., dim)`` broadcasts against ``x (..., dim)``; a ``v`` that is
+        not finite or not invertible is refused.
         """
         self.check(x, "x")
+        self.check(v, "v")
+        check_finite(v, "v")
         odd = self.parity(v)[..., None]
         xs = torch.where(odd, self.grade_involution(x), x)
         return self.geometric_product(self.geometric_product(v, xs, method), self.inverse_versor(v), method)
@@ -389,15 +498,70 @@ class CliffordAlgebra:
     def act(self, g: Tensor, x: Tensor) -> Tensor:
         """The action of one group element ``g`` on multivectors ``x (..., dim)``.
 
-        ``g (dim,)`` is a versor acting by :meth:`sandwich`; the ``(dim, dim)`` matrix of the map
-        is built once, so ``x`` of any leading shape costs one matrix product.
+        * ``g (dim,)``: a versor, acting by :meth:`sandwich` (Clifford / Pin group);
+        * ``g (n, n)``: an orthogonal transformation of the quadratic form
+          (``g^T diag(metric) g = diag(metric)``, checked to :func:`geomlin.validation.tolerance`),
+          acting by its :meth:`outermorphism` (the full group O(p,q,r), e.g.
+          :class:`~geomlin.algebra.PseudoOrthogonalGroup`).
+
+        The ``(dim, dim)`` matrix of the map is built once, so ``x`` of any leading shape costs one
+        matrix product.
         """
         self.check(x, "x")
-        self.check(g, "g")
-        if g.ndim != 1:
-            raise ValueError(f"act takes one versor of shape ({self.dim},), got {tuple(g.shape)}")
+        if isinstance(g, Tensor) and g.ndim == 2 and tuple(g.shape) == (self.n, self.n):
+            self.check_orthogonal(g, "g")
+            return x @ self.outermorphism(g.to(dtype=x.dtype, device=x.device)).transpose(-1, -2)
+        if not isinstance(g, Tensor):
+            raise TypeError(f"g must be a torch.Tensor (a versor ({self.dim},) or an ({self.n}, {self.n}) "
+                            f"orthogonal matrix), got {type(g).__name__}")
+        if g.ndim != 1 or g.shape[0] != self.dim:
+            raise ValueError(f"g must be one versor of shape ({self.dim},) or one ({self.n}, {self.n}) matrix "
+                             f"of the quadratic form, got shape {tuple(g.shape)}")
         eye = torch.eye(self.dim, dtype=x.dtype, device=x.device)
         return x @ self.sandwich(g.to(dtype=x.dtype, device=x.device), eye)
+
+    def check_orthogonal(self, A: Tensor, name: str = "A") -> Tensor:
+        """Refuse ``A (..., n, n)`` unless ``A^T G A = G`` for ``G = diag(metric)`` and ``A`` is
+        invertible, to :func:`geomlin.validation.tolerance` of its dtype; returns ``A``.
+
+        For degenerate metrics this leaves the radical free: in G(3,0,1) ``A`` may scale ``e0``
+        by any ``lambda != 0`` and add ``e0`` parts to ``e1, e2, e3`` (similarities). The check
+        runs on the CPU only (elsewhere it would need a host synchronisation).
+        """
+        check_tensor(A, name, shape=(..., self.n, self.n), what=f"a linear map of the {self.n} basis vectors")
+        if A.device.type != "cpu" or A.numel() == 0:
+            return A
+        check_finite(A, name)
+        tol = tolerance(A.dtype)
+        G = torch.diag(torch.tensor(self.metric, dtype=A.dtype))
+        size = max(1.0, float(A.abs().amax()))
+        err = float((A.transpose(-1, -2) @ G @ A - G).abs().amax()) / size ** 2
+        if err > tol:
+            raise ValueError(f"{name} must preserve the quadratic form diag{self.metric} "
+                             f"(A^T G A = G), but |A^T G A - G| = {err:.2e} > {tol:.0e} (relative)")
+        det = torch.linalg.det(A.to(torch.float64)).abs()
+        if bool((det <= tol * size ** self.n).any()):
+            raise ValueError(f"{name} must be invertible, got |det| = {float(det.min()):.2e}")
+        return A
+
+    def outermorphism(self, A: Tensor) -> Tensor:
+        """The ``(..., dim, dim)`` matrix ``M`` of the outermorphism of ``A (..., n, n)``.
+
+        ``M[B, C] = det(A[B, C])`` for blades ``B, C`` of equal grade (the ``k``-th compound
+        matrix, Cauchy-Binet), so ``x -> x @ M^T`` maps ``e_{i1} ^ ... ^ e_{ik}`` to
+        ``A e_{i1} ^ ... ^ A e_{ik}`` (column ``j`` of ``A`` is the image of ``e_j``). Grade
+        preserving; an algebra automorphism when ``A`` preserves the quadratic form.
+        """
+        check_tensor(A, "A", shape=(..., self.n, self.n), what=f"a linear map of the {self.n} basis vectors")
+        lead = A.shape[:-2]
+        out = A.new_zeros(*lead, self.dim, self.dim)
+        out[..., 0, 0] = 1.0
+        for k in range(1, self.n + 1):
+            s = self.grade_slices[k]
+            idx = _grade_index(self.n, k).to(A.device)  # (m, k) basis-vector indices of each blade
+            sub = A[..., idx[:, None, :, None], idx[None, :, None, :]]  # (..., m, m, k, k)
+            out[..., s, s] = torch.linalg.det(sub) if k > 1 else sub[..., 0, 0]
+        return out
 
     def versor_group(self):
         """The group of versors acting on this algebra's multivectors: :class:`~geomlin.algebra.Pin301`
@@ -416,6 +580,7 @@ class CliffordAlgebra:
         of moderate norm.
         """
         self.check(x)
+        terms = check_positive_int(terms, "terms")
         size = x.detach().abs().sum(-1).max().item() if x.numel() else 0.0
         s = max(0, math.ceil(math.log2(size / 0.5))) if size > 0.5 else 0
         y = x / (2 ** s)
@@ -431,8 +596,7 @@ class CliffordAlgebra:
 
     def embed_vector(self, v: Tensor) -> Tensor:
         """``(..., n)`` coefficients of the basis vectors -> grade-1 multivector ``(..., dim)``."""
-        if v.shape[-1] != self.n:
-            raise ValueError(f"vector must have last dimension {self.n}, got shape {tuple(v.shape)}")
+        check_tensor(v, "v", shape=(..., self.n), what=f"coefficients of the {self.n} basis vectors")
         out = v.new_zeros(*v.shape[:-1], self.dim)
         out[..., self.grade_slices[1]] = v
         return out

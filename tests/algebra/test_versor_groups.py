@@ -35,5 +35,5 @@ def test_parity_option_and_errors():
     assert pga.PGA.parity(Pin301(parity="odd").sample(10)).all()
     with pytest.raises(ValueError, match="max_planes"):
         Pin301(max_planes=5)
-    with pytest.raises(ValueError, match="positive int"):
+    with pytest.raises(ValueError, match="n must be >= 1"):
         Pin301().sample(0)
