@@ -28,8 +28,8 @@ Products have two implementations:
 
 Subspaces. Besides the ``n + 1`` grades, the algebra splits into the four subspaces of
 *quaternion type* (Filimoshina and Shirokov, GLGENN, ICML 2025, Sec. 3): type ``t`` holds the
-grades ``k = t (mod 4)``. Grade involution and reversion act on type ``t`` by the signs
-``(+, -, -, +)``, like the real, and the ``i, j, k`` parts of a quaternion. Every orthogonal
+grades ``k = t (mod 4)``, the subspace on which (grade involution, reversion) act as
+``(+, +)``, ``(-, +)``, ``(+, -)``, ``(-, -)`` for ``t = 0, 1, 2, 3``. Every orthogonal
 transformation of the quadratic form preserves each grade, hence each type.
 
 Group actions. :meth:`CliffordAlgebra.act` applies one element of a group acting on
