@@ -103,54 +103,75 @@ def _basis(n: int) -> tuple[tuple[tuple[int, ...], ...], tuple[int, ...]]:
 
 
 @functools.cache
-def _tables(metric: tuple[float, ...]) -> dict[str, Tensor]:
-    """All dense ``(d, d, d)`` float64 product tables plus sign vectors, built once per metric."""
+def _vectors(metric: tuple[float, ...]) -> dict[str, Tensor]:
+    """Per-component tables of a metric: grades, the sign vectors of the involutions, and the
+    metric-free complement (a signed permutation ``(d, d)``) and its inverse."""
     n = len(metric)
     blades, bitmaps = _basis(n)
     d = len(blades)
     index = {bm: i for i, bm in enumerate(bitmaps)}
     grade = torch.tensor([len(b) for b in blades])
-    gp = torch.zeros(d, d, d, dtype=torch.float64)
-    for i, a in enumerate(bitmaps):
-        for j, b in enumerate(bitmaps):
-            s = float(_reorder_sign(a, b))
-            for k in range(n):
-                if (a & b) >> k & 1:
-                    s *= metric[k]
-            if s != 0.0:
-                gp[i, j, index[a ^ b]] = s
-    gi, gj, gk = grade[:, None, None], grade[None, :, None], grade[None, None, :]
-    tables = {
-        "geometric": gp,
-        "outer": gp * (gk == gi + gj),
-        "left_contraction": gp * (gk == gj - gi),
-        "right_contraction": gp * (gk == gi - gj),
-        "inner": gp * (gk == (gi - gj).abs()),
-        "scalar": gp * (gk == 0),
-    }
     # Right complement (Poincare duality, metric free): e_A -> c_A e_{~A} with e_A ^ c_A e_{~A} = I.
     full = (1 << n) - 1
     comp = torch.zeros(d, d, dtype=torch.float64)  # comp[i, k]: coefficient of blade k in complement(e_i)
     for i, a in enumerate(bitmaps):
         comp[i, index[full ^ a]] = float(_reorder_sign(a, full ^ a))
-    uncomp = torch.linalg.inv(comp)
-    outer = tables["outer"]
-    # a v b = uncomp(comp(a) ^ comp(b)): V[i, j, k] = sum C[i,p] C[j,q] W[p,q,r] U[r,k]
-    tables["regressive"] = torch.einsum("ip,jq,pqr,rk->ijk", comp, comp, outer, uncomp)
-    tables["complement"] = comp
-    tables["uncomplement"] = uncomp
-    tables["grade"] = grade
-    tables["reverse"] = torch.tensor([(-1.0) ** (g * (g - 1) // 2) for g in grade.tolist()],
-                                     dtype=torch.float64)
-    tables["involute"] = torch.tensor([(-1.0) ** g for g in grade.tolist()], dtype=torch.float64)
-    tables["conjugate"] = tables["reverse"] * tables["involute"]
-    return tables
+    out = {"grade": grade, "complement": comp, "uncomplement": comp.T.clone(),  # inverse = transpose
+           "reverse": torch.tensor([(-1.0) ** (g * (g - 1) // 2) for g in grade.tolist()], dtype=torch.float64),
+           "involute": torch.tensor([(-1.0) ** g for g in grade.tolist()], dtype=torch.float64)}
+    out["conjugate"] = out["reverse"] * out["involute"]
+    return out
+
+
+@functools.cache
+def _table(metric: tuple[float, ...], kind: str) -> Tensor:
+    """The dense ``(d, d, d)`` float64 table of one product, built on first use (``n = 8``: 128 MB each)."""
+    n = len(metric)
+    _, bitmaps = _basis(n)
+    d = len(bitmaps)
+    if kind == "geometric":
+        # e_A e_B = sign(A, B) prod_{k in A & B} m_k e_{A xor B}, for all pairs at once (bitmaps as ints)
+        bm = torch.tensor(bitmaps)
+        A, B = bm[:, None], bm[None, :]
+        swaps = torch.zeros(d, d, dtype=torch.long)
+        for shift in range(1, n):
+            overlap = (A >> shift) & B
+            for k in range(n):
+                swaps += (overlap >> k) & 1
+        sign = 1.0 - 2.0 * (swaps % 2).double()
+        common = A & B
+        for k in range(n):
+            sign = sign * torch.where((common >> k) & 1 == 1, metric[k], 1.0)
+        position = torch.full((1 << n,), -1, dtype=torch.long)
+        position[bm] = torch.arange(d)
+        gp = torch.zeros(d, d, d, dtype=torch.float64)
+        rows, cols = torch.meshgrid(torch.arange(d), torch.arange(d), indexing="ij")
+        gp[rows, cols, position[A ^ B]] = sign
+        return gp
+    if kind == "regressive":
+        # a v b = uncomp(comp(a) ^ comp(b)): V[i, j, k] = sum C[i,p] C[j,q] W[p,q,r] U[r,k]; with
+        # C[i, p] = s_i [p = pi(i)] and U[r, k] = s_k [r = pi(k)] this is s_i s_j s_k W[pi(i), pi(j), pi(k)]
+        comp = _vectors(metric)["complement"]
+        perm = comp.abs().argmax(1)
+        sign = comp[torch.arange(d), perm]
+        outer = _table(metric, "outer")
+        return outer[perm][:, perm][:, :, perm] * sign[:, None, None] * sign[None, :, None] * sign[None, None, :]
+    grade = _vectors(metric)["grade"]
+    gi, gj, gk = grade[:, None, None], grade[None, :, None], grade[None, None, :]
+    mask = {"outer": gk == gi + gj, "left_contraction": gk == gj - gi, "right_contraction": gk == gi - gj,
+            "inner": gk == (gi - gj).abs(), "scalar": gk == 0}[kind]
+    return _table(metric, "geometric") * mask
+
+
+def _tables_get(metric: tuple[float, ...], key: str) -> Tensor:
+    """A product table (``PRODUCTS``) or a per-component table (``_vectors``), cached."""
+    return _table(metric, key) if key in PRODUCTS else _vectors(metric)[key]
 
 
 @functools.cache
 def _sparse(metric: tuple[float, ...], kind: str) -> tuple[Tensor, Tensor, Tensor]:
     """Selection matrices ``(S_a (d, nnz), S_b (d, nnz), R (nnz, d))`` of a product table."""
-    table = _tables(metric)[kind]
+    table = _table(metric, kind)
     d = table.shape[0]
     i, j, k = table.nonzero(as_tuple=True)
     # the regressive table can hold rounding noise from the inverse; its entries are +-1
@@ -172,6 +193,19 @@ def _grade_index(n: int, k: int) -> Tensor:
     return torch.tensor(list(itertools.combinations(range(n), k)), dtype=torch.long).reshape(-1, k)
 
 
+@functools.cache
+def _product_paths(metric: tuple[float, ...], kind: str, subspaces: str) -> Tensor:
+    """``(S, S, S)`` bool of the non-empty subspace paths of a product table (see ``product_paths``)."""
+    sa, sb, r = _sparse(metric, kind)
+    i, j, k = sa.abs().argmax(0), sb.argmax(0), r.argmax(1)  # the (i, j, k) of every non-zero term
+    grades = _vectors(metric)["grade"]
+    index = grades if subspaces == "grade" else grades % NUM_QUATERNION_TYPES
+    m = len(metric) + 1 if subspaces == "grade" else min(len(metric) + 1, NUM_QUATERNION_TYPES)
+    out = torch.zeros(m, m, m, dtype=torch.bool)
+    out[index[i], index[j], index[k]] = True
+    return out
+
+
 #: Tables already moved to a (device, dtype), by key. A plain dict rather than lru_cache so that
 #: torch.compile reads a warm entry as a constant instead of tracing the table builders.
 _CONSTANTS: dict = {}
@@ -189,7 +223,7 @@ def cached_constant(key: tuple, build) -> Tensor:
 def _on(metric: tuple[float, ...], key: str, index: int, device: torch.device, dtype: torch.dtype) -> Tensor:
     """A cached table moved to ``device``/``dtype`` (``index`` selects within a sparse triple)."""
     def build():
-        t = _sparse(metric, key[7:])[index] if key.startswith("sparse:") else _tables(metric)[key]
+        t = _sparse(metric, key[7:])[index] if key.startswith("sparse:") else _tables_get(metric, key)
         return t.to(device=device, dtype=dtype)
     return cached_constant(("clifford", metric, key, index, device, dtype), build)
 
@@ -238,7 +272,7 @@ class CliffordAlgebra:
         self.blade_names = tuple("1" if not b else "e" + "".join(str(i + self.first_index) for i in b)
                                  for b in self.blades)
         # copies: the cached table must not be reachable (and mutable) through an instance
-        self.grades = _tables(self.metric)["grade"].clone()
+        self.grades = _vectors(self.metric)["grade"].clone()
         self.quaternion_types = self.grades % NUM_QUATERNION_TYPES
         counts = [math.comb(self.n, g) for g in range(self.n + 1)]
         starts = [sum(counts[:g]) for g in range(self.n + 1)]
@@ -298,19 +332,15 @@ class CliffordAlgebra:
         """``(S, S, S)`` bool: True where some component of subspace ``a`` times one of ``b`` has a
         non-zero part in subspace ``c`` (``S = num_subspaces``). ``.sum()`` is the number of paths:
         56 / 84 / 165 grade paths and 32 quaternion-type paths for Euclidean ``n = 5 / 6 / 8``."""
-        table = self.table(kind)
-        index = self.subspace_index(subspaces)
-        m = self.num_subspaces(subspaces)
-        i, j, k = table.nonzero(as_tuple=True)
-        out = torch.zeros(m, m, m, dtype=torch.bool)
-        out[index[i], index[j], index[k]] = True
-        return out
+        self._check_kind(kind)
+        check_choice(subspaces, "subspaces", SUBSPACES)
+        return _product_paths(self.metric, kind, subspaces).clone()
 
     # ------------------------------------------------------------------ tables
     def table(self, kind: str = "geometric") -> Tensor:
         """The dense float64 product table ``(dim, dim, dim)``: ``(a b)_k = sum_ij a_i b_j T_ijk`` (a copy)."""
         self._check_kind(kind)
-        return _tables(self.metric)[kind].clone()
+        return _table(self.metric, kind).clone()
 
     def nnz(self, kind: str = "geometric") -> int:
         """Number of non-zero ``(i, j)`` pairs of a product table."""

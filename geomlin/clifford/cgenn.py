@@ -37,7 +37,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from geomlin.algebra import CliffordAlgebra
-from geomlin.algebra.clifford import SUBSPACES, cached_constant
+from geomlin.algebra.clifford import SUBSPACES, _sparse, cached_constant
 from geomlin.algebra.versor_groups import PseudoOrthogonalGroup, as_algebra
 from geomlin.reps.types import Multivectors
 from geomlin.validation import check_choice, check_float, check_positive_int, check_tensor
@@ -119,16 +119,8 @@ def _path_plan(algebra: CliffordAlgebra, subspaces: str, device, dtype) -> tuple
     """Sparse geometric-product terms: ``S_a (dim, nnz)``, ``S_b (dim, nnz)``, ``R (nnz, dim)`` and
     each term's path as a flat index ``(nnz,)`` into ``S^3`` (``S`` = number of subspaces)."""
     def build():
-        table = algebra.table("geometric")
-        i, j, k = table.nonzero(as_tuple=True)
-        nnz = len(i)
-        col = torch.arange(nnz)
-        sa = torch.zeros(algebra.dim, nnz, dtype=torch.float64)
-        sa[i, col] = table[i, j, k]
-        sb = torch.zeros(algebra.dim, nnz, dtype=torch.float64)
-        sb[j, col] = 1.0
-        r = torch.zeros(nnz, algebra.dim, dtype=torch.float64)
-        r[col, k] = 1.0
+        sa, sb, r = (t.clone() for t in _sparse(algebra.metric, "geometric"))
+        i, j, k = sa.abs().argmax(0), sb.argmax(0), r.argmax(1)
         g = algebra.subspace_index(subspaces)
         m = algebra.num_subspaces(subspaces)
         path = (g[i] * m + g[j]) * m + g[k]

@@ -11,13 +11,13 @@ from torch import nn
 
 from geomlin.algebra import CliffordAlgebra, CliffordGroup
 from geomlin.clifford import (
+    GCAMLP,
     CGENNBlock,
     GAAttention,
     GAMultivectorAttention,
     GAVectorAttention,
     GCAGate,
     GCAGroupNorm,
-    GCAMLP,
     GeometricProductLayer,
     GroupActionLinear,
     MVLayerNorm,
