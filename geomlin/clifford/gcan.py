@@ -41,16 +41,12 @@ import torch
 from torch import Tensor, nn
 
 from geomlin.algebra import CliffordAlgebra
+from geomlin.algebra.clifford import cached_constant
 from geomlin.clifford.cgenn import _algebra, _check, multivector_type
 from geomlin.validation import check_choice, check_float, check_positive_int
 
 #: The versor parametrisations of :class:`GroupActionLinear`.
 VERSORS = ("exp", "even", "reflections")
-#: The exponential is a Taylor polynomial of ``B / 2^s`` squared ``s`` times, ``s <= MAX_SQUARINGS``
-#: chosen per element so that ``|B / 2^s|_1 <= 1/2``.
-MAX_SQUARINGS = 12
-#: Taylor terms of the exponential (error below ``0.5^(T+1) / (T+1)!`` before squaring).
-EXP_TERMS = 16
 
 
 def _pairs(algebra: CliffordAlgebra, grades) -> Tensor:
@@ -66,26 +62,14 @@ def _scatter(algebra: CliffordAlgebra, coeffs: Tensor, components: Tensor) -> Te
 
 
 def versor_exp(algebra: CliffordAlgebra, B: Tensor) -> Tensor:
-    """``exp(B)`` for bivectors (any multivectors) ``B (..., dim)``, differentiable and without a
-    host synchronisation: scaling and squaring with a per-element number of squarings.
-
-    Accurate to round-off for ``|B|_1 <= 2^MAX_SQUARINGS / 2``.
-    """
+    """``exp(B)`` for bivectors (any multivectors) ``B (..., dim)``: the first column of the matrix
+    exponential of left multiplication by ``B`` (``torch.linalg.matrix_exp``, Pade with scaling and
+    squaring), differentiable and accurate to round-off for any norm."""
     algebra.check(B, "B")
-    size = B.detach().abs().sum(-1, keepdim=True)
-    s = torch.ceil(torch.log2(size.clamp_min(1e-30) / 0.5)).clamp(0, MAX_SQUARINGS)
-    y = B / torch.exp2(s)
-    one = torch.zeros_like(B)
-    one[..., 0] = 1.0
-    out, term = one, one
-    for k in range(1, EXP_TERMS + 1):
-        term = algebra.geometric_product(term, y) / k
-        out = out + term
-    for step in range(MAX_SQUARINGS):
-        if B.device.type == "cpu" and not bool((s > step).any()):
-            break  # on the CPU skip squarings nobody needs; elsewhere do all (no host sync)
-        out = torch.where(s > step, algebra.geometric_product(out, out), out)
-    return out
+    table = cached_constant(("gcan-table", algebra.metric, B.device, B.dtype),
+                            lambda: algebra.table("geometric").to(device=B.device, dtype=B.dtype))
+    left = torch.einsum("...j,jik->...ki", B, table)  # (B x)_k = sum_i left[k, i] x_i
+    return torch.linalg.matrix_exp(left)[..., :, 0]
 
 
 def _inverse_sqrt_even_norm(algebra: CliffordAlgebra, m: Tensor) -> Tensor:
