@@ -306,7 +306,7 @@ class CliffordAlgebra:
     def quaternion_projection(self, x: Tensor, types: int | Sequence[int]) -> Tensor:
         """Keep only the components of the given quaternion type(s) ``0..3``; ``(..., dim) -> (..., dim)``."""
         self.check(x)
-        types = [types] if isinstance(types, int) else list(types)
+        types = list(types) if isinstance(types, (list, tuple, range, Tensor)) else [types]
         for t in types:
             check_int(t, "quaternion type", minimum=0, maximum=NUM_QUATERNION_TYPES - 1)
         keep = torch.zeros(self.dim, dtype=torch.bool)
@@ -434,7 +434,7 @@ class CliffordAlgebra:
     def grade_projection(self, x: Tensor, grades: int | Sequence[int]) -> Tensor:
         """Keep only the components of the given grade(s); ``(..., dim) -> (..., dim)``."""
         self.check(x)
-        grades = [grades] if isinstance(grades, int) else list(grades)
+        grades = list(grades) if isinstance(grades, (list, tuple, range, Tensor)) else [grades]
         for g in grades:
             check_int(g, "grade", minimum=0)
             if not 0 <= g <= self.n:
