@@ -242,6 +242,12 @@ def _as_metric(metric) -> tuple[float, ...]:
     return out
 
 
+def _safe_sqrt(q: Tensor) -> Tensor:
+    """``sqrt(q)`` for ``q >= 0`` with gradient 0 (instead of inf * 0 = NaN) at ``q = 0``."""
+    positive = q > 0
+    return torch.where(positive, torch.where(positive, q, torch.ones_like(q)).sqrt(), torch.zeros_like(q))
+
+
 class CliffordAlgebra:
     """The Clifford algebra with basis-vector squares ``metric``.
 
@@ -473,15 +479,18 @@ class CliffordAlgebra:
         return self.scalar_product(x, self.reverse(x))
 
     def norm(self, x: Tensor) -> Tensor:
-        """``sqrt(|<x ~x>_0|)`` as ``(..., 1)``."""
-        return self.norm_squared(x).abs().sqrt()
+        """``sqrt(|<x ~x>_0|)`` as ``(..., 1)`` (gradient 0, not NaN, where it vanishes)."""
+        return _safe_sqrt(self.norm_squared(x).abs())
 
     def grade_norms(self, x: Tensor, eps: float = 0.0) -> Tensor:
-        """Per-grade ``sqrt(|<x_k ~x_k>_0| + eps)`` as ``(..., n + 1)`` (CGENN gating features)."""
+        """Per-grade ``sqrt(|<x_k ~x_k>_0| + eps)`` as ``(..., n + 1)`` (CGENN gating features).
+
+        Differentiable everywhere: where a grade vanishes the gradient is 0, not NaN.
+        """
         self.check(x)
         sq = x * x * torch.diagonal(self._tab("scalar", x)[..., 0]) * self._tab("reverse", x)
         parts = [sq[..., s].sum(-1) for s in self.grade_slices]
-        return (torch.stack(parts, -1).abs() + eps).sqrt()
+        return _safe_sqrt(torch.stack(parts, -1).abs() + eps)
 
     def inverse_versor(self, v: Tensor) -> Tensor:
         """``v^-1 = ~v / <v ~v>_0`` for a versor ``v (..., dim)``.

@@ -157,13 +157,38 @@ def weighted_geometric_product(algebra: CliffordAlgebra, x: Tensor, y: Tensor, p
     return ((x @ sa) * (y @ sb) * w) @ r
 
 
+class _OperandNormalization(nn.Module):
+    """CGENN's normalisation of the right operand: each grade divided by
+    ``sigmoid(a_{c,s}) (|x_k| - 1) + 1`` (an interpolation between 1 and its norm
+    ``|x_k| = sqrt(|<x_k ~x_k>_0|)``), with one ``a`` per channel and subspace (grade or type)."""
+
+    def __init__(self, algebra: CliffordAlgebra, channels: int, subspaces: str, eps: float = 1e-6):
+        super().__init__()
+        self.algebra, self.subspaces, self.eps = algebra, subspaces, eps
+        self.a = nn.Parameter(torch.zeros(channels, algebra.num_subspaces(subspaces)))
+
+    def forward(self, x: Tensor) -> Tensor:
+        alg = self.algebra
+        norms = alg.grade_norms(x)  # (..., channels, n + 1), invariant
+        s = torch.sigmoid(self.a.to(x.dtype))[:, _grade_to_subspace(alg, self.subspaces, x.device)]
+        denom = s * (norms - 1.0) + 1.0
+        return x / (denom[..., _index_on(alg, "grade", x.device)] + self.eps)
+
+
 class GeometricProductLayer(nn.Module):
-    """CGENN geometric-product layer: ``x -> MVLinear(x) + MVLinear(normalise(sum_paths w <x_i y_j>_k))``
-    with ``y = MVLinear(x)``; ``(..., in_ch, dim) -> (..., out_ch, dim)``.
+    """CGENN geometric-product layer (Ruhe et al. 2023, Sec. 4, "steerable geometric product"):
+    ``(..., in_ch, dim) -> (..., out_ch, dim)``,
+
+        y = (L(x) + P(sum_paths w_{c,ijk} <x_i N(R(x))_j>_k)) / sqrt(2)
+
+    with ``L`` an :class:`MVLinear` with bias (the first-order term), ``R`` one without, ``N`` the
+    per-grade operand normalisation of the reference and ``P`` an :class:`MVLinear` to
+    ``out_channels`` (only when ``out_channels != in_channels``).
 
     One weight per channel and non-empty path (:meth:`CliffordAlgebra.product_paths`): grade paths
     ``(i, j, k)`` (56 / 84 / 165 for Euclidean ``n = 5 / 6 / 8``), or quaternion-type paths with
-    ``subspaces="quaternion"`` (at most 32, GLGENN); the linear sublayers share weights the same way.
+    ``subspaces="quaternion"`` (at most 32, GLGENN); the linear sublayers and the normalisation
+    share weights the same way.
     """
 
     def __init__(self, algebra, in_channels: int, out_channels: int, subspaces: str = "grade"):
@@ -173,12 +198,13 @@ class GeometricProductLayer(nn.Module):
         self.out_channels = check_positive_int(out_channels, "out_channels")
         self.subspaces = check_choice(subspaces, "subspaces", SUBSPACES)
         num_paths = int(self.algebra.product_paths("geometric", subspaces).sum())
-        self.right = MVLinear(self.algebra, in_channels, in_channels, subspaces=subspaces)
+        self.right = MVLinear(self.algebra, in_channels, in_channels, bias=False, subspaces=subspaces)
+        self.normalization = _OperandNormalization(self.algebra, in_channels, subspaces)
         self.first_order = MVLinear(self.algebra, in_channels, out_channels, subspaces=subspaces)
-        self.out = MVLinear(self.algebra, in_channels, out_channels, bias=False, subspaces=subspaces)
+        self.out = (MVLinear(self.algebra, in_channels, out_channels, bias=False, subspaces=subspaces)
+                    if out_channels != in_channels else None)
         #: ``(in_channels, num_paths)``: one weight per channel and non-empty path.
-        self.path_weights = nn.Parameter(torch.randn(in_channels, num_paths) / math.sqrt(self.algebra.n + 1))
-        self.norm = MVLayerNorm(self.algebra, in_channels, subspaces=subspaces)
+        self.path_weights = nn.Parameter(torch.randn(in_channels, num_paths) / math.sqrt(self.algebra.dim + 1))
         self.type_in = multivector_type(self.algebra, in_channels)
         self.type_out = multivector_type(self.algebra, out_channels)
 
@@ -194,8 +220,10 @@ class GeometricProductLayer(nn.Module):
         _check(self.algebra, x, self.in_channels, "GeometricProductLayer")
         sa, sb, r, _ = _path_plan(self.algebra, self.subspaces, x.device, x.dtype)
         w = self.path_weights.to(x.dtype)[:, _compact_index(self.algebra, self.subspaces, x.device)]
-        prod = ((x @ sa) * (self.right(x) @ sb) * w) @ r
-        return self.first_order(x) + self.out(self.norm(prod))
+        prod = ((x @ sa) * (self.normalization(self.right(x)) @ sb) * w) @ r
+        if self.out is not None:
+            prod = self.out(prod)
+        return (self.first_order(x) + prod) / math.sqrt(2.0)
 
 
 class MVSiLU(nn.Module):

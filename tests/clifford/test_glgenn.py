@@ -98,8 +98,9 @@ def test_parameter_counts(n, grade_paths):
     g = GeometricProductLayer(alg, c_in, c_out)
     assert q.path_weights.shape == (c_in, 32) and g.path_weights.shape == (c_in, grade_paths)
     total = sum(p.numel() for p in g.parameters()) - sum(p.numel() for p in q.parameters())
-    # three linear sublayers lose (n + 1 - 4) weights per channel pair, the paths grade_paths - 32
-    assert total == (n + 1 - 4) * (c_in * c_in + 2 * c_in * c_out) + c_in * (grade_paths - 32)
+    # three linear sublayers lose (n + 1 - 4) weights per channel pair, the operand normalisation
+    # (n + 1 - 4) per channel, the paths grade_paths - 32 per channel
+    assert total == (n + 1 - 4) * (c_in * c_in + 2 * c_in * c_out + c_in) + c_in * (grade_paths - 32)
 
 
 def test_gatr_join_is_not_equivariant_to_similarities():
