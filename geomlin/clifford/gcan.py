@@ -122,6 +122,21 @@ def sandwich_matrices(algebra: CliffordAlgebra, a: Tensor, odd: bool) -> Tensor:
     return mats
 
 
+def adjoint_blocks(algebra: CliffordAlgebra, grade: int) -> Tensor:
+    """``(num_bivectors, m, m)``: for each basis bivector ``e_b``, the matrix ``A`` of
+    ``x -> e_b x - x e_b`` on the grade-``grade`` components (``m`` of them), row convention
+    (``x @ A``). The commutator with a bivector keeps grades, so ``exp(B) x exp(-B)`` is
+    ``x @ matrix_exp(sum_b B_b A_b)`` grade by grade."""
+    def build():
+        table = algebra.table("geometric")
+        biv = torch.arange(algebra.grade_slices[2].start, algebra.grade_slices[2].stop)
+        s = algebra.grade_slices[grade]
+        left = table[biv][:, s, s]  # [b, l, k]: (e_b e_l)_k
+        right = table[:, biv].transpose(0, 1)[:, s, s]  # [b, l, k]: (e_l e_b)_k
+        return left - right
+    return cached_constant(("gcan-adjoint", algebra.metric, grade), build)
+
+
 class GroupActionLinear(nn.Module):
     """``y_o = sum_i w_oi a_oi x_i^ a_oi^-1``: ``(..., in_channels, dim) -> (..., out_channels, dim)``.
 
@@ -192,12 +207,35 @@ class GroupActionLinear(nn.Module):
             a = alg.geometric_product(a, vecs[..., r, :])
         return a
 
+    def sandwich_blocks(self, dtype: torch.dtype | None = None) -> list[Tensor]:
+        """Per grade ``k``, the ``(out, in, m_k, m_k)`` matrices ``T`` of ``x_k -> a_oi x_k^ a_oi^-1``
+        (row convention, ``x_k @ T``); versors keep grades, so these blocks are the whole map.
+
+        ``versor="exp"`` exponentiates the adjoint action grade by grade (:func:`adjoint_blocks`),
+        without forming ``a``; the others build ``a`` and its sandwich.
+        """
+        alg = self.algebra
+        if self.versor == "exp":
+            B = self.bivectors if dtype is None else self.bivectors.to(dtype)
+            blocks = []
+            for k in range(alg.n + 1):
+                m = alg.grade_slices[k].stop - alg.grade_slices[k].start
+                if k in (0, alg.n) or m == 0:  # bivectors commute with scalars and the pseudoscalar
+                    blocks.append(torch.eye(m, dtype=B.dtype, device=B.device).expand(*B.shape[:-1], m, m))
+                    continue
+                ad = adjoint_blocks(alg, k).to(device=B.device, dtype=B.dtype)
+                blocks.append(torch.linalg.matrix_exp(torch.einsum("...b,blk->...lk", B, ad)))
+            return blocks
+        mats = sandwich_matrices(alg, self.versors(dtype), self.odd)
+        return [mats[..., s, s] for s in alg.grade_slices]
+
     def forward(self, x: Tensor) -> Tensor:
         """``x (..., in_channels, dim) -> (..., out_channels, dim)``."""
         _check(self.algebra, x, self.in_channels, "GroupActionLinear")
-        mats = sandwich_matrices(self.algebra, self.versors(x.dtype), self.odd)  # (out, in, dim, dim)
-        kernel = self.weight.to(x.dtype)[..., None, None] * mats
-        return torch.einsum("...il,oilk->...ok", x, kernel)
+        w = self.weight.to(x.dtype)
+        outs = [torch.einsum("...il,oilk->...ok", x[..., s], w[..., None, None] * T)
+                for s, T in zip(self.algebra.grade_slices, self.sandwich_blocks(x.dtype))]
+        return torch.cat(outs, -1)
 
 
 class GCAGate(nn.Module):
