@@ -58,6 +58,7 @@ import torch
 from torch import Tensor, nn
 
 from geomlin.algebra import CliffordAlgebra
+from geomlin.algebra.clifford import cached_constant
 from geomlin.groups import SO, O
 from geomlin.reps.types import Multivectors, Scalars, Vectors
 from geomlin.validation import (
@@ -124,8 +125,41 @@ def multivector_invariants(p: Tensor, parity_invariant: bool = False) -> Tensor:
     return torch.cat([p[..., SCALAR], _norm(p[..., VECTOR]), _norm(p[..., BIVECTOR]), tri], -1)
 
 
-def tuple_products(slots: list[Tensor]) -> dict[str, list[tuple[int, Tensor]]]:
-    """Products of the contiguous sub-tuples of ``slots`` (each ``(..., 8)``, broadcastable).
+#: Components that can be non-zero in a product of an odd / even number of vectors.
+ODD_COMPONENTS, EVEN_COMPONENTS = (1, 2, 3, 7), (0, 4, 5, 6)
+VECTOR_COMPONENTS = (1, 2, 3)
+
+
+def _plan(left: tuple[int, ...], right: tuple[int, ...], device, dtype) -> tuple[Tensor, Tensor, Tensor]:
+    """Sparse G(3) product of multivectors supported on ``left`` and ``right`` components:
+    ``(S_a (|left|, T), S_b (|right|, T), R (T, 8))`` for the ``T`` non-zero terms."""
+    def build():
+        table = G3.table("geometric")[list(left)][:, list(right)]
+        i, j, k = table.nonzero(as_tuple=True)
+        col = torch.arange(len(i))
+        sa = torch.zeros(len(left), len(i), dtype=torch.float64)
+        sa[i, col] = table[i, j, k]
+        sb = torch.zeros(len(right), len(i), dtype=torch.float64)
+        sb[j, col] = 1.0
+        r = torch.zeros(len(i), 8, dtype=torch.float64)
+        r[col, k] = 1.0
+        return tuple(t.to(device=device, dtype=dtype) for t in (sa, sb, r))
+    return cached_constant(("ga-attention-plan", left, right, device, dtype), build)
+
+
+def vector_product(p: Tensor, rank: int, r: Tensor) -> Tensor:
+    """``p r`` for a product ``p (..., 8)`` of ``rank`` vectors and a vector ``r (..., 8)``, forming
+    only the 12 non-zero terms (instead of 64); equal to ``G3.geometric_product(p, r)``."""
+    left = ODD_COMPONENTS if rank % 2 else EVEN_COMPONENTS
+    if rank == 1:
+        left = VECTOR_COMPONENTS
+    sa, sb, out = _plan(left, VECTOR_COMPONENTS, p.device, p.dtype)
+    return ((p[..., list(left)] @ sa) * (r[..., list(VECTOR_COMPONENTS)] @ sb)) @ out
+
+
+def tuple_products(slots: list[Tensor], vectors: bool = False) -> dict[str, list[tuple[int, Tensor]]]:
+    """Products of the contiguous sub-tuples of ``slots`` (each ``(..., 8)``, broadcastable);
+    ``vectors=True`` when the slots are vectors (a faster product with the same result).
 
     Returns ``{"single": [(rank, p_0..R)], "partial": [(R, p_0..R), ..., (1, p_0)],
     "full": the partial list of every start 0, 1, ...}``, the reference package's order.
@@ -134,7 +168,10 @@ def tuple_products(slots: list[Tensor]) -> dict[str, list[tuple[int, Tensor]]]:
     for start in range(len(slots)):
         series, p = [], None
         for m, right in enumerate(slots[start:], 1):
-            p = right if p is None else G3.geometric_product(p, right)
+            if p is None:
+                p = right
+            else:
+                p = vector_product(p, m - 1, right) if vectors else G3.geometric_product(p, right)
             series.append((m, p))
         series.reverse()
         if start == 0:
@@ -339,7 +376,7 @@ class _GAAttentionBase(nn.Module):
 
     def _products(self, r: Tensor, neighbors) -> dict[str, list[tuple[int, Tensor]]]:
         items = r if self._multivector else embed_vectors(r)
-        return tuple_products(self._slots(items, neighbors))
+        return tuple_products(self._slots(items, neighbors), vectors=not self._multivector)
 
     def _invariants(self, products: list[tuple[int, Tensor]]) -> list[Tensor]:
         if self._multivector:
