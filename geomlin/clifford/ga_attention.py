@@ -88,6 +88,7 @@ DUAL_ORDER, DUAL_SIGNS = (6, 5, 4), (1.0, -1.0, 1.0)
 # ----------------------------------------------------------------------------- pure functions
 def embed_vectors(r: Tensor) -> Tensor:
     """``(..., 3)`` vectors -> ``(..., 8)`` G(3) multivectors."""
+    check_tensor(r, "r", shape=(..., 3), what="vectors of R^3")
     return torch.nn.functional.pad(r, (1, 4))
 
 
@@ -97,6 +98,7 @@ def _norm(x: Tensor) -> Tensor:
 
 def bivector_dual(p: Tensor) -> Tensor:
     """The vector ``(e23, -e13, e12)`` dual to the bivector part of ``p (..., 8)``: ``a x b`` for ``p = ab``."""
+    G3.check(p, "p")
     signs = p.new_tensor(DUAL_SIGNS)
     return p[..., list(DUAL_ORDER)] * signs
 
@@ -105,6 +107,8 @@ def product_invariants(p: Tensor, rank: int, parity_invariant: bool = False) -> 
     """Invariants of a product ``p (..., 8)`` of ``rank`` vectors: ``(..., 1)`` for rank 1
     (``|r|``), else ``(..., 2)``: ``(scalar, |bivector|)`` for even ranks, ``(|vector|, trivector)``
     for odd ranks (``|trivector|`` when ``parity_invariant``)."""
+    G3.check(p, "p")
+    check_positive_int(rank, "rank")
     if rank == 1:
         return _norm(p[..., VECTOR])
     if rank % 2 == 0:
@@ -116,11 +120,14 @@ def product_invariants(p: Tensor, rank: int, parity_invariant: bool = False) -> 
 def product_covariant(p: Tensor, rank: int) -> Tensor:
     """The vector of a product ``p (..., 8)`` of ``rank`` vectors, ``(..., 3)``: its vector part for odd
     ranks (a true vector), the dual of its bivector for even ranks (a pseudovector)."""
+    G3.check(p, "p")
+    check_positive_int(rank, "rank")
     return p[..., VECTOR] if rank % 2 else bivector_dual(p)
 
 
 def multivector_invariants(p: Tensor, parity_invariant: bool = False) -> Tensor:
     """``(scalar, |vector|, |bivector|, trivector)`` of ``p (..., 8)``, ``(..., 4)``."""
+    G3.check(p, "p")
     tri = p[..., TRIVECTOR].abs() if parity_invariant else p[..., TRIVECTOR]
     return torch.cat([p[..., SCALAR], _norm(p[..., VECTOR]), _norm(p[..., BIVECTOR]), tri], -1)
 
@@ -150,6 +157,9 @@ def _plan(left: tuple[int, ...], right: tuple[int, ...], device, dtype) -> tuple
 def vector_product(p: Tensor, rank: int, r: Tensor) -> Tensor:
     """``p r`` for a product ``p (..., 8)`` of ``rank`` vectors and a vector ``r (..., 8)``, forming
     only the 12 non-zero terms (instead of 64); equal to ``G3.geometric_product(p, r)``."""
+    G3.check(p, "p")
+    G3.check(r, "r")
+    check_positive_int(rank, "rank")
     left = ODD_COMPONENTS if rank % 2 else EVEN_COMPONENTS
     if rank == 1:
         left = VECTOR_COMPONENTS
@@ -164,6 +174,10 @@ def tuple_products(slots: list[Tensor], vectors: bool = False) -> dict[str, list
     Returns ``{"single": [(rank, p_0..R)], "partial": [(R, p_0..R), ..., (1, p_0)],
     "full": the partial list of every start 0, 1, ...}``, the reference package's order.
     """
+    if not isinstance(slots, (list, tuple)) or not slots:
+        raise ValueError("slots must be a non-empty list of (..., 8) multivectors")
+    for i, x in enumerate(slots):
+        G3.check(x, f"slots[{i}]")
     out: dict[str, list] = {"single": [], "partial": [], "full": []}
     for start in range(len(slots)):
         series, p = [], None
@@ -201,6 +215,8 @@ class Neighborhoods(NamedTuple):
 
     def gather(self, x: Tensor) -> Tensor:
         """Per-item features ``x (..., N, C)`` -> their neighbours' ``(..., N, K, C)``."""
+        check_tensor(x, "x", shape=(*self.index.shape[:-1], None), dtype="any",
+                     what="(..., N, C) features of the items the neighbourhoods index")
         return _gather_items(x, self.index)
 
     def displacements(self, pos: Tensor) -> Tensor:

@@ -43,7 +43,7 @@ from torch import Tensor, nn
 from geomlin.algebra import CliffordAlgebra
 from geomlin.algebra.clifford import cached_constant
 from geomlin.clifford.cgenn import _algebra, _check, multivector_type
-from geomlin.validation import check_choice, check_float, check_positive_int
+from geomlin.validation import check_choice, check_float, check_int, check_positive_int
 
 #: The versor parametrisations of :class:`GroupActionLinear`.
 VERSORS = ("exp", "even", "reflections")
@@ -113,6 +113,7 @@ def sandwich_matrices(algebra: CliffordAlgebra, a: Tensor, odd: bool) -> Tensor:
     ``a^-1 = ~a / <a ~a>_0``; ``odd`` applies the grade involution to ``x`` (Pin action of odd
     versors). No invertibility check: the callers build unit versors.
     """
+    algebra.check(a, "a")
     eye = torch.eye(algebra.dim, dtype=a.dtype, device=a.device)
     inverse = algebra.reverse(a) / algebra.scalar_product(a, algebra.reverse(a))
     left = algebra.geometric_product(a[..., None, :], eye)  # (..., dim_in, dim): a e_l
@@ -127,6 +128,7 @@ def adjoint_blocks(algebra: CliffordAlgebra, grade: int) -> Tensor:
     ``x -> e_b x - x e_b`` on the grade-``grade`` components (``m`` of them), row convention
     (``x @ A``). The commutator with a bivector keeps grades, so ``exp(B) x exp(-B)`` is
     ``x @ matrix_exp(sum_b B_b A_b)`` grade by grade."""
+    check_int(grade, "grade", minimum=0, maximum=algebra.n)
     def build():
         table = algebra.table("geometric")
         biv = torch.arange(algebra.grade_slices[2].start, algebra.grade_slices[2].stop)
