@@ -110,6 +110,7 @@ def main(argv=None) -> dict:
     parser.add_argument("--batch", type=int, default=32)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--quick", action="store_true", help="fewer samples and steps (under a minute)")
+    parser.add_argument("--no-timing", action="store_true", help="skip the timing table")
     args = parser.parse_args(argv)
     if args.quick:
         args.train, args.test, args.steps = 500, 300, 150
@@ -139,6 +140,8 @@ def main(argv=None) -> dict:
     print("|---|---:|---:|---:|---:|")
     for name, r in results.items():
         print(f"| {name} | {r['params']} | {r['accuracy']:.3f} | {r['mirror flips']:.3f} | {r['seconds']:.0f} |")
+    if args.no_timing:
+        return results
     sizes = [(32, None), (32, 8), (128, 8)] if args.quick else [(32, None), (64, None), (64, 8), (256, 8), (1024, 8)]
     print("\nRank-3 vector attention, reduce=False, one cloud (median of 3 forward passes)\n")
     print("| points N | neighbours k | tuples | forward ms |")

@@ -147,18 +147,20 @@ def main(argv=None) -> dict:
     parser.add_argument("--lr", type=float, default=3e-3)
     parser.add_argument("--quick", action="store_true", help="small data, few epochs (about a minute)")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--hidden-mv", type=int, default=8, help="GATr's multivector channels (sets the budget)")
+    parser.add_argument("--hidden-s", type=int, default=16, help="GATr's scalar channels")
     args = parser.parse_args(argv)
     if args.quick:
         args.train, args.test, args.epochs = 200, 100, 4
-    if min(args.train, args.test, args.epochs, args.batch) < 1:
-        parser.error("--train, --test, --epochs and --batch must be positive")
+    if min(args.train, args.test, args.epochs, args.batch, args.hidden_mv, args.hidden_s) < 1:
+        parser.error("--train, --test, --epochs, --batch, --hidden-mv and --hidden-s must be positive")
     print(header())
     torch.manual_seed(args.seed)
     sim = {"burn_in_steps": 1000 if not args.quick else 200, "horizon_steps": 1000 if not args.quick else 300}
     train_data = stacked(NBody(args.train, n_particles=PARTICLES, seed=args.seed, **sim))
     test_data = stacked(NBody(args.test, n_particles=PARTICLES, seed=args.seed + 1, **sim))
 
-    gatr = GATrNBody(hidden_mv=8, hidden_s=16)
+    gatr = GATrNBody(hidden_mv=args.hidden_mv, hidden_s=args.hidden_s)
     budget = count(gatr)
     models = {"GATr": gatr,
               "CGENN": matched(lambda h: CGENNNBody(h), budget),

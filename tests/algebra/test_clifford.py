@@ -268,7 +268,7 @@ def _grade_paths_by_formula(n: int) -> int:
     return sum(len(range(abs(i - j), min(i + j, 2 * n - i - j) + 1, 2)) for i in range(n + 1) for j in range(n + 1))
 
 
-@pytest.mark.parametrize("n,grade_paths", [(3, 20), (5, 56), (6, 84), (8, 165)])
+@pytest.mark.parametrize("n,grade_paths", [(3, 20), (5, 56), (6, 84), pytest.param(8, 165, marks=pytest.mark.slow)])
 def test_product_path_counts(n, grade_paths):
     alg = CliffordAlgebra((1.0,) * n)
     assert int(alg.product_paths("geometric", "grade").sum()) == grade_paths == _grade_paths_by_formula(n)

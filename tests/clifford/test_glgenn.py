@@ -88,7 +88,7 @@ def test_small_algebras_have_one_type_per_grade(name):
     assert torch.equal(quaternion(x), grade(x))
 
 
-@pytest.mark.parametrize("n,grade_paths", [(5, 56), (6, 84), (8, 165)])
+@pytest.mark.parametrize("n,grade_paths", [(5, 56), (6, 84), pytest.param(8, 165, marks=pytest.mark.slow)])
 def test_parameter_counts(n, grade_paths):
     alg = CliffordAlgebra((1.0,) * n)
     c_in, c_out = 3, 2
