@@ -7,7 +7,8 @@ Subpackages, lowest floor first (each imports only from the floors above it in t
   coefficients, tensors of order k, positions / vectors / scalars, and how each is acted on;
 * ``geomlin.linear`` — equivariant linear maps: basis solvers, diagram layers, equivariant MLPs;
 * ``geomlin.algebra`` — Clifford algebras of any signature, G(3,0,1), versor groups;
-* ``geomlin.clifford`` — layers on any Clifford algebra (CGENN);
+* ``geomlin.clifford`` — layers on any Clifford algebra: CGENN, GLGENN weight sharing, GCAN
+  group-action layers, geometric-algebra attention;
 * ``geomlin.gatr`` — the Geometric Algebra Transformer on G(3,0,1);
 * ``geomlin.frames`` — PCA frames, frame averaging, canonicalization;
 * ``geomlin.gaunt`` — Gaunt tensor products of spherical-harmonic coefficients;

@@ -25,6 +25,19 @@ Products have two implementations:
 
 ``method="auto"`` picks ``sparse`` when at most half the pairs are non-zero, else ``dense``.
 :mod:`geomlin.algebra.pga` adds a faster G(3,0,1) geometric product.
+
+Subspaces. Besides the ``n + 1`` grades, the algebra splits into the four subspaces of
+*quaternion type* (Filimoshina and Shirokov, GLGENN, ICML 2025, Sec. 3): type ``t`` holds the
+grades ``k = t (mod 4)``, the subspace on which (grade involution, reversion) act as
+``(+, +)``, ``(-, +)``, ``(+, -)``, ``(-, -)`` for ``t = 0, 1, 2, 3``. Every orthogonal
+transformation of the quadratic form preserves each grade, hence each type.
+
+Group actions. :meth:`CliffordAlgebra.act` applies one element of a group acting on
+multivectors: a versor ``v (dim,)`` by the twisted sandwich ``v x^ v^-1``, or an ``(n, n)``
+matrix ``A`` that preserves the quadratic form (``A^T diag(metric) A = diag(metric)``) by its
+outermorphism ``e_{i1} ^ ... ^ e_{ik} -> A e_{i1} ^ ... ^ A e_{ik}``, an algebra automorphism
+(:meth:`CliffordAlgebra.outermorphism`). For degenerate metrics the matrices include maps no
+versor realises, e.g. the similarities ``p -> lambda R p + t`` of G(3,0,1).
 """
 
 from __future__ import annotations
@@ -37,6 +50,15 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor
 
+from geomlin.validation import (
+    check_choice,
+    check_finite,
+    check_int,
+    check_positive_int,
+    check_tensor,
+    tolerance,
+)
+
 #: Largest supported number of basis vectors (dense tables are ``4**n * 2**n`` entries).
 MAX_DIM = 8
 #: Products the engine knows, each a masked Cayley table.
@@ -45,6 +67,17 @@ PRODUCTS = ("geometric", "outer", "inner", "left_contraction", "right_contractio
 METHODS = ("auto", "sparse", "dense")
 #: ``sparse`` is preferred by ``auto`` when this fraction of (i, j) pairs or fewer is non-zero.
 SPARSE_DENSITY = 0.5
+#: Number of subspaces of quaternion type (grades ``0, 1, 2, 3 (mod 4)``).
+NUM_QUATERNION_TYPES = 4
+#: Ways to group the components of a multivector into subspaces that share weights.
+SUBSPACES = ("grade", "quaternion")
+#: A versor ``v`` is refused as non-invertible when ``|<v ~v>_0| <= ZERO_VERSOR_EPS * eps(dtype) * |v|^2``.
+ZERO_VERSOR_EPS = 16.0
+
+
+def quaternion_type(grade: int) -> int:
+    """The quaternion type ``grade mod 4`` of a grade (GLGENN, Sec. 3)."""
+    return check_int(grade, "grade", minimum=0) % NUM_QUATERNION_TYPES
 
 
 def _popcount(x: int) -> int:
@@ -70,54 +103,75 @@ def _basis(n: int) -> tuple[tuple[tuple[int, ...], ...], tuple[int, ...]]:
 
 
 @functools.cache
-def _tables(metric: tuple[float, ...]) -> dict[str, Tensor]:
-    """All dense ``(d, d, d)`` float64 product tables plus sign vectors, built once per metric."""
+def _vectors(metric: tuple[float, ...]) -> dict[str, Tensor]:
+    """Per-component tables of a metric: grades, the sign vectors of the involutions, and the
+    metric-free complement (a signed permutation ``(d, d)``) and its inverse."""
     n = len(metric)
     blades, bitmaps = _basis(n)
     d = len(blades)
     index = {bm: i for i, bm in enumerate(bitmaps)}
     grade = torch.tensor([len(b) for b in blades])
-    gp = torch.zeros(d, d, d, dtype=torch.float64)
-    for i, a in enumerate(bitmaps):
-        for j, b in enumerate(bitmaps):
-            s = float(_reorder_sign(a, b))
-            for k in range(n):
-                if (a & b) >> k & 1:
-                    s *= metric[k]
-            if s != 0.0:
-                gp[i, j, index[a ^ b]] = s
-    gi, gj, gk = grade[:, None, None], grade[None, :, None], grade[None, None, :]
-    tables = {
-        "geometric": gp,
-        "outer": gp * (gk == gi + gj),
-        "left_contraction": gp * (gk == gj - gi),
-        "right_contraction": gp * (gk == gi - gj),
-        "inner": gp * (gk == (gi - gj).abs()),
-        "scalar": gp * (gk == 0),
-    }
     # Right complement (Poincare duality, metric free): e_A -> c_A e_{~A} with e_A ^ c_A e_{~A} = I.
     full = (1 << n) - 1
     comp = torch.zeros(d, d, dtype=torch.float64)  # comp[i, k]: coefficient of blade k in complement(e_i)
     for i, a in enumerate(bitmaps):
         comp[i, index[full ^ a]] = float(_reorder_sign(a, full ^ a))
-    uncomp = torch.linalg.inv(comp)
-    outer = tables["outer"]
-    # a v b = uncomp(comp(a) ^ comp(b)): V[i, j, k] = sum C[i,p] C[j,q] W[p,q,r] U[r,k]
-    tables["regressive"] = torch.einsum("ip,jq,pqr,rk->ijk", comp, comp, outer, uncomp)
-    tables["complement"] = comp
-    tables["uncomplement"] = uncomp
-    tables["grade"] = grade
-    tables["reverse"] = torch.tensor([(-1.0) ** (g * (g - 1) // 2) for g in grade.tolist()],
-                                     dtype=torch.float64)
-    tables["involute"] = torch.tensor([(-1.0) ** g for g in grade.tolist()], dtype=torch.float64)
-    tables["conjugate"] = tables["reverse"] * tables["involute"]
-    return tables
+    out = {"grade": grade, "complement": comp, "uncomplement": comp.T.clone(),  # inverse = transpose
+           "reverse": torch.tensor([(-1.0) ** (g * (g - 1) // 2) for g in grade.tolist()], dtype=torch.float64),
+           "involute": torch.tensor([(-1.0) ** g for g in grade.tolist()], dtype=torch.float64)}
+    out["conjugate"] = out["reverse"] * out["involute"]
+    return out
+
+
+@functools.cache
+def _table(metric: tuple[float, ...], kind: str) -> Tensor:
+    """The dense ``(d, d, d)`` float64 table of one product, built on first use (``n = 8``: 128 MB each)."""
+    n = len(metric)
+    _, bitmaps = _basis(n)
+    d = len(bitmaps)
+    if kind == "geometric":
+        # e_A e_B = sign(A, B) prod_{k in A & B} m_k e_{A xor B}, for all pairs at once (bitmaps as ints)
+        bm = torch.tensor(bitmaps)
+        A, B = bm[:, None], bm[None, :]
+        swaps = torch.zeros(d, d, dtype=torch.long)
+        for shift in range(1, n):
+            overlap = (A >> shift) & B
+            for k in range(n):
+                swaps += (overlap >> k) & 1
+        sign = 1.0 - 2.0 * (swaps % 2).double()
+        common = A & B
+        for k in range(n):
+            sign = sign * torch.where((common >> k) & 1 == 1, metric[k], 1.0)
+        position = torch.full((1 << n,), -1, dtype=torch.long)
+        position[bm] = torch.arange(d)
+        gp = torch.zeros(d, d, d, dtype=torch.float64)
+        rows, cols = torch.meshgrid(torch.arange(d), torch.arange(d), indexing="ij")
+        gp[rows, cols, position[A ^ B]] = sign
+        return gp
+    if kind == "regressive":
+        # a v b = uncomp(comp(a) ^ comp(b)): V[i, j, k] = sum C[i,p] C[j,q] W[p,q,r] U[r,k]; with
+        # C[i, p] = s_i [p = pi(i)] and U[r, k] = s_k [r = pi(k)] this is s_i s_j s_k W[pi(i), pi(j), pi(k)]
+        comp = _vectors(metric)["complement"]
+        perm = comp.abs().argmax(1)
+        sign = comp[torch.arange(d), perm]
+        outer = _table(metric, "outer")
+        return outer[perm][:, perm][:, :, perm] * sign[:, None, None] * sign[None, :, None] * sign[None, None, :]
+    grade = _vectors(metric)["grade"]
+    gi, gj, gk = grade[:, None, None], grade[None, :, None], grade[None, None, :]
+    mask = {"outer": gk == gi + gj, "left_contraction": gk == gj - gi, "right_contraction": gk == gi - gj,
+            "inner": gk == (gi - gj).abs(), "scalar": gk == 0}[kind]
+    return _table(metric, "geometric") * mask
+
+
+def _tables_get(metric: tuple[float, ...], key: str) -> Tensor:
+    """A product table (``PRODUCTS``) or a per-component table (``_vectors``), cached."""
+    return _table(metric, key) if key in PRODUCTS else _vectors(metric)[key]
 
 
 @functools.cache
 def _sparse(metric: tuple[float, ...], kind: str) -> tuple[Tensor, Tensor, Tensor]:
     """Selection matrices ``(S_a (d, nnz), S_b (d, nnz), R (nnz, d))`` of a product table."""
-    table = _tables(metric)[kind]
+    table = _table(metric, kind)
     d = table.shape[0]
     i, j, k = table.nonzero(as_tuple=True)
     # the regressive table can hold rounding noise from the inverse; its entries are +-1
@@ -131,6 +185,25 @@ def _sparse(metric: tuple[float, ...], kind: str) -> tuple[Tensor, Tensor, Tenso
     r = torch.zeros(nnz, d, dtype=torch.float64)
     r[col, k] = 1.0
     return sa, sb, r
+
+
+@functools.cache
+def _grade_index(n: int, k: int) -> Tensor:
+    """``(C(n, k), k)`` long: the basis-vector indices of each grade-``k`` blade, storage order."""
+    return torch.tensor(list(itertools.combinations(range(n), k)), dtype=torch.long).reshape(-1, k)
+
+
+@functools.cache
+def _product_paths(metric: tuple[float, ...], kind: str, subspaces: str) -> Tensor:
+    """``(S, S, S)`` bool of the non-empty subspace paths of a product table (see ``product_paths``)."""
+    sa, sb, r = _sparse(metric, kind)
+    i, j, k = sa.abs().argmax(0), sb.argmax(0), r.argmax(1)  # the (i, j, k) of every non-zero term
+    grades = _vectors(metric)["grade"]
+    index = grades if subspaces == "grade" else grades % NUM_QUATERNION_TYPES
+    m = len(metric) + 1 if subspaces == "grade" else min(len(metric) + 1, NUM_QUATERNION_TYPES)
+    out = torch.zeros(m, m, m, dtype=torch.bool)
+    out[index[i], index[j], index[k]] = True
+    return out
 
 
 #: Tables already moved to a (device, dtype), by key. A plain dict rather than lru_cache so that
@@ -150,7 +223,7 @@ def cached_constant(key: tuple, build) -> Tensor:
 def _on(metric: tuple[float, ...], key: str, index: int, device: torch.device, dtype: torch.dtype) -> Tensor:
     """A cached table moved to ``device``/``dtype`` (``index`` selects within a sparse triple)."""
     def build():
-        t = _sparse(metric, key[7:])[index] if key.startswith("sparse:") else _tables(metric)[key]
+        t = _sparse(metric, key[7:])[index] if key.startswith("sparse:") else _tables_get(metric, key)
         return t.to(device=device, dtype=dtype)
     return cached_constant(("clifford", metric, key, index, device, dtype), build)
 
@@ -169,6 +242,12 @@ def _as_metric(metric) -> tuple[float, ...]:
     return out
 
 
+def _safe_sqrt(q: Tensor) -> Tensor:
+    """``sqrt(q)`` for ``q >= 0`` with gradient 0 (instead of inf * 0 = NaN) at ``q = 0``."""
+    positive = q > 0
+    return torch.where(positive, torch.where(positive, q, torch.ones_like(q)).sqrt(), torch.zeros_like(q))
+
+
 class CliffordAlgebra:
     """The Clifford algebra with basis-vector squares ``metric``.
 
@@ -184,6 +263,7 @@ class CliffordAlgebra:
     blades: index tuples of the basis blades in storage order.
     grades: ``(dim,)`` long tensor, the grade of each component.
     grade_slices: ``slice`` of the components of each grade ``0..n``.
+    quaternion_types: ``(dim,)`` long tensor, the quaternion type ``grade mod 4`` of each component.
 
     All methods take multivectors ``(..., dim)`` of a floating dtype and broadcast their
     leading dimensions.
@@ -194,10 +274,12 @@ class CliffordAlgebra:
         self.n = len(self.metric)
         self.dim = 2 ** self.n
         self.blades, self.bitmaps = _basis(self.n)
-        self.first_index = int(first_index)
+        self.first_index = check_int(first_index, "first_index", minimum=0)
         self.blade_names = tuple("1" if not b else "e" + "".join(str(i + self.first_index) for i in b)
                                  for b in self.blades)
-        self.grades = _tables(self.metric)["grade"]
+        # copies: the cached table must not be reachable (and mutable) through an instance
+        self.grades = _vectors(self.metric)["grade"].clone()
+        self.quaternion_types = self.grades % NUM_QUATERNION_TYPES
         counts = [math.comb(self.n, g) for g in range(self.n + 1)]
         starts = [sum(counts[:g]) for g in range(self.n + 1)]
         self.grade_slices = tuple(slice(s, s + c) for s, c in zip(starts, counts))
@@ -216,11 +298,55 @@ class CliffordAlgebra:
         """True when some basis vector squares to zero."""
         return 0.0 in self.metric
 
+    @property
+    def signature(self) -> tuple[int, int, int]:
+        """``(p, q, r)``: the numbers of basis vectors squaring to ``+1``, ``-1`` and ``0``."""
+        return self.metric.count(1.0), self.metric.count(-1.0), self.metric.count(0.0)
+
+    # ------------------------------------------------------------------ subspaces
+    def quaternion_type_dims(self) -> tuple[int, int, int, int]:
+        """Dimensions of the four subspaces of quaternion type (sums of ``C(n, k)`` over ``k = t mod 4``)."""
+        return tuple(sum(math.comb(self.n, k) for k in range(t, self.n + 1, NUM_QUATERNION_TYPES))
+                     for t in range(NUM_QUATERNION_TYPES))
+
+    def quaternion_projection(self, x: Tensor, types: int | Sequence[int]) -> Tensor:
+        """Keep only the components of the given quaternion type(s) ``0..3``; ``(..., dim) -> (..., dim)``."""
+        self.check(x)
+        types = list(types) if isinstance(types, (list, tuple, range, Tensor)) else [types]
+        for t in types:
+            check_int(t, "quaternion type", minimum=0, maximum=NUM_QUATERNION_TYPES - 1)
+        keep = torch.zeros(self.dim, dtype=torch.bool)
+        for t in types:
+            keep |= self.quaternion_types == t
+        return x * keep.to(device=x.device, dtype=x.dtype)
+
+    def num_subspaces(self, subspaces: str = "grade") -> int:
+        """``n + 1`` grades, or the 4 quaternion types (fewer when ``n < 3``)."""
+        check_choice(subspaces, "subspaces", SUBSPACES)
+        return self.n + 1 if subspaces == "grade" else min(self.n + 1, NUM_QUATERNION_TYPES)
+
+    def subspace_index(self, subspaces: str = "grade") -> Tensor:
+        """``(dim,)`` long: the subspace (grade, or quaternion type) of each component.
+
+        Layers that share one weight per subspace expand their ``(..., num_subspaces)`` weights to
+        ``(..., dim)`` with this index.
+        """
+        check_choice(subspaces, "subspaces", SUBSPACES)
+        return (self.grades if subspaces == "grade" else self.quaternion_types).clone()
+
+    def product_paths(self, kind: str = "geometric", subspaces: str = "grade") -> Tensor:
+        """``(S, S, S)`` bool: True where some component of subspace ``a`` times one of ``b`` has a
+        non-zero part in subspace ``c`` (``S = num_subspaces``). ``.sum()`` is the number of paths:
+        56 / 84 / 165 grade paths and 32 quaternion-type paths for Euclidean ``n = 5 / 6 / 8``."""
+        self._check_kind(kind)
+        check_choice(subspaces, "subspaces", SUBSPACES)
+        return _product_paths(self.metric, kind, subspaces).clone()
+
     # ------------------------------------------------------------------ tables
     def table(self, kind: str = "geometric") -> Tensor:
-        """The dense float64 product table ``(dim, dim, dim)``: ``(a b)_k = sum_ij a_i b_j T_ijk``."""
+        """The dense float64 product table ``(dim, dim, dim)``: ``(a b)_k = sum_ij a_i b_j T_ijk`` (a copy)."""
         self._check_kind(kind)
-        return _tables(self.metric)[kind]
+        return _table(self.metric, kind).clone()
 
     def nnz(self, kind: str = "geometric") -> int:
         """Number of non-zero ``(i, j)`` pairs of a product table."""
@@ -235,14 +361,14 @@ class CliffordAlgebra:
         return _on(self.metric, key, index, like.device, like.dtype)
 
     def check(self, x: Tensor, name: str = "x") -> Tensor:
-        """Validate a multivector: a floating tensor with last dimension ``dim``."""
+        """Validate a multivector: a real floating tensor with last dimension ``dim``."""
         if not isinstance(x, Tensor):
             raise TypeError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
         if x.ndim == 0 or x.shape[-1] != self.dim:
             raise ValueError(f"{name} must have last dimension {self.dim} (a multivector of "
                              f"{self}), got shape {tuple(x.shape)}")
         if not x.is_floating_point():
-            raise TypeError(f"{name} must have a floating dtype, got {x.dtype}")
+            raise TypeError(f"{name} must have a floating dtype (a real multivector), got {x.dtype}")
         return x
 
     # ------------------------------------------------------------------ products
@@ -255,8 +381,7 @@ class CliffordAlgebra:
         self._check_kind(kind)
         self.check(a, "a")
         self.check(b, "b")
-        if method not in METHODS:
-            raise ValueError(f"method must be one of {METHODS}, got {method!r}")
+        check_choice(method, "method", METHODS)
         if method == "auto":
             method = "sparse" if self.nnz(kind) <= SPARSE_DENSITY * self.dim ** 2 else "dense"
         a, b = torch.broadcast_tensors(a, b) if a.dtype == b.dtype else (a, b.to(a.dtype))
@@ -315,8 +440,9 @@ class CliffordAlgebra:
     def grade_projection(self, x: Tensor, grades: int | Sequence[int]) -> Tensor:
         """Keep only the components of the given grade(s); ``(..., dim) -> (..., dim)``."""
         self.check(x)
-        grades = [grades] if isinstance(grades, int) else list(grades)
+        grades = list(grades) if isinstance(grades, (list, tuple, range, Tensor)) else [grades]
         for g in grades:
+            check_int(g, "grade", minimum=0)
             if not 0 <= g <= self.n:
                 raise ValueError(f"grade must be in 0..{self.n}, got {g}")
         mask = torch.zeros(self.dim, dtype=x.dtype, device=x.device)
@@ -334,6 +460,8 @@ class CliffordAlgebra:
 
     def pseudoscalar(self, dtype=torch.float64, device=None) -> Tensor:
         """The unit pseudoscalar ``I = e_0 e_1 ... e_{n-1}`` as a ``(dim,)`` tensor."""
+        if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
+            raise TypeError(f"dtype must be a floating torch.dtype, got {dtype!r}")
         out = torch.zeros(self.dim, dtype=dtype, device=device)
         out[-1] = 1.0
         return out
@@ -351,21 +479,38 @@ class CliffordAlgebra:
         return self.scalar_product(x, self.reverse(x))
 
     def norm(self, x: Tensor) -> Tensor:
-        """``sqrt(|<x ~x>_0|)`` as ``(..., 1)``."""
-        return self.norm_squared(x).abs().sqrt()
+        """``sqrt(|<x ~x>_0|)`` as ``(..., 1)`` (gradient 0, not NaN, where it vanishes)."""
+        return _safe_sqrt(self.norm_squared(x).abs())
 
     def grade_norms(self, x: Tensor, eps: float = 0.0) -> Tensor:
-        """Per-grade ``sqrt(|<x_k ~x_k>_0| + eps)`` as ``(..., n + 1)`` (CGENN gating features)."""
+        """Per-grade ``sqrt(|<x_k ~x_k>_0| + eps)`` as ``(..., n + 1)`` (CGENN gating features).
+
+        Differentiable everywhere: where a grade vanishes the gradient is 0, not NaN.
+        """
         self.check(x)
         sq = x * x * torch.diagonal(self._tab("scalar", x)[..., 0]) * self._tab("reverse", x)
         parts = [sq[..., s].sum(-1) for s in self.grade_slices]
-        return (torch.stack(parts, -1).abs() + eps).sqrt()
+        return _safe_sqrt(torch.stack(parts, -1).abs() + eps)
 
     def inverse_versor(self, v: Tensor) -> Tensor:
-        """``v^-1 = ~v / <v ~v>_0`` for a versor ``v (..., dim)``; raises on null versors."""
+        """``v^-1 = ~v / <v ~v>_0`` for a versor ``v (..., dim)``.
+
+        Raises ``ValueError`` for null versors: ``|<v ~v>_0| <= 16 eps(dtype) |v|^2`` (the zero
+        multivector, null vectors, ideal elements), with the threshold taken in ``v``'s own dtype
+        (so float32 refuses what float64 refuses). On accelerators the test is an asynchronous
+        device-side assert (no host synchronisation).
+        """
+        self.check(v, "v")
         nsq = self.norm_squared(v)
-        if (nsq.abs() < 1e-12 * (v * v).sum(-1, keepdim=True).clamp_min(1e-300)).any():
-            raise ValueError("versor has zero norm (a null vector or an ideal element) and cannot be inverted")
+        info = torch.finfo(v.dtype)
+        scale = (v * v).sum(-1, keepdim=True).clamp_min(info.tiny)
+        invertible = nsq.abs() > ZERO_VERSOR_EPS * info.eps * scale
+        message = "versor has zero norm (a null vector, an ideal element or zero) and cannot be inverted"
+        if v.device.type == "cpu":
+            if v.numel() and not bool(invertible.all()):
+                raise ValueError(message)
+        elif v.device.type != "meta":
+            torch._assert_async(invertible.all(), message)
         return self.reverse(v) / nsq
 
     def parity(self, v: Tensor) -> Tensor:
@@ -379,9 +524,12 @@ class CliffordAlgebra:
         """Versor action ``rho_v(x) = v x^ v^-1`` (grade involution of ``x`` when ``v`` is odd).
 
         This twisted adjoint makes odd versors act as reflections on every grade
-        (Pin group action). ``v (..., dim)`` broadcasts against ``x (..., dim)``.
+        (Pin group action). ``v (..., dim)`` broadcasts against ``x (..., dim)``; a ``v`` that is
+        not finite or not invertible is refused.
         """
         self.check(x, "x")
+        self.check(v, "v")
+        check_finite(v, "v")
         odd = self.parity(v)[..., None]
         xs = torch.where(odd, self.grade_involution(x), x)
         return self.geometric_product(self.geometric_product(v, xs, method), self.inverse_versor(v), method)
@@ -389,15 +537,70 @@ class CliffordAlgebra:
     def act(self, g: Tensor, x: Tensor) -> Tensor:
         """The action of one group element ``g`` on multivectors ``x (..., dim)``.
 
-        ``g (dim,)`` is a versor acting by :meth:`sandwich`; the ``(dim, dim)`` matrix of the map
-        is built once, so ``x`` of any leading shape costs one matrix product.
+        * ``g (dim,)``: a versor, acting by :meth:`sandwich` (Clifford / Pin group);
+        * ``g (n, n)``: an orthogonal transformation of the quadratic form
+          (``g^T diag(metric) g = diag(metric)``, checked to :func:`geomlin.validation.tolerance`),
+          acting by its :meth:`outermorphism` (the full group O(p,q,r), e.g.
+          :class:`~geomlin.algebra.PseudoOrthogonalGroup`).
+
+        The ``(dim, dim)`` matrix of the map is built once, so ``x`` of any leading shape costs one
+        matrix product.
         """
         self.check(x, "x")
-        self.check(g, "g")
-        if g.ndim != 1:
-            raise ValueError(f"act takes one versor of shape ({self.dim},), got {tuple(g.shape)}")
+        if isinstance(g, Tensor) and g.ndim == 2 and tuple(g.shape) == (self.n, self.n):
+            self.check_orthogonal(g, "g")
+            return x @ self.outermorphism(g.to(dtype=x.dtype, device=x.device)).transpose(-1, -2)
+        if not isinstance(g, Tensor):
+            raise TypeError(f"g must be a torch.Tensor (a versor ({self.dim},) or an ({self.n}, {self.n}) "
+                            f"orthogonal matrix), got {type(g).__name__}")
+        if g.ndim != 1 or g.shape[0] != self.dim:
+            raise ValueError(f"g must be one versor of shape ({self.dim},) or one ({self.n}, {self.n}) matrix "
+                             f"of the quadratic form, got shape {tuple(g.shape)}")
         eye = torch.eye(self.dim, dtype=x.dtype, device=x.device)
         return x @ self.sandwich(g.to(dtype=x.dtype, device=x.device), eye)
+
+    def check_orthogonal(self, A: Tensor, name: str = "A") -> Tensor:
+        """Refuse ``A (..., n, n)`` unless ``A^T G A = G`` for ``G = diag(metric)`` and ``A`` is
+        invertible, to :func:`geomlin.validation.tolerance` of its dtype; returns ``A``.
+
+        For degenerate metrics this leaves the radical free: in G(3,0,1) ``A`` may scale ``e0``
+        by any ``lambda != 0`` and add ``e0`` parts to ``e1, e2, e3`` (similarities). The check
+        runs on the CPU only (elsewhere it would need a host synchronisation).
+        """
+        check_tensor(A, name, shape=(..., self.n, self.n), what=f"a linear map of the {self.n} basis vectors")
+        if A.device.type != "cpu" or A.numel() == 0:
+            return A
+        check_finite(A, name)
+        tol = tolerance(A.dtype)
+        G = torch.diag(torch.tensor(self.metric, dtype=A.dtype))
+        size = max(1.0, float(A.abs().amax()))
+        err = float((A.transpose(-1, -2) @ G @ A - G).abs().amax()) / size ** 2
+        if err > tol:
+            raise ValueError(f"{name} must preserve the quadratic form diag{self.metric} "
+                             f"(A^T G A = G), but |A^T G A - G| = {err:.2e} > {tol:.0e} (relative)")
+        det = torch.linalg.det(A.to(torch.float64)).abs()
+        if bool((det <= tol * size ** self.n).any()):
+            raise ValueError(f"{name} must be invertible, got |det| = {float(det.min()):.2e}")
+        return A
+
+    def outermorphism(self, A: Tensor) -> Tensor:
+        """The ``(..., dim, dim)`` matrix ``M`` of the outermorphism of ``A (..., n, n)``.
+
+        ``M[B, C] = det(A[B, C])`` for blades ``B, C`` of equal grade (the ``k``-th compound
+        matrix, Cauchy-Binet), so ``x -> x @ M^T`` maps ``e_{i1} ^ ... ^ e_{ik}`` to
+        ``A e_{i1} ^ ... ^ A e_{ik}`` (column ``j`` of ``A`` is the image of ``e_j``). Grade
+        preserving; an algebra automorphism when ``A`` preserves the quadratic form.
+        """
+        check_tensor(A, "A", shape=(..., self.n, self.n), what=f"a linear map of the {self.n} basis vectors")
+        lead = A.shape[:-2]
+        out = A.new_zeros(*lead, self.dim, self.dim)
+        out[..., 0, 0] = 1.0
+        for k in range(1, self.n + 1):
+            s = self.grade_slices[k]
+            idx = _grade_index(self.n, k).to(A.device)  # (m, k) basis-vector indices of each blade
+            sub = A[..., idx[:, None, :, None], idx[None, :, None, :]]  # (..., m, m, k, k)
+            out[..., s, s] = torch.linalg.det(sub) if k > 1 else sub[..., 0, 0]
+        return out
 
     def versor_group(self):
         """The group of versors acting on this algebra's multivectors: :class:`~geomlin.algebra.Pin301`
@@ -416,6 +619,7 @@ class CliffordAlgebra:
         of moderate norm.
         """
         self.check(x)
+        terms = check_positive_int(terms, "terms")
         size = x.detach().abs().sum(-1).max().item() if x.numel() else 0.0
         s = max(0, math.ceil(math.log2(size / 0.5))) if size > 0.5 else 0
         y = x / (2 ** s)
@@ -431,8 +635,7 @@ class CliffordAlgebra:
 
     def embed_vector(self, v: Tensor) -> Tensor:
         """``(..., n)`` coefficients of the basis vectors -> grade-1 multivector ``(..., dim)``."""
-        if v.shape[-1] != self.n:
-            raise ValueError(f"vector must have last dimension {self.n}, got shape {tuple(v.shape)}")
+        check_tensor(v, "v", shape=(..., self.n), what=f"coefficients of the {self.n} basis vectors")
         out = v.new_zeros(*v.shape[:-1], self.dim)
         out[..., self.grade_slices[1]] = v
         return out

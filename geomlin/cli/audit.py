@@ -3,16 +3,21 @@
 Two kinds of target:
 
 * a checkpoint written by ``geomlin train`` — every model in it is rebuilt, loaded,
-  moved to float64 and checked under the symmetry its task declares
-  (:meth:`~geomlin.train.tasks.base.Task.audit_spec`);
+  moved to float64 and checked;
 * a module reference ``package.module:name`` or ``path/to/file.py:name`` where
   ``name`` is an ``nn.Module`` instance, a class (built without arguments) or a
-  factory function. The module declares its group by an ``equivariance_spec()``
-  method returning an :class:`~geomlin.train.tasks.base.AuditSpec`, or implicitly
-  through ``rep_in``/``rep_out`` (:mod:`geomlin.reps`) or ``irreps_in``/``irreps_out``
-  (e3nn) attributes.
+  factory function.
 
-The measurement is :func:`geomlin.testing.equivariance_check` in float64.
+What is checked, in this order: an ``equivariance_spec()`` method of the module (returning an
+:class:`~geomlin.train.tasks.base.AuditSpec`); else the module's declared feature types
+(``type_in`` / ``type_out``, or e3nn ``irreps_in`` / ``irreps_out``; see
+:mod:`geomlin.reps.feature_type`): the group of the declared types
+(:func:`~geomlin.reps.declared_group`) acting on the module's own
+:func:`~geomlin.reps.example_inputs`; else, for a checkpoint's model that declares nothing (the
+non-equivariant baselines), the symmetry its task claims
+(:meth:`~geomlin.train.tasks.base.Task.audit_spec`), which such a model is expected to fail;
+else ``rep_in`` / ``rep_out`` attributes. The measurement is
+:func:`geomlin.testing.equivariance_check` in float64.
 """
 
 from __future__ import annotations
@@ -63,6 +68,31 @@ def _measure(name: str, spec: AuditSpec, num_samples: int, seed: int) -> AuditRe
     return AuditResult(name, spec.description, float(report.max_error), num_samples)
 
 
+def _type_names(types: tuple) -> str:
+    names = ["-" if t is None else repr(t) for t in types]
+    return names[0] if len(names) == 1 else "(" + ", ".join(names) + ")"
+
+
+def declared_spec(model: nn.Module, seed: int = 1) -> AuditSpec | None:
+    """The audit of a module that declares its feature types, or None when it declares none.
+
+    The group is the smallest one acting on the declared types; the inputs are the module's
+    ``example_inputs`` (or random tensors of the declared types), drawn with ``seed``.
+    """
+    from geomlin.reps import declared_group, declared_types, example_inputs
+
+    try:
+        types_in, types_out = declared_types(model)
+    except TypeError:
+        return None
+    group = declared_group(model)
+    if group is None:
+        return None
+    args, kwargs = example_inputs(model, generator=torch.Generator().manual_seed(seed), dtype=torch.float64)
+    return AuditSpec(fn=model, group=group, reps_in=types_in, reps_out=types_out, inputs=args, kwargs=kwargs,
+                     description=f"declared types {_type_names(types_in)} -> {_type_names(types_out)}")
+
+
 def _as_float64(model: nn.Module) -> nn.Module:
     # In place: the audited modules are built for the audit (and some reps do not deep-copy).
     model = model.double()
@@ -91,9 +121,10 @@ def audit_checkpoint(path: str | Path, num_samples: int = 10, seed: int = 0,
             raise UserError(f"corrupt checkpoint {path}: model '{n}' does not load "
                             f"({str(exc).splitlines()[0]})") from None
         model = _as_float64(model)
-        spec = task.audit_spec(n, model, info)
+        spec = declared_spec(model) or task.audit_spec(n, model, info)
         if spec is None:
-            raise UserError(f"task {task.name} declares no symmetry for model '{n}'")
+            raise UserError(f"model '{n}' declares no feature types and task {task.name} claims no symmetry "
+                            "for it")
         results.append(_measure(n, spec, num_samples, seed))
     return results
 
@@ -161,10 +192,11 @@ def audit_module(ref: str, num_samples: int = 10, seed: int = 0) -> list[AuditRe
         if isinstance(spec, dict):
             spec = AuditSpec(**spec)
     else:
-        spec = _implicit_spec(model)
+        spec = declared_spec(model) or _implicit_spec(model)
     if spec is None:
-        raise UserError(f"{ref} declares no symmetry group: give it an equivariance_spec() method "
-                        "(returning geomlin.train.AuditSpec) or rep_in/rep_out or irreps_in/irreps_out")
+        raise UserError(f"{ref} declares no symmetry group: give it type_in / type_out feature types "
+                        "(geomlin.reps), an equivariance_spec() method (returning geomlin.train.AuditSpec) "
+                        "or rep_in/rep_out or irreps_in/irreps_out")
     return [_measure(ref.rpartition(":")[2], spec, num_samples, seed)]
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import warnings
 from pathlib import Path
 
 from geomlin.train.errors import USER_ERROR_EXIT, UserError
@@ -21,8 +22,28 @@ class _Parser(argparse.ArgumentParser):
         raise UserError(message)
 
 
+def _warn(message: str) -> None:
+    """One line on stderr, as the command prints its errors (deprecations, ignored settings)."""
+    print(f"geomlin: warning: {message}", file=sys.stderr)
+
+
+class _DeprecatedFlag(argparse.Action):
+    """A renamed option's old flag: stores into the new option and says so on stderr."""
+
+    def __init__(self, option_strings, dest, new_flag: str, **kwargs):
+        self.new_flag = new_flag
+        super().__init__(option_strings, dest, **kwargs)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        _warn(f"{option_string} is deprecated; use {self.new_flag}")
+        setattr(namespace, self.dest, values)
+
+
 def _add_task_options(parser: argparse.ArgumentParser, options) -> None:
     for opt in options:
+        for old in opt.alias_flags:
+            parser.add_argument(old, dest=opt.name, default=None, action=_DeprecatedFlag, new_flag=opt.flag,
+                                help=argparse.SUPPRESS)
         default = "" if opt.default is None else f" (default: {opt.default})"
         if opt.type is bool:
             # show the flag that changes the default; accept both spellings
@@ -34,8 +55,36 @@ def _add_task_options(parser: argparse.ArgumentParser, options) -> None:
                                 default=None, help=off_help)
         else:
             choices = f" {{{','.join(map(str, opt.choices))}}}" if opt.choices else ""
+            bounds = [f"{'>' if opt.strict else '>='} {opt.minimum:g}"] if opt.minimum is not None else []
+            bounds += [f"<= {opt.maximum:g}"] if opt.maximum is not None else []
+            bounds = f" ({', '.join(bounds)})" if bounds else ""
             parser.add_argument(opt.flag, dest=opt.name, default=None, metavar=opt.type.__name__.upper(),
-                                help=f"{opt.help}{choices}{default}")
+                                help=f"{opt.help}{bounds}{choices}{default}")
+
+
+def _count(flag: str, minimum: int):
+    """An argparse ``type`` for integers ``>= minimum`` (errors through geomlin.validation)."""
+    from geomlin.validation import check_int
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise UserError(f"{flag} must be an int, got {text!r}") from None
+        try:
+            return check_int(value, flag, minimum=minimum)
+        except ValueError as exc:
+            raise UserError(str(exc)) from None
+    return parse
+
+
+def _seconds(text: str) -> float:
+    from geomlin.validation import check_positive_float
+
+    try:
+        return check_positive_float(float(text), "--timeout")
+    except ValueError as exc:
+        raise UserError(str(exc) if "--timeout" in str(exc) else f"--timeout must be a number, got {text!r}") from None
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -67,7 +116,7 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--quick", action="store_true", help="pass --quick to every benchmark")
     bench.add_argument("--dir", default=None, help="benchmark folder (default: ./benchmarks)")
     bench.add_argument("--only", nargs="+", default=None, metavar="NAME", help="run only these benchmarks")
-    bench.add_argument("--timeout", type=float, default=900.0, help="seconds per benchmark")
+    bench.add_argument("--timeout", type=_seconds, default=900.0, help="seconds per benchmark")
     bench.add_argument("--record", action="store_true",
                        help="rerun the benchmark commands that docs pages ask for (<!-- bench: ... --> blocks) "
                             "and paste their output into the pages")
@@ -76,10 +125,18 @@ def build_parser() -> argparse.ArgumentParser:
     audit = sub.add_parser("audit", help="measure a model's equivariance error under its declared group")
     audit.add_argument("target", metavar="CHECKPOINT_OR_MODULE",
                        help="a geomlin checkpoint.pt, or package.module:name / file.py:name")
-    audit.add_argument("--samples", type=int, default=10, help="random group elements per model")
-    audit.add_argument("--seed", type=int, default=0, help="seed of the group elements")
+    audit.add_argument("--samples", type=_count("--samples", 1), default=10, help="random group elements per model")
+    audit.add_argument("--seed", type=_count("--seed", 0), default=0, help="seed of the group elements")
     audit.add_argument("--model", default=None, help="comma-separated models of the checkpoint to audit")
     return parser
+
+
+def _set_threads(threads: int) -> None:
+    """The process-wide torch thread count (``--threads``; 0 keeps PyTorch's default). Only the command sets it."""
+    if threads > 0:
+        import torch
+
+        torch.set_num_threads(threads)
 
 
 def _train(args: argparse.Namespace) -> int:
@@ -93,21 +150,26 @@ def _train(args: argparse.Namespace) -> int:
     cli = {o.name: getattr(args, o.name) for o in options if getattr(args, o.name, None) is not None}
     file_values = load_config_file(args.config) if args.config else {}
     where = f"config file {args.config}"
-    cfg = resolve_config(options, file_values=file_values, cli_values=cli, quick_preset=task.quick_preset,
-                         where_file=where)
-    resume_from = None
-    if args.resume is not None:
-        resume_from = (Path(cfg["out"].format(task=task.name)) / "checkpoint.pt"
-                       if args.resume is True else Path(args.resume))
-        ckpt = load_checkpoint(resume_from)
-        if ckpt["task"] != task.name:
-            raise UserError(f"checkpoint {resume_from} belongs to task '{ckpt['task']}', not '{task.name}'")
-        base = dict(ckpt["config"])
-        if "stop_after" not in cli and "stop_after" not in file_values:
-            base["stop_after"] = 0  # an interruption is not part of the run's identity
-        if "out" not in cli and "out" not in file_values and args.resume is not True:
-            base["out"] = str(Path(resume_from).parent)
-        cfg = resolve_config(options, file_values=file_values, cli_values=cli, base=base, where_file=where)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", DeprecationWarning)
+        cfg = resolve_config(options, file_values=file_values, cli_values=cli, quick_preset=task.quick_preset,
+                             where_file=where)
+        resume_from = None
+        if args.resume is not None:
+            resume_from = (Path(cfg["out"].format(task=task.name)) / "checkpoint.pt"
+                           if args.resume is True else Path(args.resume))
+            ckpt = load_checkpoint(resume_from)
+            if ckpt["task"] != task.name:
+                raise UserError(f"checkpoint {resume_from} belongs to task '{ckpt['task']}', not '{task.name}'")
+            base = dict(ckpt["config"])
+            if "stop_after" not in cli and "stop_after" not in file_values:
+                base["stop_after"] = 0  # an interruption is not part of the run's identity
+            if "out" not in cli and "out" not in file_values and args.resume is not True:
+                base["out"] = str(Path(resume_from).parent)
+            cfg = resolve_config(options, file_values=file_values, cli_values=cli, base=base, where_file=where)
+    for w in caught:
+        _warn(str(w.message))
+    _set_threads(cfg["threads"])
     run_training(task, cfg, resume_from=resume_from)
     return 0
 
@@ -131,8 +193,6 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "bench":
             from geomlin.cli.bench import record, run_benchmarks
 
-            if args.timeout <= 0:
-                raise UserError(f"--timeout must be positive, got {args.timeout}")
             if args.record:
                 if args.quick:
                     raise UserError("--record runs the commands written in the docs blocks; drop --quick")

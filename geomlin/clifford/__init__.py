@@ -1,7 +1,15 @@
-"""Layers on any Clifford algebra: Clifford-group equivariant networks (CGENN).
+"""Layers on any Clifford algebra: CGENN, GLGENN weight sharing, GCAN group-action layers, and
+geometric-algebra attention.
 
-Multivectors are ``(..., channels, algebra.dim)``; every layer is equivariant to the Clifford
-group of its algebra (:class:`geomlin.algebra.CliffordGroup`), reflections included.
+* :mod:`geomlin.clifford.cgenn` — Clifford-group equivariant layers (Ruhe et al. 2023); with
+  ``subspaces="quaternion"`` the GLGENN layers (Filimoshina and Shirokov 2025), equivariant to
+  O(p,q,r) (:class:`~geomlin.algebra.PseudoOrthogonalGroup`) with fewer weights;
+* :mod:`geomlin.clifford.gcan` — group action layers with learned versors (Ruhe et al. 2023b),
+  geometric templates that are not equivariant;
+* :mod:`geomlin.clifford.ga_attention` — attention over geometric products of tuples of points
+  in G(3) (Spellings 2021), rotation-invariant or covariant.
+
+Multivectors are ``(..., channels, algebra.dim)``.
 
 >>> import torch
 >>> from geomlin.algebra import CliffordAlgebra
@@ -11,7 +19,41 @@ group of its algebra (:class:`geomlin.algebra.CliffordGroup`), reflections inclu
 torch.Size([10, 4, 8])
 """
 
-from geomlin.clifford import cgenn
-from geomlin.clifford.cgenn import CGENNBlock, GeometricProductLayer, MVLayerNorm, MVLinear, MVSiLU
+from geomlin.clifford import cgenn, ga_attention, gcan
+from geomlin.clifford.cgenn import (
+    CGENNBlock,
+    GeometricProductLayer,
+    MVLayerNorm,
+    MVLinear,
+    MVSiLU,
+    weighted_geometric_product,
+)
+from geomlin.clifford.ga_attention import (
+    GAAttention,
+    GAMultivectorAttention,
+    GAVectorAttention,
+    Neighborhoods,
+    neighborhoods,
+)
+from geomlin.clifford.gcan import GCAMLP, GCAGate, GCAGroupNorm, GroupActionLinear
 
-__all__ = ["CGENNBlock", "GeometricProductLayer", "MVLayerNorm", "MVLinear", "MVSiLU", "cgenn"]
+__all__ = [
+    "GCAMLP",
+    "CGENNBlock",
+    "GAAttention",
+    "GAMultivectorAttention",
+    "GAVectorAttention",
+    "GCAGate",
+    "GCAGroupNorm",
+    "GeometricProductLayer",
+    "GroupActionLinear",
+    "MVLayerNorm",
+    "MVLinear",
+    "MVSiLU",
+    "Neighborhoods",
+    "cgenn",
+    "ga_attention",
+    "gcan",
+    "neighborhoods",
+    "weighted_geometric_product",
+]

@@ -7,12 +7,19 @@ pre-transform rebuilds the cache. Writes go to a temporary file in the same fold
 followed by ``os.replace`` (atomic on POSIX and Windows), so a crash or an error
 while processing never leaves a half-written cache; a cache that fails to load
 is treated as missing and rebuilt.
+
+A process killed in the middle of a write cannot remove its temporary file; the next
+:func:`load_cache` or :func:`save_cache` of the same cache removes it. Temporary files are named
+``.<cache>.<host>.<pid>.<random>.tmp``: one of this host whose process is gone is removed at once,
+one of another host (a shared file system) once it is older than :data:`STALE_SECONDS`.
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
+import socket
+import time
 import uuid
 from collections.abc import Iterable
 from typing import Any
@@ -22,6 +29,53 @@ import torch
 #: Bump when the layout of a processed payload changes.
 CACHE_FORMAT = 1
 _CHUNK = 1 << 20
+#: Age after which a temporary file of another host (or of a live process: a reused pid) counts as abandoned.
+STALE_SECONDS = 24 * 3600
+_TMP_SUFFIX = ".tmp"
+
+
+def _host() -> str:
+    return socket.gethostname().replace(".", "_") or "host"
+
+
+def _process_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OSError):
+        return True           # exists but belongs to someone else (or cannot tell): keep its file
+    return True
+
+
+def remove_stale_temporaries(path: str | os.PathLike) -> list[str]:
+    """Delete temporary files left by interrupted writes of the cache ``path``; returns their paths."""
+    path = os.fspath(path)
+    folder = os.path.dirname(path) or "."
+    prefix = f".{os.path.basename(path)}."
+    try:
+        names = [n for n in os.listdir(folder) if n.startswith(prefix) and n.endswith(_TMP_SUFFIX)]
+    except OSError:
+        return []
+    removed = []
+    for name in names:
+        fields = name[len(prefix):-len(_TMP_SUFFIX)].split(".")
+        full = os.path.join(folder, name)
+        try:
+            age = time.time() - os.path.getmtime(full)
+        except OSError:
+            continue
+        ours = len(fields) == 3 and fields[0] == _host() and fields[1].isdigit()
+        if ours and int(fields[1]) == os.getpid():
+            continue
+        abandoned = age > STALE_SECONDS or (ours and not _process_alive(int(fields[1])))
+        if abandoned:
+            try:
+                os.remove(full)
+                removed.append(full)
+            except OSError:
+                pass
+    return removed
 
 
 def file_digest(path: str | os.PathLike) -> str:
@@ -53,9 +107,11 @@ def fingerprint(files: Iterable[str | os.PathLike], *options: Any) -> str:
 def load_cache(path: str | os.PathLike, expected: str) -> Any | None:
     """The payload of the cache at ``path`` if it exists, loads and matches ``expected``; else None.
 
-    A stale (fingerprint mismatch) or corrupt cache file is deleted.
+    A stale (fingerprint mismatch) or corrupt cache file is deleted, and so are the temporary files
+    of interrupted writes (:func:`remove_stale_temporaries`).
     """
     path = os.fspath(path)
+    remove_stale_temporaries(path)
     if not os.path.exists(path):
         return None
     try:
@@ -77,7 +133,8 @@ def save_cache(path: str | os.PathLike, fingerprint_: str, payload: Any) -> None
     path = os.fspath(path)
     folder = os.path.dirname(path) or "."
     os.makedirs(folder, exist_ok=True)
-    tmp = os.path.join(folder, f".{os.path.basename(path)}.{os.getpid()}.{uuid.uuid4().hex}.tmp")
+    remove_stale_temporaries(path)
+    tmp = os.path.join(folder, f".{os.path.basename(path)}.{_host()}.{os.getpid()}.{uuid.uuid4().hex}{_TMP_SUFFIX}")
     try:
         torch.save({"fingerprint": fingerprint_, "payload": payload}, tmp)
         os.replace(tmp, path)

@@ -13,6 +13,9 @@ SYMBOLS = (
     "Lr", "Rf", "Db", "Sg", "Bh", "Hs", "Mt", "Ds", "Rg", "Cn", "Nh", "Fl", "Mc", "Lv", "Ts", "Og",
 )
 
+#: Largest atomic number (Oganesson).
+MAX_ATOMIC_NUMBER = len(SYMBOLS) - 1
+
 #: Atomic number of each symbol; deuterium and tritium (``D``, ``T``) count as hydrogen.
 ATOMIC_NUMBERS = {s: z for z, s in enumerate(SYMBOLS) if z > 0} | {"D": 1, "T": 1}
 

@@ -18,7 +18,9 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from geomlin.datasets.base import InMemoryList
+from geomlin.datasets.base import InMemoryList, check_float_dtype
+from geomlin.datasets.elements import MAX_ATOMIC_NUMBER
+from geomlin.validation import FileFormatError, check_choice, check_file, check_int
 
 #: field -> (original MD17 key, revised MD17 key)
 NPZ_KEYS = {"z": ("z", "nuclear_charges"), "pos": ("R", "coords"), "energy": ("E", "energies"),
@@ -34,20 +36,19 @@ _MD17_URL = "http://quantum-machine.org/gdml/data/npz/md17_{}.npz"
 def read_npz_trajectory(path: str | os.PathLike) -> dict[str, np.ndarray]:
     """Arrays ``z (N,)`` int64, ``pos (M, N, 3)``, ``energy (M,)``, ``force (M, N, 3)`` float64 from an MD17 npz.
 
-    Raises FileNotFoundError for a missing file; ValueError naming the file for an unreadable
-    archive, missing keys (listing both conventions and the keys found), inconsistent shapes or
-    non-finite values (naming the first bad frame).
+    Raises FileNotFoundError for a missing file; :class:`~geomlin.validation.FileFormatError`
+    (a ValueError) naming the file for an unreadable archive, missing keys (listing both
+    conventions and the keys found), non-numeric arrays, atomic numbers outside 1..118, no frames
+    or no atoms, inconsistent shapes or non-finite values (naming the first bad frame).
     """
-    path = os.fspath(path)
-    if not os.path.isfile(path):
-        raise FileNotFoundError(f"trajectory file not found: {path}")
+    path = os.fspath(check_file(path, "path"))
     try:
         archive = np.load(path, allow_pickle=False)
     except (zipfile.BadZipFile, OSError, EOFError, ValueError) as err:
-        raise ValueError(f"{path}: not a readable .npz archive ({err})") from None
+        raise FileFormatError(path, f"not a readable .npz archive ({err})") from None
     if not isinstance(archive, np.lib.npyio.NpzFile):
-        raise ValueError(  # noqa: TRY004 - a bad file content, not a bad argument type
-            f"{path}: expected an .npz archive of named arrays, got a single {type(archive).__name__}")
+        raise FileFormatError(path, f"expected an .npz archive of named arrays, got a single "
+                              f"{type(archive).__name__}")
     try:
         with archive as f:
             files = set(f.files)
@@ -56,29 +57,42 @@ def read_npz_trajectory(path: str | os.PathLike) -> dict[str, np.ndarray]:
                 key = next((k for k in keys if k in files), None)
                 if key is None:
                     conv = "; ".join(f"{fld}: {' or '.join(ks)}" for fld, ks in NPZ_KEYS.items())
-                    raise ValueError(f"{path}: missing the {field!r} array (key {' or '.join(keys)}); an MD17 file "
-                                     f"needs {conv}; found keys {sorted(files)}")
+                    raise FileFormatError(path, f"missing the {field!r} array (key {' or '.join(keys)}); an MD17 "
+                                          f"file needs {conv}; found keys {sorted(files)}")
                 out[field] = f[key]
             info = {k: str(f[k]) for k in ("units", "method", "smiles") if k in files and f[k].dtype.kind == "U"}
-    except (zipfile.BadZipFile, OSError, EOFError) as err:
-        raise ValueError(f"{path}: not a readable .npz archive ({err})") from None
+    except (zipfile.BadZipFile, OSError, EOFError, ValueError) as err:
+        if isinstance(err, FileFormatError):
+            raise
+        raise FileFormatError(path, f"not a readable .npz archive ({err})") from None
     z, pos, energy, force = out["z"], out["pos"], out["energy"], out["force"]
     if z.ndim != 1 or z.dtype.kind not in "iu":
-        raise ValueError(f"{path}: atomic numbers must be an integer (N,) array, got {z.dtype} {z.shape}")
+        raise FileFormatError(path, f"atomic numbers must be an integer (N,) array, got {z.dtype} {z.shape}")
     n = z.shape[0]
+    if n == 0:
+        raise FileFormatError(path, "the trajectory has no atoms (z has shape (0,))")
+    if z.min() < 1 or z.max() > MAX_ATOMIC_NUMBER:
+        bad = int(np.flatnonzero((z < 1) | (z > MAX_ATOMIC_NUMBER))[0])
+        raise FileFormatError(path, f"atomic numbers must be in 1..{MAX_ATOMIC_NUMBER}, got z[{bad}] = {int(z[bad])}")
+    for name, arr in (("positions", pos), ("energies", energy), ("forces", force)):
+        if arr.dtype.kind not in "iuf":
+            raise FileFormatError(path, f"{name} must be a real numeric array, got dtype {arr.dtype}")
     if pos.ndim != 3 or pos.shape[1:] != (n, 3):
-        raise ValueError(f"{path}: positions must be (M, {n}, 3) for {n} atoms, got {pos.shape}")
+        raise FileFormatError(path, f"positions must be (M, {n}, 3) for {n} atoms, got {pos.shape}")
     m = pos.shape[0]
+    if m == 0:
+        raise FileFormatError(path, "the trajectory has no frames (positions have shape (0, N, 3))")
     energy = energy.reshape(-1) if energy.ndim == 2 and energy.shape[1] == 1 else energy
     if energy.shape != (m,):
-        raise ValueError(f"{path}: energies must be (M,) or (M, 1) with M = {m} frames, got {out['energy'].shape}")
+        raise FileFormatError(path, f"energies must be (M,) or (M, 1) with M = {m} frames, got {out['energy'].shape}")
     if force.shape != pos.shape:
-        raise ValueError(f"{path}: forces must have the positions' shape {pos.shape}, got {force.shape}")
+        raise FileFormatError(path, f"forces must have the positions' shape {pos.shape}, got {force.shape}")
     pos, energy, force = (np.asarray(a, dtype=np.float64) for a in (pos, energy, force))
     for name, arr in (("positions", pos), ("energies", energy), ("forces", force)):
         finite = np.isfinite(arr.reshape(m, -1)).all(axis=1)
         if not finite.all():
-            raise ValueError(f"{path}: frame {int(np.flatnonzero(~finite)[0])} has non-finite (NaN or infinite) {name}")
+            raise FileFormatError(path, f"frame {int(np.flatnonzero(~finite)[0])} has non-finite (NaN or infinite) "
+                                  f"{name}")
     return {"z": z.astype(np.int64), "pos": pos, "energy": energy, "force": force, "info": info}
 
 
@@ -93,6 +107,7 @@ class NPZTrajectory(InMemoryList):
     def __init__(self, path: str | os.PathLike, transform: Callable | None = None,
                  pre_transform: Callable | None = None, dtype: torch.dtype = torch.float64):
         self._start(transform, pre_transform)
+        check_float_dtype(dtype)
         self.path = os.fspath(path)
         arrays = read_npz_trajectory(self.path)
         self.units = dict(MD17_UNITS)
@@ -128,6 +143,10 @@ class MD17(NPZTrajectory):
     def __init__(self, root: str | os.PathLike, molecule: str, revised: bool = True, split: str | None = None,
                  split_index: int = 1, transform: Callable | None = None, pre_transform: Callable | None = None,
                  dtype: torch.dtype = torch.float64, download: bool = False):
+        if not isinstance(molecule, str) or not molecule.strip():
+            raise ValueError(f"molecule must be a non-empty name such as 'ethanol', got {molecule!r}")
+        check_choice(split, "split", ("train", "test", None))
+        split_index = check_int(split_index, "split_index", minimum=1, maximum=SPLIT_COUNT)
         self.root_dir, self.molecule, self.revised = os.fspath(root), molecule, revised
         path = self._locate()
         if path is None and download:
@@ -141,8 +160,6 @@ class MD17(NPZTrajectory):
                 "into that folder (rMD17: keep its npz_data/ and splits/ folders) or pass download=True.")
         super().__init__(path, transform=transform, pre_transform=pre_transform, dtype=dtype)
         if split is not None:
-            if split not in ("train", "test"):
-                raise ValueError(f"split must be 'train', 'test' or None, got {split!r}")
             self._indices = self.split_indices(split_index)[split].tolist()
 
     def _locate(self) -> str | None:
@@ -172,8 +189,7 @@ class MD17(NPZTrajectory):
 
     def split_indices(self, k: int = 1) -> dict[str, Tensor]:
         """The official rMD17 split ``k`` (1..5): ``{"train": (1000,), "test": (1000,)}`` int64 frame indices."""
-        if not 1 <= int(k) <= SPLIT_COUNT:
-            raise ValueError(f"split_index must be in 1..{SPLIT_COUNT}, got {k}")
+        k = check_int(k, "split_index", minimum=1, maximum=SPLIT_COUNT)
         folder = self._split_dir()
         if folder is None:
             raise FileNotFoundError(f"no splits/ folder under {self.root_dir!r}; the rMD17 archive ships "
@@ -187,8 +203,10 @@ class MD17(NPZTrajectory):
             try:
                 idx = np.loadtxt(p, dtype=np.int64, ndmin=1)
             except ValueError as err:
-                raise ValueError(f"{p}: expected one integer frame index per line ({err})") from None
-            if idx.size and (idx.min() < 0 or idx.max() >= n):
-                raise ValueError(f"{p}: indices must lie in [0, {n}), got range [{idx.min()}, {idx.max()}]")
+                raise FileFormatError(p, f"expected one integer frame index per line ({err})") from None
+            if idx.size == 0:
+                raise FileFormatError(p, "empty split file; expected one integer frame index per line")
+            if idx.min() < 0 or idx.max() >= n:
+                raise FileFormatError(p, f"indices must lie in [0, {n}), got range [{idx.min()}, {idx.max()}]")
             out[part] = torch.from_numpy(idx)
         return out

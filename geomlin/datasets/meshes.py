@@ -9,11 +9,12 @@ import numpy as np
 import torch
 from torch_geometric.data import Data
 
-from geomlin.datasets.base import InMemoryList
+from geomlin.datasets.base import InMemoryList, check_float_dtype, renamed
 from geomlin.datasets.io.obj import read_obj
 from geomlin.datasets.io.off import read_off
 from geomlin.datasets.io.ply import read_ply
 from geomlin.datasets.surface import sample_surface
+from geomlin.validation import FileFormatError, check_int, check_positive_int
 
 READERS = {".ply": read_ply, ".off": read_off, ".obj": read_obj}
 
@@ -28,21 +29,26 @@ def read_mesh(path: str | os.PathLike) -> tuple[np.ndarray, np.ndarray]:
 
 
 def mesh_point_cloud(path: str | os.PathLike, num_points: int, generator: torch.Generator | None = None,
-                     with_normals: bool = False, dtype: torch.dtype = torch.float32) -> Data:
+                     include_normals: bool = False, dtype: torch.dtype = torch.float32, *,
+                     with_normals: bool | None = None) -> Data:
     """One mesh file -> ``Data(pos (num_points, 3)[, normal (num_points, 3)])`` sampled area-weighted.
 
     Raises ValueError naming the file for an empty mesh (no faces) or a mesh of zero area.
+    ``with_normals`` is the deprecated spelling of ``include_normals``.
     """
+    include_normals = renamed("mesh_point_cloud", "with_normals", "include_normals", with_normals, include_normals)
+    num_points = check_positive_int(num_points, "num_points")
+    check_float_dtype(dtype)
     verts, faces = read_mesh(path)
     if len(faces) == 0 or len(verts) == 0:
         raise ValueError(f"{os.fspath(path)}: empty mesh ({len(verts)} vertices, {len(faces)} faces); "
                          "cannot sample surface points")
     try:
         out = sample_surface(torch.from_numpy(verts), torch.from_numpy(faces), num_points, generator,
-                             return_normals=with_normals)
+                             include_normals=include_normals)
     except ValueError as err:
-        raise ValueError(f"{os.fspath(path)}: {err}") from None
-    if with_normals:
+        raise FileFormatError(path, str(err)) from None
+    if include_normals:
         return Data(pos=out[0].to(dtype), normal=out[1].to(dtype))
     return Data(pos=out.to(dtype))
 
@@ -55,7 +61,8 @@ class MeshPointClouds(InMemoryList):
     paths: mesh files; one graph each, in this order.
     num_points: points per cloud.
     labels: optional integer label per path, stored as ``y (1,)`` int64.
-    with_normals: also store the unit face normal of each point as ``normal (num_points, 3)``.
+    include_normals: also store the unit face normal of each point as ``normal (num_points, 3)``
+        (``with_normals`` is the deprecated spelling).
     seed: sampling is deterministic given ``seed`` (file ``i`` uses seed ``seed + i``).
 
     Fields: ``pos (num_points, 3)`` in the mesh's own units, ``dtype`` (float32 default),
@@ -63,15 +70,23 @@ class MeshPointClouds(InMemoryList):
     """
 
     def __init__(self, paths: Sequence[str | os.PathLike], num_points: int = 1024,
-                 labels: Sequence[int] | None = None, with_normals: bool = False, seed: int = 0,
+                 labels: Sequence[int] | None = None, include_normals: bool = False, seed: int = 0,
                  transform: Callable | None = None, pre_transform: Callable | None = None,
-                 dtype: torch.dtype = torch.float32):
+                 dtype: torch.dtype = torch.float32, *, with_normals: bool | None = None):
         self._start(transform, pre_transform)
+        include_normals = renamed("MeshPointClouds", "with_normals", "include_normals", with_normals, include_normals)
+        num_points = check_positive_int(num_points, "num_points")
+        seed = check_int(seed, "seed", minimum=0)
+        check_float_dtype(dtype)
+        if isinstance(paths, (str, os.PathLike)):
+            raise TypeError("paths must be a list of mesh files, got a single path; wrap it in a list")
         paths = [os.fspath(p) for p in paths]
         if not paths:
             raise ValueError("MeshPointClouds needs at least one mesh path")
-        if labels is not None and len(labels) != len(paths):
-            raise ValueError(f"got {len(labels)} labels for {len(paths)} mesh paths; they must pair up")
+        if labels is not None:
+            if len(labels) != len(paths):
+                raise ValueError(f"got {len(labels)} labels for {len(paths)} mesh paths; they must pair up")
+            labels = [check_int(v, f"labels[{i}]", minimum=0) for i, v in enumerate(labels)]
         missing = [p for p in paths if not os.path.isfile(p)]
         if missing:
             raise FileNotFoundError(f"mesh files not found: {missing}")
@@ -79,10 +94,10 @@ class MeshPointClouds(InMemoryList):
         graphs = []
         for i, p in enumerate(paths):
             g = torch.Generator().manual_seed(int(seed) + i)
-            d = mesh_point_cloud(p, num_points, g, with_normals, dtype)
+            d = mesh_point_cloud(p, num_points, g, include_normals, dtype)
             d.name = os.path.splitext(os.path.basename(p))[0]
             if labels is not None:
-                d.y = torch.tensor([int(labels[i])])
+                d.y = torch.tensor([labels[i]])
             graphs.append(d)
         self._set_graphs(graphs)
 

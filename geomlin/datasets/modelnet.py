@@ -8,9 +8,10 @@ from collections.abc import Callable
 import torch
 from torch_geometric.data import Data
 
-from geomlin.datasets.base import InMemoryList
+from geomlin.datasets.base import InMemoryList, renamed
 from geomlin.datasets.cache import fingerprint, load_cache, save_cache
 from geomlin.datasets.meshes import mesh_point_cloud
+from geomlin.validation import check_int, check_positive_int
 
 SOURCE = {"10": "http://3dvision.princeton.edu/projects/2014/3DShapeNets/ModelNet10.zip",
           "40": "http://modelnet.cs.princeton.edu/ModelNet40.zip"}
@@ -25,7 +26,7 @@ class ModelNet(InMemoryList):
     ``ModelNet40`` folder inside ``root`` is also accepted). Labels ``y (1,)`` int64 are the index
     of the category in the sorted list of category folders (``self.categories``). Fields:
     ``pos (num_points, 3)`` (the meshes' units, float32), ``normal (num_points, 3)`` with
-    ``with_normals=True``. Sampling is deterministic given ``seed``. OFF files with ModelNet's
+    ``include_normals=True`` (``with_normals`` is the deprecated spelling). Sampling is deterministic given ``seed``. OFF files with ModelNet's
     fused header (``OFF<nv> <nf> 0``) and polygons with 4+ vertices are handled.
 
     The sampled set is cached in ``<root>/processed/`` (atomic write, fingerprint of every file's
@@ -34,15 +35,17 @@ class ModelNet(InMemoryList):
     """
 
     def __init__(self, root: str | os.PathLike, name: str = "10", train: bool = True, num_points: int = 1024,
-                 with_normals: bool = False, seed: int = 0, transform: Callable | None = None,
+                 include_normals: bool = False, seed: int = 0, transform: Callable | None = None,
                  pre_transform: Callable | None = None, pre_filter: Callable | None = None,
-                 cache: bool = True, download: bool = False, progress: bool = True):
+                 cache: bool = True, download: bool = False, progress: bool = True, *,
+                 with_normals: bool | None = None):
         self._start(transform, pre_transform, pre_filter)
+        include_normals = renamed("ModelNet", "with_normals", "include_normals", with_normals, include_normals)
         name = str(name)
         if name not in SOURCE:
             raise ValueError(f"name must be '10' or '40', got {name!r}")
-        if not isinstance(num_points, int) or num_points < 1:
-            raise ValueError(f"num_points must be a positive int, got {num_points!r}")
+        num_points = check_positive_int(num_points, "num_points")
+        seed = check_int(seed, "seed", minimum=0)
         self.name, self.train, self.num_points = name, train, num_points
         self.root_dir = root = os.fspath(root)
         tree = self._find_tree(root)
@@ -74,9 +77,9 @@ class ModelNet(InMemoryList):
                                     f"(categories found: {self.categories})")
         self.files = files
         cache_path = (os.path.join(root, "processed", f"geomlin_modelnet{name}_{split}_{num_points}"
-                                   f"{'_normals' if with_normals else ''}_s{seed}.pt") if cache else None)
+                                   f"{'_normals' if include_normals else ''}_s{seed}.pt") if cache else None)
         stats = [(os.path.relpath(f, tree), os.path.getsize(f), os.stat(f).st_mtime_ns) for f in files]
-        fp = fingerprint([], "modelnet", stats, name, split, num_points, with_normals, seed, pre_transform,
+        fp = fingerprint([], "modelnet", stats, name, split, num_points, include_normals, seed, pre_transform,
                          pre_filter)
         payload = load_cache(cache_path, fp) if cache_path else None
         if payload is not None:
@@ -89,7 +92,7 @@ class ModelNet(InMemoryList):
             it = tqdm(it, total=len(files), desc=f"ModelNet{name} {split}", unit="mesh")
         for i, (f, label) in enumerate(it):
             d = mesh_point_cloud(f, num_points, torch.Generator().manual_seed(int(seed) * 1_000_003 + i),
-                                 with_normals)
+                                 include_normals)
             d.y = torch.tensor([label])
             if pre_filter is not None and not pre_filter(d):
                 continue

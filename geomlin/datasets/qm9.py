@@ -21,7 +21,8 @@ from torch_geometric.data import Data
 from geomlin.datasets.base import InMemoryList
 from geomlin.datasets.cache import fingerprint, load_cache, save_cache
 from geomlin.datasets.io.sdf import read_sdf
-from geomlin.datasets.sdf_molecules import collate_molecules
+from geomlin.datasets.sdf_molecules import collate_molecules, parse_label
+from geomlin.validation import FileFormatError, check_float, check_int
 
 HARTREE_TO_EV = 27.211386246
 KCALMOL_TO_EV = 0.04336414
@@ -72,31 +73,47 @@ _URLS = {"qm9.zip": "https://deepchemdata.s3-us-west-1.amazonaws.com/datasets/mo
 
 
 def read_qm9_csv(path: str) -> tuple[list[str], np.ndarray]:
-    """Molecule ids and the ``(M, 19)`` float64 target table (PyG order, converted units) of ``gdb9.sdf.csv``."""
+    """Molecule ids and the ``(M, 19)`` float64 target table (PyG order, converted units) of ``gdb9.sdf.csv``.
+
+    Every row needs the header's number of fields and finite numbers in the 19 target columns;
+    errors are :class:`~geomlin.validation.FileFormatError` naming the file and line.
+    """
     with open(path, newline="") as f:
-        rows = list(csv.reader(f))
+        rows = [(no, r) for no, r in enumerate(csv.reader(f), start=1) if r]
     if not rows:
-        raise ValueError(f"{path}: empty CSV; expected a header row with mol_id and the 19 QM9 columns")
-    header = [h.strip() for h in rows[0]]
+        raise FileFormatError(path, "empty CSV; expected a header row with mol_id and the 19 QM9 columns")
+    header = [h.strip() for h in rows[0][1]]
     missing = [col for _, col, _, _ in QM9_TARGETS if col not in header]
     if "mol_id" not in header or missing:
-        raise ValueError(f"{path}: header lacks columns {(['mol_id'] if 'mol_id' not in header else []) + missing}; "
-                         f"got {header}")
+        raise FileFormatError(path, f"header lacks columns {(['mol_id'] if 'mol_id' not in header else []) + missing}; "
+                              f"got {header}", line=rows[0][0])
     cols = [header.index(col) for _, col, _, _ in QM9_TARGETS]
     id_col = header.index("mol_id")
-    body = [r for r in rows[1:] if r]
-    ids = [r[id_col] for r in body]
+    body = rows[1:]
+    for no, r in body:
+        if len(r) != len(header):
+            raise FileFormatError(path, f"row has {len(r)} fields but the header has {len(header)}", line=no)
+    ids = [r[id_col] for _, r in body]
     try:
-        table = np.array([[float(r[c]) for c in cols] for r in body], dtype=np.float64).reshape(len(body), len(cols))
-    except (ValueError, IndexError) as err:
-        for k, r in enumerate(body):
-            try:
-                [float(r[c]) for c in cols]
-            except (ValueError, IndexError):
-                raise ValueError(f"{path}: row {k + 2} ({r[:1]}) is malformed: {err}") from None
-        raise
+        table = np.array([[float(r[c]) for c in cols] for _, r in body], dtype=np.float64).reshape(len(body), len(cols))
+        ok = np.isfinite(table).all()
+    except ValueError:
+        ok = False
+    if not ok:
+        for no, r in body:
+            for (name, col, _, _), c in zip(QM9_TARGETS, cols):
+                parse_label(r[c], path, no, f"column {col!r} of {r[id_col]!r}")
     factors = np.array([f for _, _, f, _ in QM9_TARGETS])
     return ids, table * factors
+
+
+def target_index(target: int | str) -> int:
+    """Column of ``target`` (a name of :data:`QM9_TARGETS` such as ``"U0"``, or an index 0..18) in ``y``."""
+    if isinstance(target, str):
+        if target not in TARGET_INDEX:
+            raise ValueError(f"unknown QM9 target {target!r}; expected one of {', '.join(TARGET_INDEX)}")
+        return TARGET_INDEX[target]
+    return check_int(target, "target", minimum=0, maximum=len(QM9_TARGETS) - 1)
 
 
 def read_uncharacterized(path: str) -> set[int]:
@@ -117,11 +134,13 @@ def qm9_split(num_graphs: int, seed: int = 0, train: float = 110_000, val: float
     The standard QM9 protocol (e.g. DimeNet, EGNN) is 110k train, 10k val and the rest (~10.8k)
     test. ``train`` / ``val`` may be counts or fractions of ``num_graphs``.
     """
+    num_graphs = check_int(num_graphs, "num_graphs", minimum=1)
+    seed = check_int(seed, "seed", minimum=0)
+
     def count(v, what):
-        c = round(v * num_graphs) if isinstance(v, float) else int(v)
-        if c < 0:
-            raise ValueError(f"{what} size must be >= 0, got {v}")
-        return c
+        if isinstance(v, float):
+            return round(check_float(v, f"{what} (a fraction)", minimum=0.0, maximum=1.0) * num_graphs)
+        return check_int(v, what, minimum=0)
     n_train, n_val = count(train, "train"), count(val, "val")
     if n_train + n_val > num_graphs:
         raise ValueError(f"split of {n_train} train + {n_val} val exceeds the {num_graphs} graphs; pass smaller "
@@ -254,8 +273,7 @@ class QM9(InMemoryList):
 
         Indexed by atomic number; ``None`` for targets without atom references.
         """
-        k = TARGET_INDEX[target] if isinstance(target, str) else int(target)
-        name = QM9_TARGETS[k][0] if 0 <= k < len(QM9_TARGETS) else None
+        name = QM9_TARGETS[target_index(target)][0]
         if name not in ATOM_REFERENCE_HARTREE:
             return None
         out = torch.zeros(MAX_Z, 1)

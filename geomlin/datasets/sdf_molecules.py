@@ -7,6 +7,7 @@ InMemoryDataset storage with vectorised numpy (no per-molecule Python objects); 
 from __future__ import annotations
 
 import csv
+import math
 import os
 from collections.abc import Callable, Sequence
 
@@ -15,9 +16,10 @@ import torch
 from torch import Tensor
 from torch_geometric.data import Data
 
-from geomlin.datasets.base import InMemoryList
+from geomlin.datasets.base import InMemoryList, check_float_dtype
 from geomlin.datasets.cache import fingerprint, load_cache, save_cache
 from geomlin.datasets.io.sdf import BOND_TYPES, SDFRecords, read_sdf
+from geomlin.validation import FileFormatError
 
 #: V2000 bond types in the order of the one-hot ``edge_attr`` columns: single, double, triple, aromatic.
 EDGE_BOND_TYPES = tuple(BOND_TYPES)
@@ -66,29 +68,49 @@ def collate_molecules(rec: SDFRecords, keep: np.ndarray | None = None, dtype: to
 
 def _read_label_table(path: str, columns: Sequence[str] | None, id_column: str | None
                       ) -> tuple[list[str] | None, list[str], np.ndarray]:
+    """Ids (or None), column names and the ``(rows, T)`` float64 labels of a CSV label table.
+
+    Every row needs the header's number of fields and a finite number in each target column;
+    errors are :class:`~geomlin.validation.FileFormatError` naming the file and line.
+    """
     with open(path, newline="") as f:
-        rows = [r for r in csv.reader(f) if r]
+        rows = [(no, r) for no, r in enumerate(csv.reader(f), start=1) if r]
     if not rows:
-        raise ValueError(f"{path}: empty CSV; expected a header row")
-    header = [h.strip() for h in rows[0]]
+        raise FileFormatError(path, "empty CSV; expected a header row")
+    header = [h.strip() for h in rows[0][1]]
     body = rows[1:]
+    if not body:
+        raise FileFormatError(path, "the CSV has a header but no label rows", line=rows[0][0])
     if id_column is not None and id_column not in header:
-        raise ValueError(f"{path}: id column {id_column!r} not in header {header}")
+        raise FileFormatError(path, f"id column {id_column!r} not in header {header}", line=rows[0][0])
+    for no, r in body:
+        if len(r) != len(header):
+            raise FileFormatError(path, f"row has {len(r)} fields but the header has {len(header)}", line=no)
     if columns is None:
-        columns = [h for h in header if h != id_column and _numeric_column(body, header.index(h))]
+        columns = [h for h in header if h != id_column and _numeric_column([r for _, r in body], header.index(h))]
+        if not columns:
+            raise FileFormatError(path, f"no numeric label columns (header {header}); pass target_columns")
     missing = [c for c in columns if c not in header]
     if missing:
-        raise ValueError(f"{path}: target columns {missing} not in header {header}")
-    idx = [header.index(c) for c in columns]
-    values = np.empty((len(body), len(idx)), dtype=np.float64)
-    for k, r in enumerate(body):
-        try:
-            values[k] = [float(r[i]) for i in idx]
-        except (ValueError, IndexError):
-            raise ValueError(f"{path}: row {k + 2} has a missing or non-numeric target in {list(columns)}: "
-                             f"{r}") from None
-    ids = [r[header.index(id_column)] for r in body] if id_column is not None else None
+        raise FileFormatError(path, f"target columns {missing} not in header {header}", line=rows[0][0])
+    values = np.empty((len(body), len(columns)), dtype=np.float64)
+    for k, (no, r) in enumerate(body):
+        for c, col in enumerate(columns):
+            values[k, c] = parse_label(r[header.index(col)], path, no, f"column {col!r}")
+    ids = [r[header.index(id_column)] for _, r in body] if id_column is not None else None
     return ids, list(columns), values
+
+
+def parse_label(text: str, path: str, line: int | None, what: str) -> float:
+    """A finite float from a label field; FileFormatError naming the file, line and field (``what``) otherwise."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise FileFormatError(path, f"{what} is {text!r}, not a number", line=line) from None
+    if not math.isfinite(value):
+        raise FileFormatError(path, f"{what} is a non-finite label {text.strip()!r}; labels must be finite numbers "
+                              "(drop or impute missing values first)", line=line)
+    return value
 
 
 def _numeric_column(body, i) -> bool:
@@ -122,6 +144,11 @@ class SDFDataset(InMemoryList):
                  transform: Callable | None = None, pre_transform: Callable | None = None,
                  dtype: torch.dtype = torch.float32, cache_dir: str | os.PathLike | None = None):
         self._start(transform, pre_transform)
+        check_float_dtype(dtype)
+        if isinstance(target_columns, str):
+            target_columns = [target_columns]
+        if target_columns is not None and (not target_columns or not all(isinstance(c, str) for c in target_columns)):
+            raise ValueError(f"target_columns must be a non-empty list of column names, got {target_columns!r}")
         self.sdf_path = sdf_path = os.fspath(sdf_path)
         self.csv_path = csv_path = None if csv_path is None else os.fspath(csv_path)
         for p in (sdf_path, csv_path):
@@ -159,11 +186,9 @@ class SDFDataset(InMemoryList):
                 for c, col in enumerate(columns):
                     if col not in props:
                         raise ValueError(f"{sdf_path}: record {k} ({rec.names[k]!r}) lacks the data item <{col}>")
-                    try:
-                        values[k, c] = float(props[col].split()[0])
-                    except (ValueError, IndexError):
-                        raise ValueError(f"{sdf_path}: record {k} ({rec.names[k]!r}) data item <{col}> is not a "
-                                         f"number: {props[col]!r}") from None
+                    field = props[col].split()
+                    values[k, c] = parse_label(field[0] if field else "", sdf_path, None,
+                                               f"data item <{col}> of record {k} ({rec.names[k]!r})")
         if columns:
             data.y = torch.from_numpy(values).to(dtype)
             slices["y"] = torch.arange(len(rec) + 1)

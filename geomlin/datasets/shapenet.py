@@ -10,8 +10,9 @@ import numpy as np
 import torch
 from torch_geometric.data import Data
 
-from geomlin.datasets.base import InMemoryList
+from geomlin.datasets.base import InMemoryList, check_float_dtype
 from geomlin.datasets.cache import fingerprint, load_cache, save_cache
+from geomlin.validation import FileFormatError
 
 SOURCE = ("shapenetcore_partanno_segmentation_benchmark_v0_normal.zip, "
           "https://shapenet.cs.stanford.edu/media/shapenetcore_partanno_segmentation_benchmark_v0_normal.zip")
@@ -19,21 +20,33 @@ CATEGORY_FILE = "synsetoffset2category.txt"
 SPLIT_DIR = "train_test_split"
 SPLITS = ("train", "val", "test", "trainval")
 ROW_COLUMNS = 7            # x y z nx ny nz label
+#: Number of part labels of the release (0 ... 49).
+NUM_PART_LABELS = 50
 
 
 def read_part_file(path: str) -> np.ndarray:
-    """Rows ``(N, 7)`` float64 ``x y z nx ny nz label`` of one shape file; ValueError naming the file."""
+    """Rows ``(N, 7)`` float64 ``x y z nx ny nz label`` of one shape file.
+
+    Raises :class:`~geomlin.validation.FileFormatError` naming the file (and line) for a malformed
+    or ragged row, an empty file, a NaN / infinite value or a label that is not an integer in 0..49.
+    """
     try:
         arr = np.loadtxt(path, dtype=np.float64, ndmin=2)
     except ValueError as err:
-        raise ValueError(f"{path}: malformed row ({err}); expected 'x y z nx ny nz label' per line") from None
+        raise FileFormatError(path, f"malformed row ({err}); expected 'x y z nx ny nz label' per line") from None
     if arr.size == 0:
-        raise ValueError(f"{path}: empty point file")
+        raise FileFormatError(path, "empty point file")
     if arr.shape[1] != ROW_COLUMNS:
-        raise ValueError(f"{path}: expected {ROW_COLUMNS} columns 'x y z nx ny nz label', got {arr.shape[1]}")
+        raise FileFormatError(path, f"expected {ROW_COLUMNS} columns 'x y z nx ny nz label', got {arr.shape[1]}")
     if not np.isfinite(arr).all():
         bad = int(np.flatnonzero(~np.isfinite(arr).all(axis=1))[0])
-        raise ValueError(f"{path}: row {bad + 1} has a NaN or infinite value")
+        raise FileFormatError(path, "NaN or infinite value", line=bad + 1)
+    labels = arr[:, ROW_COLUMNS - 1]
+    bad = (labels != np.round(labels)) | (labels < 0) | (labels >= NUM_PART_LABELS)
+    if bad.any():
+        k = int(np.flatnonzero(bad)[0])
+        raise FileFormatError(path, f"part label must be an integer in 0..{NUM_PART_LABELS - 1}, got {labels[k]:g}",
+                              line=k + 1)
     return arr
 
 
@@ -55,6 +68,7 @@ class ShapeNetPart(InMemoryList):
                  include_normals: bool = True, transform: Callable | None = None,
                  pre_transform: Callable | None = None, cache: bool = True, dtype: torch.dtype = torch.float32):
         self._start(transform, pre_transform)
+        check_float_dtype(dtype)
         if split not in SPLITS:
             raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
         self.root_dir = root = os.fspath(root)
@@ -71,6 +85,8 @@ class ShapeNetPart(InMemoryList):
         with open(cat_file) as f:
             for line in f:
                 if line.strip():
+                    if len(line.split()) < 2:
+                        raise FileFormatError(cat_file, f"expected 'category synset' per line, got {line.strip()!r}")
                     name, synset = line.split()[:2]
                     synset_of[name] = synset
         self.categories = sorted(synset_of)
@@ -85,7 +101,9 @@ class ShapeNetPart(InMemoryList):
                 try:
                     entries = json.load(f)
                 except json.JSONDecodeError as err:
-                    raise ValueError(f"{lst}: not valid JSON ({err})") from None
+                    raise FileFormatError(lst, f"not valid JSON ({err})") from None
+            if not isinstance(entries, list) or not all(isinstance(e, str) and e.count("/") >= 2 for e in entries):
+                raise FileFormatError(lst, "expected a JSON list of 'shape_data/<synset>/<shape>' strings")
             for e in entries:
                 _, synset, shape = e.split("/")[-3:]
                 if synset in cat_index:

@@ -13,19 +13,13 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from geomlin.validation import check_positive_int, check_tensor
+
 
 def check_mesh(vertices: Tensor, faces: Tensor, where: str = "mesh") -> None:
-    """Raise ValueError unless ``vertices (V, 3)`` float and ``faces (F, 3)`` integer form a usable mesh."""
-    if not torch.is_tensor(vertices) or vertices.dim() != 2 or vertices.shape[-1] != 3:
-        raise ValueError(f"{where}: vertices must be a (V, 3) tensor, got "
-                         f"{tuple(vertices.shape) if torch.is_tensor(vertices) else type(vertices).__name__}")
-    if not vertices.is_floating_point():
-        raise TypeError(f"{where}: vertices must be floating point, got {vertices.dtype}")
-    if not torch.is_tensor(faces) or faces.dim() != 2 or faces.shape[-1] != 3:
-        raise ValueError(f"{where}: faces must be a (F, 3) triangle index tensor, got "
-                         f"{tuple(faces.shape) if torch.is_tensor(faces) else type(faces).__name__}")
-    if faces.is_floating_point() or faces.dtype == torch.bool:
-        raise TypeError(f"{where}: faces must be an integer tensor, got {faces.dtype}")
+    """Raise unless ``vertices (V, 3)`` float and ``faces (F, 3)`` integer form a usable, non-empty mesh."""
+    check_tensor(vertices, f"{where}: vertices", shape=(None, 3), what="V vertices in 3D")
+    check_tensor(faces, f"{where}: faces", shape=(None, 3), dtype="int", what="F triangles")
     if vertices.shape[0] == 0 or faces.shape[0] == 0:
         raise ValueError(f"{where}: empty mesh ({vertices.shape[0]} vertices, {faces.shape[0]} faces); "
                          "surface sampling needs at least one triangle")
@@ -38,7 +32,7 @@ def check_mesh(vertices: Tensor, faces: Tensor, where: str = "mesh") -> None:
 
 
 def sample_surface(vertices: Tensor, faces: Tensor, num_points: int, generator: torch.Generator | None = None,
-                   return_normals: bool = False):
+                   include_normals: bool = False, *, return_normals: bool | None = None):
     """``num_points`` points uniform on the surface of a triangle mesh.
 
     Parameters
@@ -47,15 +41,21 @@ def sample_surface(vertices: Tensor, faces: Tensor, num_points: int, generator: 
     faces: ``(F, 3)`` integer triangle indices.
     num_points: how many points to draw (with replacement over triangles).
     generator: optional ``torch.Generator`` for reproducibility.
-    return_normals: also return the unit normal of the triangle each point lies on.
+    include_normals: also return the unit normal of the triangle each point lies on
+        (``return_normals`` is the deprecated spelling).
 
     Returns
     -------
     ``pos (num_points, 3)`` in the dtype of ``vertices``, and ``normal (num_points, 3)`` when asked.
     """
+    if return_normals is not None:
+        import warnings
+
+        warnings.warn("sample_surface(return_normals=...) is deprecated; use include_normals=...", DeprecationWarning,
+                      stacklevel=2)
+        include_normals = return_normals
     check_mesh(vertices, faces)
-    if not isinstance(num_points, int) or num_points < 1:
-        raise ValueError(f"num_points must be a positive int, got {num_points!r}")
+    num_points = check_positive_int(num_points, "num_points")
     faces = faces.long()
     a, b, c = (vertices[faces[:, k]] for k in range(3))
     cross = torch.linalg.cross(b - a, c - a)
@@ -68,7 +68,7 @@ def sample_surface(vertices: Tensor, faces: Tensor, num_points: int, generator: 
     fold = st.sum(dim=-1) > 1
     st = torch.where(fold[:, None], 1 - st, st)
     pos = a[choice] + st[:, :1] * (b - a)[choice] + st[:, 1:] * (c - a)[choice]
-    if return_normals:
+    if include_normals:
         n = cross[choice]
         return pos, n / n.norm(dim=-1, keepdim=True).clamp_min(torch.finfo(vertices.dtype).tiny)
     return pos

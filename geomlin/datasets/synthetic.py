@@ -11,14 +11,16 @@ Both are deterministic given ``seed`` and build 10^4 samples in about a second.
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Callable, Sequence
 
 import torch
 from torch import Tensor
 
-from geomlin.datasets.base import InMemoryList
+from geomlin.datasets.base import InMemoryList, check_float_dtype, renamed
 from geomlin.datasets.surface import sample_surface
 from geomlin.groups import haar_orthogonal
+from geomlin.validation import check_float, check_int, check_positive_float, check_positive_int, check_tensor
 
 #: Class names of :class:`SyntheticShapes`, in label order.
 SHAPE_CLASSES = ("sphere", "ellipsoid", "cube", "cylinder", "cone", "torus", "pyramid",
@@ -156,12 +158,6 @@ def shape_points(name: str, num_shapes: int, num_points: int, generator: torch.G
     raise ValueError(f"unknown shape class {name!r}; expected one of {SHAPE_CLASSES}")
 
 
-def _check_positive_int(name: str, value) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"{name} must be a positive int, got {value!r}")
-    return value
-
-
 def _random_rotations(n: int, rotation: str | None, g: torch.Generator) -> Tensor | None:
     if rotation not in ROTATION_CHOICES:
         raise ValueError(f"rotation must be one of {ROTATION_CHOICES}, got {rotation!r}")
@@ -184,18 +180,22 @@ def synthetic_shapes(num_per_class: int, num_points: int = 1024, seed: int = 0,
         isotropic Gaussian noise of standard deviation ``jitter``.
     y: ``(M,)`` int64 labels, the index of the class in ``classes`` (default :data:`SHAPE_CLASSES`).
     """
-    _check_positive_int("num_per_class", num_per_class)
-    _check_positive_int("num_points", num_points)
+    check_positive_int(num_per_class, "num_per_class")
+    check_positive_int(num_points, "num_points")
+    seed = check_int(seed, "seed", minimum=0)
+    check_float_dtype(dtype)
+    if isinstance(classes, str):
+        raise TypeError(f"classes must be a sequence of class names, got the string {classes!r}")
     classes = tuple(SHAPE_CLASSES if classes is None else classes)
     unknown = [c for c in classes if c not in SHAPE_CLASSES]
     if unknown or not classes or len(set(classes)) != len(classes):
         raise ValueError(f"classes must be distinct names from {SHAPE_CLASSES}, got {classes}")
-    lo, hi = (float(s) for s in scale_range)
-    if not 0 < lo <= hi:
-        raise ValueError(f"scale_range must satisfy 0 < low <= high, got {scale_range}")
-    if not jitter >= 0:
-        raise ValueError(f"jitter must be >= 0, got {jitter}")
-    g = torch.Generator().manual_seed(int(seed))
+    if len(scale_range) != 2:
+        raise ValueError(f"scale_range must be a pair (low, high), got {scale_range!r}")
+    lo = check_positive_float(scale_range[0], "scale_range[0]")
+    hi = check_float(scale_range[1], "scale_range[1]", minimum=lo)
+    jitter = check_float(jitter, "jitter", minimum=0.0)
+    g = torch.Generator().manual_seed(seed)
     pos = torch.cat([shape_points(c, num_per_class, num_points, g) for c in classes])
     y = torch.arange(len(classes)).repeat_interleave(num_per_class)
     m = pos.shape[0]
@@ -278,6 +278,8 @@ def _forces_coord_major(pt: Tensor, weights: Tensor, max_force: float | None) ->
 
 
 def _check_charges(pos: Tensor, charges: Tensor) -> None:
+    check_tensor(pos, "pos", shape=(..., None, 3))
+    check_tensor(charges, "charges", dtype="any", finite=True)
     if charges.shape != pos.shape[:-1] + (1,):
         raise ValueError(f"charges must have shape {tuple(pos.shape[:-1]) + (1,)} (..., n, 1) to match pos "
                          f"{tuple(pos.shape)}, got {tuple(charges.shape)}")
@@ -320,11 +322,14 @@ def simulate_charged_particles(pos: Tensor, vel: Tensor, charges: Tensor, num_st
     -------
     ``(pos, vel)`` after ``num_steps * dt`` time units, each ``(..., n, 3)``.
     """
-    if pos.shape != vel.shape or pos.shape[-1] != 3:
-        raise ValueError(f"pos and vel must share a (..., n, 3) shape, got {tuple(pos.shape)} and {tuple(vel.shape)}")
+    check_tensor(pos, "pos", shape=(..., None, 3), finite=True)
+    check_tensor(vel, "vel", shape=tuple(pos.shape), finite=True)
     _check_charges(pos, charges)
-    if num_steps < 0:
-        raise ValueError(f"num_steps must be >= 0, got {num_steps}")
+    num_steps = check_int(num_steps, "num_steps", minimum=0)
+    dt = check_positive_float(dt, "dt")
+    strength = check_float(strength, "strength")
+    if max_force is not None:
+        max_force = check_positive_float(max_force, "max_force")
     weights = _pair_weights(charges.to(pos.dtype), strength)
     steps = range(num_steps)
     if progress:
@@ -337,32 +342,38 @@ def simulate_charged_particles(pos: Tensor, vel: Tensor, charges: Tensor, num_st
     return pt.movedim(0, -1).contiguous(), vt.movedim(0, -1).contiguous()
 
 
-def nbody(num_samples: int, n_particles: int = 5, seed: int = 0, burn_in_steps: int = NBODY_BURN_IN_STEPS,
+def nbody(num_samples: int, num_particles: int = 5, seed: int = 0, burn_in_steps: int = NBODY_BURN_IN_STEPS,
           horizon_steps: int = NBODY_HORIZON_STEPS, dt: float = NBODY_DT, loc_std: float = NBODY_LOC_STD,
-          vel_norm: float = NBODY_VEL_NORM, strength: float = 1.0) -> dict[str, Tensor]:
+          vel_norm: float = NBODY_VEL_NORM, strength: float = 1.0, *, n_particles: int | None = None
+          ) -> dict[str, Tensor]:
     """Simulate ``num_samples`` independent charged systems at once (float64).
 
     Initial state as in NRI: positions ``N(0, loc_std^2)``, velocities of norm ``vel_norm`` in
     random directions, charges ``+-1`` with equal probability. The system runs ``burn_in_steps``
     to reach the input state, then ``horizon_steps`` more to the target.
 
+    ``n_particles`` is the deprecated spelling of ``num_particles``.
+
     Returns
     -------
     dict with ``pos, vel, target_pos, target_vel`` ``(M, n, 3)`` and ``charges`` ``(M, n, 1)``, float64.
     """
-    _check_positive_int("num_samples", num_samples)
-    _check_positive_int("n_particles", n_particles)
-    if n_particles < 2:
-        raise ValueError(f"n_particles must be >= 2 for an interacting system, got {n_particles}")
-    if burn_in_steps < 0 or horizon_steps < 1:
-        raise ValueError(f"need burn_in_steps >= 0 and horizon_steps >= 1, got {burn_in_steps}, {horizon_steps}")
-    g = torch.Generator().manual_seed(int(seed))
-    shape = (num_samples, n_particles)
+    num_particles = renamed("nbody", "n_particles", "num_particles", n_particles, num_particles)
+    check_positive_int(num_samples, "num_samples")
+    num_particles = check_int(num_particles, "num_particles", minimum=2)
+    seed = check_int(seed, "seed", minimum=0)
+    burn_in_steps = check_int(burn_in_steps, "burn_in_steps", minimum=0)
+    horizon_steps = check_positive_int(horizon_steps, "horizon_steps")
+    dt = check_positive_float(dt, "dt")
+    loc_std = check_positive_float(loc_std, "loc_std")
+    vel_norm = check_float(vel_norm, "vel_norm", minimum=0.0)
+    g = torch.Generator().manual_seed(seed)
+    shape = (num_samples, num_particles)
     pos = loc_std * torch.randn(*shape, 3, generator=g, dtype=torch.float64)
     vel = vel_norm * _unit_sphere(shape, g)
     charges = torch.randint(0, 2, (*shape, 1), generator=g).double() * 2 - 1
     max_force = 0.1 / dt
-    progress = num_samples * n_particles * (burn_in_steps + horizon_steps) > 10**7
+    progress = num_samples * num_particles * (burn_in_steps + horizon_steps) > 10**7
     pos, vel = simulate_charged_particles(pos, vel, charges, burn_in_steps, dt, strength, max_force, progress)
     tpos, tvel = simulate_charged_particles(pos, vel, charges, horizon_steps, dt, strength, max_force, progress)
     return {"pos": pos, "vel": vel, "charges": charges, "target_pos": tpos, "target_vel": tvel}
@@ -379,28 +390,37 @@ class NBody(InMemoryList):
     units (unit masses, Coulomb constant ``strength``). E(3)-equivariant: rotating, reflecting or
     translating the input moves the target the same way. Deterministic given ``seed``.
 
-    >>> ds = NBody(num_samples=8, n_particles=5, seed=0, burn_in_steps=10, horizon_steps=10)
+    >>> ds = NBody(num_samples=8, num_particles=5, seed=0, burn_in_steps=10, horizon_steps=10)
     >>> ds[0].pos.shape, ds[0].y.shape, ds.horizon
     (torch.Size([5, 3]), torch.Size([5, 3]), 0.01)
     """
 
-    def __init__(self, num_samples: int, n_particles: int = 5, seed: int = 0,
+    def __init__(self, num_samples: int, num_particles: int = 5, seed: int = 0,
                  burn_in_steps: int = NBODY_BURN_IN_STEPS, horizon_steps: int = NBODY_HORIZON_STEPS,
                  dt: float = NBODY_DT, loc_std: float = NBODY_LOC_STD, vel_norm: float = NBODY_VEL_NORM,
                  strength: float = 1.0, fully_connected: bool = True, dtype: torch.dtype = torch.float32,
-                 transform: Callable | None = None, pre_transform: Callable | None = None):
+                 transform: Callable | None = None, pre_transform: Callable | None = None, *,
+                 n_particles: int | None = None):
         self._start(transform, pre_transform)
-        sim = nbody(num_samples, n_particles, seed, burn_in_steps, horizon_steps, dt, loc_std, vel_norm, strength)
-        self.dt, self.horizon_steps, self.n_particles = dt, horizon_steps, n_particles
+        num_particles = renamed("NBody", "n_particles", "num_particles", n_particles, num_particles)
+        check_float_dtype(dtype)
+        sim = nbody(num_samples, num_particles, seed, burn_in_steps, horizon_steps, dt, loc_std, vel_norm, strength)
+        self.dt, self.horizon_steps, self.num_particles = dt, horizon_steps, num_particles
         #: Prediction horizon in simulation time units.
         self.horizon = horizon_steps * dt
         fields = {k: v.to(dtype) for k, v in sim.items()}
         fields["y"] = fields["target_pos"]
         if fully_connected:
-            i, j = torch.meshgrid(torch.arange(n_particles), torch.arange(n_particles), indexing="ij")
+            i, j = torch.meshgrid(torch.arange(num_particles), torch.arange(num_particles), indexing="ij")
             keep = i != j
             ei = torch.stack([i[keep], j[keep]])
             fields["edge_index"] = ei.expand(num_samples, 2, ei.shape[1])
             q = fields["charges"]
             fields["edge_attr"] = q[:, ei[0]] * q[:, ei[1]]
         self._set_stacked(fields)
+
+    @property
+    def n_particles(self) -> int:
+        """Deprecated spelling of :attr:`num_particles`."""
+        warnings.warn("NBody.n_particles is deprecated; use NBody.num_particles", DeprecationWarning, stacklevel=2)
+        return self.num_particles

@@ -7,9 +7,9 @@ rotations, translations and scaling; *vectors* (``normal``, ``force``, ``vel``, 
 only rotate; everything else (labels, energies, charges) is left alone. Pass your own
 ``position_attrs`` / ``vector_attrs`` when a dataset stores e.g. target positions in ``y``.
 
-``radius_graph`` and ``knn_graph`` are exact brute-force neighbour searches (chunked pairwise
-distances), so they need neither ``torch-cluster`` nor ``pyg-lib``, which PyG's own
-``RadiusGraph`` / ``KNNGraph`` require.
+``radius_graph`` and ``knn_graph`` are exact neighbour searches on a uniform grid
+(:mod:`geomlin.datasets.neighbors`, plain torch), so they need neither ``torch-cluster`` nor
+``pyg-lib``, which PyG's own ``RadiusGraph`` / ``KNNGraph`` require.
 """
 
 from __future__ import annotations
@@ -21,13 +21,21 @@ from torch import Tensor
 from torch_geometric.data import Data
 from torch_geometric.transforms import BaseTransform
 
+from geomlin.datasets.neighbors import knn_pairs, radius_pairs
 from geomlin.datasets.surface import sample_surface
 from geomlin.groups import haar_orthogonal
+from geomlin.validation import (
+    check_batch_vector,
+    check_choice,
+    check_float,
+    check_positive_float,
+    check_positive_int,
+    check_tensor,
+)
 
 POSITION_ATTRS = ("pos", "target_pos")
 VECTOR_ATTRS = ("normal", "force", "vel", "target_vel")
 ROTATION_GROUPS = ("SO3", "O3")
-_CHUNK = 2048
 
 
 def _present(data: Data, attrs: Sequence[str]) -> list[str]:
@@ -55,8 +63,7 @@ class RandomRotation(BaseTransform):
     def __init__(self, group: str = "SO3", position_attrs: Sequence[str] = POSITION_ATTRS,
                  vector_attrs: Sequence[str] = VECTOR_ATTRS, generator: torch.Generator | None = None,
                  store_matrix: bool = False):
-        if group not in ROTATION_GROUPS:
-            raise ValueError(f"group must be one of {ROTATION_GROUPS}, got {group!r}")
+        check_choice(group, "group", ROTATION_GROUPS)
         self.group, self.generator, self.store_matrix = group, generator, store_matrix
         self.position_attrs, self.vector_attrs = tuple(position_attrs), tuple(vector_attrs)
 
@@ -78,9 +85,8 @@ class RandomTranslation(BaseTransform):
 
     def __init__(self, scale: float = 1.0, position_attrs: Sequence[str] = POSITION_ATTRS,
                  generator: torch.Generator | None = None):
-        if not scale >= 0:
-            raise ValueError(f"scale must be >= 0, got {scale}")
-        self.scale, self.position_attrs, self.generator = float(scale), tuple(position_attrs), generator
+        scale = check_float(scale, "scale", minimum=0.0)
+        self.scale, self.position_attrs, self.generator = scale, tuple(position_attrs), generator
 
     def forward(self, data: Data) -> Data:
         _require_pos(data, "RandomTranslation")
@@ -138,8 +144,7 @@ class SamplePoints(BaseTransform):
     """
 
     def __init__(self, num: int, include_normals: bool = False, generator: torch.Generator | None = None):
-        if not isinstance(num, int) or num < 1:
-            raise ValueError(f"num must be a positive int, got {num!r}")
+        num = check_positive_int(num, "num")
         self.num, self.include_normals, self.generator = num, include_normals, generator
 
     def forward(self, data: Data) -> Data:
@@ -148,7 +153,7 @@ class SamplePoints(BaseTransform):
         if face is None or not torch.is_tensor(face) or face.dim() != 2 or face.shape[0] != 3:
             got = None if face is None else tuple(face.shape) if torch.is_tensor(face) else type(face).__name__
             raise ValueError(f"SamplePoints needs data.face of shape (3, F) (PyG layout), got {got}")
-        out = sample_surface(pos, face.t(), self.num, self.generator, return_normals=self.include_normals)
+        out = sample_surface(pos, face.t(), self.num, self.generator, include_normals=self.include_normals)
         if self.include_normals:
             data.pos, data.normal = out
         else:
@@ -160,23 +165,10 @@ class SamplePoints(BaseTransform):
         return f"SamplePoints({self.num})"
 
 
-def _pairwise_blocks(pos: Tensor, batch: Tensor | None):
-    """Yield (rows, block of squared distances (rows, N), same-graph mask or None)."""
-    n = pos.shape[0]
-    for start in range(0, n, _CHUNK):
-        rows = torch.arange(start, min(start + _CHUNK, n), device=pos.device)
-        d2 = torch.cdist(pos[rows].double(), pos.double(), compute_mode="donot_use_mm_for_euclid_dist").pow(2)
-        mask = None if batch is None else batch[rows, None] == batch[None, :]
-        yield rows, d2, mask
-
-
 def _check_graph_inputs(pos: Tensor, batch: Tensor | None, who: str) -> None:
-    if not torch.is_tensor(pos) or pos.dim() != 2:
-        raise ValueError(f"{who}: pos must be (N, d), got {tuple(pos.shape) if torch.is_tensor(pos) else pos!r}")
-    if not torch.isfinite(pos).all():
-        raise ValueError(f"{who}: pos contains NaN or infinite coordinates")
-    if batch is not None and (batch.shape != pos.shape[:1]):
-        raise ValueError(f"{who}: batch must be (N,) = ({pos.shape[0]},), got {tuple(batch.shape)}")
+    check_tensor(pos, f"{who}: pos", ndim=2, finite=True, what="N points of dimension d")
+    if batch is not None:
+        check_batch_vector(batch, f"{who}: batch", pos.shape[0])
 
 
 def radius_graph(pos: Tensor, r: float, batch: Tensor | None = None, loop: bool = False,
@@ -188,28 +180,19 @@ def radius_graph(pos: Tensor, r: float, batch: Tensor | None = None, loop: bool 
     pos: ``(N, d)`` float positions.  batch: optional ``(N,)`` graph index of each node.
     loop: include self-loops.  max_num_neighbors: keep at most this many nearest sources per target.
 
-    Edges are sorted by target, then by distance. Exact, O(N^2) time in chunks of 2048 rows.
+    Edges are sorted by target, then by distance (ties by source index). Exact: a cell-list search
+    (:func:`geomlin.datasets.neighbors.radius_pairs`) with float64 distances, no compiled extension.
     """
     _check_graph_inputs(pos, batch, "radius_graph")
-    if not r > 0:
-        raise ValueError(f"r must be > 0, got {r}")
-    src, dst = [], []
-    for rows, d2, mask in _pairwise_blocks(pos, batch):
-        ok = d2 <= r * r
-        if mask is not None:
-            ok &= mask
-        if not loop:
-            ok[torch.arange(len(rows)), rows] = False
-        key = torch.where(ok, d2, torch.full_like(d2, float("inf")))
-        order = key.argsort(dim=1, stable=True)
-        counts = ok.sum(dim=1)
-        if max_num_neighbors is not None:
-            counts = counts.clamp(max=max_num_neighbors)
-        width = int(counts.max()) if len(counts) else 0
-        take = torch.arange(width, device=pos.device)[None, :] < counts[:, None]
-        src.append(order[:, :width][take])
-        dst.append(rows[:, None].expand(-1, width)[take])
-    return torch.stack([torch.cat(src), torch.cat(dst)]) if src else torch.zeros(2, 0, dtype=torch.long)
+    r = check_positive_float(r, "r")
+    if max_num_neighbors is not None:
+        max_num_neighbors = check_positive_int(max_num_neighbors, "max_num_neighbors")
+    src, dst, _ = radius_pairs(pos, r, batch, loop)
+    if max_num_neighbors is not None and dst.numel():
+        rank = torch.arange(dst.numel(), device=dst.device) - torch.searchsorted(dst, dst, right=False)
+        keep = rank < max_num_neighbors
+        src, dst = src[keep], dst[keep]
+    return torch.stack([src, dst])
 
 
 def knn_graph(pos: Tensor, k: int, batch: Tensor | None = None, loop: bool = False) -> Tensor:
@@ -217,29 +200,21 @@ def knn_graph(pos: Tensor, k: int, batch: Tensor | None = None, loop: bool = Fal
 
     Rows are (source j, target i) as in PyG's ``flow="source_to_target"``; a graph with fewer than
     ``k + 1`` nodes contributes all its pairs. Sorted by target, then distance (ties by index).
+    Exact (:func:`geomlin.datasets.neighbors.knn_pairs`: cell-list searches of growing radius).
     """
     _check_graph_inputs(pos, batch, "knn_graph")
-    if not isinstance(k, int) or k < 1:
-        raise ValueError(f"k must be a positive int, got {k!r}")
-    src, dst = [], []
-    for rows, d2, mask in _pairwise_blocks(pos, batch):
-        ok = torch.ones_like(d2, dtype=torch.bool) if mask is None else mask.clone()
-        if not loop:
-            ok[torch.arange(len(rows)), rows] = False
-        key = torch.where(ok, d2, torch.full_like(d2, float("inf")))
-        order = key.argsort(dim=1, stable=True)[:, :k]
-        counts = ok.sum(dim=1).clamp(max=k)
-        take = torch.arange(order.shape[1], device=pos.device)[None, :] < counts[:, None]
-        src.append(order[take])
-        dst.append(rows[:, None].expand(-1, order.shape[1])[take])
-    return torch.stack([torch.cat(src), torch.cat(dst)]) if src else torch.zeros(2, 0, dtype=torch.long)
+    k = check_positive_int(k, "k")
+    src, dst, _ = knn_pairs(pos, k, batch, loop)
+    return torch.stack([src, dst])
 
 
 class RadiusGraph(BaseTransform):
     """Set ``data.edge_index`` to the radius graph of ``data.pos`` (see :func:`radius_graph`)."""
 
     def __init__(self, r: float, loop: bool = False, max_num_neighbors: int | None = None):
-        self.r, self.loop, self.max_num_neighbors = float(r), loop, max_num_neighbors
+        if max_num_neighbors is not None:
+            max_num_neighbors = check_positive_int(max_num_neighbors, "max_num_neighbors")
+        self.r, self.loop, self.max_num_neighbors = check_positive_float(r, "r"), loop, max_num_neighbors
 
     def forward(self, data: Data) -> Data:
         pos = _require_pos(data, "RadiusGraph")
@@ -255,7 +230,7 @@ class KNNGraph(BaseTransform):
     """Set ``data.edge_index`` to the k-nearest-neighbour graph of ``data.pos`` (see :func:`knn_graph`)."""
 
     def __init__(self, k: int = 6, loop: bool = False):
-        self.k, self.loop = k, loop
+        self.k, self.loop = check_positive_int(k, "k"), loop
 
     def forward(self, data: Data) -> Data:
         pos = _require_pos(data, "KNNGraph")

@@ -15,6 +15,9 @@ import os
 
 import numpy as np
 
+from geomlin.datasets.elements import MAX_ATOMIC_NUMBER
+from geomlin.validation import check_float, check_int, check_positive_float, check_positive_int
+
 BOHR_TO_ANGSTROM = 0.529177210903          # CODATA 2018
 HARTREE_TO_KCALMOL = 627.5094740631        # CODATA 2018
 BOLTZMANN_KCALMOL = 0.0019872042586        # k_B in kcal/(mol K)
@@ -33,10 +36,16 @@ def _tblite():
 
 
 def _check_structure(z, pos) -> tuple[np.ndarray, np.ndarray]:
-    z = np.asarray(z, dtype=np.int64)
-    pos = np.asarray(pos, dtype=np.float64)
-    if z.ndim != 1 or pos.shape != (z.shape[0], 3):
-        raise ValueError(f"need z (N,) and pos (N, 3), got {z.shape} and {pos.shape}")
+    z, pos = np.asarray(z), np.asarray(pos)
+    if z.dtype.kind not in "iu":
+        raise TypeError(f"z must hold integer atomic numbers, got dtype {z.dtype}")
+    if pos.dtype.kind not in "iuf":
+        raise TypeError(f"pos must be a real array, got dtype {pos.dtype}")
+    z, pos = z.astype(np.int64), pos.astype(np.float64)
+    if z.ndim != 1 or z.shape[0] == 0 or pos.shape != (z.shape[0], 3):
+        raise ValueError(f"need z (N,) with N >= 1 and pos (N, 3), got {z.shape} and {pos.shape}")
+    if z.min() < 1 or z.max() > MAX_ATOMIC_NUMBER:
+        raise ValueError(f"atomic numbers must be in 1..{MAX_ATOMIC_NUMBER}, got {z.tolist()}")
     if not np.isfinite(pos).all():
         raise ValueError("pos contains NaN or infinite coordinates")
     return z, pos
@@ -66,14 +75,21 @@ def langevin_trajectory(z, pos, num_frames: int, temperature: float = 500.0, dt_
     ``units`` and ``md`` describing the run. Deterministic given ``seed``.
     """
     z, x = _check_structure(z, pos)
-    if num_frames < 1 or stride < 1 or equilibration_steps < 0 or not dt_fs > 0 or not temperature >= 0:
-        raise ValueError("need num_frames >= 1, stride >= 1, equilibration_steps >= 0, dt_fs > 0, temperature >= 0")
+    num_frames = check_positive_int(num_frames, "num_frames")
+    stride = check_positive_int(stride, "stride")
+    equilibration_steps = check_int(equilibration_steps, "equilibration_steps", minimum=0)
+    dt_fs = check_positive_float(dt_fs, "dt_fs")
+    temperature = check_float(temperature, "temperature", minimum=0.0)
+    friction_per_fs = check_float(friction_per_fs, "friction_per_fs", minimum=0.0)
     if masses is None:
         missing = sorted({int(a) for a in z if int(a) not in ATOMIC_MASSES})
         if missing:
             raise ValueError(f"no built-in atomic mass for Z={missing}; pass masses=(N,) in amu")
         masses = np.array([ATOMIC_MASSES[int(a)] for a in z])
-    m = np.asarray(masses, dtype=np.float64)[:, None]
+    m = np.asarray(masses, dtype=np.float64)
+    if m.shape != z.shape or not np.isfinite(m).all() or (m <= 0).any():
+        raise ValueError(f"masses must be {z.shape[0]} positive finite numbers (amu), got {masses!r}")
+    m = m[:, None]
     rng = np.random.default_rng(seed)
     kt = BOLTZMANN_KCALMOL * temperature
     sigma = np.sqrt(kt * ACCEL_UNIT / m)                     # thermal velocity scale, Angstrom/fs
@@ -112,5 +128,9 @@ def write_trajectory(path: str | os.PathLike, trajectory: dict[str, np.ndarray])
     """Save a trajectory dict as a revised-MD17 ``.npz`` (atomically: temporary file, then rename)."""
     path = os.fspath(path)
     tmp = path + ".tmp.npz"
-    np.savez(tmp, **trajectory)
-    os.replace(tmp, path)
+    try:
+        np.savez(tmp, **trajectory)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)

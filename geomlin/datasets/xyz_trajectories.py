@@ -9,8 +9,9 @@ import numpy as np
 import torch
 from torch_geometric.data import Data
 
-from geomlin.datasets.base import InMemoryList
+from geomlin.datasets.base import InMemoryList, check_float_dtype
 from geomlin.datasets.io.xyz import read_xyz
+from geomlin.validation import FileFormatError
 
 
 class XYZDataset(InMemoryList):
@@ -27,6 +28,7 @@ class XYZDataset(InMemoryList):
                  pre_transform: Callable | None = None, dtype: torch.dtype = torch.float64,
                  energy_unit: str = "file's unit", length_unit: str = "Angstrom"):
         self._start(transform, pre_transform)
+        check_float_dtype(dtype)
         self.path = os.fspath(path)
         self.energy_unit, self.length_unit = energy_unit, length_unit
         frames = read_xyz(self.path)
@@ -35,8 +37,8 @@ class XYZDataset(InMemoryList):
         for what, flags in (("an energy", has_e), ("forces", has_f)):
             if any(flags) and not all(flags):
                 k = flags.index(not flags[0])
-                raise ValueError(f"{self.path}: frame {k} {'lacks' if flags[0] else 'has'} {what} while frame 0 "
-                                 f"{'has' if flags[0] else 'lacks'} them; all frames must agree")
+                raise FileFormatError(self.path, f"frame {k} {'lacks' if flags[0] else 'has'} {what} while frame 0 "
+                                      f"{'has' if flags[0] else 'lacks'} them; all frames must agree")
         sizes = {len(f.z) for f in frames}
         if len(sizes) == 1:
             fields = {"z": torch.from_numpy(np.stack([f.z for f in frames])),

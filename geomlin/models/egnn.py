@@ -15,22 +15,45 @@ E(3) (rotations, reflections, translations) and permutations of the nodes.
 from __future__ import annotations
 
 import math
+import warnings
 
 import torch
 from torch import Tensor, nn
 
+from geomlin.reps import Labels, Positions, Scalars, Vectors
+from geomlin.validation import (
+    check_mask,
+    check_nonnegative_int,
+    check_positive_float,
+    check_positive_int,
+    check_tensor,
+)
+
 #: Default number of Gaussian radial basis functions for the pair distance.
 DEFAULT_RBF = 16
+#: Size of the example systems of ``example_inputs``: 2 systems of 5 nodes.
+EXAMPLE_SYSTEMS, EXAMPLE_NODES = 2, 5
 
 
-def check_molecule_inputs(pos: Tensor, species: Tensor, num_species: int) -> None:
-    """Validate a padded molecule batch: ``pos (B, N, 3)`` and integer ``species (B, N) < num_species``."""
-    if pos.ndim != 3 or pos.shape[-1] != 3:
-        raise ValueError(f"pos must be (B, N, 3), got shape {tuple(pos.shape)}")
+def _renamed(owner: str, old: str, new: str, old_value, new_value):
+    """The value of a renamed keyword: ``new_value``, or ``old_value`` with a DeprecationWarning."""
+    if old_value is None:
+        return new_value
+    warnings.warn(f"{owner}({old}=...) is deprecated; use {new}=...", DeprecationWarning, stacklevel=3)
+    return old_value
+
+
+def check_molecule_inputs(pos: Tensor, species: Tensor, num_species: int, mask: Tensor | None = None) -> None:
+    """Validate a padded molecule batch: ``pos (B, N, 3)`` float, integer ``species (B, N)`` in
+    ``[0, num_species)`` (checked on the CPU only: no host sync on accelerators), ``mask (B, N)`` bool."""
+    check_tensor(pos, "pos", shape=(None, None, 3), what="B molecules of N atoms")
+    check_tensor(species, "species", dtype="int")
     if species.shape != pos.shape[:2]:
-        raise ValueError(f"species must be (B, N) = {tuple(pos.shape[:2])}, got {tuple(species.shape)}")
-    if species.numel() and int(species.max()) >= num_species:
-        raise ValueError(f"species must be < num_species={num_species}, got max {int(species.max())}")
+        raise ValueError(f"species must have shape (B, N) = {tuple(pos.shape[:2])} to match pos, "
+                         f"got {tuple(species.shape)}")
+    Labels(num_species).check(species, "species")
+    if mask is not None:
+        check_mask(mask, "mask", tuple(pos.shape[:2]))
 
 
 def gaussian_rbf(dist: Tensor, num: int, cutoff: float) -> Tensor:
@@ -51,25 +74,56 @@ def _pair_mask(mask: Tensor | None, B: int, N: int, device) -> Tensor:
 class EGNNLayer(nn.Module):
     """One dense EGNN layer; see the module docstring.
 
-    Shapes: ``h (B, N, hidden)``, ``pos (B, N, 3)``, optional ``edge_attr (B, N, N, edge_dim)``,
+    Shapes: ``h (B, N, hidden_channels)``, ``pos (B, N, 3)``, optional ``edge_attr (B, N, N, edge_dim)``,
     optional ``vel (B, N, 3)``, optional ``mask (B, N)`` bool. Returns ``(h', pos')`` (and ``vel'``
-    when ``vel`` is given, then ``pos' = pos + vel'``).
+    when ``vel`` is given, then ``pos' = pos + vel'``). Declared types: node features
+    ``Scalars(hidden_channels)`` and positions ``Positions(3)`` in and out (E(3)); edge attributes
+    and masks are invariant keyword inputs. ``hidden`` is the deprecated spelling of ``hidden_channels``.
     """
 
-    def __init__(self, hidden: int, edge_dim: int = 0, num_rbf: int = DEFAULT_RBF, cutoff: float = 5.0,
-                 update_coords: bool = True):
+    def __init__(self, hidden_channels: int = 64, edge_dim: int = 0, num_rbf: int = DEFAULT_RBF, cutoff: float = 5.0,
+                 update_coords: bool = True, *, hidden: int | None = None):
         super().__init__()
-        self.num_rbf, self.cutoff, self.update_coords = num_rbf, float(cutoff), update_coords
-        self.phi_e = nn.Sequential(nn.Linear(2 * hidden + num_rbf + edge_dim, hidden), nn.SiLU(),
-                                   nn.Linear(hidden, hidden), nn.SiLU())
-        self.phi_h = nn.Sequential(nn.Linear(2 * hidden, hidden), nn.SiLU(), nn.Linear(hidden, hidden))
+        hidden_channels = check_positive_int(_renamed("EGNNLayer", "hidden", "hidden_channels", hidden,
+                                                      hidden_channels), "hidden_channels")
+        self.hidden_channels = hidden_channels
+        self.edge_dim = check_nonnegative_int(edge_dim, "edge_dim")
+        self.num_rbf = check_positive_int(num_rbf, "num_rbf")
+        self.cutoff = check_positive_float(cutoff, "cutoff")
+        self.update_coords = update_coords
+        H = hidden_channels
+        self.phi_e = nn.Sequential(nn.Linear(2 * H + self.num_rbf + self.edge_dim, H), nn.SiLU(),
+                                   nn.Linear(H, H), nn.SiLU())
+        self.phi_h = nn.Sequential(nn.Linear(2 * H, H), nn.SiLU(), nn.Linear(H, H))
         if update_coords:
-            self.phi_x = nn.Sequential(nn.Linear(hidden, hidden), nn.SiLU(), nn.Linear(hidden, 1))
-            self.phi_v = nn.Sequential(nn.Linear(hidden, hidden), nn.SiLU(), nn.Linear(hidden, 1))
+            self.phi_x = nn.Sequential(nn.Linear(H, H), nn.SiLU(), nn.Linear(H, 1))
+            self.phi_v = nn.Sequential(nn.Linear(H, H), nn.SiLU(), nn.Linear(H, 1))
+        self.type_in = (Scalars(H), Positions(3))
+        self.type_out = (Scalars(H), Positions(3))
+
+    def example_inputs(self, generator: torch.Generator | None = None, dtype: torch.dtype = torch.float64):
+        """``(h, pos)`` of 2 systems of 5 nodes, plus ``edge_attr`` when ``edge_dim > 0``."""
+        B, N = EXAMPLE_SYSTEMS, EXAMPLE_NODES
+        h = torch.randn(B, N, self.hidden_channels, generator=generator, dtype=dtype)
+        pos = 1.5 * torch.randn(B, N, 3, generator=generator, dtype=dtype)
+        kwargs = {}
+        if self.edge_dim:
+            kwargs["edge_attr"] = torch.randn(B, N, N, self.edge_dim, generator=generator, dtype=dtype)
+        return (h, pos), kwargs
 
     def forward(self, h: Tensor, pos: Tensor, edge_attr: Tensor | None = None, vel: Tensor | None = None,
                 mask: Tensor | None = None):
+        check_tensor(h, "h", shape=(None, None, self.hidden_channels), what="B systems, N nodes, hidden channels")
         B, N, H = h.shape
+        check_tensor(pos, "pos", shape=(B, N, 3))
+        if edge_attr is None and self.edge_dim:
+            raise ValueError(f"edge_attr (B, N, N, {self.edge_dim}) is required: the layer has edge_dim={self.edge_dim}")
+        if edge_attr is not None:
+            check_tensor(edge_attr, "edge_attr", shape=(B, N, N, self.edge_dim))
+        if vel is not None:
+            check_tensor(vel, "vel", shape=(B, N, 3))
+        if mask is not None:
+            check_mask(mask, "mask", (B, N))
         diff = pos[:, :, None, :] - pos[:, None, :, :]                   # (B, N, N, 3): x_i - x_j
         dist = torch.sqrt((diff * diff).sum(-1) + 1e-12)                # smooth at 0 (self pairs are masked)
         feats = [h[:, :, None, :].expand(B, N, N, H), h[:, None, :, :].expand(B, N, N, H),
@@ -95,21 +149,37 @@ class EGNNPotential(nn.Module):
     """Invariant energy model: atom embeddings -> EGNN layers -> per-atom energies -> sum.
 
     ``forward(pos (B, N, 3), species (B, N) int64, mask=None) -> energy (B,)``; differentiate
-    with respect to ``pos`` for forces ``-dE/dpos``. Energy is E(3) and permutation invariant.
-    ``num_species`` bounds the atomic numbers (``species < num_species``).
+    with respect to ``pos`` for forces ``-dE/dpos``. Energy is E(3) and permutation invariant:
+    declared types ``Positions(3)``, ``Labels(num_species)`` -> ``Scalars()``. ``num_species``
+    bounds the atomic numbers (``species < num_species``); ``mask (B, N)`` bool marks the real
+    atoms of padded molecules. ``hidden`` and ``layers`` are deprecated spellings of
+    ``hidden_channels`` and ``num_blocks``.
     """
 
-    def __init__(self, num_species: int = 10, hidden: int = 64, layers: int = 3, num_rbf: int = DEFAULT_RBF,
-                 cutoff: float = 5.0):
+    def __init__(self, num_species: int = 10, hidden_channels: int = 64, num_blocks: int = 3,
+                 num_rbf: int = DEFAULT_RBF, cutoff: float = 5.0, *, hidden: int | None = None,
+                 layers: int | None = None):
         super().__init__()
-        self.num_species = num_species
-        self.embed = nn.Embedding(num_species, hidden)
-        self.layers = nn.ModuleList(EGNNLayer(hidden, num_rbf=num_rbf, cutoff=cutoff, update_coords=False)
-                                    for _ in range(layers))
-        self.readout = nn.Sequential(nn.Linear(hidden, hidden), nn.SiLU(), nn.Linear(hidden, 1))
+        hidden_channels = _renamed("EGNNPotential", "hidden", "hidden_channels", hidden, hidden_channels)
+        num_blocks = check_positive_int(_renamed("EGNNPotential", "layers", "num_blocks", layers, num_blocks),
+                                        "num_blocks")
+        self.num_species = check_positive_int(num_species, "num_species")
+        self.embed = nn.Embedding(self.num_species, hidden_channels)
+        self.layers = nn.ModuleList(EGNNLayer(hidden_channels, num_rbf=num_rbf, cutoff=cutoff, update_coords=False)
+                                    for _ in range(num_blocks))
+        self.readout = nn.Sequential(nn.Linear(hidden_channels, hidden_channels), nn.SiLU(),
+                                     nn.Linear(hidden_channels, 1))
+        self.type_in = (Positions(3), Labels(self.num_species))
+        self.type_out = Scalars()
+
+    def example_inputs(self, generator: torch.Generator | None = None, dtype: torch.dtype = torch.float64):
+        """Two molecules of 5 atoms: ``(pos (2, 5, 3), species (2, 5))``."""
+        pos = 1.5 * torch.randn(EXAMPLE_SYSTEMS, EXAMPLE_NODES, 3, generator=generator, dtype=dtype)
+        species = torch.randint(self.num_species, (EXAMPLE_SYSTEMS, EXAMPLE_NODES), generator=generator)
+        return (pos, species), {}
 
     def forward(self, pos: Tensor, species: Tensor, mask: Tensor | None = None) -> Tensor:
-        check_molecule_inputs(pos, species, self.num_species)
+        check_molecule_inputs(pos, species, self.num_species, mask)
         h = self.embed(species).to(pos.dtype)
         for layer in self.layers:
             h, _ = layer(h, pos, mask=mask)
@@ -123,22 +193,39 @@ class EGNNDynamics(nn.Module):
     """EGNN for n-body prediction (Satorras et al. Sec. 5.1): positions after a fixed horizon.
 
     ``forward(pos (B, N, 3), vel (B, N, 3), charges (B, N, 1)) -> pos' (B, N, 3)``;
-    E(3) equivariant in ``(pos, vel)`` (positions as points, velocities as vectors).
-    Edge attributes are the charge products ``q_i q_j``; node features start from ``|v_i|``.
+    E(3) equivariant in ``(pos, vel)``: declared types ``Positions(3)``, ``Vectors(3)``,
+    ``Scalars(1)`` -> ``Positions(3)``. Edge attributes are the charge products ``q_i q_j``; node
+    features start from ``|v_i|``. ``hidden`` and ``layers`` are deprecated spellings of
+    ``hidden_channels`` and ``num_blocks``.
     """
 
-    def __init__(self, hidden: int = 64, layers: int = 4, num_rbf: int = DEFAULT_RBF, cutoff: float = 6.0):
+    def __init__(self, hidden_channels: int = 64, num_blocks: int = 4, num_rbf: int = DEFAULT_RBF,
+                 cutoff: float = 6.0, *, hidden: int | None = None, layers: int | None = None):
         super().__init__()
-        self.embed = nn.Linear(2, hidden)
-        self.layers = nn.ModuleList(EGNNLayer(hidden, edge_dim=1, num_rbf=num_rbf, cutoff=cutoff)
-                                    for _ in range(layers))
-        self.scale = 1.0 / math.sqrt(layers)
+        hidden_channels = check_positive_int(_renamed("EGNNDynamics", "hidden", "hidden_channels", hidden,
+                                                      hidden_channels), "hidden_channels")
+        num_blocks = check_positive_int(_renamed("EGNNDynamics", "layers", "num_blocks", layers, num_blocks),
+                                        "num_blocks")
+        self.embed = nn.Linear(2, hidden_channels)
+        self.layers = nn.ModuleList(EGNNLayer(hidden_channels, edge_dim=1, num_rbf=num_rbf, cutoff=cutoff)
+                                    for _ in range(num_blocks))
+        self.scale = 1.0 / math.sqrt(num_blocks)
+        self.type_in = (Positions(3), Vectors(3), Scalars(1))
+        self.type_out = Positions(3)
+
+    def example_inputs(self, generator: torch.Generator | None = None, dtype: torch.dtype = torch.float64):
+        """Two systems of 5 charged particles: ``pos, vel (2, 5, 3)``, charges ``(2, 5, 1)`` in ``{-1, +1}``."""
+        B, N = EXAMPLE_SYSTEMS, EXAMPLE_NODES
+        pos = torch.randn(B, N, 3, generator=generator, dtype=dtype)
+        vel = 0.5 * torch.randn(B, N, 3, generator=generator, dtype=dtype)
+        q = torch.randint(0, 2, (B, N, 1), generator=generator).to(dtype) * 2 - 1
+        return (pos, vel, q), {}
 
     def forward(self, pos: Tensor, vel: Tensor, charges: Tensor) -> Tensor:
-        for name, t in (("pos", pos), ("vel", vel)):
-            if t.ndim != 3 or t.shape[-1] != 3:
-                raise ValueError(f"{name} must be (B, N, 3), got shape {tuple(t.shape)}")
-        q = charges.reshape(pos.shape[0], pos.shape[1], 1).to(pos.dtype)
+        check_tensor(pos, "pos", shape=(None, None, 3), what="B systems of N particles")
+        check_tensor(vel, "vel", shape=tuple(pos.shape))
+        check_tensor(charges, "charges", shape=(*pos.shape[:2], 1), dtype="any")
+        q = charges.to(pos.dtype)
         h = self.embed(torch.cat([vel.norm(dim=-1, keepdim=True), q], dim=-1))
         edge = q[:, :, None, :] * q[:, None, :, :]
         x, v = pos, vel

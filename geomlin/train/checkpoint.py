@@ -54,8 +54,12 @@ def save_checkpoint(path: str | Path, payload: dict[str, Any]) -> None:
         raise ValueError(f"checkpoint payload is missing {missing}")
     path = Path(path)
     tmp = path.with_name(path.name + ".tmp")
-    torch.save(data, tmp)
-    os.replace(tmp, path)
+    try:
+        torch.save(data, tmp)
+        os.replace(tmp, path)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
 
 
 def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") -> dict[str, Any]:
@@ -65,6 +69,8 @@ def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") 
     or not a geomlin checkpoint.
     """
     path = Path(path)
+    if path.is_dir():
+        raise UserError(f"checkpoint {path} is a folder; pass the checkpoint.pt file inside it")
     if not path.is_file():
         raise UserError(f"checkpoint not found: {path}")
     try:
@@ -82,4 +88,6 @@ def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") 
     missing = [k for k in REQUIRED_KEYS if k not in data]
     if missing:
         raise UserError(f"corrupt checkpoint {path}: missing {', '.join(missing)}")
+    if not isinstance(data["config"], dict) or not isinstance(data["models"], dict) or not data["models"]:
+        raise UserError(f"corrupt checkpoint {path}: no models or no config")
     return data

@@ -8,18 +8,24 @@ is a plain ``dict`` built in this order (later wins):
 3. the config file (``--config FILE``, ``.json``, ``.yaml`` or ``.yml``);
 4. the options given explicitly on the command line.
 
-Keys that no option declares are rejected with the list of valid keys.
+Keys that no option declares are rejected with the list of valid keys. Every value is checked
+against its option (type, choices, bounds) through :mod:`geomlin.validation` before any work
+starts, so ``--num-train 0`` or ``--lr nan`` end as one-line :class:`UserError` messages.
+Renamed options keep their old spelling as a deprecated alias (``n_train`` -> ``num_train``),
+on the command line and in config files and old checkpoints alike.
 """
 
 from __future__ import annotations
 
 import json
+import warnings
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from geomlin.train.errors import UserError
+from geomlin.validation import check_float, check_int
 
 
 @dataclass(frozen=True)
@@ -28,7 +34,9 @@ class Option:
 
     ``name`` uses underscores (``batch_size``); the command-line flag is
     ``--batch-size``. ``type`` is ``int``, ``float``, ``str`` or ``bool``;
-    ``choices`` restricts the values (checked for the file and the command line alike).
+    ``choices`` restricts the values, ``minimum`` / ``maximum`` bound numbers (``strict=True``
+    excludes the minimum: ``lr > 0``); all are checked for the file and the command line alike.
+    ``aliases`` are deprecated former names (``("n_train",)``), still accepted with a warning.
     """
 
     name: str
@@ -36,31 +44,47 @@ class Option:
     default: Any
     help: str
     choices: tuple | None = None
+    minimum: float | None = None
+    maximum: float | None = None
+    strict: bool = False
+    aliases: tuple[str, ...] = ()
 
     @property
     def flag(self) -> str:
         return "--" + self.name.replace("_", "-")
 
+    @property
+    def alias_flags(self) -> tuple[str, ...]:
+        return tuple("--" + a.replace("_", "-") for a in self.aliases)
+
 
 #: Options shared by every ``geomlin train`` task.
 COMMON_OPTIONS: tuple[Option, ...] = (
     Option("model", str, None, "comma-separated model names to train (default: the task's list)"),
-    Option("epochs", int, 10, "number of training epochs"),
-    Option("batch_size", int, 32, "batch size per process"),
-    Option("lr", float, 1e-3, "learning rate (Adam)"),
-    Option("weight_decay", float, 0.0, "weight decay (AdamW)"),
+    Option("epochs", int, 10, "number of training epochs", minimum=1),
+    Option("batch_size", int, 32, "batch size per process", minimum=1),
+    Option("lr", float, 1e-3, "learning rate (AdamW)", minimum=0.0, strict=True),
+    Option("weight_decay", float, 0.0, "weight decay (AdamW)", minimum=0.0),
     Option("device", str, "auto", "cpu, cuda, cuda:N or auto", None),
-    Option("seed", int, 0, "random seed (model init, data order, augmentation)"),
+    Option("seed", int, 0, "random seed (model init, data order, augmentation)", minimum=0),
     Option("out", str, "runs/{task}", "output directory ({task} is replaced by the task name)"),
     Option("quick", bool, False, "a smoke run of well under a minute (small data, one or two epochs)"),
-    Option("threads", int, 1, "torch CPU threads per process (0 = PyTorch's default, all cores; 1 is robust on busy or small machines)"),
+    Option("threads", int, 1, "torch CPU threads per process (0 = PyTorch's default, all cores; 1 is robust on "
+           "busy or small machines)", minimum=0),
     Option("progress", bool, True, "show tqdm progress bars"),
 )
 
+#: Options a resumed run may change (everything else must equal the checkpoint's value, since it
+#: shapes the data or the models).
+RESUMABLE = frozenset({"epochs", "lr", "weight_decay", "batch_size", "schedule", "device", "out", "threads",
+                       "progress", "stop_after", "quick"})
+
 
 def _convert(option: Option, value: Any, where: str) -> Any:
+    """``value`` as the option's type, checked against its choices and bounds; UserError otherwise."""
     if value is None:
         return None
+    name = f"{where}: {option.flag}" if where == "command line" else f"{where}: {option.name}"
     try:
         if option.type is bool:
             if isinstance(value, bool):
@@ -80,13 +104,74 @@ def _convert(option: Option, value: Any, where: str) -> Any:
                 raise ValueError
             converted = float(value)
         else:
+            if not isinstance(value, (str, int, float)) or isinstance(value, bool):
+                raise ValueError
             converted = str(value)
-    except (TypeError, ValueError):
-        raise UserError(f"{where}: {option.name} must be a {option.type.__name__}, got {value!r}") from None
+    except (TypeError, ValueError, OverflowError):
+        kind = {"int": "an int", "float": "a number", "bool": "a bool (true/false)", "str": "a string"}
+        raise UserError(f"{name} must be {kind[option.type.__name__]}, got {value!r}") from None
     if option.choices is not None and converted not in option.choices:
-        raise UserError(f"{where}: {option.name} must be one of {', '.join(map(str, option.choices))}, "
-                        f"got {converted!r}")
+        raise UserError(f"{name} must be one of {', '.join(map(str, option.choices))}, got {converted!r}")
+    try:
+        if option.type is int:
+            check_int(converted, name, minimum=option.minimum + (1 if option.strict else 0)
+                      if option.minimum is not None else None, maximum=option.maximum)
+        elif option.type is float:
+            check_float(converted, name, minimum=option.minimum, maximum=option.maximum,
+                        strict_minimum=option.strict)
+        elif option.type is str and not converted.strip():
+            raise ValueError(f"{name} must not be empty")
+    except ValueError as exc:
+        raise UserError(str(exc)) from None
     return converted
+
+
+def _rename_aliases(values: Mapping[str, Any], table: Mapping[str, Option], where: str,
+                    warn: bool = True) -> dict[str, Any]:
+    """``values`` with deprecated option names replaced by the current ones (a DeprecationWarning each)."""
+    alias_of = {a: o.name for o in table.values() for a in o.aliases}
+    out = {}
+    for key, value in values.items():
+        new = alias_of.get(key)
+        if new is not None:
+            if warn:
+                warnings.warn(f"{where}: option '{key}' is deprecated; use '{new}'", DeprecationWarning,
+                              stacklevel=3)
+            if new in values:
+                raise UserError(f"{where}: both '{key}' (deprecated) and '{new}' are given; keep '{new}'")
+            key = new
+        out[key] = value
+    return out
+
+
+def validate_config(options: Iterable[Option], cfg: Mapping[str, Any]) -> dict[str, Any]:
+    """Check every value of a resolved config against its option; returns the converted values.
+
+    Used by :func:`~geomlin.train.loop.run_training` so that a config built in Python (not through
+    the command line) is held to the same rules. Raises :class:`UserError`.
+    """
+    table = {o.name: o for o in options}
+    unknown = sorted(k for k in cfg if k not in table)
+    if unknown:
+        raise UserError(f"unknown config keys {unknown}; known keys: {', '.join(sorted(table))}")
+    return {k: _convert(table[k], v, "config") for k, v in cfg.items()}
+
+
+def check_resume_compatible(options: Iterable[Option], saved: Mapping[str, Any], cfg: Mapping[str, Any],
+                            checkpoint: str) -> None:
+    """Refuse a resumed run whose data- or model-shaping options differ from the checkpoint's.
+
+    Only the options in :data:`RESUMABLE` (epochs, learning rate, device, output, ...) may change.
+    """
+    table = {o.name: o for o in options}
+    saved = _rename_aliases(saved, table, checkpoint, warn=False)
+    # the model list is compared as a set by the training loop (None = the task's default list)
+    changed = [k for k in table if k not in RESUMABLE and k != "model" and k in saved and saved[k] != cfg.get(k)]
+    if changed:
+        k = changed[0]
+        raise UserError(f"{table[k].flag} is {cfg.get(k)!r} but checkpoint {checkpoint} was trained with "
+                        f"{saved[k]!r}; a resumed run keeps the checkpoint's data and model options (it may "
+                        f"change only {', '.join('--' + r.replace('_', '-') for r in sorted(RESUMABLE))})")
 
 
 def load_config_file(path: str | Path) -> dict[str, Any]:
@@ -132,23 +217,31 @@ def resolve_config(options: Iterable[Option], *, file_values: Mapping[str, Any] 
     """The resolved config ``dict`` (see the module docstring for the precedence).
 
     ``base`` replaces the defaults (used by ``--resume``: the checkpoint's config);
-    ``quick_preset`` is applied when the resolved ``quick`` is true.
+    ``quick_preset`` is applied when the resolved ``quick`` is true; a callable preset sees the
+    config as the file and command line leave it (so it can depend on e.g. ``dataset``), and
+    values given explicitly in the file or on the command line still win over it.
+    Deprecated option names are renamed (with a DeprecationWarning for files and command lines).
     """
     table = {o.name: o for o in options}
-    file_values = dict(file_values or {})
-    cli_values = {k: v for k, v in (cli_values or {}).items() if v is not None}
+    file_values = _rename_aliases(dict(file_values or {}), table, where_file)
+    cli_values = _rename_aliases({k: v for k, v in (cli_values or {}).items() if v is not None}, table,
+                                 "command line")
     for key in file_values:
         if key not in table:
             known = ", ".join(sorted(table))
             raise UserError(f"unknown config key '{key}' in {where_file}; known keys: {known}")
+    for key in cli_values:
+        if key not in table:
+            raise UserError(f"unknown option '{key}'")
     cfg = {name: o.default for name, o in table.items()}
     if base is not None:
+        base = _rename_aliases(base, table, "checkpoint", warn=False)
         cfg.update({k: v for k, v in base.items() if k in table})
     file_cfg = {k: _convert(table[k], v, where_file) for k, v in file_values.items()}
     cli_cfg = {k: _convert(table[k], v, "command line") for k, v in cli_values.items()}
     quick = cli_cfg.get("quick", file_cfg.get("quick", cfg.get("quick", False)))
     if quick and quick_preset is not None and base is None:
-        preset = quick_preset(dict(cfg)) if callable(quick_preset) else quick_preset
+        preset = quick_preset({**cfg, **file_cfg, **cli_cfg}) if callable(quick_preset) else quick_preset
         cfg.update(preset)
     cfg.update(file_cfg)
     cfg.update(cli_cfg)

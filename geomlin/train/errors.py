@@ -11,5 +11,9 @@ class UserError(Exception):
     """
 
 
+class TrainingDiverged(UserError):
+    """The loss became NaN or infinite: a setting (usually ``--lr``) the user can change."""
+
+
 #: Exit status of the ``geomlin`` command for user errors (argparse uses 2 as well).
 USER_ERROR_EXIT = 2

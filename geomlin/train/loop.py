@@ -32,7 +32,7 @@ from torch.utils.data.distributed import DistributedSampler
 import geomlin
 from geomlin.train import distributed as D
 from geomlin.train.checkpoint import load_checkpoint, rng_state, save_checkpoint, set_rng_state
-from geomlin.train.errors import UserError
+from geomlin.train.errors import TrainingDiverged, UserError
 from geomlin.train.plots import plot_curves
 from geomlin.train.tasks.base import Stats, Task, num_examples, take
 
@@ -113,12 +113,31 @@ def _progress(iterable, enabled: bool, **kwargs):
     return tqdm(iterable, leave=False, dynamic_ncols=True, file=sys.stderr, **kwargs)
 
 
+def check_output_folder(out: Path) -> None:
+    """Refuse an output path that is (or lies inside) an existing file; UserError naming it."""
+    for p in (out, *out.parents):
+        if p.exists() and not p.is_dir():
+            what = "is a file" if p == out else f"lies inside {p}, which is a file"
+            raise UserError(f"--out {out} {what}; pass a folder for the run's files")
+
+
 def run_training(task: Task, cfg: dict[str, Any], resume_from: str | Path | None = None) -> dict[str, Any]:
     """Train the models of ``task`` as configured by ``cfg``; return the summary dict.
 
     ``resume_from`` names a checkpoint written by an earlier run of the same task;
     training continues at the epoch after the one it stored.
+
+    Everything is checked before any file is written: every option against its declaration
+    (:func:`~geomlin.train.config.validate_config`), the output folder, the checkpoint (same task,
+    models and data/model options, epochs left to run), and that the data have training and
+    evaluation examples. Problems raise :class:`~geomlin.train.errors.UserError`; a loss that
+    turns NaN raises :class:`~geomlin.train.errors.TrainingDiverged`. Process-wide settings
+    (the number of torch threads) are the caller's: the ``geomlin`` command sets ``--threads``.
     """
+    from geomlin.train.config import validate_config
+
+    cfg = {**{o.name: o.default for o in task.all_options()}, **cfg}
+    cfg = validate_config(task.all_options(), cfg)
     dist = D.setup(cfg["device"])
     try:
         return _run(task, cfg, dist, resume_from)
@@ -126,30 +145,37 @@ def run_training(task: Task, cfg: dict[str, Any], resume_from: str | Path | None
         D.teardown()
 
 
+def _check_data(data, what: str) -> int:
+    n = num_examples(data)
+    if n < 1:
+        raise UserError(f"the {what} set is empty; nothing to train or evaluate on")
+    return n
+
+
 def _run(task: Task, cfg: dict[str, Any], dist: D.DistInfo, resume_from) -> dict[str, Any]:
-    if cfg.get("threads", 0) > 0:
-        torch.set_num_threads(cfg["threads"])
-    for key in ("epochs", "batch_size"):
-        if cfg[key] < 1:
-            raise UserError(f"--{key.replace('_', '-')} must be at least 1, got {cfg[key]}")
-    if cfg["lr"] <= 0:
-        raise UserError(f"--lr must be positive, got {cfg['lr']}")
+    from geomlin.train.config import check_resume_compatible
+
     names = task.model_names(cfg)
     task.validate(cfg)
     out = Path(cfg["out"].format(task=task.name))
+    check_output_folder(out)
     ckpt = load_checkpoint(resume_from, map_location="cpu") if resume_from is not None else None
-    if ckpt is not None and ckpt["task"] != task.name:
-        raise UserError(f"checkpoint {resume_from} belongs to task '{ckpt['task']}', not '{task.name}'")
-    if ckpt is not None and sorted(ckpt["models"]) != sorted(names):
-        raise UserError(f"checkpoint {resume_from} holds models {sorted(ckpt['models'])}, "
-                        f"but this run trains {sorted(names)}")
-    if dist.is_main:
-        out.mkdir(parents=True, exist_ok=True)
-    D.barrier()
+    if ckpt is not None:
+        if ckpt["task"] != task.name:
+            raise UserError(f"checkpoint {resume_from} belongs to task '{ckpt['task']}', not '{task.name}'")
+        if sorted(ckpt["models"]) != sorted(names):
+            raise UserError(f"checkpoint {resume_from} holds models {sorted(ckpt['models'])}, "
+                            f"but this run trains {sorted(names)}")
+        check_resume_compatible(task.all_options(), ckpt["config"], cfg, str(resume_from))
+        if int(ckpt["epoch"]) >= cfg["epochs"]:
+            raise UserError(f"checkpoint {resume_from} has already trained {int(ckpt['epoch'])} of "
+                            f"{cfg['epochs']} epochs; pass a larger --epochs to continue")
 
     seed_everything(cfg["seed"])
     data = task.build_data(cfg)
-    n_train = num_examples(data.train)
+    num_train = _check_data(data.train, "training")
+    for set_name, fields in data.evals.items():
+        _check_data(fields, f"evaluation '{set_name}'")
     models: dict[str, nn.Module] = {}
     for name in names:
         torch.manual_seed(model_seed(cfg["seed"], name))
@@ -160,28 +186,38 @@ def _run(task: Task, cfg: dict[str, Any], dist: D.DistInfo, resume_from) -> dict
     start_epoch = 1
     if ckpt is not None:
         for n in names:
-            models[n].load_state_dict(ckpt["models"][n])
-            optimizers[n].load_state_dict(ckpt["optimizers"][n])
+            try:
+                models[n].load_state_dict(ckpt["models"][n])
+                optimizers[n].load_state_dict(ckpt["optimizers"][n])
+            except (RuntimeError, ValueError, KeyError) as exc:
+                raise UserError(f"checkpoint {resume_from}: model '{n}' does not fit this run "
+                                f"({str(exc).strip().splitlines()[0][:200]})") from None
         history = list(ckpt["history"])
         start_epoch = int(ckpt["epoch"]) + 1
+    if dist.is_main:
+        try:
+            out.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise UserError(f"cannot create --out {out}: {exc.strerror or exc}") from None
+    D.barrier()
     wrapped = {n: DistributedDataParallel(m, device_ids=[dist.device.index] if dist.device.type == "cuda"
                                           else None)
                if dist.distributed else m for n, m in models.items()}
 
     run_info = {"task": task.name, "models": names, "world_size": dist.world_size,
                 "device": str(dist.device), "geomlin": geomlin.__version__, "torch": torch.__version__,
-                "python": platform.python_version(), "n_train": n_train,
-                "n_eval": {k: num_examples(v) for k, v in data.evals.items()},
+                "python": platform.python_version(), "num_train": num_train,
+                "num_eval": {k: num_examples(v) for k, v in data.evals.items()},
                 "parameters": {n: count_parameters(m) for n, m in models.items()},
                 "data": {k: v for k, v in data.info.items() if isinstance(v, (int, float, str, bool))}}
     if dist.is_main:
         (out / "config.json").write_text(json.dumps({"config": cfg, "run": run_info}, indent=2) + "\n")
-        print(f"geomlin train {task.name}: {n_train} training examples, "
-              f"eval sets {run_info['n_eval']}, models "
+        print(f"geomlin train {task.name}: {num_train} training examples, "
+              f"eval sets {run_info['num_eval']}, models "
               + ", ".join(f"{n} ({run_info['parameters'][n]:,} params)" for n in names)
               + f", {dist.world_size} process(es) on {dist.device}", flush=True)
 
-    sampler = DistributedSampler(range(n_train), num_replicas=dist.world_size, rank=dist.rank,
+    sampler = DistributedSampler(range(num_train), num_replicas=dist.world_size, rank=dist.rank,
                                  shuffle=True, seed=cfg["seed"], drop_last=False)
     if ckpt is not None:
         states = ckpt["rng"]
@@ -211,8 +247,8 @@ def _run(task: Task, cfg: dict[str, Any], dist: D.DistInfo, resume_from) -> dict
                 ts = time.perf_counter()
                 loss, stats = task.train_step(n, wrapped[n], batch, cfg)
                 if not torch.isfinite(loss):
-                    raise FloatingPointError(f"model {n}: non-finite training loss {float(loss)} at epoch "
-                                             f"{epoch}; lower --lr")
+                    raise TrainingDiverged(f"model {n}: the training loss became {float(loss)} at epoch {epoch}; "
+                                           f"lower --lr (now {cfg['lr']:g})")
                 optimizers[n].zero_grad(set_to_none=True)
                 loss.backward()
                 torch.nn.utils.clip_grad_norm_(models[n].parameters(), GRAD_CLIP_NORM)

@@ -235,3 +235,137 @@ def test_six_dimensional_algebra():
     gp = alg.geometric_product
     torch.testing.assert_close(gp(a, b, "sparse"), gp(a, b, "dense"))
     torch.testing.assert_close(gp(gp(a, b), c), gp(a, gp(b, c)), rtol=1e-10, atol=1e-10)
+
+
+# ---------------------------------------------------------------- quaternion types (GLGENN)
+@pytest.mark.parametrize("n", range(1, 9))
+def test_quaternion_type_dimensions_match_the_closed_forms(n):
+    """GLGENN (Filimoshina and Shirokov), dimensions of the subspaces of types 1 and 2:
+    2^(n-2) + 2^(n/2-1) sin(pi n / 4) and 2^(n-2) - 2^(n/2-1) cos(pi n / 4); types 0 and 3 complete
+    the even and odd halves."""
+    alg = CliffordAlgebra((1.0,) * n)
+    d1 = 2 ** (n - 2) + 2 ** (n / 2 - 1) * math.sin(math.pi * n / 4)
+    d2 = 2 ** (n - 2) - 2 ** (n / 2 - 1) * math.cos(math.pi * n / 4)
+    want = (2 ** (n - 1) - d2, d1, d2, 2 ** (n - 1) - d1)
+    assert alg.quaternion_type_dims() == tuple(round(w) for w in want)
+    assert [int((alg.quaternion_types == t).sum()) for t in range(4)] == list(alg.quaternion_type_dims())
+
+
+def test_quaternion_types_are_the_sign_classes_of_involution_and_reversion():
+    alg = CliffordAlgebra((1, -1, 0, 1, 1, -1))
+    x = torch.randn(3, alg.dim, dtype=DT)
+    signs = {0: (1, 1), 1: (-1, 1), 2: (1, -1), 3: (-1, -1)}
+    for t, (inv, rev) in signs.items():
+        xt = alg.quaternion_projection(x, t)
+        torch.testing.assert_close(alg.grade_involution(xt), inv * xt)
+        torch.testing.assert_close(alg.reverse(xt), rev * xt)
+    torch.testing.assert_close(sum(alg.quaternion_projection(x, t) for t in range(4)), x)
+    torch.testing.assert_close(alg.quaternion_projection(x, [0, 1, 2, 3]), x)
+
+
+def _grade_paths_by_formula(n: int) -> int:
+    """Euclidean grade paths: <e_A e_B> has grades |i-j|, |i-j|+2, ..., min(i+j, 2n-i-j)."""
+    return sum(len(range(abs(i - j), min(i + j, 2 * n - i - j) + 1, 2)) for i in range(n + 1) for j in range(n + 1))
+
+
+@pytest.mark.parametrize("n,grade_paths", [(3, 20), (5, 56), (6, 84), pytest.param(8, 165, marks=pytest.mark.slow)])
+def test_product_path_counts(n, grade_paths):
+    alg = CliffordAlgebra((1.0,) * n)
+    assert int(alg.product_paths("geometric", "grade").sum()) == grade_paths == _grade_paths_by_formula(n)
+    # types: a product of types (a, b) lands in the two types of parity a + b -> at most 4 * 4 * 2
+    quaternion = int(alg.product_paths("geometric", "quaternion").sum())
+    assert quaternion == (20 if n == 3 else 32)
+    assert alg.num_subspaces("quaternion") == 4 and alg.num_subspaces("grade") == n + 1
+
+
+# ---------------------------------------------------------------- outermorphisms and O(p,q,r)
+def _brute_outermorphism(alg: CliffordAlgebra, A: torch.Tensor) -> torch.Tensor:
+    """Column C = A e_c1 ^ A e_c2 ^ ... (wedge of the images, by the engine's outer product)."""
+    cols = []
+    for blade in alg.blades:
+        out = torch.zeros(alg.dim, dtype=DT)
+        out[0] = 1.0
+        for i in blade:
+            out = alg.outer_product(out, alg.embed_vector(A[:, i]))
+        cols.append(out)
+    return torch.stack(cols, 1)
+
+
+@pytest.mark.parametrize("metric", [(1, 1, 1, 1, 1), (1, 1, 1, -1), (0, 1, 1, 1), (0, 0, 1)])
+def test_outermorphism_is_the_wedge_of_images(metric):
+    alg = CliffordAlgebra(metric)
+    A = torch.randn(alg.n, alg.n, dtype=DT)
+    torch.testing.assert_close(alg.outermorphism(A), _brute_outermorphism(alg, A), rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("metric", [(1, 1, 1, 1, 1), (1, 1, 1, -1), (0, 1, 1, 1), (0, 0, 1)])
+def test_orthogonal_matrices_act_as_algebra_automorphisms(metric):
+    from geomlin.algebra import PseudoOrthogonalGroup
+
+    alg = CliffordAlgebra(metric)
+    g, h = PseudoOrthogonalGroup(alg).sample(2, generator=torch.Generator().manual_seed(3))
+    G = torch.diag(torch.tensor(alg.metric, dtype=DT))
+    torch.testing.assert_close(g.T @ G @ g, G, rtol=1e-12, atol=1e-12)
+    x, y = torch.randn(2, 4, alg.dim, dtype=DT)
+    act = alg.act
+    torch.testing.assert_close(act(g, alg.geometric_product(x, y)), alg.geometric_product(act(g, x), act(g, y)),
+                               rtol=1e-10, atol=1e-10)
+    torch.testing.assert_close(act(g, act(h, x)), act(g @ h, x), rtol=1e-10, atol=1e-10)
+    torch.testing.assert_close(act(g, alg.reverse(x)), alg.reverse(act(g, x)), rtol=1e-10, atol=1e-10)
+    for k in range(alg.n + 1):  # grades and their quadratic forms are kept
+        xk = alg.grade_projection(x, k)
+        torch.testing.assert_close(act(g, xk), alg.grade_projection(act(g, x), k), rtol=1e-10, atol=1e-10)
+        torch.testing.assert_close(alg.norm_squared(act(g, xk)), alg.norm_squared(xk), rtol=1e-10, atol=1e-10)
+
+
+def test_versor_action_is_the_outermorphism_of_its_vector_map():
+    from geomlin.algebra import CliffordGroup
+
+    for metric in [(1, 1, 1), (1, -1, -1, -1), (0, 1, 1, 1)]:
+        alg = CliffordAlgebra(metric)
+        v = CliffordGroup(alg).sample(4, generator=torch.Generator().manual_seed(0))
+        x = torch.randn(3, alg.dim, dtype=DT)
+        for g in v:
+            images = [alg.sandwich(g, alg.embed_vector(e))[alg.grade_slices[1]] for e in torch.eye(alg.n, dtype=DT)]
+            A = torch.stack(images, 1)
+            torch.testing.assert_close(alg.act(g, x), alg.act(A, x), rtol=1e-10, atol=1e-10)
+
+
+def test_similarities_of_pga_are_outermorphisms_no_versor_realises():
+    """lambda != 1 scales distances: a similarity p -> lambda R p + t of G(3,0,1) points."""
+    from geomlin.algebra import PseudoOrthogonalGroup, pga
+
+    g = PseudoOrthogonalGroup(pga.PGA).sample(1, generator=torch.Generator().manual_seed(5))[0]
+    lam = g[0, 0].item()
+    assert abs(abs(lam) - 1) > 1e-3
+    pts = torch.randn(6, 3, dtype=DT)
+    moved = pga.extract_point(pga.PGA.act(g, pga.embed_point(pts)))
+    ratio = torch.pdist(moved) / torch.pdist(pts)
+    torch.testing.assert_close(ratio, torch.full_like(ratio, ratio[0].item()))
+    assert abs(ratio[0].item() - 1) > 1e-3  # a versor would keep distances
+
+
+def test_act_refuses_matrices_outside_the_group_and_float32_zero_versors():
+    alg = CliffordAlgebra((1, 1, 1))
+    shear = torch.eye(3, dtype=DT)
+    shear[0, 1] = 0.5
+    with pytest.raises(ValueError, match="preserve the quadratic form"):
+        alg.act(shear, torch.randn(2, 8, dtype=DT))
+    pga = CliffordAlgebra((0, 1, 1, 1))
+    bad = torch.eye(4, dtype=DT)
+    bad[1, 0] = 1.0  # e0 -> e0 + e1 leaves the radical
+    with pytest.raises(ValueError, match="preserve the quadratic form"):
+        pga.act(bad, torch.randn(16, dtype=DT))
+    for dtype in (torch.float32, torch.float64):  # the same refusal in both precisions
+        with pytest.raises(ValueError, match="zero norm"):
+            alg.sandwich(torch.zeros(8, dtype=dtype), torch.randn(8, dtype=dtype))
+        with pytest.raises(ValueError, match="zero norm"):
+            pga.inverse_versor(torch.eye(16, dtype=dtype)[1])
+
+
+def test_instance_tables_are_copies():
+    alg = CliffordAlgebra((1, 1))
+    alg.grades[0] = 7
+    alg.table("geometric")[0, 0, 0] = 5.0
+    fresh = CliffordAlgebra((1, 1))
+    assert int(fresh.grades[0]) == 0 and float(fresh.table("geometric")[0, 0, 0]) == 1.0

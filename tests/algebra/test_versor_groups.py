@@ -35,5 +35,53 @@ def test_parity_option_and_errors():
     assert pga.PGA.parity(Pin301(parity="odd").sample(10)).all()
     with pytest.raises(ValueError, match="max_planes"):
         Pin301(max_planes=5)
-    with pytest.raises(ValueError, match="positive int"):
+    with pytest.raises(ValueError, match="n must be >= 1"):
         Pin301().sample(0)
+
+
+def test_clifford_group_parity_and_subgroups():
+    from geomlin.algebra import CliffordAlgebra, CliffordGroup, PseudoOrthogonalGroup
+
+    alg = CliffordAlgebra((1, 1, 1))
+    even = CliffordGroup(alg, parity="even").sample(8, generator=torch.Generator().manual_seed(0))
+    assert not alg.parity(even).any()
+    assert alg.parity(CliffordGroup(alg, parity="odd").sample(8)).all()
+    assert CliffordGroup(alg, parity="even").is_subgroup_of(CliffordGroup(alg))
+    assert not CliffordGroup(alg).is_subgroup_of(CliffordGroup(alg, parity="even"))
+    assert CliffordGroup(alg).is_subgroup_of(PseudoOrthogonalGroup(alg))
+    assert Pin301().is_subgroup_of(PseudoOrthogonalGroup(pga.PGA))
+    assert not PseudoOrthogonalGroup(pga.PGA).is_subgroup_of(Pin301())
+    assert not Pin301().is_subgroup_of(PseudoOrthogonalGroup(alg))
+
+
+@pytest.mark.parametrize("metric", [(1, 1, 1, 1, 1), (1, 1, 1, -1), (0, 1, 1, 1), (0, 0, 1, -1)])
+def test_pseudo_orthogonal_samples(metric):
+    from geomlin.algebra import CliffordAlgebra, PseudoOrthogonalGroup
+
+    alg = CliffordAlgebra(metric)
+    A = PseudoOrthogonalGroup(alg).sample(40, generator=torch.Generator().manual_seed(1))
+    G = torch.diag(torch.tensor(alg.metric, dtype=DT))
+    torch.testing.assert_close(A.transpose(1, 2) @ G @ A, G.expand_as(A), rtol=1e-11, atol=1e-11)
+    reg = [i for i, m in enumerate(alg.metric) if m != 0]
+    det_reg = torch.linalg.det(A[:, reg][:, :, reg])
+    torch.testing.assert_close(det_reg.abs(), torch.ones(40, dtype=DT))
+    assert (det_reg > 0).any() and (det_reg < 0).any()  # proper and improper
+    null = [i for i, m in enumerate(alg.metric) if m == 0]
+    if null:  # the radical is scaled (lambda != 1) and mixed into the other images (translations)
+        det_null = torch.linalg.det(A[:, null][:, :, null]).abs()
+        assert ((det_null - 1).abs() > 0.05).float().mean() > 0.8
+        assert A[:, null][:, :, reg].abs().max() > 0.5
+    even = PseudoOrthogonalGroup(alg, parity="even").sample(10)
+    assert (torch.linalg.det(even[:, reg][:, :, reg]) > 0).all()
+
+
+def test_pseudo_orthogonal_errors():
+    from geomlin.algebra import PseudoOrthogonalGroup
+
+    with pytest.raises(ValueError, match="scale_range"):
+        PseudoOrthogonalGroup((0, 1, 1), scale_range=(2.0, 1.0))
+    with pytest.raises(ValueError, match="parity"):
+        PseudoOrthogonalGroup((0, 0), parity="even")
+    with pytest.raises(ValueError, match="min_square"):
+        PseudoOrthogonalGroup((1, 1), min_square=2.0)
+    assert PseudoOrthogonalGroup((0, 0)).sample(3).shape == (3, 2, 2)

@@ -42,38 +42,78 @@ def toy_trajectory(path: Path, frames: int = 120, seed: int = 0) -> None:
     np.savez(path, R=R, z=np.array([6, 1, 1, 8]), E=E.detach().numpy(), F=F.numpy())
 
 
+def audit_errors(report: str) -> dict[str, float]:
+    """``{model: max relative error}`` from the text of ``geomlin audit``."""
+    out = {}
+    for line in report.splitlines():
+        if "max relative error" in line:
+            name, rest = line.split(maxsplit=1)
+            out[name] = float(rest.split("max relative error")[1].split()[0])
+    return out
+
+
 def test_pointcloud_quick_and_audit(tmp_path, capsys):
+    """Every model the task offers trains and is audited: the invariant ones at float64 round-off,
+    the PointNet baselines (no symmetry by construction) reported as not equivariant."""
     out = tmp_path / "pc"
-    assert main(["train", "pointcloud", "--quick", "--out", str(out), "--no-progress", "--threads", "1"]) == 0
+    models = "pointnet,pointnet_aug,frame_avg,canonical,gatr"
+    assert main(["train", "pointcloud", "--quick", "--model", models, "--gatr-points", "16", "--out", str(out),
+                 "--no-progress", "--threads", "1"]) == 0
     rows = _check_outputs(out, 1)
-    for model in ("pointnet", "frame_avg", "canonical"):
+    for model in models.split(","):
         assert 0.0 <= float(rows[0][f"{model}/rotated_acc"]) <= 1.0
     text = capsys.readouterr().out
     assert "Rotated-test accuracy" in text and "pointnet baseline" in text
-    # the audit: the invariant models are exact in float64, the baseline is not
     assert main(["audit", str(out / "checkpoint.pt"), "--samples", "3"]) == 0
     report = capsys.readouterr().out
-    lines = {ln.split()[0]: ln for ln in report.splitlines() if "max relative error" in ln}
-    assert "NOT equivariant" in lines["pointnet"]
-    assert "float64 precision" in lines["frame_avg"]
-    assert "float64 precision" in lines["canonical"]
+    errors = audit_errors(report)
+    assert set(errors) == set(models.split(","))
+    for model, err in errors.items():
+        if model.startswith("pointnet"):
+            assert err > 1e-3 and "NOT equivariant" in report
+        else:
+            assert err < 1e-9, (model, err)
 
 
-def test_nbody_quick(tmp_path):
+def test_nbody_quick(tmp_path, capsys):
     out = tmp_path / "nb"
-    models = "egnn,mlp,gatr" if _has_gatr() else "egnn,mlp"
-    assert main(["train", "nbody", "--quick", "--model", models, "--out", str(out), "--no-progress"]) == 0
+    assert main(["train", "nbody", "--quick", "--model", "egnn,mlp,gatr", "--out", str(out), "--no-progress"]) == 0
     rows = _check_outputs(out, 1)
     assert float(rows[0]["egnn/test_mse"]) > 0
+    capsys.readouterr()
+    assert main(["audit", str(out / "checkpoint.pt"), "--samples", "2"]) == 0
+    errors = audit_errors(capsys.readouterr().out)
+    assert errors["egnn"] < 1e-9 and errors["gatr"] < 1e-9 and errors["mlp"] > 1e-3, errors
 
 
-def test_molecules_quick_on_a_given_trajectory(tmp_path):
+def test_molecules_quick_on_a_given_trajectory_and_audit(tmp_path, capsys):
+    """The default models (GauntPotential and EGNN) train on a given trajectory; the audit finds both
+    exactly E(3) invariant (energy) / equivariant (forces) from their declared types."""
     toy_trajectory(tmp_path / "toy.npz")
     out = tmp_path / "mol"
-    assert main(["train", "molecules", "--quick", "--model", "egnn", "--data", str(tmp_path / "toy.npz"),
+    assert main(["train", "molecules", "--quick", "--data", str(tmp_path / "toy.npz"),
                  "--out", str(out), "--no-progress"]) == 0
     rows = _check_outputs(out, 1)
-    assert float(rows[0]["egnn/test_force_mae"]) > 0
+    for model in ("gaunt", "egnn"):
+        assert float(rows[0][f"{model}/test_force_mae"]) > 0
+    capsys.readouterr()
+    assert main(["audit", str(out / "checkpoint.pt"), "--samples", "3"]) == 0
+    errors = audit_errors(capsys.readouterr().out)
+    assert set(errors) == {"gaunt", "egnn"} and max(errors.values()) < 1e-9, errors
+
+
+def test_molecules_qm9_quick_trains_on_the_bundled_sample(tmp_path, capsys):
+    out = tmp_path / "qm9"
+    assert main(["train", "molecules", "--dataset", "qm9", "--target", "gap", "--quick", "--out", str(out),
+                 "--no-progress"]) == 0
+    rows = _check_outputs(out, 1)
+    assert float(rows[0]["egnn/test_mae"]) > 0
+    run = json.loads((out / "config.json").read_text())["run"]
+    assert run["data"]["target"] == "gap" and run["data"]["unit"] == "eV" and run["num_train"] == 16
+    assert "Test mean absolute error of the QM9 target" in capsys.readouterr().out
+    assert main(["audit", str(out / "checkpoint.pt"), "--samples", "2"]) == 0
+    errors = audit_errors(capsys.readouterr().out)
+    assert set(errors) == {"egnn"} and errors["egnn"] < 1e-9
 
 
 def test_resume_after_epoch_one_matches_uninterrupted_run(tmp_path):
@@ -96,14 +136,6 @@ def test_resume_after_epoch_one_matches_uninterrupted_run(tmp_path):
             assert torch.equal(v, cb["models"][name][k]), (name, k)
 
 
-def _has_gatr() -> bool:
-    try:
-        import geomlin.gatr  # noqa: F401
-        return True
-    except ImportError:
-        return False
-
-
 def _cli(*args, cwd=None):
     return subprocess.run([sys.executable, "-m", "geomlin", *args], capture_output=True, text=True, check=False,
                           cwd=cwd, timeout=300)
@@ -114,8 +146,9 @@ def _cli(*args, cwd=None):
     (["train", "pointcloud", "--model", "resnet"], "unknown model 'resnet'"),
     (["train", "pointcloud", "--dataset", "modelnet11"], "dataset must be one of"),
     (["train", "molecules", "--data", "/nonexistent/traj.npz"], "data file not found"),
+    (["train", "molecules", "--dataset", "qm9", "--target", "U7"], "unknown QM9 target 'U7'"),
     (["train", "pointcloud", "--dataset", "modelnet10", "--root", "/nonexistent"], "does not exist"),
-    (["train", "pointcloud", "--epochs", "many"], "epochs must be a int"),
+    (["train", "pointcloud", "--epochs", "many"], "epochs must be an int"),
     (["audit", "/nonexistent/checkpoint.pt"], "checkpoint not found"),
 ])
 def test_user_errors_are_one_line(args, msg, capsys):

@@ -33,7 +33,7 @@ def test_labels_follow_sorted_categories(modelnet_root):
 
 
 def test_points_on_surface(modelnet_root):
-    ds = ModelNet(modelnet_root, train=True, num_points=300, with_normals=True)
+    ds = ModelNet(modelnet_root, train=True, num_points=300, include_normals=True)
     tetra = ds[0].pos.double().numpy()
     assert on_surface(tetra, TETRA_VERTS, np.array(TETRA_TRIS)).all()
     cube = ds[4].pos.double()
@@ -77,7 +77,7 @@ def test_missing_tree_message(tmp_path):
 @pytest.mark.parametrize("name", ["airplane", "ant", "nut", "sphere"])
 def test_mesh_point_clouds_on_bundled_ply(name):
     path = MESH_DIR / f"{name}.ply"
-    ds = MeshPointClouds([path], num_points=200, labels=[7], with_normals=True, seed=1)
+    ds = MeshPointClouds([path], num_points=200, labels=[7], include_normals=True, seed=1)
     d = ds[0]
     assert d.pos.shape == (200, 3) and int(d.y) == 7 and d.name == name
     v, f = read_ply(path)

@@ -128,7 +128,7 @@ def test_truncated_sdf_error_leaves_no_cache(qm9_root):
     sdf = qm9_root / "raw" / "gdb9.sdf"
     good = sdf.read_text()
     sdf.write_text(good[: good.index("gdb_21") + 60])
-    with pytest.raises(ValueError, match=r"record 20 \('gdb_21'.*truncated"):
+    with pytest.raises(ValueError, match=r"record 20, 'gdb_21'.*truncated"):
         QM9(qm9_root)
     assert not (qm9_root / "processed").exists() or not os.listdir(qm9_root / "processed")
     sdf.write_text(good)
@@ -160,7 +160,7 @@ def test_bad_record_error_names_record_no_cache_then_fix(qm9_root, old, new, mat
     good = sdf.read_text()
     assert old in good
     sdf.write_text(good.replace(old, new, 1))
-    with pytest.raises(ValueError, match=rf"gdb9\.sdf: record 0 \('gdb_1', line 6\): {match}"):
+    with pytest.raises(ValueError, match=rf"gdb9\.sdf:6 \(record 0, 'gdb_1'\): {match}"):
         QM9(qm9_root)
     assert not (qm9_root / "processed").exists() or not os.listdir(qm9_root / "processed")
     sdf.write_text(good)

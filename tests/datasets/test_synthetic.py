@@ -94,7 +94,7 @@ def test_shapes_bad_arguments(kwargs, match):
 
 
 def test_nbody_fields_and_horizon():
-    ds = NBody(num_samples=6, n_particles=5, seed=0, burn_in_steps=50, horizon_steps=100)
+    ds = NBody(num_samples=6, num_particles=5, seed=0, burn_in_steps=50, horizon_steps=100)
     d = ds[2]
     assert d.pos.shape == d.vel.shape == d.y.shape == d.target_pos.shape == (5, 3)
     assert d.charges.shape == (5, 1) and set(d.charges.flatten().tolist()) <= {-1.0, 1.0}
@@ -106,7 +106,7 @@ def test_nbody_fields_and_horizon():
     x, _v = simulate_charged_particles(raw[2].pos, raw[2].vel, raw[2].charges, 100)
     assert torch.allclose(x, raw[2].y, atol=1e-12)
     assert torch.allclose(d.y, raw[2].y.float())
-    again = NBody(num_samples=6, n_particles=5, seed=0, burn_in_steps=50, horizon_steps=100)
+    again = NBody(num_samples=6, num_particles=5, seed=0, burn_in_steps=50, horizon_steps=100)
     assert torch.equal(again[4].y, ds[4].y)
 
 
@@ -140,8 +140,8 @@ def test_simulator_is_e3_equivariant():
 
 
 def test_nbody_bad_arguments():
-    with pytest.raises(ValueError, match="n_particles"):
-        NBody(num_samples=2, n_particles=1)
+    with pytest.raises(ValueError, match="num_particles"):
+        NBody(num_samples=2, num_particles=1)
     with pytest.raises(ValueError, match="charges"):
         simulate_charged_particles(torch.zeros(5, 3), torch.zeros(5, 3), torch.ones(5), 1)
 

@@ -1,5 +1,6 @@
 """Transforms: rotation/translation actions, E(3)-equivariance of Center / NormalizeScale and
-invariance of radius / kNN graphs (geomlin.testing), brute-force oracles for the graphs, PyG composition."""
+invariance of radius / kNN graphs (geomlin.testing), brute-force and SciPy KD-tree oracles for the graphs,
+PyG composition."""
 
 import pytest
 import torch
@@ -19,6 +20,7 @@ from geomlin.datasets.transforms import (
 )
 from geomlin.groups import E3
 from geomlin.testing import assert_equivariant, assert_invariant
+from tests.oracles import require
 
 
 def _cloud(n=20, seed=0):
@@ -104,18 +106,32 @@ def test_graphs_respect_batch_and_limits():
         radius_graph(torch.full((3, 3), float("nan")), 1.0)
 
 
-def test_matches_pyg_graph_transforms_when_available():
-    pytest.importorskip("torch_cluster")
-    from torch_geometric.transforms import KNNGraph as PygKNN
-    from torch_geometric.transforms import RadiusGraph as PygRadius
+def test_graphs_match_scipy_kdtree():
+    """Oracle: SciPy's KD-tree (an independent exact neighbour search) on two batched clouds.
 
-    x = _cloud(40).float()
-    a = RadiusGraph(1.0)(Data(pos=x)).edge_index
-    b = PygRadius(1.0, max_num_neighbors=100)(Data(pos=x)).edge_index
-    assert sorted(map(tuple, a.t().tolist())) == sorted(map(tuple, b.t().tolist()))
-    a = KNNGraph(3)(Data(pos=x)).edge_index
-    b = PygKNN(3)(Data(pos=x)).edge_index
-    assert sorted(map(tuple, a.t().tolist())) == sorted(map(tuple, b.t().tolist()))
+    PyG's own RadiusGraph / KNNGraph need the compiled torch-cluster or pyg-lib, which this project
+    does not depend on; SciPy's cKDTree is the neighbour search a user would otherwise reach for.
+    """
+    spatial = require("scipy.spatial")
+    x = torch.cat([_cloud(50, seed=3), _cloud(30, seed=4) + 0.3])
+    batch = torch.tensor([0] * 50 + [1] * 30)
+    offsets = {0: 0, 1: 50}
+    r, k = 0.9, 5
+    want_radius, want_knn = set(), set()
+    for b in (0, 1):
+        pts = x[batch == b].numpy()
+        tree = spatial.cKDTree(pts)
+        for i, nbrs in enumerate(tree.query_ball_point(pts, r)):
+            want_radius |= {(offsets[b] + j, offsets[b] + i) for j in nbrs if j != i}
+        _, idx = tree.query(pts, k + 1)
+        for i, row in enumerate(idx):
+            want_knn |= {(offsets[b] + int(j), offsets[b] + i) for j in row if j != i}
+    got_radius = radius_graph(x, r, batch=batch)
+    got_knn = KNNGraph(k)(Data(pos=x, batch=batch)).edge_index
+    assert set(map(tuple, got_radius.t().tolist())) == want_radius and got_radius.shape[1] == len(want_radius)
+    assert set(map(tuple, got_knn.t().tolist())) == want_knn and got_knn.shape[1] == len(want_knn) == 80 * k
+    # RadiusGraph on the same data as a transform
+    assert set(map(tuple, RadiusGraph(r)(Data(pos=x, batch=batch)).edge_index.t().tolist())) == want_radius
 
 
 def test_sample_points_and_composition():

@@ -1,9 +1,13 @@
-"""EGNN: E(3) invariance / equivariance with geomlin.testing, permutation symmetry, forces."""
+"""EGNN: E(3) invariance / equivariance with geomlin.testing (explicit and from the declared types),
+permutation symmetry, forces, masks, renamed arguments, bad input."""
 
+import pytest
 import torch
 
-from geomlin.groups import E3
-from geomlin.models import EGNNDynamics, EGNNPotential, gaussian_rbf
+from geomlin.groups import E3, SE3
+from geomlin.models import EGNNDynamics, EGNNLayer, EGNNPotential, gaussian_rbf
+from geomlin.reps import Labels, Positions, Scalars, Vectors, declared_group, declared_types
+from geomlin.reps.feature_type import group_key
 from geomlin.testing import assert_equivariant, assert_invariant
 
 
@@ -15,14 +19,14 @@ def _system(B=3, N=6):
 
 
 def test_potential_is_e3_invariant():
-    net = EGNNPotential(num_species=5, hidden=16, layers=2).double()
+    net = EGNNPotential(num_species=5, hidden_channels=16, num_blocks=2).double()
     pos, _, _ = _system()
     z = torch.randint(0, 5, pos.shape[:2])
     assert_invariant(net, E3(), ("position", None), inputs=(pos, z))
 
 
 def test_potential_forces_are_equivariant():
-    net = EGNNPotential(num_species=5, hidden=16, layers=2).double()
+    net = EGNNPotential(num_species=5, hidden_channels=16, num_blocks=2).double()
     pos, _, _ = _system()
     z = torch.randint(0, 5, pos.shape[:2])
 
@@ -34,7 +38,7 @@ def test_potential_forces_are_equivariant():
 
 
 def test_potential_mask_and_permutation():
-    net = EGNNPotential(num_species=5, hidden=16, layers=2).double()
+    net = EGNNPotential(num_species=5, hidden_channels=16, num_blocks=2).double()
     pos, _, _ = _system(B=1, N=5)
     z = torch.randint(0, 5, (1, 5))
     perm = torch.randperm(5)
@@ -46,7 +50,7 @@ def test_potential_mask_and_permutation():
 
 
 def test_dynamics_is_e3_equivariant():
-    net = EGNNDynamics(hidden=16, layers=2).double()
+    net = EGNNDynamics(hidden_channels=16, num_blocks=2).double()
     pos, vel, q = _system()
     assert_equivariant(net, E3(), ("position", "vector", None), "position", inputs=(pos, vel, q))
 
@@ -57,3 +61,57 @@ def test_rbf_oracle():
     out = gaussian_rbf(d, 5, 4.0)
     centres = torch.tensor([0.0, 1.0, 2.0, 3.0, 4.0], dtype=torch.float64)
     torch.testing.assert_close(out[0], torch.exp(-0.5 * (1.3 - centres) ** 2))
+
+
+def test_declared_types_drive_the_checker():
+    """assert_equivariant(module) alone: E(3) from the declared Positions, reflections included."""
+    pot = EGNNPotential(num_species=4, hidden_channels=8, num_blocks=2).double()
+    assert declared_types(pot) == ((Positions(3), Labels(4)), (Scalars(),))
+    assert group_key(declared_group(pot)) == group_key(E3())
+    assert_equivariant(pot)
+    dyn = EGNNDynamics(hidden_channels=8, num_blocks=2).double()
+    assert declared_types(dyn) == ((Positions(3), Vectors(3), Scalars(1)), (Positions(3),))
+    assert_equivariant(dyn)
+    assert_equivariant(dyn, group=SE3())
+    assert_equivariant(EGNNLayer(8, edge_dim=1).double())
+
+
+def test_dynamics_permutation_equivariant():
+    net = EGNNDynamics(hidden_channels=16, num_blocks=2).double()
+    pos, vel, q = _system(B=2, N=5)
+    perm = torch.randperm(5)
+    out = net(pos, vel, q)
+    torch.testing.assert_close(net(pos[:, perm], vel[:, perm], q[:, perm]), out[:, perm], rtol=1e-12, atol=1e-12)
+
+
+def test_old_argument_names_still_work():
+    with pytest.warns(DeprecationWarning, match="layers=.*num_blocks"):
+        old = EGNNPotential(num_species=3, hidden=8, layers=1)
+    assert len(old.layers) == 1 and old.embed.embedding_dim == 8
+    with pytest.warns(DeprecationWarning, match="hidden=.*hidden_channels"):
+        EGNNLayer(hidden=4)
+
+
+@pytest.mark.parametrize("call, error, message", [
+    (lambda n: n(torch.randn(2, 4, 3), torch.zeros(2, 4)), TypeError, "species must have an integer dtype"),
+    (lambda n: n(torch.randn(2, 4, 3), torch.full((2, 4), 7)), ValueError, r"species must hold labels in \[0, 5\)"),
+    (lambda n: n(torch.randn(2, 4, 3), torch.full((2, 4), -1)), ValueError, "species must hold labels"),
+    (lambda n: n(torch.randn(2, 4, 2), torch.zeros(2, 4, dtype=torch.long)), ValueError, r"pos must have shape"),
+    (lambda n: n(torch.randn(2, 4, 3).int(), torch.zeros(2, 4, dtype=torch.long)), TypeError, "floating-point"),
+    (lambda n: n(torch.randn(2, 4, 3), torch.zeros(2, 4, dtype=torch.long), mask=torch.ones(2, 4)), TypeError,
+     "mask must have dtype torch.bool"),
+])
+def test_potential_refuses_bad_input(call, error, message):
+    with pytest.raises(error, match=message):
+        call(EGNNPotential(num_species=5, hidden_channels=8, num_blocks=1))
+
+
+def test_constructor_arguments():
+    with pytest.raises(ValueError, match="num_blocks must be >= 1"):
+        EGNNPotential(num_blocks=0)
+    with pytest.raises(ValueError, match="cutoff must be > 0"):
+        EGNNLayer(8, cutoff=0.0)
+    with pytest.raises(ValueError, match=r"edge_attr \(B, N, N, 1\) is required"):
+        EGNNLayer(8, edge_dim=1)(torch.randn(2, 3, 8), torch.randn(2, 3, 3))
+    with pytest.raises(ValueError, match=r"edge_attr must have shape \(2, 3, 3, 1\)"):
+        EGNNLayer(8, edge_dim=1)(torch.randn(2, 3, 8), torch.randn(2, 3, 3), edge_attr=torch.randn(2, 3, 3, 2))

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from geomlin.datasets.io.mesh_utils import check_finite, check_indices, fan_triangulate
+from geomlin.validation import FileFormatError, check_file
 
 PLY_TYPES = {
     "char": "i1", "int8": "i1", "uchar": "u1", "uint8": "u1", "short": "i2", "int16": "i2",
@@ -39,11 +40,12 @@ class _Element:
 
 def _parse_header(data: bytes, path: str) -> tuple[str | None, list[_Element], int]:
     if not data.startswith(b"ply"):
-        raise ValueError(f"{path}: not a PLY file (missing the 'ply' magic line)")
+        raise FileFormatError(path, "not a PLY file (missing the 'ply' magic line)", line=1)
     end = data.find(b"end_header")
     if end < 0:
-        raise ValueError(f"{path}: PLY header has no 'end_header' line")
-    body_start = data.index(b"\n", end) + 1
+        raise FileFormatError(path, "PLY header has no 'end_header' line")
+    newline = data.find(b"\n", end)
+    body_start = len(data) if newline < 0 else newline + 1
     fmt, elements = None, []
     for no, line in enumerate(data[:end].decode("ascii", errors="replace").splitlines()[1:], start=2):
         parts = line.split()
@@ -52,23 +54,26 @@ def _parse_header(data: bytes, path: str) -> tuple[str | None, list[_Element], i
         try:
             if parts[0] == "format":
                 if parts[1] not in FORMATS:
-                    raise ValueError(f"{path}: unknown PLY format {parts[1]!r}; expected one of {list(FORMATS)}")
+                    raise FileFormatError(path, f"unknown PLY format {parts[1]!r}; expected one of {list(FORMATS)}",
+                                          line=no)
                 fmt = FORMATS[parts[1]]
             elif parts[0] == "element":
+                if int(parts[2]) < 0:
+                    raise FileFormatError(path, f"element {parts[1]!r} has a negative count {parts[2]}", line=no)
                 elements.append(_Element(parts[1], int(parts[2]), []))
             elif parts[0] == "property":
                 if not elements:
-                    raise ValueError(f"{path}, header line {no}: property before any element")
+                    raise FileFormatError(path, "property before any element", line=no)
                 if parts[1] == "list":
                     elements[-1].props.append(_Prop(parts[4], PLY_TYPES[parts[3]], PLY_TYPES[parts[2]]))
                 else:
                     elements[-1].props.append(_Prop(parts[2], PLY_TYPES[parts[1]]))
-        except (IndexError, KeyError, ValueError) as err:
-            if isinstance(err, ValueError) and str(err).startswith(path):
-                raise
-            raise ValueError(f"{path}, header line {no}: malformed PLY header line {line!r}") from None
+        except FileFormatError:
+            raise
+        except (IndexError, KeyError, ValueError):
+            raise FileFormatError(path, f"malformed PLY header line {line!r}", line=no) from None
     if "format" not in data[:end].decode("ascii", errors="replace"):
-        raise ValueError(f"{path}: PLY header lacks a 'format' line")
+        raise FileFormatError(path, "PLY header lacks a 'format' line")
     return fmt, elements, body_start
 
 
@@ -79,7 +84,7 @@ def _read_binary_element(el: _Element, buf: memoryview, offset: int, endian: str
         dt = np.dtype([(p.name, endian + p.dtype) for p in el.props])
         need = dt.itemsize * el.count
         if offset + need > len(buf):
-            raise ValueError(f"{path}: truncated binary PLY: element {el.name!r} needs {need} bytes")
+            raise FileFormatError(path, f"truncated binary PLY: element {el.name!r} needs {need} bytes")
         arr = np.frombuffer(buf, dtype=dt, count=el.count, offset=offset)
         return {p.name: arr[p.name] for p in el.props}, offset + need
     if el.count == 0:
@@ -92,7 +97,7 @@ def _read_binary_element(el: _Element, buf: memoryview, offset: int, endian: str
             probe += np.dtype(p.dtype).itemsize
         else:
             if probe + np.dtype(p.count_dtype).itemsize > len(buf):
-                raise ValueError(f"{path}: truncated binary PLY in element {el.name!r}")
+                raise FileFormatError(path, f"truncated binary PLY in element {el.name!r}")
             n = int(np.frombuffer(buf, dtype=endian + p.count_dtype, count=1, offset=probe)[0])
             fields += [(p.name + "__n", endian + p.count_dtype), (p.name, endian + p.dtype, (n,))]
             probe += np.dtype(p.count_dtype).itemsize + n * np.dtype(p.dtype).itemsize
@@ -116,24 +121,36 @@ def _read_binary_element(el: _Element, buf: memoryview, offset: int, endian: str
                     out[p.name].append(np.frombuffer(buf, endian + p.dtype, n, offset).tolist())
                     offset += n * np.dtype(p.dtype).itemsize
             except ValueError:
-                raise ValueError(f"{path}: truncated binary PLY at {el.name!r} row {row}") from None
+                raise FileFormatError(path, f"truncated binary PLY at {el.name!r} row {row}") from None
     return out, offset
 
 
-def _read_ascii_element(el: _Element, lines: list[str], start: int, path: str):
+def _read_ascii_element(el: _Element, lines: list[tuple[int, str]], start: int, path: str):
+    """Rows of one element from ``lines`` (``(1-based line number, text)`` pairs) starting at ``start``."""
     if start + el.count > len(lines):
-        raise ValueError(f"{path}: truncated ASCII PLY: element {el.name!r} announces {el.count} rows, "
-                         f"{max(len(lines) - start, 0)} remain")
-    rows = lines[start:start + el.count]
+        raise FileFormatError(path, f"truncated ASCII PLY: element {el.name!r} announces {el.count} rows, "
+                              f"{max(len(lines) - start, 0)} remain")
+    numbered = lines[start:start + el.count]
+    rows = [r for _, r in numbered]
     if all(p.count_dtype is None for p in el.props):
+        for no, r in numbered:
+            if len(r.split()) != len(el.props):
+                raise FileFormatError(path, f"row of element {el.name!r} has {len(r.split())} values, the header "
+                                      f"declares {len(el.props)} properties: {r!r}", line=no)
         try:
-            arr = np.array([r.split()[:len(el.props)] for r in rows], dtype=np.float64).reshape(el.count, -1)
+            arr = np.array([r.split() for r in rows], dtype=np.float64).reshape(el.count, -1)
         except ValueError:
-            raise ValueError(f"{path}: malformed row in ASCII PLY element {el.name!r}") from None
+            for no, r in numbered:
+                try:
+                    [float(t) for t in r.split()]
+                except ValueError:
+                    raise FileFormatError(path, f"malformed number in a row of element {el.name!r}: {r!r}",
+                                          line=no) from None
+            raise
         # Round through the declared type so ASCII and binary files of the same mesh agree.
         return {p.name: arr[:, k].astype(p.dtype) for k, p in enumerate(el.props)}, start + el.count
     out = {p.name: [] for p in el.props}
-    for k, r in enumerate(rows):
+    for no, r in numbered:
         toks, pos = r.split(), 0
         try:
             for p in el.props:
@@ -142,31 +159,41 @@ def _read_ascii_element(el: _Element, lines: list[str], start: int, path: str):
                     pos += 1
                 else:
                     n = int(toks[pos])
-                    out[p.name].append([int(float(t)) for t in toks[pos + 1:pos + 1 + n]])
+                    out[p.name].append([_list_entry(t, p.dtype) for t in toks[pos + 1:pos + 1 + n]])
                     if len(out[p.name][-1]) != n:
                         raise IndexError
                     pos += 1 + n
+            if pos != len(toks):
+                raise IndexError
         except (IndexError, ValueError):
-            raise ValueError(f"{path}: malformed row {k} of ASCII PLY element {el.name!r}: {r!r}") from None
+            raise FileFormatError(path, f"malformed row of element {el.name!r}: {r!r}", line=no) from None
     return out, start + el.count
+
+
+def _list_entry(token: str, dtype: str):
+    """One entry of an ASCII list property; integer lists (face indices) refuse fractions."""
+    if dtype[0] in "iu":
+        return int(token)
+    return float(token)
 
 
 def read_ply(path: str | os.PathLike) -> tuple[np.ndarray, np.ndarray]:
     """Vertices ``(V, 3)`` float64 and triangles ``(T, 3)`` int64 of a PLY file.
 
-    Raises FileNotFoundError for a missing file and ValueError naming the file for a bad header,
-    truncated data, missing ``x, y, z`` properties, non-finite coordinates or out-of-range faces.
-    A file without a face element returns ``(0, 3)`` faces.
+    Raises FileNotFoundError for a missing file and :class:`~geomlin.validation.FileFormatError`
+    (a ValueError) naming the file (and line, for ASCII files) for a bad header, truncated data,
+    rows of the wrong width, missing ``x, y, z`` properties, non-finite coordinates or out-of-range
+    faces. A file without a face element returns ``(0, 3)`` faces.
     """
-    path = os.fspath(path)
-    if not os.path.isfile(path):
-        raise FileNotFoundError(f"PLY file not found: {path}")
+    path = os.fspath(check_file(path, "path"))
     with open(path, "rb") as f:
         data = f.read()
     fmt, elements, start = _parse_header(data, path)
     values = {}
     if fmt is None:
-        lines = [ln for ln in data[start:].decode("ascii", errors="replace").splitlines() if ln.strip()]
+        first = data[:start].count(b"\n") + 1
+        lines = [(first + k, ln) for k, ln in enumerate(data[start:].decode("ascii", errors="replace").splitlines())
+                 if ln.strip()]
         cursor = 0
         for el in elements:
             values[el.name], cursor = _read_ascii_element(el, lines, cursor, path)
@@ -176,7 +203,7 @@ def read_ply(path: str | os.PathLike) -> tuple[np.ndarray, np.ndarray]:
             values[el.name], offset = _read_binary_element(el, buf, offset, fmt, path)
     vert = values.get("vertex")
     if vert is None or not all(k in vert for k in "xyz"):
-        raise ValueError(f"{path}: PLY file needs a 'vertex' element with x, y, z properties")
+        raise FileFormatError(path, "PLY file needs a 'vertex' element with x, y, z properties")
     verts = np.stack([np.asarray(vert[k], dtype=np.float64) for k in "xyz"], axis=1).reshape(-1, 3)
     check_finite(verts, path)
     face = values.get("face", {})

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from geomlin.datasets.elements import ATOMIC_NUMBERS
+from geomlin.validation import FileFormatError, check_file
 
 RECORD_END = "$$$$"
 COUNTS_LINE = 3                 # 0-based index of the counts line inside a record
@@ -69,8 +70,9 @@ class SDFRecords:
         return np.concatenate([[0], np.cumsum(self.num_bonds)])
 
 
-def _record_error(path: str, rec: int, name: str, line: int, msg: str) -> ValueError:
-    return ValueError(f"{path}: record {rec} ({name!r}, line {line + 1}): {msg}")
+def _record_error(path: str, rec: int, name: str, line: int, msg: str) -> FileFormatError:
+    """``path:LINE (record REC, 'NAME'): msg`` with the 0-based ``line`` shown 1-based."""
+    return FileFormatError(path, msg, line=line + 1, record=f"{rec}, {name!r}")
 
 
 #: Files larger than this show a progress bar by default.
@@ -96,9 +98,7 @@ def read_sdf(path: str | os.PathLike, parse_properties: bool = True, progress: b
     its name and the line for a truncated record, a malformed counts / atom / bond line, a V3000
     record, an unknown element symbol or a non-finite coordinate.
     """
-    path = os.fspath(path)
-    if not os.path.isfile(path):
-        raise FileNotFoundError(f"SD file not found: {path}")
+    path = os.fspath(check_file(path, "path"))
     with open(path, encoding="utf-8", errors="replace") as f:
         text = f.read()
     bar = None
@@ -136,8 +136,9 @@ def parse_sdf_lines(lines: list[str], path: str = "<sdf>", parse_properties: boo
         except ValueError:
             raise _record_error(path, rec, name, i + COUNTS_LINE,
                                 f"malformed counts line {counts!r}; expected 'aaabbb ... V2000'") from None
-        if na < 0 or nb < 0:
-            raise _record_error(path, rec, name, i + COUNTS_LINE, f"negative atom/bond counts {na}, {nb}")
+        if na < 1 or nb < 0:
+            raise _record_error(path, rec, name, i + COUNTS_LINE, f"a record needs at least one atom and no "
+                                f"negative counts, got {na} atoms and {nb} bonds")
         a0 = i + COUNTS_LINE + 1
         b0 = a0 + na
         end = b0 + nb
@@ -184,6 +185,8 @@ def parse_sdf_lines(lines: list[str], path: str = "<sdf>", parse_properties: boo
             bar.update(4096)
     if bar is not None:
         bar.update(len(names) % 4096)
+    if not names:
+        raise FileFormatError(path, "no molecule records found (empty file?)")
 
     num_atoms = np.asarray(n_atoms, dtype=np.int64)
     num_bonds = np.asarray(n_bonds, dtype=np.int64)

@@ -7,8 +7,14 @@ A frame is: the atom count; a comment line; one line per atom ``symbol x y z
 * extended XYZ (ASE, Kapil et al.): ``key=value`` pairs such as ``energy=-97.2``
   and ``Properties=species:S:1:pos:R:3:forces:R:3`` naming the atom columns.
 
-Forces come from a ``forces`` (or ``force``) property, or, for plain XYZ, from
-three extra columns after the position.
+Column layout. Every atom line of a frame must have the same number of columns (a line that
+lacks a value would otherwise shift the columns after it). Plain XYZ has 4 columns
+(``symbol x y z``) or 7 (plus ``fx fy fz``); any other width needs an extended-XYZ
+``Properties=`` spec naming the columns. Extended XYZ lines have exactly the columns the spec
+announces. Forces come from a ``forces`` (or ``force``, ``F``) property of 3 real columns.
+
+Species are element symbols or atomic numbers ``1 ... 118``. Every error is a
+:class:`~geomlin.validation.FileFormatError` naming the file, the line and the frame.
 """
 
 from __future__ import annotations
@@ -19,11 +25,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from geomlin.datasets.elements import ATOMIC_NUMBERS
+from geomlin.datasets.elements import ATOMIC_NUMBERS, MAX_ATOMIC_NUMBER
+from geomlin.validation import FileFormatError, check_file
 
 _PAIR = re.compile(r'([A-Za-z_][\w\-]*)\s*=\s*("[^"]*"|\'[^\']*\'|\{[^}]*\}|\S+)')
 ENERGY_KEYS = ("energy", "Energy", "E", "total_energy", "free_energy")
 FORCE_KEYS = ("forces", "force", "F")
+#: Column counts of plain XYZ atom lines: ``symbol x y z`` and ``symbol x y z fx fy fz``.
+PLAIN_WIDTH, PLAIN_WIDTH_FORCES = 4, 7
 
 
 @dataclass
@@ -48,28 +57,37 @@ def parse_comment(comment: str) -> dict[str, str]:
     return out
 
 
-def _properties(spec: str, where: str) -> dict[str, tuple[int, int, str]]:
+def _properties(spec: str, path: str, line: int, frame: int) -> dict[str, tuple[int, int, str]]:
     """``Properties=name:type:count:...`` -> {name: (first column, count, type)}."""
     parts = spec.split(":")
     if len(parts) % 3:
-        raise ValueError(f"{where}: malformed Properties={spec!r}; expected name:type:count triples")
+        raise FileFormatError(path, f"malformed Properties={spec!r}; expected name:type:count triples",
+                              line=line, record=frame)
     out, col = {}, 0
     for k in range(0, len(parts), 3):
-        name, typ, count = parts[k], parts[k + 1], int(parts[k + 2])
-        out[name] = (col, count, typ)
-        col += count
+        name, typ, count = parts[k], parts[k + 1], parts[k + 2]
+        if not count.isdigit() or int(count) < 1:
+            raise FileFormatError(path, f"Properties={spec!r}: column count of {name!r} must be a positive "
+                                  f"integer, got {count!r}", line=line, record=frame)
+        out[name] = (col, int(count), typ)
+        col += int(count)
+    for name in ("pos", *FORCE_KEYS):
+        if name in out and (out[name][1] != 3 or out[name][2] != "R"):
+            raise FileFormatError(path, f"Properties={spec!r}: {name!r} must be 3 real columns ({name}:R:3), "
+                                  f"got {name}:{out[name][2]}:{out[name][1]}", line=line, record=frame)
+    if "pos" not in out:
+        raise FileFormatError(path, f"Properties={spec!r} lack 'pos' (the positions)", line=line, record=frame)
     return out
 
 
 def read_xyz(path: str | os.PathLike) -> list[XYZFrame]:
     """All frames of an XYZ file; see the module docstring for the accepted layouts.
 
-    Raises FileNotFoundError for a missing file and ValueError naming the file, frame and line for
-    a bad atom count, a truncated frame, an unknown element, a malformed or non-finite number.
+    Raises FileNotFoundError for a missing file and :class:`~geomlin.validation.FileFormatError`
+    (a ValueError) naming the file, line and frame for a bad atom count, a truncated frame, atom
+    lines of unequal width, an unknown element or atomic number, a malformed or non-finite number.
     """
-    path = os.fspath(path)
-    if not os.path.isfile(path):
-        raise FileNotFoundError(f"XYZ file not found: {path}")
+    path = os.fspath(check_file(path, "path"))
     with open(path, encoding="utf-8", errors="replace") as f:
         lines = f.read().splitlines()
     frames, i, n = [], 0, len(lines)
@@ -77,78 +95,102 @@ def read_xyz(path: str | os.PathLike) -> list[XYZFrame]:
         if not lines[i].strip():
             i += 1
             continue
-        where = f"{path}: frame {len(frames)} (line {i + 1})"
+        frame = len(frames)
         try:
             count = int(lines[i].split()[0])
         except ValueError:
-            raise ValueError(f"{where}: expected the atom count, got {lines[i]!r}") from None
+            raise FileFormatError(path, f"expected the atom count of frame {frame}, got {lines[i]!r}",
+                                  line=i + 1, record=frame) from None
         if count < 1:
-            raise ValueError(f"{where}: atom count must be >= 1, got {count}")
+            raise FileFormatError(path, f"atom count must be >= 1, got {count}", line=i + 1, record=frame)
         if i + 2 + count > n:
-            raise ValueError(f"{where}: truncated frame: {count} atoms announced but only {max(n - i - 2, 0)} "
-                             "atom lines follow")
+            raise FileFormatError(path, f"truncated frame: {count} atoms announced but only "
+                                  f"{max(n - i - 2, 0)} atom lines follow", line=i + 1, record=frame)
         comment = lines[i + 1]
         info = parse_comment(comment)
+        props = _properties(info["Properties"], path, i + 2, frame) if "Properties" in info else None
         rows = [line.split() for line in lines[i + 2:i + 2 + count]]
-        props = _properties(info["Properties"], where) if "Properties" in info else None
-        frames.append(_frame(rows, comment, info, props, where, i + 2))
+        frames.append(_frame(rows, comment, info, props, path, frame, i + 3))
         i += 2 + count
     if not frames:
-        raise ValueError(f"{path}: no XYZ frames found (empty file?)")
+        raise FileFormatError(path, "no XYZ frames found (empty file?)")
     return frames
 
 
-def _frame(rows, comment, info, props, where, first_line) -> XYZFrame:
-    widths = {len(r) for r in rows}
+def _species(token: str, path: str, line: int, frame: int) -> int:
+    """Atomic number of an element symbol or of an integer token in ``1 ... 118``."""
+    try:
+        z = int(token)
+    except ValueError:
+        z = ATOMIC_NUMBERS.get(token[:1].upper() + token[1:].lower())
+        if z is None:
+            raise FileFormatError(path, f"unknown element symbol {token!r}", line=line, record=frame) from None
+        return z
+    if not 1 <= z <= MAX_ATOMIC_NUMBER:
+        raise FileFormatError(path, f"atomic number must be in 1..{MAX_ATOMIC_NUMBER}, got {z}",
+                              line=line, record=frame)
+    return z
+
+
+def _numbers(rows, first_col: int, path: str, frame: int, first_line: int, what: str) -> np.ndarray:
+    try:
+        return np.array([r[first_col:first_col + 3] for r in rows], dtype=np.float64).reshape(len(rows), 3)
+    except ValueError:
+        for k, r in enumerate(rows):
+            try:
+                [float(t) for t in r[first_col:first_col + 3]]
+            except ValueError:
+                raise FileFormatError(path, f"malformed number in the {what} columns "
+                                      f"{' '.join(r[first_col:first_col + 3])!r}",
+                                      line=first_line + k, record=frame) from None
+        raise
+
+
+def _frame(rows, comment, info, props, path, frame, first_line) -> XYZFrame:
+    """One frame from its atom lines (``first_line`` = 1-based line number of the first atom line)."""
+    width = len(rows[0])
+    for k, r in enumerate(rows):
+        if len(r) != width:
+            raise FileFormatError(path, f"atom line has {len(r)} columns but the frame's first atom line "
+                                  f"(line {first_line}) has {width}; every atom line needs the same columns",
+                                  line=first_line + k, record=frame)
     if props is not None:
         need = sum(c for _, c, _ in props.values())
-        if min(widths) < need:
-            raise ValueError(f"{where}: Properties announce {need} columns but an atom line has {min(widths)}")
+        if width != need:
+            raise FileFormatError(path, f"Properties announce {need} columns but the atom lines have {width}",
+                                  line=first_line, record=frame)
         sp_col = props.get("species", (0, 1, "S"))[0]
-        if "pos" not in props:
-            raise ValueError(f"{where}: Properties lack 'pos'")
         pos_col = props["pos"][0]
         force_col = next((props[k][0] for k in FORCE_KEYS if k in props), None)
     else:
-        if min(widths) < 4:
-            raise ValueError(f"{where}: atom lines need 'symbol x y z', got {min(widths)} columns")
+        if width not in (PLAIN_WIDTH, PLAIN_WIDTH_FORCES):
+            raise FileFormatError(path, f"plain XYZ atom lines need {PLAIN_WIDTH} columns 'symbol x y z' or "
+                                  f"{PLAIN_WIDTH_FORCES} 'symbol x y z fx fy fz', got {width}; name other "
+                                  "columns with an extended-XYZ Properties= comment", line=first_line,
+                                  record=frame)
         sp_col, pos_col = 0, 1
-        force_col = 4 if min(widths) >= 7 else None
-    z = np.empty(len(rows), dtype=np.int64)
-    for k, r in enumerate(rows):
-        sym = r[sp_col]
-        if sym.isdigit():
-            z[k] = int(sym)
-            continue
-        zz = ATOMIC_NUMBERS.get(sym[:1].upper() + sym[1:].lower())
-        if zz is None:
-            raise ValueError(f"{where}, line {first_line + k + 1}: unknown element symbol {sym!r}")
-        z[k] = zz
-    try:
-        pos = np.array([r[pos_col:pos_col + 3] for r in rows], dtype=np.float64)
-        forces = None if force_col is None else np.array([r[force_col:force_col + 3] for r in rows], dtype=np.float64)
-    except ValueError as err:
-        raise ValueError(f"{where}: malformed number in an atom line ({err})") from None
+        force_col = 4 if width == PLAIN_WIDTH_FORCES else None
+    z = np.array([_species(r[sp_col], path, first_line + k, frame) for k, r in enumerate(rows)], dtype=np.int64)
+    pos = _numbers(rows, pos_col, path, frame, first_line, "position")
+    forces = None if force_col is None else _numbers(rows, force_col, path, frame, first_line, "force")
     for name, arr in (("coordinate", pos), ("force", forces)):
         if arr is not None and not np.isfinite(arr).all():
             k = int(np.flatnonzero(~np.isfinite(arr).all(axis=1))[0])
-            raise ValueError(f"{where}, line {first_line + k + 1}: non-finite (NaN or infinite) {name}")
+            raise FileFormatError(path, f"non-finite (NaN or infinite) {name}", line=first_line + k, record=frame)
     energy = None
     key = next((k for k in ENERGY_KEYS if k in info), None)
     if key is not None:
-        energy = _float(info[key], where, f"{key}=")
+        try:
+            energy = float(info[key])
+        except ValueError:
+            raise FileFormatError(path, f"{key}= value {info[key]!r} is not a number", line=first_line - 1,
+                                  record=frame) from None
     elif not info and comment.split():
         try:
             energy = float(comment.split()[0])
         except ValueError:
             energy = None              # free-text comment: no energy
     if energy is not None and not np.isfinite(energy):
-        raise ValueError(f"{where}: non-finite energy on the comment line {comment!r}")
+        raise FileFormatError(path, f"non-finite energy on the comment line {comment!r}", line=first_line - 1,
+                              record=frame)
     return XYZFrame(z, pos, energy, forces, info)
-
-
-def _float(text: str, where: str, what: str) -> float:
-    try:
-        return float(text)
-    except ValueError:
-        raise ValueError(f"{where}: {what} value {text!r} is not a number") from None

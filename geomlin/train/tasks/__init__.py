@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from geomlin.train.errors import UserError
-from geomlin.train.tasks.base import AuditSpec, Task, TaskData
+from geomlin.train.tasks.base import AuditSpec, GraphSet, Task, TaskData
 
 #: Task name -> "module:class" (imported on demand so ``--help`` stays fast).
 TASKS = {
@@ -23,4 +23,4 @@ def get_task(name: str) -> Task:
     return getattr(importlib.import_module(module), cls)()
 
 
-__all__ = ["TASKS", "AuditSpec", "Task", "TaskData", "get_task"]
+__all__ = ["TASKS", "AuditSpec", "GraphSet", "Task", "TaskData", "get_task"]

@@ -1,9 +1,11 @@
 """What a training task provides to the loop: data, models, loss, metrics, symmetry.
 
-Data are held as *stacked fields*: a ``dict`` of tensors that share a leading
-example axis (``pos (M, N, 3)``, ``label (M,)``, ...). Every dataset used by
-the command has examples of one size, so a batch is just ``field[index]`` —
-no collate function, and any sampler (in particular ``DistributedSampler``) works.
+Data are held either as *stacked fields*: a ``dict`` of tensors that share a leading
+example axis (``pos (M, N, 3)``, ``label (M,)``, ...), for examples of one size, where a batch
+is just ``field[index]``; or as a :class:`GraphSet` of PyTorch Geometric graphs of different
+sizes (molecules), where a batch is a ``torch_geometric.data.Batch`` (PyG's collation: nodes
+concatenated, a ``batch`` vector naming each node's graph). Either way any sampler (in
+particular ``DistributedSampler``) works on the example indices.
 
 Statistics are ``{name: (sum, count)}`` pairs of 0-d tensors, summed over
 batches and ranks before dividing, so that the reported mean is exact for any
@@ -26,16 +28,52 @@ Fields = dict[str, Tensor]
 Stats = dict[str, tuple[Tensor, Tensor]]
 
 
-def num_examples(fields: Mapping[str, Tensor]) -> int:
-    """The common leading size of stacked ``fields``; raises ValueError if they disagree."""
+def renamed(owner: str, old: str, new: str, old_value, new_value):
+    """The value of a renamed keyword argument: ``new_value``, or ``old_value`` with a DeprecationWarning
+    when the caller used the old spelling (deprecated aliases live for one release)."""
+    if old_value is None:
+        return new_value
+    import warnings
+
+    warnings.warn(f"{owner}({old}=...) is deprecated; use {new}=...", DeprecationWarning, stacklevel=3)
+    return old_value
+
+
+class GraphSet:
+    """Graphs of different sizes (``torch_geometric.data.Data``) whose batches are PyG ``Batch`` objects.
+
+    ``graphs[i]`` is example ``i``; :meth:`batch` collates the examples ``index (b,)`` with
+    ``Batch.from_data_list`` (node tensors concatenated, ``batch (N_total,)`` graph indices).
+    """
+
+    def __init__(self, graphs):
+        self.graphs = list(graphs)
+
+    def __len__(self) -> int:
+        return len(self.graphs)
+
+    def batch(self, index: Tensor, device: torch.device | None = None):
+        from torch_geometric.data import Batch
+
+        out = Batch.from_data_list([self.graphs[i] for i in index.tolist()])
+        return out.to(device) if device is not None else out
+
+
+def num_examples(fields: Mapping[str, Tensor] | GraphSet) -> int:
+    """The number of examples: ``len`` of a :class:`GraphSet`, else the common leading size of stacked
+    ``fields`` (ValueError if they disagree)."""
+    if isinstance(fields, GraphSet):
+        return len(fields)
     sizes = {k: int(v.shape[0]) for k, v in fields.items()}
     if len(set(sizes.values())) != 1:
         raise ValueError(f"stacked fields must share their leading size, got {sizes}")
     return next(iter(sizes.values()))
 
 
-def take(fields: Mapping[str, Tensor], index: Tensor, device: torch.device | None = None) -> Fields:
-    """Rows ``index (b,)`` of every field, moved to ``device``."""
+def take(fields: Mapping[str, Tensor] | GraphSet, index: Tensor, device: torch.device | None = None):
+    """Examples ``index (b,)`` moved to ``device``: rows of every stacked field, or a PyG ``Batch``."""
+    if isinstance(fields, GraphSet):
+        return fields.batch(index, device)
     return {k: v[index].to(device) if device is not None else v[index] for k, v in fields.items()}
 
 
@@ -66,10 +104,13 @@ class AuditSpec:
 
 @dataclass
 class TaskData:
-    """The data of one run: training fields, named evaluation sets, facts for the models."""
+    """The data of one run: training examples, named evaluation sets, facts for the models.
 
-    train: Fields
-    evals: dict[str, Fields]
+    ``train`` and each evaluation set are stacked fields or a :class:`GraphSet`.
+    """
+
+    train: Fields | GraphSet
+    evals: dict[str, Fields | GraphSet]
     info: dict[str, Any]
 
 
@@ -124,7 +165,12 @@ class Task:
     eval_needs_grad: bool = False
 
     def audit_spec(self, name: str, model: nn.Module, info: dict) -> AuditSpec | None:
-        """The symmetry the task's models should respect (checked by ``geomlin audit``)."""
+        """The symmetry the task claims for a model that declares no feature types (its baselines).
+
+        ``geomlin audit`` checks models that declare ``type_in`` / ``type_out`` from those
+        declarations; this is the fallback, against which a non-equivariant baseline is expected
+        to fail.
+        """
         return None
 
     def summary_lines(self, last: dict, model_names: list[str]) -> list[str]:

@@ -1,85 +1,159 @@
-"""``geomlin train molecules``: energies and forces of a molecular-dynamics trajectory.
+"""``geomlin train molecules``: energies (and forces) of molecules.
 
-Default data: the bundled GFN2-xTB ethanol trajectory ``datasets/md/xtb_md_ethanol.npz``.
-``--data PATH`` reads any MD17 / revised-MD17 ``.npz`` or extended-XYZ file with
-energies and forces; ``--dataset qm9 --root PATH --target U0`` fits QM9 energies
-(no forces). Forces are ``-dE/dpos`` of the learned energy (so they are
-conservative and, for an invariant energy, equivariant).
+Two datasets:
 
-Targets are standardised with training-set statistics: ``E = mean + scale * f(pos)``
-with ``scale`` the RMS force component, and the loss is
-``w_E MSE(E)/scale^2 + w_F MSE(F)/scale^2``.
+* ``--dataset md`` (default): a molecular-dynamics trajectory, every frame the same molecule.
+  Default data: the bundled GFN2-xTB ethanol trajectory ``datasets/md/xtb_md_ethanol.npz``;
+  ``--data PATH`` reads any MD17 / revised-MD17 ``.npz`` or extended-XYZ file with energies and
+  forces. Forces are ``-dE/dpos`` of the learned energy (so they are conservative and, for an
+  invariant energy, equivariant); the loss is ``MSE(E)/scale^2 + force_weight MSE(F)/scale^2``
+  with ``scale`` the RMS force component and ``E = mean + scale * f(pos)``.
+* ``--dataset qm9``: molecules of different sizes, batched the PyTorch Geometric way (nodes
+  concatenated, a ``batch`` vector; padded per batch for the dense models), fitting the QM9
+  property ``--target`` (default ``U0``; any of :data:`geomlin.datasets.QM9_TARGETS`, in PyG's
+  units). Default data: the bundled 21-molecule sample ``datasets/qm9``; ``--root PATH`` reads
+  a full QM9 folder. The target is ``E = b + sum_i w[z_i] + scale * f(pos, z)`` with the
+  per-element baseline ``w, b`` fitted by least squares on the training molecules (composition
+  alone explains most of an extensive property such as U0) and ``scale`` the RMS residual; the
+  loss is ``MSE(E)/scale^2``.
 """
 
 from __future__ import annotations
 
+import inspect
 from pathlib import Path
 from typing import ClassVar
 
 import torch
 from torch import Tensor, nn
 
+from geomlin.reps import Labels, Positions, Scalars, Vectors
 from geomlin.train.config import Option
 from geomlin.train.errors import UserError
-from geomlin.train.tasks.base import AuditSpec, Fields, Stats, Task, TaskData, stat
+from geomlin.train.tasks.base import GraphSet, Stats, Task, TaskData, stat
 from geomlin.train.tasks.pointcloud import _require
 
-#: The bundled trajectory, relative to the source tree / working directory.
+#: The bundled trajectory and QM9 sample, relative to the source tree / working directory.
 BUNDLED_ETHANOL = Path("datasets") / "md" / "xtb_md_ethanol.npz"
+BUNDLED_QM9 = Path("datasets") / "qm9"
 TEST = "test"
+#: QM9 property fitted when ``--target`` is not given.
+DEFAULT_QM9_TARGET = "U0"
+#: Atoms per example molecule of :meth:`MoleculeEnergyModel.example_inputs`.
+EXAMPLE_ATOMS = 6
 
 
 def find_bundled(relative: Path) -> Path | None:
-    """``relative`` under the working directory or the geomlin source tree, if it exists."""
+    """``relative`` (a file or folder) under the working directory or the geomlin source tree, if it exists."""
     for base in (Path.cwd(), Path(__file__).resolve().parents[3]):
-        if (base / relative).is_file():
+        if (base / relative).exists():
             return base / relative
     return None
+
+
+def accepts_mask(net: nn.Module | type) -> bool:
+    """True when ``net.forward`` takes a ``mask`` keyword (padded molecules of different sizes)."""
+    forward = (net if isinstance(net, type) else type(net)).forward
+    return "mask" in inspect.signature(forward).parameters
 
 
 class MoleculeEnergyModel(nn.Module):
     """Wraps an invariant energy network: standardised energy -> physical energy and forces.
 
-    ``forward(pos (B, N, 3), species (B, N)) -> (energy (B,), forces (B, N, 3))`` with
-    ``forces = -dE/dpos`` (graph kept for training when ``create_graph``).
+    ``E(pos, species) = energy_mean + sum_i atom_energies[species_i] + scale * net(pos, species)``.
+
+    ``forward(pos (B, N, 3), species (B, N) int64, mask=None) -> (energy (B,), forces (B, N, 3))`` with
+    ``forces = -dE/dpos`` (graph kept for training). ``mask (B, N)`` bool marks real atoms of
+    padded molecules (nets that accept a ``mask``); ``compute_forces=False`` returns
+    ``(energy, None)`` without the gradient. Declared types: positions ``Positions(3)`` and
+    species ``Labels(num_species)`` -> energy ``Scalars()`` (E(3) invariant) and forces
+    ``Vectors(3)`` (E(3) equivariant).
     """
 
-    def __init__(self, net: nn.Module, energy_mean: float = 0.0, scale: float = 1.0):
+    def __init__(self, net: nn.Module, energy_mean: float = 0.0, scale: float = 1.0,
+                 atom_energies: Tensor | list[float] | None = None):
         super().__init__()
         self.net = net
+        self.num_species = int(net.num_species)
         self.register_buffer("energy_mean", torch.tensor(float(energy_mean), dtype=torch.float64))
         self.register_buffer("scale", torch.tensor(float(scale), dtype=torch.float64))
+        ref = torch.zeros(self.num_species, dtype=torch.float64)
+        if atom_energies is not None:
+            given = torch.as_tensor(atom_energies, dtype=torch.float64).reshape(-1)
+            if given.numel() > self.num_species:
+                raise ValueError(f"atom_energies has {given.numel()} entries for {self.num_species} species")
+            ref[:given.numel()] = given
+        self.register_buffer("atom_energies", ref)
+        self.type_in = (Positions(3), Labels(self.num_species))
+        self.type_out = (Scalars(), Vectors(3))
 
-    def energy(self, pos: Tensor, species: Tensor) -> Tensor:
+    def example_inputs(self, generator: torch.Generator | None = None, dtype: torch.dtype = torch.float64):
+        """Two molecules of :data:`EXAMPLE_ATOMS` atoms: ``(pos (2, 6, 3), species (2, 6))``."""
+        pos = 1.5 * torch.randn(2, EXAMPLE_ATOMS, 3, generator=generator, dtype=dtype)
+        species = torch.randint(self.num_species, (2, EXAMPLE_ATOMS), generator=generator)
+        return (pos, species), {}
+
+    def energy(self, pos: Tensor, species: Tensor, mask: Tensor | None = None) -> Tensor:
         """Energy ``(B,)`` in data units."""
-        return self.energy_mean.to(pos.dtype) + self.scale.to(pos.dtype) * self.net(pos, species)
+        out = self.net(pos, species) if mask is None else self.net(pos, species, mask=mask)
+        ref = self.atom_energies.to(pos.dtype)[species]
+        if mask is not None:
+            ref = ref * mask.to(pos.dtype)
+        return self.energy_mean.to(pos.dtype) + ref.sum(dim=-1) + self.scale.to(pos.dtype) * out
 
-    def forward(self, pos: Tensor, species: Tensor) -> tuple[Tensor, Tensor]:
+    def forward(self, pos: Tensor, species: Tensor, mask: Tensor | None = None,
+                compute_forces: bool = True) -> tuple[Tensor, Tensor | None]:
+        if not compute_forces:
+            return self.energy(pos, species, mask), None
         with torch.enable_grad():
             if not pos.requires_grad:
                 pos = pos.detach().requires_grad_(True)
-            e = self.energy(pos, species)
+            e = self.energy(pos, species, mask)
             (grad,) = torch.autograd.grad(e.sum(), pos, create_graph=self.training)
         return e, -grad
 
 
+def fit_composition_baseline(z: list[Tensor], y: Tensor, num_species: int) -> tuple[float, Tensor, float]:
+    """Least-squares ``y_m ~ b + sum_{i in m} w[z_i]`` over molecules: ``(b, w (num_species,), RMS residual)``.
+
+    ``z`` holds each molecule's atomic numbers, ``y (M,)`` the targets (float64). The minimum-norm
+    solution is taken when some element never occurs (``torch.linalg.lstsq`` with ``gelsd``).
+    """
+    counts = torch.stack([torch.bincount(zi, minlength=num_species) for zi in z]).to(torch.float64)
+    design = torch.cat([torch.ones(len(z), 1, dtype=torch.float64), counts], dim=1)
+    sol = torch.linalg.lstsq(design, y.to(torch.float64)[:, None], driver="gelsd").solution[:, 0]
+    residual = y.to(torch.float64) - design @ sol
+    rms = float(residual.pow(2).mean().sqrt())
+    return float(sol[0]), sol[1:], rms
+
+
 class MoleculesTask(Task):
-    """``geomlin train molecules``: fields ``pos (M, N, 3)``, ``forces (M, N, 3)`` float32, ``z (M, N)``
-    int64, ``energy (M,)`` float64; metrics ``energy_mae`` and ``force_mae`` (data units) on ``test``."""
+    """``geomlin train molecules``.
+
+    ``--dataset md``: fields ``pos (M, N, 3)``, ``forces (M, N, 3)`` float32, ``z (M, N)`` int64,
+    ``energy (M,)`` float64; metrics ``energy_mae`` and ``force_mae`` (data units) on ``test``.
+    ``--dataset qm9``: a :class:`GraphSet` of molecules ``pos (n, 3)``, ``z (n,)``, ``energy (1,)``
+    (the ``--target`` property); metric ``mae`` (the target's unit) on ``test``.
+    """
 
     name = "molecules"
-    description = "energy and force regression on a molecular-dynamics trajectory (Gaunt potential, EGNN)"
+    description = "energy and force regression on a molecular-dynamics trajectory, or a QM9 property"
     options = (
-        Option("dataset", str, "md", "md (the bundled ethanol trajectory or --data FILE) or qm9",
-               ("md", "qm9")),
-        Option("data", str, None, "an MD17 / rMD17 .npz or extended-XYZ file (default: bundled ethanol)"),
-        Option("root", str, None, "QM9 root folder (for --dataset qm9)"),
-        Option("target", str, "U0", "QM9 target (for --dataset qm9)"),
-        Option("n_train", int, 800, "training frames"),
-        Option("n_test", int, 200, "test frames"),
-        Option("force_weight", float, 10.0, "weight of the force term of the loss (0 = energy only)"),
+        Option("dataset", str, "md", "md (the bundled ethanol trajectory or --data FILE) or qm9 (molecules of "
+               "different sizes: the bundled 21-molecule sample or --root PATH)", ("md", "qm9")),
+        Option("data", str, None, "an MD17 / rMD17 .npz or extended-XYZ file (--dataset md; default: the "
+               "bundled ethanol trajectory)"),
+        Option("root", str, None, "QM9 folder holding gdb9.sdf and gdb9.sdf.csv (--dataset qm9; default: the "
+               "bundled sample datasets/qm9)"),
+        Option("target", str, None, f"QM9 property to fit (--dataset qm9; default {DEFAULT_QM9_TARGET}; any name of "
+               "geomlin.datasets.QM9_TARGETS: mu, alpha, homo, lumo, gap, r2, zpve, U0, U, H, G, cv, ...)"),
+        Option("num_train", int, 800, "training examples (frames or molecules)", minimum=1, aliases=("n_train",)),
+        Option("num_test", int, 200, "test examples", minimum=1, aliases=("n_test",)),
+        Option("force_weight", float, 10.0, "weight of the force term of the loss (0 = energy only; --dataset md)",
+               minimum=0.0),
         Option("schedule", str, "cosine", "learning-rate schedule", ("cosine", "constant")),
-        Option("stop_after", int, 0, "stop after this epoch as if interrupted (0 = never; for resume tests)"),
+        Option("stop_after", int, 0, "stop after this epoch as if interrupted (0 = never; for resume tests)",
+               minimum=0),
     )
     default_models = ("gaunt", "egnn")
     models: ClassVar[dict[str, str]] = {
@@ -92,20 +166,51 @@ class MoleculesTask(Task):
     eval_needs_grad = True
 
     def quick_preset(self, cfg: dict) -> dict:
-        return {"epochs": 1, "n_train": 64, "n_test": 32}
+        if cfg.get("dataset") == "qm9":
+            return {"epochs": 1, "num_train": 16, "num_test": 5, "batch_size": 8}
+        return {"epochs": 1, "num_train": 64, "num_test": 32}
+
+    def _net_class(self, name: str):
+        models = _require("geomlin.models", "the molecule models")
+        return {"egnn": models.EGNNPotential, "gaunt": models.GauntPotential}[name]
+
+    def model_names(self, cfg: dict) -> list[str]:
+        names = super().model_names(cfg)
+        if cfg.get("dataset") != "qm9":
+            return names
+        fits = [n for n in names if accepts_mask(self._net_class(n))]
+        if cfg.get("model"):
+            unfit = [n for n in names if n not in fits]
+            if unfit:
+                raise UserError(f"--dataset qm9 has molecules of different sizes, which model {unfit[0]} cannot "
+                                f"take yet (its network has no mask argument); choose from "
+                                f"{', '.join(n for n in self.models if accepts_mask(self._net_class(n)))}")
+        if not fits:
+            raise UserError("no model of this task takes molecules of different sizes")
+        return fits
 
     def validate(self, cfg: dict) -> None:
-        if cfg["dataset"] == "qm9" and not cfg.get("root"):
-            raise UserError("--dataset qm9 needs --root PATH (the QM9 folder)")
+        qm9 = cfg["dataset"] == "qm9"
+        for key, needs in (("data", "md"), ("root", "qm9"), ("target", "qm9")):
+            if cfg.get(key) is not None and cfg["dataset"] != needs:
+                raise UserError(f"--{key} applies to --dataset {needs}, not --dataset {cfg['dataset']}")
         if cfg.get("data") and not Path(cfg["data"]).is_file():
             raise UserError(f"data file not found: {cfg['data']}")
-        if cfg["dataset"] == "qm9" and cfg.get("root") and not Path(cfg["root"]).exists():
-            raise UserError(f"--root {cfg['root']} does not exist")
+        if cfg.get("root") and not Path(cfg["root"]).is_dir():
+            raise UserError(f"--root {cfg['root']} is not a folder")
+        if qm9:
+            from geomlin.datasets.qm9 import target_index
+
+            try:
+                target_index(cfg.get("target") or DEFAULT_QM9_TARGET)
+            except ValueError as exc:
+                raise UserError(f"--target: {exc}") from None
+        # the metric and whether evaluation needs autograd depend on the dataset
+        self.primary_metric = f"{TEST}_mae" if qm9 else f"{TEST}_force_mae"
+        self.eval_needs_grad = not qm9
 
     # ---------------------------------------------------------------- data
     def _load(self, cfg: dict) -> dict[str, Tensor]:
-        if cfg["dataset"] == "qm9":
-            return self._load_qm9(cfg)
         path = Path(cfg["data"]) if cfg.get("data") else find_bundled(BUNDLED_ETHANOL)
         if path is None:
             raise UserError(f"the bundled trajectory {BUNDLED_ETHANOL} was not found (run from the "
@@ -127,78 +232,125 @@ class MoleculesTask(Task):
         if any(getattr(f, "energy", None) is None or getattr(f, "force", None) is None for f in frames):
             raise UserError(f"{path}: every frame needs an energy and forces for this task")
         if len({int(f.pos.shape[0]) for f in frames}) != 1:
-            raise UserError(f"{path}: all frames must have the same atoms for this task")
+            raise UserError(f"{path}: all frames must have the same atoms for --dataset md (molecules of "
+                            "different sizes: --dataset qm9)")
         return {"pos": torch.stack([f.pos for f in frames]).double(),
                 "z": torch.stack([f.z for f in frames]).long(),
                 "energy": torch.cat([f.energy.reshape(-1) for f in frames]).double(),
                 "forces": torch.stack([f.force for f in frames]).double()}
 
-    def _load_qm9(self, cfg: dict) -> dict[str, Tensor]:
-        raise UserError("--dataset qm9: molecules of different sizes are not supported by this task yet; "
-                        "use --data FILE with an MD trajectory")
+    def _split(self, m: int, cfg: dict) -> dict[str, Tensor]:
+        num_train, num_test = cfg["num_train"], cfg["num_test"]
+        if num_train + num_test > m:
+            raise UserError(f"--num-train {num_train} + --num-test {num_test} exceeds the {m} examples of the data")
+        perm = torch.randperm(m, generator=torch.Generator().manual_seed(cfg["seed"]))
+        return {"train": perm[:num_train], TEST: perm[num_train:num_train + num_test]}
 
     def build_data(self, cfg: dict) -> TaskData:
+        if cfg["dataset"] == "qm9":
+            return self._build_qm9(cfg)
         d = self._load(cfg)
-        m = d["pos"].shape[0]
         if not torch.isfinite(d["energy"]).all() or not torch.isfinite(d["forces"]).all():
             raise UserError("the trajectory has NaN or infinite energies/forces")
-        n_train, n_test = cfg["n_train"], cfg["n_test"]
-        if n_train + n_test > m:
-            raise UserError(f"--n-train {n_train} + --n-test {n_test} exceeds the {m} frames of the data")
-        perm = torch.randperm(m, generator=torch.Generator().manual_seed(cfg["seed"]))
-        split = {"train": perm[:n_train], TEST: perm[n_train:n_train + n_test]}
+        split = self._split(d["pos"].shape[0], cfg)
         fields = {k: {"pos": d["pos"][i].float(), "z": d["z"][i], "energy": d["energy"][i],
                       "forces": d["forces"][i].float()} for k, i in split.items()}
         tr = fields["train"]
         scale = float(tr["forces"].double().pow(2).mean().sqrt())
         info = {"energy_mean": float(tr["energy"].mean()), "scale": scale if scale > 0 else 1.0,
-                "num_species": int(d["z"].max()) + 1, "n_atoms": int(d["pos"].shape[1]), "frames": m}
+                "num_species": int(d["z"].max()) + 1, "num_atoms": int(d["pos"].shape[1]),
+                "frames": int(d["pos"].shape[0]), "dataset": "md"}
         return TaskData(train=fields["train"], evals={TEST: fields[TEST]}, info=info)
 
+    def _build_qm9(self, cfg: dict) -> TaskData:
+        from torch_geometric.data import Data
+
+        from geomlin.datasets.qm9 import QM9, QM9_TARGETS, target_index
+
+        bundled = not cfg.get("root")
+        root = find_bundled(BUNDLED_QM9) if bundled else Path(cfg["root"])
+        if root is None:
+            raise UserError(f"the bundled QM9 sample {BUNDLED_QM9} was not found (run from the geomlin source "
+                            "tree or pass --root PATH)")
+        try:
+            ds = QM9(root, cache=not bundled)
+        except (FileNotFoundError, ValueError, OSError) as exc:
+            raise UserError(f"cannot read QM9 from {root}: {str(exc).splitlines()[0]}") from None
+        target = cfg.get("target") or DEFAULT_QM9_TARGET
+        k = target_index(target)
+        data, slices = ds._data, ds.slices
+        sizes = slices["z"].diff().tolist()
+        pos, z = data.pos.double().split(sizes), data.z.split(sizes)
+        y = data.y[:, k].double()
+        if not torch.isfinite(y).all():
+            raise UserError(f"QM9 target {target} has NaN or infinite values")
+        split = self._split(len(sizes), cfg)
+        num_species = int(data.z.max()) + 1
+        train = split["train"].tolist()
+        mean, ref, rms = fit_composition_baseline([z[i] for i in train], y[split["train"]], num_species)
+
+        def graphs(index):
+            return GraphSet(Data(pos=pos[i].float(), z=z[i], energy=y[i].reshape(1)) for i in index.tolist())
+
+        info = {"energy_mean": mean, "scale": rms if rms > 0 else 1.0, "atom_energies": ref.tolist(),
+                "num_species": num_species, "dataset": "qm9", "target": QM9_TARGETS[k][0],
+                "unit": QM9_TARGETS[k][3], "molecules": len(sizes), "max_atoms": max(sizes)}
+        return TaskData(train=graphs(split["train"]), evals={TEST: graphs(split[TEST])}, info=info)
+
     def build_model(self, name: str, cfg: dict, info: dict) -> nn.Module:
-        if name == "egnn":
-            from geomlin.models import EGNNPotential
-
-            net = EGNNPotential(num_species=info["num_species"])
-        elif name == "gaunt":
-            from geomlin.models import GauntPotential
-
-            net = GauntPotential(num_species=info["num_species"])
-        else:
+        if name not in self.models:
             raise UserError(f"unknown model '{name}' for task molecules")
-        return MoleculeEnergyModel(net, info.get("energy_mean", 0.0), info.get("scale", 1.0))
+        net = self._net_class(name)(num_species=info["num_species"])
+        return MoleculeEnergyModel(net, info.get("energy_mean", 0.0), info.get("scale", 1.0),
+                                   info.get("atom_energies"))
 
-    def _errors(self, model: nn.Module, batch: Fields) -> tuple[Tensor, Tensor, Tensor]:
-        e, f = model(batch["pos"], batch["z"])
+    @staticmethod
+    def _dense(batch) -> tuple[Tensor, Tensor, Tensor]:
+        """A PyG batch of molecules as padded ``pos (B, N, 3)``, ``z (B, N)`` and ``mask (B, N)``."""
+        from torch_geometric.utils import to_dense_batch
+
+        pos, mask = to_dense_batch(batch.pos, batch.batch)
+        z, _ = to_dense_batch(batch.z, batch.batch, fill_value=0)
+        return pos, z, mask
+
+    def _errors(self, model: nn.Module, batch) -> tuple[Tensor, Tensor | None, Tensor]:
+        """Standardised energy and force errors of a batch, and the scale that undoes the standardisation."""
         inner = getattr(model, "module", model)
+        if isinstance(batch, dict):
+            e, f = model(batch["pos"], batch["z"])
+            target_e, target_f = batch["energy"], batch["forces"]
+        else:
+            pos, z, mask = self._dense(batch)
+            e, f = model(pos, z, mask=mask, compute_forces=False)
+            target_e, target_f = batch.energy, None
         scale = inner.scale.to(e.dtype)
-        return (e - batch["energy"].to(e.dtype)) / scale, (f - batch["forces"]) / scale, scale
+        df = None if f is None else (f - target_f) / scale
+        return (e - target_e.to(e.dtype)) / scale, df, scale
 
-    def train_step(self, name: str, model: nn.Module, batch: Fields, cfg: dict) -> tuple[Tensor, Stats]:
+    def train_step(self, name: str, model: nn.Module, batch, cfg: dict) -> tuple[Tensor, Stats]:
         de, df, scale = self._errors(model, batch)
-        loss_e, loss_f = (de ** 2).mean(), (df ** 2).mean()
-        loss = loss_e + cfg["force_weight"] * loss_f
         n = de.shape[0]
+        loss = (de ** 2).mean()
+        if df is None:
+            return loss, {"loss": stat(loss * n, n), "mae": stat(de.abs().sum() * scale, n)}
+        loss = loss + cfg["force_weight"] * (df ** 2).mean()
         return loss, {"loss": stat(loss * n, n), "energy_mae": stat(de.abs().sum() * scale, n),
                       "force_mae": stat(df.abs().sum() * scale, df.numel())}
 
-    def eval_step(self, name: str, model: nn.Module, batch: Fields, cfg: dict) -> Stats:
+    def eval_step(self, name: str, model: nn.Module, batch, cfg: dict) -> Stats:
         de, df, scale = self._errors(model, batch)
-        de, df = de.detach(), df.detach()
+        de = de.detach()
+        if df is None:
+            return {"mae": stat(de.abs().sum() * scale, de.shape[0])}
+        df = df.detach()
         return {"energy_mae": stat(de.abs().sum() * scale, de.shape[0]),
                 "force_mae": stat(df.abs().sum() * scale, df.numel())}
 
-    def audit_spec(self, name: str, model: nn.Module, info: dict) -> AuditSpec:
-        from geomlin.groups import E3
-
-        g = torch.Generator().manual_seed(0)
-        n = info.get("n_atoms", 9)
-        pos = 1.5 * torch.randn(2, n, 3, generator=g, dtype=torch.float64)
-        z = torch.randint(1, info.get("num_species", 10), (2, n), generator=g)
-        return AuditSpec(fn=model, group=E3(), reps_in=("position", None), reps_out=("scalar", "vector"),
-                         inputs=(pos, z), description="energy E(3) invariant, forces E(3) equivariant")
-
     def summary_lines(self, last: dict, model_names: list[str]) -> list[str]:
+        if any(f"{n}/{TEST}_mae" in last for n in model_names):
+            lines = ["\nTest mean absolute error of the QM9 target:"]
+            lines += [f"  {n:<6} {last[f'{n}/{TEST}_mae']:.4g}" for n in model_names if f"{n}/{TEST}_mae" in last]
+            return lines
         lines = ["\nTest mean absolute errors (data units: energy per molecule, force per component):"]
         for n in model_names:
             e, f = last.get(f"{n}/{TEST}_energy_mae"), last.get(f"{n}/{TEST}_force_mae")

@@ -15,49 +15,86 @@ from typing import ClassVar
 import torch
 from torch import Tensor, nn
 
+from geomlin.reps import Positions, Scalars, Vectors
 from geomlin.train.config import Option
 from geomlin.train.errors import UserError
-from geomlin.train.tasks.base import AuditSpec, Fields, Stats, Task, TaskData, stat
+from geomlin.train.tasks.base import AuditSpec, Fields, Stats, Task, TaskData, renamed, stat
 from geomlin.train.tasks.pointcloud import _require
+from geomlin.validation import check_positive_int, check_tensor
 
 TEST_UPRIGHT, TEST_ROTATED = "test", "rotated"
 TRAIN_SEED_OFFSET, TEST_SEED_OFFSET, MOTION_SEED_OFFSET = 0, 100_003, 200_003
 
 
+def _example_system(num_particles: int, generator, dtype) -> tuple[tuple[Tensor, Tensor, Tensor], dict]:
+    """Two random charged systems: ``pos, vel (2, n, 3)`` and charges ``(2, n, 1)`` in ``{-1, +1}``."""
+    pos = torch.randn(2, num_particles, 3, generator=generator, dtype=dtype)
+    vel = 0.5 * torch.randn(2, num_particles, 3, generator=generator, dtype=dtype)
+    q = torch.randint(0, 2, (2, num_particles, 1), generator=generator).to(dtype) * 2 - 1
+    return (pos, vel, q), {}
+
+
 class MLPDynamics(nn.Module):
     """Non-equivariant baseline: flattened ``(pos, vel, charges)`` -> MLP -> displacement.
 
-    ``forward(pos (B, n, 3), vel (B, n, 3), charges (B, n, 1)) -> pos' (B, n, 3)``.
+    ``forward(pos (B, n, 3), vel (B, n, 3), charges (B, n, 1)) -> pos' (B, n, 3)``. Makes no
+    symmetry claim (it declares no feature types); ``geomlin audit`` measures it against the
+    task's E(3) symmetry.
     """
 
-    def __init__(self, n_particles: int, hidden: int = 128):
+    def __init__(self, num_particles: int, hidden_channels: int = 128, *, n_particles: int | None = None,
+                 hidden: int | None = None):
         super().__init__()
-        self.n = n_particles
-        self.net = nn.Sequential(nn.Linear(7 * n_particles, hidden), nn.SiLU(), nn.Linear(hidden, hidden),
-                                 nn.SiLU(), nn.Linear(hidden, 3 * n_particles))
+        num_particles = check_positive_int(renamed("MLPDynamics", "n_particles", "num_particles", n_particles,
+                                                    num_particles), "num_particles")
+        hidden_channels = check_positive_int(renamed("MLPDynamics", "hidden", "hidden_channels", hidden,
+                                                      hidden_channels), "hidden_channels")
+        self.num_particles = num_particles
+        self.net = nn.Sequential(nn.Linear(7 * num_particles, hidden_channels), nn.SiLU(),
+                                 nn.Linear(hidden_channels, hidden_channels), nn.SiLU(),
+                                 nn.Linear(hidden_channels, 3 * num_particles))
 
     def forward(self, pos: Tensor, vel: Tensor, charges: Tensor) -> Tensor:
+        n = self.num_particles
+        check_tensor(pos, "pos", shape=(None, n, 3), what=f"systems of {n} particles")
+        check_tensor(vel, "vel", shape=tuple(pos.shape))
         B = pos.shape[0]
-        x = torch.cat([pos, vel, charges.reshape(B, self.n, 1).to(pos.dtype)], dim=-1).reshape(B, -1)
-        return pos + vel + self.net(x).reshape(B, self.n, 3)
+        x = torch.cat([pos, vel, charges.reshape(B, n, 1).to(pos.dtype)], dim=-1).reshape(B, -1)
+        return pos + vel + self.net(x).reshape(B, n, 3)
 
 
 class GATrDynamics(nn.Module):
     """GATr for n-body: each particle is one token carrying a point, a velocity and a charge.
 
-    ``forward(pos (B, n, 3), vel (B, n, 3), charges (B, n, 1)) -> pos' (B, n, 3)``, E(3) equivariant.
-    The output token's point is read back with ``geomlin.algebra.pga.extract_point``.
+    ``forward(pos (B, n, 3), vel (B, n, 3), charges (B, n, 1)) -> pos' (B, n, 3)``, E(3) equivariant:
+    declared types ``Positions(3)``, ``Vectors(3)``, ``Scalars(1)`` -> ``Positions(3)``. The output
+    token's point is read back with ``geomlin.algebra.pga.extract_point``. Channel names follow the
+    reference GATr (``hidden_mv_channels`` / ``hidden_s_channels``).
     """
 
-    def __init__(self, hidden_mv: int = 8, hidden_s: int = 16, blocks: int = 4, heads: int = 4):
+    def __init__(self, hidden_mv_channels: int = 8, hidden_s_channels: int = 16, num_blocks: int = 4,
+                 num_heads: int = 4, *, hidden_mv: int | None = None, hidden_s: int | None = None,
+                 blocks: int | None = None, heads: int | None = None):
         super().__init__()
+        hidden_mv_channels = renamed("GATrDynamics", "hidden_mv", "hidden_mv_channels", hidden_mv, hidden_mv_channels)
+        hidden_s_channels = renamed("GATrDynamics", "hidden_s", "hidden_s_channels", hidden_s, hidden_s_channels)
+        num_blocks = renamed("GATrDynamics", "blocks", "num_blocks", blocks, num_blocks)
+        num_heads = renamed("GATrDynamics", "heads", "num_heads", heads, num_heads)
         gatr = _require("geomlin.gatr", "the GATr model")
         self.pga = _require("geomlin.algebra.pga", "the GATr model")
-        self.net = gatr.GATr(in_mv_channels=2, out_mv_channels=1, hidden_mv_channels=hidden_mv,
-                             in_s_channels=1, out_s_channels=0, hidden_s_channels=hidden_s,
-                             num_blocks=blocks, num_heads=heads)
+        self.net = gatr.GATr(in_mv_channels=2, out_mv_channels=1, hidden_mv_channels=hidden_mv_channels,
+                             in_s_channels=1, out_s_channels=0, hidden_s_channels=hidden_s_channels,
+                             num_blocks=num_blocks, num_heads=num_heads)
+        self.type_in = (Positions(3), Vectors(3), Scalars(1))
+        self.type_out = Positions(3)
+
+    def example_inputs(self, generator: torch.Generator | None = None, dtype: torch.dtype = torch.float64):
+        """Two random systems of 5 particles (see :func:`_example_system`)."""
+        return _example_system(5, generator, dtype)
 
     def forward(self, pos: Tensor, vel: Tensor, charges: Tensor) -> Tensor:
+        check_tensor(pos, "pos", shape=(..., None, 3))
+        check_tensor(vel, "vel", shape=tuple(pos.shape))
         mv = torch.stack([self.pga.embed_point(pos), self.pga.embed_translation(vel)], dim=-2)  # (B, n, 2, 16)
         out, _ = self.net(mv, scalars=charges.to(pos.dtype))
         return self.pga.extract_point(out[..., 0, :])
@@ -70,13 +107,14 @@ class NBodyTask(Task):
     name = "nbody"
     description = "charged n-body dynamics: predict positions a fixed time ahead (GATr, EGNN, MLP)"
     options = (
-        Option("n_train", int, 3000, "training systems"),
-        Option("n_test", int, 500, "test systems"),
-        Option("n_particles", int, 5, "particles per system"),
-        Option("burn_in_steps", int, 1000, "integration steps before the input frame (EGNN uses 3000)"),
-        Option("horizon_steps", int, 1000, "integration steps (of dt = 0.001) between input and target"),
+        Option("num_train", int, 3000, "training systems", minimum=1, aliases=("n_train",)),
+        Option("num_test", int, 500, "test systems", minimum=1, aliases=("n_test",)),
+        Option("num_particles", int, 5, "particles per system", minimum=2, aliases=("n_particles",)),
+        Option("burn_in_steps", int, 1000, "integration steps before the input frame (EGNN uses 3000)", minimum=0),
+        Option("horizon_steps", int, 1000, "integration steps (of dt = 0.001) between input and target", minimum=1),
         Option("schedule", str, "cosine", "learning-rate schedule", ("cosine", "constant")),
-        Option("stop_after", int, 0, "stop after this epoch as if interrupted (0 = never; for resume tests)"),
+        Option("stop_after", int, 0, "stop after this epoch as if interrupted (0 = never; for resume tests)",
+               minimum=0),
     )
     default_models = ("gatr", "egnn", "mlp")
     models: ClassVar[dict[str, str]] = {
@@ -89,33 +127,25 @@ class NBodyTask(Task):
     higher_is_better = False
 
     def quick_preset(self, cfg: dict) -> dict:
-        return {"epochs": 1, "n_train": 128, "n_test": 64, "burn_in_steps": 100, "horizon_steps": 200}
-
-    def validate(self, cfg: dict) -> None:
-        if cfg["n_particles"] < 2:
-            raise UserError(f"--n-particles must be at least 2, got {cfg['n_particles']}")
-        if cfg["burn_in_steps"] < 0:
-            raise UserError(f"--burn-in-steps must be >= 0, got {cfg['burn_in_steps']}")
-        if cfg["horizon_steps"] < 1:
-            raise UserError(f"--horizon-steps must be at least 1, got {cfg['horizon_steps']}")
+        return {"epochs": 1, "num_train": 128, "num_test": 64, "burn_in_steps": 100, "horizon_steps": 200}
 
     def build_data(self, cfg: dict) -> TaskData:
         ds = _require("geomlin.datasets", "the n-body task")
-        kw = {"n_particles": cfg["n_particles"], "horizon_steps": cfg["horizon_steps"],
+        kw = {"num_particles": cfg["num_particles"], "horizon_steps": cfg["horizon_steps"],
               "burn_in_steps": cfg["burn_in_steps"]}
-        train = ds.nbody(cfg["n_train"], seed=cfg["seed"] + TRAIN_SEED_OFFSET, **kw)
-        test = ds.nbody(cfg["n_test"], seed=cfg["seed"] + TEST_SEED_OFFSET, **kw)
+        train = ds.nbody(cfg["num_train"], seed=cfg["seed"] + TRAIN_SEED_OFFSET, **kw)
+        test = ds.nbody(cfg["num_test"], seed=cfg["seed"] + TEST_SEED_OFFSET, **kw)
         pick = lambda d: {k: d[k].float() for k in ("pos", "vel", "charges", "target_pos")}
         test_f = pick(test)
         from geomlin.groups import E3
 
         g = torch.Generator().manual_seed(cfg["seed"] + MOTION_SEED_OFFSET)
-        motion = E3().sample(cfg["n_test"], generator=g)
+        motion = E3().sample(cfg["num_test"], generator=g)
         R, t = motion.R, motion.t[:, None, :]
         moved = {"pos": (test["pos"] @ R.transpose(-1, -2) + t).float(),
                  "vel": (test["vel"] @ R.transpose(-1, -2)).float(), "charges": test_f["charges"],
                  "target_pos": (test["target_pos"] @ R.transpose(-1, -2) + t).float()}
-        info = {"n_particles": cfg["n_particles"], "horizon_steps": cfg["horizon_steps"]}
+        info = {"num_particles": cfg["num_particles"], "horizon_steps": cfg["horizon_steps"]}
         return TaskData(train=pick(train), evals={TEST_UPRIGHT: test_f, TEST_ROTATED: moved}, info=info)
 
     def build_model(self, name: str, cfg: dict, info: dict) -> nn.Module:
@@ -124,7 +154,7 @@ class NBodyTask(Task):
 
             return EGNNDynamics()
         if name == "mlp":
-            return MLPDynamics(info["n_particles"])
+            return MLPDynamics(info["num_particles"])
         if name == "gatr":
             return GATrDynamics()
         raise UserError(f"unknown model '{name}' for task nbody")
@@ -144,13 +174,11 @@ class NBodyTask(Task):
         return {"mse": stat(se, pred.shape[0])}
 
     def audit_spec(self, name: str, model: nn.Module, info: dict) -> AuditSpec:
+        """The task's symmetry, for models that declare no types (the MLP baseline)."""
         from geomlin.groups import E3
 
         g = torch.Generator().manual_seed(0)
-        n = info.get("n_particles", 5)
-        pos = torch.randn(3, n, 3, generator=g, dtype=torch.float64)
-        vel = 0.5 * torch.randn(3, n, 3, generator=g, dtype=torch.float64)
-        q = torch.randint(0, 2, (3, n, 1), generator=g).double() * 2 - 1
+        (pos, vel, q), _ = _example_system(info.get("num_particles", 5), g, torch.float64)
         return AuditSpec(fn=model, group=E3(), reps_in=("position", "vector", None), reps_out="position",
                          inputs=(pos, vel, q), description="future positions E(3) equivariant in "
                                                           "(positions, velocities)")

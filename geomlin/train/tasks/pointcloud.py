@@ -16,9 +16,11 @@ import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
 
+from geomlin.reps import Positions, Scalars
 from geomlin.train.config import Option
 from geomlin.train.errors import UserError
-from geomlin.train.tasks.base import AuditSpec, Fields, Stats, Task, TaskData, stat
+from geomlin.train.tasks.base import AuditSpec, Fields, Stats, Task, TaskData, renamed, stat
+from geomlin.validation import check_positive_int, check_tensor
 
 #: Evaluation set names.
 TEST_UPRIGHT, TEST_ROTATED = "test", "rotated"
@@ -95,23 +97,39 @@ def mesh_clouds(path, count: int, num_points: int, seed: int) -> Tensor:
 class GATrClassifier(nn.Module):
     """GATr on points embedded as PGA multivectors; mean-pooled invariant scalars -> MLP head.
 
-    ``forward(pos (B, N, 3)) -> logits (B, classes)``. Only the first ``max_points`` points of
-    each cloud are used (the clouds are i.i.d. surface samples, so this is a uniform subsample):
-    attention costs ``O(N^2)`` and GATr's layers are heavy per point.
+    ``forward(pos (B, N, 3)) -> logits (B, classes)``, E(3) invariant: declared types
+    ``Positions(3)`` -> ``Scalars(num_classes)``. Only the first ``max_points`` points of each
+    cloud are used (the clouds are i.i.d. surface samples, so this is a uniform subsample):
+    attention costs ``O(N^2)`` and GATr's layers are heavy per point. Channel names follow the
+    reference GATr; ``hidden_mv``, ``hidden_s``, ``blocks``, ``heads`` are deprecated spellings.
     """
 
-    def __init__(self, num_classes: int, hidden_mv: int = 8, hidden_s: int = 16, blocks: int = 2,
-                 heads: int = 4, max_points: int = 32):
+    def __init__(self, num_classes: int, hidden_mv_channels: int = 8, hidden_s_channels: int = 16,
+                 num_blocks: int = 2, num_heads: int = 4, max_points: int = 32, *, hidden_mv: int | None = None,
+                 hidden_s: int | None = None, blocks: int | None = None, heads: int | None = None):
         super().__init__()
+        hidden_mv_channels = renamed("GATrClassifier", "hidden_mv", "hidden_mv_channels", hidden_mv,
+                                     hidden_mv_channels)
+        hidden_s_channels = renamed("GATrClassifier", "hidden_s", "hidden_s_channels", hidden_s, hidden_s_channels)
+        num_blocks = renamed("GATrClassifier", "blocks", "num_blocks", blocks, num_blocks)
+        num_heads = renamed("GATrClassifier", "heads", "num_heads", heads, num_heads)
         gatr = _require("geomlin.gatr", "the GATr model")
         self.pga = _require("geomlin.algebra.pga", "the GATr model")
-        self.max_points = max_points
-        self.net = gatr.GATr(in_mv_channels=1, out_mv_channels=1, hidden_mv_channels=hidden_mv,
-                             in_s_channels=0, out_s_channels=hidden_s, hidden_s_channels=hidden_s,
-                             num_blocks=blocks, num_heads=heads)
-        self.head = nn.Sequential(nn.Linear(hidden_s, hidden_s), nn.SiLU(), nn.Linear(hidden_s, num_classes))
+        self.max_points = check_positive_int(max_points, "max_points")
+        self.net = gatr.GATr(in_mv_channels=1, out_mv_channels=1, hidden_mv_channels=hidden_mv_channels,
+                             in_s_channels=0, out_s_channels=hidden_s_channels, hidden_s_channels=hidden_s_channels,
+                             num_blocks=num_blocks, num_heads=num_heads)
+        self.head = nn.Sequential(nn.Linear(hidden_s_channels, hidden_s_channels), nn.SiLU(),
+                                  nn.Linear(hidden_s_channels, num_classes))
+        self.type_in = Positions(3)
+        self.type_out = Scalars(num_classes)
+
+    def example_inputs(self, generator: torch.Generator | None = None, dtype: torch.dtype = torch.float64):
+        """Two clouds of 12 points ``(2, 12, 3)``."""
+        return (torch.randn(2, 12, 3, generator=generator, dtype=dtype),), {}
 
     def forward(self, pos: Tensor) -> Tensor:
+        check_tensor(pos, "pos", shape=(None, None, 3), what="B clouds of N points")
         pos = pos[:, : self.max_points]
         mv = self.pga.embed_point(pos)[..., None, :]          # (B, N, 1, 16)
         _, s = self.net(mv)
@@ -128,17 +146,20 @@ class PointCloudTask(Task):
         Option("dataset", str, "synthetic", "synthetic (generated, no files), modelnet10 or modelnet40",
                ("synthetic", "modelnet10", "modelnet40")),
         Option("root", str, None, "ModelNet root folder (for --dataset modelnet10|modelnet40)"),
-        Option("num_points", int, 128, "points per cloud"),
-        Option("train_per_class", int, 120, "synthetic training shapes per class"),
-        Option("test_per_class", int, 40, "synthetic test shapes per class"),
+        Option("num_points", int, 128, "points per cloud", minimum=8),
+        Option("train_per_class", int, 120, "synthetic training shapes per class", minimum=1),
+        Option("test_per_class", int, 40, "synthetic test shapes per class", minimum=1),
         Option("meshes", bool, True, "add the bundled meshes (datasets/meshes: airplane, ant, nut) as classes"),
-        Option("width", int, 32, "PointNet width w: per-point MLP 3 -> w -> 2w -> 4w, head 4w -> 2w -> classes"),
-        Option("gatr_points", int, 32, "points per cloud seen by the GATr model (attention is O(N^2))"),
+        Option("width", int, 32, "PointNet width w: per-point MLP 3 -> w -> 2w -> 4w, head 4w -> 2w -> classes",
+               minimum=1),
+        Option("gatr_points", int, 32, "points per cloud seen by the GATr model (attention is O(N^2))", minimum=1),
         Option("frame_group", str, "SE3", "group of the frame-averaged / canonicalized models",
                ("E3", "SE3", "O3", "SO3")),
-        Option("prior_weight", float, 0.1, "weight of the canonicalization prior |R - I|^2 (canonical model)"),
+        Option("prior_weight", float, 0.1, "weight of the canonicalization prior |R - I|^2 (canonical model)",
+               minimum=0.0),
         Option("schedule", str, "cosine", "learning-rate schedule", ("cosine", "constant")),
-        Option("stop_after", int, 0, "stop after this epoch as if interrupted (0 = never; for resume tests)"),
+        Option("stop_after", int, 0, "stop after this epoch as if interrupted (0 = never; for resume tests)",
+               minimum=0),
     )
     default_models = ("pointnet", "frame_avg", "canonical")
     models: ClassVar[dict[str, str]] = {
@@ -157,8 +178,6 @@ class PointCloudTask(Task):
     def validate(self, cfg: dict) -> None:
         if cfg["dataset"] != "synthetic" and not cfg.get("root"):
             raise UserError(f"--dataset {cfg['dataset']} needs --root PATH (the ModelNet folder)")
-        if cfg["num_points"] < 8:
-            raise UserError(f"--num-points must be at least 8, got {cfg['num_points']}")
 
     # ---------------------------------------------------------------- data
     def build_data(self, cfg: dict) -> TaskData:

@@ -52,7 +52,7 @@ def test_truncated_record(tmp_path):
     lines = recs[2].splitlines()
     text = "$$$$\n".join(recs[:2]) + "$$$$\n" + "\n".join(lines[:6]) + "\n"
     p = _write(tmp_path, text)
-    with pytest.raises(ValueError, match=r"bad\.sdf: record 2 \('gdb_3'.*truncated"):
+    with pytest.raises(ValueError, match=r"bad\.sdf:\d+ \(record 2, 'gdb_3'\): truncated"):
         read_sdf(p)
 
 
@@ -65,7 +65,7 @@ def test_missing_separator_is_truncated(tmp_path):
 def test_unknown_element(tmp_path):
     recs = _records(2)
     recs[1] = recs[1].replace(" N   0", " Xq  0", 1)
-    with pytest.raises(ValueError, match=r"record 1 \('gdb_2', line \d+\): unknown element symbol 'Xq'"):
+    with pytest.raises(ValueError, match=r"bad\.sdf:\d+ \(record 1, 'gdb_2'\): unknown element symbol 'Xq'"):
         read_sdf(_write(tmp_path, "$$$$\n".join(recs) + "$$$$\n"))
 
 
@@ -74,7 +74,7 @@ def test_nan_coordinate(tmp_path):
     lines = recs[1].splitlines()
     lines[5] = "       nan" + lines[5][10:]
     recs[1] = "\n".join(lines) + "\n"
-    with pytest.raises(ValueError, match=r"record 1 \('gdb_2', line 21\): non-finite"):
+    with pytest.raises(ValueError, match=r"bad\.sdf:21 \(record 1, 'gdb_2'\): non-finite"):
         read_sdf(_write(tmp_path, "$$$$\n".join(recs) + "$$$$\n"))
 
 

@@ -1,0 +1,51 @@
+"""Draw docs/img/layers.png: geomlin's package floors (each imports only from the floors above it).
+
+    python docs/img/make_layers.py
+"""
+
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.patches import FancyBboxPatch  # noqa: E402
+
+#: (floor label, packages on that floor, one line on what they hold)
+FLOORS = [
+    ("core", ["groups", "reps", "testing", "validation"], "groups as generators · feature types · the checker"),
+    ("maps", ["linear", "algebra"], "equivariant linear maps · Clifford algebras, G(3,0,1), versors"),
+    ("layers", ["clifford", "gatr", "frames", "gaunt"], "CGENN/GLGENN/GCAN/GA attention · GATr · frames · Gaunt"),
+    ("data and models", ["datasets", "models"], "PyG loaders and transforms · reference models"),
+    ("running", ["train", "cli"], "training loop and tasks · the geomlin command"),
+]
+COLORS = ["#dbe8f6", "#e3f1e1", "#fbeedd", "#f4e1ee", "#ececec"]
+
+
+def main() -> None:
+    fig, ax = plt.subplots(figsize=(9, 5.6))
+    ax.set_xlim(0, 10)
+    ax.set_ylim(-0.3, len(FLOORS) * 1.1)
+    ax.axis("off")
+    for i, ((label, packages, blurb), color) in enumerate(zip(FLOORS, COLORS)):
+        y = (len(FLOORS) - 1 - i) * 1.1
+        ax.add_patch(FancyBboxPatch((0.1, y), 9.8, 0.85, boxstyle="round,pad=0.02", fc=color, ec="#666666"))
+        ax.text(0.3, y + 0.6, label, fontsize=9, color="#444444", style="italic")
+        width = 7.6 / len(packages)
+        for j, p in enumerate(packages):
+            x = 2.1 + j * width
+            ax.add_patch(FancyBboxPatch((x, y + 0.35), width - 0.2, 0.4, boxstyle="round,pad=0.02",
+                                        fc="white", ec="#333333"))
+            ax.text(x + (width - 0.2) / 2, y + 0.55, f"geomlin.{p}", ha="center", va="center", fontsize=9,
+                    family="monospace")
+        ax.text(2.1, y + 0.12, blurb, fontsize=8.5, color="#333333")
+        if i:
+            ax.annotate("", xy=(1.2, y + 0.85 + 0.22), xytext=(1.2, y + 0.85),
+                        arrowprops=dict(arrowstyle="->", color="#333333"))
+    ax.set_title("geomlin's floors: each package imports only from the floors above it", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(Path(__file__).with_name("layers.png"), dpi=110)
+
+
+if __name__ == "__main__":
+    main()

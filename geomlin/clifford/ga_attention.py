@@ -1,0 +1,607 @@
+"""Geometric-algebra attention over tuples of points (Spellings, "Geometric algebra attention networks
+for small point clouds", 2021).
+
+For every tuple ``(i, j, k, ...)`` of ``rank`` items the layer forms the geometric products of
+their vectors in G(3), ``p_i = r_i``, ``p_ij = r_i r_j``, ``p_ijk = r_i r_j r_k``, ... and reads
+rotation invariants off them (:func:`product_invariants`):
+
+=====  ==========================  ==============================================================
+rank   product                     invariants
+=====  ==========================  ==============================================================
+1      ``r``                       ``|r|``
+2      ``a.b + a^b``               ``(a.b, |a x b|)``
+3      ``(a.b)c - (a.c)b + (b.c)a  ``(|(a.b)c - (a.c)b + (b.c)a|, det[a b c])``
+       + det[a b c] e123``
+4      scalar + bivector           ``(scalar, |bivector|)``, and so on alternating
+=====  ==========================  ==============================================================
+
+``invariant_mode="single"`` uses the full product only, ``"partial"`` also the partial products
+``p_i, p_ij, ...``, ``"full"`` the products of every contiguous sub-tuple;
+``include_normalized_products`` appends each product divided by its norm. A user-supplied
+``value_net`` maps the invariants to values, which are joined with the merged item values ``v``;
+a ``score_net`` turns them into attention logits; a softmax over the tuples (all of them with
+``reduce=True``, the tuples starting at each item with ``reduce=False``) weights the sum
+(:class:`GAAttention`). :class:`GAVectorAttention` sums rotation-covariant vectors instead (the
+vector parts and bivector duals of the products, scaled by ``scale_net``), and
+:class:`GAMultivectorAttention` works on G(3) multivectors ``(..., N, 8)``.
+
+The networks are the user's, as in the reference package ``geometric_algebra_attention``; the
+constructor arguments and the parameter names (``merge_kernels``, ``join_kernels``,
+``vector_kernels``) follow it, so its PyTorch models port by renaming the class, and a reference
+layer's ``state_dict`` loads into the geomlin layer (``tests/clifford/test_ga_attention.py``
+checks them against each other).
+
+**Chirality.** The trivector ``det[a b c]`` (odd ranks >= 3) and the bivector duals ``a x b``
+(even ranks) change sign under reflections, so by default the layers are invariant (covariant)
+under rotations only, SO(3). ``parity_invariant=True`` uses ``|det|`` and drops the
+pseudovector covariants, making the layer O(3)-invariant (covariant). Each layer declares the
+group it honours (``type_in`` / ``type_out``).
+
+**Cost.** A layer over ``N`` items forms ``N^rank`` products (memory too): rank 3 on 1,000
+points is 10^9 tuples. For larger clouds restrict the tuples to neighbourhoods
+(:func:`neighborhoods`): ``forward(r, v, neighbors=neighborhoods(pos, k=16))`` keeps the tuples
+``(i, j, k, ...)`` whose later members are neighbours of ``i``, ``O(N k^(rank - 1))``; with
+``k = N`` (and ``include_self``) it is the dense layer.
+
+Shapes: ``r (..., N, 3)`` (multivectors ``(..., N, 8)``), values ``v (..., N, n_dim)``,
+``mask (..., N)`` bool (True = keep); outputs ``(..., n_dim)`` / ``(..., 3)`` / ``(..., 8)`` with
+``reduce=True``, ``(..., N, ...)`` otherwise.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import NamedTuple
+
+import torch
+from torch import Tensor, nn
+
+from geomlin.algebra import CliffordAlgebra
+from geomlin.algebra.clifford import cached_constant
+from geomlin.groups import SO, O
+from geomlin.reps.types import Multivectors, Scalars, Vectors
+from geomlin.validation import (
+    check_choice,
+    check_float,
+    check_mask,
+    check_positive_int,
+    check_tensor,
+)
+
+#: G(3): the algebra of the products (basis ``1, e1, e2, e3, e12, e13, e23, e123``).
+G3 = CliffordAlgebra((1.0, 1.0, 1.0))
+#: Which products' invariants enter the values.
+INVARIANT_MODES = ("single", "partial", "full")
+#: How the item values of a tuple are merged (``"concat"``: one learned matrix per tuple slot).
+MERGE_FUNS = ("mean", "concat")
+#: How invariant values and merged values are joined (``"concat"``: one learned matrix each).
+JOIN_FUNS = ("mean", "concat")
+#: Products are divided by ``max(|p|, NORMALIZATION_FLOOR)`` for ``include_normalized_products``.
+NORMALIZATION_FLOOR = 1e-7
+#: Scalar, vector, bivector and trivector components of a G(3) multivector.
+SCALAR, VECTOR, BIVECTOR, TRIVECTOR = slice(0, 1), slice(1, 4), slice(4, 7), slice(7, 8)
+#: Bivector components ``(e12, e13, e23)`` -> dual vector ``(e23, -e13, e12)`` (the cross product).
+DUAL_ORDER, DUAL_SIGNS = (6, 5, 4), (1.0, -1.0, 1.0)
+
+
+# ----------------------------------------------------------------------------- pure functions
+def embed_vectors(r: Tensor) -> Tensor:
+    """``(..., 3)`` vectors -> ``(..., 8)`` G(3) multivectors."""
+    check_tensor(r, "r", shape=(..., 3), what="vectors of R^3")
+    return torch.nn.functional.pad(r, (1, 4))
+
+
+def _norm(x: Tensor) -> Tensor:
+    return torch.linalg.vector_norm(x, dim=-1, keepdim=True)
+
+
+def bivector_dual(p: Tensor) -> Tensor:
+    """The vector ``(e23, -e13, e12)`` dual to the bivector part of ``p (..., 8)``: ``a x b`` for ``p = ab``."""
+    G3.check(p, "p")
+    signs = p.new_tensor(DUAL_SIGNS)
+    return p[..., list(DUAL_ORDER)] * signs
+
+
+def product_invariants(p: Tensor, rank: int, parity_invariant: bool = False) -> Tensor:
+    """Invariants of a product ``p (..., 8)`` of ``rank`` vectors: ``(..., 1)`` for rank 1
+    (``|r|``), else ``(..., 2)``: ``(scalar, |bivector|)`` for even ranks, ``(|vector|, trivector)``
+    for odd ranks (``|trivector|`` when ``parity_invariant``)."""
+    G3.check(p, "p")
+    check_positive_int(rank, "rank")
+    if rank == 1:
+        return _norm(p[..., VECTOR])
+    if rank % 2 == 0:
+        return torch.cat([p[..., SCALAR], _norm(p[..., BIVECTOR])], -1)
+    tri = p[..., TRIVECTOR].abs() if parity_invariant else p[..., TRIVECTOR]
+    return torch.cat([_norm(p[..., VECTOR]), tri], -1)
+
+
+def product_covariant(p: Tensor, rank: int) -> Tensor:
+    """The vector of a product ``p (..., 8)`` of ``rank`` vectors, ``(..., 3)``: its vector part for odd
+    ranks (a true vector), the dual of its bivector for even ranks (a pseudovector)."""
+    G3.check(p, "p")
+    check_positive_int(rank, "rank")
+    return p[..., VECTOR] if rank % 2 else bivector_dual(p)
+
+
+def multivector_invariants(p: Tensor, parity_invariant: bool = False) -> Tensor:
+    """``(scalar, |vector|, |bivector|, trivector)`` of ``p (..., 8)``, ``(..., 4)``."""
+    G3.check(p, "p")
+    tri = p[..., TRIVECTOR].abs() if parity_invariant else p[..., TRIVECTOR]
+    return torch.cat([p[..., SCALAR], _norm(p[..., VECTOR]), _norm(p[..., BIVECTOR]), tri], -1)
+
+
+#: Components that can be non-zero in a product of an odd / even number of vectors.
+ODD_COMPONENTS, EVEN_COMPONENTS = (1, 2, 3, 7), (0, 4, 5, 6)
+VECTOR_COMPONENTS = (1, 2, 3)
+
+
+def _plan(left: tuple[int, ...], right: tuple[int, ...], device, dtype) -> tuple[Tensor, Tensor, Tensor]:
+    """Sparse G(3) product of multivectors supported on ``left`` and ``right`` components:
+    ``(S_a (|left|, T), S_b (|right|, T), R (T, 8))`` for the ``T`` non-zero terms."""
+    def build():
+        table = G3.table("geometric")[list(left)][:, list(right)]
+        i, j, k = table.nonzero(as_tuple=True)
+        col = torch.arange(len(i))
+        sa = torch.zeros(len(left), len(i), dtype=torch.float64)
+        sa[i, col] = table[i, j, k]
+        sb = torch.zeros(len(right), len(i), dtype=torch.float64)
+        sb[j, col] = 1.0
+        r = torch.zeros(len(i), 8, dtype=torch.float64)
+        r[col, k] = 1.0
+        return tuple(t.to(device=device, dtype=dtype) for t in (sa, sb, r))
+    return cached_constant(("ga-attention-plan", left, right, device, dtype), build)
+
+
+def vector_product(p: Tensor, rank: int, r: Tensor) -> Tensor:
+    """``p r`` for a product ``p (..., 8)`` of ``rank`` vectors and a vector ``r (..., 8)``, forming
+    only the 12 non-zero terms (instead of 64); equal to ``G3.geometric_product(p, r)``."""
+    G3.check(p, "p")
+    G3.check(r, "r")
+    check_positive_int(rank, "rank")
+    left = ODD_COMPONENTS if rank % 2 else EVEN_COMPONENTS
+    if rank == 1:
+        left = VECTOR_COMPONENTS
+    sa, sb, out = _plan(left, VECTOR_COMPONENTS, p.device, p.dtype)
+    return ((p[..., list(left)] @ sa) * (r[..., list(VECTOR_COMPONENTS)] @ sb)) @ out
+
+
+def tuple_products(slots: list[Tensor], vectors: bool = False) -> dict[str, list[tuple[int, Tensor]]]:
+    """Products of the contiguous sub-tuples of ``slots`` (each ``(..., 8)``, broadcastable);
+    ``vectors=True`` when the slots are vectors (a faster product with the same result).
+
+    Returns ``{"single": [(rank, p_0..R)], "partial": [(R, p_0..R), ..., (1, p_0)],
+    "full": the partial list of every start 0, 1, ...}``, the reference package's order.
+    """
+    if not isinstance(slots, (list, tuple)) or not slots:
+        raise ValueError("slots must be a non-empty list of (..., 8) multivectors")
+    for i, x in enumerate(slots):
+        G3.check(x, f"slots[{i}]")
+    out: dict[str, list] = {"single": [], "partial": [], "full": []}
+    for start in range(len(slots)):
+        series, p = [], None
+        for m, right in enumerate(slots[start:], 1):
+            if p is None:
+                p = right
+            else:
+                p = vector_product(p, m - 1, right) if vectors else G3.geometric_product(p, right)
+            series.append((m, p))
+        series.reverse()
+        if start == 0:
+            out["single"], out["partial"] = [series[0]], list(series)
+        out["full"].extend(series)
+    return out
+
+
+def invariant_count(rank: int, invariant_mode: str, include_normalized_products: bool = False,
+                    multivector: bool = False) -> int:
+    """Number of invariants per tuple (the input width of ``value_net``)."""
+    check_positive_int(rank, "rank")
+    check_choice(invariant_mode, "invariant_mode", INVARIANT_MODES)
+    ranks = {"single": [rank], "partial": list(range(rank, 0, -1)),
+             "full": [m for s in range(rank) for m in range(rank - s, 0, -1)]}[invariant_mode]
+    total = sum(4 if multivector else (1 if m == 1 else 2) for m in ranks)
+    return total * (2 if include_normalized_products else 1)
+
+
+# ----------------------------------------------------------------------------- neighbourhoods
+class Neighborhoods(NamedTuple):
+    """Tuples restricted to neighbourhoods: ``index (..., N, K)`` long, the neighbours of each item,
+    and ``mask (..., N, K)`` bool, False for padding (outside the radius)."""
+
+    index: Tensor
+    mask: Tensor
+
+    def gather(self, x: Tensor) -> Tensor:
+        """Per-item features ``x (..., N, C)`` -> their neighbours' ``(..., N, K, C)``."""
+        check_tensor(x, "x", shape=(*self.index.shape[:-1], None), dtype="any",
+                     what="(..., N, C) features of the items the neighbourhoods index")
+        return _gather_items(x, self.index)
+
+    def displacements(self, pos: Tensor) -> Tensor:
+        """``pos_j - pos_i`` for the neighbours ``j`` of each ``i``: ``(..., N, K, d)``."""
+        return self.gather(pos) - pos[..., :, None, :]
+
+
+def _gather_items(x: Tensor, index: Tensor) -> Tensor:
+    """``x (..., N, C)``, ``index (..., M, K)`` -> ``(..., M, K, C)``."""
+    lead = x.shape[:-2]
+    if index.shape[:-2] != lead:
+        index = index.expand(*lead, *index.shape[-2:])
+    xf = x.reshape(-1, x.shape[-2], x.shape[-1])
+    idx = index.reshape(xf.shape[0], -1)
+    out = torch.gather(xf, 1, idx[..., None].expand(-1, -1, x.shape[-1]))
+    return out.reshape(*lead, *index.shape[-2:], x.shape[-1])
+
+
+def neighborhoods(pos: Tensor, k: int | None = None, radius: float | None = None,
+                  include_self: bool = True) -> Neighborhoods:
+    """The ``k`` nearest items of each item and/or those within ``radius``, from ``pos (..., N, d)``.
+
+    ``k`` alone: the ``k`` nearest (``K = min(k, N)``); ``radius`` alone: every item within
+    ``radius``, padded to the largest count (``K`` is data dependent: one host synchronisation);
+    both: the ``k`` nearest, masked beyond ``radius``. ``include_self`` lists each item as its own
+    (first) neighbour, so ``k = N`` reproduces the dense layer. Ties are broken by index.
+    Distances are computed densely, ``O(N^2)`` memory.
+    """
+    check_tensor(pos, "pos", min_ndim=2, finite=True, nonempty=True)
+    if k is None and radius is None:
+        raise ValueError("neighborhoods needs k, radius or both")
+    n = pos.shape[-2]
+    dist = torch.cdist(pos, pos)
+    if not include_self:
+        if n < 2:
+            raise ValueError("include_self=False needs at least 2 items")
+        dist = dist.masked_fill(torch.eye(n, dtype=torch.bool, device=pos.device), math.inf)
+    else:  # each item first among its ties
+        dist = dist.masked_fill(torch.eye(n, dtype=torch.bool, device=pos.device), -1.0)
+    order = torch.sort(dist, dim=-1, stable=True)
+    width = n if include_self else n - 1
+    if k is not None:
+        width = min(check_positive_int(k, "k"), width)
+    mask = torch.ones(*dist.shape[:-1], width, dtype=torch.bool, device=pos.device)
+    if radius is not None:
+        radius = check_float(radius, "radius", minimum=0.0, strict_minimum=True)
+        within = order.values[..., :width] <= radius
+        if k is None:
+            width = max(int(within.sum(-1).max()), 1)
+        mask = within[..., :width]
+    return Neighborhoods(order.indices[..., :width], mask)
+
+
+# ----------------------------------------------------------------------------- layers
+def _check_net(net, name: str, optional: bool = False):
+    if net is None and optional:
+        return None
+    if not callable(net):
+        raise TypeError(f"{name} must be a callable (an nn.Module mapping (..., d_in) -> (..., d_out)), "
+                        f"got {type(net).__name__}")
+    return net
+
+
+class _GAAttentionBase(nn.Module):
+    """Shared machinery of the geometric-algebra attention layers (not public)."""
+
+    _multivector = False
+    _item_dim = 3
+
+    def __init__(self, n_dim: int, score_net: Callable, value_net: Callable, rank: int,
+                 invariant_mode: str, reduce: bool, merge_fun: str, join_fun: str,
+                 include_normalized_products: bool, parity_invariant: bool):
+        super().__init__()
+        self.n_dim = check_positive_int(n_dim, "n_dim")
+        self.score_net = _check_net(score_net, "score_net")
+        self.value_net = _check_net(value_net, "value_net")
+        self.rank = check_positive_int(rank, "rank")
+        self.invariant_mode = check_choice(invariant_mode, "invariant_mode", INVARIANT_MODES)
+        self.merge_fun = check_choice(merge_fun, "merge_fun", MERGE_FUNS)
+        self.join_fun = check_choice(join_fun, "join_fun", JOIN_FUNS)
+        for name, flag in (("reduce", reduce), ("include_normalized_products", include_normalized_products),
+                           ("parity_invariant", parity_invariant)):
+            if not isinstance(flag, bool):
+                raise TypeError(f"{name} must be a bool, got {flag!r}")
+        self.reduce = reduce
+        self.include_normalized_products = include_normalized_products
+        self.parity_invariant = parity_invariant
+        if merge_fun == "concat":
+            std = math.sqrt(2.0 / self.rank / n_dim)
+            self.merge_kernels = nn.ParameterList(
+                [nn.Parameter(torch.randn(n_dim, n_dim) * std) for _ in range(self.rank)])
+        if join_fun == "concat":
+            std = math.sqrt(1.0 / n_dim)
+            self.join_kernels = nn.ParameterList([nn.Parameter(torch.randn(n_dim, n_dim) * std) for _ in range(2)])
+
+    @property
+    def invariant_dims(self) -> int:
+        """Width of the invariants fed to ``value_net``."""
+        return invariant_count(self.rank, self.invariant_mode, self.include_normalized_products, self._multivector)
+
+    # -- groups -----------------------------------------------------------------------------
+    def _uses_pseudoscalars(self) -> bool:
+        """True when some invariant changes sign under reflections."""
+        if self.parity_invariant:
+            return False
+        if self._multivector:
+            return True
+        ranks = {"single": [self.rank], "partial": range(1, self.rank + 1), "full": range(1, self.rank + 1)}
+        return any(m >= 3 and m % 2 for m in ranks[self.invariant_mode])
+
+    def _group(self, pseudo: bool):
+        return SO(3) if pseudo else O(3)
+
+    # -- validation -------------------------------------------------------------------------
+    def _check_inputs(self, r: Tensor, v: Tensor, mask, neighbors) -> None:
+        name = type(self).__name__
+        what = "G(3) multivectors" if self._multivector else "vectors"
+        check_tensor(r, f"{name}: r", shape=(..., None, self._item_dim), what=f"(..., N, {self._item_dim}) {what}")
+        check_tensor(v, f"{name}: v", shape=(*r.shape[:-1], self.n_dim), what="(..., N, n_dim) values")
+        if r.shape[-2] == 0:
+            raise ValueError(f"{name}: r has no items (shape {tuple(r.shape)})")
+        if mask is not None:
+            check_mask(mask, f"{name}: mask", shape=r.shape[:-1])
+        if neighbors is not None:
+            if not isinstance(neighbors, Neighborhoods):
+                raise TypeError(f"{name}: neighbors must be a Neighborhoods (from neighborhoods()), "
+                                f"got {type(neighbors).__name__}")
+            check_tensor(neighbors.index, f"{name}: neighbors.index", shape=(*r.shape[:-1], None), dtype="index")
+            check_mask(neighbors.mask, f"{name}: neighbors.mask", shape=neighbors.index.shape)
+            idx = neighbors.index
+            if idx.device.type == "cpu" and idx.numel() and (int(idx.min()) < 0 or int(idx.max()) >= r.shape[-2]):
+                raise ValueError(f"{name}: neighbors.index must lie in [0, {r.shape[-2]}), got values in "
+                                 f"[{int(idx.min())}, {int(idx.max())}]")
+
+    # -- the computation --------------------------------------------------------------------
+    def _slots(self, x: Tensor, neighbors: Neighborhoods | None) -> list[Tensor]:
+        """Per tuple slot, ``x (..., N, C)`` broadcast to ``(..., T_0, ..., T_{rank-1}, C)``."""
+        R = self.rank
+        out = []
+        if neighbors is None:
+            for s in range(R):
+                shape = [1] * R
+                shape[s] = x.shape[-2]
+                out.append(x.reshape(*x.shape[:-2], *shape, x.shape[-1]))
+            return out
+        gathered = _gather_items(x, neighbors.index)  # (..., N, K, C)
+        for s in range(R):
+            if s == 0:
+                out.append(x.reshape(*x.shape[:-2], x.shape[-2], *([1] * (R - 1)), x.shape[-1]))
+            else:
+                shape = [1] * (R - 1)
+                shape[s - 1] = gathered.shape[-2]
+                out.append(gathered.reshape(*x.shape[:-2], x.shape[-2], *shape, x.shape[-1]))
+        return out
+
+    def _tuple_mask(self, mask: Tensor | None, neighbors: Neighborhoods | None) -> Tensor | None:
+        """``(..., T_0, ..., T_{rank-1})`` bool: True where every member of the tuple is kept."""
+        if mask is None and neighbors is None:
+            return None
+        R = self.rank
+        parts = []
+        if mask is not None:
+            parts += [m[..., 0] for m in self._slots(mask[..., None], neighbors)]
+        if neighbors is not None and R > 1:
+            for s in range(1, R):
+                shape = [1] * (R - 1)
+                shape[s - 1] = neighbors.mask.shape[-1]
+                parts.append(neighbors.mask.reshape(*neighbors.mask.shape[:-1], *shape))
+        out = parts[0]
+        for p in parts[1:]:
+            out = out & p
+        return out
+
+    def _products(self, r: Tensor, neighbors) -> dict[str, list[tuple[int, Tensor]]]:
+        items = r if self._multivector else embed_vectors(r)
+        return tuple_products(self._slots(items, neighbors), vectors=not self._multivector)
+
+    def _invariants(self, products: list[tuple[int, Tensor]]) -> list[Tensor]:
+        if self._multivector:
+            return [multivector_invariants(p, self.parity_invariant) for _, p in products]
+        return [product_invariants(p, m, self.parity_invariant) for m, p in products]
+
+    def _with_normalized(self, items: list[Tensor], products: list[tuple[int, Tensor]]) -> list[Tensor]:
+        """``items`` followed by the same items divided by their product's norm (reference order)."""
+        if not self.include_normalized_products:
+            return items
+        scales = [1.0 / _norm(p).clamp_min(NORMALIZATION_FLOOR) for _, p in products]
+        return items + [x * s for x, s in zip(items, scales)]
+
+    def _joined(self, r: Tensor, v: Tensor, neighbors) -> tuple[Tensor, dict]:
+        products = self._products(r, neighbors)
+        chosen = products[self.invariant_mode]
+        invariants = self._with_normalized(self._invariants(chosen), chosen)
+        shape = torch.broadcast_shapes(*(x.shape[:-1] for x in invariants))
+        invariants = torch.cat([x.expand(*shape, x.shape[-1]) for x in invariants], -1)
+        invariant_values = self.value_net(invariants)
+        slots = self._slots(v, neighbors)
+        if self.merge_fun == "mean":
+            merged = sum(slots) / float(self.rank)
+        else:
+            merged = sum(torch.tensordot(x, k.to(x.dtype), 1) for x, k in zip(slots, self.merge_kernels))
+        if self.join_fun == "mean":
+            joined = (invariant_values + merged) / 2.0
+        else:
+            joined = sum(torch.tensordot(x, k.to(x.dtype), 1)
+                         for x, k in zip((invariant_values, merged), self.join_kernels))
+        return joined, products
+
+    def _attend(self, joined: Tensor, values: Tensor, mask: Tensor | None, neighbors, item_mask) -> Tensor:
+        scores = self.score_net(joined)  # (..., T_0, ..., T_{R-1}, h)
+        tuple_mask = self._tuple_mask(item_mask, neighbors)
+        if tuple_mask is not None:
+            scores = scores.masked_fill(~tuple_mask[..., None], torch.finfo(scores.dtype).min)
+        R = self.rank
+        keep = R + 1 if self.reduce else R  # trailing axes the softmax runs over
+        lead = scores.shape[:scores.ndim - keep]
+        attention = torch.softmax(scores.reshape(*lead, -1), -1).reshape(scores.shape)
+        axes = tuple(range(-R - 1, -1)) if self.reduce else tuple(range(-R, -1))
+        out = (attention * values).sum(axes) if axes else attention * values
+        if not self.reduce and item_mask is not None:
+            out = out * item_mask[..., None].to(out.dtype)
+        return out
+
+    def example_inputs(self, generator: torch.Generator | None = None, dtype: torch.dtype = torch.float64):
+        """``(r (2, 5, d), v (2, 5, n_dim))``: two clouds of five items."""
+        r = torch.randn(2, 5, self._item_dim, generator=generator, dtype=dtype)
+        v = torch.randn(2, 5, self.n_dim, generator=generator, dtype=dtype)
+        return (r, v), {}
+
+
+class GAAttention(_GAAttentionBase):
+    """Invariant geometric-algebra attention (the reference package's ``VectorAttention``).
+
+    ``forward(r (..., N, 3), v (..., N, n_dim), mask=None, neighbors=None)`` ->
+    ``(..., n_dim)`` (``reduce=True``) or ``(..., N, n_dim)``.
+
+    Parameters
+    ----------
+    n_dim: width of the item values ``v`` and of the output.
+    score_net: ``(..., n_dim) -> (..., 1)`` attention logits.
+    value_net: ``(..., invariant_dims) -> (..., n_dim)``; see :attr:`invariant_dims`.
+    rank: tuple size (1, 2, 3, ...); cost ``O(N^rank)``.
+    invariant_mode: ``"single"``, ``"partial"`` or ``"full"`` (module docstring).
+    reduce: sum over all tuples (permutation invariant) or over the tuples starting at each item
+        (permutation equivariant).
+    merge_fun, join_fun: ``"mean"`` or ``"concat"`` (learned ``n_dim x n_dim`` matrices).
+    parity_invariant: ``|det|`` instead of ``det`` for odd ranks >= 3: O(3)- instead of
+        SO(3)-invariant (ranks <= 2 are O(3)-invariant anyway).
+    include_normalized_products: also feed the invariants of the normalised products.
+    """
+
+    def __init__(self, n_dim: int, score_net: Callable, value_net: Callable, rank: int = 2,
+                 invariant_mode: str = "single", reduce: bool = True, merge_fun: str = "mean",
+                 join_fun: str = "mean", parity_invariant: bool = False,
+                 include_normalized_products: bool = False):
+        super().__init__(n_dim, score_net, value_net, rank, invariant_mode, reduce, merge_fun, join_fun,
+                         include_normalized_products, parity_invariant)
+        group = self._group(self._uses_pseudoscalars())
+        self.type_in = (Vectors(3, group=group), Scalars(n_dim))
+        self.type_out = Scalars(n_dim)
+
+    def forward(self, r: Tensor, v: Tensor, mask: Tensor | None = None,
+                neighbors: Neighborhoods | None = None) -> Tensor:
+        """See the class docstring."""
+        self._check_inputs(r, v, mask, neighbors)
+        joined, _ = self._joined(r, v, neighbors)
+        return self._attend(joined, joined, mask, neighbors, mask)
+
+
+class _CovariantMixin:
+    """Learned combination of the covariant products (``vector_kernels``), shared by the
+    vector- and multivector-valued layers."""
+
+    def _init_covariants(self, covariant_mode: str, convex_covariants: bool):
+        self.covariant_mode = check_choice(covariant_mode, "covariant_mode", INVARIANT_MODES)
+        if not isinstance(convex_covariants, bool):
+            raise TypeError(f"convex_covariants must be a bool, got {convex_covariants!r}")
+        self.convex_covariants = convex_covariants
+        ranks = self._covariant_ranks()
+        if not ranks:
+            raise ValueError(f"parity_invariant=True keeps only true vectors (odd-rank products), and "
+                             f"covariant_mode={covariant_mode!r} at rank {self.rank} has none; use "
+                             "covariant_mode='partial' or 'full', or an odd rank")
+        count = len(ranks) * (2 if self.include_normalized_products else 1)
+        self.input_vector_count = count
+        if count > 1:
+            self.vector_kernels = nn.Parameter(torch.randn(count) * 0.05)
+
+    def _all_covariant_ranks(self) -> list[int]:
+        return {"single": [self.rank], "partial": list(range(self.rank, 0, -1)),
+                "full": [m for s in range(self.rank) for m in range(self.rank - s, 0, -1)]}[self.covariant_mode]
+
+    def _covariant_ranks(self) -> list[int]:
+        ranks = self._all_covariant_ranks()
+        if self.parity_invariant and not self._multivector:
+            ranks = [m for m in ranks if m % 2]
+        return ranks
+
+    def _combined_covariants(self, products: dict) -> Tensor:
+        chosen = products[self.covariant_mode]
+        if self.parity_invariant and not self._multivector:
+            chosen = [(m, p) for m, p in chosen if m % 2]
+        covs = [p if self._multivector else product_covariant(p, m) for m, p in chosen]
+        covs = self._with_normalized(covs, chosen)
+        if self.input_vector_count == 1:
+            return covs[0]
+        weights = self.vector_kernels
+        if self.convex_covariants:
+            weights = torch.softmax(torch.cat([weights, weights.new_zeros(1)]), -1)
+        return sum(c * weights[i].to(c.dtype) for i, c in enumerate(covs))
+
+
+class GAVectorAttention(_CovariantMixin, _GAAttentionBase):
+    """Rotation-covariant vector attention (the reference package's ``Vector2VectorAttention``).
+
+    ``forward(r (..., N, 3), v (..., N, n_dim), mask=None, neighbors=None)`` -> ``(..., 3)``
+    (``reduce=True``) or ``(..., N, 3)``: the attention-weighted sum of
+    ``scale_net(joined) * sum_n alpha_n vector(p_n)`` over the products ``p_n`` chosen by
+    ``covariant_mode`` (vector parts of odd-rank products, bivector duals of even-rank ones).
+    ``scale_net``: ``(..., n_dim) -> (..., 1)``; ``convex_covariants`` makes ``alpha`` a softmax
+    that includes the origin. Other parameters as in :class:`GAAttention`; ``parity_invariant``
+    also drops the pseudovector (even-rank) covariants, making the layer O(3)-covariant.
+    """
+
+    def __init__(self, n_dim: int, score_net: Callable, value_net: Callable, scale_net: Callable,
+                 rank: int = 2, invariant_mode: str = "single", covariant_mode: str = "partial",
+                 reduce: bool = True, merge_fun: str = "mean", join_fun: str = "mean",
+                 parity_invariant: bool = False, include_normalized_products: bool = False,
+                 convex_covariants: bool = False):
+        super().__init__(n_dim, score_net, value_net, rank, invariant_mode, reduce, merge_fun, join_fun,
+                         include_normalized_products, parity_invariant)
+        self.scale_net = _check_net(scale_net, "scale_net")
+        self._init_covariants(covariant_mode, convex_covariants)
+        pseudo = self._uses_pseudoscalars() or any(m % 2 == 0 for m in self._covariant_ranks())
+        group = self._group(pseudo)
+        self.type_in = (Vectors(3, group=group), Scalars(n_dim))
+        self.type_out = Vectors(3, group=group)
+
+    def forward(self, r: Tensor, v: Tensor, mask: Tensor | None = None,
+                neighbors: Neighborhoods | None = None) -> Tensor:
+        """See the class docstring."""
+        self._check_inputs(r, v, mask, neighbors)
+        joined, products = self._joined(r, v, neighbors)
+        values = self._combined_covariants(products) * self.scale_net(joined)
+        return self._attend(joined, values, mask, neighbors, mask)
+
+
+class GAMultivectorAttention(_CovariantMixin, _GAAttentionBase):
+    """Attention over products of G(3) multivectors ``r (..., N, 8)`` (the reference package's
+    ``MultivectorAttention`` and, with ``scale_net``, ``Multivector2MultivectorAttention``).
+
+    Invariants of each product: ``(scalar, |vector|, |bivector|, trivector)``. Without
+    ``scale_net`` the output is invariant, ``(..., n_dim)``; with it, the attention-weighted sum
+    of ``scale_net(joined) * sum_n alpha_n p_n``, a multivector ``(..., 8)`` covariant under the
+    twisted adjoint action (``(..., N, ...)`` with ``reduce=False``). The trivector makes it
+    SO(3)-only unless ``parity_invariant``. Multivectors use the basis
+    ``(1, e1, e2, e3, e12, e13, e23, e123)``.
+    """
+
+    _multivector = True
+    _item_dim = 8
+
+    def __init__(self, n_dim: int, score_net: Callable, value_net: Callable, scale_net: Callable | None = None,
+                 rank: int = 2, invariant_mode: str = "single", covariant_mode: str = "partial",
+                 reduce: bool = True, merge_fun: str = "mean", join_fun: str = "mean",
+                 parity_invariant: bool = False, include_normalized_products: bool = False,
+                 convex_covariants: bool = False):
+        super().__init__(n_dim, score_net, value_net, rank, invariant_mode, reduce, merge_fun, join_fun,
+                         include_normalized_products, parity_invariant)
+        self.scale_net = _check_net(scale_net, "scale_net", optional=True)
+        group = self._group(self._uses_pseudoscalars())
+        mv = Multivectors(G3, 1, group=group)
+        self.type_in = (mv, Scalars(n_dim))
+        if self.scale_net is None:
+            self.type_out = Scalars(n_dim)
+        else:
+            self._init_covariants(covariant_mode, convex_covariants)
+            self.type_out = mv
+
+    def forward(self, r: Tensor, v: Tensor, mask: Tensor | None = None,
+                neighbors: Neighborhoods | None = None) -> Tensor:
+        """See the class docstring."""
+        self._check_inputs(r, v, mask, neighbors)
+        joined, products = self._joined(r, v, neighbors)
+        if self.scale_net is None:
+            return self._attend(joined, joined, mask, neighbors, mask)
+        values = self._combined_covariants(products) * self.scale_net(joined)
+        return self._attend(joined, values, mask, neighbors, mask)

@@ -1,0 +1,166 @@
+"""Nonsense on the command line: every option is checked before any work, a user error is one line on
+stderr with exit status 2, and a run that could not train writes no checkpoint (and trains on nothing
+never). Each case asserts the exit status, the single line and a phrase of it; a few valid controls."""
+
+import json
+
+import numpy as np
+import pytest
+
+from geomlin.__main__ import main
+from geomlin.train.tasks.molecules import accepts_mask
+
+QUICK = ["--quick", "--no-progress"]
+
+
+def _fails(capsys, args, phrase, out=None):
+    """``geomlin ARGS`` exits 2 with one line naming ``phrase`` and leaves no checkpoint in ``out``."""
+    capsys.readouterr()
+    assert main(args) == 2
+    err = [ln for ln in capsys.readouterr().err.splitlines() if ln.strip() and "warning" not in ln]
+    assert len(err) == 1 and err[0].startswith("geomlin: error: ") and phrase in err[0], err
+    if out is not None:
+        assert not (out / "checkpoint.pt").exists()
+    return err[0]
+
+
+@pytest.mark.parametrize("args, phrase", [
+    (["molecules", "--num-train", "0"], "--num-train must be >= 1, got 0"),
+    (["molecules", "--num-train", "-3"], "--num-train must be >= 1, got -3"),
+    (["molecules", "--n-train", "0"], "--num-train must be >= 1, got 0"),
+    (["molecules", "--num-test", "0"], "--num-test must be >= 1"),
+    (["molecules", "--force-weight", "-5"], "--force-weight must be >= 0.0, got -5.0"),
+    (["molecules", "--force-weight", "nan"], "--force-weight must be finite"),
+    (["molecules", "--num-train", "990", "--num-test", "20"], "exceeds the 1000 examples"),
+    (["molecules", "--dataset", "qm9", "--num-train", "30"], "exceeds the 21 examples"),
+    (["molecules", "--root", "datasets/qm9"], "--root applies to --dataset qm9"),
+    (["molecules", "--dataset", "qm9", "--data", "x.npz"], "--data applies to --dataset md"),
+    (["molecules", "--target", "gap"], "--target applies to --dataset qm9"),
+    (["molecules", "--dataset", "qm9", "--root", "/nonexistent/qm9"], "is not a folder"),
+    (["pointcloud", "--width", "0"], "--width must be >= 1, got 0"),
+    (["pointcloud", "--num-points", "4"], "--num-points must be >= 8, got 4"),
+    (["pointcloud", "--gatr-points", "0"], "--gatr-points must be >= 1"),
+    (["pointcloud", "--train-per-class", "0"], "--train-per-class must be >= 1"),
+    (["pointcloud", "--prior-weight", "-1"], "--prior-weight must be >= 0.0"),
+    (["pointcloud", "--lr", "0"], "--lr must be > 0.0, got 0.0"),
+    (["pointcloud", "--lr", "inf"], "--lr must be finite"),
+    (["pointcloud", "--epochs", "0"], "--epochs must be >= 1"),
+    (["pointcloud", "--batch-size", "-1"], "--batch-size must be >= 1"),
+    (["pointcloud", "--seed", "-1"], "--seed must be >= 0"),
+    (["pointcloud", "--threads", "-2"], "--threads must be >= 0"),
+    (["pointcloud", "--weight-decay", "-0.1"], "--weight-decay must be >= 0.0"),
+    (["pointcloud", "--frame-group", "XY"], "frame-group must be one of E3, SE3, O3, SO3"),
+    (["pointcloud", "--device", "tpu"], "--device must be cpu, cuda, cuda:N or auto"),
+    (["nbody", "--num-particles", "1"], "--num-particles must be >= 2, got 1"),
+    (["nbody", "--n-particles", "1"], "--num-particles must be >= 2, got 1"),
+    (["nbody", "--horizon-steps", "0"], "--horizon-steps must be >= 1"),
+    (["nbody", "--burn-in-steps", "-1"], "--burn-in-steps must be >= 0"),
+    (["nbody", "--num-train", "2.5"], "--num-train must be an int, got '2.5'"),
+    (["nbody", "--stop-after", "-1"], "--stop-after must be >= 0"),
+])
+def test_bad_train_options(tmp_path, capsys, args, phrase):
+    out = tmp_path / "run"
+    _fails(capsys, ["train", *args, *QUICK, "--out", str(out)], phrase, out)
+    assert not out.exists()                     # refused before anything was written
+
+
+def test_out_is_a_file(tmp_path, capsys):
+    f = tmp_path / "notes.txt"
+    f.write_text("mine")
+    _fails(capsys, ["train", "nbody", *QUICK, "--out", str(f)], "is a file; pass a folder")
+    _fails(capsys, ["train", "nbody", *QUICK, "--out", str(f / "run")], "lies inside")
+    _fails(capsys, ["train", "nbody", *QUICK, "--out", ""], "--out must not be empty")
+    assert f.read_text() == "mine"
+
+
+def test_deprecated_spelling_is_a_warning_not_an_error(tmp_path, capsys):
+    out = tmp_path / "run"
+    assert main(["train", "nbody", *QUICK, "--model", "mlp", "--n-train", "16", "--n-test", "8",
+                 "--out", str(out)]) == 0
+    err = capsys.readouterr().err
+    assert "geomlin: warning: --n-train is deprecated; use --num-train" in err
+    run = json.loads((out / "config.json").read_text())
+    assert run["config"]["num_train"] == 16 and run["run"]["num_train"] == 16 and "n_train" not in run["config"]
+
+
+@pytest.mark.parametrize("text, phrase", [
+    ('{"num_train": 0}', "num_train must be >= 1, got 0"),
+    ('{"force_weight": "heavy"}', "force_weight must be a number, got 'heavy'"),
+    ('{"n_train": 10, "num_train": 20}', "both 'n_train' (deprecated) and 'num_train'"),
+    ('{"epochs": true}', "epochs must be an int, got True"),
+])
+def test_bad_config_files(tmp_path, capsys, text, phrase):
+    cfg = tmp_path / "c.json"
+    cfg.write_text(text)
+    _fails(capsys, ["train", "molecules", *QUICK, "--config", str(cfg), "--out", str(tmp_path / "r")], phrase)
+
+
+def _trained(tmp_path, *extra):
+    out = tmp_path / "first"
+    assert main(["train", "pointcloud", *QUICK, "--model", "pointnet", "--out", str(out), *extra]) == 0
+    return out
+
+
+def test_resume_refuses_changed_sizes_and_finished_runs(tmp_path, capsys):
+    out = _trained(tmp_path, "--epochs", "2", "--stop-after", "1")
+    stamp = (out / "checkpoint.pt").stat().st_mtime_ns
+    _fails(capsys, ["train", "pointcloud", "--resume", str(out / "checkpoint.pt"), "--width", "64"],
+           "--width is 64 but checkpoint")
+    _fails(capsys, ["train", "pointcloud", "--resume", str(out / "checkpoint.pt"), "--num-points", "32"],
+           "--num-points is 32 but checkpoint")
+    _fails(capsys, ["train", "nbody", "--resume", str(out / "checkpoint.pt")], "belongs to task 'pointcloud'")
+    _fails(capsys, ["train", "pointcloud", "--resume", str(out)], "is a folder")
+    assert (out / "checkpoint.pt").stat().st_mtime_ns == stamp            # untouched by the refusals
+    assert main(["train", "pointcloud", "--resume", str(out / "checkpoint.pt"), "--no-progress"]) == 0
+    _fails(capsys, ["train", "pointcloud", "--resume", str(out / "checkpoint.pt"), "--no-progress"],
+           "has already trained 2 of 2 epochs")
+
+
+def test_training_that_diverges_is_a_one_line_error_and_writes_no_checkpoint(tmp_path, capsys):
+    out = tmp_path / "div"
+    line = _fails(capsys, ["train", "nbody", *QUICK, "--model", "mlp", "--lr", "1e30", "--batch-size", "8",
+                           "--num-train", "32", "--out", str(out)], "training loss became", out)
+    assert "lower --lr" in line
+
+
+@pytest.mark.parametrize("content, phrase", [
+    ("3\n-1.0\nC 0 0 0 1 1 1\nO 1 0 1 1 1\nH 0 1 0 1 1 1\n", "atom line has 6 columns"),
+    ("1\n-1.0\n0 0 0 0 0 0 0\n", "atomic number must be in 1..118"),
+])
+def test_corrupt_data_file_is_one_line(tmp_path, capsys, content, phrase):
+    data = tmp_path / "traj.xyz"
+    data.write_text(content)
+    _fails(capsys, ["train", "molecules", *QUICK, "--data", str(data), "--out", str(tmp_path / "r")],
+           f"cannot read {data}")
+    capsys.readouterr()
+    main(["train", "molecules", *QUICK, "--data", str(data), "--out", str(tmp_path / "r")])
+    assert phrase in capsys.readouterr().err
+
+
+def test_npz_with_atomic_number_zero(tmp_path, capsys):
+    p = tmp_path / "z0.npz"
+    np.savez(p, z=np.array([0, 1]), R=np.zeros((4, 2, 3)), E=np.zeros(4), F=np.zeros((4, 2, 3)))
+    _fails(capsys, ["train", "molecules", *QUICK, "--data", str(p)], "atomic numbers must be in 1..118")
+
+
+def test_qm9_needs_models_that_take_variable_sizes(tmp_path, capsys):
+    from geomlin.models import GauntPotential
+
+    args = ["train", "molecules", *QUICK, "--dataset", "qm9", "--model", "gaunt", "--out", str(tmp_path / "q")]
+    if accepts_mask(GauntPotential):
+        assert main(args) == 0
+    else:
+        _fails(capsys, args, "molecules of different sizes, which model gaunt cannot take yet")
+
+
+@pytest.mark.parametrize("args, phrase", [
+    (["audit", "x.pt", "--samples", "0"], "--samples must be >= 1, got 0"),
+    (["audit", "x.pt", "--samples", "many"], "--samples must be an int, got 'many'"),
+    (["audit", "x.pt", "--seed", "-4"], "--seed must be >= 0"),
+    (["bench", "--timeout", "nan"], "--timeout must be finite"),
+    (["bench", "--timeout", "-1"], "--timeout must be > 0"),
+    (["bench", "--only", "no_such_bench"], "no benchmark named no_such_bench"),
+    (["train"], "geomlin train needs a task"),
+])
+def test_bad_audit_and_bench_options(capsys, args, phrase):
+    _fails(capsys, args, phrase)

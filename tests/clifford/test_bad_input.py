@@ -1,0 +1,144 @@
+"""Bad input to geomlin.algebra (Clifford algebras, samplers) and geomlin.clifford: each case names the
+exception type and a phrase of the message; a few valid-input controls at the end."""
+
+import pytest
+import torch
+from torch import nn
+
+from geomlin.algebra import CliffordAlgebra, CliffordGroup, Pin301, PseudoOrthogonalGroup
+from geomlin.clifford import (
+    GAAttention,
+    GAMultivectorAttention,
+    GCAGroupNorm,
+    GeometricProductLayer,
+    GroupActionLinear,
+    MVLayerNorm,
+    MVLinear,
+    neighborhoods,
+    weighted_geometric_product,
+)
+from geomlin.clifford.ga_attention import Neighborhoods
+
+G3 = CliffordAlgebra((1, 1, 1))
+PGA = CliffordAlgebra((0, 1, 1, 1))
+
+
+def mlp(d_in, d_out):
+    return nn.Sequential(nn.Linear(d_in, 8), nn.SiLU(), nn.Linear(8, d_out))
+
+
+def attention(**kw):
+    return GAAttention(4, mlp(4, 1), mlp(2, 4), **kw)
+
+
+def singular_similarity():
+    A = torch.eye(4, dtype=torch.float64)
+    A[0, 0] = 0.0  # scales e0 by lambda = 0: keeps the quadratic form, not invertible
+    return A
+
+
+def shear():
+    A = torch.eye(3, dtype=torch.float64)
+    A[0, 1] = 0.5
+    return A
+
+
+CASES = [
+    # ---- geomlin.algebra.clifford
+    ("metric entry 2", lambda: CliffordAlgebra((1, 2)), ValueError, "1, -1 or 0"),
+    ("metric as a string", lambda: CliffordAlgebra("111"), TypeError, "sequence"),
+    ("nine basis vectors", lambda: CliffordAlgebra((1,) * 9), ValueError, "between 1 and 8"),
+    ("negative first_index", lambda: CliffordAlgebra((1, 1), first_index=-1), ValueError, "first_index must be >= 0"),
+    ("integer multivector", lambda: G3.geometric_product(torch.ones(2, 8, dtype=torch.long), torch.ones(2, 8)),
+     TypeError, "floating"),
+    ("wrong multivector size", lambda: G3.outer_product(torch.ones(2, 7), torch.ones(2, 8)), ValueError,
+     "last dimension 8"),
+    ("unknown product", lambda: G3.product(torch.ones(8), torch.ones(8), "cross"), ValueError, "unknown product"),
+    ("unknown method", lambda: G3.product(torch.ones(8), torch.ones(8), method="fft"), ValueError,
+     "method must be one of"),
+    ("grade out of range", lambda: G3.grade_projection(torch.ones(8), 4), ValueError, "grade must be in 0..3"),
+    ("fractional grade", lambda: G3.grade_projection(torch.ones(8), 1.5), TypeError, "grade must be an int"),
+    ("quaternion type 4", lambda: G3.quaternion_projection(torch.ones(8), 4), ValueError,
+     "quaternion type must be <= 3"),
+    ("unknown subspaces", lambda: G3.subspace_index("blade"), ValueError, "subspaces must be one of"),
+    ("float32 zero versor", lambda: G3.sandwich(torch.zeros(8), torch.ones(8)), ValueError, "zero norm"),
+    ("NaN versor", lambda: G3.sandwich(torch.full((8,), float("nan")), torch.ones(8)), ValueError, "NaN"),
+    ("shear acting on multivectors", lambda: G3.act(shear(), torch.ones(8, dtype=torch.float64)), ValueError,
+     "preserve the quadratic form"),
+    ("singular similarity", lambda: PGA.act(singular_similarity(), torch.ones(16, dtype=torch.float64)), ValueError,
+     "invertible"),
+    ("group element of the wrong shape", lambda: G3.act(torch.ones(3, 4), torch.ones(8)), ValueError,
+     "one versor of shape (8,)"),
+    ("group element as a list", lambda: G3.act([1.0] * 8, torch.ones(8)), TypeError, "torch.Tensor"),
+    ("outermorphism of a 2x2 matrix", lambda: G3.outermorphism(torch.eye(2)), ValueError, "must have shape"),
+    ("vector with 4 coefficients", lambda: G3.embed_vector(torch.ones(4)), ValueError, "must have shape (..., 3)"),
+    ("exp without terms", lambda: G3.exp(torch.ones(8), terms=0), ValueError, "terms must be >= 1"),
+    ("integer pseudoscalar", lambda: G3.pseudoscalar(torch.int64), TypeError, "floating"),
+    # ---- geomlin.algebra.versor_groups
+    ("Clifford group of a null metric", lambda: CliffordGroup((0, 0)), ValueError, "degenerate"),
+    ("no vectors", lambda: CliffordGroup(G3, max_vectors=0), ValueError, "max_vectors must be >= 1"),
+    ("unknown parity", lambda: CliffordGroup(G3, parity="proper"), ValueError, "parity must be one of"),
+    ("zero samples", lambda: CliffordGroup(G3).sample(0), ValueError, "n must be >= 1"),
+    ("integer samples", lambda: PseudoOrthogonalGroup(G3).sample(2, dtype=torch.int32), TypeError, "dtype"),
+    ("zero scale", lambda: PseudoOrthogonalGroup(PGA, scale_range=(0.0, 1.0)), ValueError,
+     "scale_range[0] must be > 0"),
+    ("five planes", lambda: Pin301(max_planes=5), ValueError, "max_planes must be <= 4"),
+    # ---- geomlin.clifford: CGENN / GLGENN
+    ("zero channels", lambda: MVLinear(G3, 0, 2), ValueError, "in_channels must be >= 1"),
+    ("float channels", lambda: MVLinear(G3, 2.0, 2), TypeError, "in_channels must be an int"),
+    ("unknown weight sharing", lambda: MVLinear(G3, 2, 2, subspaces="type"), ValueError, "subspaces must be one of"),
+    ("algebra as a name", lambda: MVLinear("G3", 2, 2), TypeError, "algebra must be a CliffordAlgebra"),
+    ("wrong channel count", lambda: MVLinear(G3, 4, 2)(torch.ones(3, 3, 8)), ValueError, "(..., 4, 8)"),
+    ("integer features", lambda: GeometricProductLayer(G3, 2, 2)(torch.ones(3, 2, 8, dtype=torch.long)), TypeError,
+     "floating"),
+    ("negative eps", lambda: MVLayerNorm(G3, 2, eps=-1.0), ValueError, "eps must be >= 0"),
+    ("path weights of the wrong shape",
+     lambda: weighted_geometric_product(G3, torch.ones(2, 3, 8), torch.ones(2, 3, 8), torch.ones(3, 4, 4, 5)),
+     ValueError, "path_weights must have shape"),
+    # ---- GCAN
+    ("unknown versor", lambda: GroupActionLinear(PGA, 2, 2, versor="rotor"), ValueError, "versor must be one of"),
+    ("even versors in G(5)", lambda: GroupActionLinear(CliffordAlgebra((1,) * 5), 2, 2, versor="even"), ValueError,
+     "n <= 4"),
+    ("reflection count for exp", lambda: GroupActionLinear(PGA, 2, 2, num_reflections=2), ValueError,
+     "num_reflections applies only"),
+    ("groups that do not divide", lambda: GCAGroupNorm(PGA, 6, num_groups=4), ValueError, "divisible"),
+    # ---- geometric-algebra attention
+    ("zero value width", lambda: GAAttention(0, mlp(4, 1), mlp(2, 4)), ValueError, "n_dim must be >= 1"),
+    ("score net as a string", lambda: GAAttention(4, "mlp", mlp(2, 4)), TypeError, "score_net must be a callable"),
+    ("unknown invariant mode", lambda: attention(invariant_mode="most"), ValueError, "invariant_mode must be one of"),
+    ("reduce as a string", lambda: attention(reduce="yes"), TypeError, "reduce must be a bool"),
+    ("2-D points", lambda: attention()(torch.ones(5, 2), torch.ones(5, 4)), ValueError, "r must have shape (..., *, 3)"),
+    ("values for other items", lambda: attention()(torch.ones(5, 3), torch.ones(6, 4)), ValueError,
+     "v must have shape (5, 4)"),
+    ("float mask", lambda: attention()(torch.ones(5, 3), torch.ones(5, 4), mask=torch.ones(5)), TypeError,
+     "torch.bool"),
+    ("neighbour out of range",
+     lambda: attention(reduce=False)(torch.ones(5, 3), torch.ones(5, 4),
+                                     neighbors=Neighborhoods(torch.full((5, 2), 7), torch.ones(5, 2, dtype=torch.bool))),
+     ValueError, "neighbors.index must lie in [0, 5)"),
+    ("vectors into multivector attention",
+     lambda: GAMultivectorAttention(4, mlp(4, 1), mlp(4, 4))(torch.ones(5, 3), torch.ones(5, 4)), ValueError,
+     "r must have shape (..., *, 8)"),
+    ("neighbourhoods of nothing", lambda: neighborhoods(torch.ones(5, 3)), ValueError, "needs k, radius"),
+    ("NaN positions", lambda: neighborhoods(torch.full((5, 3), float("nan")), k=2), ValueError, "NaN"),
+    ("zero radius", lambda: neighborhoods(torch.randn(5, 3), radius=0.0), ValueError, "radius must be > 0"),
+]
+
+
+@pytest.mark.parametrize("call,error,phrase", [c[1:] for c in CASES], ids=[c[0] for c in CASES])
+def test_bad_input(call, error, phrase):
+    with pytest.raises(error) as info:
+        call()
+    assert phrase in str(info.value), f"message {str(info.value)!r} lacks {phrase!r}"
+
+
+def test_valid_controls():
+    x = torch.randn(3, 2, 8, dtype=torch.float64)
+    assert MVLinear(G3, 2, 4, subspaces="quaternion").double()(x).shape == (3, 4, 8)
+    g = PseudoOrthogonalGroup(PGA).sample(1)[0]
+    assert PGA.act(g, torch.randn(5, 16, dtype=torch.float64)).shape == (5, 16)
+    assert attention(reduce=False)(torch.randn(5, 3), torch.randn(5, 4), mask=torch.ones(5, dtype=torch.bool)).shape \
+        == (5, 4)
+    nb = neighborhoods(torch.randn(2, 6, 3), k=3, radius=10.0)
+    assert nb.index.shape == (2, 6, 3) and nb.mask.all()
+    assert torch.isfinite(G3.inverse_versor(torch.eye(8)[1:4].float())).all()

@@ -1,0 +1,80 @@
+"""The cell-list neighbour search against a brute-force oracle (every pair's distance, sorted by hand):
+clustered, planar and duplicated points, several graphs, 2-D and 5-D, tiny candidate blocks, k larger
+than a graph."""
+
+import numpy as np
+import pytest
+import torch
+
+from geomlin.datasets import neighbors
+from geomlin.datasets.neighbors import knn_pairs, radius_pairs
+
+
+def _oracle(pos, batch, loop):
+    """All same-graph ordered pairs as (i, d2, j) in float64, from the full distance matrix, sorted by
+    (i, d2, j) with numpy's lexsort."""
+    x = pos.double().numpy()
+    d2 = ((x[:, None, :] - x[None, :, :]) ** 2).sum(-1)
+    ok = np.ones_like(d2, dtype=bool) if batch is None else (batch[:, None] == batch[None, :]).numpy()
+    if not loop:
+        np.fill_diagonal(ok, False)
+    i, j = np.nonzero(ok)
+    dd = d2[i, j]
+    o = np.lexsort((j, dd, i))
+    return list(zip(i[o].tolist(), dd[o].tolist(), j[o].tolist()))
+
+
+def _clouds(kind, n=120, d=3, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    if kind == "uniform":
+        return torch.rand(n, d, generator=g)
+    if kind == "clustered":
+        centres = 10 * torch.randn(4, d, generator=g)
+        return centres[torch.arange(n) % 4] + 0.05 * torch.randn(n, d, generator=g)
+    if kind == "planar":
+        x = torch.rand(n, d, generator=g)
+        x[:, -1] = 0.0
+        return x
+    if kind == "duplicates":                       # many exactly equal distances: ties by source index
+        return torch.randint(0, 3, (n, d), generator=g).float()
+    raise ValueError(kind)
+
+
+CASES = [("uniform", 3), ("clustered", 3), ("planar", 3), ("duplicates", 3), ("uniform", 2), ("uniform", 5)]
+
+
+@pytest.mark.parametrize("kind, d", CASES)
+@pytest.mark.parametrize("loop", [False, True])
+def test_radius_pairs_match_brute_force(kind, d, loop, monkeypatch):
+    monkeypatch.setattr(neighbors, "CANDIDATE_BUDGET", 257)     # many small blocks
+    pos = _clouds(kind, d=d)
+    batch = torch.tensor([0] * 50 + [1] * 3 + [2] * 67)
+    for r in (0.05, 0.3, 2.0, 100.0):
+        want = [(i, d2, j) for i, d2, j in _oracle(pos, batch, loop) if d2 <= r * r]
+        src, dst, d2 = radius_pairs(pos, r, batch, loop)
+        got = list(zip(dst.tolist(), d2.tolist(), src.tolist()))
+        assert [(i, j) for i, _, j in got] == [(i, j) for i, _, j in want], (kind, d, r)
+        torch.testing.assert_close(d2, torch.tensor([w[1] for w in want], dtype=torch.float64))
+
+
+@pytest.mark.parametrize("kind, d", CASES)
+@pytest.mark.parametrize("k", [1, 4, 60])
+def test_knn_pairs_match_brute_force(kind, d, k):
+    pos = _clouds(kind, d=d)
+    batch = torch.tensor([0] * 50 + [1] * 3 + [2] * 67)
+    want, seen = [], {}
+    for i, _, j in _oracle(pos, batch, loop=False):
+        seen[i] = seen.get(i, 0) + 1
+        if seen[i] <= k:
+            want.append((i, j))
+    src, dst, _ = knn_pairs(pos, k, batch)
+    assert list(zip(dst.tolist(), src.tolist())) == want
+
+
+def test_empty_and_single_points():
+    src, dst, d2 = radius_pairs(torch.zeros(0, 3), 1.0)
+    assert src.numel() == dst.numel() == d2.numel() == 0
+    src, dst, _ = knn_pairs(torch.zeros(1, 3), 3)
+    assert src.numel() == 0
+    src, dst, _ = knn_pairs(torch.zeros(1, 3), 3, loop=True)
+    assert src.tolist() == dst.tolist() == [0]
