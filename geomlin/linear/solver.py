@@ -73,7 +73,7 @@ def check_cache_dir(cache_dir):
     if cache_dir is not None and not isinstance(cache_dir, (str, os.PathLike)):
         raise TypeError(f"cache_dir must be a folder path (str or os.PathLike) or None, got "
                         f"{type(cache_dir).__name__}")
-    if cache_dir is not None and Path(cache_dir).exists() and not Path(cache_dir).is_dir():
+    if cache_dir is not None and Path(cache_dir).expanduser().exists() and not Path(cache_dir).expanduser().is_dir():
         raise ValueError(f"cache_dir {str(cache_dir)!r} exists and is not a folder")
     return cache_dir
 
@@ -213,7 +213,7 @@ def _canonical_sign(basis: Tensor) -> Tensor:
 
 def _disk_path(cache_dir, key) -> Path:
     digest = hashlib.sha1(repr(key).encode()).hexdigest()
-    return Path(cache_dir) / f"basis-{digest}.pt"
+    return Path(cache_dir).expanduser() / f"basis-{digest}.pt"
 
 
 def _read_cache_file(path: Path) -> dict | None:
