@@ -291,7 +291,7 @@ def task_table(args, have_emlp: bool) -> None:
         g_build, g_step, g_err, g_params = train_geomlin(task, data, ch, steps, batch, lr, timed)
         e_build, e_step, e_err, e_params = train_emlp(task, data, ch, steps, batch, lr, timed)
         hidden = uniform_rep(ch, _reps(task)[2])
-        table.add(task, f"{hidden!r}".replace("*", "·"), f"{e_params:,} / {g_params:,}",
+        table.add(task, f"{hidden!r}".replace("**", "^").replace("*", "·"), f"{e_params:,} / {g_params:,}",
                   f"{_fmt_seconds(e_build)} / {_fmt_seconds(g_build)}", _fmt_seconds(e_step),
                   _fmt_seconds(g_step), ratio(e_step, g_step), f"{e_err:.3f} / {g_err:.3f}")
         print(f"  trained {task}", file=sys.stderr, flush=True)
