@@ -303,8 +303,8 @@ def task_table(args, have_emlp: bool) -> None:
 def main(argv=None) -> None:
     p = parser(__doc__.splitlines()[0])
     p.add_argument("--channels", type=int, default=96,
-                   help="EMLP's ch = geomlin's hidden_channels (EMLP's default 384 takes EMLP ~10 s per step "
-                        "on one CPU core: its bilinear layer builds a (batch, 414, 414) weight)")
+                   help="EMLP's ch = geomlin's hidden_channels (EMLP's default 384 takes EMLP many seconds per "
+                        "step on one CPU core: its bilinear layer builds a (batch, 414, 414) weight)")
     p.add_argument("--steps", type=int, default=100, help="training steps per task and library")
     p.add_argument("--skip-tasks", action="store_true", help="only the basis-solving table")
     p.add_argument("--skip-basis", action="store_true", help="only the table of EMLP's tasks")
