@@ -8,8 +8,8 @@ from pathlib import Path
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-from matplotlib.patches import FancyBboxPatch  # noqa: E402
+import matplotlib.pyplot as plt
+from matplotlib.patches import FancyBboxPatch
 
 #: (floor label, packages on that floor, one line on what they hold)
 FLOORS = [
@@ -41,7 +41,7 @@ def main() -> None:
         ax.text(2.1, y + 0.12, blurb, fontsize=8.5, color="#333333")
         if i:
             ax.annotate("", xy=(1.2, y + 0.85 + 0.22), xytext=(1.2, y + 0.85),
-                        arrowprops=dict(arrowstyle="->", color="#333333"))
+                        arrowprops={"arrowstyle": "->", "color": "#333333"})
     ax.set_title("geomlin's floors: each package imports only from the floors above it", fontsize=10)
     fig.tight_layout()
     fig.savefig(Path(__file__).with_name("layers.png"), dpi=110)
