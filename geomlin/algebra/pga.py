@@ -159,13 +159,24 @@ def geometric_product(x: Tensor, y: Tensor, method: str = "auto") -> Tensor:
         return PGA.geometric_product(x, y, method)
     check_mv(x, "x")
     check_mv(y, "y")
-    if y.dtype != x.dtype:
-        y = y.to(x.dtype)
+    x, y, shape = _rows(x, y)
     wl, wr, wo = _matrix_maps_on(x.device, x.dtype)
     left = torch.view_as_complex((x @ wl).unflatten(-1, (3, 2, 2, 2)))
     right = torch.view_as_complex((y @ wr).unflatten(-1, (3, 2, 2, 2)))
-    prod = left @ right  # (..., 3, 2, 2): a c, a^ d, b c
-    return torch.view_as_real(prod).flatten(-4) @ wo
+    prod = left @ right  # (rows, 3, 2, 2): a c, a^ d, b c
+    return (torch.view_as_real(prod).flatten(-4) @ wo).reshape(shape)
+
+
+def _rows(x: Tensor, y: Tensor) -> tuple[Tensor, Tensor, torch.Size]:
+    """``x, y`` broadcast against each other as ``(rows, 16)`` matrices, and the common shape.
+
+    Products then run as one 2-D matrix multiplication: a strided ``(..., 16)`` view would
+    otherwise become a batched product with the table copied for every batch entry.
+    """
+    if y.dtype != x.dtype:
+        y = y.to(x.dtype)
+    shape = torch.broadcast_shapes(x.shape, y.shape)
+    return x.expand(shape).reshape(-1, DIM), y.expand(shape).reshape(-1, DIM), shape
 
 
 def outer_product(x: Tensor, y: Tensor, method: str = "auto") -> Tensor:
@@ -198,17 +209,25 @@ def _join_table() -> Tensor:
     return torch.einsum("ip,jq,pqr,rk->ijk", jm, jm, PGA.table("outer"), jm)
 
 
+#: The join's selection matrices are zero-padded from 81 to this many columns: BLAS kernels
+#: run several times faster on a multiple of 8 (measured with MKL on AVX2).
+JOIN_PADDED = 88
+#: The sparse join runs over at most this many rows at a time, so its ``(rows, 88)``
+#: intermediates stay in cache (measured 3-5x faster on 32k rows than one pass).
+JOIN_CHUNK_ROWS = 4096
+
+
 @functools.cache
 def _join_sparse() -> tuple[Tensor, Tensor, Tensor]:
-    """Selection matrices ``(S_x (16, 81), S_y (16, 81), R (81, 16))`` of the join table."""
+    """Selection matrices ``(S_x (16, 88), S_y (16, 88), R (88, 16))`` of the join table (81 pairs, zero-padded)."""
     table = _join_table()
     i, j, k = table.nonzero(as_tuple=True)
     col = torch.arange(len(i))
-    sx = torch.zeros(DIM, len(i), dtype=torch.float64)
+    sx = torch.zeros(DIM, JOIN_PADDED, dtype=torch.float64)
     sx[i, col] = table[i, j, k]
-    sy = torch.zeros(DIM, len(i), dtype=torch.float64)
+    sy = torch.zeros(DIM, JOIN_PADDED, dtype=torch.float64)
     sy[j, col] = 1.0
-    r = torch.zeros(len(i), DIM, dtype=torch.float64)
+    r = torch.zeros(JOIN_PADDED, DIM, dtype=torch.float64)
     r[col, k] = 1.0
     return sx, sy, r
 
@@ -222,7 +241,8 @@ def join(x: Tensor, y: Tensor, method: str = "auto") -> Tensor:
     """Join ``x v y = J(J(x) ^ J(y))`` (the line through two points, ...) of ``(..., 16)`` tensors.
 
     The reference GATr's convention (see the module docstring). ``method``: ``"auto"`` /
-    ``"sparse"`` (the 81 non-zero pairs: ``((x S_x) * (y S_y)) R``) or ``"dense"`` (the ``16^3``
+    ``"sparse"`` (the 81 non-zero pairs: ``((x S_x) * (y S_y)) R`` with 0/+-1 selection
+    matrices) or ``"dense"`` (the ``16^3``
     einsum). The join flips sign under odd versors; see
     :func:`geomlin.gatr.primitives.equivariant_join`.
     """
@@ -237,7 +257,11 @@ def join(x: Tensor, y: Tensor, method: str = "auto") -> Tensor:
         return torch.einsum("...i,...j,ijk->...k", x, y, table)
     sx, sy, r = (cached_constant(("pga-join-sparse", i, x.device, x.dtype),
                                  lambda i=i: _join_sparse()[i].to(device=x.device, dtype=x.dtype)) for i in range(3))
-    return ((x @ sx) * (y @ sy)) @ r
+    x, y, shape = _rows(x, y)
+    if x.shape[0] <= JOIN_CHUNK_ROWS:
+        return (((x @ sx) * (y @ sy)) @ r).reshape(shape)
+    parts = [((a @ sx) * (b @ sy)) @ r for a, b in zip(x.split(JOIN_CHUNK_ROWS), y.split(JOIN_CHUNK_ROWS))]
+    return torch.cat(parts).reshape(shape)
 
 
 def reverse(x: Tensor) -> Tensor:

@@ -158,26 +158,22 @@ class EquiLinear(nn.Module):
         return self._forward(mv, scalars if self.in_s else None)
 
     def _forward(self, mv: Tensor, scalars: Tensor | None) -> tuple[Tensor, Tensor | None]:
-        out = P.equi_linear(mv, self.weight, self.method)
-        scalar_part = None
+        scalar_part = None  # onto the scalar component only
         if self.s_to_mv is not None and scalars is not None:
             scalar_part = F.linear(scalars, self.s_to_mv.to(scalars.dtype),
                                    None if self.bias_mv is None else self.bias_mv.to(scalars.dtype))
         elif self.bias_mv is not None:
-            scalar_part = self.bias_mv.to(out.dtype)
-        if scalar_part is not None:  # onto the scalar component only
-            out = out.clone() if out._base is not None else out
-            out[..., pga.SCALAR] += scalar_part.to(out.dtype)
+            scalar_part = self.bias_mv
+        out = P.equi_linear(mv, self.weight, self.method, scalar_bias=scalar_part)
         s_out = None
         if self.out_s:
             mv0 = mv[..., pga.SCALAR]
+            bias = None if self.bias_s is None else self.bias_s.to(mv0.dtype)
             if self.s_to_s is not None and scalars is not None:
                 s_out = F.linear(torch.cat([mv0, scalars.to(mv0.dtype)], -1),
-                                 torch.cat([self.mv_to_s, self.s_to_s], 1).to(mv0.dtype),
-                                 None if self.bias_s is None else self.bias_s.to(mv0.dtype))
+                                 torch.cat([self.mv_to_s, self.s_to_s], 1).to(mv0.dtype), bias)
             else:
-                s_out = F.linear(mv0, self.mv_to_s.to(mv0.dtype),
-                                 None if self.bias_s is None else self.bias_s.to(mv0.dtype))
+                s_out = F.linear(mv0, self.mv_to_s.to(mv0.dtype), bias)
         return out, s_out
 
 

@@ -89,63 +89,77 @@ def reference_basis_norms(dtype: torch.dtype = torch.float64, device=None) -> Te
 
 
 @functools.cache
-def _blocked_plan() -> tuple[Tensor, Tensor, Tensor]:
-    """Index plan of the blocked linear map.
+def _blocked_plan() -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """Index plan of the blocked linear map, read off the basis.
 
     ``grade_of (16,)``: basis index of the grade projection that keeps component ``k``;
-    ``source (16,)``: component ``l`` with ``e0 * e_l = +-e_k`` (``k`` itself where none);
-    ``e0_coef (16, 9)``: coefficient of each basis weight on the source path of ``k``.
+    ``source (8,)``, ``target (8,)``, ``e0_map (8,)``: the map ``x -> e0 <x>_g`` sends component
+    ``source[j]`` (no ``e0``) to component ``target[j]`` (with ``e0``) through basis map
+    ``e0_map[j]``, with coefficient ``+1`` in G(3,0,1) (``e0 e_l = +e_{0l}``; checked here).
     """
     basis = _linear_basis()
-    grade_of = torch.tensor([int(pga.PGA.grades[k]) for k in range(pga.DIM)])
-    source = torch.arange(pga.DIM)
-    e0_coef = torch.zeros(pga.DIM, NUM_LINEAR_BASIS, dtype=torch.float64)
-    for k in range(pga.DIM):
-        for b in range(5, NUM_LINEAR_BASIS):
-            nz = basis[b, k].nonzero()
-            if len(nz):
-                source[k] = nz[0, 0]
-                e0_coef[k, b] = basis[b, k, nz[0, 0]]
-    return grade_of, source, e0_coef
-
-
-def _blocked_plan_on(device, dtype) -> tuple[Tensor, Tensor, Tensor]:
-    return (cached_constant(("gatr-grade-of", device), lambda: _blocked_plan()[0].to(device)),
-            cached_constant(("gatr-source", device), lambda: _blocked_plan()[1].to(device)),
-            cached_constant(("gatr-e0-coef", device, dtype), lambda: _blocked_plan()[2].to(device=device, dtype=dtype)))
+    grade_of = pga.PGA.grades.clone()
+    source, target, which = [], [], []
+    for b in range(5, NUM_LINEAR_BASIS):
+        k, l = basis[b].nonzero(as_tuple=True)
+        if not torch.all(basis[b, k, l] == 1.0):
+            raise AssertionError("the e0 maps of G(3,0,1) are expected to have coefficient +1")
+        source += l.tolist()
+        target += k.tolist()
+        which += [b] * len(k)
+    return grade_of, torch.tensor(source), torch.tensor(target), torch.tensor(which)
 
 
 def _linear_basis_on(device, dtype) -> Tensor:
     return cached_constant(("gatr-basis", device, dtype), lambda: _linear_basis().to(device=device, dtype=dtype))
 
 
-def equi_linear(x: Tensor, weight: Tensor, method: str = "auto") -> Tensor:
+def _plan_on(device) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    return tuple(cached_constant(("gatr-linear-plan", i, device), lambda i=i: _blocked_plan()[i].to(device))
+                 for i in range(4))
+
+
+def equi_linear(x: Tensor, weight: Tensor, method: str = "auto", scalar_bias: Tensor | None = None) -> Tensor:
     """Pin(3,0,1)-equivariant linear map ``(..., in_ch, 16) -> (..., out_ch, 16)``.
 
     ``out[..., o, k] = sum_{i, b} weight[o, i, b] * sum_l B[b, k, l] x[..., i, l]`` with the
     basis ``B`` of :func:`linear_basis` (GATr Prop. 2); ``weight (out_ch, in_ch, 9)``.
+    ``scalar_bias`` (``(out_ch,)`` or broadcastable to ``(..., out_ch)``) is added to the scalar
+    component.
 
-    ``method="fast"`` (``auto``) runs one batched matmul over the 16 components: component
-    ``k`` mixes channels with the weight of its grade, plus (for the 8 components with an
-    ``e0``) the weight of the ``e0``-map applied to its source component. That is
-    ``32 in_ch out_ch`` multiply-adds per item instead of ``256 in_ch out_ch`` for a dense
-    ``(in_ch*16, out_ch*16)`` matrix. ``method="dense"`` is the reference einsum with the
-    ``(9, 16, 16)`` basis.
+    ``method="fast"`` (``auto``) works component-major: one batched matmul applies each
+    component's grade weight (``16 in_ch out_ch`` multiply-adds per item), a second one the
+    ``e0`` maps on the 8 components that have one (``8 in_ch out_ch``), against ``256 in_ch
+    out_ch`` for a dense ``(in_ch*16, out_ch*16)`` matrix; no in-place writes, so the backward
+    pass copies nothing extra. ``method="dense"`` is the reference einsum with the ``(9, 16, 16)``
+    basis.
     """
     method = _check_method(method)
     if method == "dense":
         basis = _linear_basis_on(x.device, x.dtype)
-        return torch.einsum("oib,bkl,...il->...ok", weight, basis, x)
-    grade_of, source, e0_coef = _blocked_plan_on(x.device, weight.dtype)
-    # per-component weights (16, 2*in, out): grade path and e0 path
-    w_grade = weight[:, :, grade_of].permute(2, 1, 0)
-    w_e0 = torch.einsum("oib,kb->kio", weight, e0_coef)
-    w = torch.cat([w_grade, w_e0], 1).to(x.dtype)  # (16, 2*in, out)
-    lead = x.shape[:-2]
-    xt = x.reshape(-1, x.shape[-2], pga.DIM).permute(2, 0, 1)  # (16, M, in)
-    xin = torch.cat([xt, xt[source]], -1)  # (16, M, 2*in)
-    out = torch.bmm(xin, w)  # (16, M, out)
-    return out.permute(1, 2, 0).reshape(*lead, weight.shape[0], pga.DIM)
+        out = torch.einsum("oib,bkl,...il->...ok", weight.to(x.dtype), basis, x)
+        if scalar_bias is not None:
+            out = out + F.pad(scalar_bias.to(out.dtype)[..., None], (pga.SCALAR, pga.DIM - 1 - pga.SCALAR))
+        return out
+    grade_of, source, target, which = _plan_on(x.device)
+    lead, c_in, c_out = x.shape[:-2], x.shape[-2], weight.shape[0]
+    weight = weight.to(x.dtype)
+    xt = x.reshape(-1, c_in, pga.DIM).permute(2, 0, 1).contiguous()  # (16, M, in)
+    m = xt.shape[1]
+    planes = torch.bmm(xt, weight[:, :, grade_of].permute(2, 1, 0))  # (16, M, out)
+    extra = torch.bmm(xt.index_select(0, source), weight[:, :, which].permute(2, 1, 0))  # (8, M, out)
+    if scalar_bias is not None:
+        sb = scalar_bias.to(x.dtype)
+        sb = sb.expand(*lead, c_out).reshape(1, m, c_out) if sb.ndim > 1 else sb.expand(1, m, c_out)
+        extra = torch.cat([extra, sb])
+        target = _targets_with_scalar_on(x.device)
+    planes = planes.index_add(0, target, extra)
+    return planes.permute(1, 2, 0).reshape(*lead, c_out, pga.DIM)
+
+
+def _targets_with_scalar_on(device) -> Tensor:
+    return cached_constant(("gatr-linear-targets-scalar", device),
+                           lambda: torch.cat([_blocked_plan()[2], torch.tensor([pga.SCALAR])]).to(device))
 
 
 # ---------------------------------------------------------------------- bilinear maps
@@ -196,10 +210,18 @@ def inner_product(x: Tensor, y: Tensor) -> Tensor:
     """Invariant inner product ``<~x y>_0`` on the 8 components without ``e0``: ``(..., 16) -> (..., 1)``.
 
     In G(3,0,1) every e0-free blade squares (with reversion) to ``+1``, so this is a plain
-    dot product over :data:`geomlin.algebra.pga.NONDEGENERATE`.
+    dot product over :data:`geomlin.algebra.pga.NONDEGENERATE` (a masked sum, no gather).
     """
-    idx = list(pga.NONDEGENERATE)
-    return (x[..., idx] * y[..., idx]).sum(-1, keepdim=True)
+    return (x * y) @ _nondegenerate_mask_on(x.device, x.dtype)
+
+
+def _nondegenerate_mask_on(device, dtype) -> Tensor:
+    """``(16, 1)``: 1 on the e0-free components, 0 elsewhere."""
+    def build():
+        m = torch.zeros(pga.DIM, 1, dtype=dtype, device=device)
+        m[list(pga.NONDEGENERATE)] = 1.0
+        return m
+    return cached_constant(("gatr-nondegenerate", device, dtype), build)
 
 
 def norm_squared(x: Tensor) -> Tensor:
