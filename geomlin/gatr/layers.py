@@ -20,8 +20,9 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from geomlin.algebra import pga
+from geomlin.gatr import planes as PL
 from geomlin.gatr import primitives as P
-from geomlin.gatr.attention import SetLayout, set_layout
+from geomlin.gatr.attention import SetLayout, attend, set_layout
 from geomlin.reps import Multivectors, Scalars
 from geomlin.validation import (
     check_choice,
@@ -73,7 +74,35 @@ def _check_pair(mv: Tensor, scalars: Tensor | None, mv_channels: int, s_channels
 
 def _reference(reference: Tensor, where: str) -> Tensor:
     pga.check_mv(reference, f"{where}: reference")
+    if reference.ndim >= 2 and reference.shape[-2] != 1:
+        raise ValueError(f"{where}: reference must be one multivector per item or set, broadcastable to "
+                         f"(..., 1, 16), got shape {tuple(reference.shape)}")
     return reference
+
+
+def reference_weight(reference: Tensor, lead: tuple) -> Tensor:
+    """The ``e123`` component of a join reference ``(..., [1,] 16)`` per item: ``(M, 1)`` (or ``(1, 1)``).
+
+    ``lead`` is the items' leading shape (``mv.shape[:-2]``); the reference broadcasts against it.
+    """
+    w = reference[..., pga.E123]
+    if reference.ndim >= 2:
+        w = w[..., 0]
+    if w.ndim == 0:
+        return w.reshape(1, 1)
+    return w.expand(lead).reshape(-1, 1)
+
+
+def _lead(mv: Tensor) -> tuple:
+    return tuple(mv.shape[:-2])
+
+
+def _flat_scalars(scalars: Tensor | None, channels: int) -> Tensor | None:
+    return scalars.reshape(-1, channels) if channels and scalars is not None else None
+
+
+def _unflat_scalars(s: Tensor | None, lead: tuple) -> Tensor | None:
+    return None if s is None else s.reshape(*lead, s.shape[-1])
 
 
 class EquiLinear(nn.Module):
@@ -155,22 +184,30 @@ class EquiLinear(nn.Module):
     def forward(self, mv: Tensor, scalars: Tensor | None = None) -> tuple[Tensor, Tensor | None]:
         """``(mv (..., in_mv, 16), scalars (..., in_s) | None) -> (mv (..., out_mv, 16), scalars (..., out_s) | None)``."""
         _check_pair(mv, scalars if self.in_s else None, self.in_mv, self.in_s, "EquiLinear")
-        return self._forward(mv, scalars if self.in_s else None)
+        lead = _lead(mv)
+        out, s_out = self._planes(PL.to_planes(mv), _flat_scalars(scalars, self.in_s))
+        return PL.from_planes(out, lead), _unflat_scalars(s_out, lead)
 
-    def _forward(self, mv: Tensor, scalars: Tensor | None) -> tuple[Tensor, Tensor | None]:
-        scalar_part = None  # onto the scalar component only
-        if self.s_to_mv is not None and scalars is not None:
-            scalar_part = F.linear(scalars, self.s_to_mv.to(scalars.dtype),
-                                   None if self.bias_mv is None else self.bias_mv.to(scalars.dtype))
-        elif self.bias_mv is not None:
-            scalar_part = self.bias_mv
-        out = P.equi_linear(mv, self.weight, self.method, scalar_bias=scalar_part)
+    def _planes(self, xp: Tensor, s: Tensor | None, src: Tensor | None = None,
+                rows: slice | None = None) -> tuple[Tensor, Tensor | None]:
+        """Planes ``(16, M, in_mv)`` and scalars ``(M, in_s)`` -> planes ``(16, M, out_mv)`` and
+        scalars ``(M, out_s)``; ``rows`` restricts to some output channels (multivectors only)."""
+        sel = slice(None) if rows is None else rows
+        weight = self.weight[sel]
+        bias_mv = None if self.bias_mv is None else self.bias_mv[sel]
+        scalar_part = bias_mv  # onto the scalar component only
+        if self.s_to_mv is not None and s is not None:
+            scalar_part = F.linear(s, self.s_to_mv[sel].to(s.dtype), None if bias_mv is None else bias_mv.to(s.dtype))
+        if self.method == "dense":
+            out = PL.to_planes(P.equi_linear(PL.from_planes(xp, (xp.shape[1],)), weight, "dense", scalar_part))
+        else:
+            out = PL.linear(xp, weight, scalar_part, src)
         s_out = None
-        if self.out_s:
-            mv0 = mv[..., pga.SCALAR]
+        if self.out_s and rows is None:
+            mv0 = xp[pga.SCALAR]
             bias = None if self.bias_s is None else self.bias_s.to(mv0.dtype)
-            if self.s_to_s is not None and scalars is not None:
-                s_out = F.linear(torch.cat([mv0, scalars.to(mv0.dtype)], -1),
+            if self.s_to_s is not None and s is not None:
+                s_out = F.linear(torch.cat([mv0, s.to(mv0.dtype)], -1),
                                  torch.cat([self.mv_to_s, self.s_to_s], 1).to(mv0.dtype), bias)
             else:
                 s_out = F.linear(mv0, self.mv_to_s.to(mv0.dtype), bias)
@@ -205,13 +242,16 @@ class EquiLayerNorm(nn.Module):
         pga.check_mv(mv, "EquiLayerNorm: mv")
         if self.mv_channels is not None:
             _check_pair(mv, scalars if self.s_channels else None, self.mv_channels, self.s_channels, "EquiLayerNorm")
-        return self._forward(mv, scalars)
-
-    def _forward(self, mv: Tensor, scalars: Tensor | None) -> tuple[Tensor, Tensor | None]:
         mv = P.equi_layer_norm(mv, eps=self.eps)
         if scalars is not None and scalars.shape[-1] > 0:
             scalars = F.layer_norm(scalars, scalars.shape[-1:], eps=self.s_eps)
         return mv, scalars
+
+    def _planes(self, xp: Tensor, s: Tensor | None) -> tuple[Tensor, Tensor | None]:
+        xp = PL.layer_norm(xp, self.eps)
+        if s is not None and s.shape[-1] > 0:
+            s = F.layer_norm(s, s.shape[-1:], eps=self.s_eps)
+        return xp, s
 
 
 class GeometricBilinear(nn.Module):
@@ -247,14 +287,25 @@ class GeometricBilinear(nn.Module):
 
     def forward(self, mv: Tensor, scalars: Tensor | None, reference: Tensor) -> tuple[Tensor, Tensor | None]:
         _check_pair(mv, scalars if self.in_s else None, self.in_mv, self.in_s, "GeometricBilinear")
-        return self._forward(mv, scalars if self.in_s else None, _reference(reference, "GeometricBilinear"))
+        lead = _lead(mv)
+        ref_w = reference_weight(_reference(reference, "GeometricBilinear"), lead)
+        out, s_out = self._planes(PL.to_planes(mv), _flat_scalars(scalars, self.in_s), ref_w)
+        return PL.from_planes(out, lead), _unflat_scalars(s_out, lead)
 
-    def _forward(self, mv: Tensor, scalars: Tensor | None, reference: Tensor) -> tuple[Tensor, Tensor | None]:
-        ops, _ = self.proj_in._forward(mv, scalars)
-        a, b, c, d = ops.split(self.hidden, dim=-2)
-        gp = P.geometric_product(a, b, self.method)
-        jn = P.equivariant_join(c, d, reference, self.method)
-        return self.proj_out._forward(torch.cat([gp, jn.to(gp.dtype)], -2), scalars)
+    def _planes(self, xp: Tensor, s: Tensor | None, ref_w: Tensor) -> tuple[Tensor, Tensor | None]:
+        """Planes and scalars; ``ref_w (M, 1)``: the reference's ``e123`` component per item."""
+        h = self.hidden
+        src = PL.sources(xp) if self.method != "dense" else None
+        a, b, c, d = (self.proj_in._planes(xp, s, src, slice(i * h, (i + 1) * h))[0] for i in range(4))
+        if self.method == "dense":
+            def rows(t):
+                return PL.from_planes(t, (t.shape[1],))
+            gp = PL.to_planes(P.geometric_product(rows(a), rows(b), "dense"))
+            jn = PL.to_planes(P.join(rows(c), rows(d), "dense"))
+        else:
+            gp, jn = PL.geometric_product(a, b), PL.join(c, d)
+        jn = jn * ref_w.to(jn.dtype)
+        return self.proj_out._planes(torch.cat([gp.to(jn.dtype), jn], -1), s)
 
 
 class GeometricAttention(nn.Module):
@@ -322,35 +373,41 @@ class GeometricAttention(nn.Module):
                              f"got {tuple(mv.shape)}")
         if attn_mask is not None and not isinstance(attn_mask, SetLayout):
             check_mask(attn_mask, "attn_mask")
-        return self._forward(mv, scalars if self.in_s else None, attn_mask)
+        lead = _lead(mv)
+        out, s_out = self._planes(PL.to_planes(mv), _flat_scalars(scalars, self.in_s), lead, attn_mask)
+        return PL.from_planes(out, lead), _unflat_scalars(s_out, lead)
 
-    def _forward(self, mv: Tensor, scalars: Tensor | None, attn_mask) -> tuple[Tensor, Tensor | None]:
-        qkv_mv, qkv_s = self.qkv._forward(mv, scalars)
+    def _planes(self, xp: Tensor, s: Tensor | None, lead: tuple, attn_mask) -> tuple[Tensor, Tensor | None]:
+        """Planes ``(16, M, in_mv)`` of items with leading shape ``lead`` (``M = prod(lead)``)."""
+        qkv, qkv_s = self.qkv._planes(xp, s)
         h, kv, c, cs = self.heads, 1 if self.multi_query else self.heads, self.head_mv, self.head_s
-        q_mv, k_mv, v_mv = (t.unflatten(-2, (n, c)) for t, n in zip(qkv_mv.split((h * c, kv * c, kv * c), -2),
-                                                                        (h, kv, kv)))
-        if cs:
-            q_s, k_s, v_s = (t.unflatten(-1, (n, cs)) for t, n in zip(qkv_s.split((h * cs, kv * cs, kv * cs), -1),
-                                                                         (h, kv, kv)))
-        else:
-            q_s = k_s = v_s = None
-        weights = self.log_distance_weights.exp()
+        q, k, v, scale = PL.attention_features(qkv, qkv_s, h, kv, c, cs, self.use_distance,
+                                               self.log_distance_weights.exp(), self.distance_eps)
+        n = lead[-1]
+        q, k, v = (t.reshape(-1, n, t.shape[-2], t.shape[-1]) for t in (q, k, v))
         if attn_mask is None or isinstance(attn_mask, SetLayout):
-            out_mv, out_s = P.geometric_attention_items_first(
-                q_mv, k_mv, v_mv, q_s, k_s, v_s, attn_mask, self.use_distance, weights, self.distance_eps)
-        else:  # a dense boolean mask: heads-first, the general SDPA path
-            def heads_first(t, dim):
-                return None if t is None else t.movedim(dim, dim - 1)
-            out_mv, out_s = P.geometric_attention(
-                heads_first(q_mv, -3), heads_first(k_mv, -3), heads_first(v_mv, -3),
-                heads_first(q_s, -2), heads_first(k_s, -2), heads_first(v_s, -2), attn_mask,
-                self.use_distance, weights, self.distance_eps)
-            out_mv = out_mv.movedim(-4, -3)
-            out_s = None if out_s is None else out_s.movedim(-3, -2)
-        out_mv = out_mv.flatten(-3, -2)  # (..., items, h*c, 16)
-        if out_s is not None:
-            out_s = out_s.flatten(-2)
-        return self.out._forward(out_mv, out_s)
+            out = attend(q, k, v, attn_mask, scale)
+        else:
+            out = _attend_dense_mask(q, k, v, attn_mask, lead, scale)
+        mv_p, s_o = PL.attention_values(out.reshape(-1, h, out.shape[-1]), c, cs)
+        return self.out._planes(mv_p, s_o)
+
+
+def _attend_dense_mask(q: Tensor, k: Tensor, v: Tensor, mask: Tensor, lead: tuple, scale: float) -> Tensor:
+    """Attention under a boolean mask broadcastable to ``(*lead[:-1], heads, items, items)``."""
+    rows = lead[:-1]
+    extra = mask.ndim - 3
+    if extra > len(rows):
+        raise ValueError(f"attn_mask has shape {tuple(mask.shape)}, which does not broadcast against "
+                         f"(..., heads, items, items) with leading shape {rows}")
+    if mask.ndim < 3:
+        mask = mask.reshape((1,) * (3 - mask.ndim) + tuple(mask.shape))
+        extra = 0
+    mask = mask.reshape((1,) * (len(rows) - extra) + tuple(mask.shape))
+    mask = mask.expand(*rows, *mask.shape[len(rows):]).reshape(-1, *mask.shape[len(rows):])
+    out = F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), attn_mask=mask,
+                                         scale=scale, enable_gqa=k.shape[2] != q.shape[2])
+    return out.transpose(1, 2)
 
 
 class GeometricMLP(nn.Module):
@@ -384,14 +441,17 @@ class GeometricMLP(nn.Module):
 
     def forward(self, mv: Tensor, scalars: Tensor | None, reference: Tensor) -> tuple[Tensor, Tensor | None]:
         _check_pair(mv, scalars if self.s_channels else None, self.mv_channels, self.s_channels, "GeometricMLP")
-        return self._forward(mv, scalars if self.s_channels else None, _reference(reference, "GeometricMLP"))
+        lead = _lead(mv)
+        ref_w = reference_weight(_reference(reference, "GeometricMLP"), lead)
+        out, s_out = self._planes(PL.to_planes(mv), _flat_scalars(scalars, self.s_channels), ref_w)
+        return PL.from_planes(out, lead), _unflat_scalars(s_out, lead)
 
-    def _forward(self, mv: Tensor, scalars: Tensor | None, reference: Tensor) -> tuple[Tensor, Tensor | None]:
-        h_mv, h_s = self.bilinear._forward(mv, scalars, reference)
-        h_mv = P.scalar_gated_gelu(h_mv)
+    def _planes(self, xp: Tensor, s: Tensor | None, ref_w: Tensor) -> tuple[Tensor, Tensor | None]:
+        h_mv, h_s = self.bilinear._planes(xp, s, ref_w)
+        h_mv = PL.gated_gelu(h_mv)
         if h_s is not None:
             h_s = F.gelu(h_s)
-        return self.out._forward(h_mv, h_s)
+        return self.out._planes(h_mv, h_s)
 
 
 class GATrBlock(nn.Module):
@@ -429,29 +489,37 @@ class GATrBlock(nn.Module):
     def _drop(self, mv: Tensor, s: Tensor | None) -> tuple[Tensor, Tensor | None]:
         if not self.training or self.dropout == 0.0:
             return mv, s
-        return P.grade_dropout(mv, self.dropout), (F.dropout(s, self.dropout) if s is not None else None)
+        return PL.grade_dropout(mv, self.dropout), (F.dropout(s, self.dropout) if s is not None else None)
 
     def forward(self, mv: Tensor, scalars: Tensor | None, reference: Tensor,
                 attn_mask: Tensor | SetLayout | None = None) -> tuple[Tensor, Tensor | None]:
         _check_pair(mv, scalars if self.s_channels else None, self.mv_channels, self.s_channels, "GATrBlock")
+        if mv.ndim < 3:
+            raise ValueError(f"GATrBlock: mv must have shape (..., items, {self.mv_channels}, 16), got {tuple(mv.shape)}")
         if attn_mask is not None and not isinstance(attn_mask, SetLayout):
             check_mask(attn_mask, "attn_mask")
-        return self._forward(mv, scalars if self.s_channels else None, _reference(reference, "GATrBlock"), attn_mask)
+        lead = _lead(mv)
+        ref_w = reference_weight(_reference(reference, "GATrBlock"), lead)
+        out, s_out = self._planes(PL.to_planes(mv), _flat_scalars(scalars, self.s_channels), ref_w, lead, attn_mask)
+        return PL.from_planes(out, lead), _unflat_scalars(s_out, lead)
 
-    def _forward(self, mv: Tensor, scalars: Tensor | None, reference: Tensor, attn_mask) -> tuple[Tensor, Tensor | None]:
+    def _planes(self, xp: Tensor, s: Tensor | None, ref_w: Tensor, lead: tuple, attn_mask
+                ) -> tuple[Tensor, Tensor | None]:
+        """Planes ``(16, M, C)``, scalars ``(M, S)``, reference weights ``(M, 1)``; items ``lead``."""
         if self.checkpoint and torch.is_grad_enabled():
             from torch.utils.checkpoint import checkpoint
 
-            return checkpoint(self._block, mv, scalars, reference, attn_mask, use_reentrant=False)
-        return self._block(mv, scalars, reference, attn_mask)
+            return checkpoint(self._block, xp, s, ref_w, lead, attn_mask, use_reentrant=False)
+        return self._block(xp, s, ref_w, lead, attn_mask)
 
-    def _block(self, mv: Tensor, scalars: Tensor | None, reference: Tensor, attn_mask) -> tuple[Tensor, Tensor | None]:
-        h_mv, h_s = self.norm._forward(mv, scalars)
-        a_mv, a_s = self._drop(*self.attention._forward(h_mv, h_s, attn_mask))
-        mv = mv + a_mv
-        scalars = scalars + a_s if scalars is not None else None
-        h_mv, h_s = self.norm._forward(mv, scalars)
-        m_mv, m_s = self._drop(*self.mlp._forward(h_mv, h_s, reference))
-        mv = mv + m_mv
-        scalars = scalars + m_s if scalars is not None else None
-        return mv, scalars
+    def _block(self, xp: Tensor, s: Tensor | None, ref_w: Tensor, lead: tuple, attn_mask
+               ) -> tuple[Tensor, Tensor | None]:
+        h_mv, h_s = self.norm._planes(xp, s)
+        a_mv, a_s = self._drop(*self.attention._planes(h_mv, h_s, lead, attn_mask))
+        xp = xp + a_mv
+        s = s + a_s if s is not None else None
+        h_mv, h_s = self.norm._planes(xp, s)
+        m_mv, m_s = self._drop(*self.mlp._planes(h_mv, h_s, ref_w))
+        xp = xp + m_mv
+        s = s + m_s if s is not None else None
+        return xp, s

@@ -37,9 +37,18 @@ import torch
 from torch import Tensor, nn
 
 from geomlin.algebra import pga
+from geomlin.gatr import planes as PL
 from geomlin.gatr import primitives as P
 from geomlin.gatr.attention import FLAT_METHODS, set_layout
-from geomlin.gatr.layers import EXAMPLE_ITEMS, EquiLinear, GATrBlock, _mv_type, _s_type
+from geomlin.gatr.layers import (
+    EXAMPLE_ITEMS,
+    EquiLinear,
+    GATrBlock,
+    _mv_type,
+    _reference,
+    _s_type,
+    reference_weight,
+)
 from geomlin.validation import (
     check_batch_vector,
     check_choice,
@@ -138,7 +147,7 @@ class GATr(nn.Module):
         if isinstance(join_reference, str):
             check_choice(join_reference, "join_reference", JOIN_REFERENCES)
         elif join_reference is not None:
-            pga.check_mv(join_reference, "join_reference")
+            _reference(join_reference, "join_reference")
 
     def forward(self, mv: Tensor, scalars: Tensor | None = None, mask: Tensor | None = None,
                 batch: Tensor | None = None, join_reference: Tensor | str | None = None
@@ -165,7 +174,11 @@ class GATr(nn.Module):
             join_reference = P.join_reference(mv, mask, batch, num_sets=layout.num_sets if batch is not None else None)
         elif isinstance(join_reference, str):
             join_reference = P.canonical_reference(mv.dtype, mv.device)
-        h_mv, h_s = self.linear_in._forward(mv, scalars if self.in_s else None)
+        lead = tuple(mv.shape[:-2])
+        ref_w = reference_weight(_reference(join_reference, "GATr"), lead)
+        s = scalars.reshape(-1, self.in_s) if self.in_s else None
+        h_mv, h_s = self.linear_in._planes(PL.to_planes(mv), s)
         for block in self.blocks:
-            h_mv, h_s = block._forward(h_mv, h_s, join_reference, layout)
-        return self.linear_out._forward(h_mv, h_s)
+            h_mv, h_s = block._planes(h_mv, h_s, ref_w, lead, layout)
+        out, s_out = self.linear_out._planes(h_mv, h_s)
+        return PL.from_planes(out, lead), (None if s_out is None else s_out.reshape(*lead, self.out_s))
