@@ -11,8 +11,14 @@ table prints the largest output difference) with the same number of parameters. 
    its padded batch (equal sizes, so no mask), same sizes as case 2.
 
 Time is the median of interleaved runs after a warm-up; peak memory is the high-water mark of
-the resident set above the start of the call (one call each). ``--large N`` adds a one-set
-forward of N items for geomlin alone (e.g. ``--large 100000``).
+the resident set above the start of the call (one call each, after returning freed heap memory
+to the system so that earlier calls do not hide it). ``--large N`` adds a one-set forward of N
+items for geomlin alone (one timed call, e.g. ``--large 100000``).
+
+A second table compares ways to run attention over a flat batch of variable-size sets (the
+attention call alone, 4 query heads sharing one key/value head, width 72 as in cases 2-3):
+geomlin's ``bucketed`` (the default) and ``chunked`` layouts, and PyTorch's nested jagged
+tensors (one SDPA call on an NJT batch), on equal and on uneven set sizes.
 
 The reference is imported from ``$GEOMLIN_REFERENCE_GATR`` (a checkout of the repository) or
 from an installed ``gatr`` package; it needs ``einops``, not ``xformers`` (a stand-in module
@@ -24,15 +30,19 @@ cannot be imported the table says so and shows geomlin alone.
 
 from __future__ import annotations
 
+import ctypes
 import importlib
 import os
 import sys
+import time
 import types
 
 import torch
+import torch.nn.functional as F
 from harness import Table, header, measure, mib, ms, parser, peak_memory, ratio, setup
 
 from geomlin.gatr import GATr
+from geomlin.gatr.attention import attend, set_layout
 from geomlin.gatr.reference import gatr_from_reference
 
 #: Environment variable naming a checkout of the reference repository.
@@ -49,7 +59,7 @@ def import_reference():
     except ImportError:  # the reference imports xformers at module level; padded batches never call it
         xf, ops, fmha = (types.ModuleType(n) for n in ("xformers", "xformers.ops", "xformers.ops.fmha"))
 
-        class AttentionBias:  # noqa: D401 - stand-in type for isinstance checks only
+        class AttentionBias:
             """Stand-in for xformers' attention bias type."""
 
         def memory_efficient_attention(*args, **kwargs):
@@ -72,6 +82,15 @@ def build(ref_pkg, mv: int, s: int, blocks: int, heads: int):
         return None, GATr(1, 1, mv, 1, 1, s, num_blocks=blocks, num_heads=heads).eval()
     ref = ref_pkg.GATr(1, 1, mv, 1, 1, s, attention={"num_heads": heads}, mlp={}, num_blocks=blocks).eval()
     return ref, gatr_from_reference(ref).eval()
+
+
+def peak(fn) -> int:
+    """:func:`harness.peak_memory` after handing freed heap memory back to the system (glibc)."""
+    try:
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except OSError:
+        pass
+    return peak_memory(fn)
 
 
 def params(model) -> str:
@@ -128,7 +147,7 @@ def main(argv=None) -> None:
         if ref is not None:
             fns["ref"] = make(ref, mv, s)
         t = measure(fns, repeats)
-        peaks = {k: peak_memory(f) for k, f in fns.items()}
+        peaks = {k: peak(f) for k, f in fns.items()}
         table.add(f"paper-style {sets} x {items} items, 4 blocks, {name}",
                   f"{params(ref) if ref is not None else '–'} / {params(ours)}",
                   ms(t["ref"]) if ref is not None else "not installed", ms(t["ours"]),
@@ -152,7 +171,7 @@ def main(argv=None) -> None:
         if ref is not None:
             fns["ref"] = forward(ref, mv, s)
         t = measure(fns, reps)
-        peaks = {k: peak_memory(f) for k, f in fns.items()}
+        peaks = {k: peak(f) for k, f in fns.items()}
         diff = f"{max_diff(ref, ours, mv, s, kwargs):.1e}" if ref is not None else "–"
         table.add(label, f"{params(ref) if ref is not None else '–'} / {params(ours)}",
                   ms(t["ref"]) if ref is not None else "not installed", ms(t["ours"]),
@@ -162,12 +181,66 @@ def main(argv=None) -> None:
     if args.large:
         mv, s = torch.randn(1, args.large, 1, 16), torch.randn(1, args.large, 1)
         run = forward(ours, mv, s)
-        t = measure({"ours": run}, 1, warmup=0)
-        table.add(f"one set of {args.large:,} items, 1 block, fwd (geomlin only)", f"– / {params(ours)}",
-                  "–", ms(t["ours"]), "–", "–", mib(peak_memory(run)), "–")
+        seconds = []
+
+        def timed():
+            t0 = time.perf_counter()
+            run()
+            seconds.append(time.perf_counter() - t0)
+        used = peak(timed)
+        table.add(f"one set of {args.large:,} items, 1 block, fwd (geomlin only, one call)", f"– / {params(ours)}",
+                  "–", ms(seconds[0]), "–", "–", mib(used), "–")
     table.print()
     print("Speed-up = reference time / geomlin time; peak = resident memory above the start of one call. "
-          "Both run one intra-op thread by default, float32, in this process.")
+          "Both run one intra-op thread by default, float32, in this process.\n")
+    flat_methods(args, repeats)
+
+
+def _nested_attention(q, k, v, sizes, scale):
+    """One SDPA call on nested jagged tensors (PyTorch's variable-length batch)."""
+    qs, ks, vs = (t[0].split(sizes) for t in (q, k, v))
+    heads = q.shape[2]
+
+    def nest(parts, h):  # (sets, j, heads, D) -> (sets, heads, j, D)
+        return torch.nested.nested_tensor([p.expand(-1, h, -1) for p in parts], layout=torch.jagged).transpose(1, 2)
+    return F.scaled_dot_product_attention(nest(qs, heads), nest(ks, heads), nest(vs, heads), scale=scale)
+
+
+def flat_methods(args, repeats: int) -> None:
+    """Attention alone over a flat batch: geomlin's layouts and nested jagged tensors."""
+    gen = torch.Generator().manual_seed(0)
+    equal = [512] * 4 if args.quick else [2048] * 8
+    uneven = torch.randint(16, 256 if args.quick else 1024, (24 if args.quick else 32,), generator=gen).tolist()
+    table = Table(["sets", "items", "bucketed ms", "chunked ms", "nested jagged ms",
+                   "bucketed peak", "chunked peak", "nested jagged peak"])
+    for name, sizes in (("equal", equal), ("uneven", uneven)):
+        n = sum(sizes)
+        batch = torch.repeat_interleave(torch.arange(len(sizes)), torch.tensor(sizes))
+        q, k, v = torch.randn(1, n, 4, 72), torch.randn(1, n, 1, 72), torch.randn(1, n, 1, 72)
+        fns = {}
+        for method in ("bucketed", "chunked"):
+            layout = set_layout(batch=batch, method=method)
+
+            def run(layout=layout, q=q, k=k, v=v):
+                with torch.no_grad():
+                    attend(q, k, v, layout, 0.1)
+            fns[method] = run
+
+        def njt(q=q, k=k, v=v, sizes=sizes):
+            with torch.no_grad():
+                _nested_attention(q, k, v, sizes, 0.1)
+        try:
+            njt()
+            fns["njt"] = njt
+        except (RuntimeError, NotImplementedError) as err:  # an unsupported combination on this build
+            print(f"nested jagged SDPA unavailable: {type(err).__name__}: {str(err)[:120]}")
+        t = measure(fns, max(1, repeats - 2))
+        peaks = {key: peak(f) for key, f in fns.items()}
+        table.add(f"{len(sizes)} {name} ({min(sizes)}-{max(sizes)} items)", f"{n:,}", ms(t["bucketed"]),
+                  ms(t["chunked"]), ms(t["njt"]) if "njt" in t else "–", mib(peaks["bucketed"]),
+                  mib(peaks["chunked"]), mib(peaks["njt"]) if "njt" in peaks else "–")
+    print("**Attention over a flat batch** (the SDPA part alone, 4 query heads, 1 key/value head, width 72):\n")
+    table.print()
 
 
 if __name__ == "__main__":

@@ -27,6 +27,7 @@ batch vector on a GPU); the blocks reuse the plan.
 
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass, field
 
@@ -152,7 +153,7 @@ def _plan_flat(batch: Tensor, mask: Tensor | None, method: str) -> SetLayout:
         sets = buckets[key]
         length = max(sizes[s] for s in sets)
         equal = all(sizes[s] == length for s in sets)
-        run = is_sorted and equal and all(starts[a] + length == starts[c] for a, c in zip(sets, sets[1:]))
+        run = is_sorted and equal and all(starts[a] + length == starts[c] for a, c in itertools.pairwise(sets))
         if run:
             layout.groups.append(_Group(None, None, starts[sets[0]], len(sets), length))
             pieces.append(torch.arange(starts[sets[0]], starts[sets[0]] + len(sets) * length))

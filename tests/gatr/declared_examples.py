@@ -8,9 +8,9 @@ uneven sets) and a model without scalar channels.
 import torch
 
 from geomlin.gatr import (
-    GATr,
     EquiLayerNorm,
     EquiLinear,
+    GATr,
     GATrBlock,
     GeometricAttention,
     GeometricBilinear,

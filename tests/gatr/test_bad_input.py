@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from geomlin.algebra import pga
-from geomlin.gatr import GATr, EquiLayerNorm, EquiLinear, GATrBlock, GeometricAttention, GeometricBilinear
+from geomlin.gatr import EquiLayerNorm, EquiLinear, GATr, GATrBlock, GeometricAttention, GeometricBilinear
 from geomlin.gatr import primitives as P
 from geomlin.gatr.reference import gatr_from_reference
 
@@ -99,7 +99,7 @@ def test_bad_input_is_refused(name, call, error, phrase):
 
 
 def test_valid_controls():
-    out_mv, out_s = model()(*flat(), batch=torch.tensor([0] * 4 + [1] * 6))
+    out_mv, _ = model()(*flat(), batch=torch.tensor([0] * 4 + [1] * 6))
     assert out_mv.shape == (10, 1, 16) and torch.isfinite(out_mv).all()
     rot = torch.linalg.qr(torch.randn(3, 3, dtype=torch.float64))[0]
     rot = rot * torch.linalg.det(rot)  # a proper rotation

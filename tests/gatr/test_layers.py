@@ -7,7 +7,6 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from geomlin.algebra import pga
 from geomlin.gatr import (
     EquiLayerNorm,
     EquiLinear,

@@ -6,7 +6,7 @@ import torch
 
 from geomlin.algebra import Pin301, pga, pin_action
 from geomlin.gatr import GATr
-from geomlin.groups import E3, SE3, transform_positions
+from geomlin.groups import E3, SE3
 from geomlin.testing import assert_equivariant, equivariance_error
 
 DT = torch.float64
