@@ -14,7 +14,8 @@ of the algebra is one contiguous ``(M, channels)`` matrix. In this layout
 :class:`~geomlin.gatr.GATr` converts its input once (:func:`to_planes`) and its output once
 (:func:`from_planes`); the layers' public ``forward`` methods convert at their boundary. Every
 function here is the same map as its counterpart in :mod:`geomlin.gatr.primitives` (tested).
-Scalars stay ``(M, s_channels)``.
+Scalars stay ``(M, s_channels)``. The kernels check shapes and dtypes only (no finiteness: they
+run inside every block).
 """
 
 from __future__ import annotations
@@ -26,25 +27,42 @@ from torch import Tensor
 from geomlin.algebra import pga
 from geomlin.algebra.clifford import cached_constant
 from geomlin.gatr import primitives as P
+from geomlin.validation import check_float
 
 #: Columns (items x channels) per chunk of the bilinear products: intermediates of
 #: ``(88, CHUNK_COLUMNS)`` floats stay in the L2 cache.
 CHUNK_COLUMNS = 4096
 
 
+def _p(xp, name: str = "planes") -> Tensor:
+    """Boundary check of a planes tensor ``(16, M, channels)`` (shape and dtype only; cheap)."""
+    if not isinstance(xp, Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor, got {type(xp).__name__}")
+    if not xp.is_floating_point():
+        raise TypeError(f"{name} must have a floating-point dtype, got {xp.dtype}")
+    if xp.ndim != 3 or xp.shape[0] != pga.DIM:
+        raise ValueError(f"{name} must be planes of shape (16, items, channels), got {tuple(xp.shape)}")
+    return xp
+
+
 def to_planes(x: Tensor) -> Tensor:
     """``(..., channels, 16) -> (16, M, channels)`` (one copy)."""
+    pga.check_mv(x, "x")
+    if x.ndim < 2:
+        raise ValueError(f"x must have a channel axis, (..., channels, 16), got shape {tuple(x.shape)}")
     return x.reshape(-1, x.shape[-2], pga.DIM).permute(2, 0, 1).contiguous()
 
 
 def from_planes(p: Tensor, lead: tuple) -> Tensor:
     """``(16, M, channels) -> (*lead, channels, 16)`` (one copy)."""
+    _p(p)
     return p.permute(1, 2, 0).reshape(*lead, p.shape[-1], pga.DIM)
 
 
 # ---------------------------------------------------------------------- linear
 def sources(xp: Tensor) -> Tensor:
     """The 8 planes the ``e0`` maps read, ``(8, M, channels)`` (shared by several linear maps)."""
+    _p(xp)
     return xp.index_select(0, P._plan_on(xp.device)[1])
 
 
@@ -54,6 +72,10 @@ def linear(xp: Tensor, weight: Tensor, scalar_bias: Tensor | None = None, src: T
     ``weight (out, in, 9)``; ``scalar_bias`` ``(out,)`` or ``(M, out)`` onto the scalar plane;
     ``src`` = :func:`sources` of ``xp`` when already computed.
     """
+    _p(xp)
+    if not isinstance(weight, Tensor) or weight.shape[1:] != (xp.shape[2], P.NUM_LINEAR_BASIS):
+        raise ValueError(f"weight must have shape (out, {xp.shape[2]}, {P.NUM_LINEAR_BASIS}), got "
+                         f"{tuple(weight.shape) if isinstance(weight, Tensor) else type(weight).__name__}")
     grade_of, source, target, which = P._plan_on(xp.device)
     weight = weight.to(xp.dtype)
     planes = torch.bmm(xp, weight[:, :, grade_of].permute(2, 1, 0))
@@ -78,7 +100,7 @@ def _mask_row(device, dtype) -> Tensor:
 
 def norm_squared(xp: Tensor) -> Tensor:
     """``<x, x>`` per item and channel: ``(16, M, C) -> (M, C)``."""
-    sq = xp * xp
+    sq = _p(xp) * xp
     return (_mask_row(xp.device, xp.dtype) @ sq.reshape(pga.DIM, -1)).reshape(xp.shape[1:])
 
 
@@ -89,11 +111,13 @@ def layer_norm(xp: Tensor, eps: float) -> Tensor:
 
 def gated_gelu(xp: Tensor) -> Tensor:
     """:func:`~geomlin.gatr.primitives.scalar_gated_gelu` (tanh GELU of the scalar plane)."""
-    return xp * F.gelu(xp[pga.SCALAR], approximate="tanh")
+    return _p(xp) * F.gelu(xp[pga.SCALAR], approximate="tanh")
 
 
 def grade_dropout(xp: Tensor, p: float, generator: torch.Generator | None = None) -> Tensor:
     """:func:`~geomlin.gatr.primitives.grade_dropout` on planes: one draw per item, channel and grade."""
+    _p(xp)
+    p = check_float(p, "dropout probability", minimum=0.0, maximum=1.0, strict_maximum=True)
     keep = torch.rand(5, *xp.shape[1:], dtype=xp.dtype, device=xp.device, generator=generator) >= p
     return xp * keep[P._grade_index_on(xp.device)].to(xp.dtype) / (1.0 - p)
 
@@ -121,6 +145,8 @@ def geometric_product(a: Tensor, b: Tensor) -> Tensor:
     The complex 2x2 representation of :func:`geomlin.algebra.pga.geometric_product`, computed
     with complex elementwise products over column chunks (float32 / float64).
     """
+    _p(a, "a")
+    _p(b, "b")
     dtype = a.dtype if a.dtype in (torch.float32, torch.float64) else torch.float32
     with torch.autocast(a.device.type, enabled=False):
         a, b = a.to(dtype), b.to(dtype)
@@ -139,6 +165,8 @@ def geometric_product(a: Tensor, b: Tensor) -> Tensor:
 
 def join(a: Tensor, b: Tensor) -> Tensor:
     """Join :func:`geomlin.algebra.pga.join` of planes ``(16, M, C)`` (81-pair table, column chunks)."""
+    _p(a, "a")
+    _p(b, "b")
     sx, sy, r = _transposed("join", pga._join_sparse, a.device, a.dtype)
     b = b.to(a.dtype)
     outs = [(r @ ((sx @ x) * (sy @ y))).view(pga.DIM, -1, a.shape[2]) for x, y in zip(_split(a), _split(b))]
@@ -184,6 +212,10 @@ def attention_features(qkv: Tensor, qkv_s: Tensor | None, heads: int, kv_heads: 
     Returns ``q (M, heads, D)``, ``k, v (M, kv_heads, D)`` (features in a head-internal order of
     their own; values component-major, unpacked by :func:`attention_values`) and the scale.
     """
+    _p(qkv, "qkv")
+    if qkv.shape[2] != (heads + 2 * kv_heads) * channels:
+        raise ValueError(f"qkv must have (heads + 2 kv_heads) * channels = {(heads + 2 * kv_heads) * channels} "
+                         f"channels, got {qkv.shape[2]}")
     hq, hk, c = heads * channels, kv_heads * channels, channels
     qf = _qk_features(qkv[:, :, :hq], heads, c, "query", use_distance, weights, eps)
     kf = _qk_features(qkv[:, :, hq:hq + hk], kv_heads, c, "key", use_distance, None, eps)

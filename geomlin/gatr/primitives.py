@@ -31,7 +31,7 @@ from torch import Tensor
 from geomlin.algebra import pga
 from geomlin.algebra.clifford import cached_constant
 from geomlin.gatr.attention import SetLayout, attend, attention_mask, set_layout
-from geomlin.validation import check_choice, check_float, check_mask
+from geomlin.validation import check_batch_vector, check_choice, check_float, check_mask, check_tensor
 
 #: Number of Pin(3,0,1)-equivariant linear maps of G(3,0,1) (5 grade projections + 4 e0 maps).
 NUM_LINEAR_BASIS = 9
@@ -51,6 +51,14 @@ HEAD_DIM_MULTIPLE = 8
 
 def _check_method(method: str) -> str:
     return check_choice(method, "method", METHODS)
+
+
+def _mv(x, name: str, min_ndim: int = 1) -> Tensor:
+    """A floating ``(..., 16)`` tensor with at least ``min_ndim`` dimensions (boundary check)."""
+    pga.check_mv(x, name)
+    if x.ndim < min_ndim:
+        raise ValueError(f"{name} must have at least {min_ndim} dimensions, got shape {tuple(x.shape)}")
+    return x
 
 
 # ---------------------------------------------------------------------- linear maps
@@ -135,6 +143,11 @@ def equi_linear(x: Tensor, weight: Tensor, method: str = "auto", scalar_bias: Te
     basis.
     """
     method = _check_method(method)
+    _mv(x, "x", 2)
+    check_tensor(weight, "weight", shape=(None, x.shape[-2], NUM_LINEAR_BASIS),
+                 what=f"(out_channels, in_channels={x.shape[-2]}, {NUM_LINEAR_BASIS})")
+    if scalar_bias is not None:
+        check_tensor(scalar_bias, "scalar_bias", shape=(..., weight.shape[0]))
     if method == "dense":
         basis = _linear_basis_on(x.device, x.dtype)
         out = torch.einsum("oib,bkl,...il->...ok", weight.to(x.dtype), basis, x)
@@ -202,6 +215,7 @@ def equivariant_join(x: Tensor, y: Tensor, reference: Tensor, method: str = "aut
     pseudoscalar ``e0123`` would flip too but vanishes for point clouds (it would switch the
     join off). ``x, y (..., 16)``; ``reference`` broadcastable ``(..., 16)``.
     """
+    _mv(reference, "reference")
     return reference[..., pga.E123:pga.E123 + 1] * join(x, y, method)
 
 
@@ -212,6 +226,8 @@ def inner_product(x: Tensor, y: Tensor) -> Tensor:
     In G(3,0,1) every e0-free blade squares (with reversion) to ``+1``, so this is a plain
     dot product over :data:`geomlin.algebra.pga.NONDEGENERATE` (a masked sum, no gather).
     """
+    _mv(x, "x")
+    _mv(y, "y")
     return (x * y) @ _nondegenerate_mask_on(x.device, x.dtype)
 
 
@@ -236,6 +252,8 @@ def equi_layer_norm(x: Tensor, channel_dim: int = -2, eps: float = LAYER_NORM_EP
     added ``eps``) is the reference's: components with ``e0`` do not enter the norm, so a
     multivector can be large with a tiny norm.
     """
+    _mv(x, "x", 2)
+    eps = check_float(eps, "eps", minimum=0.0)
     sq = norm_squared(x)  # (..., channels, 1)
     return x / sq.mean(dim=channel_dim, keepdim=True).clamp_min(eps).sqrt()
 
@@ -245,6 +263,10 @@ def scalar_gated_gelu(x: Tensor, gates: Tensor | None = None, approximate: str =
 
     ``approximate="tanh"`` as in the reference (``"none"`` for the exact GELU).
     """
+    _mv(x, "x")
+    check_choice(approximate, "approximate", ("tanh", "none"))
+    if gates is not None:
+        check_tensor(gates, "gates", shape=(..., 1))
     if gates is None:
         gates = x[..., pga.SCALAR:pga.SCALAR + 1]
     return x * F.gelu(gates, approximate=approximate)
@@ -256,6 +278,7 @@ def grade_dropout(x: Tensor, p: float, training: bool = True, generator: torch.G
     Survivors are scaled by ``1 / (1 - p)``. Equivariant for each fixed draw, since the
     Pin action preserves grades.
     """
+    _mv(x, "x")
     p = check_float(p, "dropout probability", minimum=0.0, maximum=1.0, strict_maximum=True)
     if not training or p == 0.0:
         return x
@@ -284,6 +307,9 @@ def distance_features(x: Tensor, role: str, eps: float | None = DISTANCE_EPS) ->
     weights). The product is Pin(3,0,1)-invariant, though the two factors are not; the
     normaliser is even in the trivector, so reflections (which negate it) leave it unchanged.
     """
+    _mv(x, "x")
+    if eps is not None:
+        eps = check_float(eps, "eps", minimum=0.0)
     w = x[..., TRIVECTOR_WEIGHT:TRIVECTOR_WEIGHT + 1]
     p = x[..., list(TRIVECTOR_POSITION)]
     if eps is not None:
@@ -326,6 +352,12 @@ def attention_features(q_mv: Tensor, k_mv: Tensor, v_mv: Tensor, q_s: Tensor | N
     zero-padded to one width (a multiple of :data:`HEAD_DIM_MULTIPLE`), so PyTorch's fused
     attention kernels apply. Returns ``(q, k, v, scale)`` with ``scale = 1 / sqrt(#features)``.
     """
+    for name, t in (("q_mv", q_mv), ("k_mv", k_mv), ("v_mv", v_mv)):
+        _mv(t, name, 2)
+    if q_mv.shape[-2] != k_mv.shape[-2]:
+        raise ValueError(f"q_mv and k_mv must have the same channels, got {tuple(q_mv.shape)} and {tuple(k_mv.shape)}")
+    if (q_s is None) != (k_s is None):
+        raise ValueError("give scalar queries and keys together (q_s and k_s), or neither")
     if use_distance:
         idx = list(ATTENTION_IP_COMPONENTS)
         qd = distance_features(q_mv, "query", eps)
@@ -409,6 +441,10 @@ def geometric_attention(q_mv: Tensor, k_mv: Tensor, v_mv: Tensor,
     -------
     ``(mv (..., heads, items, v_channels, 16), scalars (..., heads, items, v_s_channels) or None)``.
     """
+    for name, t in (("q_mv", q_mv), ("k_mv", k_mv), ("v_mv", v_mv)):
+        _mv(t, name, 4)
+    if not (attn_mask is None or isinstance(attn_mask, (Tensor, SetLayout))):
+        raise TypeError(f"attn_mask must be a bool tensor or a SetLayout, got {type(attn_mask).__name__}")
     if isinstance(attn_mask, Tensor):
         check_mask(attn_mask, "attn_mask")
         q, k, v, scale = attention_features(
@@ -437,6 +473,13 @@ def join_reference(mv: Tensor, mask: Tensor | None = None, batch: Tensor | None 
       gathered back -> ``(items, 1, 16)``, so every set's reference follows its own
       transformation. ``num_sets`` (default ``batch.max() + 1``, a host sync on GPUs) may be given.
     """
+    _mv(mv, "mv", 3)
+    if mask is not None:
+        check_mask(mask, "mask", shape=mv.shape[:-2])
+    if batch is not None:
+        if mv.ndim != 3:
+            raise ValueError(f"with a batch vector mv must be flat (items, channels, 16), got {tuple(mv.shape)}")
+        check_batch_vector(batch, "batch", mv.shape[0])
     per_item = mv.mean(-2, keepdim=True)  # (..., items, 1, 16)
     if batch is not None:
         if num_sets is None:

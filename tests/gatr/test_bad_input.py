@@ -6,6 +6,7 @@ import torch
 
 from geomlin.algebra import pga
 from geomlin.gatr import EquiLayerNorm, EquiLinear, GATr, GATrBlock, GeometricAttention, GeometricBilinear
+from geomlin.gatr import planes as PL
 from geomlin.gatr import primitives as P
 from geomlin.gatr.reference import gatr_from_reference
 
@@ -89,6 +90,13 @@ CASES = [
     ("unknown layout method", lambda: P.set_layout(batch=torch.zeros(3, dtype=torch.long), method="varlen"),
      ValueError, "method must be one of"),
     ("not a reference model", lambda: gatr_from_reference(torch.nn.Linear(2, 2)), TypeError, "gatr.nets.GATr"),
+    ("linear weight shape", lambda: P.equi_linear(torch.randn(3, 2, 16), torch.randn(4, 3, 9)), ValueError,
+     r"weight must have shape \(\*, 2, 9\)"),
+    ("join reference of a padded batch with a batch vector",
+     lambda: P.join_reference(torch.randn(2, 3, 1, 16), batch=torch.zeros(2, dtype=torch.long)), ValueError, "flat"),
+    ("planes with 15 components", lambda: PL.layer_norm(torch.randn(15, 4, 2), 0.01), ValueError,
+     r"planes of shape \(16, items, channels\)"),
+    ("integer planes", lambda: PL.gated_gelu(torch.zeros(16, 4, 2, dtype=torch.long)), TypeError, "floating-point"),
 ]
 
 
