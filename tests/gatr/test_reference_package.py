@@ -9,6 +9,7 @@ it). The same formulas are also checked without the package, against written-out
 """
 
 import importlib
+import importlib.util
 import os
 import sys
 import types
