@@ -1,7 +1,10 @@
-"""GATr, the E(3)-equivariant Geometric Algebra Transformer, and Clifford-group equivariant layers.
+"""GATr, the Geometric Algebra Transformer (Brehmer et al., NeurIPS 2023), Pin(3,0,1)-equivariant.
 
 Layers: :mod:`~geomlin.gatr.primitives` (pure functions on ``(..., 16)``) ->
-:mod:`~geomlin.gatr.layers` (modules) -> :mod:`~geomlin.gatr.model` (:class:`GATr`).
+:mod:`~geomlin.gatr.layers` (modules) -> :mod:`~geomlin.gatr.model` (:class:`GATr`), with
+:mod:`~geomlin.gatr.attention` (how items are grouped into sets for fused attention),
+:mod:`~geomlin.gatr.planes` (the component-major kernels the layers run on) and
+:mod:`~geomlin.gatr.reference` (loading the reference implementation's weights).
 Pin(3,0,1), the group GATr is equivariant to, is sampled by :class:`geomlin.algebra.Pin301`
 (re-exported here). Layers for any Clifford algebra (CGENN) live in :mod:`geomlin.clifford`.
 
@@ -16,7 +19,8 @@ torch.Size([2, 10, 3])
 """
 
 from geomlin.algebra.versor_groups import Pin301, pin_action
-from geomlin.gatr import primitives
+from geomlin.gatr import attention, planes, primitives, reference
+from geomlin.gatr.attention import SetLayout, set_layout
 from geomlin.gatr.layers import (
     EquiLayerNorm,
     EquiLinear,
@@ -36,8 +40,13 @@ __all__ = [
     "GeometricBilinear",
     "GeometricMLP",
     "Pin301",
+    "SetLayout",
+    "attention",
     "pin_action",
+    "planes",
     "primitives",
+    "reference",
+    "set_layout",
 ]
 
 

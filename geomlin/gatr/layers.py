@@ -1,8 +1,14 @@
 """GATr layers: thin ``nn.Module`` shells around :mod:`geomlin.gatr.primitives`.
 
 Every layer maps ``(mv (..., items, mv_channels, 16), scalars (..., items, s_channels) | None)``
-to the same pair. ``method`` (``"auto"`` or ``"dense"``) selects the primitive
+to the same pair, and declares its feature types (``type_in`` / ``type_out``: multivectors of
+G(3,0,1) under Pin(3,0,1), invariant scalars), so ``geomlin.testing.assert_equivariant(layer)``
+checks it with no other argument. ``method`` (``"auto"`` or ``"dense"``) selects the primitive
 implementations; ``"dense"`` reproduces the reference-style einsum path.
+
+The architecture is the reference GATr's (v1.4, ``gatr.layers``): the same maps, initialisation,
+multi-query attention with learnable distance weights, the same layer norm and gated GELU, so a
+reference ``state_dict`` loads (:func:`geomlin.gatr.reference.load_reference_state_dict`).
 """
 
 from __future__ import annotations
@@ -14,7 +20,40 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from geomlin.algebra import pga
+from geomlin.gatr import planes as PL
 from geomlin.gatr import primitives as P
+from geomlin.gatr.attention import SetLayout, attend, set_layout
+from geomlin.reps import Multivectors, Scalars
+from geomlin.validation import (
+    check_choice,
+    check_float,
+    check_mask,
+    check_nonnegative_int,
+    check_positive_int,
+    check_tensor,
+)
+
+#: Initialisation schemes of :class:`EquiLinear` (the reference's).
+INITIALIZATIONS = ("default", "small", "unit_scalar", "almost_unit_scalar")
+#: Per-basis-map factors of the reference's initialisation bound (``use_mv_heuristics``), for its
+#: normalised basis: they keep the variance of each output grade close to 1.
+_REFERENCE_INIT_FACTORS = (1.0, 4.0, 6.0, 2.0, 0.5, 0.5, 1.5, 1.5, 0.5)
+#: Batch and item counts of the example inputs of the layers' equivariance checks.
+EXAMPLE_ITEMS = (2, 5)
+
+
+def _mv_type(channels: int) -> Multivectors:
+    return Multivectors(pga.PGA, channels)
+
+
+def _s_type(channels: int) -> Scalars | None:
+    return Scalars(channels) if channels else None
+
+
+def _example(generator, dtype, mv_channels: int, s_channels: int) -> tuple[Tensor, Tensor | None]:
+    mv = torch.randn(*EXAMPLE_ITEMS, mv_channels, pga.DIM, generator=generator, dtype=dtype)
+    s = torch.randn(*EXAMPLE_ITEMS, s_channels, generator=generator, dtype=dtype) if s_channels else None
+    return mv, s
 
 
 def _check_pair(mv: Tensor, scalars: Tensor | None, mv_channels: int, s_channels: int, where: str) -> None:
@@ -25,11 +64,45 @@ def _check_pair(mv: Tensor, scalars: Tensor | None, mv_channels: int, s_channels
     if s_channels:
         if scalars is None:
             raise ValueError(f"{where}: expected scalars of shape (..., {s_channels}), got None")
+        check_tensor(scalars, f"{where}: scalars")
         if scalars.shape[-1] != s_channels or scalars.shape[:-1] != mv.shape[:-2]:
             raise ValueError(f"{where}: scalars must have shape {tuple(mv.shape[:-2]) + (s_channels,)} "
                              f"to match mv {tuple(mv.shape)}, got {tuple(scalars.shape)}")
     elif scalars is not None and scalars.shape[-1] != 0:
         raise ValueError(f"{where}: built without scalar channels but got scalars of shape {tuple(scalars.shape)}")
+
+
+def _reference(reference: Tensor, where: str) -> Tensor:
+    pga.check_mv(reference, f"{where}: reference")
+    if reference.ndim >= 2 and reference.shape[-2] != 1:
+        raise ValueError(f"{where}: reference must be one multivector per item or set, broadcastable to "
+                         f"(..., 1, 16), got shape {tuple(reference.shape)}")
+    return reference
+
+
+def reference_weight(reference: Tensor, lead: tuple) -> Tensor:
+    """The ``e123`` component of a join reference ``(..., [1,] 16)`` per item: ``(M, 1)`` (or ``(1, 1)``).
+
+    ``lead`` is the items' leading shape (``mv.shape[:-2]``); the reference broadcasts against it.
+    """
+    w = reference[..., pga.E123]
+    if reference.ndim >= 2:
+        w = w[..., 0]
+    if w.ndim == 0:
+        return w.reshape(1, 1)
+    return w.expand(lead).reshape(-1, 1)
+
+
+def _lead(mv: Tensor) -> tuple:
+    return tuple(mv.shape[:-2])
+
+
+def _flat_scalars(scalars: Tensor | None, channels: int) -> Tensor | None:
+    return scalars.reshape(-1, channels) if channels and scalars is not None else None
+
+
+def _unflat_scalars(s: Tensor | None, lead: tuple) -> Tensor | None:
+    return None if s is None else s.reshape(*lead, s.shape[-1])
 
 
 class EquiLinear(nn.Module):
@@ -41,69 +114,144 @@ class EquiLinear(nn.Module):
     input scalars feed the output scalar components ``<mv>_0``; output scalars read input scalars
     and ``<mv>_0``. The multivector bias sits on the scalar component (the only invariant one).
     Missing scalar sides are ``0`` channels (``scalars=None``).
+
+    ``initialization``: the reference's schemes (``"default"``: variance preserving with its
+    per-grade factors; ``"small"``: outputs ten times smaller; ``"unit_scalar"`` /
+    ``"almost_unit_scalar"``: outputs near the unit scalar).
     """
 
     def __init__(self, in_mv_channels: int, out_mv_channels: int, in_s_channels: int = 0,
-                 out_s_channels: int = 0, bias: bool = True, method: str = "auto"):
+                 out_s_channels: int = 0, bias: bool = True, method: str = "auto",
+                 initialization: str = "default"):
         super().__init__()
-        for name, v in (("in_mv_channels", in_mv_channels), ("out_mv_channels", out_mv_channels),
-                        ("in_s_channels", in_s_channels), ("out_s_channels", out_s_channels)):
-            if not isinstance(v, int) or v < 0:
-                raise ValueError(f"{name} must be a non-negative int, got {v!r}")
-        if in_mv_channels == 0 or out_mv_channels == 0:
-            raise ValueError("EquiLinear needs at least one input and one output multivector channel")
-        self.in_mv, self.out_mv, self.in_s, self.out_s = in_mv_channels, out_mv_channels, in_s_channels, out_s_channels
+        self.in_mv = check_positive_int(in_mv_channels, "in_mv_channels")
+        self.out_mv = check_positive_int(out_mv_channels, "out_mv_channels")
+        self.in_s = check_nonnegative_int(in_s_channels, "in_s_channels")
+        self.out_s = check_nonnegative_int(out_s_channels, "out_s_channels")
         self.method = P._check_method(method)
-        fan_in = in_mv_channels + in_s_channels
-        self.weight = nn.Parameter(torch.randn(out_mv_channels, in_mv_channels, P.NUM_LINEAR_BASIS) / math.sqrt(fan_in))
-        with torch.no_grad():  # e0 maps start smaller: they raise grades and magnitudes
-            self.weight[..., 5:] *= 0.5
-        self.s_to_mv = nn.Parameter(torch.randn(out_mv_channels, in_s_channels) / math.sqrt(fan_in)) if in_s_channels else None
-        self.mv_to_s = nn.Parameter(torch.randn(out_s_channels, in_mv_channels) / math.sqrt(fan_in)) if out_s_channels else None
-        self.s_to_s = (nn.Parameter(torch.randn(out_s_channels, in_s_channels) / math.sqrt(fan_in))
-                       if out_s_channels and in_s_channels else None)
-        self.bias_mv = nn.Parameter(torch.zeros(out_mv_channels)) if bias else None
-        self.bias_s = nn.Parameter(torch.zeros(out_s_channels)) if bias and out_s_channels else None
+        self.weight = nn.Parameter(torch.empty(self.out_mv, self.in_mv, P.NUM_LINEAR_BASIS))
+        self.s_to_mv = nn.Parameter(torch.empty(self.out_mv, self.in_s)) if self.in_s else None
+        self.mv_to_s = nn.Parameter(torch.empty(self.out_s, self.in_mv)) if self.out_s else None
+        self.s_to_s = nn.Parameter(torch.empty(self.out_s, self.in_s)) if self.out_s and self.in_s else None
+        self.bias_mv = nn.Parameter(torch.zeros(self.out_mv)) if bias else None
+        self.bias_s = nn.Parameter(torch.zeros(self.out_s)) if bias and self.out_s else None
+        self.reset_parameters(initialization)
+        self.type_in = (_mv_type(self.in_mv), _s_type(self.in_s))
+        self.type_out = (_mv_type(self.out_mv), _s_type(self.out_s))
 
     def extra_repr(self) -> str:
         return f"mv {self.in_mv}->{self.out_mv}, scalars {self.in_s}->{self.out_s}, method={self.method}"
 
+    @torch.no_grad()
+    def reset_parameters(self, initialization: str = "default", out_channels: slice | None = None) -> None:
+        """The reference GATr's initialisation (``EquiLinear.reset_parameters``), translated to
+        geomlin's unnormalised basis; ``out_channels`` re-initialises only those output channels."""
+        check_choice(initialization, "initialization", INITIALIZATIONS)
+        rows = slice(None) if out_channels is None else out_channels
+        mv_factor = {"default": 1.0, "small": 0.1, "unit_scalar": 0.1, "almost_unit_scalar": 0.5}[initialization]
+        s_factor = 0.1 if initialization == "small" else 1.0
+        shift = 1.0 if initialization in ("unit_scalar", "almost_unit_scalar") else 0.0
+        norms = P.reference_basis_norms(torch.float64).tolist()
+        bound = mv_factor / math.sqrt(self.in_mv)
+        for b, (factor, norm) in enumerate(zip(_REFERENCE_INIT_FACTORS, norms)):
+            scale = math.sqrt(factor) * bound / norm  # reference weight w_ref = w * norm
+            if b == 0 and self.in_s:  # scalar inputs share the variance of the scalar output
+                scale /= math.sqrt(2.0)
+            nn.init.uniform_(self.weight[rows, :, b], -scale, scale)
+        if self.in_s:
+            s_bound = mv_factor / math.sqrt(self.in_s) / math.sqrt(2.0)
+            nn.init.uniform_(self.s_to_mv[rows], -s_bound, s_bound)
+        if self.bias_mv is not None:
+            if self.in_s:
+                b_bound = 1.0 / math.sqrt(self.in_s + self.in_mv)
+                nn.init.uniform_(self.bias_mv[rows], shift - b_bound, shift + b_bound)
+            else:
+                self.bias_mv[rows] = shift
+        maps = [m for m in (self.s_to_s, self.mv_to_s) if m is not None]
+        for m in maps:
+            fan_in = max(m.shape[1], 1)
+            m_bound = s_factor / math.sqrt(fan_in) / math.sqrt(len(maps))
+            nn.init.uniform_(m, -m_bound, m_bound)
+        if self.bias_s is not None:
+            fan_in = self.in_mv + self.in_s
+            nn.init.uniform_(self.bias_s, -s_factor / math.sqrt(fan_in), s_factor / math.sqrt(fan_in))
+
+    def example_inputs(self, generator: torch.Generator | None = None, dtype: torch.dtype = torch.float64):
+        """Random ``(mv (2, 5, in_mv, 16), scalars (2, 5, in_s) or None)``."""
+        mv, s = _example(generator, dtype, self.in_mv, self.in_s)
+        return (mv, s), {}
+
     def forward(self, mv: Tensor, scalars: Tensor | None = None) -> tuple[Tensor, Tensor | None]:
         """``(mv (..., in_mv, 16), scalars (..., in_s) | None) -> (mv (..., out_mv, 16), scalars (..., out_s) | None)``."""
         _check_pair(mv, scalars if self.in_s else None, self.in_mv, self.in_s, "EquiLinear")
-        out = P.equi_linear(mv, self.weight.to(mv.dtype), self.method)
-        scalar_part = None
-        if self.s_to_mv is not None and scalars is not None:
-            scalar_part = scalars @ self.s_to_mv.T.to(scalars.dtype)
-        if self.bias_mv is not None:
-            scalar_part = self.bias_mv.to(mv.dtype) if scalar_part is None else scalar_part + self.bias_mv.to(mv.dtype)
-        if scalar_part is not None:  # onto the scalar component only
-            out = out + F.pad(scalar_part[..., None], (pga.SCALAR, pga.DIM - 1 - pga.SCALAR))
+        lead = _lead(mv)
+        out, s_out = self._planes(PL.to_planes(mv), _flat_scalars(scalars, self.in_s))
+        return PL.from_planes(out, lead), _unflat_scalars(s_out, lead)
+
+    def _planes(self, xp: Tensor, s: Tensor | None, src: Tensor | None = None,
+                rows: slice | None = None) -> tuple[Tensor, Tensor | None]:
+        """Planes ``(16, M, in_mv)`` and scalars ``(M, in_s)`` -> planes ``(16, M, out_mv)`` and
+        scalars ``(M, out_s)``; ``rows`` restricts to some output channels (multivectors only)."""
+        sel = slice(None) if rows is None else rows
+        weight = self.weight[sel]
+        bias_mv = None if self.bias_mv is None else self.bias_mv[sel]
+        scalar_part = bias_mv  # onto the scalar component only
+        if self.s_to_mv is not None and s is not None:
+            scalar_part = F.linear(s, self.s_to_mv[sel].to(s.dtype), None if bias_mv is None else bias_mv.to(s.dtype))
+        if self.method == "dense":
+            out = PL.to_planes(P.equi_linear(PL.from_planes(xp, (xp.shape[1],)), weight, "dense", scalar_part))
+        else:
+            out = PL.linear(xp, weight, scalar_part, src)
         s_out = None
-        if self.out_s:
-            s_out = mv[..., pga.SCALAR] @ self.mv_to_s.T.to(mv.dtype)
-            if self.s_to_s is not None and scalars is not None:
-                s_out = s_out + scalars @ self.s_to_s.T.to(scalars.dtype)
-            if self.bias_s is not None:
-                s_out = s_out + self.bias_s.to(mv.dtype)
+        if self.out_s and rows is None:
+            mv0 = xp[pga.SCALAR]
+            bias = None if self.bias_s is None else self.bias_s.to(mv0.dtype)
+            if self.s_to_s is not None and s is not None:
+                s_out = F.linear(torch.cat([mv0, s.to(mv0.dtype)], -1),
+                                 torch.cat([self.mv_to_s, self.s_to_s], 1).to(mv0.dtype), bias)
+            else:
+                s_out = F.linear(mv0, self.mv_to_s.to(mv0.dtype), bias)
         return out, s_out
 
 
 class EquiLayerNorm(nn.Module):
     """Equivariant layer norm on multivector channels plus a plain layer norm on scalars.
 
-    ``(mv (..., channels, 16), scalars (..., s) | None) -> same shapes``.
+    ``(mv (..., channels, 16), scalars (..., s) | None) -> same shapes``. The multivector part is
+    :func:`~geomlin.gatr.primitives.equi_layer_norm` (mean squared norm clamped below at ``eps``);
+    scalars get ``torch.nn.functional.layer_norm`` with ``s_eps``. ``mv_channels`` /
+    ``s_channels`` declare the feature types (any channel count works when they are omitted).
     """
 
-    def __init__(self, eps: float = 1e-6):
+    def __init__(self, eps: float = P.LAYER_NORM_EPS, mv_channels: int | None = None, s_channels: int = 0,
+                 s_eps: float = 1e-5):
         super().__init__()
-        self.eps = eps
+        self.eps = check_float(eps, "eps", minimum=0.0)
+        self.s_eps = check_float(s_eps, "s_eps", minimum=0.0)
+        self.mv_channels = None if mv_channels is None else check_positive_int(mv_channels, "mv_channels")
+        self.s_channels = check_nonnegative_int(s_channels, "s_channels")
+        if self.mv_channels is not None:
+            self.type_in = (_mv_type(self.mv_channels), _s_type(self.s_channels))
+            self.type_out = self.type_in
+
+    def example_inputs(self, generator: torch.Generator | None = None, dtype: torch.dtype = torch.float64):
+        """Random ``(mv (2, 5, mv_channels, 16), scalars (2, 5, s_channels) or None)``."""
+        return _example(generator, dtype, self.mv_channels or 1, self.s_channels), {}
 
     def forward(self, mv: Tensor, scalars: Tensor | None = None) -> tuple[Tensor, Tensor | None]:
+        pga.check_mv(mv, "EquiLayerNorm: mv")
+        if self.mv_channels is not None:
+            _check_pair(mv, scalars if self.s_channels else None, self.mv_channels, self.s_channels, "EquiLayerNorm")
         mv = P.equi_layer_norm(mv, eps=self.eps)
         if scalars is not None and scalars.shape[-1] > 0:
-            scalars = F.layer_norm(scalars, scalars.shape[-1:], eps=self.eps)
+            scalars = F.layer_norm(scalars, scalars.shape[-1:], eps=self.s_eps)
         return mv, scalars
+
+    def _planes(self, xp: Tensor, s: Tensor | None) -> tuple[Tensor, Tensor | None]:
+        xp = PL.layer_norm(xp, self.eps)
+        if s is not None and s.shape[-1] > 0:
+            s = F.layer_norm(s, s.shape[-1:], eps=self.s_eps)
+        return xp, s
 
 
 class GeometricBilinear(nn.Module):
@@ -111,129 +259,267 @@ class GeometricBilinear(nn.Module):
 
     ``mv (..., in_mv, 16), scalars (..., in_s), reference (..., 16)-broadcastable
     -> mv (..., out_mv, 16), scalars (..., out_s)``. One :class:`EquiLinear` produces the four
-    operands (``hidden`` channels each), the outputs ``x y`` and ``<ref>_{e0123} (x' v y')``
-    are concatenated and mixed by a second :class:`EquiLinear`.
+    operands (``hidden_mv_channels`` channels each; the reference's ``hidden_mv_channels`` counts
+    both products, twice this), the outputs ``x y`` and ``<ref>_{e123} (x' v y')`` are
+    concatenated and mixed by a second :class:`EquiLinear`. The join is active whenever the
+    reference has an ``e123`` part (a point cloud's mean does).
     """
 
     def __init__(self, in_mv_channels: int, out_mv_channels: int, in_s_channels: int = 0,
                  out_s_channels: int = 0, hidden_mv_channels: int | None = None, method: str = "auto"):
         super().__init__()
-        hidden = hidden_mv_channels or max(1, out_mv_channels // 2)
+        hidden = max(1, check_positive_int(out_mv_channels, "out_mv_channels") // 2) \
+            if hidden_mv_channels is None else check_positive_int(hidden_mv_channels, "hidden_mv_channels")
         self.hidden = hidden
         self.method = P._check_method(method)
         self.proj_in = EquiLinear(in_mv_channels, 4 * hidden, in_s_channels, 0, method=method)
+        # the reference starts the right factor of the product near the unit scalar
+        self.proj_in.reset_parameters("almost_unit_scalar", out_channels=slice(hidden, 2 * hidden))
         self.proj_out = EquiLinear(2 * hidden, out_mv_channels, in_s_channels, out_s_channels, method=method)
+        self.in_mv, self.in_s = self.proj_in.in_mv, self.proj_in.in_s
+        self.type_in = (_mv_type(self.in_mv), _s_type(self.in_s), _mv_type(1))
+        self.type_out = self.proj_out.type_out
+
+    def example_inputs(self, generator: torch.Generator | None = None, dtype: torch.dtype = torch.float64):
+        """Points-and-noise ``(mv, scalars or None, reference (2, 1, 1, 16))``, the data mean as reference."""
+        mv, s = _example(generator, dtype, self.in_mv, self.in_s)
+        return (mv, s, P.join_reference(mv)), {}
 
     def forward(self, mv: Tensor, scalars: Tensor | None, reference: Tensor) -> tuple[Tensor, Tensor | None]:
-        ops, _ = self.proj_in(mv, scalars)
-        a, b, c, d = ops.split(self.hidden, dim=-2)
-        gp = P.geometric_product(a, b, self.method)
-        jn = P.equivariant_join(c, d, reference, self.method)
-        return self.proj_out(torch.cat([gp, jn], -2), scalars)
+        _check_pair(mv, scalars if self.in_s else None, self.in_mv, self.in_s, "GeometricBilinear")
+        lead = _lead(mv)
+        ref_w = reference_weight(_reference(reference, "GeometricBilinear"), lead)
+        out, s_out = self._planes(PL.to_planes(mv), _flat_scalars(scalars, self.in_s), ref_w)
+        return PL.from_planes(out, lead), _unflat_scalars(s_out, lead)
+
+    def _planes(self, xp: Tensor, s: Tensor | None, ref_w: Tensor) -> tuple[Tensor, Tensor | None]:
+        """Planes and scalars; ``ref_w (M, 1)``: the reference's ``e123`` component per item."""
+        h = self.hidden
+        src = PL.sources(xp) if self.method != "dense" else None
+        a, b, c, d = (self.proj_in._planes(xp, s, src, slice(i * h, (i + 1) * h))[0] for i in range(4))
+        if self.method == "dense":
+            def rows(t):
+                return PL.from_planes(t, (t.shape[1],))
+            gp = PL.to_planes(P.geometric_product(rows(a), rows(b), "dense"))
+            jn = PL.to_planes(P.join(rows(c), rows(d), "dense"))
+        else:
+            gp, jn = PL.geometric_product(a, b), PL.join(c, d)
+        jn = jn * ref_w.to(jn.dtype)
+        return self.proj_out._planes(torch.cat([gp.to(jn.dtype), jn], -1), s)
 
 
 class GeometricAttention(nn.Module):
-    """Multi-head geometric attention (GATr sec. 3.3) in one ``scaled_dot_product_attention`` call.
+    """Geometric self-attention (GATr sec. 3.3; the reference's ``SelfAttention``), fused kernels.
 
     ``mv (..., items, in_mv, 16), scalars (..., items, in_s) -> mv (..., items, out_mv, 16),
-    scalars (..., items, out_s)``. Queries/keys: invariant inner-product components, the
-    distance-aware trivector features and scalar channels; values: full multivectors and scalars.
+    scalars (..., items, out_s)``. Queries/keys: 7 inner-product components, 5 distance-aware
+    trivector features (weighted per head and channel by ``exp(log_distance_weights)``) and the
+    scalar channels; values: full multivectors and scalars.
 
-    Masks: ``mask (..., items)`` bool (True = real item) for padded batches, and/or
-    ``batch (items,)`` long for PyG-style flat batches (block-diagonal attention).
+    ``multi_query=True`` (the reference's default): one key/value head shared by the
+    ``num_heads`` query heads; ``False``: every head has its own. Per head ``head_mv_channels``
+    (default ``max(2 in_mv / num_heads, 1)``) and ``head_s_channels`` (default
+    ``max(2 in_s / num_heads, 4)``), as in the reference.
+
+    ``attn_mask``: ``None`` (all items of a leading index attend to each other), a
+    :class:`~geomlin.gatr.attention.SetLayout` from :func:`~geomlin.gatr.attention.set_layout`
+    (padding mask or PyG batch vector; memory linear in items), or a boolean tensor
+    broadcastable to ``(..., heads, items, items)``.
     """
 
     def __init__(self, in_mv_channels: int, out_mv_channels: int, in_s_channels: int = 0,
                  out_s_channels: int = 0, num_heads: int = 4, head_mv_channels: int | None = None,
-                 head_s_channels: int | None = None, use_distance: bool = True, method: str = "auto"):
+                 head_s_channels: int | None = None, use_distance: bool = True, method: str = "auto",
+                 multi_query: bool = True, distance_eps: float = P.DISTANCE_EPS):
         super().__init__()
-        if not isinstance(num_heads, int) or num_heads < 1:
-            raise ValueError(f"num_heads must be a positive int, got {num_heads!r}")
-        self.heads = num_heads
-        self.head_mv = head_mv_channels or max(1, 2 * in_mv_channels // num_heads)
-        self.head_s = head_s_channels if head_s_channels is not None else (
-            max(1, 2 * in_s_channels // num_heads) if in_s_channels else 0)
-        self.use_distance = use_distance
-        self.qkv = EquiLinear(in_mv_channels, 3 * num_heads * self.head_mv, in_s_channels,
-                              3 * num_heads * self.head_s, method=method)
-        self.out = EquiLinear(num_heads * self.head_mv, out_mv_channels, num_heads * self.head_s,
-                              out_s_channels, method=method)
-
-    def forward(self, mv: Tensor, scalars: Tensor | None = None, attn_mask: Tensor | None = None
-                ) -> tuple[Tensor, Tensor | None]:
-        """``attn_mask``: boolean, from :func:`~geomlin.gatr.primitives.attention_mask`."""
-        h, c, cs = self.heads, self.head_mv, self.head_s
-        qkv_mv, qkv_s = self.qkv(mv, scalars)
-        # (..., items, 3*h*c, 16) -> 3 x (..., h, items, c, 16)
-        qkv_mv = qkv_mv.unflatten(-2, (3, h, c)).movedim(-4, 0).movedim(-4, -3)
-        if cs:
-            qkv_s = qkv_s.unflatten(-1, (3, h, cs)).movedim(-3, 0).movedim(-3, -2)
-            qs, ks, vs = qkv_s
+        self.heads = check_positive_int(num_heads, "num_heads")
+        in_mv = check_positive_int(in_mv_channels, "in_mv_channels")
+        in_s = check_nonnegative_int(in_s_channels, "in_s_channels")
+        self.head_mv = max(1, 2 * in_mv // self.heads) if head_mv_channels is None \
+            else check_positive_int(head_mv_channels, "head_mv_channels")
+        if head_s_channels is None:
+            self.head_s = max(4, 2 * in_s // self.heads) if in_s else 0
         else:
-            qs = ks = vs = None
-        out_mv, out_s = P.geometric_attention(qkv_mv[0], qkv_mv[1], qkv_mv[2], qs, ks, vs,
-                                              attn_mask=attn_mask, use_distance=self.use_distance)
-        out_mv = out_mv.movedim(-4, -3).flatten(-3, -2)  # (..., items, h*c, 16)
-        if out_s is not None:
-            out_s = out_s.movedim(-3, -2).flatten(-2)
-        return self.out(out_mv, out_s)
+            self.head_s = check_nonnegative_int(head_s_channels, "head_s_channels")
+        self.use_distance = bool(use_distance)
+        self.multi_query = bool(multi_query)
+        self.distance_eps = check_float(distance_eps, "distance_eps", minimum=0.0)
+        kv_heads = 1 if self.multi_query else self.heads
+        self.qkv = EquiLinear(in_mv, (self.heads + 2 * kv_heads) * self.head_mv, in_s,
+                              (self.heads + 2 * kv_heads) * self.head_s, method=method)
+        self.log_distance_weights = nn.Parameter(torch.zeros(self.heads, self.head_mv))
+        self.out = EquiLinear(self.heads * self.head_mv, out_mv_channels, self.heads * self.head_s,
+                              out_s_channels, method=method, initialization="small")
+        self.in_mv, self.in_s = in_mv, in_s
+        self.type_in = (_mv_type(in_mv), _s_type(in_s))
+        self.type_out = self.out.type_out
+
+    def extra_repr(self) -> str:
+        return (f"heads={self.heads}, head_mv={self.head_mv}, head_s={self.head_s}, "
+                f"multi_query={self.multi_query}, use_distance={self.use_distance}")
+
+    def example_inputs(self, generator: torch.Generator | None = None, dtype: torch.dtype = torch.float64):
+        """``(mv (2, 5, in_mv, 16), scalars)`` with a padding mask (the second row has 3 real items)."""
+        mv, s = _example(generator, dtype, self.in_mv, self.in_s)
+        mask = torch.tensor([[True] * 5, [True] * 3 + [False] * 2])
+        return (mv, s), {"attn_mask": set_layout(mask)}
+
+    def forward(self, mv: Tensor, scalars: Tensor | None = None, attn_mask: Tensor | SetLayout | None = None
+                ) -> tuple[Tensor, Tensor | None]:
+        """See the class docstring; ``mv`` needs an items axis: ``(..., items, in_mv, 16)``."""
+        _check_pair(mv, scalars if self.in_s else None, self.in_mv, self.in_s, "GeometricAttention")
+        if mv.ndim < 3:
+            raise ValueError(f"GeometricAttention: mv must have shape (..., items, {self.in_mv}, 16), "
+                             f"got {tuple(mv.shape)}")
+        if attn_mask is not None and not isinstance(attn_mask, SetLayout):
+            check_mask(attn_mask, "attn_mask")
+        lead = _lead(mv)
+        out, s_out = self._planes(PL.to_planes(mv), _flat_scalars(scalars, self.in_s), lead, attn_mask)
+        return PL.from_planes(out, lead), _unflat_scalars(s_out, lead)
+
+    def _planes(self, xp: Tensor, s: Tensor | None, lead: tuple, attn_mask) -> tuple[Tensor, Tensor | None]:
+        """Planes ``(16, M, in_mv)`` of items with leading shape ``lead`` (``M = prod(lead)``)."""
+        qkv, qkv_s = self.qkv._planes(xp, s)
+        h, kv, c, cs = self.heads, 1 if self.multi_query else self.heads, self.head_mv, self.head_s
+        q, k, v, scale = PL.attention_features(qkv, qkv_s, h, kv, c, cs, self.use_distance,
+                                               self.log_distance_weights.exp(), self.distance_eps)
+        n = lead[-1]
+        q, k, v = (t.reshape(-1, n, t.shape[-2], t.shape[-1]) for t in (q, k, v))
+        if attn_mask is None or isinstance(attn_mask, SetLayout):
+            out = attend(q, k, v, attn_mask, scale)
+        else:
+            out = _attend_dense_mask(q, k, v, attn_mask, lead, scale)
+        mv_p, s_o = PL.attention_values(out.reshape(-1, h, out.shape[-1]), c, cs)
+        return self.out._planes(mv_p, s_o)
+
+
+def _attend_dense_mask(q: Tensor, k: Tensor, v: Tensor, mask: Tensor, lead: tuple, scale: float) -> Tensor:
+    """Attention under a boolean mask broadcastable to ``(*lead[:-1], heads, items, items)``."""
+    rows = lead[:-1]
+    extra = mask.ndim - 3
+    if extra > len(rows):
+        raise ValueError(f"attn_mask has shape {tuple(mask.shape)}, which does not broadcast against "
+                         f"(..., heads, items, items) with leading shape {rows}")
+    if mask.ndim < 3:
+        mask = mask.reshape((1,) * (3 - mask.ndim) + tuple(mask.shape))
+        extra = 0
+    mask = mask.reshape((1,) * (len(rows) - extra) + tuple(mask.shape))
+    mask = mask.expand(*rows, *mask.shape[len(rows):]).reshape(-1, *mask.shape[len(rows):])
+    out = F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), attn_mask=mask,
+                                         scale=scale, enable_gqa=k.shape[2] != q.shape[2])
+    return out.transpose(1, 2)
 
 
 class GeometricMLP(nn.Module):
-    """Bilinear -> scalar-gated GELU -> linear: the GATr block's feed-forward part."""
+    """Bilinear -> scalar-gated GELU -> linear: the GATr block's feed-forward part (the reference's ``GeoMLP``).
+
+    ``mv (..., mv_channels, 16), scalars (..., s_channels), reference -> same shapes``;
+    ``hidden_mv_channels`` (default ``2 mv_channels``) and ``hidden_s_channels`` (default
+    ``2 s_channels``) in between.
+    """
 
     def __init__(self, mv_channels: int, s_channels: int = 0, hidden_mv_channels: int | None = None,
                  hidden_s_channels: int | None = None, method: str = "auto"):
         super().__init__()
-        hidden_mv = hidden_mv_channels or 2 * mv_channels
-        hidden_s = hidden_s_channels if hidden_s_channels is not None else 2 * s_channels
+        mv_channels = check_positive_int(mv_channels, "mv_channels")
+        s_channels = check_nonnegative_int(s_channels, "s_channels")
+        hidden_mv = 2 * mv_channels if hidden_mv_channels is None else check_positive_int(hidden_mv_channels,
+                                                                                        "hidden_mv_channels")
+        hidden_s = 2 * s_channels if hidden_s_channels is None else check_nonnegative_int(hidden_s_channels,
+                                                                                        "hidden_s_channels")
         self.bilinear = GeometricBilinear(mv_channels, hidden_mv, s_channels, hidden_s,
                                           hidden_mv_channels=max(1, hidden_mv // 2), method=method)
         self.out = EquiLinear(hidden_mv, mv_channels, hidden_s, s_channels, method=method)
+        self.mv_channels, self.s_channels = mv_channels, s_channels
+        self.type_in = (_mv_type(mv_channels), _s_type(s_channels), _mv_type(1))
+        self.type_out = (_mv_type(mv_channels), _s_type(s_channels))
+
+    def example_inputs(self, generator: torch.Generator | None = None, dtype: torch.dtype = torch.float64):
+        """``(mv, scalars or None, reference)`` with the data mean as reference."""
+        mv, s = _example(generator, dtype, self.mv_channels, self.s_channels)
+        return (mv, s, P.join_reference(mv)), {}
 
     def forward(self, mv: Tensor, scalars: Tensor | None, reference: Tensor) -> tuple[Tensor, Tensor | None]:
-        h_mv, h_s = self.bilinear(mv, scalars, reference)
-        h_mv = P.scalar_gated_gelu(h_mv)
+        _check_pair(mv, scalars if self.s_channels else None, self.mv_channels, self.s_channels, "GeometricMLP")
+        lead = _lead(mv)
+        ref_w = reference_weight(_reference(reference, "GeometricMLP"), lead)
+        out, s_out = self._planes(PL.to_planes(mv), _flat_scalars(scalars, self.s_channels), ref_w)
+        return PL.from_planes(out, lead), _unflat_scalars(s_out, lead)
+
+    def _planes(self, xp: Tensor, s: Tensor | None, ref_w: Tensor) -> tuple[Tensor, Tensor | None]:
+        h_mv, h_s = self.bilinear._planes(xp, s, ref_w)
+        h_mv = PL.gated_gelu(h_mv)
         if h_s is not None:
             h_s = F.gelu(h_s)
-        return self.out(h_mv, h_s)
+        return self.out._planes(h_mv, h_s)
 
 
 class GATrBlock(nn.Module):
-    """Pre-norm transformer block: ``x + Attn(LN(x))`` then ``x + MLP(LN(x))``.
+    """Pre-norm transformer block: ``x + Attn(LN(x))`` then ``x + MLP(LN(x))`` (the reference's ``GATrBlock``).
 
     ``mv (..., items, mv_channels, 16), scalars (..., items, s_channels) | None`` in and out;
     ``reference`` for the join (see :func:`~geomlin.gatr.primitives.join_reference`),
-    ``attn_mask`` from :func:`~geomlin.gatr.primitives.attention_mask`.
+    ``attn_mask`` as in :class:`GeometricAttention`. ``checkpoint=True`` recomputes the block in
+    the backward pass instead of storing its activations (training at scale).
     """
 
     def __init__(self, mv_channels: int, s_channels: int = 0, num_heads: int = 4,
                  head_mv_channels: int | None = None, head_s_channels: int | None = None,
                  mlp_hidden_mv_channels: int | None = None, mlp_hidden_s_channels: int | None = None,
-                 dropout: float = 0.0, use_distance: bool = True, method: str = "auto"):
+                 dropout: float = 0.0, use_distance: bool = True, method: str = "auto",
+                 multi_query: bool = True, checkpoint: bool = False):
         super().__init__()
-        self.mv_channels, self.s_channels = mv_channels, s_channels
-        self.norm = EquiLayerNorm()
+        self.mv_channels = check_positive_int(mv_channels, "mv_channels")
+        self.s_channels = check_nonnegative_int(s_channels, "s_channels")
+        self.dropout = check_float(dropout, "dropout", minimum=0.0, maximum=1.0, strict_maximum=True)
+        self.checkpoint = bool(checkpoint)
+        self.norm = EquiLayerNorm(mv_channels=self.mv_channels, s_channels=self.s_channels)
         self.attention = GeometricAttention(mv_channels, mv_channels, s_channels, s_channels, num_heads,
-                                            head_mv_channels, head_s_channels, use_distance, method)
+                                            head_mv_channels, head_s_channels, use_distance, method, multi_query)
         self.mlp = GeometricMLP(mv_channels, s_channels, mlp_hidden_mv_channels, mlp_hidden_s_channels, method)
-        if not 0.0 <= dropout < 1.0:
-            raise ValueError(f"dropout must be in [0, 1), got {dropout}")
-        self.dropout = dropout
+        self.type_in = (_mv_type(self.mv_channels), _s_type(self.s_channels), _mv_type(1))
+        self.type_out = (_mv_type(self.mv_channels), _s_type(self.s_channels))
+
+    def example_inputs(self, generator: torch.Generator | None = None, dtype: torch.dtype = torch.float64):
+        """``(mv, scalars or None, reference)`` and a padding mask as ``attn_mask``."""
+        mv, s = _example(generator, dtype, self.mv_channels, self.s_channels)
+        mask = torch.tensor([[True] * 5, [True] * 3 + [False] * 2])
+        return (mv, s, P.join_reference(mv, mask)), {"attn_mask": set_layout(mask)}
 
     def _drop(self, mv: Tensor, s: Tensor | None) -> tuple[Tensor, Tensor | None]:
         if not self.training or self.dropout == 0.0:
             return mv, s
-        return P.grade_dropout(mv, self.dropout), (F.dropout(s, self.dropout) if s is not None else None)
+        return PL.grade_dropout(mv, self.dropout), (F.dropout(s, self.dropout) if s is not None else None)
 
     def forward(self, mv: Tensor, scalars: Tensor | None, reference: Tensor,
-                attn_mask: Tensor | None = None) -> tuple[Tensor, Tensor | None]:
-        h_mv, h_s = self.norm(mv, scalars)
-        a_mv, a_s = self._drop(*self.attention(h_mv, h_s, attn_mask))
-        mv = mv + a_mv
-        scalars = scalars + a_s if scalars is not None else None
-        h_mv, h_s = self.norm(mv, scalars)
-        m_mv, m_s = self._drop(*self.mlp(h_mv, h_s, reference))
-        mv = mv + m_mv
-        scalars = scalars + m_s if scalars is not None else None
-        return mv, scalars
+                attn_mask: Tensor | SetLayout | None = None) -> tuple[Tensor, Tensor | None]:
+        _check_pair(mv, scalars if self.s_channels else None, self.mv_channels, self.s_channels, "GATrBlock")
+        if mv.ndim < 3:
+            raise ValueError(f"GATrBlock: mv must have shape (..., items, {self.mv_channels}, 16), got {tuple(mv.shape)}")
+        if attn_mask is not None and not isinstance(attn_mask, SetLayout):
+            check_mask(attn_mask, "attn_mask")
+        lead = _lead(mv)
+        ref_w = reference_weight(_reference(reference, "GATrBlock"), lead)
+        out, s_out = self._planes(PL.to_planes(mv), _flat_scalars(scalars, self.s_channels), ref_w, lead, attn_mask)
+        return PL.from_planes(out, lead), _unflat_scalars(s_out, lead)
+
+    def _planes(self, xp: Tensor, s: Tensor | None, ref_w: Tensor, lead: tuple, attn_mask
+                ) -> tuple[Tensor, Tensor | None]:
+        """Planes ``(16, M, C)``, scalars ``(M, S)``, reference weights ``(M, 1)``; items ``lead``."""
+        if self.checkpoint and torch.is_grad_enabled():
+            from torch.utils.checkpoint import checkpoint
+
+            return checkpoint(self._block, xp, s, ref_w, lead, attn_mask, use_reentrant=False)
+        return self._block(xp, s, ref_w, lead, attn_mask)
+
+    def _block(self, xp: Tensor, s: Tensor | None, ref_w: Tensor, lead: tuple, attn_mask
+               ) -> tuple[Tensor, Tensor | None]:
+        h_mv, h_s = self.norm._planes(xp, s)
+        a_mv, a_s = self._drop(*self.attention._planes(h_mv, h_s, lead, attn_mask))
+        xp = xp + a_mv
+        s = s + a_s if s is not None else None
+        h_mv, h_s = self.norm._planes(xp, s)
+        m_mv, m_s = self._drop(*self.mlp._planes(h_mv, h_s, ref_w))
+        xp = xp + m_mv
+        s = s + m_s if s is not None else None
+        return xp, s

@@ -1,26 +1,34 @@
-"""The Geometric Algebra Transformer (Brehmer et al., NeurIPS 2023), E(3)-equivariant with reflections.
+"""The Geometric Algebra Transformer (Brehmer et al., NeurIPS 2023), Pin(3,0,1)- and E(3)-equivariant.
 
 ``GATr`` maps multivector channels ``(..., items, in_mv, 16)`` and optional scalar channels
 ``(..., items, in_s)`` to ``(..., items, out_mv, 16)`` and ``(..., items, out_s)``:
 an :class:`~geomlin.gatr.layers.EquiLinear` in, ``num_blocks`` :class:`~geomlin.gatr.layers.GATrBlock`,
-an :class:`~geomlin.gatr.layers.EquiLinear` out.
+an :class:`~geomlin.gatr.layers.EquiLinear` out (the reference's ``gatr.nets.GATr``).
 
-Batches come in two layouts:
+Batches come in two layouts, both with attention memory linear in the number of items:
 
 * padded: ``mv (batch, items, channels, 16)`` with ``mask (batch, items)`` (True = real item);
-* flat (PyG): ``mv (items, channels, 16)`` with ``batch (items,)`` giving each item's set.
+* flat (PyG): ``mv (items, channels, 16)`` with ``batch (items,)`` giving each item's set
+  (grouped by size into fused attention calls, :mod:`geomlin.gatr.attention`).
 
-The join reference (the multivector whose pseudoscalar makes the join equivariant) is the
-mean of the input multivectors of each set, so each set's reference moves with that set;
-pass ``join_reference`` to fix it instead.
+Join reference and what is guaranteed
+    The bilinear layers use the equivariant join ``<ref>_{e123} (x v y)``. By default the
+    reference is the mean of each set's input multivectors (``join_reference="data"``), which
+    transforms with the set: the model is then exactly Pin(3,0,1)-equivariant, reflections
+    included, and on point clouds the join is active (a point's ``e123`` weight is 1).
+    Extracted points (:func:`~geomlin.algebra.pga.extract_point`) therefore follow every E(3)
+    motion exactly when the input is moved by the motion's versor (``pga.sandwich``, or
+    ``pga.embed_point`` of the moved coordinates times ``det R``: a reflected PGA point has weight
+    ``-1``). Re-embedding reflected coordinates with weight ``+1`` feeds a differently oriented
+    input; with the join active no GATr (the reference's included) maps the two orientations to
+    the same points, so that is equivariant only up to a small error (measured in the tests), and
+    exact for proper motions.
 
-Points and reflections: the Pin action sends a point ``P`` to ``-P'`` under a reflection,
-while ``embed_point`` of the reflected coordinates gives ``+P'``. For inputs without a
-pseudoscalar part (point clouds) the data reference has ``<ref>_{e0123} = 0``, the join term
-vanishes, and the extracted output points then move exactly with E(3), reflections included
-(tested). A reference with a pseudoscalar part (learned or fixed) switches the join on; the
-model stays Pin(3,0,1)-equivariant, but extracted coordinates are then only guaranteed to
-follow proper motions (SE(3)) when inputs are re-embedded from reflected coordinates.
+    ``join_reference`` may also be a tensor broadcastable to ``(..., items, channels, 16)``:
+    exact Pin(3,0,1) equivariance holds when it is transformed with the input (only its ``e123``
+    component is used, so a pseudoscalar part is ignored); a constant one, such as
+    ``"canonical"`` (``e123 + e0123``, the reference's option), is invariant under SE(3) only,
+    which makes the model SE(3)-equivariant and reflections flip its join term.
 """
 
 from __future__ import annotations
@@ -29,8 +37,30 @@ import torch
 from torch import Tensor, nn
 
 from geomlin.algebra import pga
+from geomlin.gatr import planes as PL
 from geomlin.gatr import primitives as P
-from geomlin.gatr.layers import EquiLinear, GATrBlock
+from geomlin.gatr.attention import FLAT_METHODS, set_layout
+from geomlin.gatr.layers import (
+    EXAMPLE_ITEMS,
+    EquiLinear,
+    GATrBlock,
+    _mv_type,
+    _reference,
+    _s_type,
+    reference_weight,
+)
+from geomlin.validation import (
+    check_batch_vector,
+    check_choice,
+    check_finite,
+    check_mask,
+    check_nonnegative_int,
+    check_positive_int,
+    check_tensor,
+)
+
+#: Values of ``join_reference`` besides a tensor.
+JOIN_REFERENCES = ("data", "canonical")
 
 
 class GATr(nn.Module):
@@ -42,67 +72,85 @@ class GATr(nn.Module):
     in_s_channels, out_s_channels, hidden_s_channels: scalar channels (0 for none).
     num_blocks: number of :class:`GATrBlock`.
     num_heads: attention heads; ``head_mv_channels`` / ``head_s_channels`` per head
-        (default ``2 * hidden // num_heads``).
+        (default ``max(2 hidden_mv / num_heads, 1)`` and ``max(2 hidden_s / num_heads, 4)``, the
+        reference's).
     dropout: grade dropout (multivectors) and dropout (scalars) in the blocks.
     use_distance: distance-aware attention features.
     method: ``"auto"`` (fast primitives) or ``"dense"`` (reference-style einsums).
+    multi_query: one key/value head shared by all query heads (the reference's default).
+    attention_method: how flat (``batch=``) inputs are grouped: ``"auto"``, ``"bucketed"``,
+        ``"chunked"``, ``"dense"`` (see :mod:`geomlin.gatr.attention`).
+    checkpoint: recompute each block in the backward pass (less memory, more time).
+
+    The architecture, initialisation and conventions are the reference GATr's (v1.4); a
+    reference ``state_dict`` loads with :func:`geomlin.gatr.reference.load_reference_state_dict`.
     """
 
     def __init__(self, in_mv_channels: int, out_mv_channels: int, hidden_mv_channels: int,
                  in_s_channels: int = 0, out_s_channels: int = 0, hidden_s_channels: int = 0,
                  num_blocks: int = 4, num_heads: int = 4, head_mv_channels: int | None = None,
                  head_s_channels: int | None = None, dropout: float = 0.0, use_distance: bool = True,
-                 method: str = "auto"):
+                 method: str = "auto", multi_query: bool = True, attention_method: str = "auto",
+                 checkpoint: bool = False):
         super().__init__()
-        if not isinstance(num_blocks, int) or num_blocks < 0:
-            raise ValueError(f"num_blocks must be a non-negative int, got {num_blocks!r}")
-        if (in_s_channels or out_s_channels) and not hidden_s_channels:
-            raise ValueError("scalar inputs or outputs need hidden_s_channels > 0")
-        self.in_mv, self.out_mv, self.in_s, self.out_s = in_mv_channels, out_mv_channels, in_s_channels, out_s_channels
-        self.hidden_s = hidden_s_channels
-        self.linear_in = EquiLinear(in_mv_channels, hidden_mv_channels, in_s_channels, hidden_s_channels, method=method)
+        self.in_mv = check_positive_int(in_mv_channels, "in_mv_channels")
+        self.out_mv = check_positive_int(out_mv_channels, "out_mv_channels")
+        hidden_mv = check_positive_int(hidden_mv_channels, "hidden_mv_channels")
+        self.in_s = check_nonnegative_int(in_s_channels, "in_s_channels")
+        self.out_s = check_nonnegative_int(out_s_channels, "out_s_channels")
+        self.hidden_s = check_nonnegative_int(hidden_s_channels, "hidden_s_channels")
+        num_blocks = check_nonnegative_int(num_blocks, "num_blocks")
+        if (self.in_s or self.out_s) and not self.hidden_s:
+            raise ValueError(f"scalar inputs or outputs (in_s_channels={self.in_s}, out_s_channels={self.out_s}) "
+                             "need hidden_s_channels > 0")
+        self.attention_method = check_choice(attention_method, "attention_method", FLAT_METHODS)
+        self.linear_in = EquiLinear(self.in_mv, hidden_mv, self.in_s, self.hidden_s, method=method)
         self.blocks = nn.ModuleList([
-            GATrBlock(hidden_mv_channels, hidden_s_channels, num_heads, head_mv_channels, head_s_channels,
-                      dropout=dropout, use_distance=use_distance, method=method)
+            GATrBlock(hidden_mv, self.hidden_s, num_heads, head_mv_channels, head_s_channels,
+                      dropout=dropout, use_distance=use_distance, method=method, multi_query=multi_query,
+                      checkpoint=checkpoint)
             for _ in range(num_blocks)])
-        self.linear_out = EquiLinear(hidden_mv_channels, out_mv_channels, hidden_s_channels, out_s_channels,
-                                     method=method)
+        self.linear_out = EquiLinear(hidden_mv, self.out_mv, self.hidden_s, self.out_s, method=method)
+        self.type_in = (_mv_type(self.in_mv), _s_type(self.in_s))
+        self.type_out = (_mv_type(self.out_mv), _s_type(self.out_s))
+
+    def example_inputs(self, generator: torch.Generator | None = None, dtype: torch.dtype = torch.float64):
+        """``(mv (2, 5, in_mv, 16), scalars)`` with a padding mask (the second set has 3 items)."""
+        mv = torch.randn(*EXAMPLE_ITEMS, self.in_mv, pga.DIM, generator=generator, dtype=dtype)
+        s = torch.randn(*EXAMPLE_ITEMS, self.in_s, generator=generator, dtype=dtype) if self.in_s else None
+        mask = torch.tensor([[True] * EXAMPLE_ITEMS[1], [True] * 3 + [False] * (EXAMPLE_ITEMS[1] - 3)])
+        return (mv, s), {"mask": mask}
 
     def _validate(self, mv: Tensor, scalars: Tensor | None, mask: Tensor | None, batch: Tensor | None,
-                  join_reference: Tensor | None) -> None:
+                  join_reference) -> None:
         pga.check_mv(mv, "GATr input mv")
         if mv.ndim < 3 or mv.shape[-2] != self.in_mv:
             raise ValueError(f"GATr expects mv of shape (..., items, {self.in_mv}, 16), got {tuple(mv.shape)}")
         if self.in_s:
             if scalars is None:
                 raise ValueError(f"GATr was built with in_s_channels={self.in_s} but got scalars=None")
+            check_tensor(scalars, "scalars")
             if scalars.shape != mv.shape[:-2] + (self.in_s,):
                 raise ValueError(f"GATr expects scalars of shape {tuple(mv.shape[:-2]) + (self.in_s,)} "
                                  f"(matching mv {tuple(mv.shape)}), got {tuple(scalars.shape)}")
         elif scalars is not None and scalars.shape[-1] != 0:
             raise ValueError(f"GATr was built with in_s_channels=0 but got scalars of shape {tuple(scalars.shape)}")
-        for name, t in (("mv", mv), ("scalars", scalars)):
-            if t is not None and not torch.isfinite(t).all():
-                raise ValueError(f"GATr input {name} contains NaN or inf values")
+        check_finite(mv, "GATr input mv")
+        if scalars is not None:
+            check_finite(scalars, "GATr input scalars")
         if mask is not None:
-            if mask.dtype != torch.bool:
-                raise TypeError(f"mask must be a bool tensor (True = real item), got {mask.dtype}")
-            if mask.shape != mv.shape[:-2]:
-                raise ValueError(f"mask must have shape {tuple(mv.shape[:-2])} (the items axis of mv "
-                                 f"{tuple(mv.shape)}), got {tuple(mask.shape)}")
+            check_mask(mask, "mask", shape=mv.shape[:-2])
         if batch is not None:
             if mv.ndim != 3:
                 raise ValueError(f"with a batch vector mv must be flat (items, channels, 16), got {tuple(mv.shape)}")
-            if batch.dtype != torch.long or batch.shape != mv.shape[:1]:
-                raise ValueError(f"batch must be a long tensor of shape ({mv.shape[0]},), got "
-                                 f"{batch.dtype} {tuple(batch.shape)}")
-            if batch.numel() and batch.min() < 0:
-                raise ValueError("batch indices must be non-negative")
-        if join_reference is not None:
-            pga.check_mv(join_reference, "join_reference")
+            check_batch_vector(batch, "batch", mv.shape[0])
+        if isinstance(join_reference, str):
+            check_choice(join_reference, "join_reference", JOIN_REFERENCES)
+        elif join_reference is not None:
+            _reference(join_reference, "join_reference")
 
     def forward(self, mv: Tensor, scalars: Tensor | None = None, mask: Tensor | None = None,
-                batch: Tensor | None = None, join_reference: Tensor | None = None
+                batch: Tensor | None = None, join_reference: Tensor | str | None = None
                 ) -> tuple[Tensor, Tensor | None]:
         """Run the transformer.
 
@@ -110,20 +158,27 @@ class GATr(nn.Module):
         ----------
         mv: ``(..., items, in_mv_channels, 16)`` float.
         scalars: ``(..., items, in_s_channels)`` or ``None``.
-        mask: ``(..., items)`` bool, True = real item (padded layout).
-        batch: ``(items,)`` long set index per item (flat layout, ``mv (items, channels, 16)``).
-        join_reference: ``(..., 16)`` broadcastable against ``(..., items, channels, 16)``;
-            default: the per-set mean of ``mv``.
+        mask: ``(..., items)`` bool, True = real item (padded layout). Float masks are refused.
+        batch: ``(items,)`` integer set index per item, sorted (flat layout, ``mv (items, channels, 16)``).
+        join_reference: ``None`` / ``"data"`` (the per-set mean of ``mv``), ``"canonical"``
+            (``e123 + e0123``, SE(3) only) or a tensor broadcastable against
+            ``(..., items, channels, 16)``; see the module docstring.
 
         Returns
         -------
         ``(mv (..., items, out_mv_channels, 16), scalars (..., items, out_s_channels) or None)``.
         """
         self._validate(mv, scalars, mask, batch, join_reference)
-        if join_reference is None:
-            join_reference = P.join_reference(mv, mask, batch)
-        attn_mask = P.attention_mask(mask, batch)
-        h_mv, h_s = self.linear_in(mv, scalars if self.in_s else None)
+        layout = set_layout(mask, batch, self.attention_method, num_items=mv.shape[0] if batch is not None else None)
+        if join_reference is None or isinstance(join_reference, str) and join_reference == "data":
+            join_reference = P.join_reference(mv, mask, batch, num_sets=layout.num_sets if batch is not None else None)
+        elif isinstance(join_reference, str):
+            join_reference = P.canonical_reference(mv.dtype, mv.device)
+        lead = tuple(mv.shape[:-2])
+        ref_w = reference_weight(_reference(join_reference, "GATr"), lead)
+        s = scalars.reshape(-1, self.in_s) if self.in_s else None
+        h_mv, h_s = self.linear_in._planes(PL.to_planes(mv), s)
         for block in self.blocks:
-            h_mv, h_s = block(h_mv, h_s, join_reference, attn_mask)
-        return self.linear_out(h_mv, h_s)
+            h_mv, h_s = block._planes(h_mv, h_s, ref_w, lead, layout)
+        out, s_out = self.linear_out._planes(h_mv, h_s)
+        return PL.from_planes(out, lead), (None if s_out is None else s_out.reshape(*lead, self.out_s))

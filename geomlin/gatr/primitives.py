@@ -1,19 +1,22 @@
 """GATr primitives: pure, Pin(3,0,1)-equivariant functions on G(3,0,1) multivectors ``(..., 16)``.
 
-Brehmer, de Haan, Behrends, Cohen, "Geometric Algebra Transformer", NeurIPS 2023 (GATr):
+Brehmer, de Haan, Behrends, Cohen, "Geometric Algebra Transformer", NeurIPS 2023 (GATr), and
+its reference implementation (``gatr.primitives``, v1.4), whose formulas these follow:
 
 * equivariant linear maps (Prop. 2: spanned by the 5 grade projections and the 4 maps
   ``x -> e0 <x>_k``, ``k = 0..3``): :func:`equi_linear`;
-* geometric product and the equivariant join ``<ref>_{e0123} (x v y)`` (eq. 4): :func:`geometric_product`,
+* geometric product, outer product and the equivariant join ``<ref>_{e123} (x v y)`` (eq. 4 with
+  the reference's ``e123`` reference component): :func:`geometric_product`, :func:`outer_product`,
   :func:`equivariant_join`;
 * invariant inner product on the non-degenerate components: :func:`inner_product`;
 * equivariant layer norm (eq. 5), scalar-gated GELU (sec. 3.2), grade dropout;
-* attention on inner-product and distance-aware features (sec. 3.3), one call to
-  :func:`torch.nn.functional.scaled_dot_product_attention`: :func:`geometric_attention`.
+* attention on inner-product and distance-aware features (sec. 3.3, the reference's
+  ``geometric_attention``) in one fused ``scaled_dot_product_attention`` per set group:
+  :func:`geometric_attention` (see :mod:`geomlin.gatr.attention` for the set layouts).
 
 Every function takes plain tensors, validates nothing inside hot loops and states its shapes.
-``method="dense"`` selects the Cayley-table einsum path (the oracle / the reference-style
-implementation the benchmark compares against).
+``method="dense"`` selects the Cayley-table einsum path (the reference-style implementation the
+tests compare against).
 """
 
 from __future__ import annotations
@@ -27,18 +30,38 @@ from torch import Tensor
 
 from geomlin.algebra import pga
 from geomlin.algebra.clifford import cached_constant
+from geomlin.gatr.attention import SetLayout, attend, attention_mask, set_layout
+from geomlin.validation import check_batch_vector, check_choice, check_float, check_mask, check_tensor
 
 #: Number of Pin(3,0,1)-equivariant linear maps of G(3,0,1) (5 grade projections + 4 e0 maps).
 NUM_LINEAR_BASIS = 9
 METHODS = ("auto", "fast", "dense")
+#: Components of the attention inner product: the e0-free blades except ``e123``, which enters
+#: through the distance features instead (the reference's ``_INNER_PRODUCT_WO_TRI_IDX``).
+ATTENTION_IP_COMPONENTS = (pga.SCALAR, pga.E1, pga.E2, pga.E3, pga.E12, pga.E13, pga.E23)
+#: Distance-aware features per multivector channel (:func:`distance_features`).
+NUM_DISTANCE_FEATURES = 5
+#: Default ``eps`` of the normaliser ``w / (w^2 + eps)`` of the distance features (reference value).
+DISTANCE_EPS = 1e-3
+#: Default lower clamp of the mean squared norm in :func:`equi_layer_norm` (reference value).
+LAYER_NORM_EPS = 0.01
+#: The SDPA head width is padded to a multiple of this (fused kernels vectorise over it).
+HEAD_DIM_MULTIPLE = 8
 
 
 def _check_method(method: str) -> str:
-    if method not in METHODS:
-        raise ValueError(f"method must be one of {METHODS}, got {method!r}")
-    return method
+    return check_choice(method, "method", METHODS)
 
 
+def _mv(x, name: str, min_ndim: int = 1) -> Tensor:
+    """A floating ``(..., 16)`` tensor with at least ``min_ndim`` dimensions (boundary check)."""
+    pga.check_mv(x, name)
+    if x.ndim < min_ndim:
+        raise ValueError(f"{name} must have at least {min_ndim} dimensions, got shape {tuple(x.shape)}")
+    return x
+
+
+# ---------------------------------------------------------------------- linear maps
 @functools.cache
 def _linear_basis() -> Tensor:
     """``(9, 16, 16)`` float64 basis ``B[b, k_out, l_in]`` of the equivariant linear maps."""
@@ -53,107 +76,168 @@ def _linear_basis() -> Tensor:
         # column l of e0 * <e_l>_g, as a (16 out, 16 in) matrix
         left = pga.PGA.geometric_product(e0.expand(pga.DIM, pga.DIM), proj.T.contiguous(), "dense")
         basis[5 + g] = left.T
+    basis.requires_grad_(False)
     return basis
 
 
 def linear_basis(dtype: torch.dtype = torch.float64, device=None) -> Tensor:
-    """The 9 equivariant linear maps as ``(9, 16, 16)`` matrices ``B[b, out, in]``."""
-    return _linear_basis().to(dtype=dtype, device=device)
+    """The 9 equivariant linear maps as ``(9, 16, 16)`` matrices ``B[b, out, in]`` (a fresh copy).
+
+    Order: grade projections 0..4, then ``x -> e0 <x>_k`` for ``k = 0..3``. Unlike the reference
+    GATr's basis these are not normalised: the reference's map ``b`` is ``B[b] / |B[b]|_F``
+    (:func:`reference_basis_norms`).
+    """
+    return _linear_basis().to(dtype=dtype, device=device, copy=True)
+
+
+def reference_basis_norms(dtype: torch.dtype = torch.float64, device=None) -> Tensor:
+    """``(9,)`` Frobenius norms of the basis maps: a reference GATr weight ``w_ref[..., b]`` equals
+    ``w[..., b] * norms[b]`` for the same linear map (the reference normalises its basis)."""
+    return _linear_basis().flatten(1).norm(dim=1).to(dtype=dtype, device=device)
 
 
 @functools.cache
-def _blocked_plan() -> tuple[Tensor, Tensor, Tensor]:
-    """Index plan of the blocked linear map.
+def _blocked_plan() -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """Index plan of the blocked linear map, read off the basis.
 
     ``grade_of (16,)``: basis index of the grade projection that keeps component ``k``;
-    ``source (16,)``: component ``l`` with ``e0 * e_l = +-e_k`` (``k`` itself where none);
-    ``e0_coef (16, 9)``: coefficient of each basis weight on the source path of ``k``.
+    ``source (8,)``, ``target (8,)``, ``e0_map (8,)``: the map ``x -> e0 <x>_g`` sends component
+    ``source[j]`` (no ``e0``) to component ``target[j]`` (with ``e0``) through basis map
+    ``e0_map[j]``, with coefficient ``+1`` in G(3,0,1) (``e0 e_l = +e_{0l}``; checked here).
     """
     basis = _linear_basis()
-    grade_of = torch.tensor([int(pga.PGA.grades[k]) for k in range(pga.DIM)])
-    source = torch.arange(pga.DIM)
-    e0_coef = torch.zeros(pga.DIM, NUM_LINEAR_BASIS, dtype=torch.float64)
-    for k in range(pga.DIM):
-        for b in range(5, NUM_LINEAR_BASIS):
-            nz = basis[b, k].nonzero()
-            if len(nz):
-                source[k] = nz[0, 0]
-                e0_coef[k, b] = basis[b, k, nz[0, 0]]
-    return grade_of, source, e0_coef
-
-
-def _blocked_plan_on(device, dtype) -> tuple[Tensor, Tensor, Tensor]:
-    return (cached_constant(("gatr-grade-of", device), lambda: _blocked_plan()[0].to(device)),
-            cached_constant(("gatr-source", device), lambda: _blocked_plan()[1].to(device)),
-            cached_constant(("gatr-e0-coef", device, dtype), lambda: _blocked_plan()[2].to(device=device, dtype=dtype)))
+    grade_of = pga.PGA.grades.clone()
+    source, target, which = [], [], []
+    for b in range(5, NUM_LINEAR_BASIS):
+        k, l = basis[b].nonzero(as_tuple=True)
+        if not torch.all(basis[b, k, l] == 1.0):
+            raise AssertionError("the e0 maps of G(3,0,1) are expected to have coefficient +1")
+        source += l.tolist()
+        target += k.tolist()
+        which += [b] * len(k)
+    return grade_of, torch.tensor(source), torch.tensor(target), torch.tensor(which)
 
 
 def _linear_basis_on(device, dtype) -> Tensor:
     return cached_constant(("gatr-basis", device, dtype), lambda: _linear_basis().to(device=device, dtype=dtype))
 
 
-def equi_linear(x: Tensor, weight: Tensor, method: str = "auto") -> Tensor:
+def _plan_on(device) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    return tuple(cached_constant(("gatr-linear-plan", i, device), lambda i=i: _blocked_plan()[i].to(device))
+                 for i in range(4))
+
+
+def equi_linear(x: Tensor, weight: Tensor, method: str = "auto", scalar_bias: Tensor | None = None) -> Tensor:
     """Pin(3,0,1)-equivariant linear map ``(..., in_ch, 16) -> (..., out_ch, 16)``.
 
     ``out[..., o, k] = sum_{i, b} weight[o, i, b] * sum_l B[b, k, l] x[..., i, l]`` with the
-    basis ``B`` of :func:`linear_basis` (GATr Prop. 2).
+    basis ``B`` of :func:`linear_basis` (GATr Prop. 2); ``weight (out_ch, in_ch, 9)``.
+    ``scalar_bias`` (``(out_ch,)`` or broadcastable to ``(..., out_ch)``) is added to the scalar
+    component.
 
-    ``method="fast"`` (``auto``) runs one batched matmul over the 16 components: component
-    ``k`` mixes channels with the weight of its grade, plus (for the 8 components with an
-    ``e0``) the weight of the ``e0``-map applied to its source component. That is
-    ``16 in_ch out_ch`` multiply-adds per item instead of ``256 in_ch out_ch`` for a dense
-    ``(in_ch*16, out_ch*16)`` matrix. ``method="dense"`` is the reference einsum with the
-    ``(9, 16, 16)`` basis.
+    ``method="fast"`` (``auto``) works component-major: one batched matmul applies each
+    component's grade weight (``16 in_ch out_ch`` multiply-adds per item), a second one the
+    ``e0`` maps on the 8 components that have one (``8 in_ch out_ch``), against ``256 in_ch
+    out_ch`` for a dense ``(in_ch*16, out_ch*16)`` matrix; no in-place writes, so the backward
+    pass copies nothing extra. ``method="dense"`` is the reference einsum with the ``(9, 16, 16)``
+    basis.
     """
     method = _check_method(method)
+    _mv(x, "x", 2)
+    check_tensor(weight, "weight", shape=(None, x.shape[-2], NUM_LINEAR_BASIS),
+                 what=f"(out_channels, in_channels={x.shape[-2]}, {NUM_LINEAR_BASIS})")
+    if scalar_bias is not None:
+        check_tensor(scalar_bias, "scalar_bias", shape=(..., weight.shape[0]))
     if method == "dense":
         basis = _linear_basis_on(x.device, x.dtype)
-        return torch.einsum("oib,bkl,...il->...ok", weight, basis, x)
-    grade_of, source, e0_coef = _blocked_plan_on(x.device, x.dtype)
-    # per-component weights (16, in, out): grade path and e0 path
-    w_grade = weight[:, :, grade_of].permute(2, 1, 0)
-    w_e0 = torch.einsum("oib,kb->kio", weight, e0_coef)
-    w = torch.cat([w_grade, w_e0], 1)  # (16, 2*in, out)
-    lead = x.shape[:-2]
-    xt = x.reshape(-1, x.shape[-2], pga.DIM).permute(2, 0, 1)  # (16, M, in)
-    xin = torch.cat([xt, xt[source]], -1)  # (16, M, 2*in)
-    out = torch.bmm(xin, w)  # (16, M, out)
-    return out.permute(1, 2, 0).reshape(*lead, weight.shape[0], pga.DIM)
+        out = torch.einsum("oib,bkl,...il->...ok", weight.to(x.dtype), basis, x)
+        if scalar_bias is not None:
+            out = out + F.pad(scalar_bias.to(out.dtype)[..., None], (pga.SCALAR, pga.DIM - 1 - pga.SCALAR))
+        return out
+    grade_of, source, target, which = _plan_on(x.device)
+    lead, c_in, c_out = x.shape[:-2], x.shape[-2], weight.shape[0]
+    weight = weight.to(x.dtype)
+    xt = x.reshape(-1, c_in, pga.DIM).permute(2, 0, 1).contiguous()  # (16, M, in)
+    m = xt.shape[1]
+    planes = torch.bmm(xt, weight[:, :, grade_of].permute(2, 1, 0))  # (16, M, out)
+    extra = torch.bmm(xt.index_select(0, source), weight[:, :, which].permute(2, 1, 0))  # (8, M, out)
+    if scalar_bias is not None:
+        sb = scalar_bias.to(x.dtype)
+        sb = sb.expand(*lead, c_out).reshape(1, m, c_out) if sb.ndim > 1 else sb.expand(1, m, c_out)
+        extra = torch.cat([extra, sb])
+        target = _targets_with_scalar_on(x.device)
+    planes = planes.index_add(0, target, extra)
+    return planes.permute(1, 2, 0).reshape(*lead, c_out, pga.DIM)
 
 
+def _targets_with_scalar_on(device) -> Tensor:
+    return cached_constant(("gatr-linear-targets-scalar", device),
+                           lambda: torch.cat([_blocked_plan()[2], torch.tensor([pga.SCALAR])]).to(device))
+
+
+# ---------------------------------------------------------------------- bilinear maps
 def geometric_product(x: Tensor, y: Tensor, method: str = "auto") -> Tensor:
     """Geometric product of ``(..., 16)`` tensors (broadcasting).
 
-    ``fast``/``auto``: the complex-matrix product of :func:`geomlin.algebra.pga.geometric_product`;
-    ``dense``: the ``16^3`` Cayley einsum.
+    ``fast``/``auto``: the complex-matrix product of :func:`geomlin.algebra.pga.geometric_product`
+    (in float32 under autocast, which has no complex bfloat16); ``dense``: the ``16^3`` Cayley einsum.
     """
     method = _check_method(method)
-    return pga.geometric_product(x, y, "dense" if method == "dense" else "auto")
+    if method == "dense":
+        return pga.geometric_product(x, y, "dense")
+    if x.dtype in (torch.float32, torch.float64) and torch.is_autocast_enabled(x.device.type):
+        with torch.autocast(x.device.type, enabled=False):
+            return pga.geometric_product(x, y.to(x.dtype), "matrix")
+    return pga.geometric_product(x, y, "auto")
+
+
+def outer_product(x: Tensor, y: Tensor, method: str = "auto") -> Tensor:
+    """Outer (wedge) product ``x ^ y`` of ``(..., 16)`` tensors (81 of 256 pairs; ``dense``: einsum)."""
+    method = _check_method(method)
+    return pga.outer_product(x, y, "dense" if method == "dense" else "sparse")
 
 
 def join(x: Tensor, y: Tensor, method: str = "auto") -> Tensor:
-    """Regressive product ``x v y`` of ``(..., 16)`` tensors (sparse table, 81 of 256 pairs)."""
+    """Join ``x v y = J(J(x) ^ J(y))`` of ``(..., 16)`` tensors (:func:`geomlin.algebra.pga.join`).
+
+    Equivariant only up to sign: odd versors flip it. :func:`equivariant_join` fixes that.
+    """
     method = _check_method(method)
     return pga.join(x, y, "dense" if method == "dense" else "sparse")
 
 
 def equivariant_join(x: Tensor, y: Tensor, reference: Tensor, method: str = "auto") -> Tensor:
-    """``<reference>_{e0123} * (x v y)``: the join made Pin(3,0,1)-equivariant (GATr eq. 4).
+    """``<reference>_{e123} * (x v y)``: the join made Pin(3,0,1)-equivariant (GATr eq. 4).
 
-    The join flips sign under odd versors; so does the pseudoscalar of the reference,
-    so the product is equivariant. ``x, y (..., 16)``; ``reference`` broadcastable ``(..., 16)``.
+    The join flips sign under odd versors, and so does the ``e123`` component of a reference that
+    transforms with the data (for a point it is the homogeneous weight, ``-1`` after a
+    reflection), so the product is equivariant. This is the reference GATr's choice; the
+    pseudoscalar ``e0123`` would flip too but vanishes for point clouds (it would switch the
+    join off). ``x, y (..., 16)``; ``reference`` broadcastable ``(..., 16)``.
     """
-    return reference[..., pga.E0123:pga.E0123 + 1] * join(x, y, method)
+    _mv(reference, "reference")
+    return reference[..., pga.E123:pga.E123 + 1] * join(x, y, method)
 
 
+# ---------------------------------------------------------------------- invariants and norms
 def inner_product(x: Tensor, y: Tensor) -> Tensor:
     """Invariant inner product ``<~x y>_0`` on the 8 components without ``e0``: ``(..., 16) -> (..., 1)``.
 
     In G(3,0,1) every e0-free blade squares (with reversion) to ``+1``, so this is a plain
-    dot product over :data:`geomlin.algebra.pga.NONDEGENERATE`.
+    dot product over :data:`geomlin.algebra.pga.NONDEGENERATE` (a masked sum, no gather).
     """
-    idx = list(pga.NONDEGENERATE)
-    return (x[..., idx] * y[..., idx]).sum(-1, keepdim=True)
+    _mv(x, "x")
+    _mv(y, "y")
+    return (x * y) @ _nondegenerate_mask_on(x.device, x.dtype)
+
+
+def _nondegenerate_mask_on(device, dtype) -> Tensor:
+    """``(16, 1)``: 1 on the e0-free components, 0 elsewhere."""
+    def build():
+        m = torch.zeros(pga.DIM, 1, dtype=dtype, device=device)
+        m[list(pga.NONDEGENERATE)] = 1.0
+        return m
+    return cached_constant(("gatr-nondegenerate", device, dtype), build)
 
 
 def norm_squared(x: Tensor) -> Tensor:
@@ -161,20 +245,31 @@ def norm_squared(x: Tensor) -> Tensor:
     return inner_product(x, x)
 
 
-def equi_layer_norm(x: Tensor, channel_dim: int = -2, eps: float = 1e-6) -> Tensor:
-    """Equivariant layer norm (GATr eq. 5): ``x / sqrt(mean_channels <x, x> + eps)``.
+def equi_layer_norm(x: Tensor, channel_dim: int = -2, eps: float = LAYER_NORM_EPS) -> Tensor:
+    """Equivariant layer norm (GATr eq. 5): ``x / sqrt(max(mean_channels <x, x>, eps))``.
 
-    ``x (..., channels, 16)``; the mean runs over ``channel_dim``.
+    ``x (..., channels, 16)``; the mean runs over ``channel_dim``. The clamp from below (not an
+    added ``eps``) is the reference's: components with ``e0`` do not enter the norm, so a
+    multivector can be large with a tiny norm.
     """
+    _mv(x, "x", 2)
+    eps = check_float(eps, "eps", minimum=0.0)
     sq = norm_squared(x)  # (..., channels, 1)
-    return x / torch.sqrt(sq.mean(dim=channel_dim, keepdim=True) + eps)
+    return x / sq.mean(dim=channel_dim, keepdim=True).clamp_min(eps).sqrt()
 
 
-def scalar_gated_gelu(x: Tensor, gates: Tensor | None = None) -> Tensor:
-    """Scalar-gated GELU: ``x * gelu(gates)`` with ``gates = <x>_0 (..., 1)`` by default."""
+def scalar_gated_gelu(x: Tensor, gates: Tensor | None = None, approximate: str = "tanh") -> Tensor:
+    """Scalar-gated GELU: ``x * gelu(gates)`` with ``gates = <x>_0 (..., 1)`` by default.
+
+    ``approximate="tanh"`` as in the reference (``"none"`` for the exact GELU).
+    """
+    _mv(x, "x")
+    check_choice(approximate, "approximate", ("tanh", "none"))
+    if gates is not None:
+        check_tensor(gates, "gates", shape=(..., 1))
     if gates is None:
         gates = x[..., pga.SCALAR:pga.SCALAR + 1]
-    return x * F.gelu(gates)
+    return x * F.gelu(gates, approximate=approximate)
 
 
 def grade_dropout(x: Tensor, p: float, training: bool = True, generator: torch.Generator | None = None) -> Tensor:
@@ -183,8 +278,8 @@ def grade_dropout(x: Tensor, p: float, training: bool = True, generator: torch.G
     Survivors are scaled by ``1 / (1 - p)``. Equivariant for each fixed draw, since the
     Pin action preserves grades.
     """
-    if not 0.0 <= p < 1.0:
-        raise ValueError(f"dropout probability must be in [0, 1), got {p}")
+    _mv(x, "x")
+    p = check_float(p, "dropout probability", minimum=0.0, maximum=1.0, strict_maximum=True)
     if not training or p == 0.0:
         return x
     keep = torch.rand(*x.shape[:-1], 5, dtype=x.dtype, device=x.device, generator=generator) >= p
@@ -196,103 +291,205 @@ def _grade_index_on(device) -> Tensor:
     return cached_constant(("pga-grades", device), lambda: pga.PGA.grades.to(device))
 
 
+# ---------------------------------------------------------------------- attention
 #: The 4 trivector components a point lives on, homogeneous weight first.
 TRIVECTOR_WEIGHT = pga.E123
 TRIVECTOR_POSITION = pga.POINT_COMPONENTS
 
 
-def distance_features(x: Tensor, role: str) -> Tensor:
+def distance_features(x: Tensor, role: str, eps: float | None = DISTANCE_EPS) -> Tensor:
     """Distance-aware attention features of ``x (..., 16) -> (..., 5)`` (GATr sec. 3.3).
 
-    With ``w = <x>_{e123}`` and ``p`` the ``e0ij`` components of the trivector,
+    With ``w = <x>_{e123}``, ``p`` the ``e0ij`` components of the trivector and both scaled by the
+    reference's normaliser ``w / (w^2 + eps)`` (``eps=None``: unscaled),
     ``distance_features(q, "query") . distance_features(k, "key") = -|w_k p_q - w_q p_k|^2``,
-    minus the squared Euclidean distance for points of unit weight. The product is
-    Pin(3,0,1)-invariant, though the two factors are not.
+    which is minus the squared Euclidean distance of two points (up to ``(1 + eps)^-4`` for unit
+    weights). The product is Pin(3,0,1)-invariant, though the two factors are not; the
+    normaliser is even in the trivector, so reflections (which negate it) leave it unchanged.
     """
+    _mv(x, "x")
+    if eps is not None:
+        eps = check_float(eps, "eps", minimum=0.0)
     w = x[..., TRIVECTOR_WEIGHT:TRIVECTOR_WEIGHT + 1]
     p = x[..., list(TRIVECTOR_POSITION)]
+    if eps is not None:
+        scale = w / (w * w + eps)
+        w, p = w * scale, p * scale
     pp = (p * p).sum(-1, keepdim=True)
     if role == "query":
-        return torch.cat([w * w, pp, w * p], -1)
+        return torch.cat([pp, w * w, w * p], -1)
     if role == "key":
-        return torch.cat([-pp, -(w * w), 2.0 * w * p], -1)
+        return torch.cat([-(w * w), -pp, 2.0 * w * p], -1)
     raise ValueError(f"role must be 'query' or 'key', got {role!r}")
 
 
-def attention_mask(mask: Tensor | None = None, batch: Tensor | None = None) -> Tensor | None:
-    """Boolean mask ``True = may attend`` for :func:`geometric_attention`.
+def _head_width(qk: int, v: int) -> int:
+    width = max(qk, v)
+    return -(-width // HEAD_DIM_MULTIPLE) * HEAD_DIM_MULTIPLE
 
-    ``mask (..., items)`` marks valid items (padding layout) -> ``(..., 1, 1, items)``;
-    ``batch (items,)`` assigns items to sets (PyG flat layout) -> ``(1, items, items)``
-    block-diagonal. Both may be given.
+
+def _pad(parts: list[Tensor], width: int) -> Tensor:
+    """Concatenate ``parts`` on the last axis and zero-pad to ``width`` in the same copy."""
+    have = sum(p.shape[-1] for p in parts)
+    if have < width:
+        parts = parts + [parts[0].new_zeros(*parts[0].shape[:-1], width - have)]
+    return torch.cat(parts, -1) if len(parts) > 1 else parts[0]
+
+
+def attention_features(q_mv: Tensor, k_mv: Tensor, v_mv: Tensor, q_s: Tensor | None = None,
+                       k_s: Tensor | None = None, v_s: Tensor | None = None, use_distance: bool = True,
+                       distance_weights: Tensor | None = None, eps: float | None = DISTANCE_EPS
+                       ) -> tuple[Tensor, Tensor, Tensor, float]:
+    """Queries, keys and values of :func:`geometric_attention` as flat features of one width.
+
+    ``q_mv, k_mv (..., channels, 16)`` (any leading layout), ``v_mv (..., v_channels, 16)``,
+    scalars ``(..., s_channels)``; ``distance_weights`` broadcastable to ``q_mv.shape[:-1]`` (one
+    non-negative weight per query channel, the reference's ``exp(log_weights)``).
+
+    Features per multivector channel: the 7 inner-product components
+    (:data:`ATTENTION_IP_COMPONENTS`) and the 5 :func:`distance_features` (8 components, the full
+    inner product, with ``use_distance=False``); then the scalars. Queries, keys and values are
+    zero-padded to one width (a multiple of :data:`HEAD_DIM_MULTIPLE`), so PyTorch's fused
+    attention kernels apply. Returns ``(q, k, v, scale)`` with ``scale = 1 / sqrt(#features)``.
     """
-    out = None
-    if mask is not None:
-        out = mask[..., None, None, :]
-    if batch is not None:
-        block = (batch[:, None] == batch[None, :])[None]
-        out = block if out is None else out & block
-    return out
+    for name, t in (("q_mv", q_mv), ("k_mv", k_mv), ("v_mv", v_mv)):
+        _mv(t, name, 2)
+    if q_mv.shape[-2] != k_mv.shape[-2]:
+        raise ValueError(f"q_mv and k_mv must have the same channels, got {tuple(q_mv.shape)} and {tuple(k_mv.shape)}")
+    if (q_s is None) != (k_s is None):
+        raise ValueError("give scalar queries and keys together (q_s and k_s), or neither")
+    if use_distance:
+        idx = list(ATTENTION_IP_COMPONENTS)
+        qd = distance_features(q_mv, "query", eps)
+        if distance_weights is not None:
+            qd = qd * distance_weights[..., None].to(qd.dtype)
+        qf = [q_mv[..., idx].flatten(-2), qd.flatten(-2)]
+        kf = [k_mv[..., idx].flatten(-2), distance_features(k_mv, "key", eps).flatten(-2)]
+    else:
+        idx = list(pga.NONDEGENERATE)
+        qf, kf = [q_mv[..., idx].flatten(-2)], [k_mv[..., idx].flatten(-2)]
+    if q_s is not None and q_s.shape[-1]:
+        qf.append(q_s)
+        kf.append(k_s)
+    vf = [v_mv.flatten(-2)]
+    if v_s is not None and v_s.shape[-1]:
+        vf.append(v_s)
+    n_qk = sum(f.shape[-1] for f in qf)
+    n_v = sum(f.shape[-1] for f in vf)
+    width = _head_width(n_qk, n_v)
+    dtype = torch.promote_types(torch.promote_types(qf[0].dtype, qf[-1].dtype), vf[-1].dtype)
+    q = _pad([f.to(dtype) for f in qf], width)
+    k = _pad([f.to(dtype) for f in kf], width)
+    v = _pad([f.to(dtype) for f in vf], width)
+    return q, k, v, 1.0 / math.sqrt(n_qk)
+
+
+def _split_values(out: Tensor, v_channels: int, v_s_channels: int) -> tuple[Tensor, Tensor | None]:
+    n_mv = v_channels * pga.DIM
+    mv = out[..., :n_mv].unflatten(-1, (v_channels, pga.DIM))
+    s = out[..., n_mv:n_mv + v_s_channels] if v_s_channels else None
+    return mv, s
+
+
+def geometric_attention_items_first(q_mv: Tensor, k_mv: Tensor, v_mv: Tensor, q_s: Tensor | None = None,
+                                    k_s: Tensor | None = None, v_s: Tensor | None = None,
+                                    layout: SetLayout | None = None, use_distance: bool = True,
+                                    distance_weights: Tensor | None = None, eps: float | None = DISTANCE_EPS
+                                    ) -> tuple[Tensor, Tensor | None]:
+    """:func:`geometric_attention` in the items-first layout the layers use (no transposes).
+
+    ``q_mv (..., items, heads, channels, 16)``; ``k_mv, v_mv (..., items, kv_heads, ...)`` with
+    ``kv_heads`` 1 (multi-query) or ``heads``; scalars ``(..., items, heads, s_channels)``;
+    ``layout`` from :func:`~geomlin.gatr.attention.set_layout` (``None``: every item attends to
+    every item of its leading index). Returns ``(mv (..., items, heads, v_channels, 16),
+    scalars (..., items, heads, v_s_channels) or None)``.
+    """
+    q, k, v, scale = attention_features(q_mv, k_mv, v_mv, q_s, k_s, v_s, use_distance, distance_weights, eps)
+    lead = q.shape[:-3]
+    n = q.shape[-3]
+    q, k, v = (t.reshape(-1, n, t.shape[-2], t.shape[-1]) for t in (q, k, v))
+    out = attend(q, k, v, layout, scale)
+    out = out.reshape(*lead, n, out.shape[-2], out.shape[-1])
+    return _split_values(out, v_mv.shape[-2], 0 if v_s is None else v_s.shape[-1])
 
 
 def geometric_attention(q_mv: Tensor, k_mv: Tensor, v_mv: Tensor,
                         q_s: Tensor | None = None, k_s: Tensor | None = None, v_s: Tensor | None = None,
-                        attn_mask: Tensor | None = None, use_distance: bool = True) -> tuple[Tensor, Tensor | None]:
-    """Pin(3,0,1)-equivariant multi-head attention in one ``scaled_dot_product_attention`` call.
+                        attn_mask: Tensor | SetLayout | None = None, use_distance: bool = True,
+                        distance_weights: Tensor | None = None, eps: float | None = DISTANCE_EPS
+                        ) -> tuple[Tensor, Tensor | None]:
+    """Pin(3,0,1)-equivariant multi-head attention (GATr sec. 3.3), fused kernels, memory linear in items.
 
     Parameters
     ----------
-    q_mv, k_mv, v_mv: ``(..., heads, items, channels, 16)``.
-    q_s, k_s, v_s: ``(..., heads, items, s_channels)`` or ``None``.
-    attn_mask: boolean, broadcastable to ``(..., heads, items_q, items_k)``, ``True`` = attend.
+    q_mv: ``(..., heads, items, channels, 16)``.
+    k_mv, v_mv: ``(..., kv_heads, items, channels, 16)``, ``kv_heads`` 1 (multi-query, the
+        reference's default) or ``heads``.
+    q_s, k_s, v_s: ``(..., heads or kv_heads, items, s_channels)`` or ``None``.
+    attn_mask: ``None``; a boolean tensor broadcastable to ``(..., heads, items, items)``
+        (``True`` = attend; a float mask is refused: it would read as an additive bias); or a
+        :class:`~geomlin.gatr.attention.SetLayout` (padding mask or PyG batch vector, no dense
+        ``items x items`` mask).
     use_distance: add the distance-aware trivector features.
+    distance_weights: ``(heads, channels)``-broadcastable non-negative weights of the distance
+        features per query channel (the reference's ``exp(log_weights)``).
 
-    The attention logit is ``(sum_c <q_c, k_c> + [dist] + q_s . k_s) / sqrt(n_features)``.
+    The attention logit is ``(sum_c [<q_c, k_c>_7 + w_c d(q_c) . d(k_c)] + q_s . k_s) / sqrt(n)``
+    with ``n = 12 channels + s_channels`` features (the reference's ``geometric_attention``).
 
     Returns
     -------
-    ``(mv (..., heads, items, channels, 16), scalars (..., heads, items, s_channels) or None)``.
+    ``(mv (..., heads, items, v_channels, 16), scalars (..., heads, items, v_s_channels) or None)``.
     """
-    idx = list(pga.NONDEGENERATE)
-    qf = [q_mv[..., idx].flatten(-2)]
-    kf = [k_mv[..., idx].flatten(-2)]
-    if use_distance:
-        qf.append(distance_features(q_mv, "query").flatten(-2))
-        kf.append(distance_features(k_mv, "key").flatten(-2))
-    vf = [v_mv.flatten(-2)]
-    if q_s is not None:
-        qf.append(q_s)
-        kf.append(k_s)
-    if v_s is not None:
-        vf.append(v_s)
-    q = torch.cat(qf, -1) if len(qf) > 1 else qf[0]
-    k = torch.cat(kf, -1) if len(kf) > 1 else kf[0]
-    v = torch.cat(vf, -1) if len(vf) > 1 else vf[0]
-    out = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, scale=1.0 / math.sqrt(q.shape[-1]))
-    n_mv = v_mv.shape[-2] * pga.DIM
-    mv = out[..., :n_mv].unflatten(-1, (v_mv.shape[-2], pga.DIM))
-    s = out[..., n_mv:] if v_s is not None else None
-    return mv, s
+    for name, t in (("q_mv", q_mv), ("k_mv", k_mv), ("v_mv", v_mv)):
+        _mv(t, name, 4)
+    if not (attn_mask is None or isinstance(attn_mask, (Tensor, SetLayout))):
+        raise TypeError(f"attn_mask must be a bool tensor or a SetLayout, got {type(attn_mask).__name__}")
+    if isinstance(attn_mask, Tensor):
+        check_mask(attn_mask, "attn_mask")
+        q, k, v, scale = attention_features(
+            q_mv, k_mv, v_mv, q_s, k_s, v_s, use_distance,
+            None if distance_weights is None else distance_weights[..., None, :], eps)
+        out = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, scale=scale,
+                                             enable_gqa=k.shape[-3] != q.shape[-3])
+        return _split_values(out, v_mv.shape[-2], 0 if v_s is None else v_s.shape[-1])
+
+    mv, s = geometric_attention_items_first(
+        q_mv.movedim(-3, -4), k_mv.movedim(-3, -4), v_mv.movedim(-3, -4),
+        None if q_s is None else q_s.movedim(-2, -3), None if k_s is None else k_s.movedim(-2, -3),
+        None if v_s is None else v_s.movedim(-2, -3), attn_mask, use_distance, distance_weights, eps)
+    return mv.movedim(-4, -3), (None if s is None else s.movedim(-3, -2))
 
 
-def join_reference(mv: Tensor, mask: Tensor | None = None, batch: Tensor | None = None) -> Tensor:
+# ---------------------------------------------------------------------- join reference
+def join_reference(mv: Tensor, mask: Tensor | None = None, batch: Tensor | None = None,
+                   num_sets: int | None = None) -> Tensor:
     """Per-set mean of ``mv (..., items, channels, 16)`` for :func:`equivariant_join`.
 
-    * no mask, no batch: mean over items and channels -> ``(..., 1, 1, 16)``;
+    * no mask, no batch: mean over items and channels -> ``(..., 1, 1, 16)`` (the reference's
+      ``join_reference="data"``);
     * ``mask (..., items)``: mean over valid items -> ``(..., 1, 1, 16)``;
     * ``batch (items,)`` (flat layout, ``mv (items, channels, 16)``): mean per set,
       gathered back -> ``(items, 1, 16)``, so every set's reference follows its own
-      transformation.
+      transformation. ``num_sets`` (default ``batch.max() + 1``, a host sync on GPUs) may be given.
     """
+    _mv(mv, "mv", 3)
+    if mask is not None:
+        check_mask(mask, "mask", shape=mv.shape[:-2])
+    if batch is not None:
+        if mv.ndim != 3:
+            raise ValueError(f"with a batch vector mv must be flat (items, channels, 16), got {tuple(mv.shape)}")
+        check_batch_vector(batch, "batch", mv.shape[0])
     per_item = mv.mean(-2, keepdim=True)  # (..., items, 1, 16)
     if batch is not None:
-        n_sets = int(batch.max().item()) + 1 if batch.numel() else 0
+        if num_sets is None:
+            num_sets = int(batch.max().item()) + 1 if batch.numel() else 0
         w = torch.ones(batch.shape[0], dtype=mv.dtype, device=mv.device)
         if mask is not None:
             w = w * mask.to(mv.dtype)
-        sums = torch.zeros(n_sets, pga.DIM, dtype=mv.dtype, device=mv.device)
-        sums.index_add_(0, batch, per_item[:, 0] * w[:, None])
-        counts = torch.zeros(n_sets, dtype=mv.dtype, device=mv.device).index_add_(0, batch, w)
+        sums = torch.zeros(num_sets, pga.DIM, dtype=mv.dtype, device=mv.device)
+        sums = sums.index_add(0, batch, per_item[:, 0] * w[:, None])
+        counts = torch.zeros(num_sets, dtype=mv.dtype, device=mv.device).index_add(0, batch, w)
         means = sums / counts.clamp_min(1.0)[:, None]
         return means[batch][:, None, :]
     if mask is not None:
@@ -300,3 +497,24 @@ def join_reference(mv: Tensor, mask: Tensor | None = None, batch: Tensor | None 
         total = (per_item * w).sum(-3, keepdim=True)
         return total / w.sum(-3, keepdim=True).clamp_min(1.0)
     return per_item.mean(-3, keepdim=True)
+
+
+def canonical_reference(dtype: torch.dtype = torch.float32, device=None) -> Tensor:
+    """The reference GATr's ``join_reference="canonical"``: ``e123 + e0123`` as ``(16,)``.
+
+    Constant, hence invariant under proper motions (SE(3)); a reflection flips the join but not
+    this reference, so with it the model is equivariant under SE(3) only.
+    """
+    out = torch.zeros(pga.DIM, dtype=dtype, device=device)
+    out[pga.E123] = 1.0
+    out[pga.E0123] = 1.0
+    return out
+
+
+__all__ = [
+    "ATTENTION_IP_COMPONENTS", "DISTANCE_EPS", "LAYER_NORM_EPS", "METHODS", "NUM_LINEAR_BASIS", "SetLayout",
+    "attention_features", "attention_mask", "canonical_reference", "distance_features", "equi_layer_norm",
+    "equi_linear", "equivariant_join", "geometric_attention", "geometric_attention_items_first",
+    "geometric_product", "grade_dropout", "inner_product", "join", "join_reference", "linear_basis",
+    "norm_squared", "outer_product", "reference_basis_norms", "scalar_gated_gelu", "set_layout",
+]

@@ -162,3 +162,29 @@ def test_bad_inputs():
         pga.check_mv(torch.zeros(16, dtype=torch.long))
     assert math.isclose(float(pga.extract_point(torch.zeros(16, dtype=DT) + torch.eye(16, dtype=DT)[pga.E023])[0]),
                         -1e3)  # a point at infinity is clamped, not divided by zero
+
+
+def test_rigid_motion_refuses_non_orthogonal_matrices():
+    shear = torch.eye(3, dtype=DT)
+    shear[0, 1] = 0.2
+    for bad in (shear, 1.01 * torch.eye(3, dtype=DT), torch.zeros(3, 3, dtype=DT)):
+        with pytest.raises(ValueError, match="orthogonal"):
+            pga.embed_rigid_motion(bad, torch.zeros(3, dtype=DT))
+    with pytest.raises(ValueError, match="det"):
+        pga.matrix_to_quaternion(torch.diag(torch.tensor([1.0, 1.0, -1.0], dtype=DT)))
+    # float32 rotations that went through a few operations are still accepted
+    R = E3().sample(4, dtype=torch.float32).R
+    assert pga.embed_rigid_motion(R, torch.zeros(4, 3)).shape == (4, 16)
+
+
+def test_dual_and_join_convention():
+    x = torch.randn(5, 16, dtype=DT)
+    # J reverses the components with the reference's signs; J(J(x)) = +-x per grade
+    jj = pga.dual(pga.dual(x))
+    torch.testing.assert_close(jj.abs(), x.abs())
+    # the join of two points is the line through them, with direction (b - a) in e23, -e13, e12
+    a, b = torch.randn(2, 3, dtype=DT)
+    line = pga.join(pga.embed_point(a), pga.embed_point(b))
+    _, direction = pga.extract_line(line)
+    torch.testing.assert_close(torch.linalg.cross(direction, b - a), torch.zeros(3, dtype=DT), atol=1e-12, rtol=0)
+    torch.testing.assert_close(pga.join_table().abs().sum(), torch.tensor(81.0, dtype=DT))

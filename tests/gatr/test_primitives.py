@@ -1,4 +1,5 @@
-"""GATr primitives: equivariance under Pin(3,0,1) (geomlin.testing) and independent oracles."""
+"""GATr primitives against independent oracles: brute-force blade algebra, the reference GATr's
+formulas written out (tests/gatr/pga_oracle.py), naive attention loops; Pin(3,0,1) equivariance."""
 
 import math
 
@@ -6,15 +7,59 @@ import pytest
 import torch
 
 from geomlin.algebra import Pin301, pga, pin_action
+from geomlin.gatr import planes as PL
 from geomlin.gatr import primitives as P
 from geomlin.testing import assert_equivariant, assert_invariant
+from tests.gatr import pga_oracle as O
 
 DT = torch.float64
 PIN = Pin301()
+TOL = {"rtol": 1e-10, "atol": 1e-10}
 
 
 def mv(*shape):
     return torch.randn(*shape, 16, dtype=DT)
+
+
+# ------------------------------------------------------------------ the reference's formulas, 1e-10
+def test_products_match_brute_force_blade_algebra():
+    x, y = mv(6, 3), mv(6, 3)
+    for method in ("auto", "dense"):
+        torch.testing.assert_close(P.geometric_product(x, y, method), O.product(x, y), **TOL)
+        torch.testing.assert_close(P.outer_product(x, y, method), O.product(x, y, "outer"), **TOL)
+    torch.testing.assert_close(P.inner_product(x, y), O.inner_product(x, y), **TOL)
+    assert P.inner_product(x, y).shape == (6, 3, 1)
+
+
+def test_join_is_the_reference_formula():
+    x, y, ref = mv(5, 4), mv(5, 4), mv(5, 1)
+    want = O.reference_join(x, y, ref)
+    for method in ("auto", "dense"):
+        torch.testing.assert_close(P.equivariant_join(x, y, ref, method), want, **TOL)
+    torch.testing.assert_close(pga.join(x, y), O.reference_join(x, y, torch.eye(16, dtype=DT)[14]), **TOL)
+    # long inputs take the chunked path
+    xl, yl = mv(3 * pga.JOIN_CHUNK_ROWS + 5), mv(3 * pga.JOIN_CHUNK_ROWS + 5)
+    torch.testing.assert_close(pga.join(xl, yl), pga.join(xl, yl, "dense"), **TOL)
+
+
+def test_point_embedding_and_extraction_are_the_reference_formulas():
+    coords = torch.randn(7, 3, dtype=DT) * 3
+    torch.testing.assert_close(pga.embed_point(coords), O.reference_embed_point(coords), **TOL)
+    x = mv(50)
+    x[:5, pga.E123] = 1e-4 * torch.rand(5, dtype=DT)  # small positive weights: both clamp to +threshold
+    torch.testing.assert_close(pga.extract_point(x), O.reference_extract_point(x), **TOL)
+    # the one documented difference: small negative weights keep their sign here
+    x[0, pga.E123] = -1e-4
+    torch.testing.assert_close(pga.extract_point(x[:1]), -O.reference_extract_point(x[:1]), **TOL)
+
+
+def test_linear_basis_is_the_reference_basis_and_a_copy():
+    basis = P.linear_basis()
+    torch.testing.assert_close(basis, O.reference_equi_linear_basis(), rtol=0, atol=0)
+    basis[0, 0, 0] = 7.0  # the cached table is not handed out
+    assert P.linear_basis()[0, 0, 0] == 1.0
+    norms = P.reference_basis_norms()
+    torch.testing.assert_close(norms, O.reference_equi_linear_basis().flatten(1).norm(dim=1), **TOL)
 
 
 def test_linear_basis_spans_the_commutant():
@@ -29,48 +74,87 @@ def test_linear_basis_spans_the_commutant():
     A = torch.cat(rows)
     s = torch.linalg.svdvals(A)
     assert int((s < 1e-9 * s.max()).sum()) == 9
-    B = P.linear_basis()  # (9, 16, 16) maps x -> B x
-    flat = B.reshape(9, -1)
+    flat = P.linear_basis().reshape(9, -1)
     assert torch.linalg.matrix_rank(flat) == 9
     assert (A @ flat.T).abs().max() < 1e-9  # each basis map commutes with every versor
 
 
-def test_equi_linear_fast_matches_dense_and_is_equivariant():
+def test_equi_linear_against_the_basis_written_out():
     x = mv(2, 5, 3)
     w = torch.randn(4, 3, 9, dtype=DT)
-    torch.testing.assert_close(P.equi_linear(x, w), P.equi_linear(x, w, "dense"))
+    bias = torch.randn(4, dtype=DT)
+    basis = O.reference_equi_linear_basis()
+    want = torch.einsum("oib,bkl,...il->...ok", w, basis, x)
+    want[..., 0] += bias
+    for method in ("auto", "dense"):
+        torch.testing.assert_close(P.equi_linear(x, w, method, scalar_bias=bias), want, **TOL)
+    planes = PL.linear(PL.to_planes(x), w, bias)
+    torch.testing.assert_close(PL.from_planes(planes, (2, 5)), want, **TOL)
     assert_equivariant(lambda a: P.equi_linear(a, w), PIN, pin_action, pin_action, inputs=x)
 
 
-def test_products_are_equivariant():
+def test_distance_features_are_the_reference_vectors():
+    x, y = mv(9), mv(9)
+    tri = list(O.REFERENCE_TRIVECTOR)
+    for role, z in (("query", x), ("key", y)):
+        got = P.distance_features(z, role)
+        want = O.reference_distance_vector(z[..., tri], role)
+        # the same 5 numbers up to the order of the three ideal components: compare the products
+        assert got.shape == want.shape == (9, 5)
+    dot = (P.distance_features(x, "query") * P.distance_features(y, "key")).sum(-1)
+    ref_dot = (O.reference_distance_vector(x[..., tri], "query") * O.reference_distance_vector(y[..., tri], "key")).sum(-1)
+    torch.testing.assert_close(dot, ref_dot, **TOL)
+    # for points of unit weight: minus the squared distance, scaled by the normaliser (1 + eps)^-4
+    p, q = torch.randn(2, 6, 3, dtype=DT)
+    d = (P.distance_features(pga.embed_point(p), "query") * P.distance_features(pga.embed_point(q), "key")).sum(-1)
+    torch.testing.assert_close(d, -((p - q) ** 2).sum(-1) / (1 + P.DISTANCE_EPS) ** 4, **TOL)
+
+    def pair(a, b):
+        return (P.distance_features(a, "query") * P.distance_features(b, "key")).sum(-1)
+    assert_invariant(pair, PIN, (pin_action, pin_action), inputs=(x, y))
+
+
+# ------------------------------------------------------------------ equivariance, norms, dropout
+def test_products_are_equivariant_and_the_plain_join_flips_sign():
     x, y = mv(2, 5, 3), mv(2, 5, 3)
     assert_equivariant(P.geometric_product, PIN, (pin_action, pin_action), pin_action, inputs=(x, y))
     ref = mv(2, 1, 1)
     assert_equivariant(P.equivariant_join, PIN, (pin_action,) * 3, pin_action, inputs=(x, y, ref))
-    # the plain join is equivariant only up to the sign of odd versors
     g = Pin301(parity="odd").sample(1)[0]
     torch.testing.assert_close(P.join(pin_action(g, x), pin_action(g, y)), -pin_action(g, P.join(x, y)))
-    for method in ("auto", "dense"):
-        torch.testing.assert_close(P.geometric_product(x, y, method), pga.PGA.geometric_product(x, y, "dense"))
-        torch.testing.assert_close(P.join(x, y, method), pga.PGA.regressive_product(x, y, "dense"))
+    # the e123 reference flips with odd versors too: a point's weight becomes -1
+    point = pga.embed_point(torch.randn(3, dtype=DT))
+    assert pin_action(g, point)[pga.E123] == pytest.approx(-1.0)
 
 
-def test_inner_product_and_norms():
-    x, y = mv(4, 3), mv(4, 3)
-    # oracle: <~x y>_0 over the full algebra (e0 parts square to zero)
-    torch.testing.assert_close(P.inner_product(x, y), pga.PGA.scalar_product(pga.reverse(x), y))
-    assert_invariant(P.inner_product, PIN, (pin_action, pin_action), inputs=(x, y))
+def test_planes_kernels_match_the_row_primitives():
+    a, b = mv(300, 5), mv(300, 5)  # > CHUNK_COLUMNS columns: several chunks
+    pa, pb = PL.to_planes(a), PL.to_planes(b)
+    torch.testing.assert_close(PL.from_planes(PL.geometric_product(pa, pb), (300,)), O.product(a, b), **TOL)
+    torch.testing.assert_close(PL.from_planes(PL.join(pa, pb), (300,)),
+                               O.reference_join(a, b, torch.eye(16, dtype=DT)[14]), **TOL)
+    torch.testing.assert_close(PL.norm_squared(pa), O.inner_product(a, a)[..., 0], **TOL)
+    torch.testing.assert_close(PL.from_planes(PL.layer_norm(pa, 0.01), (300,)), P.equi_layer_norm(a), **TOL)
+    torch.testing.assert_close(PL.from_planes(PL.gated_gelu(pa), (300,)), P.scalar_gated_gelu(a), **TOL)
+
+
+def test_layer_norm_and_gelu_are_the_reference_formulas():
+    x = mv(4, 3)
+    sq = O.inner_product(x, x).mean(-2, keepdim=True).clamp_min(0.01)  # the reference clamps, not adds
+    torch.testing.assert_close(P.equi_layer_norm(x), x / sq.sqrt(), **TOL)
+    small = 1e-3 * x
+    torch.testing.assert_close(P.equi_layer_norm(small), small / math.sqrt(0.01), **TOL)
+    gate = x[..., :1]
+    tanh_gelu = 0.5 * gate * (1 + torch.tanh(math.sqrt(2 / math.pi) * (gate + 0.044715 * gate ** 3)))
+    torch.testing.assert_close(P.scalar_gated_gelu(x), x * tanh_gelu, **TOL)
     assert_equivariant(P.equi_layer_norm, PIN, pin_action, pin_action, inputs=x)
-    normed = P.equi_layer_norm(x)
-    torch.testing.assert_close(P.norm_squared(normed).mean(-2), torch.ones(4, 1, dtype=DT), rtol=1e-5, atol=1e-5)
     assert_equivariant(P.scalar_gated_gelu, PIN, pin_action, pin_action, inputs=x)
 
 
 def test_grade_dropout():
     x = mv(50, 4)
     y = P.grade_dropout(x, 0.5, generator=torch.Generator().manual_seed(0))
-    # every grade block is either zero or scaled by 2
-    for sl in pga.GRADE_SLICES:
+    for sl in pga.GRADE_SLICES:  # every grade block is either zero or scaled by 2
         block, orig = y[..., sl], x[..., sl]
         zero = block.abs().amax(-1) == 0
         torch.testing.assert_close(block[~zero], 2 * orig[~zero])
@@ -80,57 +164,94 @@ def test_grade_dropout():
     def fixed_draw(a):
         return P.grade_dropout(a, 0.3, generator=torch.Generator().manual_seed(7))
     assert_equivariant(fixed_draw, PIN, pin_action, pin_action, inputs=x)
-    with pytest.raises(ValueError, match="probability"):
-        P.grade_dropout(x, 1.0)
 
 
-def test_distance_features_give_minus_squared_distance():
-    p, q = torch.randn(2, 6, 3, dtype=DT)
-    dot = (P.distance_features(pga.embed_point(p), "query") * P.distance_features(pga.embed_point(q), "key")).sum(-1)
-    torch.testing.assert_close(dot, -((p - q) ** 2).sum(-1))
-    x, y = mv(6), mv(6)
-
-    def pair(a, b):
-        return (P.distance_features(a, "query") * P.distance_features(b, "key")).sum(-1)
-    assert_invariant(pair, PIN, (pin_action, pin_action), inputs=(x, y))
-
-
-def naive_attention(q_mv, k_mv, v_mv, q_s, k_s, v_s, allowed):
-    """Per-head loops, explicit softmax: the oracle for geometric_attention."""
-    idx = list(pga.NONDEGENERATE)
-    logits = (q_mv[..., idx][..., :, None, :, :] * k_mv[..., idx][..., None, :, :, :]).sum((-1, -2))
-    dq, dk = P.distance_features(q_mv, "query"), P.distance_features(k_mv, "key")
-    logits = logits + (dq[..., :, None, :, :] * dk[..., None, :, :, :]).sum((-1, -2))
-    logits = logits + q_s @ k_s.transpose(-1, -2)
-    n_feat = q_mv.shape[-2] * 13 + q_s.shape[-1]
-    logits = logits / math.sqrt(n_feat)
-    logits = logits.masked_fill(~allowed, float("-inf"))
+# ------------------------------------------------------------------ attention
+def naive_attention(q_mv, k_mv, v_mv, q_s, k_s, v_s, keep, weights):
+    """The reference's attention logit written out, explicit softmax: ``(B, H, N, C, 16)`` inputs,
+    ``k/v`` with one head (multi-query), ``keep (B, N)`` key mask, ``weights (H, C)``."""
+    ipc = O.REFERENCE_IP_WITHOUT_TRIVECTOR
+    tri = O.REFERENCE_TRIVECTOR
+    B, H, N, C, _ = q_mv.shape
+    logits = torch.zeros(B, H, N, N, dtype=DT)
+    for b, h, i, j in torch.cartesian_prod(torch.arange(B), torch.arange(H), torch.arange(N), torch.arange(N)).tolist():
+        total = (q_s[b, h, i] * k_s[b, 0, j]).sum()
+        for c in range(C):
+            total = total + (q_mv[b, h, i, c, ipc] * k_mv[b, 0, j, c, ipc]).sum()
+            dq = O.reference_distance_vector(q_mv[b, h, i, c, tri], "query")
+            dk = O.reference_distance_vector(k_mv[b, 0, j, c, tri], "key")
+            total = total + weights[h, c] * (dq * dk).sum()
+        logits[b, h, i, j] = total / math.sqrt(12 * C + q_s.shape[-1])
+    logits = logits.masked_fill(~keep[:, None, None, :], float("-inf"))
     att = logits.softmax(-1)
-    return torch.einsum("...ij,...jcx->...icx", att, v_mv), att @ v_s
+    return torch.einsum("bhij,bjcx->bhicx", att, v_mv[:, 0]), torch.einsum("bhij,bjc->bhic", att, v_s[:, 0])
 
 
-def test_attention_matches_naive_and_is_equivariant():
-    B, H, N, C, S = 2, 3, 7, 2, 4
-    q, k, v = mv(B, H, N, C), mv(B, H, N, C), mv(B, H, N, C)
-    qs, ks, vs = torch.randn(3, B, H, N, S, dtype=DT)
-    mask = torch.ones(B, N, dtype=torch.bool)
-    mask[1, 5:] = False
-    am = P.attention_mask(mask)
-    out_mv, out_s = P.geometric_attention(q, k, v, qs, ks, vs, attn_mask=am)
-    want_mv, want_s = naive_attention(q, k, v, qs, ks, vs, am)
-    torch.testing.assert_close(out_mv, want_mv)
-    torch.testing.assert_close(out_s, want_s)
+def test_attention_matches_the_written_out_formula_and_is_equivariant():
+    B, H, N, C, S = 2, 3, 5, 2, 4
+    q = mv(B, H, N, C)
+    k, v = mv(B, 1, N, C), mv(B, 1, N, C)
+    qs = torch.randn(B, H, N, S, dtype=DT)
+    ks, vs = torch.randn(2, B, 1, N, S, dtype=DT)
+    keep = torch.ones(B, N, dtype=torch.bool)
+    keep[1, 3:] = False
+    weights = torch.rand(H, C, dtype=DT) + 0.5
+    want_mv, want_s = naive_attention(q, k, v, qs, ks, vs, keep, weights)
+    for mask in (P.set_layout(keep), P.attention_mask(keep)):
+        out_mv, out_s = P.geometric_attention(q, k, v, qs, ks, vs, attn_mask=mask, distance_weights=weights)
+        torch.testing.assert_close(out_mv, want_mv, **TOL)
+        torch.testing.assert_close(out_s, want_s, **TOL)
 
     def fn(a, b, c, d, e, f):
-        return P.geometric_attention(a, b, c, d, e, f, attn_mask=am)
+        return P.geometric_attention(a, b, c, d, e, f, attn_mask=P.set_layout(keep), distance_weights=weights)
     assert_equivariant(fn, PIN, (pin_action,) * 3 + ("scalar",) * 3, (pin_action, "scalar"),
                        inputs=(q, k, v, qs, ks, vs))
 
 
-def test_block_diagonal_mask_and_join_reference():
+@pytest.mark.parametrize("method", ["bucketed", "chunked", "dense"])
+def test_flat_layouts_equal_attention_per_set(method, monkeypatch):
+    sizes = [3, 7, 1, 12, 7, 30]  # several size groups, a singleton, an uneven mix
+    batch = torch.repeat_interleave(torch.arange(len(sizes)), torch.tensor(sizes))
+    n = len(batch)
+    q, k, v = torch.randn(1, n, 2, 8, dtype=DT), torch.randn(1, n, 1, 8, dtype=DT), torch.randn(1, n, 1, 8, dtype=DT)
+    layout = P.set_layout(batch=batch, method=method)
+    import geomlin.gatr.attention as A
+    got = A.attend(q, k, v, layout, 0.3)
+    start = 0
+    for size in sizes:
+        sl = slice(start, start + size)
+        want = A.attend(q[:, sl], k[:, sl], v[:, sl], None, 0.3)
+        torch.testing.assert_close(got[:, sl], want, **TOL)
+        start += size
+    if method == "chunked":  # query chunks smaller than the sets, crossing set borders
+        monkeypatch.setattr(A, "CHUNK_ITEMS", 5)
+        small = A._attend_chunked(q[0], k[0], v[0], layout, 0.3, chunk=5)
+        torch.testing.assert_close(small[None], got, **TOL)
+
+
+def test_bucketed_layout_builds_no_items_by_items_mask(monkeypatch):
+    import geomlin.gatr.attention as A
+    seen = []
+    real = A.F.scaled_dot_product_attention
+
+    def spy(q, k, v, attn_mask=None, **kw):
+        seen.append(None if attn_mask is None else attn_mask.numel())
+        return real(q, k, v, attn_mask=attn_mask, **kw)
+    monkeypatch.setattr(A.F, "scaled_dot_product_attention", spy)
+    n_sets, size = 4, 64
+    batch = torch.arange(n_sets).repeat_interleave(size)
+    layout = P.set_layout(batch=batch)
+    assert len(layout.groups) == 1 and layout.groups[0].index is None  # a reshape, no copy, no mask
+    q = torch.randn(1, n_sets * size, 2, 8)
+    A.attend(q, q[:, :, :1], q[:, :, :1], layout, 1.0)
+    assert seen == [None]
+    uneven = torch.repeat_interleave(torch.arange(3), torch.tensor([40, 50, 64]))
+    A.attend(q[:, :154], q[:, :154, :1], q[:, :154, :1], P.set_layout(batch=uneven), 1.0)
+    assert max(s for s in seen if s is not None) <= 3 * 64  # a key mask per set, not items x items
+
+
+def test_join_reference_per_set():
     batch = torch.tensor([0, 0, 0, 1, 1, 2])
-    m = P.attention_mask(batch=batch)
-    assert m.shape == (1, 6, 6) and m[0, 0, 2] and not m[0, 0, 3] and m[0, 4, 3] and not m[0, 5, 4]
     x = mv(6, 2)
     ref = P.join_reference(x, batch=batch)
     assert ref.shape == (6, 1, 16)
@@ -141,5 +262,5 @@ def test_block_diagonal_mask_and_join_reference():
     assert r.shape == (2, 1, 1, 16)
     torch.testing.assert_close(r[0, 0, 0], padded[0, :2].mean((0, 1)))
     torch.testing.assert_close(r[1, 0, 0], padded[1].mean((0, 1)))
-    with pytest.raises(ValueError, match="method"):
-        P.equi_linear(x, torch.randn(2, 2, 9, dtype=DT), method="sparse")
+    canonical = P.canonical_reference(DT)
+    assert canonical[pga.E123] == 1 and canonical[pga.E0123] == 1 and canonical.abs().sum() == 2

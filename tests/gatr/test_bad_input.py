@@ -1,0 +1,119 @@
+"""Bad input to geomlin.gatr and geomlin.algebra.pga: a clear TypeError / ValueError from geomlin,
+naming the argument, for each case; valid controls at the end."""
+
+import pytest
+import torch
+
+from geomlin.algebra import pga
+from geomlin.gatr import EquiLayerNorm, EquiLinear, GATr, GATrBlock, GeometricAttention, GeometricBilinear
+from geomlin.gatr import planes as PL
+from geomlin.gatr import primitives as P
+from geomlin.gatr.reference import gatr_from_reference
+
+MV = torch.randn(2, 5, 2, 16)
+S = torch.randn(2, 5, 3)
+
+
+def model(**kw):
+    args = {"in_mv_channels": 2, "out_mv_channels": 1, "hidden_mv_channels": 4, "in_s_channels": 3,
+            "out_s_channels": 1, "hidden_s_channels": 4, "num_blocks": 1, "num_heads": 2}
+    args.update(kw)
+    return GATr(**args)
+
+
+def flat():
+    return MV.reshape(10, 2, 16), S.reshape(10, 3)
+
+
+SHEAR = torch.tensor([[1.0, 0.3, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0]])
+MIRROR = torch.diag(torch.tensor([-1.0, 1.0, 1.0]))
+
+CASES = [
+    # constructors
+    ("zero mv channels", lambda: EquiLinear(0, 2), ValueError, "in_mv_channels must be >= 1"),
+    ("negative scalar channels", lambda: EquiLinear(2, 3, in_s_channels=-1), ValueError, "in_s_channels must be >= 0"),
+    ("float channel count", lambda: EquiLinear(2.5, 3), TypeError, "in_mv_channels must be an int"),
+    ("unknown initialization", lambda: EquiLinear(2, 3, initialization="xavier"), ValueError, "initialization must be one of"),
+    ("unknown method", lambda: EquiLinear(2, 3, method="sparse"), ValueError, "method must be one of"),
+    ("zero heads", lambda: GeometricAttention(2, 2, num_heads=0), ValueError, "num_heads must be >= 1"),
+    ("negative layer-norm eps", lambda: EquiLayerNorm(eps=-1.0), ValueError, "eps must be >= 0"),
+    ("dropout 1.5", lambda: GATrBlock(2, dropout=1.5), ValueError, "dropout must be < 1"),
+    ("scalars without hidden scalars", lambda: GATr(1, 1, 4, in_s_channels=2), ValueError, "hidden_s_channels"),
+    ("negative blocks", lambda: model(num_blocks=-1), ValueError, "num_blocks must be >= 0"),
+    ("unknown attention method", lambda: model(attention_method="flash"), ValueError, "attention_method must be one of"),
+    # layer inputs
+    ("mv last dimension 15", lambda: EquiLinear(3, 4, 2, 1)(torch.zeros(5, 3, 15), torch.zeros(5, 2)), ValueError,
+     "last dimension 16"),
+    ("mv channels", lambda: EquiLinear(3, 4, 2, 1)(torch.zeros(5, 2, 16), torch.zeros(5, 2)), ValueError,
+     r"\(\.\.\., 3, 16\)"),
+    ("integer mv", lambda: EquiLinear(3, 4)(torch.zeros(5, 3, 16, dtype=torch.long)), TypeError, "floating-point"),
+    ("missing scalars", lambda: EquiLinear(3, 4, 2, 1)(torch.zeros(5, 3, 16)), ValueError, "expected scalars"),
+    ("scalar shape", lambda: EquiLinear(3, 4, 2, 1)(torch.zeros(5, 3, 16), torch.zeros(5, 3)), ValueError,
+     "scalars must have shape"),
+    ("float attention mask", lambda: GeometricAttention(2, 2, num_heads=1)(torch.zeros(2, 4, 2, 16), None,
+                                                                           torch.ones(2, 1, 1, 4)),
+     TypeError, "torch.bool"),
+    ("attention without items axis", lambda: GeometricAttention(2, 2, num_heads=1)(torch.zeros(2, 16)), ValueError,
+     "items"),
+    ("reference of 15 components", lambda: GeometricBilinear(2, 2)(torch.zeros(4, 2, 16), None, torch.zeros(15)),
+     ValueError, "last dimension 16"),
+    ("reference per channel", lambda: GeometricBilinear(2, 2)(torch.zeros(4, 2, 16), None, torch.zeros(4, 2, 16)),
+     ValueError, "one multivector per item"),
+    # model inputs
+    ("NaN input", lambda: model()(torch.full_like(MV, float("nan")), S), ValueError, "NaN"),
+    ("float padding mask", lambda: model()(MV, S, mask=torch.ones(2, 5)), TypeError, "torch.bool"),
+    ("mask shape", lambda: model()(MV, S, mask=torch.ones(2, 4, dtype=torch.bool)), ValueError, "mask must have shape"),
+    ("batch with padded mv", lambda: model()(MV, S, batch=torch.zeros(5, dtype=torch.long)), ValueError, "flat"),
+    ("float batch vector", lambda: model()(*flat(), batch=torch.zeros(10)), TypeError, "integer"),
+    ("unsorted batch vector", lambda: model()(*flat(), batch=torch.tensor([1, 0] * 5)), ValueError, "sorted"),
+    ("negative batch index", lambda: model()(*flat(), batch=torch.full((10,), -1)), ValueError, "non-negative"),
+    ("batch vector length", lambda: model()(*flat(), batch=torch.zeros(9, dtype=torch.long)), ValueError,
+     "one entry per item"),
+    ("unknown join reference", lambda: model()(MV, S, join_reference="mean"), ValueError,
+     "join_reference must be one of"),
+    ("scalars missing", lambda: model()(MV), ValueError, "scalars=None"),
+    ("integer scalars", lambda: model()(MV, S.long()), TypeError, "floating-point"),
+    # algebra and primitives
+    ("shear as rotation", lambda: pga.embed_rigid_motion(SHEAR, torch.zeros(3)), ValueError, "orthogonal"),
+    ("scaled rotation", lambda: pga.embed_rigid_motion(2 * torch.eye(3), torch.zeros(3)), ValueError, "orthogonal"),
+    ("mirror as rotation", lambda: pga.matrix_to_quaternion(MIRROR), ValueError, r"rotations \(det \+1\)"),
+    ("integer point", lambda: pga.embed_point(torch.zeros(4, 3, dtype=torch.long)), TypeError, "floating-point"),
+    ("point threshold 0", lambda: pga.extract_point(torch.randn(16), threshold=0.0), ValueError, "threshold"),
+    ("unknown join method", lambda: pga.join(torch.randn(16), torch.randn(16), "matrix"), ValueError, "method"),
+    ("unknown linear method", lambda: P.equi_linear(torch.randn(3, 2, 16), torch.randn(2, 2, 9), "sparse"), ValueError,
+     "method must be one of"),
+    ("dropout probability 1", lambda: P.grade_dropout(torch.randn(3, 16), 1.0), ValueError, "dropout probability"),
+    ("float attention mask (primitive)",
+     lambda: P.geometric_attention(*torch.randn(3, 1, 2, 4, 1, 16), attn_mask=torch.ones(1, 1, 4, 4)),
+     TypeError, "torch.bool"),
+    ("float layout mask", lambda: P.set_layout(torch.ones(2, 4)), TypeError, "torch.bool"),
+    ("unknown layout method", lambda: P.set_layout(batch=torch.zeros(3, dtype=torch.long), method="varlen"),
+     ValueError, "method must be one of"),
+    ("not a reference model", lambda: gatr_from_reference(torch.nn.Linear(2, 2)), TypeError, "gatr.nets.GATr"),
+    ("linear weight shape", lambda: P.equi_linear(torch.randn(3, 2, 16), torch.randn(4, 3, 9)), ValueError,
+     r"weight must have shape \(\*, 2, 9\)"),
+    ("join reference of a padded batch with a batch vector",
+     lambda: P.join_reference(torch.randn(2, 3, 1, 16), batch=torch.zeros(2, dtype=torch.long)), ValueError, "flat"),
+    ("planes with 15 components", lambda: PL.layer_norm(torch.randn(15, 4, 2), 0.01), ValueError,
+     r"planes of shape \(16, items, channels\)"),
+    ("integer planes", lambda: PL.gated_gelu(torch.zeros(16, 4, 2, dtype=torch.long)), TypeError, "floating-point"),
+]
+
+
+@pytest.mark.parametrize("name,call,error,phrase", CASES, ids=[c[0] for c in CASES])
+def test_bad_input_is_refused(name, call, error, phrase):
+    with pytest.raises(error, match=phrase):
+        call()
+
+
+def test_valid_controls():
+    out_mv, _ = model()(*flat(), batch=torch.tensor([0] * 4 + [1] * 6))
+    assert out_mv.shape == (10, 1, 16) and torch.isfinite(out_mv).all()
+    rot = torch.linalg.qr(torch.randn(3, 3, dtype=torch.float64))[0]
+    rot = rot * torch.linalg.det(rot)  # a proper rotation
+    assert pga.embed_rigid_motion(rot, torch.zeros(3, dtype=torch.float64)).shape == (16,)
+    assert pga.embed_rigid_motion(-rot, torch.zeros(3, dtype=torch.float64)).shape == (16,)  # improper is fine
+    at_infinity = torch.zeros(16)
+    at_infinity[pga.E023] = 1.0
+    assert torch.isfinite(pga.extract_point(at_infinity)).all()
+    assert model()(MV, S, mask=torch.zeros(2, 5, dtype=torch.bool))[0].isfinite().all()  # all padding: finite
