@@ -30,7 +30,6 @@ cannot be imported the table says so and shows geomlin alone.
 
 from __future__ import annotations
 
-import ctypes
 import importlib
 import os
 import sys
@@ -85,11 +84,7 @@ def build(ref_pkg, mv: int, s: int, blocks: int, heads: int):
 
 
 def peak(fn) -> int:
-    """:func:`harness.peak_memory` after handing freed heap memory back to the system (glibc)."""
-    try:
-        ctypes.CDLL("libc.so.6").malloc_trim(0)
-    except OSError:
-        pass
+    """:func:`harness.peak_memory` (which hands freed heap memory back to the system first)."""
     return peak_memory(fn)
 
 

@@ -16,6 +16,7 @@ dropped; a benchmark whose peer is missing says so in its table.
 from __future__ import annotations
 
 import argparse
+import ctypes
 import datetime
 import gc
 import os
@@ -100,6 +101,13 @@ def _sync() -> None:
         torch.cuda.synchronize()
 
 
+def _trim_heap() -> None:
+    try:
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):  # not glibc
+        pass
+
+
 def _rss_bytes() -> int:
     with open("/proc/self/statm") as f:
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
@@ -130,9 +138,11 @@ def peak_memory(fn: Callable[[], object], device: str = "cpu") -> int:
 
     CUDA: ``torch.cuda.max_memory_allocated``. CPU: the process's peak resident set size, reset
     before the call through ``/proc/self/clear_refs`` (or sampled every few ms where the kernel
-    refuses the reset).
+    refuses the reset). Freed heap memory is handed back to the system first (glibc's
+    ``malloc_trim``), so memory that earlier cases freed but kept cannot hide this call's peak.
     """
     gc.collect()
+    _trim_heap()
     if device.startswith("cuda"):
         torch.cuda.synchronize()
         torch.cuda.reset_peak_memory_stats()
