@@ -3,8 +3,8 @@
 Each script runs in its own process (``python bench_X.py [--quick]``), with its
 output streamed through; a final table lists each script's status and wall time.
 
-``geomlin bench --record`` regenerates the benchmark tables in the docs. A docs page asks for a
-table with a block
+``geomlin bench --record`` regenerates the benchmark tables in the docs (and in the README next to
+the docs folder). A page asks for a table with a block
 
     <!-- bench: bench_gaunt.py --quick -->
     (anything: replaced by the script's output)
@@ -82,9 +82,10 @@ def run_benchmarks(directory: str | Path | None = None, quick: bool = False, onl
 
 
 def _doc_blocks(docs: Path) -> dict[Path, list[str]]:
-    """The ``bench`` commands requested by each markdown page under ``docs``."""
+    """The ``bench`` commands requested by each markdown page under ``docs`` and by the README next to it."""
     out = {}
-    for page in sorted(docs.rglob("*.md")):
+    readme = docs.parent / "README.md"
+    for page in sorted(docs.rglob("*.md")) + ([readme] if readme.is_file() else []):
         commands = [m.group("command").strip() for m in BLOCK.finditer(page.read_text())]
         if commands:
             out[page] = commands

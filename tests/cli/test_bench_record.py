@@ -49,3 +49,11 @@ def test_record_refuses_unknown_scripts(tmp_path, capsys):
     page.write_text("<!-- bench: bench_nope.py -->\n<!-- /bench -->\n")
     assert main(["bench", "--record", "--dir", str(bench), "--docs", str(docs)]) == 2
     assert "bench_nope.py" in capsys.readouterr().err
+
+
+def test_record_fills_the_readme_next_to_the_docs(tmp_path):
+    bench, docs, page = _setup(tmp_path)
+    readme = tmp_path / "README.md"
+    readme.write_text("# Project\n<!-- bench: bench_toy.py --full -->\nstale\n<!-- /bench -->\n")
+    assert main(["bench", "--record", "--dir", str(bench), "--docs", str(docs)]) == 0
+    assert "| 1 | --full |" in readme.read_text() and "stale" not in readme.read_text()

@@ -1,0 +1,69 @@
+"""Training results: one ``geomlin train TASK`` run with its defaults, as a table.
+
+Runs the command in a fresh process (the same one a user types, so threads and defaults are the
+command's own), then prints each model's parameters, training time and final test metrics from the
+run's ``summary.json``, and the wall time of the whole command. The README's and the docs' training
+tables are this script's output, pasted by ``geomlin bench --record``.
+
+    python benchmarks/bench_training.py --task pointcloud [--quick] [-- extra train options]
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import harness
+
+TASKS = ("pointcloud", "molecules", "nbody")
+#: Metrics shown first when a task reports them (the rest follow in the summary's order).
+PREFERRED = ("test_acc", "rotated_test_acc", "test_energy_mae", "test_force_mae", "test_mse", "moved_test_mse")
+
+
+def _fmt(value) -> str:
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return str(value)
+
+
+def main() -> None:
+    p = harness.parser(__doc__.split("\n")[0])
+    p.add_argument("--task", choices=TASKS, required=True)
+    p.add_argument("extra", nargs="*", help="options passed to geomlin train (after --)")
+    args = p.parse_args()
+    harness.setup(args)
+    train_args = [args.task, *(["--quick"] if args.quick else []), "--threads", str(args.threads), *args.extra]
+    print(harness.header(f"geomlin train {' '.join(train_args)}", args, repeats=1))
+    with tempfile.TemporaryDirectory() as out:
+        command = [sys.executable, "-m", "geomlin", "train", *train_args, "--out", out]
+        t0 = time.perf_counter()
+        proc = subprocess.run(command, stdout=sys.stderr, check=False)
+        wall = time.perf_counter() - t0
+        if proc.returncode != 0:
+            raise SystemExit(f"geomlin train {' '.join(train_args)} failed with exit {proc.returncode}")
+        summary = json.loads((Path(out) / "summary.json").read_text())
+    models = summary["models"]
+    keys: list[str] = []
+    for stats in models.values():
+        for k in stats:
+            if k not in keys and k not in ("parameters", "train_time_s") and not k.startswith("train_"):
+                keys.append(k)
+    keys.sort(key=lambda k: (PREFERRED.index(k) if k in PREFERRED else len(PREFERRED), keys.index(k)))
+    table = harness.Table(["model", "parameters", "train s", *keys])
+    for name, stats in models.items():
+        table.add(f"`{name}`", f"{stats['parameters']:,}", f"{stats['train_time_s']:.1f}",
+                  *[_fmt(stats[k]) if k in stats else "–" for k in keys])
+    table.print()
+    for line in summary.get("comparison", []):
+        print(line.strip())
+    print()
+    print(f"`geomlin train {' '.join(train_args)}`: {summary['epochs_done']} epochs, {wall:.0f} s wall "
+          f"for the whole command.")
+
+
+if __name__ == "__main__":
+    main()
