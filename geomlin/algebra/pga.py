@@ -55,7 +55,7 @@ import torch
 from torch import Tensor
 
 from geomlin.algebra.clifford import CliffordAlgebra, cached_constant
-from geomlin.validation import check_orthogonal, check_tensor
+from geomlin.validation import check_finite, check_orthogonal, check_tensor
 
 #: G(3,0,1) with ``e0`` the degenerate direction (basis vectors labelled e0..e3).
 PGA = CliffordAlgebra((0.0, 1.0, 1.0, 1.0), first_index=0)
@@ -337,6 +337,7 @@ def extract_pseudoscalar(x: Tensor) -> Tensor:
 def embed_point(pos: Tensor) -> Tensor:
     """Points ``(..., 3)`` -> trivectors ``(..., 16)``: ``e123 = 1, e023 = -x, e013 = y, e012 = -z``."""
     _check_last(pos, 3, "point coordinates")
+    check_finite(pos, "point coordinates")
     out = _zeros(pos, pos.shape[:-1])
     out[..., E123] = 1.0
     for c, (idx, sign) in enumerate(zip(POINT_COMPONENTS, POINT_SIGNS)):
@@ -355,6 +356,7 @@ def extract_point(x: Tensor, threshold: float = 1e-3) -> Tensor:
     check_mv(x)
     from geomlin.validation import check_positive_float
 
+    check_finite(x, "x")
     threshold = check_positive_float(threshold, "threshold")
     w = x[..., E123:E123 + 1]
     w = torch.where(w.abs() < threshold, torch.where(w < 0, w.new_tensor(-threshold), w.new_tensor(threshold)), w)

@@ -40,13 +40,14 @@ from geomlin.algebra import CliffordAlgebra
 from geomlin.algebra.clifford import SUBSPACES, _sparse, cached_constant
 from geomlin.algebra.versor_groups import PseudoOrthogonalGroup, as_algebra
 from geomlin.reps.types import Multivectors
-from geomlin.validation import check_choice, check_float, check_positive_int, check_tensor
+from geomlin.validation import check_choice, check_finite, check_float, check_positive_int, check_tensor
 
 
 def _check(algebra: CliffordAlgebra, x: Tensor, channels: int, where: str) -> None:
     algebra.check(x, f"{where}: x")
     if x.ndim < 2 or x.shape[-2] != channels:
         raise ValueError(f"{where}: x must have shape (..., {channels}, {algebra.dim}), got {tuple(x.shape)}")
+    check_finite(x, f"{where}: x")
 
 
 def _algebra(algebra) -> CliffordAlgebra:

@@ -99,7 +99,7 @@ class GATr(nn.Module):
         self.in_s = check_nonnegative_int(in_s_channels, "in_s_channels")
         self.out_s = check_nonnegative_int(out_s_channels, "out_s_channels")
         self.hidden_s = check_nonnegative_int(hidden_s_channels, "hidden_s_channels")
-        num_blocks = check_nonnegative_int(num_blocks, "num_blocks")
+        num_blocks = check_positive_int(num_blocks, "num_blocks")
         if (self.in_s or self.out_s) and not self.hidden_s:
             raise ValueError(f"scalar inputs or outputs (in_s_channels={self.in_s}, out_s_channels={self.out_s}) "
                              "need hidden_s_channels > 0")
@@ -126,6 +126,9 @@ class GATr(nn.Module):
         pga.check_mv(mv, "GATr input mv")
         if mv.ndim < 3 or mv.shape[-2] != self.in_mv:
             raise ValueError(f"GATr expects mv of shape (..., items, {self.in_mv}, 16), got {tuple(mv.shape)}")
+        if mv.shape[-3] == 0:
+            raise ValueError(f"GATr got a set with no items (mv of shape {tuple(mv.shape)}); attention needs "
+                             "at least one item per set")
         if self.in_s:
             if scalars is None:
                 raise ValueError(f"GATr was built with in_s_channels={self.in_s} but got scalars=None")

@@ -188,3 +188,10 @@ def test_dual_and_join_convention():
     _, direction = pga.extract_line(line)
     torch.testing.assert_close(torch.linalg.cross(direction, b - a), torch.zeros(3, dtype=DT), atol=1e-12, rtol=0)
     torch.testing.assert_close(pga.join_table().abs().sum(), torch.tensor(81.0, dtype=DT))
+
+
+def test_point_embedding_and_extraction_refuse_non_finite_values():
+    with pytest.raises(ValueError, match="contains NaN or inf"):
+        pga.embed_point(torch.tensor([[0.0, float("nan"), 1.0]]))
+    with pytest.raises(ValueError, match="contains NaN or inf"):
+        pga.extract_point(torch.full((2, 16), float("inf")))

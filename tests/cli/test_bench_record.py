@@ -52,7 +52,7 @@ def test_record_refuses_unknown_scripts(tmp_path, capsys):
 
 
 def test_record_fills_the_readme_next_to_the_docs(tmp_path):
-    bench, docs, page = _setup(tmp_path)
+    bench, docs, _page = _setup(tmp_path)
     readme = tmp_path / "README.md"
     readme.write_text("# Project\n<!-- bench: bench_toy.py --full -->\nstale\n<!-- /bench -->\n")
     assert main(["bench", "--record", "--dir", str(bench), "--docs", str(docs)]) == 0

@@ -142,3 +142,12 @@ def test_valid_controls():
     nb = neighborhoods(torch.randn(2, 6, 3), k=3, radius=10.0)
     assert nb.index.shape == (2, 6, 3) and nb.mask.all()
     assert torch.isfinite(G3.inverse_versor(torch.eye(8)[1:4].float())).all()
+
+
+def test_cgenn_layers_refuse_non_finite_multivectors():
+    from geomlin.clifford import MVLinear
+
+    x = torch.zeros(4, 1, 8)
+    x[0, 0, 3] = float("nan")
+    with pytest.raises(ValueError, match="contains NaN or inf"):
+        MVLinear(CliffordAlgebra((1, 1, 1)), 1, 3)(x)

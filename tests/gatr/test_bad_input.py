@@ -39,7 +39,7 @@ CASES = [
     ("negative layer-norm eps", lambda: EquiLayerNorm(eps=-1.0), ValueError, "eps must be >= 0"),
     ("dropout 1.5", lambda: GATrBlock(2, dropout=1.5), ValueError, "dropout must be < 1"),
     ("scalars without hidden scalars", lambda: GATr(1, 1, 4, in_s_channels=2), ValueError, "hidden_s_channels"),
-    ("negative blocks", lambda: model(num_blocks=-1), ValueError, "num_blocks must be >= 0"),
+    ("negative blocks", lambda: model(num_blocks=-1), ValueError, "num_blocks must be >= 1"),
     ("unknown attention method", lambda: model(attention_method="flash"), ValueError, "attention_method must be one of"),
     # layer inputs
     ("mv last dimension 15", lambda: EquiLinear(3, 4, 2, 1)(torch.zeros(5, 3, 15), torch.zeros(5, 2)), ValueError,
@@ -117,3 +117,10 @@ def test_valid_controls():
     at_infinity[pga.E023] = 1.0
     assert torch.isfinite(pga.extract_point(at_infinity)).all()
     assert model()(MV, S, mask=torch.zeros(2, 5, dtype=torch.bool))[0].isfinite().all()  # all padding: finite
+
+
+def test_zero_blocks_and_empty_sets_are_refused():
+    with pytest.raises(ValueError, match="num_blocks must be >= 1"):
+        model(num_blocks=0)
+    with pytest.raises(ValueError, match="no items"):
+        model()(torch.randn(2, 0, 2, 16), torch.randn(2, 0, 3))
