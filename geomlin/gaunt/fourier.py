@@ -132,7 +132,7 @@ def spectrum(x: Tensor, table: Tensor, gather: Tensor, lmax: int, n_u: int, n_v:
 def gaunt_fourier(x1: Tensor, x2: Tensor, lmax1: int, lmax2: int, lmax_out: int, channels: int = 1,
                   shared: int = 0, reduce: bool = False) -> Tensor:
     """Gaunt product through the 2D Fourier basis (same row conventions as
-    :func:`geomlin.gaunt.grid.gaunt_half_grid`); exact."""
+    :func:`geomlin.gaunt.grid.gaunt_on_grid`); exact."""
     n_u, n_v = fft_sizes(lmax1, lmax2, lmax_out)
     a1, i1, a2, i2, proj, rows = _tables(lmax1, lmax2, lmax_out, x1.device, x1.dtype)
     C = channels

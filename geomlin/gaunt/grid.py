@@ -59,8 +59,17 @@ MIN_CHUNK = 32
 
 @cache
 def exact_grid_size(degree: int) -> tuple[int, int]:
-    """Smallest ``(num_theta, num_phi)`` integrating spherical polynomials of ``degree`` exactly."""
-    return degree // 2 + 1, degree + 1
+    """``(num_theta, num_phi)`` of the grid exact for spherical polynomials of ``degree``.
+
+    ``num_theta = degree // 2 + 1`` Gauss-Legendre latitudes (exact to degree ``2 num_theta - 1``)
+    and the smallest ``num_phi >= degree + 1`` with ``num_phi = 2 mod 4``: then ``phi -> pi - phi``
+    maps the half circle onto itself without a fixed point, which the quarter-circle longitude
+    transform of the product (:func:`gaunt_on_grid`) needs.
+    """
+    num_phi = degree + 1
+    while num_phi % 4 != 2:
+        num_phi += 1
+    return degree // 2 + 1, num_phi
 
 
 def m_blocks(lmax: int) -> tuple[tuple[int, int], ...]:
@@ -165,6 +174,32 @@ def projection_tables(lmax: int, num_theta: int, num_phi: int, weighted: bool = 
 
 
 @cache
+def quarter_tables(lmax: int, num_phi: int, weighted: bool) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """Longitude tables of the quarter circle ``k = 0..Q-1``, ``Q = (num_phi + 2) // 4``, float64.
+
+    Under ``phi -> pi - phi`` (``k -> h - k``, ``h = num_phi // 2``) ``cos(m phi)`` picks up
+    ``(-1)^m`` and ``sin(m phi)`` ``-(-1)^m``, so the cosine part of a function is ``A + B`` at
+    ``k`` and ``A - B`` at ``h - k`` (``A`` from even ``m``, ``B`` from odd ``m``), its sine part
+    ``C + D`` and ``-C + D``: four classes on a quarter of the points, half the DFT work of the
+    half circle.  Synthesis (``weighted=False``): ``cos_even (Q, M_even)``, ``cos_odd``,
+    ``sin_even``, ``sin_odd``; projection (``weighted=True``): their transposes ``(M_*, Q)`` times
+    ``2 * multiplicity * 2 pi / num_phi`` (the ``2`` counts both points of a pair).
+    """
+    if num_phi % 4 != 2:
+        raise ValueError(f"the quarter-circle transform needs num_phi = 2 mod 4, got {num_phi}")
+    Q = (num_phi + 2) // 4
+    c, s = _half_longitudes(lmax, num_phi)
+    c, s = c[:Q], s[:Q]
+    if weighted:
+        scale = (2.0 * _half_circle_multiplicity(num_phi)[:Q] * 2.0 * np.pi / num_phi)[:, None]
+        c, s = (c * scale).T, (s * scale).T
+        parts = (c[0::2], c[1::2], s[0::2], s[1::2])
+    else:
+        parts = (c[:, 0::2], c[:, 1::2], s[:, 0::2], s[:, 1::2])
+    return tuple(torch.from_numpy(np.ascontiguousarray(p)) for p in parts)
+
+
+@cache
 def quadrature_weights(num_theta: int, num_phi: int) -> Tensor:
     """Weights ``(K, num_theta, 1)`` of the half grid: what :func:`projection_tables` adds to the adjoint."""
     _, w = T.gauss_legendre(num_theta)
@@ -184,6 +219,7 @@ class Synthesis:
     gather: Tensor
     cos: Tensor
     sin: Tensor
+    quarter: tuple[Tensor, ...]
 
     @property
     def packed(self) -> int:
@@ -201,6 +237,7 @@ class Projection:
     sin_t: Tensor
     legs: tuple[Tensor, ...]
     scatter: Tensor
+    quarter_t: tuple[Tensor, ...]
 
     @property
     def packed(self) -> int:
@@ -216,8 +253,9 @@ def synthesis(lmax: int, num_theta: int, num_phi: int, device, dtype) -> Synthes
     if key not in _DEVICE_TABLES:
         legs, gather, c, s = synthesis_tables(lmax, num_theta, num_phi)
         to = dict(device=device, dtype=dtype)
+        quarter = quarter_tables(lmax, num_phi, False) if num_phi % 4 == 2 else ()
         _DEVICE_TABLES[key] = Synthesis(lmax, num_theta, m_blocks(lmax), tuple(t.to(**to) for t in legs),
-                                        gather.to(device), c.to(**to), s.to(**to))
+                                        gather.to(device), c.to(**to), s.to(**to), tuple(t.to(**to) for t in quarter))
     return _DEVICE_TABLES[key]
 
 
@@ -228,8 +266,10 @@ def projection(lmax: int, num_theta: int, num_phi: int, device, dtype, weighted:
     if key not in _DEVICE_TABLES:
         c, s, legs, scatter = projection_tables(lmax, num_theta, num_phi, weighted)
         to = dict(device=device, dtype=dtype)
+        quarter = quarter_tables(lmax, num_phi, True) if weighted and num_phi % 4 == 2 else ()
         _DEVICE_TABLES[key] = Projection(lmax, num_theta, m_blocks(lmax), c.to(**to), s.to(**to),
-                                         tuple(t.to(**to) for t in legs), scatter.to(device))
+                                         tuple(t.to(**to) for t in legs), scatter.to(device),
+                                         tuple(t.to(**to) for t in quarter))
     return _DEVICE_TABLES[key]
 
 
@@ -250,8 +290,8 @@ class _Workspace:
         return buf[:numel].view(shape)
 
 
-def synthesize_chunk(x: Tensor, syn: Synthesis, ws: _Workspace, tag: str) -> tuple[Tensor, Tensor]:
-    """Rows ``x (n, D)`` -> half-circle values ``E, O (K, num_theta * n)`` (column ``j * n + b``)."""
+def legendre_chunk(x: Tensor, syn: Synthesis, ws: _Workspace, tag: str) -> Tensor:
+    """Rows ``x (n, D)`` -> per-m Legendre sums ``g (M, 2 [part], num_theta * n)`` (column ``j * n + b``)."""
     n = x.shape[0]
     nt = syn.num_theta
     xt = ws.get(tag + "xt", x.shape[1], n)
@@ -266,21 +306,37 @@ def synthesize_chunk(x: Tensor, syn: Synthesis, ws: _Workspace, tag: str) -> tup
         block = packed[offset: offset + rows * width].view(rows, width, n)
         torch.bmm(leg, block, out=g[2 * m0: 2 * m1])
         offset += rows * width
-    g = g.view(M, 2, nt * n)
+    return g.view(M, 2, nt * n)
+
+
+def synthesize_chunk(x: Tensor, syn: Synthesis, ws: _Workspace, tag: str) -> tuple[Tensor, Tensor]:
+    """Rows ``x (n, D)`` -> half-circle values ``E, O (K, num_theta * n)`` (column ``j * n + b``)."""
+    g = legendre_chunk(x, syn, ws, tag)
     K = syn.cos.shape[0]
-    E, O = ws.get(tag + "E", K, nt * n), ws.get(tag + "O", K, nt * n)
+    E, O = ws.get(tag + "E", K, g.shape[-1]), ws.get(tag + "O", K, g.shape[-1])
     torch.mm(syn.cos, g[:, COS], out=E)
     torch.mm(syn.sin, g[:, SIN], out=O)
     return E, O
 
 
-def project_chunk(even: Tensor, odd: Tensor, proj: Projection, n: int, ws: _Workspace) -> Tensor:
-    """Half-circle cosine / sine parts ``(K, num_theta * n)`` -> coefficients ``(D, n)``."""
-    nt, M = proj.num_theta, proj.lmax + 1
-    lat = ws.get("lat", M, 2, nt * n)
-    torch.mm(proj.cos_t, even, out=lat[:, COS])
-    torch.mm(proj.sin_t, odd, out=lat[:, SIN])
-    lat = lat.view(2 * M, nt, n)
+def quarter_chunk(x: Tensor, syn: Synthesis, ws: _Workspace, tag: str) -> Tensor:
+    """Rows ``x (n, D)`` -> the four quarter-circle classes ``(4 [A, B, C, D], Q, num_theta * n)``.
+
+    See :func:`quarter_tables`: ``A``/``B`` the cosine part from even/odd orders, ``C``/``D``
+    the sine part from even/odd orders.
+    """
+    g = legendre_chunk(x, syn, ws, tag)
+    cos_even, cos_odd, sin_even, sin_odd = syn.quarter
+    X = ws.get(tag + "X", 4, cos_even.shape[0], g.shape[-1])
+    torch.mm(cos_even, g[0::2, COS], out=X[0])
+    torch.mm(cos_odd, g[1::2, COS], out=X[1])
+    torch.mm(sin_even, g[0::2, SIN], out=X[2])
+    torch.mm(sin_odd, g[1::2, SIN], out=X[3])
+    return X
+
+
+def _legendre_projection(lat: Tensor, proj: Projection, n: int, ws: _Workspace) -> Tensor:
+    """Per-m latitude functions ``lat (2M [m, part], num_theta, n)`` -> coefficients ``(D, n)``."""
     packed = ws.get("out_packed", proj.packed, n)
     offset = 0
     for (m0, m1), leg in zip(proj.blocks, proj.legs):
@@ -292,14 +348,43 @@ def project_chunk(even: Tensor, odd: Tensor, proj: Projection, n: int, ws: _Work
     return out
 
 
+def project_chunk(even: Tensor, odd: Tensor, proj: Projection, n: int, ws: _Workspace) -> Tensor:
+    """Half-circle cosine / sine parts ``(K, num_theta * n)`` -> coefficients ``(D, n)``."""
+    nt, M = proj.num_theta, proj.lmax + 1
+    lat = ws.get("lat", M, 2, nt * n)
+    torch.mm(proj.cos_t, even, out=lat[:, COS])
+    torch.mm(proj.sin_t, odd, out=lat[:, SIN])
+    return _legendre_projection(lat.view(2 * M, nt, n), proj, n, ws)
+
+
+def project_quarter_chunk(P: Tensor, proj: Projection, n: int, ws: _Workspace) -> Tensor:
+    """Product classes ``P (4, Q, num_theta * n)`` (cosine from even / odd orders, sine from even /
+    odd orders) -> coefficients ``(D, n)``."""
+    nt, M = proj.num_theta, proj.lmax + 1
+    lat = ws.get("lat", M, 2, nt * n)
+    cos_even, cos_odd, sin_even, sin_odd = proj.quarter_t
+    torch.mm(cos_even, P[0], out=lat[0::2, COS])
+    torch.mm(cos_odd, P[1], out=lat[1::2, COS])
+    torch.mm(sin_even, P[2], out=lat[0::2, SIN])
+    torch.mm(sin_odd, P[3], out=lat[1::2, SIN])
+    return _legendre_projection(lat.view(2 * M, nt, n), proj, n, ws)
+
+
 def _chunk_columns(per_column: int, total: int) -> int:
     return max(MIN_CHUNK, min(total, CHUNK_FLOATS // max(per_column, 1)))
 
 
+#: ``PAIRS[j]``: the ``(i, i ^ j)`` class pairs summed in product class ``j``: the four quarter classes
+#: multiply like the group Z2 x Z2, ``P[j] = sum_i X1[i] X2[i ^ j]`` (16 fused multiply-adds; a
+#: Hadamard transform to the four mirror points and back measured slower on CPU: its 4 x 4 GEMMs
+#: are memory-bound).
+PAIRS = tuple(tuple((i, i ^ j) for i in range(4)) for j in range(4))
+
+
 # ----------------------------------------------------------------------------- the product
-def gaunt_half_grid(x1: Tensor, x2: Tensor, lmax1: int, lmax2: int, lmax_out: int, channels: int = 1,
-                    shared: int = 0, reduce: bool = False) -> Tensor:
-    """Gaunt product through the half grid exact for degree ``lmax1 + lmax2 + lmax_out``.
+def gaunt_on_grid(x1: Tensor, x2: Tensor, lmax1: int, lmax2: int, lmax_out: int, channels: int = 1,
+                  shared: int = 0, reduce: bool = False) -> Tensor:
+    """Gaunt product through the grid exact for degree ``lmax1 + lmax2 + lmax_out``.
 
     Parameters
     ----------
@@ -313,6 +398,11 @@ def gaunt_half_grid(x1: Tensor, x2: Tensor, lmax1: int, lmax2: int, lmax_out: in
     Returns
     -------
     ``(A * C, Do)``, or ``(A, Do)`` when ``reduce``; same dtype and device as the inputs.
+
+    The longitude transform runs on the quarter circle (:func:`quarter_tables`); the product
+    of the two functions' classes is the Z2 x Z2 convolution ``P[j] = sum_i X1[i] X2[i ^ j]``
+    (``P[0]`` carries the cosine coefficients of even order, ``P[1]`` of odd order, ``P[2]``,
+    ``P[3]`` the sine coefficients), see :data:`PAIRS`.
     """
     C = channels
     c1 = 1 if shared == 1 else C
@@ -322,33 +412,28 @@ def gaunt_half_grid(x1: Tensor, x2: Tensor, lmax1: int, lmax2: int, lmax_out: in
     dev, dt = x1.device, x1.dtype
     s1, s2 = synthesis(lmax1, nt, nphi, dev, dt), synthesis(lmax2, nt, nphi, dev, dt)
     pr = projection(lmax_out, nt, nphi, dev, dt)
-    K = s1.cos.shape[0]
+    Q = s1.quarter[0].shape[0]
     out_cols = 1 if reduce else C
-    per_group = (c1 * (s1.packed + 2 * (lmax1 + 1) * nt + 2 * K * nt + x1.shape[1])
-                 + c2 * (s2.packed + 2 * (lmax2 + 1) * nt + 2 * K * nt + x2.shape[1])
-                 + C * 2 * K * nt + out_cols * (2 * (lmax_out + 1) * nt + pr.packed + pr.scatter.shape[0]))
+    per_group = (c1 * (s1.packed + 2 * (lmax1 + 1) * nt + 4 * Q * nt + x1.shape[1])
+                 + c2 * (s2.packed + 2 * (lmax2 + 1) * nt + 4 * Q * nt + x2.shape[1])
+                 + C * 4 * Q * nt + out_cols * (2 * (lmax_out + 1) * nt + pr.packed + pr.scatter.shape[0]))
     groups = _chunk_columns(per_group, A)
     out = x1.new_empty(A * out_cols, pr.scatter.shape[0])
     ws = _Workspace(x1)
     for a0 in range(0, A, groups):
         na = min(groups, A - a0)
-        E1, O1 = synthesize_chunk(x1[a0 * c1:(a0 + na) * c1], s1, ws, "1")
-        E2, O2 = synthesize_chunk(x2[a0 * c2:(a0 + na) * c2], s2, ws, "2")
-        shape1, shape2 = (K, nt, na, c1), (K, nt, na, c2)
-        E1, O1, E2, O2 = E1.view(shape1), O1.view(shape1), E2.view(shape2), O2.view(shape2)
-        even = ws.get("even", K, nt, na, C)
-        odd = ws.get("odd", K, nt, na, C)
-        torch.mul(E1, E2, out=even)
-        even.addcmul_(O1, O2)
-        torch.mul(E1, O2, out=odd)
-        odd.addcmul_(O1, E2)
+        X1 = quarter_chunk(x1[a0 * c1:(a0 + na) * c1], s1, ws, "1").view(4, Q, nt, na, c1)
+        X2 = quarter_chunk(x2[a0 * c2:(a0 + na) * c2], s2, ws, "2").view(4, Q, nt, na, c2)
+        P = ws.get("P", 4, Q, nt, na, C)
+        for j, pairs in enumerate(PAIRS):
+            (i0, k0), *rest = pairs
+            torch.mul(X1[i0], X2[k0], out=P[j])
+            for i, k in rest:
+                P[j].addcmul_(X1[i], X2[k])
         if reduce:
-            even_r, odd_r = ws.get("even_r", K, nt, na), ws.get("odd_r", K, nt, na)
-            torch.sum(even, dim=-1, out=even_r)
-            torch.sum(odd, dim=-1, out=odd_r)
-            even, odd = even_r, odd_r
+            P = torch.sum(P, dim=-1, out=ws.get("P_reduced", 4, Q, nt, na))
         n = na * out_cols
-        res = project_chunk(even.view(K, nt * n), odd.view(K, nt * n), pr, n, ws)
+        res = project_quarter_chunk(P.view(4, Q, nt * n), pr, n, ws)
         out[a0 * out_cols:(a0 + na) * out_cols].copy_(res.T)
     return out
 

@@ -83,7 +83,7 @@ def _reduce(out: Tensor, channels: int, reduce: bool) -> Tensor:
 
 # ---------------------------------------------------------------- routes
 def _gaunt_grid(x1, x2, lmax1, lmax2, lmax_out, channels, shared, reduce):
-    return G.gaunt_half_grid(x1, x2, lmax1, lmax2, lmax_out, channels, shared, reduce)
+    return G.gaunt_on_grid(x1, x2, lmax1, lmax2, lmax_out, channels, shared, reduce)
 
 
 def _gaunt_fft(x1, x2, lmax1, lmax2, lmax_out, channels, shared, reduce):
@@ -154,7 +154,7 @@ def gaunt_rows(x1: Tensor, x2: Tensor, lmax1: int, lmax2: int, lmax_out: int, me
     """Gaunt products of rows: the differentiable core behind :func:`gaunt_tensor_product`.
 
     ``x1 (A * c1, D1)``, ``x2 (A * c2, D2)`` with ``c1, c2`` as in
-    :func:`geomlin.gaunt.grid.gaunt_half_grid` (``shared`` in 0, 1, 2; ``reduce`` sums over the
+    :func:`geomlin.gaunt.grid.gaunt_on_grid` (``shared`` in 0, 1, 2; ``reduce`` sums over the
     ``channels`` of each group); returns ``(A * channels, Do)`` (``(A, Do)`` when ``reduce``),
     zero above degree ``lmax1 + lmax2``.  ``method`` is a concrete method (not ``"auto"``).
     """
