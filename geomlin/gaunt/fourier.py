@@ -46,7 +46,7 @@ def fft_sizes(lmax1: int, lmax2: int, lmax_out: int) -> tuple[int, int]:
 
 
 @cache
-def analysis_table(lmax: int) -> tuple[Tensor, Tensor]:
+def _analysis_table(lmax: int) -> tuple[Tensor, Tensor]:
     """SH -> 2D Fourier column ``v = m`` (mirrored ``phi``), as real per-m blocks, float64.
 
     Returns ``table (m, 2U [re/im, u], 2(L+1) [part, l])`` with ``U = 2L + 1`` (``u = -L..L``):
@@ -78,7 +78,7 @@ def analysis_table(lmax: int) -> tuple[Tensor, Tensor]:
 
 
 @cache
-def projection_table(lmax_out: int, u_max: int) -> tuple[Tensor, Tensor]:
+def _projection_table(lmax_out: int, u_max: int) -> tuple[Tensor, Tensor]:
     """2D Fourier columns ``v = m`` -> SH, float64.
 
     Returns ``table (m, 2(Lo+1) [part, l], 2U3 [re/im, u])`` for ``u = -u_max..u_max`` and
@@ -106,10 +106,10 @@ _TABLES: dict = {}
 def _tables(lmax1, lmax2, lmax_out, device, dtype):
     key = (lmax1, lmax2, lmax_out, str(device), dtype)
     if key not in _TABLES:
-        to = dict(device=device, dtype=dtype)
-        a1, i1 = analysis_table(lmax1)
-        a2, i2 = analysis_table(lmax2)
-        proj, rows = projection_table(lmax_out, lmax1 + lmax2)
+        to = {"device": device, "dtype": dtype}
+        a1, i1 = _analysis_table(lmax1)
+        a2, i2 = _analysis_table(lmax2)
+        proj, rows = _projection_table(lmax_out, lmax1 + lmax2)
         _TABLES[key] = (a1.to(**to), i1.reshape(-1).to(device), a2.to(**to), i2.reshape(-1).to(device),
                         proj.to(**to), rows.to(device))
     return _TABLES[key]

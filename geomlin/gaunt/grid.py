@@ -36,6 +36,7 @@ in autograd functions whose backward is the same route (the exact adjoint).
 
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass
 from functools import cache
@@ -81,7 +82,7 @@ def m_blocks(lmax: int) -> tuple[tuple[int, int], ...]:
     """
     count = 1 if lmax < 4 else 2 if lmax < 10 else 3
     bounds = np.linspace(0, lmax + 1, count + 1).round().astype(int)
-    return tuple((int(a), int(b)) for a, b in zip(bounds[:-1], bounds[1:]) if b > a)
+    return tuple((int(a), int(b)) for a, b in itertools.pairwise(bounds) if b > a)
 
 
 # ----------------------------------------------------------------------------- tables (float64)
@@ -106,7 +107,7 @@ def _half_circle_multiplicity(num_phi: int) -> np.ndarray:
 
 
 @cache
-def synthesis_tables(lmax: int, num_theta: int, num_phi: int) -> tuple:
+def _synthesis_tables(lmax: int, num_theta: int, num_phi: int) -> tuple:
     """Float64 tables of the synthesis of degree ``lmax`` on the half grid.
 
     Returns ``(legs, gather, cos, sin)``: ``legs[b] (2|b|, num_theta, K_b)`` per order block
@@ -136,14 +137,14 @@ def synthesis_tables(lmax: int, num_theta: int, num_phi: int) -> tuple:
 
 
 @cache
-def projection_tables(lmax: int, num_theta: int, num_phi: int, weighted: bool = True) -> tuple:
+def _projection_tables(lmax: int, num_theta: int, num_phi: int, weighted: bool = True) -> tuple:
     """Float64 tables of the exact projection onto degree ``lmax`` from the half grid.
 
     Returns ``(cos_t, sin_t, legs, scatter)``: ``cos_t, sin_t (lmax+1, K)``; ``legs[b]
     (2|b|, K_b, num_theta)``; ``scatter (D,)`` the row of each flat output coefficient in the
     packed per-block result ``(sum_b 2|b| K_b, n)``.  With ``weighted`` (the projection) the
     half-circle multiplicities, ``2 pi / num_phi`` and the Gauss-Legendre weights are included;
-    without, the tables are the plain transpose of :func:`synthesis_tables` (its adjoint).
+    without, the tables are the plain transpose of :func:`_synthesis_tables` (its adjoint).
     """
     P = T.legendre_table(lmax, num_theta)  # (m, l, j)
     c, s = _half_longitudes(lmax, num_phi)
@@ -174,7 +175,7 @@ def projection_tables(lmax: int, num_theta: int, num_phi: int, weighted: bool = 
 
 
 @cache
-def quarter_tables(lmax: int, num_phi: int, weighted: bool) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+def _quarter_tables(lmax: int, num_phi: int, weighted: bool) -> tuple[Tensor, Tensor, Tensor, Tensor]:
     """Longitude tables of the quarter circle ``k = 0..Q-1``, ``Q = (num_phi + 2) // 4``, float64.
 
     Under ``phi -> pi - phi`` (``k -> h - k``, ``h = num_phi // 2``) ``cos(m phi)`` picks up
@@ -200,8 +201,8 @@ def quarter_tables(lmax: int, num_phi: int, weighted: bool) -> tuple[Tensor, Ten
 
 
 @cache
-def quadrature_weights(num_theta: int, num_phi: int) -> Tensor:
-    """Weights ``(K, num_theta, 1)`` of the half grid: what :func:`projection_tables` adds to the adjoint."""
+def _quadrature_weights(num_theta: int, num_phi: int) -> Tensor:
+    """Weights ``(K, num_theta, 1)`` of the half grid: what :func:`_projection_tables` adds to the adjoint."""
     _, w = T.gauss_legendre(num_theta)
     half = _half_circle_multiplicity(num_phi) * 2.0 * np.pi / num_phi
     return torch.from_numpy(np.outer(half, w)[:, :, None])
@@ -247,26 +248,26 @@ class Projection:
 _DEVICE_TABLES: dict = {}
 
 
-def synthesis(lmax: int, num_theta: int, num_phi: int, device, dtype) -> Synthesis:
+def _synthesis(lmax: int, num_theta: int, num_phi: int, device, dtype) -> Synthesis:
     """:class:`Synthesis` tables of ``lmax`` on ``(num_theta, num_phi)``, cached per device and dtype."""
     key = ("synthesis", lmax, num_theta, num_phi, str(device), dtype)
     if key not in _DEVICE_TABLES:
-        legs, gather, c, s = synthesis_tables(lmax, num_theta, num_phi)
-        to = dict(device=device, dtype=dtype)
-        quarter = quarter_tables(lmax, num_phi, False) if num_phi % 4 == 2 else ()
+        legs, gather, c, s = _synthesis_tables(lmax, num_theta, num_phi)
+        to = {"device": device, "dtype": dtype}
+        quarter = _quarter_tables(lmax, num_phi, False) if num_phi % 4 == 2 else ()
         _DEVICE_TABLES[key] = Synthesis(lmax, num_theta, m_blocks(lmax), tuple(t.to(**to) for t in legs),
                                         gather.to(device), c.to(**to), s.to(**to), tuple(t.to(**to) for t in quarter))
     return _DEVICE_TABLES[key]
 
 
-def projection(lmax: int, num_theta: int, num_phi: int, device, dtype, weighted: bool = True) -> Projection:
+def _projection(lmax: int, num_theta: int, num_phi: int, device, dtype, weighted: bool = True) -> Projection:
     """:class:`Projection` tables of ``lmax`` on ``(num_theta, num_phi)``, cached per device and dtype
     (``weighted=False``: the adjoint of the synthesis)."""
     key = ("projection", lmax, num_theta, num_phi, weighted, str(device), dtype)
     if key not in _DEVICE_TABLES:
-        c, s, legs, scatter = projection_tables(lmax, num_theta, num_phi, weighted)
-        to = dict(device=device, dtype=dtype)
-        quarter = quarter_tables(lmax, num_phi, True) if weighted and num_phi % 4 == 2 else ()
+        c, s, legs, scatter = _projection_tables(lmax, num_theta, num_phi, weighted)
+        to = {"device": device, "dtype": dtype}
+        quarter = _quarter_tables(lmax, num_phi, True) if weighted and num_phi % 4 == 2 else ()
         _DEVICE_TABLES[key] = Projection(lmax, num_theta, m_blocks(lmax), c.to(**to), s.to(**to),
                                          tuple(t.to(**to) for t in legs), scatter.to(device),
                                          tuple(t.to(**to) for t in quarter))
@@ -322,7 +323,7 @@ def synthesize_chunk(x: Tensor, syn: Synthesis, ws: _Workspace, tag: str) -> tup
 def quarter_chunk(x: Tensor, syn: Synthesis, ws: _Workspace, tag: str) -> Tensor:
     """Rows ``x (n, D)`` -> the four quarter-circle classes ``(4 [A, B, C, D], Q, num_theta * n)``.
 
-    See :func:`quarter_tables`: ``A``/``B`` the cosine part from even/odd orders, ``C``/``D``
+    See :func:`_quarter_tables`: ``A``/``B`` the cosine part from even/odd orders, ``C``/``D``
     the sine part from even/odd orders.
     """
     g = legendre_chunk(x, syn, ws, tag)
@@ -399,7 +400,7 @@ def gaunt_on_grid(x1: Tensor, x2: Tensor, lmax1: int, lmax2: int, lmax_out: int,
     -------
     ``(A * C, Do)``, or ``(A, Do)`` when ``reduce``; same dtype and device as the inputs.
 
-    The longitude transform runs on the quarter circle (:func:`quarter_tables`); the product
+    The longitude transform runs on the quarter circle (:func:`_quarter_tables`); the product
     of the two functions' classes is the Z2 x Z2 convolution ``P[j] = sum_i X1[i] X2[i ^ j]``
     (``P[0]`` carries the cosine coefficients of even order, ``P[1]`` of odd order, ``P[2]``,
     ``P[3]`` the sine coefficients), see :data:`PAIRS`.
@@ -410,8 +411,8 @@ def gaunt_on_grid(x1: Tensor, x2: Tensor, lmax1: int, lmax2: int, lmax_out: int,
     A = x1.shape[0] // c1
     nt, nphi = exact_grid_size(lmax1 + lmax2 + lmax_out)
     dev, dt = x1.device, x1.dtype
-    s1, s2 = synthesis(lmax1, nt, nphi, dev, dt), synthesis(lmax2, nt, nphi, dev, dt)
-    pr = projection(lmax_out, nt, nphi, dev, dt)
+    s1, s2 = _synthesis(lmax1, nt, nphi, dev, dt), _synthesis(lmax2, nt, nphi, dev, dt)
+    pr = _projection(lmax_out, nt, nphi, dev, dt)
     Q = s1.quarter[0].shape[0]
     out_cols = 1 if reduce else C
     per_group = (c1 * (s1.packed + 2 * (lmax1 + 1) * nt + 4 * Q * nt + x1.shape[1])
@@ -460,7 +461,7 @@ class _Synthesize(torch.autograd.Function):
     def forward(ctx, x, lmax, num_theta, num_phi):
         ctx.meta = (lmax, num_theta, num_phi)
         n = x.shape[0]
-        syn = synthesis(lmax, num_theta, num_phi, x.device, x.dtype)
+        syn = _synthesis(lmax, num_theta, num_phi, x.device, x.dtype)
         E, O = synthesize_chunk(x, syn, _Workspace(x), "")
         return E.view(-1, num_theta, n), O.view(-1, num_theta, n)
 
@@ -475,7 +476,7 @@ class _Analyze(torch.autograd.Function):
     def forward(ctx, E, O, lmax, num_theta, num_phi, weighted):
         ctx.meta = (lmax, num_theta, num_phi, weighted)
         K, _, n = E.shape
-        proj = projection(lmax, num_theta, num_phi, E.device, E.dtype, weighted)
+        proj = _projection(lmax, num_theta, num_phi, E.device, E.dtype, weighted)
         res = project_chunk(E.reshape(K, -1), O.reshape(K, -1), proj, n, _Workspace(E))
         return res.T.contiguous()
 
@@ -484,6 +485,6 @@ class _Analyze(torch.autograd.Function):
         lmax, num_theta, num_phi, weighted = ctx.meta
         gE, gO = synthesize(grad.contiguous(), lmax, num_theta, num_phi)
         if weighted:
-            w = quadrature_weights(num_theta, num_phi).to(device=grad.device, dtype=grad.dtype)
+            w = _quadrature_weights(num_theta, num_phi).to(device=grad.device, dtype=grad.dtype)
             gE, gO = gE * w, gO * w
         return gE, gO, None, None, None, None

@@ -293,7 +293,8 @@ class GauntTensorProduct(nn.Module):
     def __new__(cls, *args, **kwargs):
         first = args[0] if args else kwargs.get("irreps_in1", kwargs.get("lmax1"))
         if cls is GauntTensorProduct and ("irreps_in1" in kwargs or _is_irreps_like(first)):
-            cls = GauntIrrepsProduct  # Python then runs GauntIrrepsProduct.__init__ with the same arguments
+            # Python then runs GauntIrrepsProduct.__init__ with the same arguments
+            return super().__new__(GauntIrrepsProduct)
         return super().__new__(cls)
 
     def __init__(self, lmax1: int, lmax2: int, lmax_out: int, channels: int, method: str = "auto"):

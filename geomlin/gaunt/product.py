@@ -52,7 +52,7 @@ METHODS = ("auto", "grid", "fft", "dense", "direct", "triton")
 #: Floating dtypes the products accept (tables are built in float64 and cast).
 DTYPES = (torch.float32, torch.float64)
 #: Largest total degree ``lmax1 + lmax2 + lmax_out`` the dense Gaunt tensor (``"direct"``) is built for.
-DIRECT_MAX_DEGREE = 24
+DIRECT_MAX_DEGREE = 36
 
 
 # ---------------------------------------------------------------- table caches
@@ -98,7 +98,7 @@ def _dense_tables(lmax1: int, lmax2: int, lmax_out: int) -> tuple[Tensor, Tensor
 
     Read-only tensors (cached: never hand them to code that writes in place).
     """
-    Y, w = T.sh_on_grid(max(lmax1, lmax2, lmax_out), lmax1 + lmax2 + lmax_out)
+    Y, w = T.cached_sh_on_grid(max(lmax1, lmax2, lmax_out), lmax1 + lmax2 + lmax_out)
     return (Y[:, : T.num_coefficients(lmax1)].T.contiguous(), Y[:, : T.num_coefficients(lmax2)].T.contiguous(),
             (Y[:, : T.num_coefficients(lmax_out)] * w[:, None]).contiguous())
 
@@ -127,7 +127,7 @@ def _gaunt_dense(x1, x2, lmax1, lmax2, lmax_out, channels, shared, reduce):
 
 def _gaunt_direct(x1, x2, lmax1, lmax2, lmax_out, channels, shared, reduce):
     (Gt,) = _on(("direct", lmax1, lmax2, lmax_out),
-                lambda: (T.gaunt_tensor(lmax1, lmax2, lmax_out).flatten(0, 1),), x1.device, x1.dtype)
+                lambda: (T.cached_gaunt_tensor(lmax1, lmax2, lmax_out).flatten(0, 1),), x1.device, x1.dtype)
     x1, x2 = _expand_shared(x1, x2, channels, shared)
     outer = (x1[:, :, None] * x2[:, None, :]).flatten(1)
     return _reduce(outer @ Gt, channels, reduce)
