@@ -99,8 +99,8 @@ def _gather_class(x: Tensor, irreps, parity: int, lmax: int | None) -> Tensor:
     return out
 
 
-def _check_flat(x, irreps, name: str = "x") -> None:
-    check_tensor(x, name, min_ndim=1, what=f"e3nn features of {irreps}")
+def _check_flat(x, irreps, name: str = "x", finite: bool = False) -> None:
+    check_tensor(x, name, min_ndim=1, finite=finite, what=f"e3nn features of {irreps}")
     if x.shape[-1] != irreps.dim:
         raise ValueError(f"{name} must have last dimension {irreps.dim} (irreps {irreps}), got shape {tuple(x.shape)}")
 
@@ -242,7 +242,7 @@ def _degree_index(lmax: int) -> Tensor:
 
 def _check_layout(x, name: str, channels: int, lmax: int, shared_ok: bool = False) -> None:
     D = T.num_coefficients(lmax)
-    check_tensor(x, name, min_ndim=2, dtype=(torch.float32, torch.float64),
+    check_tensor(x, name, min_ndim=2, dtype=(torch.float32, torch.float64), finite=True,
                  what=f"{channels} channels of SH coefficients up to degree {lmax}")
     if x.shape[-1] != D or x.shape[-2] not in ((channels, 1) if shared_ok else (channels,)):
         want = f"(..., {channels}{' or 1' if shared_ok else ''}, {D})"
@@ -464,8 +464,8 @@ class GauntIrrepsProduct(GauntTensorProduct):
         return out
 
     def forward(self, x1: Tensor, x2: Tensor, weight: Tensor | None = None) -> Tensor:
-        _check_flat(x1, self.irreps_in1, "x1")
-        _check_flat(x2, self.irreps_in2, "x2")
+        _check_flat(x1, self.irreps_in1, "x1", finite=True)
+        _check_flat(x2, self.irreps_in2, "x2", finite=True)
         C = self.channels
         if weight is None:
             if self.weight is None:
@@ -473,7 +473,8 @@ class GauntIrrepsProduct(GauntTensorProduct):
                                  f"internal_weights=False: pass weight of shape (..., {self.weight_numel})")
             weight = self.weight
         else:
-            check_tensor(weight, "weight", min_ndim=1, what=f"per-sample weights (..., {self.weight_numel})")
+            check_tensor(weight, "weight", min_ndim=1, finite=True,
+                         what=f"per-sample weights (..., {self.weight_numel})")
             if weight.shape[-1] != self.weight_numel:
                 raise ValueError(f"weight must have last dimension weight_numel = {self.weight_numel}, "
                                  f"got shape {tuple(weight.shape)}")

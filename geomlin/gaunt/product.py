@@ -38,6 +38,7 @@ and Triton routes transform it once and broadcast it in the pointwise product.
 from __future__ import annotations
 
 import math
+import os
 from functools import cache
 
 import torch
@@ -219,6 +220,19 @@ def resolve_method(method: str, lmax1: int, lmax2: int, lmax_out: int, device, d
     return choose_method(lmax1, lmax2, lmax_out, torch.device(device).type, dtype)
 
 
+def _check_triton(device, lmax1, lmax2, lmax_out, dtype) -> None:
+    from geomlin.gaunt.kernels import triton_available, triton_supports
+
+    if not triton_available():
+        raise ValueError("method='triton' needs the optional triton package: pip install 'geomlin[gpu]'")
+    if device.type != "cuda" and os.environ.get("TRITON_INTERPRET", "0") != "1":
+        raise ValueError(f"method='triton' runs on CUDA devices (or on the CPU under TRITON_INTERPRET=1), got "
+                         f"tensors on {device}; use method='grid' there")
+    if not triton_supports(lmax1, lmax2, lmax_out, dtype):
+        raise ValueError(f"method='triton' handles float32/float64 and degrees up to its MAX_LMAX, got lmax "
+                         f"({lmax1}, {lmax2}, {lmax_out}) in {dtype}; use method='grid'")
+
+
 def _shared_split(shape1: tuple, shape2: tuple, batch: tuple) -> tuple[int, int]:
     """``(shared, k)``: input ``shared`` (1 or 2) equals the broadcast shape on all but its last
     ``k`` leading axes, where it has size 1 (one row per group of ``prod(batch[-k:])`` channels);
@@ -265,6 +279,8 @@ def gaunt_tensor_product(x1: Tensor, x2: Tensor, lmax_out: int | None = None, me
     except RuntimeError as err:
         raise ValueError(f"leading shapes of x1 {tuple(x1.shape)} and x2 {tuple(x2.shape)} do not broadcast") from err
     method = resolve_method(method, lmax1, lmax2, lmax_out, x1.device, x1.dtype)
+    if method == "triton":
+        _check_triton(x1.device, lmax1, lmax2, lmax_out, x1.dtype)
     if method == "direct" and lmax1 + lmax2 + lmax_out > DIRECT_MAX_DEGREE:
         raise ValueError(f"method='direct' builds the dense Gaunt tensor; lmax1 + lmax2 + lmax_out must be <= "
                          f"{DIRECT_MAX_DEGREE}, got {lmax1 + lmax2 + lmax_out} (use 'grid')")

@@ -27,8 +27,9 @@ PATTERNS = textwrap.dedent("""
             x1 = torch.randn(A * C, (L1 + 1) ** 2, dtype=dtype)
             x2 = torch.randn(A * C, (L2 + 1) ** 2, dtype=dtype)
             shared = torch.randn(A, (L2 + 1) ** 2, dtype=dtype)
-            for a, b, La, Lb, sh, red in ((x1, x2, L1, L2, 0, False), (x1, shared, L1, L2, 2, False),
-                                          (shared, x1, L2, L1, 1, False), (x1, x2, L1, L2, 0, True)):
+            cases = ((x1, x2, L1, L2, 0, False), (x1, shared, L1, L2, 2, False),
+                     (shared, x1, L2, L1, 1, False), (x1, x2, L1, L2, 0, True))
+            for a, b, La, Lb, sh, red in cases if dtype == torch.float64 else cases[:1]:
                 ref = gaunt_rows(a.double(), b.double(), La, Lb, Lo, "direct", C, sh, red)
                 out = gaunt_rows(a, b, La, Lb, Lo, "triton", C, sh, red)
                 assert out.dtype == dtype
