@@ -26,9 +26,10 @@ Methods (all exact; they agree to ~1e-13 in float64)
                  ``TRITON_INTERPRET=1``), :mod:`geomlin.gaunt.kernels`.
     ``"auto"``   picks from :mod:`geomlin.gaunt.autotune` (measured per device).
 
-Every method shares one autograd rule: ``G`` is symmetric in its three indices,
+The transform routes share one autograd rule: ``G`` is symmetric in its three indices,
 so the gradient of a Gaunt product is a Gaunt product again (two per backward,
-on the same route, themselves differentiable for force training).
+on the same route, themselves differentiable for force training); ``"dense"`` and
+``"direct"`` are differentiated through their GEMMs.
 
 When one input is the same for every channel (``x2`` of shape ``(..., 1, D2)``
 against ``x1 (..., C, D1)``, e.g. the spherical harmonics of an edge), the grid
@@ -150,6 +151,10 @@ _IMPLEMENTATIONS = {
 
 
 # ---------------------------------------------------------------- autograd
+#: Routes made of a few large differentiable ops: autograd through them reuses the forward's grid
+#: values and beats two more products. The transform routes (grid, fft, triton) use :class:`_GauntFunction`.
+_AUTOGRAD_THROUGH = ("dense", "direct")
+
 def gaunt_rows(x1: Tensor, x2: Tensor, lmax1: int, lmax2: int, lmax_out: int, method: str,
                channels: int = 1, shared: int = 0, reduce: bool = False) -> Tensor:
     """Gaunt products of rows: the differentiable core behind :func:`gaunt_tensor_product`.
@@ -160,7 +165,10 @@ def gaunt_rows(x1: Tensor, x2: Tensor, lmax1: int, lmax2: int, lmax_out: int, me
     zero above degree ``lmax1 + lmax2``.  ``method`` is a concrete method (not ``"auto"``).
     """
     lo = min(lmax_out, lmax1 + lmax2)
-    out = _GauntFunction.apply(x1, x2, lmax1, lmax2, lo, method, channels, shared, reduce)
+    if method in _AUTOGRAD_THROUGH:
+        out = _IMPLEMENTATIONS[method](x1, x2, lmax1, lmax2, lo, channels, shared, reduce)
+    else:
+        out = _GauntFunction.apply(x1, x2, lmax1, lmax2, lo, method, channels, shared, reduce)
     if lo < lmax_out:
         out = torch.nn.functional.pad(out, (0, T.num_coefficients(lmax_out) - T.num_coefficients(lo)))
     return out

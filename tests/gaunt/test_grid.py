@@ -1,5 +1,7 @@
 """The fast route's transforms: synthesis against the closed-form harmonics, exact round trips, adjoints."""
 
+import itertools
+
 import pytest
 import torch
 
@@ -50,7 +52,7 @@ def test_m_blocks_cover_every_order_once():
     for L in range(30):
         blocks = G.m_blocks(L)
         assert blocks[0][0] == 0 and blocks[-1][1] == L + 1
-        assert all(a[1] == b[0] for a, b in zip(blocks[:-1], blocks[1:]))
+        assert all(a[1] == b[0] for a, b in itertools.pairwise(blocks))
 
 
 def test_chunking_does_not_change_the_result(monkeypatch):

@@ -128,7 +128,7 @@ def test_symmetry_and_unit(method):
 def test_gradcheck_and_gradgradcheck(method):
     x1 = torch.randn(2, 3, 9, dtype=torch.float64, requires_grad=True)
     x2 = torch.randn(2, 1, 4, dtype=torch.float64, requires_grad=True)  # shared: exercises every pattern
-    fn = lambda a, b: gaunt_tensor_product(a, b, 3, method=method)  # noqa: E731
+    fn = lambda a, b: gaunt_tensor_product(a, b, 3, method=method)
     assert torch.autograd.gradcheck(fn, (x1, x2))
     assert torch.autograd.gradgradcheck(fn, (x1, x2))
 
