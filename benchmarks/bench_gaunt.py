@@ -213,12 +213,7 @@ def profile(batch: int, repeats: int) -> None:
         torch.mm(sin_odd, g[1::2, 1], out=out[3])
 
     def product():
-        P = torch.empty_like(X)
-        for j, pairs in enumerate(G.PAIRS):
-            (i0, k0), *rest = pairs
-            torch.mul(X[i0], X[k0], out=P[j])
-            for i, k in rest:
-                P[j].addcmul_(X[i], X[k])
+        return G.class_product(X, X, torch.empty_like(X))
 
     grid_stages = {
         f"Legendre GEMMs to {nt} latitudes (both inputs)": lambda: (G.legendre_chunk(x1, s1, G._Workspace(x1), "a"),
@@ -255,7 +250,7 @@ def main(argv=None) -> None:
                    "16,16,16 and small ones)")
     p.add_argument("--e3nn-max-degree", type=int, default=36,
                    help="largest lmax1 + lmax2 + lmax_out for the e3nn Gaunt TP (its construction grows steeply)")
-    p.add_argument("--fft-max", type=int, default=16, help="largest degree for the (slow on CPU) fft route")
+    p.add_argument("--fft-max", type=int, default=12, help="largest degree for the (slow on CPU) fft route")
     p.add_argument("--forward-only", action="store_true")
     p.add_argument("--profile", action="store_true", help="per-stage times of the fft and grid routes instead")
     p.add_argument("--e3nn-swap", action="store_true", help="train examples/e3nn_swap.py and print its table instead")
