@@ -61,10 +61,16 @@ def _check_parity(parity, name: str = "parity") -> int:
     return parity
 
 
-def sphere_irreps(lmax: int, channels: int, parity: int = NATURAL):
-    """e3nn ``Irreps`` ``"C x 0e + C x 1o + ..."`` (or ``"C x 0o + C x 1e + ..."`` for ``PSEUDO``)."""
+def sphere_irreps(lmax: int, channels: int, parity: int = NATURAL, **deprecated):
+    """e3nn ``Irreps`` ``"C x 0e + C x 1o + ..."`` (or ``"C x 0o + C x 1e + ..."`` for ``PSEUDO``).
+
+    ``parity_class`` is the deprecated name of ``parity``.
+    """
     from e3nn import o3
 
+    parity = _renamed(deprecated, "parity_class", "parity", parity, NATURAL)
+    if deprecated:
+        raise TypeError(f"unexpected keyword argument(s) {', '.join(deprecated)}")
     lmax = check_nonnegative_int(lmax, "lmax")
     channels = check_positive_int(channels, "channels")
     parity = _check_parity(parity)
@@ -123,11 +129,15 @@ def irreps_to_sphere(x: Tensor, irreps, lmax: int | None = None) -> Tensor:
     return _gather_class(x, irreps, NATURAL, lmax)
 
 
-def sphere_to_irreps(y: Tensor, parity: int = NATURAL) -> Tensor:
+def sphere_to_irreps(y: Tensor, parity: int = NATURAL, **deprecated) -> Tensor:
     """``(..., C, (L+1)**2)`` -> e3nn flat ``(..., C (L+1)**2)`` in :func:`sphere_irreps`\\ ``(L, C, parity)`` order.
 
-    The layout does not depend on ``parity`` (it names the irreps the result is in).
+    The layout does not depend on ``parity`` (it names the irreps the result is in);
+    ``parity_class`` is its deprecated name.
     """
+    parity = _renamed(deprecated, "parity_class", "parity", parity, NATURAL)
+    if deprecated:
+        raise TypeError(f"unexpected keyword argument(s) {', '.join(deprecated)}")
     check_tensor(y, "y", min_ndim=2, what="sphere coefficients (..., C, (L+1)**2)")
     _check_parity(parity)
     L = T.lmax_from_size(y.shape[-1], "y")
@@ -365,6 +375,16 @@ class ManyBodyGaunt(nn.Module):
 
 
 # ---------------------------------------------------------------- e3nn drop-in
+def _blocks(irreps) -> tuple[tuple[int, int, int, int, int], ...]:
+    """``(l, parity class, mul, start, stop)`` of every irrep block of ``irreps`` in its flat layout."""
+    out, offset = [], 0
+    for mul, ir in irreps:
+        cls = NATURAL if ir.p == _natural_parity(ir.l) else PSEUDO
+        out.append((ir.l, cls, mul, offset, offset + mul * ir.dim))
+        offset += mul * ir.dim
+    return tuple(out)
+
+
 def _class_layout(irreps, parity: int) -> list[tuple[int, int, int]]:
     """``[(l, mul, offset)]`` of every irrep of ``irreps`` in one parity class (repeats allowed)."""
     out, offset = [], 0
@@ -430,6 +450,9 @@ class GauntIrrepsProduct(GauntTensorProduct):
         self.mix2 = nn.ParameterList(() if self.shared_in2 else (nn.Parameter(torch.randn(mul, C) / math.sqrt(mul))
                                                                  for mul, _ in self.irreps_in2))
         self.mix_out = nn.ParameterList(nn.Parameter(torch.randn(C, mul) / math.sqrt(C)) for mul, _ in self.irreps_out)
+        self._layout1 = _blocks(self.irreps_in1)
+        self._layout2 = _blocks(self.irreps_in2)
+        self._layout_out = _blocks(self.irreps_out)
         #: Numbers of per-sample weights: per (channel, degree) of x1, then per (channel, degree) of the output.
         self.weight_numel = C * (self.lmax1 + 1) + C * (self.lmax_out + 1)
         if self.internal_weights:
@@ -442,26 +465,30 @@ class GauntIrrepsProduct(GauntTensorProduct):
         self.type_out = IrrepsRep(self.irreps_out)
 
     # -- layout maps
-    def _to_sphere(self, x: Tensor, irreps, mixes, parity: int, lmax: int) -> Tensor:
+    def _to_sphere(self, x: Tensor, layout, mixes, parity: int, lmax: int) -> Tensor:
         """Flat block(s) of one parity class -> ``(..., C, (lmax+1)**2)`` (mixed channels)."""
-        out = x.new_zeros(*x.shape[:-1], self.channels, T.num_coefficients(lmax))
-        for index, ((mul, ir), mix) in enumerate(zip(irreps, mixes)):
-            if ir.p != parity * _natural_parity(ir.l):
-                continue
-            offset = irreps[:index].dim
-            block = x[..., offset:offset + mul * ir.dim].unflatten(-1, (mul, ir.dim))
-            out[..., ir.l ** 2:(ir.l + 1) ** 2] += torch.einsum("...ud,uc->...cd", block, mix.to(x.dtype))
-        return out
+        degrees: list = [None] * (lmax + 1)
+        for (l, cls, mul, start, stop), mix in zip(layout, mixes):
+            if cls == parity:
+                block = torch.einsum("...ud,uc->...cd", x[..., start:stop].unflatten(-1, (mul, 2 * l + 1)),
+                                     mix.to(x.dtype))
+                degrees[l] = block if degrees[l] is None else degrees[l] + block
+        return self._concat(degrees, x, self.channels)
 
     def _shared_sphere(self, x: Tensor, parity: int) -> Tensor:
         """A multiplicity-1 input of one class -> ``(..., 1, (L2+1)**2)``, unmixed."""
-        out = x.new_zeros(*x.shape[:-1], 1, T.num_coefficients(self.lmax2))
-        offset = 0
-        for mul, ir in self.irreps_in2:
-            if ir.p == parity * _natural_parity(ir.l):
-                out[..., 0, ir.l ** 2:(ir.l + 1) ** 2] = x[..., offset:offset + ir.dim]
-            offset += mul * ir.dim
-        return out
+        degrees: list = [None] * (self.lmax2 + 1)
+        for l, cls, _, start, stop in self._layout2:
+            if cls == parity:
+                degrees[l] = x[..., None, start:stop]
+        return self._concat(degrees, x, 1)
+
+    @staticmethod
+    def _concat(degrees: list, like: Tensor, channels: int) -> Tensor:
+        """Per-degree blocks ``(..., channels, 2l+1)`` (``None``: zero) -> ``(..., channels, (L+1)**2)``."""
+        batch = torch.broadcast_shapes(*(d.shape[:-2] for d in degrees if d is not None))
+        return torch.cat([like.new_zeros(*batch, channels, 2 * l + 1) if d is None else d.expand(*batch, channels, 2 * l + 1)
+                          for l, d in enumerate(degrees)], dim=-1)
 
     def forward(self, x1: Tensor, x2: Tensor, weight: Tensor | None = None) -> Tensor:
         _check_flat(x1, self.irreps_in1, "x1", finite=True)
@@ -482,26 +509,26 @@ class GauntIrrepsProduct(GauntTensorProduct):
         n1 = C * (self.lmax1 + 1)
         w1 = weight[..., :n1].unflatten(-1, (C, self.lmax1 + 1))[..., self._index(self.lmax1)]
         w_out = weight[..., n1:].unflatten(-1, (C, self.lmax_out + 1))[..., self._index(self.lmax_out)]
-        sph1 = {p: self._to_sphere(x1, self.irreps_in1, self.mix1, p, self.lmax1) * w1 for p in self.classes1}
+        sph1 = {p: self._to_sphere(x1, self._layout1, self.mix1, p, self.lmax1) * w1 for p in self.classes1}
         if self.shared_in2:
             sph2 = {p: self._shared_sphere(x2, p) for p in self.classes2}
         else:
-            sph2 = {p: self._to_sphere(x2, self.irreps_in2, self.mix2, p, self.lmax2) for p in self.classes2}
+            sph2 = {p: self._to_sphere(x2, self._layout2, self.mix2, p, self.lmax2) for p in self.classes2}
         products: dict = {}
         for p1, a in sph1.items():
             for p2, b in sph2.items():
                 term = gaunt_tensor_product(a, b, self.lmax_out, self.method)
                 products[p1 * p2] = term if p1 * p2 not in products else products[p1 * p2] + term
         batch = torch.broadcast_shapes(x1.shape[:-1], x2.shape[:-1], weight.shape[:-1])
+        sizes = [2 * l + 1 for l in range(self.lmax_out + 1)]
+        by_degree = {cls: torch.split(value * w_out, sizes, dim=-1) for cls, value in products.items()}
         pieces = []
-        for (mul, ir), mix in zip(self.irreps_out, self.mix_out):
-            cls = NATURAL if ir.p == _natural_parity(ir.l) else PSEUDO
-            if cls not in products:
-                pieces.append(x1.new_zeros(*batch, mul * ir.dim))
+        for (l, cls, mul, _, _), mix in zip(self._layout_out, self.mix_out):
+            if cls not in by_degree:
+                pieces.append(x1.new_zeros(*batch, mul * (2 * l + 1)))
                 continue
-            block = (products[cls] * w_out)[..., ir.l ** 2:(ir.l + 1) ** 2]  # (..., C, 2l+1)
-            block = torch.einsum("...cd,cu->...ud", block, mix.to(x1.dtype))
-            pieces.append(block.expand(*batch, mul, ir.dim).flatten(-2))
+            block = torch.einsum("...cd,cu->...ud", by_degree[cls][l], mix.to(x1.dtype))
+            pieces.append(block.expand(*batch, mul, 2 * l + 1).flatten(-2))
         return torch.cat(pieces, dim=-1)
 
     def _index(self, lmax: int) -> Tensor:
