@@ -248,7 +248,8 @@ def gaunt_grid_triton(x1: Tensor, x2: Tensor, lmax1: int, lmax2: int, lmax_out: 
                             nout, C, x1.shape[1], x2.shape[1], nt, lmax1 + 1, lmax2 + 1, Mo, K,
                             BLOCK=BLOCK_ROWS, M1P=_pad(lmax1 + 1), M2P=_pad(lmax2 + 1), MOP=_pad(Mo), KP=_pad(K),
                             SHARED=shared, REDUCE=bool(reduce), USE_DOT=use_dot)
-    grid2 = (triton.cdiv(nout, BLOCK_ROWS), triton.cdiv(Do, BLOCK_COEFFS))
+    block_d = BLOCK_COEFFS if _pad(nt) <= 32 else BLOCK_COEFFS // 2  # keep the (rows, coefficients, latitudes) tile small
+    grid2 = (triton.cdiv(nout, BLOCK_ROWS), triton.cdiv(Do, block_d))
     _legendre_projection_kernel[grid2](lat, to[2], to[3], out, nout, Do, nt, Mo,
-                                       BLOCK=BLOCK_ROWS, BLOCK_D=BLOCK_COEFFS, NTP=_pad(nt))
+                                       BLOCK=BLOCK_ROWS, BLOCK_D=block_d, NTP=_pad(nt))
     return out
