@@ -10,21 +10,31 @@ exactly.  A function ``f = sum_lm x_lm Y_lm`` is synthesized in two steps
 with ``Phi_cos = sqrt(2) cos(m phi_k)`` (``1`` at ``m = 0``) and ``Phi_sin = sqrt(2) sin(m phi_k)``.
 Projection is the adjoint with the quadrature weights.
 
-Three choices make the route fast on a CPU (measured in ``benchmarks/bench_gaunt.py``):
+Four choices make the route fast on a CPU (measured in ``benchmarks/bench_gaunt.py``):
 
 * **Half circle.** ``cos(m phi)`` is even and ``sin(m phi)`` odd under ``phi -> -phi``, so a
   function is ``E + O`` at ``phi_k`` and ``E - O`` at ``-phi_k`` with ``E = Phi_cos g_cos`` and
   ``O = Phi_sin g_sin`` on ``k = 0..num_phi // 2`` only.  The product's even part
   ``E1 E2 + O1 O2`` carries every cosine coefficient and its odd part ``E1 O2 + O1 E2`` every
-  sine coefficient: half the longitude work of the full circle, same exactness.
+  sine coefficient (:func:`synthesize` / :func:`analyze`, used for powers).
+* **Quarter circle for the product.** Under ``phi -> pi - phi`` the orders pick up ``+-(-1)^m``,
+  so ``E`` and ``O`` split again by the parity of ``m`` into four classes on a quarter of the
+  circle (:func:`_quarter_tables`), which multiply as a Z2 x Z2 convolution
+  (:func:`class_product`): half the longitude GEMM work again, for twice the pointwise work.
 * **Blocked Legendre GEMMs.** The per-m Legendre matrices have ``L + 1 - m`` rows; orders are
   grouped into a few blocks (:func:`m_blocks`), each one batched GEMM padded only to its own
-  largest order, so the padding costs ~15% instead of ~2x.
+  largest order, so the padding costs ~25% instead of ~2x.
 * **Batch last, in chunks, buffers reused.** Inside a chunk the batch is the last axis
   (``(..., n)``): the coefficient gather and the output scatter are row gathers, every
   stage is one GEMM over the whole chunk with no copies between stages, and the chunk's
   intermediates (sized by :data:`CHUNK_FLOATS`) stay in the last-level cache; the same
   buffers serve every chunk.
+
+Tried and measured slower on the 2-core EPYC: a Hadamard transform of the four classes (its
+4 x 4 GEMMs are memory-bound), transforming both inputs as one set of wider GEMMs (the product
+then reads strided halves), batch-first Legendre GEMMs (MKL prefers the wide batch as ``N``),
+and splitting the Legendre sums by the parity of ``l + m`` (the butterfly pass costs what the
+halved GEMM saves).
 
 An input that is shared by several channels (the spherical harmonics of an edge in a
 convolution, multiplied with every channel of the node features) is transformed once per
@@ -453,6 +463,53 @@ def gaunt_on_grid(x1: Tensor, x2: Tensor, lmax1: int, lmax2: int, lmax_out: int,
         res = project_quarter_chunk(P.view(4, Q, nt * n), pr, n, ws)
         out[a0 * out_cols:(a0 + na) * out_cols].copy_(res.T)
     return out
+
+
+def gaunt_backward_on_grid(grad: Tensor, x1: Tensor, x2: Tensor, lmax1: int, lmax2: int, lmax_out: int,
+                           channels: int = 1, shared: int = 0, reduce: bool = False,
+                           need1: bool = True, need2: bool = True) -> tuple[Tensor | None, Tensor | None]:
+    """Both input gradients of :func:`gaunt_on_grid` in one pass (values only, not differentiable).
+
+    ``G[i, j, k]`` is symmetric, so ``dL/dx1 = gaunt(grad, x2)`` truncated at ``lmax1`` and
+    ``dL/dx2 = gaunt(grad, x1)`` at ``lmax2``, on the same grid as the forward.  Done together, the
+    output gradient is transformed once instead of twice; a gradient of an input shared by the
+    channels sums its products over the channels before the projection, and a summed (``reduce``)
+    output's gradient is broadcast to every channel.  Shapes as :func:`gaunt_on_grid`'s inputs.
+    """
+    C = channels
+    c1 = 1 if shared == 1 else C
+    c2 = 1 if shared == 2 else C
+    cg = 1 if reduce else C
+    A = x1.shape[0] // c1
+    nt, nphi = exact_grid_size(lmax1 + lmax2 + lmax_out)
+    dev, dt = x1.device, x1.dtype
+    sg = _synthesis(lmax_out, nt, nphi, dev, dt)
+    s1, s2 = _synthesis(lmax1, nt, nphi, dev, dt), _synthesis(lmax2, nt, nphi, dev, dt)
+    p1, p2 = _projection(lmax1, nt, nphi, dev, dt), _projection(lmax2, nt, nphi, dev, dt)
+    Q = sg.quarter[0].shape[0]
+    per_group = (cg * (sg.packed + 2 * (lmax_out + 1) * nt + 4 * Q * nt + grad.shape[1])
+                 + (c1 + c2) * (max(s1.packed, s2.packed) + 2 * (max(lmax1, lmax2) + 1) * nt + 4 * Q * nt
+                                + max(x1.shape[1], x2.shape[1]) + max(p1.packed, p2.packed))
+                 + 2 * C * 4 * Q * nt)
+    groups = _chunk_columns(per_group, A)
+    out1 = x1.new_empty(A * c1, x1.shape[1]) if need1 else None
+    out2 = x2.new_empty(A * c2, x2.shape[1]) if need2 else None
+    ws = _Workspace(x1)
+    for a0 in range(0, A, groups):
+        na = min(groups, A - a0)
+        Xg = quarter_chunk(grad[a0 * cg:(a0 + na) * cg], sg, ws, "g").view(4, Q, nt, na, cg)
+        for need, out, own, other, s_other, p_own, c_own, c_other, tag in (
+                (need1, out1, x1, x2, s2, p1, c1, c2, "b1"), (need2, out2, x2, x1, s1, p2, c2, c1, "b2")):
+            if not need:
+                continue
+            Xo = quarter_chunk(other[a0 * c_other:(a0 + na) * c_other], s_other, ws, "o").view(4, Q, nt, na, c_other)
+            P = class_product(Xg, Xo, ws.get("P", 4, Q, nt, na, C))
+            if c_own == 1 and C > 1:  # this input was shared by the channels: its gradient sums over them
+                P = torch.sum(P, dim=-1, out=ws.get("P_reduced", 4, Q, nt, na))
+            n = na * c_own
+            res = project_quarter_chunk(P.view(4, Q, nt * n), p_own, n, ws)
+            out[a0 * c_own:(a0 + na) * c_own].copy_(res.T)
+    return out1, out2
 
 
 # ----------------------------------------------------------------------------- differentiable transforms

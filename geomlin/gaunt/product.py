@@ -196,6 +196,13 @@ class _GauntFunction(torch.autograd.Function):
     def backward(ctx, grad):
         x1, x2 = ctx.saved_tensors
         lmax1, lmax2, lmax_out, method, C, shared, reduce = ctx.meta
+        if method == "grid" and not torch.is_grad_enabled():
+            # first-order backward: both products in one pass, the output gradient transformed once
+            # (with create_graph=True the two products below keep the graph for double backward)
+            return (*G.gaunt_backward_on_grid(grad.contiguous(), x1.contiguous(), x2.contiguous(), lmax1, lmax2,
+                                              lmax_out, C, shared, reduce, ctx.needs_input_grad[0],
+                                              ctx.needs_input_grad[1]),
+                    None, None, None, None, None, None, None)
         g1 = g2 = None
         if ctx.needs_input_grad[0]:
             g1 = _transposed(grad, x2, lmax_out, lmax2, lmax1, method, C, shared, reduce, own=1)
