@@ -381,6 +381,15 @@ def project_quarter_chunk(P: Tensor, proj: Projection, n: int, ws: _Workspace) -
     return _legendre_projection(lat.view(2 * M, nt, n), proj, n, ws)
 
 
+def _transpose_into(dst: Tensor, src: Tensor) -> None:
+    """``dst (n, D) <- src (D, n)^T``. On the CPU numpy's strided copy measured 1.4-2x faster than
+    ``Tensor.copy_`` for these shapes (the largest copy of the route)."""
+    if dst.device.type == "cpu" and not dst.requires_grad and not src.requires_grad:
+        np.copyto(dst.numpy(), src.numpy().T)
+    else:
+        dst.copy_(src.T)
+
+
 def _chunk_columns(per_column: int, total: int) -> int:
     return max(MIN_CHUNK, min(total, CHUNK_FLOATS // max(per_column, 1)))
 
@@ -461,7 +470,7 @@ def gaunt_on_grid(x1: Tensor, x2: Tensor, lmax1: int, lmax2: int, lmax_out: int,
             P = torch.sum(P, dim=-1, out=ws.get("P_reduced", 4, Q, nt, na))
         n = na * out_cols
         res = project_quarter_chunk(P.view(4, Q, nt * n), pr, n, ws)
-        out[a0 * out_cols:(a0 + na) * out_cols].copy_(res.T)
+        _transpose_into(out[a0 * out_cols:(a0 + na) * out_cols], res)
     return out
 
 
@@ -508,7 +517,7 @@ def gaunt_backward_on_grid(grad: Tensor, x1: Tensor, x2: Tensor, lmax1: int, lma
                 P = torch.sum(P, dim=-1, out=ws.get("P_reduced", 4, Q, nt, na))
             n = na * c_own
             res = project_quarter_chunk(P.view(4, Q, nt * n), p_own, n, ws)
-            out[a0 * c_own:(a0 + na) * c_own].copy_(res.T)
+            _transpose_into(out[a0 * c_own:(a0 + na) * c_own], res)
     return out1, out2
 
 
