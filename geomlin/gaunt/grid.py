@@ -291,14 +291,21 @@ class _Workspace:
     def __init__(self, like: Tensor):
         self.like = like
         self.buffers: dict = {}
+        self.views: dict = {}  # (name, shape) -> view: every full-size chunk reuses the same view objects
 
     def get(self, name: str, *shape: int) -> Tensor:
+        view = self.views.get((name, shape))
+        if view is not None:
+            return view
         numel = math.prod(shape)
         buf = self.buffers.get(name)
         if buf is None or buf.numel() < numel:
             buf = self.like.new_empty(numel)
             self.buffers[name] = buf
-        return buf[:numel].view(shape)
+            self.views = {k: v for k, v in self.views.items() if k[0] != name}
+        view = buf[:numel].view(shape)
+        self.views[(name, shape)] = view
+        return view
 
 
 def legendre_chunk(x: Tensor, syn: Synthesis, ws: _Workspace, tag: str) -> Tensor:
