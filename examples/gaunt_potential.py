@@ -5,7 +5,7 @@ are -dE/dpos by autograd.  Prints the test force MAE of the model against the
 zero-force baseline and a non-equivariant MLP on raw coordinates trained the
 same way, then checks that forces rotate with the molecule (O(3), float64).
 
-Usage: ``python examples/gaunt_potential.py [--data datasets/md/xtb_md_ethanol.npz] [--steps 150]``
+Usage: ``python examples/gaunt_potential.py [--quick] [--data datasets/md/xtb_md_ethanol.npz] [--steps 150]``
 """
 
 from __future__ import annotations
@@ -127,15 +127,22 @@ def force_mae(model, data, idx, scale: float) -> float:
     return sum(errs) / len(idx)
 
 
-def main():
+def main(argv=None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data", default=DEFAULT_DATA)
-    parser.add_argument("--steps", type=int, default=150)
-    parser.add_argument("--n-train", type=int, default=200)
-    parser.add_argument("--n-test", type=int, default=100)
-    args = parser.parse_args()
+    parser.add_argument("--quick", action="store_true", help="a few steps on a few frames (the test suite runs this)")
+    parser.add_argument("--steps", type=int, default=None)
+    parser.add_argument("--n-train", type=int, default=None)
+    parser.add_argument("--n-test", type=int, default=None)
+    parser.add_argument("--threads", type=int, default=1)
+    args = parser.parse_args(argv)
+    if args.threads < 1:
+        parser.error(f"--threads must be >= 1, got {args.threads}")
+    args.steps = args.steps if args.steps is not None else (3 if args.quick else 150)
+    args.n_train = args.n_train if args.n_train is not None else (16 if args.quick else 200)
+    args.n_test = args.n_test if args.n_test is not None else (8 if args.quick else 100)
     torch.manual_seed(0)
-    torch.set_num_threads(2)
+    torch.set_num_threads(args.threads)
     raw = load(args.data)
     data = {"z": raw["z"], "pos": raw["pos"].float(), "energy": raw["energy"].float(), "force": raw["force"].float()}
     perm = torch.randperm(data["pos"].shape[0], generator=torch.Generator().manual_seed(1))
@@ -160,6 +167,8 @@ def main():
     model = models["Gaunt potential"].double()
     pos = raw["pos"][test_idx[:4]].double()
     R = O(3).sample(1, generator=torch.Generator().manual_seed(2), dtype=torch.float64)[0]
+    if R.det() > 0:  # make it a reflection: the harder case
+        R = -R
     _, f = energy_and_forces(model, raw["z"], pos, create_graph=False)
     _, f_rot = energy_and_forces(model, raw["z"], pos @ R.T, create_graph=False)
     err = ((f_rot - f @ R.T).norm() / f.norm()).item()
@@ -167,6 +176,8 @@ def main():
           f"relative error {err:.1e}")
     if err > 1e-9:
         raise SystemExit("equivariance check failed")
+    results["equivariance error"] = err
+    return results
 
 
 if __name__ == "__main__":

@@ -3,13 +3,14 @@
 ``gaunt_tensor_product(x1, x2, lmax_out, method="auto")`` multiplies two
 spherical functions given by real SH coefficients (e3nn layout and basis,
 ``normalization="integral"``) and returns the coefficients of the product, exactly
-(Luo, Chen and Krishnapriyan, ICLR 2024).  Methods: ``"grid"`` (separable
-Gauss-Legendre x longitude transforms, O(L^3)), ``"fft"`` (2D Fourier
-convolution), ``"dense"`` (sphere-grid GEMM), ``"direct"`` (Gaunt tensor),
-``"triton"`` (fused GPU kernel), ``"auto"`` (measured table, :mod:`.autotune`).
+(Luo, Chen and Krishnapriyan, ICLR 2024).  Methods: ``"grid"`` (the fast O(L^3)
+route: blocked Legendre GEMMs and a half-circle real DFT), ``"fft"`` (the paper's 2D
+Fourier convolution), ``"dense"`` (sphere-grid GEMM, O(L^4)), ``"direct"`` (Gaunt tensor),
+``"triton"`` (the fast route as one fused GPU kernel), ``"auto"`` (measured table,
+:mod:`.autotune`).
 
-Modules: :class:`GauntTensorProduct`, :class:`ManyBodyGaunt`,
-:class:`GauntConvolution`; helpers :func:`gaunt_power`,
+Modules: :class:`GauntTensorProduct` (also an e3nn drop-in, built from ``Irreps``),
+:class:`ManyBodyGaunt`, :class:`GauntConvolution`; helpers :func:`gaunt_power`,
 :func:`irreps_to_sphere`, :func:`sphere_to_irreps`, :func:`split_parity`,
 :func:`gaunt_parity_product`, :func:`spherical_harmonics`.
 """
@@ -18,6 +19,7 @@ from geomlin.gaunt.conv import GauntConvolution
 from geomlin.gaunt.modules import (
     NATURAL,
     PSEUDO,
+    GauntIrrepsProduct,
     GauntTensorProduct,
     ManyBodyGaunt,
     gaunt_parity_product,
@@ -35,6 +37,7 @@ __all__ = [
     "NATURAL",
     "PSEUDO",
     "GauntConvolution",
+    "GauntIrrepsProduct",
     "GauntTensorProduct",
     "ManyBodyGaunt",
     "gaunt_parity_product",

@@ -1,69 +1,107 @@
-"""The table behind ``method="auto"``: which Gaunt method is fastest, per device and size.
+"""The tables behind ``method="auto"``: which Gaunt method is fastest, per device and size.
 
-The CPU entries were measured with ``python -m geomlin.gaunt.autotune`` (float32,
-batch 1024 x 32 channels, ``torch.set_num_threads(1)``, lmax1 = lmax2 = lmax_out);
-rerun it on another machine and paste its output here.  CUDA uses the fused
-Triton kernel when Triton is installed and the sizes fit it, else ``"grid"``.
+``CPU_TABLE`` was measured with ``python -m geomlin.gaunt.autotune`` (float32, batch 1024 x 32
+channels, one thread, ``lmax1 = lmax2 = lmax_out = L``, forward and forward + backward, thread
+CPU time so that other processes on a shared machine disturb it less); rerun it on another
+machine and paste its output here.
+
+``CUDA_TABLE`` is empty: no GPU was available when this was written, so nothing is measured and
+``"auto"`` on CUDA runs the ``"grid"`` route (cuBLAS GEMMs) rather than claim that the Triton
+kernel wins.  Fill the table from ``python -m geomlin.gaunt.autotune --device cuda`` on a GPU
+(same format); then ``"auto"`` picks ``"triton"`` where it is listed.
 """
 
 from __future__ import annotations
 
+import argparse
+import statistics
+import time
+
 import torch
 
 #: Fastest method on CPU, keyed by ``max(lmax1, lmax2, lmax_out)`` (upper bounds, ascending).
-#: Measured 2026-11-29 on the 2-core CI machine (medians, forward and forward + backward): dense wins
-#: up to L = 6 (its three GEMMs beat the per-m batched GEMMs on small matrices; at L = 6 forward
-#: is a tie and forward + backward favours dense), grid from L = 7 on.
 CPU_TABLE: tuple[tuple[int, str], ...] = (
-    (6, "dense"),
+    (5, "dense"),
     (1_000_000, "grid"),
 )
+
+#: Fastest method on CUDA, same format; empty until measured on a GPU (see the module docstring).
+CUDA_TABLE: tuple[tuple[int, str], ...] = ()
+
+#: What ``"auto"`` uses on a device without a measured table.
+DEFAULT_METHOD = "grid"
 
 
 def _lookup(table, lmax: int) -> str:
     for bound, method in table:
         if lmax <= bound:
             return method
-    return table[-1][1]
+    return table[-1][1] if table else DEFAULT_METHOD
 
 
 def choose_method(lmax1: int, lmax2: int, lmax_out: int, device_type: str, dtype: torch.dtype) -> str:
     """Method name ``"auto"`` resolves to for these sizes on ``device_type`` (``"cpu"``, ``"cuda"``)."""
     lmax = max(lmax1, lmax2, lmax_out)
     if device_type == "cuda":
-        from geomlin.gaunt.kernels import triton_available, triton_supports
+        method = _lookup(CUDA_TABLE, lmax)
+        if method == "triton":
+            from geomlin.gaunt.kernels import triton_supports
 
-        if triton_available() and triton_supports(lmax1, lmax2, lmax_out, dtype):
-            return "triton"
-        return "grid"
-    return _lookup(CPU_TABLE, lmax)
+            if not triton_supports(lmax1, lmax2, lmax_out, dtype):
+                return DEFAULT_METHOD
+        return method
+    if device_type == "cpu":
+        return _lookup(CPU_TABLE, lmax)
+    return DEFAULT_METHOD
 
 
-def measure(lmaxes=range(17), batch: int = 1024 * 32, reps: int = 5,
-            methods=("dense", "grid", "fft", "direct")) -> list[tuple[int, str, dict]]:
-    """Time every method (float32, one thread, process time) and return ``(L, fastest, {method: ms})``."""
-    import time
+def measure(lmaxes=range(13), batch: int = 1024 * 32, repeats: int = 5, device: str = "cpu",
+            methods=("dense", "grid", "fft", "triton"), backward: bool = False) -> list[tuple[int, str, dict]]:
+    """Time the methods (float32) and return ``(L, fastest, {method: ms})`` per degree.
 
+    Library code never changes process-wide settings: set the threads before calling
+    (``python -m geomlin.gaunt.autotune`` runs single-threaded).
+    """
     from geomlin.gaunt.product import gaunt_tensor_product
 
-    torch.set_num_threads(1)
+    usable = [m for m in methods if m != "triton" or device == "cuda"]
     rows = []
     for L in lmaxes:
-        a, b = torch.randn(batch, (L + 1) ** 2), torch.randn(batch, (L + 1) ** 2)
-        usable = [m for m in methods if not (m == "direct" and L > 3) and not (m == "fft" and L > 8)]
+        x1 = torch.randn(batch, (L + 1) ** 2, device=device, requires_grad=backward)
+        x2 = torch.randn(batch, (L + 1) ** 2, device=device, requires_grad=backward)
+
+        def run(method, x1=x1, x2=x2, L=L):
+            out = gaunt_tensor_product(x1, x2, L, method=method)
+            if backward:
+                out.backward(torch.ones_like(out))
+            if device == "cuda":
+                torch.cuda.synchronize()
+
+        clock = time.thread_time if device == "cpu" else time.perf_counter
         times: dict = {m: [] for m in usable}
         for m in usable:
-            gaunt_tensor_product(a, b, L, method=m)
-        for _ in range(reps):
+            run(m)
+        for _ in range(repeats):
             for m in usable:
-                t = time.process_time()
-                gaunt_tensor_product(a, b, L, method=m)
-                times[m].append(time.process_time() - t)
-        med = {m: sorted(v)[len(v) // 2] * 1e3 for m, v in times.items()}
+                t = clock()
+                run(m)
+                times[m].append(clock() - t)
+        med = {m: statistics.median(v) * 1e3 for m, v in times.items()}
         rows.append((L, min(med, key=med.get), med))
     return rows
 
 
-if __name__ == "__main__":
-    for L, best, med in measure():
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description="measure which Gaunt method is fastest per degree")
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--lmax", type=int, nargs="+", default=list(range(13)))
+    parser.add_argument("--batch", type=int, default=1024 * 32)
+    parser.add_argument("--backward", action="store_true", help="time forward + backward")
+    args = parser.parse_args(argv)
+    torch.set_num_threads(1)
+    for L, best, med in measure(args.lmax, args.batch, device=args.device, backward=args.backward):
         print(L, best, {k: round(v, 1) for k, v in med.items()}, flush=True)
+
+
+if __name__ == "__main__":
+    main()

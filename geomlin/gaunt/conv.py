@@ -2,13 +2,16 @@
 
 For an edge ``j -> i`` with ``r_ij = pos[i] - pos[j]``
 
-    m_ij[c] = gaunt( x_j[c],  R_c,l(|r_ij|) Y_l(r_ij / |r_ij|) ),      x_i' = (1 / avg_degree) sum_j m_ij
+    m_ij[c] = w_out[c, l3](|r_ij|) * gaunt( w_in[c, l1](|r_ij|) x_j[c],  Y(r_ij / |r_ij|) ),
+    x_i'    = (1 / avg_degree) sum_j m_ij
 
-where ``R`` is a small MLP on a Bessel radial basis with a smooth polynomial
-cutoff, giving one weight per (channel, degree ``l`` of the edge harmonics)
-(Luo et al., ICLR 2024, sec. 4: "equivariant convolutions").  Because the
-harmonics have parity ``(-1)^l`` the layer is E(3)-equivariant on natural
-features (``0e, 1o, 2e, ...``).
+where the radial weights ``w_in`` (per channel and degree of the node features) and ``w_out``
+(per channel and output degree) come from a small MLP on a Bessel radial basis with a smooth
+polynomial cutoff (Luo et al., ICLR 2024, sec. 4: "equivariant convolutions").  The edge
+harmonics ``Y`` do not depend on the channel, so they are transformed to the sphere grid once
+per edge and shared by every channel (:func:`~geomlin.gaunt.gaunt_tensor_product` with
+``Y`` of shape ``(E, 1, D)``).  Because the harmonics have parity ``(-1)^l`` the layer is
+E(3)-equivariant on natural features (``0e, 1o, 2e, ...``).
 """
 
 from __future__ import annotations
@@ -19,15 +22,28 @@ import torch
 from torch import Tensor, nn
 from torch_geometric.nn import MessagePassing
 
-from geomlin.gaunt.modules import _check_layout, _degree_index
-from geomlin.gaunt.product import _check_lmax, gaunt_tensor_product
+from geomlin.gaunt.modules import _check_layout, _degree_index, _renamed
+from geomlin.gaunt.product import METHODS, gaunt_tensor_product
 from geomlin.gaunt.tables import spherical_harmonics
+from geomlin.groups.euclidean import E3
+from geomlin.reps.types import Positions, SphereCoefficients
+from geomlin.validation import (
+    check_choice,
+    check_float,
+    check_nonnegative_int,
+    check_positive_float,
+    check_positive_int,
+    check_tensor,
+)
+
+#: Distances below this (in the units of ``pos``) count as coincident points.
+COINCIDENT = 1e-9
 
 
 def bessel_basis(r: Tensor, num: int, cutoff: float) -> Tensor:
     """``sqrt(2 / c) sin(n pi r / c) / r`` for ``n = 1..num``: ``(E,) -> (E, num)``."""
     n = torch.arange(1, num + 1, device=r.device, dtype=r.dtype)
-    r = r.clamp_min(1e-9)[:, None]
+    r = r.clamp_min(COINCIDENT)[:, None]
     return math.sqrt(2.0 / cutoff) * torch.sin(n * math.pi * r / cutoff) / r
 
 
@@ -45,53 +61,80 @@ class GauntConvolution(MessagePassing):
     Parameters
     ----------
     lmax_in, lmax_sh, lmax_out : degrees of node features, edge harmonics and output.
-    channels : int
+    channels : int, channels of the node features (kept).
     num_radial : int, size of the Bessel basis.
     cutoff : float, radius beyond which edges contribute nothing.
     avg_degree : float, messages are summed and divided by this.
+    hidden_channels : int, width of the radial MLP (``hidden`` is its deprecated name).
     method : Gaunt method (see :func:`~geomlin.gaunt.gaunt_tensor_product`).
 
     Forward
     -------
-    x (N, C, (lmax_in+1)**2), pos (N, 3), edge_index (2, E) long (row 0 = source j,
-    row 1 = target i) -> (N, C, (lmax_out+1)**2).
+    ``x (N, C, (lmax_in+1)**2)``, ``pos (N, 3)``, ``edge_index (2, E)`` int64 (row 0 = source
+    ``j``, row 1 = target ``i``) -> ``(N, C, (lmax_out+1)**2)``.
     """
 
     def __init__(self, lmax_in: int, lmax_sh: int, lmax_out: int, channels: int, num_radial: int = 8,
-                 cutoff: float = 5.0, avg_degree: float = 1.0, hidden: int = 32, method: str = "auto"):
+                 cutoff: float = 5.0, avg_degree: float = 1.0, hidden_channels: int = 32, method: str = "auto",
+                 **deprecated):
+        hidden_channels = _renamed(deprecated, "hidden", "hidden_channels", hidden_channels, 32)
+        if deprecated:
+            raise TypeError(f"unexpected keyword argument(s) {', '.join(deprecated)}")
         super().__init__(aggr="add", flow="source_to_target", node_dim=0)
-        for name, value in (("lmax_in", lmax_in), ("lmax_sh", lmax_sh), ("lmax_out", lmax_out)):
-            _check_lmax(value, name)
-        if cutoff <= 0:
-            raise ValueError(f"cutoff must be > 0, got {cutoff}")
-        self.lmax_in, self.lmax_sh, self.lmax_out = lmax_in, lmax_sh, lmax_out
-        self.channels, self.num_radial, self.cutoff = channels, num_radial, float(cutoff)
-        self.avg_degree, self.method = float(avg_degree), method
-        self.radial = nn.Sequential(nn.Linear(num_radial, hidden), nn.SiLU(),
-                                    nn.Linear(hidden, channels * (lmax_sh + 1)))
-        self.register_buffer("degree_sh", _degree_index(lmax_sh), persistent=False)
+        self.lmax_in = check_nonnegative_int(lmax_in, "lmax_in")
+        self.lmax_sh = check_nonnegative_int(lmax_sh, "lmax_sh")
+        self.lmax_out = check_nonnegative_int(lmax_out, "lmax_out")
+        self.channels = check_positive_int(channels, "channels")
+        self.num_radial = check_positive_int(num_radial, "num_radial")
+        self.cutoff = check_positive_float(cutoff, "cutoff")
+        self.avg_degree = check_float(avg_degree, "avg_degree", minimum=0.0, strict_minimum=True)
+        self.hidden_channels = check_positive_int(hidden_channels, "hidden_channels")
+        self.method = check_choice(method, "method", METHODS)
+        self.radial = nn.Sequential(nn.Linear(num_radial, hidden_channels), nn.SiLU(),
+                                    nn.Linear(hidden_channels, channels * (lmax_in + 1 + lmax_out + 1)))
+        self.register_buffer("degree_in", _degree_index(lmax_in), persistent=False)
+        self.register_buffer("degree_out", _degree_index(lmax_out), persistent=False)
+        group = E3()  # messages see only differences of positions: translations act trivially on the features
+        self.type_in = (SphereCoefficients(self.lmax_in, channels, group=group), Positions(3, group), None)
+        self.type_out = SphereCoefficients(self.lmax_out, channels, group=group)
 
     def forward(self, x: Tensor, pos: Tensor, edge_index: Tensor) -> Tensor:
         _check_layout(x, "x", self.channels, self.lmax_in)
-        if pos.ndim != 2 or pos.shape != (x.shape[0], 3):
-            raise ValueError(f"pos must have shape ({x.shape[0]}, 3), got {tuple(pos.shape)}")
-        if edge_index.ndim != 2 or edge_index.shape[0] != 2 or edge_index.dtype != torch.long:
-            raise ValueError(f"edge_index must be a (2, E) long tensor, got {tuple(edge_index.shape)} "
-                             f"{edge_index.dtype}")
+        if x.ndim != 3:
+            raise ValueError(f"x must have shape (N, {self.channels}, {(self.lmax_in + 1) ** 2}), got {tuple(x.shape)}")
+        check_tensor(pos, "pos", shape=(x.shape[0], 3), dtype=(torch.float32, torch.float64), finite=True)
+        check_tensor(edge_index, "edge_index", shape=(2, None), dtype="index")
+        if edge_index.device.type == "cpu" and edge_index.numel():
+            lo, hi = int(edge_index.min()), int(edge_index.max())
+            if lo < 0 or hi >= x.shape[0]:
+                raise ValueError(f"edge_index must hold node indices in [0, {x.shape[0]}), got values in [{lo}, {hi}]")
         src, dst = edge_index
         vec = pos[dst] - pos[src]
         r = torch.linalg.vector_norm(vec, dim=-1)
-        if bool((r == 0).any()):
+        if r.device.type == "cpu" and bool((r < COINCIDENT).any()):
             raise ValueError("edge_index contains an edge between coincident positions (zero-length edge)")
         radial = self.radial(bessel_basis(r, self.num_radial, self.cutoff).to(self.radial[0].weight.dtype))
-        radial = radial.to(x.dtype) * polynomial_cutoff(r, self.cutoff)[:, None]
-        radial = radial.view(-1, self.channels, self.lmax_sh + 1)[..., self.degree_sh]  # (E, C, Dsh)
-        edge_sh = spherical_harmonics(self.lmax_sh, vec)[:, None, :] * radial
-        out = self.propagate(edge_index, x=x, edge_sh=edge_sh, size=(x.shape[0], x.shape[0]))
+        radial = radial.to(x.dtype) * polynomial_cutoff(r, self.cutoff).to(x.dtype)[:, None]
+        radial = radial.view(-1, self.channels, self.lmax_in + 1 + self.lmax_out + 1)
+        w_in = radial[..., : self.lmax_in + 1][..., self.degree_in]  # (E, C, D_in)
+        w_out = radial[..., self.lmax_in + 1:][..., self.degree_out]  # (E, C, D_out)
+        edge_sh = spherical_harmonics(self.lmax_sh, vec.to(x.dtype))[:, None, :]  # (E, 1, D_sh): shared by channels
+        out = self.propagate(edge_index, x=x, edge_sh=edge_sh, w_in=w_in, w_out=w_out,
+                             size=(x.shape[0], x.shape[0]))
         return out / self.avg_degree
 
-    def message(self, x_j: Tensor, edge_sh: Tensor) -> Tensor:
-        return gaunt_tensor_product(x_j, edge_sh, self.lmax_out, self.method)
+    def message(self, x_j: Tensor, edge_sh: Tensor, w_in: Tensor, w_out: Tensor) -> Tensor:
+        return gaunt_tensor_product(x_j * w_in, edge_sh, self.lmax_out, self.method) * w_out
+
+    def example_inputs(self, generator=None, dtype=torch.float64):
+        """A fully connected graph of 5 nodes within the cutoff, with random features."""
+        n = 5
+        pos = torch.randn(n, 3, generator=generator, dtype=dtype) * (0.2 * self.cutoff)
+        src, dst = torch.meshgrid(torch.arange(n), torch.arange(n), indexing="ij")
+        keep = src != dst
+        edge_index = torch.stack([src[keep], dst[keep]])
+        x = torch.randn(n, self.channels, (self.lmax_in + 1) ** 2, generator=generator, dtype=dtype)
+        return (x, pos, edge_index), {}
 
     def extra_repr(self) -> str:
         return (f"lmax_in={self.lmax_in}, lmax_sh={self.lmax_sh}, lmax_out={self.lmax_out}, "

@@ -1,24 +1,54 @@
-"""Separable transforms between SH coefficients and an exact sphere grid, O(L^3) per function.
+"""The fast route: separable transforms to an exact sphere grid and back, O(L^3) per function.
 
-The grid is ``n_theta`` Gauss-Legendre latitudes times ``n_phi`` equispaced
-longitudes; it integrates spherical polynomials of degree ``< min(2 n_theta, n_phi)``
+The grid is ``num_theta`` Gauss-Legendre latitudes times ``num_phi`` equispaced
+longitudes; it integrates spherical polynomials of degree ``< min(2 num_theta, num_phi)``
 exactly.  A function ``f = sum_lm x_lm Y_lm`` is synthesized in two steps
 
-    g_{m, part}(theta_j) = sum_l N_l^m P_l^m(cos theta_j) x_{l, +-m}    (per-m Legendre, batched GEMM)
-    f(theta_j, phi_k)    = sum_{m, part} Phi[k, (m, part)] g_{m, part}(theta_j)   (real DFT, one GEMM)
+    g_{m, part}(theta_j) = sum_l N_l^m P_l^m(cos theta_j) x_{l, +-m}      (Legendre: per-m GEMMs)
+    f(theta_j, phi_k)    = sum_m Phi_part[k, m] g_{m, part}(theta_j)       (longitude: one real-DFT GEMM)
 
-with ``Phi = sqrt(2) cos(m phi_k)``, ``sqrt(2) sin(m phi_k)`` (``1``, ``0`` at ``m = 0``);
-projection is the adjoint with the quadrature weights.  The DFT is a GEMM
-rather than an FFT because at these lengths (``n_phi <= ~100``) a GEMM over
-``2 (L + 1)`` frequencies is faster on CPU and GPU than batched short FFTs.
+with ``Phi_cos = sqrt(2) cos(m phi_k)`` (``1`` at ``m = 0``) and ``Phi_sin = sqrt(2) sin(m phi_k)``.
+Projection is the adjoint with the quadrature weights.
 
-Values are laid out ``(n_phi, B * n_theta)`` (batch-major within a longitude), so
-every step is one large GEMM; these helpers are internal to :mod:`geomlin.gaunt`.
+Four choices make the route fast on a CPU (measured in ``benchmarks/bench_gaunt.py``):
+
+* **Half circle.** ``cos(m phi)`` is even and ``sin(m phi)`` odd under ``phi -> -phi``, so a
+  function is ``E + O`` at ``phi_k`` and ``E - O`` at ``-phi_k`` with ``E = Phi_cos g_cos`` and
+  ``O = Phi_sin g_sin`` on ``k = 0..num_phi // 2`` only.  The product's even part
+  ``E1 E2 + O1 O2`` carries every cosine coefficient and its odd part ``E1 O2 + O1 E2`` every
+  sine coefficient (:func:`synthesize` / :func:`analyze`, used for powers).
+* **Quarter circle for the product.** Under ``phi -> pi - phi`` the orders pick up ``+-(-1)^m``,
+  so ``E`` and ``O`` split again by the parity of ``m`` into four classes on a quarter of the
+  circle (:func:`_quarter_tables`), which multiply as a Z2 x Z2 convolution
+  (:func:`class_product`): half the longitude GEMM work again, for twice the pointwise work.
+* **Blocked Legendre GEMMs.** The per-m Legendre matrices have ``L + 1 - m`` rows; orders are
+  grouped into a few blocks (:func:`m_blocks`), each one batched GEMM padded only to its own
+  largest order, so the padding costs ~25% instead of ~2x.
+* **Batch last, in chunks, buffers reused.** Inside a chunk the batch is the last axis
+  (``(..., n)``): the coefficient gather and the output scatter are row gathers, every
+  stage is one GEMM over the whole chunk with no copies between stages, and the chunk's
+  intermediates (sized by :data:`CHUNK_FLOATS`) stay in the last-level cache; the same
+  buffers serve every chunk.
+
+Tried and measured slower on the 2-core EPYC: a Hadamard transform of the four classes (its
+4 x 4 GEMMs are memory-bound), transforming both inputs as one set of wider GEMMs (the product
+then reads strided halves), batch-first Legendre GEMMs (MKL prefers the wide batch as ``N``),
+and splitting the Legendre sums by the parity of ``l + m`` (the butterfly pass costs what the
+halved GEMM saves).
+
+An input that is shared by several channels (the spherical harmonics of an edge in a
+convolution, multiplied with every channel of the node features) is transformed once per
+shared row and broadcast in the pointwise product.
+
+These functions compute values only (no autograd); :mod:`geomlin.gaunt.product` wraps them
+in autograd functions whose backward is the same route (the exact adjoint).
 """
 
 from __future__ import annotations
 
+import itertools
 import math
+from dataclasses import dataclass
 from functools import cache
 
 import numpy as np
@@ -30,172 +60,520 @@ from geomlin.gaunt import tables as T
 _SQRT2 = math.sqrt(2.0)
 #: Part of a per-m coefficient pair: ``x_{l, m}`` (cos) and ``x_{l, -m}`` (sin).
 COS, SIN = 0, 1
+#: Intermediate floats per chunk of the grid route (16 MiB in float32). Measured on a 2-core EPYC
+#: (1 MiB L2, 32 MiB L3): chunks of 2^20..2^24 floats run within ~10% of each other, smaller ones pay
+#: per-call overhead (2^17: 2-3x slower), the whole batch at once pays memory traffic (~2x slower).
+CHUNK_FLOATS = 1 << 22
+#: Smallest number of batch columns per chunk (below this, per-call overhead dominates).
+MIN_CHUNK = 32
 
 
 @cache
 def exact_grid_size(degree: int) -> tuple[int, int]:
-    """Smallest ``(n_theta, n_phi)`` integrating spherical polynomials of ``degree`` exactly."""
-    return degree // 2 + 1, degree + 1
+    """``(num_theta, num_phi)`` of the grid exact for spherical polynomials of ``degree``.
+
+    ``num_theta = degree // 2 + 1`` Gauss-Legendre latitudes (exact to degree ``2 num_theta - 1``)
+    and the smallest ``num_phi >= degree + 1`` with ``num_phi = 2 mod 4``: then ``phi -> pi - phi``
+    maps the half circle onto itself without a fixed point, which the quarter-circle longitude
+    transform of the product (:func:`gaunt_on_grid`) needs.
+    """
+    num_phi = degree + 1
+    while num_phi % 4 != 2:
+        num_phi += 1
+    return degree // 2 + 1, num_phi
 
 
-def _longitudes(lmax: int, n_phi: int) -> np.ndarray:
-    """``Phi (n_phi, 2 (lmax+1) [m, part])``."""
-    phi = 2.0 * np.pi * np.arange(n_phi) / n_phi
+def m_blocks(lmax: int) -> tuple[tuple[int, int], ...]:
+    """Orders ``0..lmax`` grouped into ``(m_start, m_stop)`` blocks for the Legendre GEMMs.
+
+    Block ``[m0, m1)`` is padded to ``lmax + 1 - m0`` degrees; one block up to ``L = 3``,
+    two up to ``L = 9``, three above (the padding then costs at most ~25% of the useful work,
+    and each extra block is one more small GEMM call).
+    """
+    count = 1 if lmax < 4 else 2 if lmax < 10 else 3
+    bounds = np.linspace(0, lmax + 1, count + 1).round().astype(int)
+    return tuple((int(a), int(b)) for a, b in itertools.pairwise(bounds) if b > a)
+
+
+# ----------------------------------------------------------------------------- tables (float64)
+def _half_longitudes(lmax: int, num_phi: int) -> tuple[np.ndarray, np.ndarray]:
+    """``Phi_cos, Phi_sin (K, lmax+1)`` at ``phi_k = 2 pi k / num_phi``, ``k = 0..num_phi // 2``."""
+    phi = 2.0 * np.pi * np.arange(num_phi // 2 + 1) / num_phi
     m = np.arange(lmax + 1)
-    out = np.zeros((n_phi, lmax + 1, 2))
-    out[:, :, COS] = _SQRT2 * np.cos(np.outer(phi, m))
-    out[:, :, SIN] = _SQRT2 * np.sin(np.outer(phi, m))
-    out[:, 0, COS] = 1.0
-    out[:, 0, SIN] = 0.0
-    return out.reshape(n_phi, 2 * (lmax + 1))
+    c = _SQRT2 * np.cos(np.outer(phi, m))
+    s = _SQRT2 * np.sin(np.outer(phi, m))
+    c[:, 0], s[:, 0] = 1.0, 0.0
+    return c, s
 
 
-@cache
-def synthesis_tables(lmax: int, n_theta: int, n_phi: int) -> tuple[Tensor, Tensor]:
-    """``leg (2(L+1) [m, part], L+1, n_theta)`` and ``dft (n_phi, 2(L+1))``, float64."""
-    leg = np.repeat(T.legendre_table(lmax, n_theta), 2, axis=0)
-    return torch.from_numpy(leg.copy()), torch.from_numpy(_longitudes(lmax, n_phi))
-
-
-@cache
-def projection_tables(lmax: int, n_theta: int, n_phi: int) -> tuple[Tensor, Tensor]:
-    """``dft (2(L+1), n_phi)`` (with ``2 pi / n_phi``) and ``leg (2(L+1), n_theta, L+1)`` (with GL weights)."""
-    _, w = T.gauss_legendre(n_theta)
-    leg = np.transpose(T.legendre_table(lmax, n_theta) * w[None, None, :], (0, 2, 1))
-    dft = _longitudes(lmax, n_phi).T * (2.0 * np.pi / n_phi)
-    return torch.from_numpy(dft.copy()), torch.from_numpy(np.repeat(leg, 2, axis=0).copy())
-
-
-@cache
-def gather_index(lmax: int, fill: int = 0) -> Tensor:
-    """Columns ``(m, part, l)`` of a flat coefficient vector ``(.., (L+1)**2)``, flattened.
-
-    Slots without a coefficient (``l < m``, and the sine part of ``m = 0``) read
-    index ``fill``: column 0 for the grid transforms (whose table entries there
-    are zero), or the index of an appended zero row.
-    """
-    idx = torch.full((lmax + 1, 2, lmax + 1), fill, dtype=torch.long)
-    for m in range(lmax + 1):
-        for l in range(m, lmax + 1):
-            idx[m, COS, l] = T.sh_index(l, m)
-            if m > 0:
-                idx[m, SIN, l] = T.sh_index(l, -m)
-    return idx.reshape(-1)
-
-
-@cache
-def scatter_index(lmax: int) -> tuple[Tensor, Tensor]:
-    """For each flat output ``(l, m)``: its ``(m, part)`` row and ``l`` column in a projection result."""
-    mp, ls = [], []
-    for l in range(lmax + 1):
-        for m in range(-l, l + 1):
-            mp.append(2 * abs(m) + (COS if m >= 0 else SIN))
-            ls.append(l)
-    return torch.tensor(mp), torch.tensor(ls)
-
-
-_CACHE: dict = {}
-
-
-def _tables(kind: str, lmax: int, n_theta: int, n_phi: int, like: Tensor) -> tuple[Tensor, ...]:
-    key = (kind, lmax, n_theta, n_phi, str(like.device), like.dtype)
-    if key not in _CACHE:
-        build = synthesis_tables if kind == "synthesis" else projection_tables
-        tabs = tuple(t.to(device=like.device, dtype=like.dtype) for t in build(lmax, n_theta, n_phi))
-        idx = gather_index(lmax) if kind == "synthesis" else scatter_index(lmax)
-        idx = idx if isinstance(idx, tuple) else (idx,)
-        _CACHE[key] = tabs + tuple(i.to(like.device) for i in idx)
-    return _CACHE[key]
-
-
-def to_grid(x: Tensor, lmax: int, n_theta: int, n_phi: int) -> Tensor:
-    """``x (B, (lmax+1)**2)`` -> values ``(n_phi, B * n_theta)`` (row ``k``, column ``b * n_theta + j``)."""
-    leg, dft, idx = _tables("synthesis", lmax, n_theta, n_phi, x)
-    M2 = 2 * (lmax + 1)
-    cols = x.index_select(1, idx).view(x.shape[0], M2, lmax + 1).transpose(0, 1)  # (m part, B, l)
-    lat = torch.bmm(cols, leg)  # (m part, B, n_theta)
-    return dft @ lat.view(M2, -1)
-
-
-def from_grid(values: Tensor, lmax: int, n_theta: int, n_phi: int) -> Tensor:
-    """Values ``(n_phi, B * n_theta)`` -> coefficients ``(B, (lmax+1)**2)`` by exact quadrature."""
-    dft, leg, mp, ls = _tables("projection", lmax, n_theta, n_phi, values)
-    lat = (dft @ values).view(2 * (lmax + 1), -1, n_theta)  # (m part, B, n_theta)
-    out = torch.bmm(lat, leg)  # (m part, B, l)
-    return out.transpose(0, 1)[:, mp, ls]
-
-
-# ---------------------------------------------------------------- the product with longitude symmetry
-@cache
-def half_longitude_tables(lmax1: int, lmax2: int, lmax_out: int, n_phi: int) -> tuple[Tensor, ...]:
-    """Real DFTs on the half circle ``k = 0..n_phi // 2``, float64.
-
-    ``cos(m phi)`` is even and ``sin(m phi)`` odd under ``phi -> -phi``, so a
-    function is ``E[k] + O[k]`` at ``phi_k`` and ``E[k] - O[k]`` at ``-phi_k`` with
-    ``E = Phi_c @ g_cos`` and ``O = Phi_s @ g_sin`` on the half circle only.  The
-    product's even part ``E1 E2 + O1 O2`` carries every cosine coefficient and its
-    odd part ``E1 O2 + O1 E2`` every sine coefficient: half the DFT work of the
-    full circle, same exactness.
-
-    Returns ``cos1, sin1 (K, L1+1)``, ``cos2, sin2 (K, L2+1)`` and the projections
-    ``cos_out, sin_out (Lo+1, K)`` (with the half-circle multiplicities and ``2 pi / n_phi``).
-    """
-    half = n_phi // 2
-    k = np.arange(half + 1)
-    phi = 2.0 * np.pi * k / n_phi
-
-    def synth(L):
-        m = np.arange(L + 1)
-        c = _SQRT2 * np.cos(np.outer(phi, m))
-        c[:, 0] = 1.0
-        s = _SQRT2 * np.sin(np.outer(phi, m))
-        s[:, 0] = 0.0
-        return c, s
-
+def _half_circle_multiplicity(num_phi: int) -> np.ndarray:
+    """How many grid longitudes each half-circle point stands for (``k`` and ``-k``)."""
+    half = num_phi // 2
     mult = np.full(half + 1, 2.0)
     mult[0] = 1.0
-    if n_phi % 2 == 0:
+    if num_phi % 2 == 0:
         mult[half] = 1.0
-    c1, s1 = synth(lmax1)
-    c2, s2 = synth(lmax2)
-    co, so = synth(lmax_out)
-    scale = (mult * 2.0 * np.pi / n_phi)[:, None]
-    return tuple(torch.from_numpy(np.ascontiguousarray(a)) for a in (c1, s1, c2, s2, (co * scale).T, (so * scale).T))
+    return mult
 
 
-def _latitudes(x: Tensor, lmax: int, n_theta: int, n_phi: int) -> Tensor:
-    """``x (B, D)`` -> per-m Legendre sums ``(L+1 [m], 2 [part], B * n_theta)``."""
-    leg, _, idx = _tables("synthesis", lmax, n_theta, n_phi, x)
-    M2 = 2 * (lmax + 1)
-    cols = x.index_select(1, idx).view(x.shape[0], M2, lmax + 1).transpose(0, 1)  # (m part, B, l)
-    return torch.bmm(cols, leg).view(lmax + 1, 2, -1)
+@cache
+def _synthesis_tables(lmax: int, num_theta: int, num_phi: int) -> tuple:
+    """Float64 tables of the synthesis of degree ``lmax`` on the half grid.
+
+    Returns ``(legs, gather, cos, sin)``: ``legs[b] (2|b|, num_theta, K_b)`` per order block
+    ``b`` (rows ``(m, part)``, columns ``l = m0..m0+K_b-1``, zero where ``l > lmax`` or at the
+    sine part of ``m = 0``); ``gather (sum_b 2|b| K_b,)`` the flat coefficient index of each
+    column (0 where the table is zero); ``cos, sin (K, lmax+1)`` the half-circle longitudes.
+    """
+    P = T.legendre_table(lmax, num_theta)  # (m, l, j)
+    legs, gather = [], []
+    for m0, m1 in m_blocks(lmax):
+        width = lmax + 1 - m0
+        leg = np.zeros((m1 - m0, 2, num_theta, width))
+        idx = np.zeros((m1 - m0, 2, width), dtype=np.int64)
+        for m in range(m0, m1):
+            for i in range(width):
+                l = m0 + i
+                if m <= l <= lmax:
+                    leg[m - m0, COS, :, i] = P[m, l]
+                    idx[m - m0, COS, i] = T.sh_index(l, m)
+                    if m > 0:
+                        leg[m - m0, SIN, :, i] = P[m, l]
+                        idx[m - m0, SIN, i] = T.sh_index(l, -m)
+        legs.append(torch.from_numpy(leg.reshape(2 * (m1 - m0), num_theta, width)))
+        gather.append(idx.reshape(-1))
+    c, s = _half_longitudes(lmax, num_phi)
+    return tuple(legs), torch.from_numpy(np.concatenate(gather)), torch.from_numpy(c), torch.from_numpy(s)
 
 
-def gaunt_on_half_grid(x1: Tensor, x2: Tensor, lmax1: int, lmax2: int, lmax_out: int,
-                       n_theta: int, n_phi: int) -> Tensor:
-    """Gaunt product ``(B, D1), (B, D2) -> (B, Do)`` through the half-longitude grid (see
-    :func:`half_longitude_tables`); exact when ``(n_theta, n_phi)`` is exact for degree ``L1 + L2 + Lo``."""
-    key = ("half", lmax1, lmax2, lmax_out, n_theta, n_phi, str(x1.device), x1.dtype)
-    if key not in _CACHE:
-        _, leg = projection_tables(lmax_out, n_theta, n_phi)  # rows (m, part); the half route wants (part, m)
-        leg = torch.cat([leg[COS::2], leg[SIN::2]])
-        mp, ls = scatter_index(lmax_out)
-        mp = (mp % 2) * (lmax_out + 1) + mp // 2
-        _CACHE[key] = tuple(t.to(device=x1.device, dtype=x1.dtype)
-                            for t in half_longitude_tables(lmax1, lmax2, lmax_out, n_phi) + (leg,)) + (
-            mp.to(x1.device), ls.to(x1.device))
-    c1, s1, c2, s2, co, so, leg, mp, ls = _CACHE[key]
-    g1 = _latitudes(x1, lmax1, n_theta, n_phi)
-    g2 = _latitudes(x2, lmax2, n_theta, n_phi)
-    e1, o1 = c1 @ g1[:, COS], s1 @ g1[:, SIN]  # (K, B n_theta)
-    e2, o2 = c2 @ g2[:, COS], s2 @ g2[:, SIN]
-    Mo = lmax_out + 1
-    even, odd = torch.addcmul(e1 * e2, o1, o2), torch.addcmul(e1 * o2, o1, e2)
-    if torch.is_grad_enabled() and (x1.requires_grad or x2.requires_grad):
-        lat = torch.stack([co @ even, so @ odd])  # (part, m, B n_theta)
-    else:  # write both halves in place (out= has no autograd)
-        lat = x1.new_empty(2, Mo, e1.shape[1])
-        torch.mm(co, even, out=lat[COS])
-        torch.mm(so, odd, out=lat[SIN])
-    out = torch.bmm(lat.view(2 * Mo, -1, n_theta), leg)  # (part m, B, l)
-    return out.transpose(0, 1)[:, mp, ls]
+@cache
+def _projection_tables(lmax: int, num_theta: int, num_phi: int, weighted: bool = True) -> tuple:
+    """Float64 tables of the exact projection onto degree ``lmax`` from the half grid.
+
+    Returns ``(cos_t, sin_t, legs, scatter)``: ``cos_t, sin_t (lmax+1, K)``; ``legs[b]
+    (2|b|, K_b, num_theta)``; ``scatter (D,)`` the row of each flat output coefficient in the
+    packed per-block result ``(sum_b 2|b| K_b, n)``.  With ``weighted`` (the projection) the
+    half-circle multiplicities, ``2 pi / num_phi`` and the Gauss-Legendre weights are included;
+    without, the tables are the plain transpose of :func:`_synthesis_tables` (its adjoint).
+    """
+    P = T.legendre_table(lmax, num_theta)  # (m, l, j)
+    c, s = _half_longitudes(lmax, num_phi)
+    if weighted:
+        _, w = T.gauss_legendre(num_theta)
+        P = P * w
+        scale = (_half_circle_multiplicity(num_phi) * 2.0 * np.pi / num_phi)[:, None]
+        c, s = c * scale, s * scale
+    legs, row_of = [], {}
+    offset = 0
+    for m0, m1 in m_blocks(lmax):
+        width = lmax + 1 - m0
+        leg = np.zeros((m1 - m0, 2, width, num_theta))
+        for m in range(m0, m1):
+            for i in range(width):
+                l = m0 + i
+                if m <= l <= lmax:
+                    leg[m - m0, COS, i] = P[m, l]
+                    row_of[(l, m)] = offset + ((m - m0) * 2 + COS) * width + i
+                    if m > 0:
+                        leg[m - m0, SIN, i] = P[m, l]
+                        row_of[(l, -m)] = offset + ((m - m0) * 2 + SIN) * width + i
+        legs.append(torch.from_numpy(leg.reshape(2 * (m1 - m0), width, num_theta)))
+        offset += 2 * (m1 - m0) * width
+    scatter = torch.tensor([row_of[(l, m)] for l in range(lmax + 1) for m in range(-l, l + 1)])
+    return (torch.from_numpy(np.ascontiguousarray(c.T)), torch.from_numpy(np.ascontiguousarray(s.T)),
+            tuple(legs), scatter)
+
+
+@cache
+def _quarter_tables(lmax: int, num_phi: int, weighted: bool) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """Longitude tables of the quarter circle ``k = 0..Q-1``, ``Q = (num_phi + 2) // 4``, float64.
+
+    Under ``phi -> pi - phi`` (``k -> h - k``, ``h = num_phi // 2``) ``cos(m phi)`` picks up
+    ``(-1)^m`` and ``sin(m phi)`` ``-(-1)^m``, so the cosine part of a function is ``A + B`` at
+    ``k`` and ``A - B`` at ``h - k`` (``A`` from even ``m``, ``B`` from odd ``m``), its sine part
+    ``C + D`` and ``-C + D``: four classes on a quarter of the points, half the DFT work of the
+    half circle.  Synthesis (``weighted=False``): ``cos_even (Q, M_even)``, ``cos_odd``,
+    ``sin_even``, ``sin_odd``; projection (``weighted=True``): their transposes ``(M_*, Q)`` times
+    ``2 * multiplicity * 2 pi / num_phi`` (the ``2`` counts both points of a pair).
+    """
+    if num_phi % 4 != 2:
+        raise ValueError(f"the quarter-circle transform needs num_phi = 2 mod 4, got {num_phi}")
+    Q = (num_phi + 2) // 4
+    c, s = _half_longitudes(lmax, num_phi)
+    c, s = c[:Q], s[:Q]
+    if weighted:
+        scale = (2.0 * _half_circle_multiplicity(num_phi)[:Q] * 2.0 * np.pi / num_phi)[:, None]
+        c, s = (c * scale).T, (s * scale).T
+        parts = (c[0::2], c[1::2], s[0::2], s[1::2])
+    else:
+        parts = (c[:, 0::2], c[:, 1::2], s[:, 0::2], s[:, 1::2])
+    return tuple(torch.from_numpy(np.ascontiguousarray(p)) for p in parts)
+
+
+@cache
+def _quadrature_weights(num_theta: int, num_phi: int) -> Tensor:
+    """Weights ``(K, num_theta, 1)`` of the half grid: what :func:`_projection_tables` adds to the adjoint."""
+    _, w = T.gauss_legendre(num_theta)
+    half = _half_circle_multiplicity(num_phi) * 2.0 * np.pi / num_phi
+    return torch.from_numpy(np.outer(half, w)[:, :, None])
+
+
+# ----------------------------------------------------------------------------- device tables
+@dataclass(frozen=True)
+class Synthesis:
+    """Synthesis of degree ``lmax`` on a half grid, tables on one device/dtype."""
+
+    lmax: int
+    num_theta: int
+    blocks: tuple[tuple[int, int], ...]
+    legs: tuple[Tensor, ...]
+    gather: Tensor
+    cos: Tensor
+    sin: Tensor
+    quarter: tuple[Tensor, ...]
+
+    @property
+    def packed(self) -> int:
+        return int(self.gather.shape[0])
+
+
+@dataclass(frozen=True)
+class Projection:
+    """Exact projection onto degree ``lmax`` from a half grid, tables on one device/dtype."""
+
+    lmax: int
+    num_theta: int
+    blocks: tuple[tuple[int, int], ...]
+    cos_t: Tensor
+    sin_t: Tensor
+    legs: tuple[Tensor, ...]
+    scatter: Tensor
+    quarter_t: tuple[Tensor, ...]
+
+    @property
+    def packed(self) -> int:
+        return sum(int(leg.shape[0] * leg.shape[1]) for leg in self.legs)
+
+
+_DEVICE_TABLES: dict = {}
+
+
+def _synthesis(lmax: int, num_theta: int, num_phi: int, device, dtype) -> Synthesis:
+    """:class:`Synthesis` tables of ``lmax`` on ``(num_theta, num_phi)``, cached per device and dtype."""
+    key = ("synthesis", lmax, num_theta, num_phi, str(device), dtype)
+    if key not in _DEVICE_TABLES:
+        legs, gather, c, s = _synthesis_tables(lmax, num_theta, num_phi)
+        to = {"device": device, "dtype": dtype}
+        quarter = _quarter_tables(lmax, num_phi, False) if num_phi % 4 == 2 else ()
+        _DEVICE_TABLES[key] = Synthesis(lmax, num_theta, m_blocks(lmax), tuple(t.to(**to) for t in legs),
+                                        gather.to(device), c.to(**to), s.to(**to), tuple(t.to(**to) for t in quarter))
+    return _DEVICE_TABLES[key]
+
+
+def _projection(lmax: int, num_theta: int, num_phi: int, device, dtype, weighted: bool = True) -> Projection:
+    """:class:`Projection` tables of ``lmax`` on ``(num_theta, num_phi)``, cached per device and dtype
+    (``weighted=False``: the adjoint of the synthesis)."""
+    key = ("projection", lmax, num_theta, num_phi, weighted, str(device), dtype)
+    if key not in _DEVICE_TABLES:
+        c, s, legs, scatter = _projection_tables(lmax, num_theta, num_phi, weighted)
+        to = {"device": device, "dtype": dtype}
+        quarter = _quarter_tables(lmax, num_phi, True) if weighted and num_phi % 4 == 2 else ()
+        _DEVICE_TABLES[key] = Projection(lmax, num_theta, m_blocks(lmax), c.to(**to), s.to(**to),
+                                         tuple(t.to(**to) for t in legs), scatter.to(device),
+                                         tuple(t.to(**to) for t in quarter))
+    return _DEVICE_TABLES[key]
+
+
+# ----------------------------------------------------------------------------- chunk stages
+class _Workspace:
+    """Buffers of one chunk, allocated once per call and reused for every chunk."""
+
+    def __init__(self, like: Tensor):
+        self.like = like
+        self.buffers: dict = {}
+        self.views: dict = {}  # (name, shape) -> view: every full-size chunk reuses the same view objects
+
+    def get(self, name: str, *shape: int) -> Tensor:
+        view = self.views.get((name, shape))
+        if view is not None:
+            return view
+        numel = math.prod(shape)
+        buf = self.buffers.get(name)
+        if buf is None or buf.numel() < numel:
+            buf = self.like.new_empty(numel)
+            self.buffers[name] = buf
+            self.views = {k: v for k, v in self.views.items() if k[0] != name}
+        view = buf[:numel].view(shape)
+        self.views[(name, shape)] = view
+        return view
+
+
+def legendre_chunk(x: Tensor, syn: Synthesis, ws: _Workspace, tag: str) -> Tensor:
+    """Rows ``x (n, D)`` -> per-m Legendre sums ``g (M, 2 [part], num_theta * n)`` (column ``j * n + b``)."""
+    n = x.shape[0]
+    nt = syn.num_theta
+    xt = ws.get(tag + "xt", x.shape[1], n)
+    xt.copy_(x.T)
+    packed = ws.get(tag + "packed", syn.packed, n)
+    torch.index_select(xt, 0, syn.gather, out=packed)
+    M = syn.lmax + 1
+    g = ws.get(tag + "g", 2 * M, nt, n)
+    offset = 0
+    for (m0, m1), leg in zip(syn.blocks, syn.legs):
+        rows, width = leg.shape[0], leg.shape[2]
+        block = packed[offset: offset + rows * width].view(rows, width, n)
+        torch.bmm(leg, block, out=g[2 * m0: 2 * m1])
+        offset += rows * width
+    return g.view(M, 2, nt * n)
+
+
+def synthesize_chunk(x: Tensor, syn: Synthesis, ws: _Workspace, tag: str) -> tuple[Tensor, Tensor]:
+    """Rows ``x (n, D)`` -> half-circle values ``E, O (K, num_theta * n)`` (column ``j * n + b``)."""
+    g = legendre_chunk(x, syn, ws, tag)
+    K = syn.cos.shape[0]
+    E, O = ws.get(tag + "E", K, g.shape[-1]), ws.get(tag + "O", K, g.shape[-1])
+    torch.mm(syn.cos, g[:, COS], out=E)
+    torch.mm(syn.sin, g[:, SIN], out=O)
+    return E, O
+
+
+def quarter_chunk(x: Tensor, syn: Synthesis, ws: _Workspace, tag: str) -> Tensor:
+    """Rows ``x (n, D)`` -> the four quarter-circle classes ``(4 [A, B, C, D], Q, num_theta * n)``.
+
+    See :func:`_quarter_tables`: ``A``/``B`` the cosine part from even/odd orders, ``C``/``D``
+    the sine part from even/odd orders.
+    """
+    g = legendre_chunk(x, syn, ws, tag)
+    cos_even, cos_odd, sin_even, sin_odd = syn.quarter
+    X = ws.get(tag + "X", 4, cos_even.shape[0], g.shape[-1])
+    torch.mm(cos_even, g[0::2, COS], out=X[0])
+    torch.mm(cos_odd, g[1::2, COS], out=X[1])
+    torch.mm(sin_even, g[0::2, SIN], out=X[2])
+    torch.mm(sin_odd, g[1::2, SIN], out=X[3])
+    return X
+
+
+def _legendre_projection(lat: Tensor, proj: Projection, n: int, ws: _Workspace) -> Tensor:
+    """Per-m latitude functions ``lat (2M [m, part], num_theta, n)`` -> coefficients ``(D, n)``."""
+    packed = ws.get("out_packed", proj.packed, n)
+    offset = 0
+    for (m0, m1), leg in zip(proj.blocks, proj.legs):
+        rows, width = leg.shape[0], leg.shape[1]
+        torch.bmm(leg, lat[2 * m0: 2 * m1], out=packed[offset: offset + rows * width].view(rows, width, n))
+        offset += rows * width
+    out = ws.get("out", proj.scatter.shape[0], n)
+    torch.index_select(packed, 0, proj.scatter, out=out)
+    return out
+
+
+def project_chunk(even: Tensor, odd: Tensor, proj: Projection, n: int, ws: _Workspace) -> Tensor:
+    """Half-circle cosine / sine parts ``(K, num_theta * n)`` -> coefficients ``(D, n)``."""
+    nt, M = proj.num_theta, proj.lmax + 1
+    lat = ws.get("lat", M, 2, nt * n)
+    torch.mm(proj.cos_t, even, out=lat[:, COS])
+    torch.mm(proj.sin_t, odd, out=lat[:, SIN])
+    return _legendre_projection(lat.view(2 * M, nt, n), proj, n, ws)
+
+
+def project_quarter_chunk(P: Tensor, proj: Projection, n: int, ws: _Workspace) -> Tensor:
+    """Product classes ``P (4, Q, num_theta * n)`` (cosine from even / odd orders, sine from even /
+    odd orders) -> coefficients ``(D, n)``."""
+    nt, M = proj.num_theta, proj.lmax + 1
+    lat = ws.get("lat", M, 2, nt * n)
+    cos_even, cos_odd, sin_even, sin_odd = proj.quarter_t
+    torch.mm(cos_even, P[0], out=lat[0::2, COS])
+    torch.mm(cos_odd, P[1], out=lat[1::2, COS])
+    torch.mm(sin_even, P[2], out=lat[0::2, SIN])
+    torch.mm(sin_odd, P[3], out=lat[1::2, SIN])
+    return _legendre_projection(lat.view(2 * M, nt, n), proj, n, ws)
+
+
+def _transpose_into(dst: Tensor, src: Tensor) -> None:
+    """``dst (n, D) <- src (D, n)^T``. On the CPU numpy's strided copy measured 1.4-2x faster than
+    ``Tensor.copy_`` for these shapes (the largest copy of the route)."""
+    if dst.device.type == "cpu" and not dst.requires_grad and not src.requires_grad:
+        np.copyto(dst.numpy(), src.numpy().T)
+    else:
+        dst.copy_(src.T)
+
+
+def _chunk_columns(per_column: int, total: int) -> int:
+    return max(MIN_CHUNK, min(total, CHUNK_FLOATS // max(per_column, 1)))
+
+
+#: ``PAIRS[j]``: the ``(i, i ^ j)`` class pairs summed in product class ``j``: the four quarter classes
+#: multiply like the group Z2 x Z2, ``P[j] = sum_i X1[i] X2[i ^ j]`` (16 fused multiply-adds; a
+#: Hadamard transform to the four mirror points and back measured slower on CPU: its 4 x 4 GEMMs
+#: are memory-bound). :func:`class_product` issues them as 9 broadcast operations.
+PAIRS = tuple(tuple((i, i ^ j) for i in range(4)) for j in range(4))
+
+
+def class_product(X1: Tensor, X2: Tensor, out: Tensor) -> Tensor:
+    """``out[j] = sum_i X1[i] * X2[i ^ j]`` for class tensors ``(4, ...)`` (broadcasting), in 9 ops.
+
+    With the classes as a 2 x 2 grid (``j = 2a + b``), ``i ^ j`` flips ``b`` for ``i = 1``, ``a`` for
+    ``i = 2`` and both for ``i = 3``.
+    """
+    torch.mul(X1[0], X2, out=out)
+    o, y = out.view(2, 2, *out.shape[1:]), X2.view(2, 2, *X2.shape[1:])
+    for b in (0, 1):
+        o[:, b].addcmul_(X1[1], y[:, 1 - b])
+    for a in (0, 1):
+        o[a].addcmul_(X1[2], y[1 - a])
+    for a in (0, 1):
+        for b in (0, 1):
+            o[a, b].addcmul_(X1[3], y[1 - a, 1 - b])
+    return out
+
+
+# ----------------------------------------------------------------------------- the product
+def gaunt_on_grid(x1: Tensor, x2: Tensor, lmax1: int, lmax2: int, lmax_out: int, channels: int = 1,
+                  shared: int = 0, reduce: bool = False) -> Tensor:
+    """Gaunt product through the grid exact for degree ``lmax1 + lmax2 + lmax_out``.
+
+    Parameters
+    ----------
+    x1 : ``(A * c1, D1)``; x2 : ``(A * c2, D2)`` where ``c1 = 1`` if ``shared == 1`` else
+        ``channels``, and ``c2 = 1`` if ``shared == 2`` else ``channels`` (rows ``a * c + c'``).
+    channels : the number ``C`` of channels per row group ``a``.
+    shared : 0 (no input shared), 1 or 2 (that input has one row per group, used by every
+        channel: transformed once, broadcast in the product).
+    reduce : sum the products over the ``C`` channels of each group before the projection.
+
+    Returns
+    -------
+    ``(A * C, Do)``, or ``(A, Do)`` when ``reduce``; same dtype and device as the inputs.
+
+    The longitude transform runs on the quarter circle (:func:`_quarter_tables`); the product
+    of the two functions' classes is the Z2 x Z2 convolution ``P[j] = sum_i X1[i] X2[i ^ j]``
+    (``P[0]`` carries the cosine coefficients of even order, ``P[1]`` of odd order, ``P[2]``,
+    ``P[3]`` the sine coefficients), see :data:`PAIRS`.
+    """
+    C = channels
+    c1 = 1 if shared == 1 else C
+    c2 = 1 if shared == 2 else C
+    A = x1.shape[0] // c1
+    nt, nphi = exact_grid_size(lmax1 + lmax2 + lmax_out)
+    dev, dt = x1.device, x1.dtype
+    s1, s2 = _synthesis(lmax1, nt, nphi, dev, dt), _synthesis(lmax2, nt, nphi, dev, dt)
+    pr = _projection(lmax_out, nt, nphi, dev, dt)
+    Q = s1.quarter[0].shape[0]
+    out_cols = 1 if reduce else C
+    per_group = (c1 * (s1.packed + 2 * (lmax1 + 1) * nt + 4 * Q * nt + x1.shape[1])
+                 + c2 * (s2.packed + 2 * (lmax2 + 1) * nt + 4 * Q * nt + x2.shape[1])
+                 + C * 4 * Q * nt + out_cols * (2 * (lmax_out + 1) * nt + pr.packed + pr.scatter.shape[0]))
+    groups = _chunk_columns(per_group, A)
+    out = x1.new_empty(A * out_cols, pr.scatter.shape[0])
+    ws = _Workspace(x1)
+    for a0 in range(0, A, groups):
+        na = min(groups, A - a0)
+        rows1, rows2 = x1[a0 * c1:(a0 + na) * c1], x2[a0 * c2:(a0 + na) * c2]
+        # (transforming both inputs as one set of wider GEMMs measured ~10% slower: the product then
+        # reads strided halves)
+        X1 = quarter_chunk(rows1, s1, ws, "1").view(4, Q, nt, na, c1)
+        X2 = quarter_chunk(rows2, s2, ws, "2").view(4, Q, nt, na, c2)
+        P = class_product(X1, X2, ws.get("P", 4, Q, nt, na, C))
+        if reduce:
+            P = torch.sum(P, dim=-1, out=ws.get("P_reduced", 4, Q, nt, na))
+        n = na * out_cols
+        res = project_quarter_chunk(P.view(4, Q, nt * n), pr, n, ws)
+        _transpose_into(out[a0 * out_cols:(a0 + na) * out_cols], res)
+    return out
+
+
+def gaunt_backward_on_grid(grad: Tensor, x1: Tensor, x2: Tensor, lmax1: int, lmax2: int, lmax_out: int,
+                           channels: int = 1, shared: int = 0, reduce: bool = False,
+                           need1: bool = True, need2: bool = True) -> tuple[Tensor | None, Tensor | None]:
+    """Both input gradients of :func:`gaunt_on_grid` in one pass (values only, not differentiable).
+
+    ``G[i, j, k]`` is symmetric, so ``dL/dx1 = gaunt(grad, x2)`` truncated at ``lmax1`` and
+    ``dL/dx2 = gaunt(grad, x1)`` at ``lmax2``, on the same grid as the forward.  Done together, the
+    output gradient is transformed once instead of twice; a gradient of an input shared by the
+    channels sums its products over the channels before the projection, and a summed (``reduce``)
+    output's gradient is broadcast to every channel.  Shapes as :func:`gaunt_on_grid`'s inputs.
+    """
+    C = channels
+    c1 = 1 if shared == 1 else C
+    c2 = 1 if shared == 2 else C
+    cg = 1 if reduce else C
+    A = x1.shape[0] // c1
+    nt, nphi = exact_grid_size(lmax1 + lmax2 + lmax_out)
+    dev, dt = x1.device, x1.dtype
+    sg = _synthesis(lmax_out, nt, nphi, dev, dt)
+    s1, s2 = _synthesis(lmax1, nt, nphi, dev, dt), _synthesis(lmax2, nt, nphi, dev, dt)
+    p1, p2 = _projection(lmax1, nt, nphi, dev, dt), _projection(lmax2, nt, nphi, dev, dt)
+    Q = sg.quarter[0].shape[0]
+    per_group = (cg * (sg.packed + 2 * (lmax_out + 1) * nt + 4 * Q * nt + grad.shape[1])
+                 + (c1 + c2) * (max(s1.packed, s2.packed) + 2 * (max(lmax1, lmax2) + 1) * nt + 4 * Q * nt
+                                + max(x1.shape[1], x2.shape[1]) + max(p1.packed, p2.packed))
+                 + 2 * C * 4 * Q * nt)
+    groups = _chunk_columns(per_group, A)
+    out1 = x1.new_empty(A * c1, x1.shape[1]) if need1 else None
+    out2 = x2.new_empty(A * c2, x2.shape[1]) if need2 else None
+    ws = _Workspace(x1)
+    for a0 in range(0, A, groups):
+        na = min(groups, A - a0)
+        Xg = quarter_chunk(grad[a0 * cg:(a0 + na) * cg], sg, ws, "g").view(4, Q, nt, na, cg)
+        for need, out, own, other, s_other, p_own, c_own, c_other, tag in (
+                (need1, out1, x1, x2, s2, p1, c1, c2, "b1"), (need2, out2, x2, x1, s1, p2, c2, c1, "b2")):
+            if not need:
+                continue
+            Xo = quarter_chunk(other[a0 * c_other:(a0 + na) * c_other], s_other, ws, "o").view(4, Q, nt, na, c_other)
+            P = class_product(Xg, Xo, ws.get("P", 4, Q, nt, na, C))
+            if c_own == 1 and C > 1:  # this input was shared by the channels: its gradient sums over them
+                P = torch.sum(P, dim=-1, out=ws.get("P_reduced", 4, Q, nt, na))
+            n = na * c_own
+            res = project_quarter_chunk(P.view(4, Q, nt * n), p_own, n, ws)
+            _transpose_into(out[a0 * c_own:(a0 + na) * c_own], res)
+    return out1, out2
+
+
+# ----------------------------------------------------------------------------- differentiable transforms
+def synthesize(x: Tensor, lmax: int, num_theta: int, num_phi: int) -> tuple[Tensor, Tensor]:
+    """Half-grid values ``E, O (K, num_theta, n)`` of the rows ``x (n, (lmax+1)**2)`` (differentiable).
+
+    The function is ``E + O`` at ``phi_k`` and ``E - O`` at ``-phi_k`` (``k = 0..num_phi // 2``).
+    """
+    return _Synthesize.apply(x, lmax, num_theta, num_phi)
+
+
+def analyze(E: Tensor, O: Tensor, lmax: int, num_theta: int, num_phi: int, weighted: bool = True) -> Tensor:
+    """Coefficients ``(n, (lmax+1)**2)`` of half-grid values ``E, O (K, num_theta, n)`` (differentiable).
+
+    ``weighted=True`` is the exact projection (quadrature); ``False`` the adjoint of :func:`synthesize`.
+    """
+    return _Analyze.apply(E, O, lmax, num_theta, num_phi, weighted)
+
+
+class _Synthesize(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, lmax, num_theta, num_phi):
+        ctx.meta = (lmax, num_theta, num_phi)
+        n = x.shape[0]
+        syn = _synthesis(lmax, num_theta, num_phi, x.device, x.dtype)
+        E, O = synthesize_chunk(x, syn, _Workspace(x), "")
+        return E.view(-1, num_theta, n), O.view(-1, num_theta, n)
+
+    @staticmethod
+    def backward(ctx, gE, gO):
+        lmax, num_theta, num_phi = ctx.meta
+        return analyze(gE, gO, lmax, num_theta, num_phi, weighted=False), None, None, None
+
+
+class _Analyze(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, E, O, lmax, num_theta, num_phi, weighted):
+        ctx.meta = (lmax, num_theta, num_phi, weighted)
+        K, _, n = E.shape
+        proj = _projection(lmax, num_theta, num_phi, E.device, E.dtype, weighted)
+        res = project_chunk(E.reshape(K, -1), O.reshape(K, -1), proj, n, _Workspace(E))
+        return res.T.contiguous()
+
+    @staticmethod
+    def backward(ctx, grad):
+        lmax, num_theta, num_phi, weighted = ctx.meta
+        gE, gO = synthesize(grad.contiguous(), lmax, num_theta, num_phi)
+        if weighted:
+            w = _quadrature_weights(num_theta, num_phi).to(device=grad.device, dtype=grad.dtype)
+            gE, gO = gE * w, gO * w
+        return gE, gO, None, None, None, None

@@ -2,34 +2,39 @@
 
 Layout
     Layers work on ``(..., channels, (L+1)**2)``: one spherical function per
-    channel, in e3nn's real SH basis.  :func:`irreps_to_sphere` /
-    :func:`sphere_to_irreps` move between this layout and e3nn's flat layout
-    ``"C x 0e + C x 1o + C x 2e + ..."``.
+    channel, in e3nn's real SH basis (:class:`~geomlin.reps.SphereCoefficients`).
+    :func:`irreps_to_sphere` / :func:`sphere_to_irreps` move between this layout
+    and e3nn's flat layout ``"C x 0e + C x 1o + C x 2e + ..."``.
 
 Parity
-    A spherical function's degree-``l`` coefficients have parity ``(-1)^l``
-    under inversion ("natural": ``0e, 1o, 2e, ...``).  The Gaunt product of two
-    natural functions is natural, so every layer here is O(3)-equivariant on
-    natural features.  Features of the other parity (``0o, 1e, 2o, ...``,
-    "pseudo") are handled by *splitting into parity classes*:
-    :func:`split_parity` returns the natural and pseudo parts as two sphere
-    tensors, and :func:`gaunt_parity_product` multiplies such pairs with
+    A spherical function's degree-``l`` coefficients have parity ``(-1)^l`` under
+    inversion (:data:`~geomlin.reps.NATURAL`: ``0e, 1o, 2e, ...``).  The Gaunt product of
+    two natural functions is natural, so every layer here is O(3)-equivariant on
+    natural features.  Features of the other parity (:data:`~geomlin.reps.PSEUDO`:
+    ``0o, 1e, 2o, ...``) are handled by *splitting into parity classes*:
+    :func:`split_parity` returns the natural and pseudo parts as two sphere tensors,
+    and :func:`gaunt_parity_product` multiplies such pairs with
     ``natural * natural + pseudo * pseudo -> natural`` and
-    ``natural * pseudo + pseudo * natural -> pseudo``.  :func:`irreps_to_sphere`
-    refuses pseudo irreps with an error that points there.
+    ``natural * pseudo + pseudo * natural -> pseudo``.  :class:`GauntTensorProduct`
+    built from e3nn ``Irreps`` does this for any parities.
 """
 
 from __future__ import annotations
+
+import math
+import warnings
 
 import torch
 from torch import Tensor, nn
 
 from geomlin.gaunt import grid as G
 from geomlin.gaunt import tables as T
-from geomlin.gaunt.product import _check_input, _check_lmax, gaunt_tensor_product
+from geomlin.gaunt.product import METHODS, _check_coefficients, gaunt_tensor_product
+from geomlin.reps.types import NATURAL, PSEUDO, SphereCoefficients
+from geomlin.validation import check_choice, check_nonnegative_int, check_positive_int, check_tensor
 
-#: Parity classes of :func:`split_parity`.
-NATURAL, PSEUDO = 1, -1
+__all__ = ["NATURAL", "PSEUDO", "GauntTensorProduct", "ManyBodyGaunt", "gaunt_parity_product", "gaunt_power",
+           "irreps_to_sphere", "sphere_irreps", "sphere_to_irreps", "split_parity"]
 
 
 # ---------------------------------------------------------------- layout helpers
@@ -37,33 +42,73 @@ def _natural_parity(l: int) -> int:
     return 1 if l % 2 == 0 else -1
 
 
-def _irreps(irreps):
+def _irreps(irreps, name: str = "irreps"):
     from e3nn import o3
 
-    return o3.Irreps(irreps)
+    if isinstance(irreps, o3.Irreps):
+        return irreps
+    if not isinstance(irreps, (str, list, tuple)):
+        raise TypeError(f"{name} must be e3nn Irreps or a string such as '8x0e+8x1o', got {type(irreps).__name__}")
+    try:
+        return o3.Irreps(irreps)
+    except (ValueError, AssertionError, TypeError) as err:
+        raise ValueError(f"{name} could not be parsed as e3nn Irreps: {irreps!r} ({err})") from err
 
 
-def sphere_irreps(lmax: int, channels: int, parity_class: int = NATURAL):
-    """e3nn ``Irreps`` ``"C x 0e + C x 1o + ..."`` (or ``"C x 0o + C x 1e + ..."`` for ``PSEUDO``)."""
+def _check_parity(parity, name: str = "parity") -> int:
+    if parity not in (NATURAL, PSEUDO):
+        raise ValueError(f"{name} must be NATURAL (1) or PSEUDO (-1), got {parity!r}")
+    return parity
+
+
+def sphere_irreps(lmax: int, channels: int, parity: int = NATURAL, **deprecated):
+    """e3nn ``Irreps`` ``"C x 0e + C x 1o + ..."`` (or ``"C x 0o + C x 1e + ..."`` for ``PSEUDO``).
+
+    ``parity_class`` is the deprecated name of ``parity``.
+    """
     from e3nn import o3
 
-    return o3.Irreps([(channels, (l, parity_class * _natural_parity(l))) for l in range(lmax + 1)])
+    parity = _renamed(deprecated, "parity_class", "parity", parity, NATURAL)
+    if deprecated:
+        raise TypeError(f"unexpected keyword argument(s) {', '.join(deprecated)}")
+    lmax = check_nonnegative_int(lmax, "lmax")
+    channels = check_positive_int(channels, "channels")
+    parity = _check_parity(parity)
+    return o3.Irreps([(channels, (l, parity * _natural_parity(l))) for l in range(lmax + 1)])
 
 
-def _multiplicities(irreps, parity_class: int, lmax: int | None) -> tuple[int, int, list]:
+def _class_blocks(irreps, parity: int) -> tuple[int, int, list]:
+    """``(channels, top degree, [(l, mul, offset)])`` of the irreps of one parity class."""
     blocks, channels, top = [], None, -1
     offset = 0
     for mul, ir in irreps:
-        size = mul * ir.dim
-        if ir.p == parity_class * _natural_parity(ir.l):
-            blocks.append((ir.l, mul, offset))
-            channels = mul if channels is None else channels
-            if mul != channels:
+        if ir.p == parity * _natural_parity(ir.l):
+            if channels is not None and mul != channels:
                 raise ValueError(f"every degree needs the same multiplicity (the number of channels); {irreps} "
                                  f"has {channels} and {mul}")
+            channels = mul
+            blocks.append((ir.l, mul, offset))
             top = max(top, ir.l)
-        offset += size
-    return (channels or 0), (top if lmax is None else lmax), blocks
+        offset += mul * ir.dim
+    return (channels or 0), top, blocks
+
+
+def _gather_class(x: Tensor, irreps, parity: int, lmax: int | None) -> Tensor:
+    channels, top, blocks = _class_blocks(irreps, parity)
+    lmax = max(top, 0) if lmax is None else lmax
+    if top > lmax:
+        raise ValueError(f"irreps {irreps} contain degree {top} above lmax={lmax}")
+    out = x.new_zeros(*x.shape[:-1], channels, T.num_coefficients(lmax))
+    for l, mul, offset in blocks:
+        block = x[..., offset:offset + mul * (2 * l + 1)].unflatten(-1, (mul, 2 * l + 1))
+        out[..., l * l:(l + 1) ** 2] = block
+    return out
+
+
+def _check_flat(x, irreps, name: str = "x", finite: bool = False) -> None:
+    check_tensor(x, name, min_ndim=1, finite=finite, what=f"e3nn features of {irreps}")
+    if x.shape[-1] != irreps.dim:
+        raise ValueError(f"{name} must have last dimension {irreps.dim} (irreps {irreps}), got shape {tuple(x.shape)}")
 
 
 def irreps_to_sphere(x: Tensor, irreps, lmax: int | None = None) -> Tensor:
@@ -74,8 +119,9 @@ def irreps_to_sphere(x: Tensor, irreps, lmax: int | None = None) -> Tensor:
     Pseudo irreps raise ``ValueError`` (use :func:`split_parity`).
     """
     irreps = _irreps(irreps)
-    if x.shape[-1] != irreps.dim:
-        raise ValueError(f"x has last dimension {x.shape[-1]} but irreps {irreps} have dimension {irreps.dim}")
+    _check_flat(x, irreps)
+    if lmax is not None:
+        check_nonnegative_int(lmax, "lmax")
     bad = [str(ir) for _, ir in irreps if ir.p != _natural_parity(ir.l)]
     if bad:
         raise ValueError(f"irreps_to_sphere needs parity (-1)^l (0e, 1o, 2e, ...), got {', '.join(bad)} in "
@@ -83,20 +129,17 @@ def irreps_to_sphere(x: Tensor, irreps, lmax: int | None = None) -> Tensor:
     return _gather_class(x, irreps, NATURAL, lmax)
 
 
-def _gather_class(x: Tensor, irreps, parity_class: int, lmax: int | None) -> Tensor:
-    channels, top, blocks = _multiplicities(irreps, parity_class, lmax)
-    lmax = max(top, 0)
-    out = x.new_zeros(*x.shape[:-1], max(channels, 1) if blocks else 0, T.num_coefficients(lmax))
-    for l, mul, offset in blocks:
-        if l > lmax:
-            raise ValueError(f"irreps contain degree {l} above lmax={lmax}")
-        block = x[..., offset:offset + mul * (2 * l + 1)].unflatten(-1, (mul, 2 * l + 1))
-        out[..., l * l:(l + 1) ** 2] = block
-    return out
+def sphere_to_irreps(y: Tensor, parity: int = NATURAL, **deprecated) -> Tensor:
+    """``(..., C, (L+1)**2)`` -> e3nn flat ``(..., C (L+1)**2)`` in :func:`sphere_irreps`\\ ``(L, C, parity)`` order.
 
-
-def sphere_to_irreps(y: Tensor, parity_class: int = NATURAL) -> Tensor:
-    """``(..., C, (L+1)**2)`` -> e3nn flat ``(..., C (L+1)**2)`` in :func:`sphere_irreps`\\ ``(L, C)`` order."""
+    The layout does not depend on ``parity`` (it names the irreps the result is in);
+    ``parity_class`` is its deprecated name.
+    """
+    parity = _renamed(deprecated, "parity_class", "parity", parity, NATURAL)
+    if deprecated:
+        raise TypeError(f"unexpected keyword argument(s) {', '.join(deprecated)}")
+    check_tensor(y, "y", min_ndim=2, what="sphere coefficients (..., C, (L+1)**2)")
+    _check_parity(parity)
     L = T.lmax_from_size(y.shape[-1], "y")
     blocks = [y[..., l * l:(l + 1) ** 2].flatten(-2) for l in range(L + 1)]
     return torch.cat(blocks, dim=-1)
@@ -109,10 +152,8 @@ def split_parity(x: Tensor, irreps, lmax: int | None = None) -> tuple[Tensor, Te
     a class absent from ``irreps`` comes back with ``C = 0`` channels.
     """
     irreps = _irreps(irreps)
-    if x.shape[-1] != irreps.dim:
-        raise ValueError(f"x has last dimension {x.shape[-1]} but irreps {irreps} have dimension {irreps.dim}")
-    if lmax is None:
-        lmax = irreps.lmax
+    _check_flat(x, irreps)
+    lmax = irreps.lmax if lmax is None else check_nonnegative_int(lmax, "lmax")
     return _gather_class(x, irreps, NATURAL, lmax), _gather_class(x, irreps, PSEUDO, lmax)
 
 
@@ -123,6 +164,9 @@ def gaunt_parity_product(a: tuple[Tensor, Tensor], b: tuple[Tensor, Tensor], lma
     ``natural = a_n b_n + a_p b_p`` and ``pseudo = a_n b_p + a_p b_n``: O(3)-equivariant
     for every parity assignment.  All four tensors ``(..., C, (L+1)**2)`` broadcast.
     """
+    for name, pair in (("a", a), ("b", b)):
+        if not isinstance(pair, (tuple, list)) or len(pair) != 2:
+            raise TypeError(f"{name} must be a (natural, pseudo) pair of tensors, as split_parity returns")
     nn_ = gaunt_tensor_product(a[0], b[0], lmax_out, method)
     pp = gaunt_tensor_product(a[1], b[1], lmax_out, method)
     np_ = gaunt_tensor_product(a[0], b[1], lmax_out, method)
@@ -134,28 +178,28 @@ def gaunt_parity_product(a: tuple[Tensor, Tensor], b: tuple[Tensor, Tensor], lma
 def gaunt_power(x: Tensor, nu: int, lmax_out: int | None = None, method: str = "auto") -> Tensor:
     """Coefficients of ``f^nu`` for ``f = sum x_lm Y_lm``, exact up to ``lmax_out``.
 
-    ``method="grid"`` (and ``"auto"``) evaluates ``f`` once on a grid exact for
+    ``method="grid"`` (and ``"auto"``) evaluates ``f`` once on a half grid exact for
     degree ``nu L + lmax_out`` and projects ``f^nu`` once; other methods use
     divide and conquer (``f^nu = f^a f^b``, ``a = nu // 2``) with the pairwise
     product, keeping every intermediate to the degree the final result needs.
 
     Parameters
     ----------
-    x : Tensor ``(..., (L+1)**2)``, floating.
+    x : Tensor ``(..., (L+1)**2)``, float32/float64.
     nu : int >= 1.
     lmax_out : int, default ``nu * L``.
+    method : one of :data:`~geomlin.gaunt.METHODS`.
 
     Returns
     -------
     Tensor ``(..., (lmax_out+1)**2)``.
     """
-    L = _check_input(x, "x")
-    if isinstance(nu, bool) or not isinstance(nu, int) or nu < 1:
-        raise ValueError(f"nu must be an int >= 1, got {nu!r}")
-    lmax_out = nu * L if lmax_out is None else lmax_out
-    _check_lmax(lmax_out, "lmax_out")
+    L = _check_coefficients(x, "x")
+    nu = check_positive_int(nu, "nu")
+    lmax_out = nu * L if lmax_out is None else check_nonnegative_int(lmax_out, "lmax_out")
+    check_choice(method, "method", METHODS)
     if method in ("auto", "grid"):
-        return _powers_on_grid(x, L, nu, lmax_out, None)
+        return power_sum(x, L, nu, lmax_out, None)
     return _power_divide(x, L, nu, lmax_out, method)
 
 
@@ -170,77 +214,122 @@ def _power_divide(x: Tensor, L: int, nu: int, need: int, method: str) -> Tensor:
     return gaunt_tensor_product(pa, pb, need, method)
 
 
-def _powers_on_grid(x: Tensor, L: int, nu: int, lmax_out: int, weights: Tensor | None) -> Tensor:
-    """``sum_k weights[..., k] f^(k+1)`` (or ``f^nu`` when ``weights`` is None) by one synthesis and one projection.
+def power_sum(x: Tensor, L: int, nu: int, lmax_out: int, weights: Tensor | None) -> Tensor:
+    """``sum_k weights[..., k] f^(k+1)`` (or ``f^nu`` when ``weights`` is None) on one half grid.
 
-    ``weights`` broadcasts against ``x.shape[:-1] + (nu,)``.
+    ``x (..., (L+1)**2)``; ``weights`` broadcasts against ``x.shape[:-1] + (nu,)``.  One
+    synthesis, ``nu - 1`` pointwise products at ``phi`` and ``-phi``, one projection; exact
+    (the grid integrates degree ``nu L + lmax_out``); differentiable (exact adjoints).
     """
-    n_theta, n_phi = G.exact_grid_size(nu * L + lmax_out)
+    num_theta, num_phi = G.exact_grid_size(nu * L + lmax_out)
     batch = x.shape[:-1]
     flat = x.reshape(-1, x.shape[-1])
     B = flat.shape[0]
-    f = G.to_grid(flat, L, n_theta, n_phi).view(n_phi, B, n_theta)
+    if B == 0:
+        return x.new_zeros(*batch, T.num_coefficients(lmax_out))
+    E, O = G.synthesize(flat, L, num_theta, num_phi)  # (K, nt, B)
+    plus, minus = E + O, E - O  # values at +phi and -phi
     if weights is None:
-        total = f
+        tp, tm = plus, minus
         for _ in range(nu - 1):
-            total = total * f
+            tp, tm = tp * plus, tm * minus
     else:
-        w = weights.expand(*batch, nu).reshape(B, nu).T[:, None, :, None]  # (nu, 1, B, 1)
-        power, total = f, w[0] * f
+        w = weights.expand(*batch, nu).reshape(B, nu).T  # (nu, B)
+        pp, pm = plus, minus
+        tp, tm = w[0] * plus, w[0] * minus
         for k in range(1, nu):
-            power = power * f
-            total = total + w[k] * power
-    out = G.from_grid(total.reshape(n_phi, B * n_theta), lmax_out, n_theta, n_phi)
+            pp, pm = pp * plus, pm * minus
+            tp, tm = tp + w[k] * pp, tm + w[k] * pm
+    out = G.analyze((tp + tm) * 0.5, (tp - tm) * 0.5, lmax_out, num_theta, num_phi)
     return out.reshape(*batch, T.num_coefficients(lmax_out))
 
 
 # ---------------------------------------------------------------- modules
 def _degree_index(lmax: int) -> Tensor:
+    """Degree ``l`` of each coefficient ``0..(lmax+1)**2 - 1`` (e3nn order)."""
     return torch.repeat_interleave(torch.arange(lmax + 1), torch.arange(lmax + 1) * 2 + 1)
 
 
-def _check_layout(x: Tensor, name: str, channels: int, lmax: int) -> None:
-    if not isinstance(x, Tensor) or not x.is_floating_point():
-        raise TypeError(f"{name} must be a floating tensor, got "
-                        f"{x.dtype if isinstance(x, Tensor) else type(x).__name__}")
-    if x.ndim < 2 or x.shape[-2:] != (channels, T.num_coefficients(lmax)):
-        raise ValueError(f"{name} must have shape (..., {channels} channels, {T.num_coefficients(lmax)}) "
-                         f"(lmax {lmax}), got {tuple(x.shape)}")
+def _check_layout(x, name: str, channels: int, lmax: int, shared_ok: bool = False) -> None:
+    D = T.num_coefficients(lmax)
+    check_tensor(x, name, min_ndim=2, dtype=(torch.float32, torch.float64), finite=True,
+                 what=f"{channels} channels of SH coefficients up to degree {lmax}")
+    if x.shape[-1] != D or x.shape[-2] not in ((channels, 1) if shared_ok else (channels,)):
+        want = f"(..., {channels}{' or 1' if shared_ok else ''}, {D})"
+        raise ValueError(f"{name} must have shape {want} ({channels} channels, lmax {lmax}), got {tuple(x.shape)}")
+
+
+def _renamed(kwargs: dict, old: str, new: str, value, default):
+    """Accept the deprecated keyword ``old`` for ``new`` (one release), with a DeprecationWarning."""
+    if old in kwargs:
+        warnings.warn(f"{old} is renamed {new}", DeprecationWarning, stacklevel=3)
+        if value is not default:
+            raise TypeError(f"give {new} or its deprecated name {old}, not both")
+        return kwargs.pop(old)
+    return value
+
+
+def _is_irreps_like(value) -> bool:
+    if isinstance(value, str):
+        return True
+    try:
+        from e3nn import o3
+    except ImportError:  # pragma: no cover - e3nn is a core dependency
+        return False
+    return isinstance(value, o3.Irreps)
 
 
 class GauntTensorProduct(nn.Module):
     """Channel-wise Gaunt product with learnable per-(channel, degree) weights.
 
-    ``out[c] = w_out[c, l] * gaunt(w1[c, l1] x1[c], w2[c, l2] x2[c])`` (weights
-    broadcast over the orders ``m`` of each degree), i.e. the e3nn "uuu"
-    tensor product restricted to Gaunt paths, with the paths reweighted through
-    the degree weights (Luo et al., ICLR 2024, sec. 3.3).
+    Two ways to build it:
 
-    Inputs ``x1 (..., C, (L1+1)**2)``, ``x2 (..., C, (L2+1)**2)`` (leading axes
-    broadcast); output ``(..., C, (Lo+1)**2)``; float32/float64.
+    * ``GauntTensorProduct(lmax1, lmax2, lmax_out, channels)``: sphere layout.
+      ``out[c] = w_out[c, l] * gaunt(w1[c, l1] x1[c], w2[c, l2] x2[c])`` (weights broadcast
+      over the orders ``m`` of each degree): the e3nn "uuu" tensor product restricted to
+      Gaunt paths, reweighted through the degree weights (Luo et al., ICLR 2024, sec. 3.3).
+      Inputs ``x1 (..., C, (L1+1)**2)``, ``x2 (..., C or 1, (L2+1)**2)`` (a single channel is
+      shared by all, and transformed once), leading axes broadcast; output
+      ``(..., C, (Lo+1)**2)``; float32/float64.
+    * ``GauntTensorProduct(irreps_in1, irreps_in2, irreps_out)``: an e3nn drop-in for
+      ``o3.FullyConnectedTensorProduct`` / ``o3.TensorProduct`` on flat e3nn features
+      (``forward(x1 (..., irreps_in1.dim), x2 (..., irreps_in2.dim), weight=None) ->
+      (..., irreps_out.dim)``), any parities and multiplicities.  See
+      :class:`GauntIrrepsProduct` for what it computes.
+
+    ``method`` is one of :data:`~geomlin.gaunt.METHODS`.
     """
+
+    def __new__(cls, *args, **kwargs):
+        first = args[0] if args else kwargs.get("irreps_in1", kwargs.get("lmax1"))
+        if cls is GauntTensorProduct and ("irreps_in1" in kwargs or _is_irreps_like(first)):
+            # Python then runs GauntIrrepsProduct.__init__ with the same arguments
+            return super().__new__(GauntIrrepsProduct)
+        return super().__new__(cls)
 
     def __init__(self, lmax1: int, lmax2: int, lmax_out: int, channels: int, method: str = "auto"):
         super().__init__()
-        for name, value in (("lmax1", lmax1), ("lmax2", lmax2), ("lmax_out", lmax_out)):
-            _check_lmax(value, name)
-        if not isinstance(channels, int) or channels < 1:
-            raise ValueError(f"channels must be a positive int, got {channels!r}")
-        self.lmax1, self.lmax2, self.lmax_out, self.channels, self.method = lmax1, lmax2, lmax_out, channels, method
+        self.lmax1 = check_nonnegative_int(lmax1, "lmax1")
+        self.lmax2 = check_nonnegative_int(lmax2, "lmax2")
+        self.lmax_out = check_nonnegative_int(lmax_out, "lmax_out")
+        self.channels = check_positive_int(channels, "channels")
+        self.method = check_choice(method, "method", METHODS)
         self.weight1 = nn.Parameter(torch.ones(channels, lmax1 + 1))
         self.weight2 = nn.Parameter(torch.ones(channels, lmax2 + 1))
         self.weight_out = nn.Parameter(torch.ones(channels, lmax_out + 1))
-        for L in {lmax1, lmax2, lmax_out}:
+        for L in {self.lmax1, self.lmax2, self.lmax_out}:
             self.register_buffer(f"degree_index_{L}", _degree_index(L), persistent=False)
+        self.type_in = (SphereCoefficients(self.lmax1, channels), SphereCoefficients(self.lmax2, channels))
+        self.type_out = SphereCoefficients(self.lmax_out, channels)
 
     def _expand(self, weight: Tensor, lmax: int) -> Tensor:
         return weight[:, getattr(self, f"degree_index_{lmax}")]
 
     def forward(self, x1: Tensor, x2: Tensor) -> Tensor:
         _check_layout(x1, "x1", self.channels, self.lmax1)
-        _check_layout(x2, "x2", self.channels, self.lmax2)
+        _check_layout(x2, "x2", self.channels, self.lmax2, shared_ok=True)
         a = x1 * self._expand(self.weight1, self.lmax1).to(x1.dtype)
-        b = x2 * self._expand(self.weight2, self.lmax2).to(x2.dtype)
+        b = x2 * self._expand(self.weight2, self.lmax2).to(x2.dtype)  # per-channel weights: no longer shared
         out = gaunt_tensor_product(a, b, self.lmax_out, self.method)
         return out * self._expand(self.weight_out, self.lmax_out).to(out.dtype)
 
@@ -252,36 +341,209 @@ class GauntTensorProduct(nn.Module):
 class ManyBodyGaunt(nn.Module):
     """MACE-style many-body features ``sum_{nu=1..correlation} w[c, nu] (f_c)^nu`` via Gaunt powers.
 
-    Every power is formed on one sphere grid (exact for degree
-    ``correlation * L + lmax_out``): one synthesis, ``correlation - 1`` pointwise
-    products (the divide-and-conquer powers collapse to running products there),
-    the weighted sum, and one projection.  Learnable per-(channel, degree)
-    weights on the input and output, per-(channel, nu) weights on the powers.
+    Every power is formed on one half grid (exact for degree ``correlation * L + lmax_out``):
+    one synthesis, ``correlation - 1`` pointwise products, the weighted sum, and one projection.
+    Learnable per-(channel, degree) weights on the input and output, per-(channel, nu) weights
+    on the powers.
 
-    Input ``(..., C, (L+1)**2)``; output ``(..., C, (lmax_out+1)**2)``.
+    Input ``(..., C, (lmax_in+1)**2)`` natural-parity features; output ``(..., C, (lmax_out+1)**2)``.
     """
 
     def __init__(self, lmax_in: int, lmax_out: int, channels: int, correlation: int = 3):
         super().__init__()
-        _check_lmax(lmax_in, "lmax_in")
-        _check_lmax(lmax_out, "lmax_out")
-        if not isinstance(correlation, int) or correlation < 1:
-            raise ValueError(f"correlation must be an int >= 1, got {correlation!r}")
-        if not isinstance(channels, int) or channels < 1:
-            raise ValueError(f"channels must be a positive int, got {channels!r}")
-        self.lmax_in, self.lmax_out, self.channels, self.correlation = lmax_in, lmax_out, channels, correlation
+        self.lmax_in = check_nonnegative_int(lmax_in, "lmax_in")
+        self.lmax_out = check_nonnegative_int(lmax_out, "lmax_out")
+        self.channels = check_positive_int(channels, "channels")
+        self.correlation = check_positive_int(correlation, "correlation")
         self.weight_in = nn.Parameter(torch.ones(channels, lmax_in + 1))
         self.weight_nu = nn.Parameter(torch.ones(channels, correlation) / correlation)
         self.weight_out = nn.Parameter(torch.ones(channels, lmax_out + 1))
         self.register_buffer("degree_in", _degree_index(lmax_in), persistent=False)
         self.register_buffer("degree_out", _degree_index(lmax_out), persistent=False)
+        self.type_in = SphereCoefficients(self.lmax_in, channels)
+        self.type_out = SphereCoefficients(self.lmax_out, channels)
 
     def forward(self, x: Tensor) -> Tensor:
         _check_layout(x, "x", self.channels, self.lmax_in)
         a = x * self.weight_in[:, self.degree_in].to(x.dtype)
-        out = _powers_on_grid(a, self.lmax_in, self.correlation, self.lmax_out, self.weight_nu.to(x.dtype))
+        out = power_sum(a, self.lmax_in, self.correlation, self.lmax_out, self.weight_nu.to(x.dtype))
         return out * self.weight_out[:, self.degree_out].to(x.dtype)
 
     def extra_repr(self) -> str:
         return (f"lmax_in={self.lmax_in}, lmax_out={self.lmax_out}, channels={self.channels}, "
                 f"correlation={self.correlation}")
+
+
+# ---------------------------------------------------------------- e3nn drop-in
+def _blocks(irreps) -> tuple[tuple[int, int, int, int, int], ...]:
+    """``(l, parity class, mul, start, stop)`` of every irrep block of ``irreps`` in its flat layout."""
+    out, offset = [], 0
+    for mul, ir in irreps:
+        cls = NATURAL if ir.p == _natural_parity(ir.l) else PSEUDO
+        out.append((ir.l, cls, mul, offset, offset + mul * ir.dim))
+        offset += mul * ir.dim
+    return tuple(out)
+
+
+def _class_layout(irreps, parity: int) -> list[tuple[int, int, int]]:
+    """``[(l, mul, offset)]`` of every irrep of ``irreps`` in one parity class (repeats allowed)."""
+    out, offset = [], 0
+    for mul, ir in irreps:
+        if ir.p == parity * _natural_parity(ir.l):
+            out.append((ir.l, mul, offset))
+        offset += mul * ir.dim
+    return out
+
+
+class GauntIrrepsProduct(GauntTensorProduct):
+    """The e3nn drop-in form of :class:`GauntTensorProduct` (build it as ``GauntTensorProduct(irreps_in1,
+    irreps_in2, irreps_out)``).
+
+    ``forward(x1 (..., irreps_in1.dim), x2 (..., irreps_in2.dim), weight=None) -> (..., irreps_out.dim)``
+    in e3nn's flat layout, any parities and multiplicities:
+
+    1. each input is split into its parity classes (:data:`~geomlin.reps.NATURAL`
+       ``0e, 1o, 2e``, :data:`~geomlin.reps.PSEUDO` ``0o, 1e, 2o``) and every irrep block
+       ``mul x l`` is mixed linearly into ``channels`` spherical functions per degree (e3nn's
+       ``o3.Linear`` restricted to one degree). An input whose irreps all have multiplicity 1
+       and distinct degrees, e.g. spherical harmonics ``1x0e+1x1o+1x2e``, is used as it is: one
+       function shared by every channel, transformed once;
+    2. per class pair the channel-wise Gaunt product, with per-(channel, degree) weights on
+       ``x1`` and on the output (``natural = n n + p p``, ``pseudo = n p + p n``);
+    3. every output irrep block is a linear map of its degree and class.
+
+    ``shared_weights=False`` takes the per-(channel, degree) weights from ``weight
+    (..., weight_numel)`` per sample (e.g. a radial MLP in a convolution, as in e3nn);
+    ``channels`` defaults to the largest multiplicity of ``irreps_in1`` and ``irreps_out``.
+    Equivariant under O(3) (reflections included) for every parity assignment.
+    """
+
+    def __init__(self, irreps_in1, irreps_in2, irreps_out, channels: int | None = None,
+                 shared_weights: bool = True, internal_weights: bool | None = None, method: str = "auto"):
+        nn.Module.__init__(self)
+        from geomlin.reps.irreps import IrrepsRep
+
+        self.irreps_in1 = _irreps(irreps_in1, "irreps_in1")
+        self.irreps_in2 = _irreps(irreps_in2, "irreps_in2")
+        self.irreps_out = _irreps(irreps_out, "irreps_out")
+        for name, irreps in (("irreps_in1", self.irreps_in1), ("irreps_in2", self.irreps_in2),
+                             ("irreps_out", self.irreps_out)):
+            if irreps.dim == 0:
+                raise ValueError(f"{name} is empty ({irreps!r}); give at least one irrep")
+        muls = [mul for mul, _ in self.irreps_in1] + [mul for mul, _ in self.irreps_out]
+        self.channels = check_positive_int(max(muls) if channels is None else channels, "channels")
+        self.method = check_choice(method, "method", METHODS)
+        if not isinstance(shared_weights, bool):
+            raise TypeError(f"shared_weights must be a bool, got {shared_weights!r}")
+        internal = shared_weights if internal_weights is None else internal_weights
+        if internal and not shared_weights:
+            raise ValueError("internal_weights=True needs shared_weights=True (as in e3nn)")
+        self.shared_weights, self.internal_weights = shared_weights, bool(internal)
+        self.lmax1, self.lmax2, self.lmax_out = self.irreps_in1.lmax, self.irreps_in2.lmax, self.irreps_out.lmax
+        C = self.channels
+        self.classes1 = [p for p in (NATURAL, PSEUDO) if _class_layout(self.irreps_in1, p)]
+        self.classes2 = [p for p in (NATURAL, PSEUDO) if _class_layout(self.irreps_in2, p)]
+        degrees2 = [ir.l for _, ir in self.irreps_in2]
+        self.shared_in2 = all(mul == 1 for mul, _ in self.irreps_in2) and len(set(degrees2)) == len(degrees2)
+        self.mix1 = nn.ParameterList(nn.Parameter(torch.randn(mul, C) / math.sqrt(mul))
+                                     for mul, _ in self.irreps_in1)
+        self.mix2 = nn.ParameterList(() if self.shared_in2 else (nn.Parameter(torch.randn(mul, C) / math.sqrt(mul))
+                                                                 for mul, _ in self.irreps_in2))
+        self.mix_out = nn.ParameterList(nn.Parameter(torch.randn(C, mul) / math.sqrt(C)) for mul, _ in self.irreps_out)
+        self._layout1 = _blocks(self.irreps_in1)
+        self._layout2 = _blocks(self.irreps_in2)
+        self._layout_out = _blocks(self.irreps_out)
+        #: Numbers of per-sample weights: per (channel, degree) of x1, then per (channel, degree) of the output.
+        self.weight_numel = C * (self.lmax1 + 1) + C * (self.lmax_out + 1)
+        if self.internal_weights:
+            self.weight = nn.Parameter(torch.ones(self.weight_numel))
+        else:
+            self.register_parameter("weight", None)
+        for L in {self.lmax1, self.lmax_out}:
+            self.register_buffer(f"degree_index_{L}", _degree_index(L), persistent=False)
+        self.type_in = (IrrepsRep(self.irreps_in1), IrrepsRep(self.irreps_in2))
+        self.type_out = IrrepsRep(self.irreps_out)
+
+    # -- layout maps
+    def _to_sphere(self, x: Tensor, layout, mixes, parity: int, lmax: int) -> Tensor:
+        """Flat block(s) of one parity class -> ``(..., C, (lmax+1)**2)`` (mixed channels)."""
+        degrees: list = [None] * (lmax + 1)
+        for (l, cls, mul, start, stop), mix in zip(layout, mixes):
+            if cls == parity:
+                block = torch.einsum("...ud,uc->...cd", x[..., start:stop].unflatten(-1, (mul, 2 * l + 1)),
+                                     mix.to(x.dtype))
+                degrees[l] = block if degrees[l] is None else degrees[l] + block
+        return self._concat(degrees, x, self.channels)
+
+    def _shared_sphere(self, x: Tensor, parity: int) -> Tensor:
+        """A multiplicity-1 input of one class -> ``(..., 1, (L2+1)**2)``, unmixed."""
+        degrees: list = [None] * (self.lmax2 + 1)
+        for l, cls, _, start, stop in self._layout2:
+            if cls == parity:
+                degrees[l] = x[..., None, start:stop]
+        return self._concat(degrees, x, 1)
+
+    @staticmethod
+    def _concat(degrees: list, like: Tensor, channels: int) -> Tensor:
+        """Per-degree blocks ``(..., channels, 2l+1)`` (``None``: zero) -> ``(..., channels, (L+1)**2)``."""
+        batch = torch.broadcast_shapes(*(d.shape[:-2] for d in degrees if d is not None))
+        return torch.cat([like.new_zeros(*batch, channels, 2 * l + 1) if d is None else d.expand(*batch, channels, 2 * l + 1)
+                          for l, d in enumerate(degrees)], dim=-1)
+
+    def forward(self, x1: Tensor, x2: Tensor, weight: Tensor | None = None) -> Tensor:
+        _check_flat(x1, self.irreps_in1, "x1", finite=True)
+        _check_flat(x2, self.irreps_in2, "x2", finite=True)
+        C = self.channels
+        if weight is None:
+            if self.weight is None:
+                raise ValueError(f"this GauntTensorProduct has shared_weights={self.shared_weights}, "
+                                 f"internal_weights=False: pass weight of shape (..., {self.weight_numel})")
+            weight = self.weight
+        else:
+            check_tensor(weight, "weight", min_ndim=1, finite=True,
+                         what=f"per-sample weights (..., {self.weight_numel})")
+            if weight.shape[-1] != self.weight_numel:
+                raise ValueError(f"weight must have last dimension weight_numel = {self.weight_numel}, "
+                                 f"got shape {tuple(weight.shape)}")
+        weight = weight.to(x1.dtype)
+        n1 = C * (self.lmax1 + 1)
+        w1 = weight[..., :n1].unflatten(-1, (C, self.lmax1 + 1))[..., self._index(self.lmax1)]
+        w_out = weight[..., n1:].unflatten(-1, (C, self.lmax_out + 1))[..., self._index(self.lmax_out)]
+        sph1 = {p: self._to_sphere(x1, self._layout1, self.mix1, p, self.lmax1) * w1 for p in self.classes1}
+        if self.shared_in2:
+            sph2 = {p: self._shared_sphere(x2, p) for p in self.classes2}
+        else:
+            sph2 = {p: self._to_sphere(x2, self._layout2, self.mix2, p, self.lmax2) for p in self.classes2}
+        products: dict = {}
+        for p1, a in sph1.items():
+            for p2, b in sph2.items():
+                term = gaunt_tensor_product(a, b, self.lmax_out, self.method)
+                products[p1 * p2] = term if p1 * p2 not in products else products[p1 * p2] + term
+        batch = torch.broadcast_shapes(x1.shape[:-1], x2.shape[:-1], weight.shape[:-1])
+        sizes = [2 * l + 1 for l in range(self.lmax_out + 1)]
+        by_degree = {cls: torch.split(value * w_out, sizes, dim=-1) for cls, value in products.items()}
+        pieces = []
+        for (l, cls, mul, _, _), mix in zip(self._layout_out, self.mix_out):
+            if cls not in by_degree:
+                pieces.append(x1.new_zeros(*batch, mul * (2 * l + 1)))
+                continue
+            block = torch.einsum("...cd,cu->...ud", by_degree[cls][l], mix.to(x1.dtype))
+            pieces.append(block.expand(*batch, mul, 2 * l + 1).flatten(-2))
+        return torch.cat(pieces, dim=-1)
+
+    def _index(self, lmax: int) -> Tensor:
+        return getattr(self, f"degree_index_{lmax}")
+
+    def example_inputs(self, generator=None, dtype=torch.float64):
+        """Random features of both irreps (and per-sample weights when ``shared_weights=False``)."""
+        batch = 4
+        x1 = torch.randn(batch, self.irreps_in1.dim, generator=generator, dtype=dtype)
+        x2 = torch.randn(batch, self.irreps_in2.dim, generator=generator, dtype=dtype)
+        if self.weight is None:
+            return (x1, x2), {"weight": torch.randn(batch, self.weight_numel, generator=generator, dtype=dtype)}
+        return (x1, x2), {}
+
+    def extra_repr(self) -> str:
+        return (f"{self.irreps_in1} x {self.irreps_in2} -> {self.irreps_out}, channels={self.channels}, "
+                f"shared_weights={self.shared_weights}, method={self.method!r}")
+

@@ -29,11 +29,14 @@ Tables (all float64, cached with ``functools.lru_cache`` by their integer key)
 from __future__ import annotations
 
 import math
+import warnings
 from functools import cache
 
 import numpy as np
 import torch
 from torch import Tensor
+
+from geomlin.validation import check_nonnegative_int, check_positive_int, check_tensor
 
 #: Default dtype of every table before it is moved to an input's dtype.
 TABLE_DTYPE = torch.float64
@@ -46,7 +49,8 @@ def num_coefficients(lmax: int) -> int:
 
 def lmax_from_size(size: int, name: str = "x") -> int:
     """Degree ``L`` with ``(L + 1)**2 == size``; ``ValueError`` if there is none."""
-    root = math.isqrt(size)
+    size = int(size)
+    root = math.isqrt(max(size, 0))
     if size < 1 or root * root != size:
         raise ValueError(f"{name} must have last dimension (L+1)**2 (1, 4, 9, 16, ...) holding real SH "
                          f"coefficients up to degree L, got {size}")
@@ -112,13 +116,8 @@ def spherical_harmonics(lmax: int, vectors: Tensor, normalize: bool = True) -> T
     -------
     Tensor ``(..., (lmax + 1)**2)``, same dtype and device as ``vectors``.
     """
-    if not isinstance(vectors, Tensor) or vectors.shape[-1:] != (3,):
-        raise ValueError(f"vectors must be a tensor of shape (..., 3), got "
-                         f"{tuple(vectors.shape) if isinstance(vectors, Tensor) else type(vectors).__name__}")
-    if not vectors.is_floating_point():
-        raise TypeError(f"vectors must have a floating dtype, got {vectors.dtype}")
-    if lmax < 0:
-        raise ValueError(f"lmax must be >= 0, got {lmax}")
+    lmax = check_nonnegative_int(lmax, "lmax")
+    check_tensor(vectors, "vectors", shape=(..., 3), what="3D vectors")
     if normalize:
         norm = torch.linalg.vector_norm(vectors, dim=-1, keepdim=True)
         vectors = vectors / norm.clamp_min(torch.finfo(vectors.dtype).tiny)
@@ -158,29 +157,67 @@ def normalized_legendre(lmax: int, cos_theta: np.ndarray, sin_theta: np.ndarray)
     return out
 
 
-@cache
-def gauss_legendre(n: int) -> tuple[np.ndarray, np.ndarray]:
-    """Gauss-Legendre nodes ``cos(theta_j)`` and weights ``(n,)``, float64 (exact to degree 2n-1)."""
-    nodes, weights = np.polynomial.legendre.leggauss(n)
-    return nodes, weights
+def _frozen(*arrays: np.ndarray):
+    """Mark cached numpy tables read-only (an in-place edit would corrupt every later call)."""
+    for a in arrays:
+        a.flags.writeable = False
+    return arrays[0] if len(arrays) == 1 else arrays
+
+
+def _renamed_keyword(kwargs: dict, old: str, new: str, value, default):
+    if old in kwargs:
+        warnings.warn(f"{old} is renamed {new}", DeprecationWarning, stacklevel=3)
+        if value is not default:
+            raise TypeError(f"give {new} or its deprecated name {old}, not both")
+        return kwargs.pop(old)
+    return value
+
+
+def _no_more(kwargs: dict) -> None:
+    if kwargs:
+        raise TypeError(f"unexpected keyword argument(s) {', '.join(kwargs)}")
 
 
 @cache
-def legendre_table(lmax: int, n_theta: int) -> np.ndarray:
-    """``N_l^m P_l^m(cos theta_j)`` at ``n_theta`` Gauss-Legendre latitudes: ``(lmax+1, lmax+1, n_theta)``."""
-    c, _ = gauss_legendre(n_theta)
-    return normalized_legendre(lmax, c, np.sqrt(1.0 - c * c))
+def gauss_legendre(num: int) -> tuple[np.ndarray, np.ndarray]:
+    """Gauss-Legendre nodes ``cos(theta_j)`` (ascending) and weights ``(num,)``, float64, read-only.
+
+    Exact for polynomials of degree ``2 num - 1`` in ``cos(theta)``.
+    """
+    check_positive_int(num, "num")
+    nodes, weights = np.polynomial.legendre.leggauss(num)
+    return _frozen(nodes, weights)
+
+
+@cache
+def _legendre_table(lmax: int, num_theta: int) -> np.ndarray:
+    c, _ = gauss_legendre(num_theta)
+    return _frozen(normalized_legendre(lmax, c, np.sqrt(1.0 - c * c)))
+
+
+def legendre_table(lmax: int, num_theta: int | None = None, **deprecated) -> np.ndarray:
+    """``N_l^m P_l^m(cos theta_j)`` at ``num_theta`` Gauss-Legendre latitudes: ``(lmax+1, lmax+1, num_theta)``.
+
+    Indexed ``[m, l, j]``, zero where ``l < m``; float64, read-only (cached). ``n_theta`` is the
+    deprecated name of ``num_theta``.
+    """
+    num_theta = _renamed_keyword(deprecated, "n_theta", "num_theta", num_theta, None)
+    _no_more(deprecated)
+    if num_theta is None:
+        raise TypeError("legendre_table() missing required argument 'num_theta'")
+    return _legendre_table(check_nonnegative_int(lmax, "lmax"), check_positive_int(num_theta, "num_theta"))
 
 
 @cache
 def theta_fourier_table(lmax: int) -> np.ndarray:
-    """Fourier coefficients in ``theta`` of ``N_l^m P_l^m(cos theta)``: complex ``(m, l, u)``.
+    """Fourier coefficients in ``theta`` of ``N_l^m P_l^m(cos theta)``: complex ``(m, l, u)``, read-only.
 
     ``N_l^m P_l^m(cos t) = sum_u A[m, l, u + lmax] e^{i u t}`` for ``u = -lmax..lmax``;
     ``A`` is real for even ``m``, imaginary for odd ``m``, and zero unless
     ``u = l mod 2`` and ``|u| <= l``.  The DFT on ``2 lmax + 2`` points is exact
     because the function is a trigonometric polynomial of degree ``l``.
     """
+    check_nonnegative_int(lmax, "lmax")
     n = 2 * lmax + 2
     t = 2.0 * np.pi * np.arange(n) / n
     values = normalized_legendre(lmax, np.cos(t), np.sin(t))  # (m, l, n)
@@ -188,7 +225,7 @@ def theta_fourier_table(lmax: int) -> np.ndarray:
     u = np.arange(-lmax, lmax + 1)
     out = spectrum[..., u % n]
     out[np.abs(out) < 1e-15 * max(1.0, np.abs(out).max())] = 0.0
-    return out
+    return _frozen(out)
 
 
 def sine_moments(w: np.ndarray) -> np.ndarray:
@@ -204,7 +241,7 @@ def sine_moments(w: np.ndarray) -> np.ndarray:
 
 @cache
 def theta_projection_table(lmax: int, u_max: int) -> np.ndarray:
-    """``Theta[m, l, u + u_max] = int_0^pi e^{i u t} N_l^m P_l^m(cos t) sin(t) dt``, complex ``(m, l, u)``.
+    """``Theta[m, l, u + u_max] = int_0^pi e^{i u t} N_l^m P_l^m(cos t) sin(t) dt``, complex ``(m, l, u)``, read-only.
 
     For ``u = -u_max..u_max`` and ``l, m <= lmax`` (zero where ``l < m``).
     """
@@ -212,49 +249,85 @@ def theta_projection_table(lmax: int, u_max: int) -> np.ndarray:
     u = np.arange(-u_max, u_max + 1)
     up = np.arange(-lmax, lmax + 1)
     moments = sine_moments(u[:, None] + up[None, :])  # (u, u')
-    return np.einsum("mlp,up->mlu", A, moments)
+    return _frozen(np.einsum("mlp,up->mlu", A, moments))
 
 
 @cache
-def sphere_grid(lmax_exact: int, n_phi_min: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Product grid exact for spherical polynomials of degree ``<= lmax_exact``.
-
-    Returns unit vectors ``(n_theta * n_phi, 3)`` in e3nn's axes, quadrature
-    weights ``(n_theta * n_phi,)`` summing to ``4 pi``, and ``(n_theta, n_phi)``.
-    Gauss-Legendre in ``cos(theta)`` (``n_theta = floor(lmax_exact / 2) + 1``) times
-    ``n_phi = max(lmax_exact + 1, n_phi_min)`` equispaced longitudes.
-    """
-    n_theta = lmax_exact // 2 + 1
-    n_phi = max(lmax_exact + 1, n_phi_min, 1)
-    c, w = gauss_legendre(n_theta)
+def _sphere_grid(degree: int, num_phi_min: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    num_theta = degree // 2 + 1
+    num_phi = max(degree + 1, num_phi_min, 1)
+    c, w = gauss_legendre(num_theta)
     s = np.sqrt(1.0 - c * c)
-    phi = 2.0 * np.pi * np.arange(n_phi) / n_phi
-    y = np.repeat(c, n_phi)
+    phi = 2.0 * np.pi * np.arange(num_phi) / num_phi
+    y = np.repeat(c, num_phi)
     z = np.outer(s, np.cos(phi)).ravel()
     x = np.outer(s, np.sin(phi)).ravel()
-    weights = np.repeat(w, n_phi) * (2.0 * np.pi / n_phi)
-    return np.stack([x, y, z], axis=-1), weights, np.array([n_theta, n_phi])
+    weights = np.repeat(w, num_phi) * (2.0 * np.pi / num_phi)
+    return _frozen(np.stack([x, y, z], axis=-1), weights, np.array([num_theta, num_phi]))
 
 
-@cache
-def sh_on_grid(lmax: int, lmax_exact: int) -> tuple[Tensor, Tensor]:
-    """Real SH up to ``lmax`` on :func:`sphere_grid`\\ ``(lmax_exact)``: ``(n_points, (lmax+1)**2)`` and weights."""
-    points, weights, _ = sphere_grid(lmax_exact)
-    Y = spherical_harmonics(lmax, torch.from_numpy(points), normalize=False)
-    return Y, torch.from_numpy(weights)
+def sphere_grid(lmax_exact: int, num_phi_min: int = 0, **deprecated) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Product grid exact for spherical polynomials of degree ``<= lmax_exact``.
 
-
-@cache
-def gaunt_tensor(lmax1: int, lmax2: int, lmax_out: int) -> Tensor:
-    """Gaunt coefficients ``G[i, j, k] = int Y_i Y_j Y_k`` in float64: ``(D1, D2, D_out)``.
-
-    Exact Gauss-Legendre x trapezoid quadrature of the closed-form harmonics.
+    Returns unit vectors ``(num_theta * num_phi, 3)`` in e3nn's axes, quadrature
+    weights ``(num_theta * num_phi,)`` summing to ``4 pi``, and ``(num_theta, num_phi)``;
+    float64, read-only (cached).  Gauss-Legendre in ``cos(theta)``
+    (``num_theta = floor(lmax_exact / 2) + 1``) times ``num_phi = max(lmax_exact + 1, num_phi_min)``
+    equispaced longitudes.  ``n_phi_min`` is the deprecated name of ``num_phi_min``.
     """
+    num_phi_min = _renamed_keyword(deprecated, "n_phi_min", "num_phi_min", num_phi_min, 0)
+    _no_more(deprecated)
+    return _sphere_grid(check_nonnegative_int(lmax_exact, "lmax_exact"),
+                        check_nonnegative_int(num_phi_min, "num_phi_min"))
+
+
+@cache
+def _sh_on_grid(lmax: int, lmax_exact: int) -> tuple[Tensor, Tensor]:
+    points, weights, _ = sphere_grid(lmax_exact)
+    Y = spherical_harmonics(lmax, torch.from_numpy(points.copy()), normalize=False)
+    return Y, torch.from_numpy(weights.copy())
+
+
+def sh_on_grid(lmax: int, lmax_exact: int) -> tuple[Tensor, Tensor]:
+    r"""Real SH up to ``lmax`` on :func:`sphere_grid`\ ``(lmax_exact)``: ``(num_points, (lmax+1)**2)`` and
+    the weights ``(num_points,)``; float64 copies of a cached table (safe to modify)."""
+    Y, w = _sh_on_grid(check_nonnegative_int(lmax, "lmax"), check_nonnegative_int(lmax_exact, "lmax_exact"))
+    return Y.clone(), w.clone()
+
+
+@cache
+def _gaunt_tensor(lmax1: int, lmax2: int, lmax_out: int) -> Tensor:
     degree = lmax1 + lmax2 + lmax_out
-    Y, w = sh_on_grid(max(lmax1, lmax2, lmax_out), degree)
+    Y, w = _sh_on_grid(max(lmax1, lmax2, lmax_out), degree)
     Y1 = Y[:, : num_coefficients(lmax1)]
     Y2 = Y[:, : num_coefficients(lmax2)]
     Y3 = Y[:, : num_coefficients(lmax_out)] * w[:, None]
-    G = torch.einsum("pi,pj,pk->ijk", Y1, Y2, Y3)
+    # G[i, j, k] = sum_p Y1[p, i] Y2[p, j] Y3[p, k], one GEMM per block of i (bounded memory)
+    D1, D2, D3 = Y1.shape[1], Y2.shape[1], Y3.shape[1]
+    G = torch.empty(D1, D2, D3, dtype=Y.dtype)
+    step = max(1, (1 << 22) // max(1, Y.shape[0] * D2))
+    for i0 in range(0, D1, step):
+        pair = (Y1[:, i0:i0 + step, None] * Y2[:, None, :]).flatten(1)  # (P, di * D2)
+        G[i0:i0 + step] = (pair.T @ Y3).view(-1, D2, D3)
     G[G.abs() < 1e-14] = 0.0
     return G
+
+
+def gaunt_tensor(lmax1: int, lmax2: int, lmax_out: int) -> Tensor:
+    """Gaunt coefficients ``G[i, j, k] = int Y_i Y_j Y_k`` in float64: ``(D1, D2, D_out)``.
+
+    Exact Gauss-Legendre x trapezoid quadrature of the closed-form harmonics; a copy of a
+    cached table (safe to modify).
+    """
+    return _gaunt_tensor(check_nonnegative_int(lmax1, "lmax1"), check_nonnegative_int(lmax2, "lmax2"),
+                         check_nonnegative_int(lmax_out, "lmax_out")).clone()
+
+
+def cached_gaunt_tensor(lmax1: int, lmax2: int, lmax_out: int) -> Tensor:
+    """The cached :func:`gaunt_tensor` itself, for library code that only reads it (never write to it)."""
+    return _gaunt_tensor(lmax1, lmax2, lmax_out)
+
+
+def cached_sh_on_grid(lmax: int, lmax_exact: int) -> tuple[Tensor, Tensor]:
+    """The cached :func:`sh_on_grid` itself, for library code that only reads it (never write to it)."""
+    return _sh_on_grid(lmax, lmax_exact)

@@ -9,7 +9,8 @@ degree ``L``, natural parity ``0e, 1o, 2e, ...``). Each interaction block is
 
 and the energy is the sum over atoms of an MLP of the final scalar (``l = 0``)
 channels. Everything is E(3) equivariant, so the energy is invariant and the
-forces ``-dE/dpos`` are equivariant.
+forces ``-dE/dpos`` are equivariant; the energy is a sum over atoms of functions that
+treat every neighbour alike, so permuting the atoms (with their species) leaves it unchanged.
 """
 
 from __future__ import annotations
@@ -19,16 +20,14 @@ import math
 import torch
 from torch import Tensor, nn
 
-from geomlin.models.egnn import check_molecule_inputs
+from geomlin.gaunt.modules import _degree_index, _renamed
+from geomlin.groups import E3
+from geomlin.reps.types import Labels, Positions, Scalars, SphereCoefficients
+from geomlin.validation import check_nonnegative_int, check_positive_float, check_positive_int, check_tensor
 
 #: Gain on the summed messages: integral-normalised harmonics carry a factor 1/sqrt(4 pi) each, so
 #: Gaunt products of them are ~4 pi too small at initialisation; this restores order-one signals.
 MESSAGE_GAIN = 4 * math.pi
-
-
-def _degree_index(lmax: int) -> Tensor:
-    """Degree ``l`` of each SH coefficient ``0..(lmax+1)^2-1`` (e3nn order)."""
-    return torch.repeat_interleave(torch.arange(lmax + 1), torch.arange(lmax + 1) * 2 + 1)
 
 
 def dense_edge_index(B: int, N: int, device=None) -> Tensor:
@@ -41,14 +40,23 @@ def dense_edge_index(B: int, N: int, device=None) -> Tensor:
 
 
 class DegreeLinear(nn.Module):
-    """Channel mixing per degree: ``y[c', (l,m)] = sum_c W_l[c', c] x[c, (l,m)]`` on ``(..., C, (L+1)^2)``."""
+    """Channel mixing per degree: ``y[c', (l,m)] = sum_c W_l[c', c] x[c, (l,m)]`` on ``(..., C, (L+1)^2)``.
+
+    O(3)-equivariant on sphere coefficients of either parity (one matrix per degree, shared by the
+    ``2l + 1`` orders).
+    """
 
     def __init__(self, channels: int, lmax: int):
         super().__init__()
+        self.channels = check_positive_int(channels, "channels")
+        self.lmax = check_nonnegative_int(lmax, "lmax")
         self.weight = nn.Parameter(torch.randn(lmax + 1, channels, channels) / math.sqrt(channels))
         self.register_buffer("degree", _degree_index(lmax), persistent=False)
+        self.type_in = SphereCoefficients(self.lmax, channels)
+        self.type_out = SphereCoefficients(self.lmax, channels)
 
     def forward(self, x: Tensor) -> Tensor:
+        self.type_in.check(x, "x")
         w = self.weight.to(x.dtype)[self.degree]                       # (D, C', C)
         return torch.einsum("dkc,...cd->...kd", w, x)
 
@@ -59,30 +67,50 @@ class GauntPotential(nn.Module):
     Parameters
     ----------
     num_species : atomic numbers must be ``< num_species``.
-    channels, lmax : feature channels and SH degree.
-    layers : interaction blocks.
+    hidden_channels : feature channels (``channels`` is its deprecated name).
+    lmax : SH degree of the features.
+    num_blocks : interaction blocks (``layers`` is its deprecated name).
     correlation : body order of :class:`~geomlin.gaunt.ManyBodyGaunt` (powers 1..correlation).
     cutoff : radius (Angstrom) of the convolutions.
+    num_radial : size of the Bessel radial basis.
 
     Shapes: ``forward(pos (B, N, 3), species (B, N) int64) -> energy (B,)`` in ``pos``'s dtype.
     """
 
-    def __init__(self, num_species: int = 10, channels: int = 16, lmax: int = 2, layers: int = 2,
-                 correlation: int = 2, cutoff: float = 5.0, num_radial: int = 8):
+    def __init__(self, num_species: int = 10, hidden_channels: int = 16, lmax: int = 2, num_blocks: int = 2,
+                 correlation: int = 2, cutoff: float = 5.0, num_radial: int = 8, **deprecated):
+        hidden_channels = _renamed(deprecated, "channels", "hidden_channels", hidden_channels, 16)
+        num_blocks = _renamed(deprecated, "layers", "num_blocks", num_blocks, 2)
+        if deprecated:
+            raise TypeError(f"unexpected keyword argument(s) {', '.join(deprecated)}")
         super().__init__()
         from geomlin.gaunt import GauntConvolution, ManyBodyGaunt
 
-        self.num_species, self.channels, self.lmax = num_species, channels, lmax
+        self.num_species = check_positive_int(num_species, "num_species")
+        self.hidden_channels = check_positive_int(hidden_channels, "hidden_channels")
+        self.lmax = check_nonnegative_int(lmax, "lmax")
+        self.num_blocks = check_positive_int(num_blocks, "num_blocks")
+        self.cutoff = check_positive_float(cutoff, "cutoff")
+        channels = self.hidden_channels
         self.embed = nn.Embedding(num_species, channels)
         self.convs = nn.ModuleList(
             GauntConvolution(0 if k == 0 else lmax, lmax, lmax, channels, num_radial=num_radial, cutoff=cutoff)
-            for k in range(layers))
-        self.many_body = nn.ModuleList(ManyBodyGaunt(lmax, lmax, channels, correlation) for _ in range(layers))
-        self.mix = nn.ModuleList(DegreeLinear(channels, lmax) for _ in range(layers))
+            for k in range(num_blocks))
+        self.many_body = nn.ModuleList(ManyBodyGaunt(lmax, lmax, channels, correlation) for _ in range(num_blocks))
+        self.mix = nn.ModuleList(DegreeLinear(channels, lmax) for _ in range(num_blocks))
         self.readout = nn.Sequential(nn.Linear(channels, channels), nn.SiLU(), nn.Linear(channels, 1))
+        self.type_in = (Positions(3, E3()), Labels(num_species))
+        self.type_out = Scalars()
+
+    @property
+    def channels(self) -> int:
+        """Deprecated name of :attr:`hidden_channels`."""
+        return self.hidden_channels
 
     def forward(self, pos: Tensor, species: Tensor) -> Tensor:
-        check_molecule_inputs(pos, species, self.num_species)
+        check_tensor(pos, "pos", ndim=3, shape=(None, None, 3), dtype=(torch.float32, torch.float64), finite=True)
+        check_tensor(species, "species", shape=tuple(pos.shape[:2]), dtype="int")
+        self.type_in[1].check(species, "species")
         B, N, _ = pos.shape
         flat = pos.reshape(B * N, 3)
         edges = dense_edge_index(B, N, pos.device)
@@ -92,9 +120,15 @@ class GauntPotential(nn.Module):
             m = conv(x, flat, edges) * (MESSAGE_GAIN / math.sqrt(max(N - 1, 1)))
             update = mix(body(m))
             if k == 0:
-                x = torch.cat([x, x.new_zeros(B * N, self.channels, dim - 1)], dim=-1)
+                x = torch.cat([x, x.new_zeros(B * N, self.hidden_channels, dim - 1)], dim=-1)
             x = x + update
             gate = torch.sigmoid(x[..., :1])                                   # invariant gate per channel
             x = torch.cat([nn.functional.silu(x[..., :1]), x[..., 1:] * gate], dim=-1)
         e = self.readout(x[..., 0]).reshape(B, N)
         return e.sum(dim=-1)
+
+    def example_inputs(self, generator=None, dtype=torch.float64):
+        """Two molecules of 5 atoms spread over ~ the cutoff, random species."""
+        pos = torch.randn(2, 5, 3, generator=generator, dtype=dtype) * (0.3 * self.cutoff)
+        species = torch.randint(self.num_species, (2, 5), generator=generator)
+        return (pos, species), {}

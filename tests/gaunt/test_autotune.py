@@ -1,4 +1,4 @@
-"""The measured table behind method="auto"."""
+"""The measured tables behind method="auto"."""
 
 import torch
 
@@ -14,6 +14,15 @@ def test_cpu_table_is_monotone_and_covers_every_size():
     assert resolve_method("auto", 40, 40, 40, "cpu", torch.float32) == "grid"
 
 
-def test_cuda_falls_back_to_grid_for_large_sizes():
-    assert autotune.choose_method(16, 16, 16, "cuda", torch.float32) in ("grid", "triton")
-    assert autotune.choose_method(16, 16, 16, "cuda", torch.float32) == "grid"  # (L+1)^2 > 128: kernel does not fit
+def test_cuda_claims_no_measurement_it_does_not_have():
+    # no GPU was available: the CUDA table is empty and auto runs the PyTorch grid route there
+    assert autotune.CUDA_TABLE == ()
+    for L in (1, 8, 16):
+        assert autotune.choose_method(L, L, L, "cuda", torch.float32) == autotune.DEFAULT_METHOD == "grid"
+
+
+def test_cuda_table_entries_are_used(monkeypatch):
+    monkeypatch.setattr(autotune, "CUDA_TABLE", ((8, "triton"), (100, "grid")))
+    monkeypatch.setattr("geomlin.gaunt.kernels.triton_supports", lambda *a: True)
+    assert autotune.choose_method(4, 4, 4, "cuda", torch.float32) == "triton"
+    assert autotune.choose_method(12, 12, 12, "cuda", torch.float32) == "grid"

@@ -1,4 +1,4 @@
-"""Gaunt modules: channel-wise products, powers, many-body features, layout and parity helpers."""
+"""Gaunt modules: channel-wise products, the e3nn drop-in, powers, many-body features, layout and parity."""
 
 import pytest
 import torch
@@ -6,6 +6,7 @@ from e3nn import o3
 
 from geomlin.gaunt import (
     PSEUDO,
+    GauntIrrepsProduct,
     GauntTensorProduct,
     ManyBodyGaunt,
     gaunt_parity_product,
@@ -17,6 +18,7 @@ from geomlin.gaunt import (
     split_parity,
 )
 from geomlin.groups import O
+from geomlin.reps import NATURAL, SphereCoefficients
 from geomlin.testing import assert_equivariant
 
 
@@ -27,30 +29,91 @@ def _randomize(module):
     return module.double()
 
 
+def _deg(L):
+    return torch.repeat_interleave(torch.arange(L + 1), 2 * torch.arange(L + 1) + 1)
+
+
 def test_gaunt_tensor_product_module_matches_formula():
     m = _randomize(GauntTensorProduct(2, 3, 4, channels=5))
     x1 = torch.randn(7, 5, 9, dtype=torch.float64)
     x2 = torch.randn(7, 5, 16, dtype=torch.float64)
-    deg = lambda L: torch.repeat_interleave(torch.arange(L + 1), 2 * torch.arange(L + 1) + 1)
-    ref = gaunt_tensor_product(x1 * m.weight1[:, deg(2)], x2 * m.weight2[:, deg(3)], 4, method="direct")
-    torch.testing.assert_close(m(x1, x2), ref * m.weight_out[:, deg(4)], atol=1e-12, rtol=0)
+    ref = gaunt_tensor_product(x1 * m.weight1[:, _deg(2)], x2 * m.weight2[:, _deg(3)], 4, method="direct")
+    torch.testing.assert_close(m(x1, x2), ref * m.weight_out[:, _deg(4)], atol=1e-12, rtol=0)
+    shared = torch.randn(7, 1, 16, dtype=torch.float64)  # one function for every channel
+    ref = gaunt_tensor_product(x1 * m.weight1[:, _deg(2)], shared * m.weight2[:, _deg(3)], 4, method="direct")
+    torch.testing.assert_close(m(x1, shared), ref * m.weight_out[:, _deg(4)], atol=1e-12, rtol=0)
 
 
-def test_gaunt_tensor_product_module_equivariant():
-    m = _randomize(GauntTensorProduct(3, 2, 4, channels=3))
-    x1 = torch.randn(4, 3, 16, dtype=torch.float64)
-    x2 = torch.randn(4, 3, 9, dtype=torch.float64)
-    assert_equivariant(m, O(3), (sphere_irreps(3, 1), sphere_irreps(2, 1)), sphere_irreps(4, 1), inputs=(x1, x2))
+def test_gaunt_tensor_product_declares_sphere_types():
+    m = GauntTensorProduct(3, 2, 4, channels=3)
+    assert m.type_in == (SphereCoefficients(3, 3), SphereCoefficients(2, 3))
+    assert m.type_out == SphereCoefficients(4, 3)
+    assert_equivariant(_randomize(m))
 
 
-def test_gaunt_tensor_product_module_errors():
-    m = GauntTensorProduct(1, 1, 1, channels=4)
-    with pytest.raises(ValueError, match="4 channels"):
-        m(torch.randn(2, 3, 4), torch.randn(2, 4, 4))
-    with pytest.raises(ValueError, match="lmax 1"):
-        m(torch.randn(2, 4, 9), torch.randn(2, 4, 4))
-    with pytest.raises(ValueError, match="lmax_out must be >= 0"):
-        GauntTensorProduct(1, 1, -1, channels=2)
+def test_irreps_drop_in_equals_sphere_product_for_natural_irreps():
+    """Identity channel mixing and unit weights: the e3nn-layout module is the channel-wise Gaunt product."""
+    C = 3
+    tp = GauntTensorProduct(sphere_irreps(2, C), sphere_irreps(2, C), sphere_irreps(3, C)).double()
+    assert isinstance(tp, GauntIrrepsProduct) and tp.channels == C
+    with torch.no_grad():
+        for p in list(tp.mix1) + list(tp.mix2) + list(tp.mix_out):
+            p.copy_(torch.eye(C))
+    x1, x2 = torch.randn(4, C, 9, dtype=torch.float64), torch.randn(4, C, 9, dtype=torch.float64)
+    out = tp(sphere_to_irreps(x1), sphere_to_irreps(x2))
+    ref = gaunt_tensor_product(x1, x2, 3, method="direct")
+    torch.testing.assert_close(irreps_to_sphere(out, sphere_irreps(3, C)), ref, atol=1e-12, rtol=0)
+
+
+def test_irreps_drop_in_pseudo_parity_goes_to_pseudo_outputs():
+    tp = GauntTensorProduct("0o+1e+2o", "0e+1o+2e", "0e+1o+0o+1e").double()
+    with torch.no_grad():
+        for p in list(tp.mix1) + list(tp.mix_out):
+            p.fill_(1.0)
+    assert tp.shared_in2  # multiplicity-1 harmonics: used as they are, shared by the channels
+    x1, x2 = torch.randn(3, 9, dtype=torch.float64), torch.randn(3, 9, dtype=torch.float64)
+    out = tp(x1, x2)
+    ref = gaunt_tensor_product(x1, x2, 1, method="direct")  # pseudo x natural -> pseudo, numerically the product
+    assert out[:, :4].abs().max() == 0  # no natural path
+    torch.testing.assert_close(out[:, 4:], ref, atol=1e-12, rtol=0)
+
+
+@pytest.mark.parametrize("shared_weights", [True, False])
+def test_irreps_drop_in_is_o3_equivariant_for_any_parities(shared_weights):
+    tp = _randomize(GauntTensorProduct("3x0e+2x1o+1x1e+2x2e+1x2o", "1x0e+1x1o+1x2e+1x1e", "2x0e+2x0o+3x1o+1x1e+2x2e",
+                                       channels=4, shared_weights=shared_weights))
+    assert tp.weight_numel == 4 * 3 + 4 * 3
+    assert_equivariant(tp)
+    x1 = torch.randn(5, tp.irreps_in1.dim, dtype=torch.float64)
+    x2 = torch.randn(5, tp.irreps_in2.dim, dtype=torch.float64)
+    if not shared_weights:
+        with pytest.raises(ValueError, match="weight"):
+            tp(x1, x2)
+        assert tp(x1, x2, weight=torch.randn(5, tp.weight_numel, dtype=torch.float64)).shape == (5, tp.irreps_out.dim)
+
+
+def test_irreps_drop_in_swaps_for_e3nn_in_one_line():
+    """The e3nn call pattern of a convolution: per-edge weights from a radial MLP, same shapes out."""
+    irreps_node, irreps_sh, irreps_out = o3.Irreps("8x0e+4x1o"), o3.Irreps.spherical_harmonics(2), o3.Irreps("8x0e+4x1o")
+    for tp in (o3.FullyConnectedTensorProduct(irreps_node, irreps_sh, irreps_out, shared_weights=False),
+               GauntTensorProduct(irreps_node, irreps_sh, irreps_out, shared_weights=False)):
+        x = irreps_node.randn(10, -1)
+        sh = o3.spherical_harmonics(irreps_sh, torch.randn(10, 3), True)
+        weight = torch.randn(10, tp.weight_numel)
+        assert tp(x, sh, weight).shape == (10, irreps_out.dim)
+
+
+def test_module_deep_copies_and_pickles_as_the_irreps_form():
+    import copy
+    import io
+
+    tp = GauntTensorProduct("2x0e+2x1o", "0e+1o", "2x0e")
+    clone = copy.deepcopy(tp)
+    assert isinstance(clone, GauntIrrepsProduct) and clone.irreps_out == tp.irreps_out
+    buffer = io.BytesIO()
+    torch.save(tp, buffer)
+    buffer.seek(0)
+    assert isinstance(torch.load(buffer, weights_only=False), GauntIrrepsProduct)
 
 
 def test_irreps_round_trip_and_layout():
@@ -62,15 +125,6 @@ def test_irreps_round_trip_and_layout():
     torch.testing.assert_close(sphere_to_irreps(y), x)
     missing = irreps_to_sphere(o3.Irreps("2x0e+2x2e").randn(1, -1), "2x0e+2x2e")
     assert missing.shape == (1, 2, 9) and missing[..., 1:4].abs().max() == 0
-
-
-def test_irreps_to_sphere_refuses_pseudo_and_uneven():
-    with pytest.raises(ValueError, match="split_parity"):
-        irreps_to_sphere(torch.randn(4), "1x0e+1x1e")
-    with pytest.raises(ValueError, match="same multiplicity"):
-        irreps_to_sphere(torch.randn(7), "1x0e+2x1o")
-    with pytest.raises(ValueError, match="dimension"):
-        irreps_to_sphere(torch.randn(5), "1x0e+1x1o")
 
 
 def test_parity_classes_equivariant():
@@ -92,24 +146,29 @@ def test_gaunt_power_matches_repeated_products(nu):
     x = torch.randn(3, 9, dtype=torch.float64)
     ref = x
     for _ in range(nu - 1):
-        ref = gaunt_tensor_product(ref, x, method="dense")
+        ref = gaunt_tensor_product(ref, x, method="direct")
     ref = torch.nn.functional.pad(ref, (0, max(0, 16 - ref.shape[1])))[:, :16]
     for method in ("grid", "dense", "fft"):
         torch.testing.assert_close(gaunt_power(x, nu, 3, method=method), ref, atol=1e-10, rtol=0)
 
 
-def test_gaunt_power_errors():
-    with pytest.raises(ValueError, match="nu must be"):
-        gaunt_power(torch.randn(2, 4), 0)
-
-
 def test_many_body_matches_sum_of_powers_and_is_equivariant():
     m = _randomize(ManyBodyGaunt(2, 3, channels=2, correlation=3))
+    assert m.type_in == SphereCoefficients(2, 2, NATURAL)
     x = torch.randn(4, 2, 9, dtype=torch.float64)
-    deg = lambda L: torch.repeat_interleave(torch.arange(L + 1), 2 * torch.arange(L + 1) + 1)
-    a = x * m.weight_in[:, deg(2)]
-    ref = sum(m.weight_nu[:, k, None] * gaunt_power(a, k + 1, 3, method="dense") for k in range(3))
-    torch.testing.assert_close(m(x), ref * m.weight_out[:, deg(3)], atol=1e-10, rtol=0)
-    assert_equivariant(m, O(3), sphere_irreps(2, 1), sphere_irreps(3, 1), inputs=(x,))
-    assert torch.autograd.gradcheck(lambda t: ManyBodyGaunt(1, 1, 1, 2).double()(t),
-                                    (torch.randn(2, 1, 4, dtype=torch.float64, requires_grad=True),))
+    a = x * m.weight_in[:, _deg(2)]
+    ref = sum(m.weight_nu[:, k, None] * gaunt_power(a, k + 1, 3, method="direct") for k in range(3))
+    torch.testing.assert_close(m(x), ref * m.weight_out[:, _deg(3)], atol=1e-10, rtol=0)
+    assert_equivariant(m)
+    small = _randomize(ManyBodyGaunt(1, 1, 1, 2))
+    t = torch.randn(2, 1, 4, dtype=torch.float64, requires_grad=True)
+    assert torch.autograd.gradcheck(small, (t,))
+    assert torch.autograd.gradgradcheck(small, (t,))
+
+
+def test_deprecated_parity_class_keyword():
+    with pytest.warns(DeprecationWarning, match="parity"):
+        assert sphere_irreps(1, 2, parity_class=PSEUDO) == sphere_irreps(1, 2, PSEUDO)
+    with pytest.warns(DeprecationWarning, match="parity"):
+        y = sphere_to_irreps(torch.randn(2, 3, 4), parity_class=PSEUDO)
+    assert y.shape == (2, 12)

@@ -1,4 +1,4 @@
-"""Tables: closed-form real SH against e3nn (oracle) and their exactness properties."""
+"""Tables: closed-form real SH against e3nn (oracle), exactness properties, caches that cannot be corrupted."""
 
 import math
 
@@ -7,7 +7,7 @@ import pytest
 import torch
 from e3nn import o3
 
-from geomlin.gaunt import sphere_irreps, spherical_harmonics
+from geomlin.gaunt import gaunt_tensor, sphere_irreps, spherical_harmonics
 from geomlin.gaunt import tables as T
 from geomlin.groups import O
 from geomlin.testing import assert_equivariant
@@ -59,14 +59,39 @@ def test_sine_moments_against_quadrature():
         assert abs(T.sine_moments(np.array([k]))[0] - numeric) < 1e-13
 
 
+def test_gaunt_tensor_against_pointwise_products():
+    """Oracle: G[i, j, k] integrates Y_i Y_j Y_k; check it reproduces products at random points."""
+    G = gaunt_tensor(2, 3, 5)
+    pts = torch.randn(40, 3, dtype=torch.float64)
+    Y = spherical_harmonics(5, pts)
+    prod = torch.einsum("ijk,pk->pij", G, Y)
+    torch.testing.assert_close(prod, Y[:, :9, None] * Y[:, None, :16], atol=1e-12, rtol=0)
+
+
+def test_cached_tables_cannot_be_corrupted():
+    Y, w = T.sh_on_grid(3, 6)
+    Y.zero_()
+    w.zero_()
+    assert T.sh_on_grid(3, 6)[0].abs().max() > 0 and T.sh_on_grid(3, 6)[1].sum() > 0
+    G = gaunt_tensor(1, 1, 2)
+    G.zero_()
+    assert gaunt_tensor(1, 1, 2).abs().max() > 0
+    for table in (T.legendre_table(3, 4), T.theta_fourier_table(3), T.theta_projection_table(3, 5),
+                  T.sphere_grid(4)[0], T.gauss_legendre(5)[0]):
+        with pytest.raises(ValueError, match="read-only"):
+            table[...] = 0
+
+
+def test_deprecated_grid_size_names():
+    with pytest.warns(DeprecationWarning, match="num_theta"):
+        old = T.legendre_table(3, n_theta=4)
+    np.testing.assert_array_equal(old, T.legendre_table(3, num_theta=4))
+    with pytest.warns(DeprecationWarning, match="num_phi_min"):
+        pts, _, sizes = T.sphere_grid(4, n_phi_min=8)
+    assert tuple(sizes) == (3, 8) and pts.shape == (24, 3)
+
+
 def test_lmax_from_size_rejects_non_squares():
     assert T.lmax_from_size(16) == 3
     with pytest.raises(ValueError, match=r"\(L\+1\)\*\*2"):
         T.lmax_from_size(10)
-
-
-def test_spherical_harmonics_rejects_bad_input():
-    with pytest.raises(ValueError, match="shape"):
-        spherical_harmonics(2, torch.zeros(4, 2))
-    with pytest.raises(TypeError, match="floating"):
-        spherical_harmonics(2, torch.zeros(4, 3, dtype=torch.long))

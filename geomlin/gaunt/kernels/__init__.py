@@ -1,4 +1,9 @@
-"""Triton kernels for Gaunt products (optional: ``pip install geomlin[gpu]``); imported lazily."""
+"""Triton kernels for Gaunt products (optional: ``pip install geomlin[gpu]``); imported lazily.
+
+:func:`gaunt_grid_triton` runs the fast route (Legendre sums, longitude transform, pointwise
+product and projection per latitude, grid values kept on chip) on CUDA, or on the CPU under
+``TRITON_INTERPRET=1``.
+"""
 
 from __future__ import annotations
 
@@ -13,13 +18,16 @@ def triton_available() -> bool:
 
 
 def triton_supports(lmax1: int, lmax2: int, lmax_out: int, dtype) -> bool:
-    from geomlin.gaunt.kernels.dense import supports
+    """Whether :func:`gaunt_grid_triton` handles these degrees and dtype (False without triton)."""
+    if not triton_available():
+        return False
+    from geomlin.gaunt.kernels.triton_grid import supports
 
     return supports(lmax1, lmax2, lmax_out, dtype)
 
 
-def gaunt_dense_triton(x1, x2, Y1, Y2, W):
-    """Fused sphere-grid Gaunt product; see :func:`geomlin.gaunt.kernels.dense.gaunt_dense_triton`."""
-    from geomlin.gaunt.kernels.dense import gaunt_dense_triton as impl
+def gaunt_grid_triton(x1, x2, lmax1, lmax2, lmax_out, channels=1, shared=0, reduce=False):
+    """The fast route as Triton kernels; see :func:`geomlin.gaunt.kernels.triton_grid.gaunt_grid_triton`."""
+    from geomlin.gaunt.kernels.triton_grid import gaunt_grid_triton as impl
 
-    return impl(x1, x2, Y1, Y2, W)
+    return impl(x1, x2, lmax1, lmax2, lmax_out, channels, shared, reduce)

@@ -1,0 +1,120 @@
+"""GauntPotential: E(3)-invariant energy, E(3)-equivariant forces, permutation symmetry, declarations."""
+
+import pytest
+import torch
+
+from geomlin.groups import E3
+from geomlin.models import GauntPotential
+from geomlin.models.gaunt_potential import DegreeLinear
+from geomlin.reps import Labels, Positions, Scalars
+from geomlin.testing import assert_equivariant, assert_invariant
+
+
+def _model(**kwargs):
+    torch.manual_seed(0)
+    net = GauntPotential(num_species=5, hidden_channels=6, lmax=2, num_blocks=2, **kwargs).double()
+    with torch.no_grad():  # move off the initialisation so that every block contributes
+        for p in net.parameters():
+            p.add_(0.3 * torch.randn_like(p))
+    return net
+
+
+def _molecules(B=2, N=6):
+    pos = 1.2 * torch.randn(B, N, 3, dtype=torch.float64)
+    z = torch.randint(0, 5, (B, N))
+    return pos, z
+
+
+def test_declared_types():
+    net = _model()
+    assert net.type_in == (Positions(3, E3()), Labels(5)) and net.type_out == Scalars()
+    assert_equivariant(net)  # energy invariant under E(3), reflections included
+
+
+def test_energy_is_e3_invariant():
+    net = _model()
+    pos, z = _molecules()
+    energy = net(pos, z)
+    assert energy.shape == (2,) and torch.isfinite(energy).all() and energy.abs().min() > 1e-6
+    assert_invariant(net, E3(), ("position", None), inputs=(pos, z))
+
+
+def test_forces_are_e3_equivariant():
+    net = _model()
+    pos, z = _molecules()
+
+    def forces(p, zz):
+        p = p.detach().requires_grad_(True)
+        return -torch.autograd.grad(net(p, zz).sum(), p, create_graph=True)[0]
+
+    f = forces(pos, z)
+    assert f.abs().max() > 1e-6
+    assert_equivariant(forces, E3(), ("position", None), "vector", inputs=(pos, z))
+
+
+def test_permuting_atoms_permutes_forces_and_keeps_energy():
+    net = _model()
+    pos, z = _molecules(B=1, N=7)
+    perm = torch.randperm(7)
+    p1 = pos.clone().requires_grad_(True)
+    p2 = pos[:, perm].clone().requires_grad_(True)
+    e1, e2 = net(p1, z), net(p2, z[:, perm])
+    torch.testing.assert_close(e1, e2, rtol=1e-12, atol=1e-12)
+    (f1,) = torch.autograd.grad(e1.sum(), p1)
+    (f2,) = torch.autograd.grad(e2.sum(), p2)
+    torch.testing.assert_close(f1[:, perm], f2, rtol=1e-10, atol=1e-12)
+
+
+def test_energy_depends_on_species_and_geometry():
+    net = _model()
+    pos, z = _molecules(B=1, N=5)
+    other = (z + 1) % 5
+    assert (net(pos, z) - net(pos, other)).abs().item() > 1e-8
+    assert (net(pos, z) - net(1.3 * pos, z)).abs().item() > 1e-8
+
+
+def test_force_training_double_backward():
+    net = _model()
+    pos, z = _molecules()
+    pos.requires_grad_(True)
+    (forces,) = torch.autograd.grad(net(pos, z).sum(), pos, create_graph=True)
+    loss = forces.pow(2).sum()
+    loss.backward()
+    grads = [p.grad for p in net.parameters() if p.grad is not None]
+    assert grads and all(torch.isfinite(g).all() for g in grads)
+
+
+def test_deprecated_constructor_names_still_work():
+    with pytest.warns(DeprecationWarning, match="num_blocks"):
+        net = GauntPotential(num_species=3, layers=1)
+    assert net.num_blocks == 1 and len(net.convs) == 1
+    with pytest.warns(DeprecationWarning, match="hidden_channels"):
+        net = GauntPotential(num_species=3, channels=5)
+    assert net.hidden_channels == 5 == net.channels
+
+
+def test_bad_inputs():
+    net = _model()
+    pos, z = _molecules()
+    with pytest.raises(ValueError, match="species"):
+        net(pos, z[:, :3])
+    with pytest.raises(ValueError, match=r"labels in \[0, 5\)"):
+        net(pos, z + 5)
+    with pytest.raises(TypeError, match="species"):
+        net(pos, z.double())
+    with pytest.raises(ValueError, match="pos"):
+        net(pos[..., :2], z)
+    with pytest.raises(ValueError, match="NaN"):
+        net(pos.clone().fill_(float("nan")), z)
+    with pytest.raises(ValueError, match="num_species"):
+        GauntPotential(num_species=0)
+    with pytest.raises(TypeError, match="unexpected"):
+        GauntPotential(hiden=3)
+
+
+def test_degree_linear_mixes_channels_per_degree():
+    lin = DegreeLinear(3, 2).double()
+    x = torch.randn(4, 3, 9, dtype=torch.float64)
+    out = lin(x)
+    torch.testing.assert_close(out[..., 1:4], torch.einsum("kc,bcd->bkd", lin.weight[1].double(), x[..., 1:4]))
+    assert_equivariant(lin)
