@@ -186,7 +186,7 @@ def test_bad_input_raises_clear_errors(clouds):
         pca_frames(pos, "E3", empty)
     with pytest.raises(ValueError, match="no points"):
         pca_frames(flat, "E3", batch=batch, num_graphs=5)
-    with pytest.raises(ValueError, match="batch must have shape"):
+    with pytest.raises(ValueError, match="batch must have one entry per item"):
         pca_frames(flat, "E3", batch=batch[:-1])
     with pytest.raises(ValueError, match="not both"):
         pca_frames(flat, "E3", mask=mask, batch=batch)
@@ -196,7 +196,7 @@ def test_bad_input_raises_clear_errors(clouds):
         pca_frames(pos, "Q3")
     with pytest.raises(ValueError, match="on_degenerate"):
         pca_frames(pos, "E3", on_degenerate="maybe")
-    with pytest.raises(TypeError, match="floating point"):
+    with pytest.raises(TypeError, match="floating-point"):
         pca_frames(pos.long(), "E3")
 
 
