@@ -39,10 +39,10 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor, nn
 
-from geomlin.frames.pca import _check_positions, as_frame_group, example_clouds, point_moments
+from geomlin.frames.pca import _check_positions, as_frame_group, example_clouds, pca_frames, point_moments
 from geomlin.frames.vector_neurons import POOLINGS, VNPointNet, renamed_keyword
 from geomlin.groups import RigidTransform, special_procrustes
-from geomlin.validation import check_choice, check_positive_int
+from geomlin.validation import check_choice, check_float, check_positive_int
 
 #: Kinds accepted by ``invert`` (each canonicalizer supports those meaningful for its group).
 INVERT_KINDS = ("invariant", "vector", "position", "regular")
@@ -52,6 +52,8 @@ IDENTITY_ANGLE = math.radians(10.0)
 GRAM_SCHMIDT_EPS = 1e-12
 #: Sharpness of the soft orientation sign used for straight-through gradients (O(3)).
 ORIENTATION_SHARPNESS = 4.0
+#: Gap below which the moment frame fed to the canonicalizer takes its axes from higher moments.
+MOMENT_FRAME_GAP_TOL = 0.2
 #: How predicted vectors become an orthogonal matrix.
 ORTHOGONALIZATIONS = ("gram_schmidt", "procrustes")
 
@@ -195,7 +197,8 @@ class PointCloudCanonicalizer(Canonicalizer):
     """
 
     def __init__(self, group="SO3", hidden_channels: int = 16, num_blocks: int = 2, *,
-                 orthogonalization: str = "gram_schmidt", pooling: str = "mean", **deprecated):
+                 orthogonalization: str = "gram_schmidt", pooling: str = "mean", moment_frame: bool = False,
+                 gap_tol: float = MOMENT_FRAME_GAP_TOL, **deprecated):
         super().__init__()
         owner = "PointCloudCanonicalizer"
         hidden_channels = renamed_keyword(deprecated, "hidden", "hidden_channels", hidden_channels, owner)
@@ -210,8 +213,13 @@ class PointCloudCanonicalizer(Canonicalizer):
             self.num_vectors = d
         else:
             self.num_vectors = 2 if self.frame_group.special else 3
+        if not isinstance(moment_frame, bool):
+            raise TypeError(f"moment_frame must be a bool, got {type(moment_frame).__name__}")
+        self.moment_frame = moment_frame
+        self.gap_tol = check_float(gap_tol, "gap_tol", minimum=0.0)
         self.net = VNPointNet(self.num_vectors, check_positive_int(hidden_channels, "hidden_channels"),
-                              check_positive_int(num_blocks, "num_blocks"), pooling=pooling, d=d)
+                              check_positive_int(num_blocks, "num_blocks"), pooling=pooling,
+                              frame_channels=d if moment_frame else 0, d=d)
         self.type_in = self.feature_type("position")
         self.type_out = (self.feature_type("frame"), self.feature_type("position"))
 
@@ -242,7 +250,13 @@ class PointCloudCanonicalizer(Canonicalizer):
         _check_positions(pos, fg.d, mask, batch)
         centroid, cov, _, sq = point_moments(pos, fg.translation, mask, batch, num_graphs)
         x = pos - (centroid[batch] if batch is not None else centroid[:, None])
-        v = self.net(x, mask=mask, batch=batch, num_graphs=centroid.shape[0])  # (B, k, d)
+        frame = None
+        if self.moment_frame:
+            fr = pca_frames(pos, fg, mask, batch, num_graphs=centroid.shape[0], on_degenerate="moments",
+                            gap_tol=self.gap_tol, signs="skewness")
+            rms = torch.diagonal(cov, dim1=-2, dim2=-1).sum(-1).clamp_min(0).sqrt()
+            frame = fr.frames[:, 0].transpose(-1, -2) * rms[:, None, None]  # axes as rows, length scale
+        v = self.net(x, mask=mask, batch=batch, num_graphs=centroid.shape[0], frame=frame)  # (B, k, d)
         if self.orthogonalization == "procrustes":
             R = special_procrustes(v.transpose(-1, -2), special=fg.special)
         elif fg.d == 3:

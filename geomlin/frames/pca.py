@@ -83,6 +83,9 @@ MAX_FRAME_DIM = 10
 ZERO_SPREAD_EPS = 1e2
 #: Candidate directions for :func:`moment_axes` must have at least this norm (relative to the RMS radius).
 MOMENT_MIN_CANDIDATE = 1e-3
+#: :func:`moment_axes` scores the directions of the points farthest from the centre only (corners,
+#: tips: where the maxima of the moments lie); the refinement then moves off the sampled points.
+MOMENT_CANDIDATES = 24
 #: Shifted power-iteration steps that refine a moment axis, and the shift (keeps the iteration ascending).
 MOMENT_REFINE_STEPS, MOMENT_SHIFT = 4, 4.0
 
@@ -332,12 +335,13 @@ def _moment_score(p: Tensor, q: Tensor) -> Tensor:
     third and fourth moments, so that chiral and centrosymmetric shapes (a tetrahedron, a cube)
     both get distinct directions, and ``p^3 q``, which orients the plane around a three-fold
     axis ``a`` of a centrosymmetric shape (a cube seen along its diagonal)."""
-    return p ** 3 + p ** 4 + p ** 3 * q
+    p2 = p * p
+    return p2 * p * (1 + p + q)  # p^3 + p^4 + p^3 q
 
 
 def _moment_ascent(p: Tensor, q: Tensor) -> Tensor:
-    """``dh/dp``."""
-    return 3 * p ** 2 + 4 * p ** 3 + 3 * p ** 2 * q
+    """``dh/dp = 3 p^2 + 4 p^3 + 3 p^2 q``."""
+    return p * p * (3 + 4 * p + 3 * q)
 
 
 def moment_axes(y: Tensor, weight: Tensor) -> Tensor:
@@ -352,13 +356,13 @@ def moment_axes(y: Tensor, weight: Tensor) -> Tensor:
     -------
     ``(B, k, k)`` orthogonal, columns ``u_1, ..., u_k``: ``u_1`` maximises
     ``h(u) = sum_i w_i h(u.y_i, 0)`` (:func:`_moment_score`; ``y`` scaled to unit RMS radius)
-    among the directions of the points, refined by ``MOMENT_REFINE_STEPS`` steps of the shifted
+    among the directions of the ``MOMENT_CANDIDATES`` points farthest from the centre, refined by ``MOMENT_REFINE_STEPS`` steps of the shifted
     power iteration ``u <- normalise(grad h(u) + MOMENT_SHIFT u)``; ``u_2`` maximises
     ``sum_i w_i h(u.y_i, u_1.y_i)`` the same way in the orthogonal complement of ``u_1``, and so
     on. O(k)-equivariant: ``moment_axes(y Q) = Q^T moment_axes(y)`` up to the signs of the columns
     (ties between points aside). Items without a usable point (all ``y = 0``) get the identity.
     """
-    B, _, k = y.shape
+    B, N, k = y.shape
     tiny = torch.finfo(y.dtype).tiny
     w = weight / weight.sum(-1, keepdim=True).clamp_min(tiny)
     rms = (w * (y * y).sum(-1)).sum(-1).sqrt()
@@ -369,12 +373,17 @@ def moment_axes(y: Tensor, weight: Tensor) -> Tensor:
     P = eye.clone()  # projector onto the complement of the axes chosen so far
     q = torch.zeros_like(y[..., 0])  # a.y for the first axis a
     axes = []
+    # the farthest points (an invariant choice) are the candidate directions
+    far = (y * y).sum(-1).masked_fill(weight <= 0, -1.0)
+    top = far.topk(min(MOMENT_CANDIDATES, N), dim=-1).indices  # (B, M)
+    y_top = torch.gather(y, 1, top[..., None].expand(-1, -1, k))
+    w_top = torch.gather(weight, 1, top)
     for j in range(k - 1):
-        cand = y @ P  # (B, N, k): P is symmetric
+        cand = y_top @ P  # (B, M, k): P is symmetric
         norm = cand.norm(dim=-1)
-        ok = (norm > MOMENT_MIN_CANDIDATE) & (weight > 0)
+        ok = (norm > MOMENT_MIN_CANDIDATE) & (w_top > 0)
         cand = cand / norm.clamp_min(MOMENT_MIN_CANDIDATE)[..., None]
-        proj = cand @ y.transpose(-1, -2)  # (B, N_cand, N): c_j . y_i
+        proj = cand @ y.transpose(-1, -2)  # (B, M, N): c_j . y_i
         score = (_moment_score(proj, q[:, None, :]) * w[:, None, :]).sum(-1)
         score = torch.where(ok, score, torch.full_like(score, -torch.inf))
         u = cand[rows, score.argmax(-1)]

@@ -22,7 +22,7 @@ import torch
 from torch import Tensor, nn
 
 from geomlin.frames.pca import _check_positions
-from geomlin.validation import check_choice, check_positive_int, check_tensor
+from geomlin.validation import check_choice, check_nonnegative_int, check_positive_int, check_tensor
 
 #: Added to ``|k|^2`` so the projection is finite when the direction vanishes.
 VN_EPS = 1e-12
@@ -89,11 +89,11 @@ class VNLeakyReLU(nn.Module):
 
     def forward(self, q: Tensor) -> Tensor:
         """``q (..., C, d)`` -> ``(..., C, d)``."""
-        k = self.direction(q)
+        k = self.direction(q).contiguous()
         dot = (q * k).sum(-1, keepdim=True)
-        proj = q - dot / ((k * k).sum(-1, keepdim=True) + VN_EPS) * k
-        clipped = torch.where(dot >= 0, q, proj)
-        return self.negative_slope * q + (1 - self.negative_slope) * clipped
+        # slope q + (1 - slope) clip(q) = q - (1 - slope) min(<q,k>, 0) / |k|^2 k: one full-size update
+        coef = dot.clamp(max=0) / ((k * k).sum(-1, keepdim=True) + VN_EPS)
+        return q - (1 - self.negative_slope) * coef * k
 
 
 def pool_mean(v: Tensor, mask: Tensor | None = None, batch: Tensor | None = None,
@@ -189,7 +189,7 @@ class VNPointNet(nn.Module):
     """
 
     def __init__(self, out_channels: int, hidden_channels: int = 16, num_blocks: int = 2, *,
-                 pooling: str = "mean", d: int = 3, **deprecated):
+                 pooling: str = "mean", frame_channels: int = 0, d: int = 3, **deprecated):
         super().__init__()
         out_channels = renamed_keyword(deprecated, "out_vectors", "out_channels", out_channels, "VNPointNet")
         hidden_channels = renamed_keyword(deprecated, "hidden", "hidden_channels", hidden_channels, "VNPointNet")
@@ -200,8 +200,9 @@ class VNPointNet(nn.Module):
         num_blocks = check_positive_int(num_blocks, "num_blocks")
         self.pooling = check_choice(pooling, "pooling", POOLINGS)
         self.d = check_positive_int(d, "d")
+        self.frame_channels = check_nonnegative_int(frame_channels, "frame_channels")
         h = hidden_channels
-        self.inp = nn.Sequential(VNLinear(MOMENT_CHANNELS, h, d), VNLeakyReLU(h, d=d))
+        self.inp = nn.Sequential(VNLinear(MOMENT_CHANNELS + self.frame_channels, h, d), VNLeakyReLU(h, d=d))
         self.blocks = nn.ModuleList(nn.Sequential(VNLinear(2 * h, h, d), VNLeakyReLU(h, d=d))
                                     for _ in range(num_blocks))
         self.out = VNLinear(2 * h, out_channels, d)
@@ -222,12 +223,24 @@ class VNPointNet(nn.Module):
         return (x,), {"mask": mask}
 
     def forward(self, x: Tensor, mask: Tensor | None = None, batch: Tensor | None = None,
-                num_graphs: int | None = None) -> Tensor:
-        """``(B, out_channels, d)`` vectors; see the class docstring."""
+                num_graphs: int | None = None, frame: Tensor | None = None) -> Tensor:
+        """``(B, out_channels, d)`` vectors; see the class docstring.
+
+        ``frame (B, frame_channels, d)``: per-cloud equivariant vectors (e.g. the moment axes of
+        :func:`~geomlin.frames.pca_frames`) added to every point's input channels.
+        """
         _check_positions(x, self.d, mask, batch)
         if batch is not None and num_graphs is None:
             num_graphs = int(batch.max()) + 1 if batch.numel() else 0
-        h = self.inp(moment_features(x, mask, batch, num_graphs))
+        feats = moment_features(x, mask, batch, num_graphs)
+        if self.frame_channels:
+            if frame is None or frame.shape[-2:] != (self.frame_channels, self.d):
+                raise ValueError(f"this VNPointNet needs frame (B, {self.frame_channels}, {self.d}), got "
+                                 f"{None if frame is None else tuple(frame.shape)}")
+            feats = torch.cat([feats, broadcast_pooled(frame.to(x.dtype), x, batch)], dim=-2)
+        elif frame is not None:
+            raise ValueError("frame was given but this VNPointNet was built with frame_channels=0")
+        h = self.inp(feats)
         for block in self.blocks:
             g = broadcast_pooled(pool_mean(h, mask, batch, num_graphs), h, batch)
             h = block(torch.cat([h, g], dim=-2))

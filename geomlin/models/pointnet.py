@@ -19,6 +19,8 @@ from itertools import pairwise
 import torch
 from torch import Tensor, nn
 
+from geomlin.validation import check_nonnegative_int, check_positive_float, check_positive_int
+
 #: Per-point feature widths of the shared MLP (the original uses 64, 64, 64, 128, 1024).
 DEFAULT_POINT_WIDTHS = (64, 128, 256)
 #: Hidden widths of the classification head.
@@ -157,3 +159,98 @@ class PointNet(nn.Module):
         else:
             pooled = masked_max_pool(h, None if mask is None else mask.bool())
         return self.head(pooled)
+
+
+#: Vector channels per point of :class:`VNPointNetClassifier`: ``x, C x, C^2 x`` (global moments) and
+#: ``m, L x, L m, L C x`` (local: neighbourhood offset mean ``m`` and covariance ``L``).
+VN_INPUT_CHANNELS = 7
+#: Width of the Gaussian neighbourhoods of :func:`local_moment_features`, relative to the RMS radius.
+NEIGHBORHOOD_SCALE = 0.25
+
+
+def local_moment_features(x: Tensor, mask: Tensor | None = None, scale: float = NEIGHBORHOOD_SCALE) -> Tensor:
+    """Equivariant per-point vectors of a centred padded cloud ``x (B, N, 3)`` -> ``(B, N, 7, 3)``.
+
+    ``x_i``, ``C x_i``, ``C^2 x_i`` with the cloud's covariance ``C`` (normalised by its trace) and,
+    over a Gaussian neighbourhood ``a_ij ~ exp(-|x_j - x_i|^2 / (2 s^2))`` (``s = scale`` times the
+    RMS radius, padding excluded), the mean offset ``m_i = sum_j a_ij (x_j - x_i)`` and, with the local
+    covariance ``L_i = sum_j a_ij (x_j - x_i)(x_j - x_i)^T / tr C``, the vectors ``L_i x_i``,
+    ``L_i m_i``, ``L_i C x_i``. Everything commutes with O(3) and is smooth in the points.
+    """
+    from geomlin.frames.vector_neurons import VN_EPS, moment_features
+
+    glob = moment_features(x, mask)  # (B, N, 3, 3): x, Cx, C^2 x
+    valid = None if mask is None else mask.to(x.dtype)
+    sq = (x * x).sum(-1)  # (B, N)
+    trace = (sq.mean(1) if valid is None else (sq * valid).sum(1) / valid.sum(1).clamp_min(1))  # tr C
+    d2 = (sq[:, :, None] + sq[:, None, :] - 2 * x @ x.transpose(-1, -2)).clamp_min(0)
+    logits = -d2 / (2 * scale ** 2 * trace[:, None, None] + VN_EPS)
+    if mask is not None:
+        logits = logits.masked_fill(~mask[:, None, :], -torch.inf)
+    a = torch.softmax(logits, dim=-1)  # (B, N, N) neighbourhood weights, rows sum to 1
+    mean_x = a @ x  # sum_j a_ij x_j
+    m = mean_x - x
+    second = (a @ (x[..., :, None] * x[..., None, :]).flatten(-2)).unflatten(-1, (3, 3))  # sum_j a_ij x_j x_j^T
+    outer = lambda u, v: u[..., :, None] * v[..., None, :]
+    L = (second - outer(x, mean_x) - outer(mean_x, x) + outer(x, x)) / (trace[:, None, None, None] + VN_EPS)
+    cx = glob[:, :, 1]
+    local = [m, (L @ x[..., None])[..., 0], (L @ m[..., None])[..., 0], (L @ cx[..., None])[..., 0]]
+    return torch.cat([glob, torch.stack(local, dim=-2)], dim=-2)
+
+
+class VNPointNetClassifier(nn.Module):
+    """An E(3)-invariant classifier from vector neurons (Deng et al. 2021, Sec. 3-4: VN-PointNet).
+
+    Per point, the equivariant input channels of :func:`local_moment_features` (global moments and
+    the offset and covariance of a Gaussian neighbourhood); ``num_blocks`` VN blocks with the
+    cloud's mean feature as context; the invariant layer ``<h_i, T_i>`` with a per-point frame
+    ``T_i`` predicted by a VN layer from ``[h_i, mean h]`` (Sec. 3.4); max and mean pooling; an MLP
+    head with biases. Every vector operation commutes with O(3) and the cloud is centred, so the
+    logits are exactly E(3) invariant.
+
+    ``forward(pos (B, N, 3), mask=None) -> logits (B, num_classes)``.
+    """
+
+    def __init__(self, num_classes: int, hidden_channels: int = 16, num_blocks: int = 1,
+                 neighborhood_scale: float = NEIGHBORHOOD_SCALE, head_widths: Sequence[int] = (64,)):
+        super().__init__()
+        from geomlin.frames.vector_neurons import VNLeakyReLU, VNLinear
+
+        self.num_classes = check_positive_int(num_classes, "num_classes")
+        h = check_positive_int(hidden_channels, "hidden_channels")
+        self.neighborhood_scale = check_positive_float(neighborhood_scale, "neighborhood_scale")
+        num_blocks = check_nonnegative_int(num_blocks, "num_blocks")
+        self.inp = nn.Sequential(VNLinear(VN_INPUT_CHANNELS, h), VNLeakyReLU(h))
+        self.blocks = nn.ModuleList(nn.Sequential(VNLinear(2 * h, h), VNLeakyReLU(h)) for _ in range(num_blocks))
+        self.frame = nn.Sequential(VNLinear(2 * h, h), VNLeakyReLU(h), VNLinear(h, 3))
+        self.head = _mlp([2 * 3 * h, *head_widths, self.num_classes], final_activation=False)
+        from geomlin.groups import E3
+        from geomlin.reps.types import Positions, Scalars
+
+        self.type_in = Positions(3, E3())
+        self.type_out = Scalars(self.num_classes)
+
+    def example_inputs(self, generator=None, dtype=torch.float64):
+        pos = torch.randn(3, 20, 3, generator=generator, dtype=dtype) * torch.tensor([1.5, 1.0, 0.5], dtype=dtype)
+        return (pos,), {"mask": torch.arange(20)[None] < torch.tensor([20, 17, 12])[:, None]}
+
+    def forward(self, pos: Tensor, mask: Tensor | None = None) -> Tensor:
+        """Logits ``(B, num_classes)`` of padded clouds ``pos (B, N, 3)`` (``mask (B, N)`` bool, True = point)."""
+        from geomlin.frames.pca import _check_positions
+        from geomlin.frames.vector_neurons import broadcast_pooled, pool_mean
+
+        _check_positions(pos, 3, mask, None)
+        w = None if mask is None else mask[..., None].to(pos.dtype)
+        counts = pos.shape[1] if mask is None else w.sum(1, keepdim=True).clamp_min(1)
+        centroid = (pos if w is None else pos * w).sum(1, keepdim=True) / counts
+        x = pos - centroid
+        if w is not None:
+            x = x * w
+        h = self.inp(local_moment_features(x, mask, self.neighborhood_scale))  # (B, N, C, 3)
+        for block in self.blocks:
+            g = broadcast_pooled(pool_mean(h, mask), h)
+            h = block(torch.cat([h, g], dim=-2))
+        g = broadcast_pooled(pool_mean(h, mask), h)
+        T = self.frame(torch.cat([h, g], dim=-2))  # (B, N, 3, 3): three equivariant vectors per point
+        inv = (h[..., :, None, :] * T[..., None, :, :]).sum(-1).flatten(2)  # (B, N, 3C) invariants <h_c, T_k>
+        return self.head(torch.cat([masked_max_pool(inv, mask), pool_mean(inv, mask)], dim=-1))

@@ -47,6 +47,10 @@ def rotate_clouds(pos: Tensor, seed: int, reflections: bool = False) -> Tensor:
 #: Relative eigenvalue gap below which the frame-averaged model takes axes from higher moments
 #: (most synthetic classes are symmetric: their covariance spectrum is (nearly) degenerate).
 FRAME_GAP_TOL = 0.2
+#: Vector channels of the canonicalizer's network (it only has to find a pose, not classify).
+CANON_WIDTH = 8
+#: Blocks of the vector-neuron classifier.
+VN_BLOCKS = 2
 
 #: Bundled meshes used as extra classes (the sphere is already a synthetic class).
 MESH_NAMES = ("airplane", "ant", "nut")
@@ -140,16 +144,21 @@ class PointCloudTask(Task):
         Option("gatr_points", int, 32, "points per cloud seen by the GATr model (attention is O(N^2))"),
         Option("frame_group", str, "SE3", "group of the frame-averaged / canonicalized models",
                ("E3", "SE3", "O3", "SO3")),
+        Option("frame_signs", str, "skewness", "signs of the frame axes: one element signed by third moments, "
+               "or all sign patterns (|F| = 4 or 8, one random element per shape while training)",
+               ("skewness", "all")),
         Option("prior_weight", float, 0.1, "weight of the canonicalization prior |R - I|^2 (canonical model)"),
+        Option("vn_width", int, 16, "vector channels of the vector-neuron classifier (vn_pointnet)"),
         Option("schedule", str, "cosine", "learning-rate schedule", ("cosine", "constant")),
         Option("stop_after", int, 0, "stop after this epoch as if interrupted (0 = never; for resume tests)"),
     )
-    default_models = ("pointnet", "frame_avg", "canonical")
+    default_models = ("pointnet", "frame_avg", "canonical", "vn_pointnet")
     models: ClassVar[dict[str, str]] = {
         "pointnet": "PointNet baseline (not rotation invariant)",
         "pointnet_aug": "PointNet trained with random-rotation augmentation",
-        "frame_avg": "FrameAveraging(PointNet): E(3) invariant by PCA frame averaging",
-        "canonical": "Canonicalization(PointNet): learned vector-neuron canonical pose, one backbone call",
+        "frame_avg": "FrameAveraging(PointNet): invariant by PCA frames (moment axes for symmetric shapes)",
+        "canonical": "Canonicalization(PointNet): learned vector-neuron pose (Procrustes, canonicalization prior)",
+        "vn_pointnet": "VNPointNetClassifier: vector neurons, E(3) invariant by construction",
         "gatr": "GATr (geometric algebra transformer), E(3) equivariant by construction",
     }
     default_overrides: ClassVar[dict] = {"epochs": 12, "lr": 3e-3, "batch_size": 32}
@@ -163,6 +172,11 @@ class PointCloudTask(Task):
             raise UserError(f"--dataset {cfg['dataset']} needs --root PATH (the ModelNet folder)")
         if cfg["num_points"] < 8:
             raise UserError(f"--num-points must be at least 8, got {cfg['num_points']}")
+        for key in ("train_per_class", "test_per_class", "width", "gatr_points", "vn_width"):
+            if cfg[key] < 1:
+                raise UserError(f"--{key.replace('_', '-')} must be at least 1, got {cfg[key]}")
+        if not cfg["prior_weight"] >= 0 or cfg["prior_weight"] == float("inf"):
+            raise UserError(f"--prior-weight must be a finite number >= 0, got {cfg['prior_weight']}")
 
     # ---------------------------------------------------------------- data
     def build_data(self, cfg: dict) -> TaskData:
@@ -231,13 +245,22 @@ class PointCloudTask(Task):
             return PointNet(k)
         if name == "frame_avg":
             frames = _require("geomlin.frames", "the frame-averaged model")
-            # one random frame element per shape while training (|F| times cheaper), all frames at eval
+            # Symmetric shapes have (nearly) degenerate spectra: their axes come from higher moments.
+            # signs="all" trains on one random frame element per shape (|F| times cheaper) and
+            # averages all of them at evaluation; "skewness" has one element (|F| = 1).
             return frames.FrameAveraging(PointNet(k), group=cfg["frame_group"], output="invariant",
-                                         stochastic=True, on_degenerate="moments", gap_tol=FRAME_GAP_TOL)
+                                         stochastic=cfg["frame_signs"] == "all", on_degenerate="moments",
+                                         gap_tol=FRAME_GAP_TOL, signs=cfg["frame_signs"])
         if name == "canonical":
             frames = _require("geomlin.frames", "the canonicalized model")
-            canon = frames.PointCloudCanonicalizer(group=cfg["frame_group"], hidden=8, layers=1)
+            canon = frames.PointCloudCanonicalizer(group=cfg["frame_group"], hidden_channels=CANON_WIDTH,
+                                                   num_blocks=1, orthogonalization="procrustes",
+                                                   moment_frame=True, gap_tol=FRAME_GAP_TOL)
             return frames.Canonicalization(canon, PointNet(k), output="invariant")
+        if name == "vn_pointnet":
+            from geomlin.models import VNPointNetClassifier
+
+            return VNPointNetClassifier(k, hidden_channels=cfg["vn_width"], num_blocks=VN_BLOCKS)
         if name == "gatr":
             return GATrClassifier(k, max_points=cfg["gatr_points"])
         raise UserError(f"unknown model '{name}' for task pointcloud")
