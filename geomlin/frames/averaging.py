@@ -38,7 +38,8 @@ INPUT_KINDS = ("invariant", "vector")
 
 def _kinds(value, allowed: tuple, what: str) -> tuple[str, ...]:
     if not isinstance(value, (str, tuple, list)):
-        raise TypeError(f"{what} must be a kind name or a tuple of them, got {type(value).__name__}")
+        name = "output" if what == "output" else "inputs"
+        raise TypeError(f"{name} must be a kind name or a tuple of them, got {type(value).__name__}")
     kinds = (value,) if isinstance(value, str) else tuple(value)
     for k in kinds:
         if k not in allowed:

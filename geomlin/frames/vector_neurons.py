@@ -74,8 +74,7 @@ class VNLinear(nn.Module):
     def forward(self, v: Tensor) -> Tensor:
         """``v (..., C_in, d)`` -> ``(..., C_out, d)``."""
         check_tensor(v, "v", shape=(..., self.weight.shape[1], None), what="vector-neuron features (..., C_in, d)")
-        # One (.. * d, C_in) x (C_in, C_out) GEMM on the transposed layout.
-        return nn.functional.linear(v.transpose(-1, -2), self.weight.to(v.dtype)).transpose(-1, -2)
+        return torch.einsum("oc,...cd->...od", self.weight.to(v.dtype), v)
 
 
 class VNLeakyReLU(nn.Module):
@@ -89,7 +88,7 @@ class VNLeakyReLU(nn.Module):
 
     def forward(self, q: Tensor) -> Tensor:
         """``q (..., C, d)`` -> ``(..., C, d)``."""
-        k = self.direction(q).contiguous()
+        k = self.direction(q)
         dot = (q * k).sum(-1, keepdim=True)
         # slope q + (1 - slope) clip(q) = q - (1 - slope) min(<q,k>, 0) / |k|^2 k: one full-size update
         coef = dot.clamp(max=0) / ((k * k).sum(-1, keepdim=True) + VN_EPS)

@@ -129,14 +129,22 @@ def test_prior_loss_drives_upright_data_to_the_identity(name):
 
 
 def test_prior_and_metric_values():
-    can = PointCloudCanonicalizer("SO3")
+    """Oracle: for a rotation by angle t, |R - I|_F^2 = 8 sin^2(t / 2) (Mondal et al.'s prior written
+    through the angle), and the identity metric counts the angles below 10 degrees."""
+    import math
+
     from geomlin.groups import RigidTransform
-    eye = torch.eye(3).expand(4, 3, 3)
-    g = RigidTransform(eye, torch.zeros(4, 3))
-    assert can.prior_loss(g) == 0 and can.identity_metric(g) == 1
-    R = SO(3).sample(4).float()
-    expected = ((R - eye) ** 2).sum((-1, -2)).mean()
-    assert torch.allclose(can.prior_loss(RigidTransform(R, torch.zeros(4, 3))), expected)
+
+    can = PointCloudCanonicalizer("SO3")
+    angles = torch.tensor([0.0, 5.0, 9.9, 10.1, 90.0, 180.0], dtype=torch.float64) * math.pi / 180
+    axis = torch.tensor([2.0, -1.0, 2.0], dtype=torch.float64) / 3
+    K = torch.tensor([[0, -axis[2], axis[1]], [axis[2], 0, -axis[0]], [-axis[1], axis[0], 0]], dtype=torch.float64)
+    R = torch.linalg.matrix_exp(angles[:, None, None] * K)
+    g = RigidTransform(R, torch.zeros(6, 3, dtype=torch.float64))
+    assert torch.allclose(can.prior_loss(g), (8 * torch.sin(angles / 2) ** 2).mean(), atol=1e-12)
+    assert can.identity_metric(g).item() == pytest.approx(3 / 6)
+    eye = RigidTransform(torch.eye(3).expand(4, 3, 3), torch.zeros(4, 3))
+    assert can.prior_loss(eye) == 0 and can.identity_metric(eye) == 1
 
 
 def test_bad_input(clouds):

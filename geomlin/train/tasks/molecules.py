@@ -63,6 +63,13 @@ class MoleculeEnergyModel(nn.Module):
         return e, -grad
 
 
+def build_ponita_potential(info: dict) -> nn.Module:
+    """The ``ponita`` model: :class:`geomlin.models.PonitaPotential` with its defaults."""
+    from geomlin.models import PonitaPotential
+
+    return PonitaPotential(num_species=info["num_species"])
+
+
 class MoleculesTask(Task):
     """``geomlin train molecules``: fields ``pos (M, N, 3)``, ``forces (M, N, 3)`` float32, ``z (M, N)``
     int64, ``energy (M,)`` float64; metrics ``energy_mae`` and ``force_mae`` (data units) on ``test``."""
@@ -85,6 +92,7 @@ class MoleculesTask(Task):
     models: ClassVar[dict[str, str]] = {
         "gaunt": "Gaunt-tensor-product potential (geomlin.gaunt), E(3) invariant energy",
         "egnn": "EGNN-style invariant message passing potential (Satorras et al. 2021)",
+        "ponita": "PONITA (Bekkers et al. 2024): fiber bundle R^3 x S^2 on an icosahedral orientation grid",
     }
     default_overrides: ClassVar[dict] = {"epochs": 15, "batch_size": 32, "lr": 2e-3}
     primary_metric = f"{TEST}_force_mae"
@@ -164,6 +172,8 @@ class MoleculesTask(Task):
             from geomlin.models import GauntPotential
 
             net = GauntPotential(num_species=info["num_species"])
+        elif name == "ponita":
+            net = build_ponita_potential(info)
         else:
             raise UserError(f"unknown model '{name}' for task molecules")
         return MoleculeEnergyModel(net, info.get("energy_mean", 0.0), info.get("scale", 1.0))

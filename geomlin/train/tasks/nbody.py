@@ -63,6 +63,13 @@ class GATrDynamics(nn.Module):
         return self.pga.extract_point(out[..., 0, :])
 
 
+def build_ponita_dynamics(info: dict) -> nn.Module:
+    """The ``ponita`` model: :class:`geomlin.models.PonitaDynamics` with its defaults."""
+    from geomlin.models import PonitaDynamics
+
+    return PonitaDynamics()
+
+
 class NBodyTask(Task):
     """``geomlin train nbody``: fields ``pos, vel, target_pos (M, n, 3)``, ``charges (M, n, 1)`` float32;
     metric ``mse`` of the predicted positions on ``test`` and ``rotated`` (random E(3) motions)."""
@@ -83,6 +90,7 @@ class NBodyTask(Task):
         "gatr": "GATr: points and velocities as PGA multivectors, E(3) equivariant",
         "egnn": "EGNN (Satorras et al. 2021), E(3) equivariant",
         "mlp": "MLP on flattened coordinates (not equivariant)",
+        "ponita": "PONITA (Bekkers et al. 2024): velocities lifted to an icosahedral orientation grid",
     }
     default_overrides: ClassVar[dict] = {"epochs": 10, "batch_size": 64, "lr": 1e-3}
     primary_metric = f"{TEST_ROTATED}_mse"
@@ -127,6 +135,8 @@ class NBodyTask(Task):
             return MLPDynamics(info["n_particles"])
         if name == "gatr":
             return GATrDynamics()
+        if name == "ponita":
+            return build_ponita_dynamics(info)
         raise UserError(f"unknown model '{name}' for task nbody")
 
     def _predict(self, model: nn.Module, batch: Fields) -> Tensor:

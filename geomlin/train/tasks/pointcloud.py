@@ -49,8 +49,8 @@ def rotate_clouds(pos: Tensor, seed: int, reflections: bool = False) -> Tensor:
 FRAME_GAP_TOL = 0.2
 #: Vector channels of the canonicalizer's network (it only has to find a pose, not classify).
 CANON_WIDTH = 8
-#: Blocks of the vector-neuron classifier.
-VN_BLOCKS = 2
+#: Vector-neuron layers of the vn_pointnet classifier.
+VN_BLOCKS = 1
 
 #: Bundled meshes used as extra classes (the sphere is already a synthetic class).
 MESH_NAMES = ("airplane", "ant", "nut")
@@ -118,6 +118,15 @@ class GATrClassifier(nn.Module):
                              in_s_channels=0, out_s_channels=hidden_s, hidden_s_channels=hidden_s,
                              num_blocks=blocks, num_heads=heads)
         self.head = nn.Sequential(nn.Linear(hidden_s, hidden_s), nn.SiLU(), nn.Linear(hidden_s, num_classes))
+        from geomlin.groups import E3
+        from geomlin.reps.types import Positions, Scalars
+
+        self.type_in = Positions(3, E3())
+        self.type_out = Scalars(num_classes)
+
+    def example_inputs(self, generator=None, dtype=torch.float64):
+        """Two clouds of 6 points (``(2, 6, 3)``)."""
+        return (torch.randn(2, 6, 3, generator=generator, dtype=dtype),), {}
 
     def forward(self, pos: Tensor) -> Tensor:
         pos = pos[:, : self.max_points]
@@ -148,7 +157,7 @@ class PointCloudTask(Task):
                "or all sign patterns (|F| = 4 or 8, one random element per shape while training)",
                ("skewness", "all")),
         Option("prior_weight", float, 0.1, "weight of the canonicalization prior |R - I|^2 (canonical model)"),
-        Option("vn_width", int, 16, "vector channels of the vector-neuron classifier (vn_pointnet)"),
+        Option("vn_width", int, 8, "vector channels of the vector-neuron classifier (vn_pointnet)"),
         Option("schedule", str, "cosine", "learning-rate schedule", ("cosine", "constant")),
         Option("stop_after", int, 0, "stop after this epoch as if interrupted (0 = never; for resume tests)"),
     )
@@ -161,7 +170,7 @@ class PointCloudTask(Task):
         "vn_pointnet": "VNPointNetClassifier: vector neurons, E(3) invariant by construction",
         "gatr": "GATr (geometric algebra transformer), E(3) equivariant by construction",
     }
-    default_overrides: ClassVar[dict] = {"epochs": 12, "lr": 3e-3, "batch_size": 32}
+    default_overrides: ClassVar[dict] = {"epochs": 10, "lr": 3e-3, "batch_size": 32}
     primary_metric = f"{TEST_ROTATED}_acc"
 
     def quick_preset(self, cfg: dict) -> dict:
@@ -260,7 +269,8 @@ class PointCloudTask(Task):
         if name == "vn_pointnet":
             from geomlin.models import VNPointNetClassifier
 
-            return VNPointNetClassifier(k, hidden_channels=cfg["vn_width"], num_blocks=VN_BLOCKS)
+            return VNPointNetClassifier(k, hidden_channels=cfg["vn_width"], num_blocks=VN_BLOCKS,
+                                        point_widths=(w, 2 * w, 4 * w), head_widths=(2 * w,))
         if name == "gatr":
             return GATrClassifier(k, max_points=cfg["gatr_points"])
         raise UserError(f"unknown model '{name}' for task pointcloud")
