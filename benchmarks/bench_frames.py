@@ -11,7 +11,7 @@
   with its ``VNSmall`` network (k = 20 nearest-neighbour vector neurons, as in its examples).
 
 Forward (inference) and forward + backward (training); one warm-up, interleaved runs, medians;
-peak memory of one training step. A peer that cannot be imported is reported as "not installed"
+the activation memory of one training step (tensors saved for the backward pass). A peer that cannot be imported is reported as "not installed"
 (equiadapt needs torchvision, which does not load next to a CPU-only torch 2.13; the recorded table
 in docs/frames.md ran in a separate virtualenv, see its header for the torch version).
 
@@ -53,6 +53,20 @@ def _version(distribution: str) -> str:
         return "?"
 
 
+def saved_mib(forward) -> float:
+    """MiB of the tensors that ``forward()`` saves for the backward pass (distinct storages): the
+    activation memory of a training step, deterministic unlike a process's resident-set peak."""
+    seen: dict[int, int] = {}
+
+    def pack(t):
+        seen[t.untyped_storage().data_ptr()] = t.untyped_storage().nbytes()
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        forward()
+    return sum(seen.values()) / 2**20
+
+
 def _step(fn, backward: bool):
     def run():
         if backward:
@@ -79,7 +93,7 @@ def frame_averaging_table(args, sizes, repeats) -> None:
     backbone = PointNet(NUM_CLASSES)
     table = harness.Table(["clouds x points", "mode", "backbone ms", "geomlin auto ms", "geomlin folded ms",
                            "frame-averaging-pytorch ms", "peer / geomlin", "FA / (8 x backbone)",
-                           "peak MiB geomlin", "peak MiB peer"])
+                           "activations MiB geomlin", "activations MiB peer"])
     for B, N in sizes:
         pos = torch.randn(B, N, 3) * torch.tensor([2.0, 1.0, 0.5])
         ours = FrameAveraging(backbone, "E3", "invariant")
@@ -95,8 +109,8 @@ def frame_averaging_table(args, sizes, repeats) -> None:
             best = min(t["auto"], t["folded"])
             mem_ours = mem_peer = "–"
             if backward:
-                mem_ours = f"{harness.peak_memory(fns['auto']) / 2**20:.1f}"
-                mem_peer = f"{harness.peak_memory(fns['peer']) / 2**20:.1f}" if peer is not None else "–"
+                mem_ours = f"{saved_mib(lambda pos=pos, m=ours: m(pos)):.1f}"
+                mem_peer = f"{saved_mib(lambda pos=pos, m=peer: m(pos)):.1f}" if peer is not None else "–"
             table.add(f"{B} x {N}", "fwd+bwd" if backward else "fwd", harness.ms(t["backbone"]),
                       harness.ms(t["auto"]), harness.ms(t["folded"]),
                       harness.ms(t["peer"]) if peer is not None else "not installed",
@@ -130,7 +144,8 @@ def canonicalization_table(args, sizes, repeats) -> None:
 
         modules = [net]
     table = harness.Table(["clouds x points", "mode", "geomlin Gram-Schmidt ms", "geomlin Procrustes ms",
-                           "equiadapt ms", "equiadapt / geomlin", "peak MiB geomlin", "peak MiB equiadapt"])
+                           "equiadapt ms", "equiadapt / geomlin", "activations MiB geomlin",
+                           "activations MiB equiadapt"])
     for B, N in sizes:
         pos = torch.randn(B, N, 3) * torch.tensor([2.0, 1.0, 0.5])
         for backward in (False, True):
@@ -143,8 +158,8 @@ def canonicalization_table(args, sizes, repeats) -> None:
             t = harness.measure(fns, repeats)
             mem_ours = mem_peer = "–"
             if backward:
-                mem_ours = f"{harness.peak_memory(fns['gs']) / 2**20:.1f}"
-                mem_peer = f"{harness.peak_memory(fns['peer']) / 2**20:.1f}" if peer is not None else "–"
+                mem_ours = f"{saved_mib(lambda pos=pos: ours_gs(pos)):.1f}"
+                mem_peer = f"{saved_mib(lambda pos=pos, m=peer: m(pos)):.1f}" if peer is not None else "–"
             table.add(f"{B} x {N}", "fwd+bwd" if backward else "fwd", harness.ms(t["gs"]), harness.ms(t["pr"]),
                       harness.ms(t["peer"]) if peer is not None else "not installed",
                       harness.ratio(t["peer"], t["gs"]) if peer is not None else "–", mem_ours, mem_peer)

@@ -113,7 +113,7 @@ def test_prior_loss_drives_upright_data_to_the_identity(name):
     template = torch.randn(1, 16, 3, generator=gen, dtype=torch.float64) * torch.tensor([2.0, 1.0, 0.5],
                                                                                         dtype=torch.float64)
     pos = template + 0.05 * torch.randn(8, 16, 3, generator=gen, dtype=torch.float64)
-    can = PointCloudCanonicalizer(name, hidden=8).double()
+    can = PointCloudCanonicalizer(name, hidden_channels=8).double()
     opt = torch.optim.Adam(can.parameters(), lr=3e-2)
     losses = []
     for _ in range(60):

@@ -265,7 +265,7 @@ def test_graph_and_node_levels_and_flat_batches_agree():
 
 def test_forces_of_the_potential_are_equivariant_and_match_finite_differences():
     torch.manual_seed(3)
-    pot = PonitaPotential(num_species=5, hidden_channels=8, num_blocks=1).double()
+    pot = PonitaPotential(num_species=5, hidden_channels=8, num_blocks=1, mode="bundle").double()
     (pos, z), _ = pot.example_inputs(generator=_gen(9))
 
     def forces(p):
@@ -277,8 +277,8 @@ def test_forces_of_the_potential_are_equivariant_and_match_finite_differences():
     assert_equivariant(forces, ico, "position", "vector", inputs=(pos,), num_samples=4)
     p = pos[:1, :4].clone().requires_grad_(True)
     assert torch.autograd.gradcheck(lambda q: pot(q, z[:1, :4]), (p,))
-    pts = PonitaPotential(num_species=5, hidden_channels=8, num_blocks=1, mode="points").double()
-    assert_equivariant(pts)
+    pts = PonitaPotential(num_species=5, hidden_channels=8, num_blocks=1, basis_dim=8).double()  # points mode
+    assert_equivariant(pts)  # E(3)
 
 
 def test_dynamics_is_equivariant_and_learns():

@@ -92,7 +92,7 @@ class MoleculesTask(Task):
     models: ClassVar[dict[str, str]] = {
         "gaunt": "Gaunt-tensor-product potential (geomlin.gaunt), E(3) invariant energy",
         "egnn": "EGNN-style invariant message passing potential (Satorras et al. 2021)",
-        "ponita": "PONITA (Bekkers et al. 2024): fiber bundle R^3 x S^2 on an icosahedral orientation grid",
+        "ponita": "PONITA (Bekkers et al. 2024), point-cloud mode: E(3) invariant energy",
     }
     default_overrides: ClassVar[dict] = {"epochs": 15, "batch_size": 32, "lr": 2e-3}
     primary_metric = f"{TEST}_force_mae"
