@@ -42,7 +42,7 @@ from torch import Tensor, nn
 from geomlin.frames.pca import _check_positions, as_frame_group, example_clouds, pca_frames, point_moments
 from geomlin.frames.vector_neurons import POOLINGS, VNPointNet, renamed_keyword
 from geomlin.groups import RigidTransform, special_procrustes
-from geomlin.validation import check_choice, check_float, check_positive_int
+from geomlin.validation import check_choice, check_float, check_positive_int, check_tensor
 
 #: Kinds accepted by ``invert`` (each canonicalizer supports those meaningful for its group).
 INVERT_KINDS = ("invariant", "vector", "position", "regular")
@@ -119,6 +119,9 @@ def gram_schmidt_orthogonal(vectors: Tensor, special: bool) -> Tensor:
     for every orthogonal ``Q``); with ``special`` the last column is multiplied by
     ``det q`` so that ``det = +1`` (equivariant for ``Q`` in SO(d)). Used for ``d != 3``.
     """
+    check_tensor(vectors, "vectors", min_ndim=2)
+    if vectors.shape[-1] != vectors.shape[-2]:
+        raise ValueError(f"vectors must hold d vectors of dimension d, (..., d, d), got shape {tuple(vectors.shape)}")
     q, r = torch.linalg.qr(vectors.transpose(-1, -2))
     signs = torch.sign(torch.diagonal(r, dim1=-2, dim2=-1))
     signs = torch.where(signs == 0, torch.ones_like(signs), signs)
