@@ -1,100 +1,189 @@
-"""Benchmark: FrameAveraging's overhead over running the backbone |F| times.
+"""Benchmark: frame averaging and learned canonicalization against the packages a user would pick.
 
-Frame averaging evaluates a backbone on every element of the frame (|F| = 8 for E(3),
-4 for SE(3)). Its unavoidable cost is therefore |F| x the backbone; everything else
-(covariance, 3x3 eigensolves, rotating inputs into each frame, mapping outputs back)
-is overhead. The peer is the bare backbone (:class:`geomlin.models.PointNet`) on the
-same batch; we report
+* Frame averaging (E(3), |F| = 8 PCA frames) of one PointNet backbone: geomlin's
+  :class:`~geomlin.frames.FrameAveraging` (``frames_per_call="auto"``: one frame per backbone call on
+  CPU, and ``None``: all frames folded into one call) against ``frame-averaging-pytorch``'s
+  ``FrameAverage`` (all frames folded into the batch), and the frame machinery's overhead
+  ``FA / (|F| x backbone)``.
+* Learned canonicalization (SO(3)) of the same backbone: geomlin's
+  :class:`~geomlin.frames.Canonicalization` with :class:`~geomlin.frames.PointCloudCanonicalizer`
+  (Gram-Schmidt and Procrustes) against ``equiadapt``'s ``EquivariantPointcloudCanonicalization``
+  with its ``VNSmall`` network (k = 20 nearest-neighbour vector neurons, as in its examples).
 
-    ratio = time(FrameAveraging(backbone)) / (|F| * time(backbone))        (target <= 1.15)
+Forward (inference) and forward + backward (training); one warm-up, interleaved runs, medians;
+the activation memory of one training step (tensors saved for the backward pass). A peer that cannot be imported is reported as "not installed"
+(equiadapt needs torchvision, which does not load next to a CPU-only torch 2.13; the recorded table
+in docs/frames.md ran in a separate virtualenv, see its header for the torch version).
 
-for ``frames_per_call=None`` (all frames in one folded backbone call, "all") and for the
-default ``"auto"`` (on CPU: |F| calls on B clouds each), and, for reference, the backbone alone on the folded batch of
-B * |F| clouds (on CPUs a large folded batch can be slower per cloud). One warm-up,
-then interleaved timed runs; medians. Forward (inference) and forward + backward (training).
-
-    python benchmarks/bench_frames.py [--quick] [--threads 2]
+    python benchmarks/bench_frames.py [--quick] [--threads 1] [--repeats N]
 """
 
 from __future__ import annotations
 
-import argparse
-import statistics
-import time
+import importlib
 
+import harness
 import torch
 
-from geomlin.frames import FrameAveraging
+from geomlin.frames import Canonicalization, FrameAveraging, PointCloudCanonicalizer
 from geomlin.models import PointNet
 
+#: (clouds, points per cloud): a small batch and a realistic training batch.
+SIZES = [(8, 128), (32, 512)]
+QUICK_SIZES = [(8, 128)]
+#: Classes of the backbone's output.
+NUM_CLASSES = 10
+#: Nearest neighbours of equiadapt's VNSmall (its example configuration).
+EQUIADAPT_KNN = 20
 
-def _timer(fn, backward: bool):
+
+def _peer(name: str):
+    try:
+        return importlib.import_module(name), None
+    except Exception as exc:  # noqa: BLE001 - any import failure means "not usable here"
+        return None, f"{type(exc).__name__}: {str(exc).splitlines()[0][:80]}"
+
+
+def _version(distribution: str) -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(distribution)
+    except PackageNotFoundError:
+        return "?"
+
+
+def saved_mib(forward) -> float:
+    """MiB of the tensors that ``forward()`` saves for the backward pass (distinct storages): the
+    activation memory of a training step, deterministic unlike a process's resident-set peak."""
+    seen: dict[int, int] = {}
+
+    def pack(t):
+        seen[t.untyped_storage().data_ptr()] = t.untyped_storage().nbytes()
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        forward()
+    return sum(seen.values()) / 2**20
+
+
+def _step(fn, backward: bool):
     def run():
         if backward:
-            out = fn()
-            out.square().sum().backward()
+            fn().square().sum().backward()
         else:
             with torch.no_grad():
                 fn()
     return run
 
 
-def _measure(fns: dict, repeats: int) -> dict:
-    """Interleaved timing of every callable ``repeats`` times; medians in seconds."""
-    times = {k: [] for k in fns}
-    for fn in fns.values():  # warm-up
-        fn()
-    for _ in range(repeats):
-        for k, fn in fns.items():
-            t0 = time.perf_counter()
-            fn()
-            times[k].append(time.perf_counter() - t0)
-    return {k: statistics.median(v) for k, v in times.items()}
+class _PeerBackbone(torch.nn.Module):
+    """frame-averaging-pytorch passes ``(B * F, N, 3)`` points: PointNet takes them as they are."""
+
+    def __init__(self, net):
+        super().__init__()
+        self.net = net
+
+    def forward(self, points):
+        return self.net(points)
+
+
+def frame_averaging_table(args, sizes, repeats) -> None:
+    fap, why = _peer("frame_averaging_pytorch")
+    backbone = PointNet(NUM_CLASSES)
+    table = harness.Table(["clouds x points", "mode", "backbone ms", "geomlin auto ms", "geomlin folded ms",
+                           "frame-averaging-pytorch ms", "peer / geomlin", "FA / (8 x backbone)",
+                           "activations MiB geomlin", "activations MiB peer"])
+    for B, N in sizes:
+        pos = torch.randn(B, N, 3) * torch.tensor([2.0, 1.0, 0.5])
+        ours = FrameAveraging(backbone, "E3", "invariant")
+        folded = FrameAveraging(backbone, "E3", "invariant", frames_per_call=None)
+        peer = fap.FrameAverage(_PeerBackbone(backbone), dim=3, invariant_output=True) if fap else None
+        for backward in (False, True):
+            fns = {"backbone": _step(lambda pos=pos: backbone(pos), backward),
+                   "auto": _step(lambda pos=pos, m=ours: m(pos), backward),
+                   "folded": _step(lambda pos=pos, m=folded: m(pos), backward)}
+            if peer is not None:
+                fns["peer"] = _step(lambda pos=pos, m=peer: m(pos), backward)
+            t = harness.measure(fns, repeats)
+            best = min(t["auto"], t["folded"])
+            mem_ours = mem_peer = "–"
+            if backward:
+                mem_ours = f"{saved_mib(lambda pos=pos, m=ours: m(pos)):.1f}"
+                mem_peer = f"{saved_mib(lambda pos=pos, m=peer: m(pos)):.1f}" if peer is not None else "–"
+            table.add(f"{B} x {N}", "fwd+bwd" if backward else "fwd", harness.ms(t["backbone"]),
+                      harness.ms(t["auto"]), harness.ms(t["folded"]),
+                      harness.ms(t["peer"]) if peer is not None else "not installed",
+                      harness.ratio(t["peer"], best) if peer is not None else "–",
+                      f"{t['auto'] / (8 * t['backbone']):.2f}", mem_ours, mem_peer)
+    print("\n### Frame averaging, E(3), PointNet backbone (|F| = 8)\n")
+    if fap is None:
+        print(f"frame-averaging-pytorch: not installed ({why})\n")
+    else:
+        print(f"frame-averaging-pytorch {_version('frame-averaging-pytorch')}\n")
+    table.print()
+    print("\n`peer / geomlin` divides the peer's time by geomlin's faster mode; `FA / (8 x backbone)` is the "
+          "frame machinery's overhead in the default mode (1.0 = none).")
+
+
+def canonicalization_table(args, sizes, repeats) -> None:
+    ea, why = _peer("equiadapt")
+    backbone = PointNet(NUM_CLASSES)
+    ours_gs = Canonicalization(PointCloudCanonicalizer("SO3", hidden_channels=21, num_blocks=1), backbone)
+    ours_pr = Canonicalization(PointCloudCanonicalizer("SO3", hidden_channels=21, num_blocks=1,
+                                                       orthogonalization="procrustes"), backbone)
+    peer = None
+    if ea is not None:
+        from omegaconf import OmegaConf
+
+        net = ea.pointcloud.VNSmall(OmegaConf.create({"n_knn": EQUIADAPT_KNN, "pooling": "mean"}))
+        canon = ea.pointcloud.EquivariantPointcloudCanonicalization(net, OmegaConf.create({}))
+
+        def peer(pos):  # equiadapt's point clouds are (B, 3, N)
+            return backbone(canon(pos.transpose(1, 2)).transpose(1, 2))
+
+        modules = [net]
+    table = harness.Table(["clouds x points", "mode", "geomlin Gram-Schmidt ms", "geomlin Procrustes ms",
+                           "equiadapt ms", "equiadapt / geomlin", "activations MiB geomlin",
+                           "activations MiB equiadapt"])
+    for B, N in sizes:
+        pos = torch.randn(B, N, 3) * torch.tensor([2.0, 1.0, 0.5])
+        for backward in (False, True):
+            for m in [ours_gs, ours_pr] + (modules if peer else []):
+                m.train(backward)
+            fns = {"gs": _step(lambda pos=pos: ours_gs(pos), backward),
+                   "pr": _step(lambda pos=pos: ours_pr(pos), backward)}
+            if peer is not None:
+                fns["peer"] = _step(lambda pos=pos: peer(pos), backward)
+            t = harness.measure(fns, repeats)
+            mem_ours = mem_peer = "–"
+            if backward:
+                mem_ours = f"{saved_mib(lambda pos=pos: ours_gs(pos)):.1f}"
+                mem_peer = f"{saved_mib(lambda pos=pos, m=peer: m(pos)):.1f}" if peer is not None else "–"
+            table.add(f"{B} x {N}", "fwd+bwd" if backward else "fwd", harness.ms(t["gs"]), harness.ms(t["pr"]),
+                      harness.ms(t["peer"]) if peer is not None else "not installed",
+                      harness.ratio(t["peer"], t["gs"]) if peer is not None else "–", mem_ours, mem_peer)
+    print("\n### Learned canonicalization, SO(3), PointNet backbone\n")
+    if ea is None:
+        print(f"equiadapt: not installed ({why})\n")
+    else:
+        print(f"equiadapt {_version('equiadapt')}\n")
+    table.print()
+    print("\nThe networks differ: geomlin's canonicalizer is a vector-neuron PointNet on moment channels "
+          "(x, Cx, C^2x; 21 channels, one block), equiadapt's VNSmall runs vector neurons on a k = 20 "
+          "nearest-neighbour graph. Both predict a rotation per cloud and call the backbone once.")
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--quick", action="store_true", help="small sizes, finishes in well under 60 s")
-    parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--repeats", type=int, default=None)
-    args = parser.parse_args()
-    torch.set_num_threads(args.threads)
-    torch.manual_seed(0)
-    B, N = (8, 128) if args.quick else (32, 512)
-    repeats = args.repeats or (5 if args.quick else 11)
-    backbone = PointNet(num_classes=10)
-    pos = torch.randn(B, N, 3) * torch.tensor([2.0, 1.0, 0.5])
-
-    rows = []
-    for group in ("E3", "SE3"):
-        fa = FrameAveraging(backbone, group, "invariant", frames_per_call=None)
-        fa_chunked = FrameAveraging(backbone, group, "invariant")  # "auto": one frame per call on CPU
-        F = fa.num_frames
-        folded = pos.repeat_interleave(F, dim=0)
-        for backward in (False, True):
-            t = _measure({
-                "fa": _timer(lambda fa=fa: fa(pos), backward),
-                "fa1": _timer(lambda fa=fa_chunked: fa(pos), backward),
-                "backbone": _timer(lambda: backbone(pos), backward),
-                "folded": _timer(lambda folded=folded: backbone(folded), backward),
-            }, repeats)
-            mode = "fwd+bwd" if backward else "fwd"
-            rows.append((group, F, mode, "all", t["backbone"], t["folded"], t["fa"],
-                         t["fa"] / (F * t["backbone"]), t["fa"] / t["folded"]))
-            rows.append((group, F, mode, "auto", t["backbone"], t["folded"], t["fa1"],
-                         t["fa1"] / (F * t["backbone"]), t["fa1"] / t["folded"]))
-
-    print(f"FrameAveraging(PointNet) vs |F| x PointNet, B={B} clouds x N={N} points, float32, "
-          f"{args.threads} threads, median of {repeats}")
-    header = (f"{'group':<6}{'|F|':>4} {'mode':<8}{'per call':>9}{'backbone ms':>12}{'B*|F| ms':>10}"
-              f"{'FA ms':>9}{'FA/(|F|*bb)':>13}{'FA/folded':>11}")
-    print(header)
-    print("-" * len(header))
-    for g, F, mode, chunk, tb, tf, tfa, ratio, ratio_f in rows:
-        print(f"{g:<6}{F:>4} {mode:<8}{chunk:>9}{tb * 1e3:>12.2f}{tf * 1e3:>10.2f}{tfa * 1e3:>9.2f}"
-              f"{ratio:>13.3f}{ratio_f:>11.3f}")
-    print("target: FA/(|F|*bb) <= 1.15. 'per call': frames_per_call (None -> 'all' frames folded into one "
-          "call; 'auto' -> one call per frame element on CPU); 'B*|F| ms': the backbone alone on the folded batch.")
+    p = harness.parser(__doc__.split("\n")[0])
+    args = p.parse_args()
+    harness.setup(args)
+    repeats = args.repeats or (3 if args.quick else 7)
+    sizes = QUICK_SIZES if args.quick else SIZES
+    print(harness.header("Frame averaging and canonicalization vs frame-averaging-pytorch and equiadapt",
+                         args, repeats))
+    frame_averaging_table(args, sizes, repeats)
+    canonicalization_table(args, sizes, repeats)
 
 
 if __name__ == "__main__":

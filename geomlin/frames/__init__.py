@@ -1,10 +1,13 @@
 """Frames and canonicalization: make any backbone exactly invariant or equivariant.
 
-* :func:`pca_frames` -- PCA frames for O(d)/SO(d)/E(d)/SE(d) with degeneracy handling;
+* :func:`pca_frames` -- PCA frames for O(d)/SO(d)/E(d)/SE(d) with degeneracy handling
+  (``on_degenerate="moments"``: axes from higher moments, :func:`moment_axes`) and one-element
+  frames signed by third moments (``signs="skewness"``);
 * :class:`FrameAveraging` -- average a backbone over its frame (Puny et al. 2022);
 * :class:`Canonicalization` -- run a backbone once in a learned canonical pose
   (Kaba et al. 2023) with the canonicalization prior (Mondal et al. 2023), using
-  :class:`PointCloudCanonicalizer` (vector neurons) or :class:`ImageCanonicalizer` (C4/D4).
+  :class:`PointCloudCanonicalizer` (vector neurons; Gram-Schmidt or Procrustes) or
+  :class:`ImageCanonicalizer` (C4/D4).
 """
 
 from geomlin.frames.averaging import FrameAveraging
@@ -22,7 +25,14 @@ from geomlin.frames.images import (
     image_action,
     regular_action,
 )
-from geomlin.frames.pca import DegenerateFrameError, FrameGroup, PCAFrames, as_frame_group, pca_frames
+from geomlin.frames.pca import (
+    DegenerateFrameError,
+    FrameGroup,
+    PCAFrames,
+    as_frame_group,
+    moment_axes,
+    pca_frames,
+)
 from geomlin.frames.vector_neurons import VNLeakyReLU, VNLinear, VNPointNet
 
 __all__ = [
@@ -43,6 +53,7 @@ __all__ = [
     "gram_schmidt_orthogonal",
     "gram_schmidt_rotation",
     "image_action",
+    "moment_axes",
     "pca_frames",
     "regular_action",
 ]

@@ -18,7 +18,15 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor, nn
 
-from geomlin.frames.pca import DEFAULT_GAP_TOL, DEGENERATE_POLICIES, as_frame_group, pca_frames
+from geomlin.frames.pca import (
+    DEFAULT_GAP_TOL,
+    DEGENERATE_POLICIES,
+    SIGN_POLICIES,
+    as_frame_group,
+    example_clouds,
+    pca_frames,
+)
+from geomlin.validation import check_choice, check_float, check_tensor
 
 #: Output kinds understood by :class:`FrameAveraging`.
 OUTPUT_KINDS = ("invariant", "vector", "position")
@@ -29,11 +37,42 @@ INPUT_KINDS = ("invariant", "vector")
 
 
 def _kinds(value, allowed: tuple, what: str) -> tuple[str, ...]:
+    if not isinstance(value, (str, tuple, list)):
+        name = "output" if what == "output" else "inputs"
+        raise TypeError(f"{name} must be a kind name or a tuple of them, got {type(value).__name__}")
     kinds = (value,) if isinstance(value, str) else tuple(value)
     for k in kinds:
         if k not in allowed:
             raise ValueError(f"{what} kinds must be in {allowed}, got {k!r}")
     return kinds
+
+
+def point_type(kind: str, d: int, group, like=None):
+    """The feature type of a point-cloud input or output of ``kind`` under ``group``.
+
+    ``"invariant"`` -> :class:`~geomlin.reps.Scalars` (the shape of ``like`` when it is an invariant
+    type), ``"vector"`` -> :class:`~geomlin.reps.Vectors`, ``"position"`` -> :class:`~geomlin.reps.Positions`.
+    """
+    from geomlin.reps.types import Positions, Scalars, Vectors
+
+    if kind == "invariant":
+        if like is not None and getattr(like, "is_invariant", False) and isinstance(like, Scalars):
+            return like
+        return Scalars()
+    if kind == "vector":
+        return Vectors(d, None, group)
+    return Positions(d, group)
+
+
+def backbone_out_types(backbone, count: int) -> tuple:
+    """The backbone's declared output types (``None`` each when it declares none)."""
+    from geomlin.reps.feature_type import declared_types
+
+    try:
+        _, out = declared_types(backbone)
+    except TypeError:
+        return (None,) * count
+    return out if len(out) == count else (None,) * count
 
 
 class FrameAveraging(nn.Module):
@@ -57,8 +96,11 @@ class FrameAveraging(nn.Module):
     stochastic: while ``self.training``, use one uniformly random frame element per input
         instead of all ``|F|`` (equivariant in expectation, ``|F|`` times cheaper). In
         eval mode the full frame is always used.
-    on_degenerate: ``"raise" | "warn" | "sample" | "ignore"`` for degenerate spectra.
+    on_degenerate: ``"raise" | "warn" | "sample" | "moments" | "ignore"`` for degenerate spectra
+        (``"moments"``: axes from third and fourth moments, exact; see :mod:`geomlin.frames.pca`).
     gap_tol: relative eigenvalue gap below which a spectrum is degenerate.
+    signs: ``"all"`` (every sign pattern: ``|F| = 2^d`` or ``2^(d-1)``) or ``"skewness"`` (one
+        element, axes signed by third moments: ``|F| = 1``); see :func:`~geomlin.frames.pca_frames`.
     frames_per_call: ``None`` calls the backbone once on all ``|F|`` frames folded into
         the batch (the fast path on GPUs); an int ``k`` calls it ``ceil(|F| / k)`` times on
         ``B * k`` inputs (bounds peak memory). ``"auto"`` (default): ``None`` on
@@ -73,28 +115,53 @@ class FrameAveraging(nn.Module):
     (per point) or ``(B, ...)`` (per graph); outputs with leading ``F * B`` (per graph)
     or ``F * N_total`` (per point) come back as ``(B, ...)`` / ``(N_total, ...)``.
     Padded entries of the canonical positions are zero.
+
+    Declared types (for :func:`geomlin.testing.assert_equivariant` and ``geomlin audit``):
+    ``type_in = (Positions(d), *extras)``, ``type_out`` one type per output kind, all under the
+    frame group (``SE3`` -> ``SE3()``, ``O3`` -> ``O(3)``, ...); invariant outputs reuse the
+    backbone's declared ``Scalars`` when it has one.
     """
 
     def __init__(self, backbone: nn.Module, group="E3", output="invariant", *,
                  inputs: Sequence[str] | str = (), stochastic: bool = False, on_degenerate: str = "warn",
-                 gap_tol: float = DEFAULT_GAP_TOL, frames_per_call: int | str | None = "auto"):
+                 gap_tol: float = DEFAULT_GAP_TOL, signs: str = "all", frames_per_call: int | str | None = "auto"):
         super().__init__()
         if not callable(backbone):
             raise TypeError(f"backbone must be callable, got {type(backbone).__name__}")
-        if on_degenerate not in DEGENERATE_POLICIES:
-            raise ValueError(f"on_degenerate must be one of {DEGENERATE_POLICIES}, got {on_degenerate!r}")
+        check_choice(on_degenerate, "on_degenerate", DEGENERATE_POLICIES)
+        check_choice(signs, "signs", SIGN_POLICIES)
+        if signs == "skewness" and on_degenerate == "sample":
+            raise ValueError("signs='skewness' picks one frame element; on_degenerate='sample' needs the full "
+                             "sign orbit (use on_degenerate='moments' with one element)")
+        if not isinstance(stochastic, bool):
+            raise TypeError(f"stochastic must be a bool, got {type(stochastic).__name__}")
         self.backbone = backbone
         self.frame_group = as_frame_group(group)
         self.single_output = isinstance(output, str)
         self.output_kinds = _kinds(output, OUTPUT_KINDS, "output")
         self.input_kinds = _kinds(inputs, INPUT_KINDS, "input")
-        self.stochastic = bool(stochastic)
+        self.stochastic = stochastic
         self.on_degenerate = on_degenerate
-        self.gap_tol = float(gap_tol)
+        self.gap_tol = check_float(gap_tol, "gap_tol", minimum=0.0)
+        self.signs = signs
         if frames_per_call not in (None, "auto") and (isinstance(frames_per_call, bool)
                                                       or not isinstance(frames_per_call, int) or frames_per_call < 1):
             raise ValueError(f"frames_per_call must be 'auto', None or a positive int, got {frames_per_call!r}")
         self.frames_per_call = frames_per_call
+        d, G = self.frame_group.d, self.frame_group.sampler()
+        self.type_in = (point_type("position", d, G), *(point_type(k, d, G) for k in self.input_kinds))
+        likes = backbone_out_types(backbone, len(self.output_kinds))
+        outs = tuple(point_type(k, d, G, like) for k, like in zip(self.output_kinds, likes))
+        self.type_out = outs[0] if self.single_output else outs
+
+    def example_inputs(self, generator=None, dtype=torch.float64):
+        """Three non-degenerate padded clouds ``(3, 10, d)`` with a mask; extra inputs per point
+        (``(3, 10, 1)`` invariants, ``(3, 10, d)`` vectors)."""
+        d = self.frame_group.d
+        pos, mask = example_clouds(d, generator, dtype)
+        extras = [torch.randn(*pos.shape[:2], d if k == "vector" else 1, generator=generator, dtype=dtype)
+                  for k in self.input_kinds]
+        return (pos, *extras), {"mask": mask}
 
     def extra_repr(self) -> str:
         return (f"group={self.frame_group.name}, output={self.output_kinds}, inputs={self.input_kinds}, "
@@ -103,7 +170,7 @@ class FrameAveraging(nn.Module):
     @property
     def num_frames(self) -> int:
         """``|F|``, the number of backbone evaluations per input in eval mode."""
-        return self.frame_group.num_frames
+        return 1 if self.signs == "skewness" else self.frame_group.num_frames
 
     def frames(self, pos: Tensor, mask: Tensor | None = None, batch: Tensor | None = None,
                num_graphs: int | None = None, generator: torch.Generator | None = None):
@@ -112,7 +179,8 @@ class FrameAveraging(nn.Module):
         ``F' = 1`` in stochastic training mode, ``|F|`` otherwise.
         """
         fr = pca_frames(pos, self.frame_group, mask, batch, num_graphs=num_graphs,
-                        on_degenerate=self.on_degenerate, gap_tol=self.gap_tol, generator=generator)
+                        on_degenerate=self.on_degenerate, gap_tol=self.gap_tol, signs=self.signs,
+                        generator=generator)
         frames = fr.frames
         if self.stochastic and self.training:
             B, F = frames.shape[:2]
@@ -129,7 +197,8 @@ class FrameAveraging(nn.Module):
                              f"got {len(extras)}")
         kinds_in = self.input_kinds or ("invariant",) * len(extras)
         d = self.frame_group.d
-        for k, x in zip(kinds_in, extras):
+        for i, (k, x) in enumerate(zip(kinds_in, extras)):
+            check_tensor(x, f"extra input {i}", dtype="any", min_ndim=1)
             if k == "vector" and x.shape[-1:] != (d,):
                 raise ValueError(f"vector inputs must have last dimension {d}, got shape {tuple(x.shape)}")
         if edge_index is not None and batch is None:

@@ -24,6 +24,10 @@ The contract (explicit values, no hidden state) every canonicalizer here follows
 
 Point clouds use :class:`PointCloudCanonicalizer` (vector neurons, SO(d)/O(d)/SE(d)/E(d));
 images use :class:`geomlin.frames.images.ImageCanonicalizer` (C4/D4).
+
+Every canonicalizer declares ``type_in`` and, for ``forward(..., as_tensors=True)`` (the group
+elements as plain tensors), ``type_out``; ``feature_type(kind)`` gives the type of an input or
+output of ``kind``, from which :class:`Canonicalization` composes its own declaration.
 """
 
 from __future__ import annotations
@@ -35,9 +39,10 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor, nn
 
-from geomlin.frames.pca import _check_positions, as_frame_group, point_moments
-from geomlin.frames.vector_neurons import VNPointNet
-from geomlin.groups import RigidTransform
+from geomlin.frames.pca import _check_positions, as_frame_group, example_clouds, pca_frames, point_moments
+from geomlin.frames.vector_neurons import POOLINGS, VNPointNet, renamed_keyword
+from geomlin.groups import RigidTransform, special_procrustes
+from geomlin.validation import check_choice, check_float, check_positive_int, check_tensor
 
 #: Kinds accepted by ``invert`` (each canonicalizer supports those meaningful for its group).
 INVERT_KINDS = ("invariant", "vector", "position", "regular")
@@ -47,6 +52,10 @@ IDENTITY_ANGLE = math.radians(10.0)
 GRAM_SCHMIDT_EPS = 1e-12
 #: Sharpness of the soft orientation sign used for straight-through gradients (O(3)).
 ORIENTATION_SHARPNESS = 4.0
+#: Gap below which the moment frame fed to the canonicalizer takes its axes from higher moments.
+MOMENT_FRAME_GAP_TOL = 0.2
+#: How predicted vectors become an orthogonal matrix.
+ORTHOGONALIZATIONS = ("gram_schmidt", "procrustes")
 
 
 def gram_schmidt_rotation(v1: Tensor, v2: Tensor, v3: Tensor | None = None) -> Tensor:
@@ -64,14 +73,16 @@ def gram_schmidt_rotation(v1: Tensor, v2: Tensor, v3: Tensor | None = None) -> T
     Returns
     -------
     ``(..., 3, 3)`` with columns ``e1, e2, e3``; ``R(Q v) = Q R(v)`` for ``Q`` in SO(3)
-    (``v3`` None) or O(3) (``v3`` given).
+    (``v3`` None) or O(3) (``v3`` given). Always orthogonal: a vanishing ``v1`` is replaced by
+    ``e_x`` and a ``v2`` parallel to ``v1`` by a fixed perpendicular (not equivariant there, but
+    never the singular "rotation" a plain division would give).
     """
     if v1.shape[-1] != 3 or v2.shape != v1.shape or (v3 is not None and v3.shape != v1.shape):
         raise ValueError(f"gram_schmidt_rotation needs matching (..., 3) vectors, got "
                          f"{tuple(v1.shape)}, {tuple(v2.shape)}, {None if v3 is None else tuple(v3.shape)}")
-    e1 = v1 / v1.norm(dim=-1, keepdim=True).clamp_min(GRAM_SCHMIDT_EPS)
+    e1 = _unit_or(v1, _axis_like(v1, 0))
     u2 = v2 - (v2 * e1).sum(-1, keepdim=True) * e1
-    e2 = u2 / u2.norm(dim=-1, keepdim=True).clamp_min(GRAM_SCHMIDT_EPS)
+    e2 = _unit_or(u2, _perpendicular(e1))
     n = torch.linalg.cross(e1, e2, dim=-1)
     if v3 is not None:
         a = (v3 * n).sum(-1, keepdim=True)
@@ -81,6 +92,26 @@ def gram_schmidt_rotation(v1: Tensor, v2: Tensor, v3: Tensor | None = None) -> T
     return torch.stack([e1, e2, n], dim=-1)
 
 
+def _axis_like(v: Tensor, i: int) -> Tensor:
+    e = torch.zeros_like(v)
+    e[..., i] = 1.0
+    return e
+
+
+def _perpendicular(e: Tensor) -> Tensor:
+    """A unit vector perpendicular to the unit vectors ``e (..., 3)``: ``e x`` (the axis ``e`` is least aligned with)."""
+    axis = torch.nn.functional.one_hot(e.detach().abs().argmin(-1), 3).to(e.dtype)
+    p = torch.linalg.cross(e, axis, dim=-1)
+    return p / p.norm(dim=-1, keepdim=True)
+
+
+def _unit_or(v: Tensor, fallback: Tensor) -> Tensor:
+    """``v / |v|``, or ``fallback`` where ``|v| <= GRAM_SCHMIDT_EPS``."""
+    norm = v.norm(dim=-1, keepdim=True)
+    small = norm <= GRAM_SCHMIDT_EPS
+    return torch.where(small, fallback, v / norm.clamp_min(GRAM_SCHMIDT_EPS))
+
+
 def gram_schmidt_orthogonal(vectors: Tensor, special: bool) -> Tensor:
     """Orthogonal ``(..., d, d)`` from ``d`` vectors given as rows of ``(..., d, d)``.
 
@@ -88,6 +119,9 @@ def gram_schmidt_orthogonal(vectors: Tensor, special: bool) -> Tensor:
     for every orthogonal ``Q``); with ``special`` the last column is multiplied by
     ``det q`` so that ``det = +1`` (equivariant for ``Q`` in SO(d)). Used for ``d != 3``.
     """
+    check_tensor(vectors, "vectors", min_ndim=2)
+    if vectors.shape[-1] != vectors.shape[-2]:
+        raise ValueError(f"vectors must hold d vectors of dimension d, (..., d, d), got shape {tuple(vectors.shape)}")
     q, r = torch.linalg.qr(vectors.transpose(-1, -2))
     signs = torch.sign(torch.diagonal(r, dim1=-2, dim2=-1))
     signs = torch.where(signs == 0, torch.ones_like(signs), signs)
@@ -102,7 +136,8 @@ class Canonicalizer(nn.Module, ABC):
     """Abstract base of the canonicalization contract (see the module docstring).
 
     Subclasses implement ``forward``, ``canonicalize``, ``invert``, ``prior_loss`` and
-    ``identity_metric``; all take and return explicit tensors or group elements.
+    ``identity_metric``; all take and return explicit tensors or group elements. They should also
+    implement :meth:`feature_type` so that :class:`Canonicalization` can declare its types.
     """
 
     @abstractmethod
@@ -125,45 +160,120 @@ class Canonicalizer(nn.Module, ABC):
     def identity_metric(self, g) -> Tensor:
         """Scalar fraction of ``g`` at the identity."""
 
+    def feature_type(self, kind: str):
+        """The feature type of an input / output of ``kind`` under this canonicalizer's group."""
+        raise NotImplementedError(f"{type(self).__name__} does not declare feature types")
+
 
 class PointCloudCanonicalizer(Canonicalizer):
-    """Vector-neuron canonicalizer for point clouds: ``(B, N, 3)`` -> rigid motions.
+    """Vector-neuron canonicalizer for point clouds: ``(B, N, d)`` -> rigid motions.
 
-    A :class:`~geomlin.frames.vector_neurons.VNPointNet` predicts 2 vectors (SO(3)/SE(3))
-    or 3 (O(3)/E(3)) from the centred cloud; :func:`gram_schmidt_rotation` turns them
-    into ``R``. For E(3)/SE(3) the translation is the centroid, for O(3)/SO(3) zero.
-    Other dimensions ``d`` use ``d`` vectors and QR (:func:`gram_schmidt_orthogonal`).
+    A :class:`~geomlin.frames.vector_neurons.VNPointNet` on the centred cloud predicts vectors
+    that become the rotation ``R``:
+
+    * ``orthogonalization="gram_schmidt"`` (Kaba et al. 2023): 2 vectors (SO(3)/SE(3)) or 3
+      (O(3)/E(3)) through :func:`gram_schmidt_rotation`; the first vector fixes the first axis,
+      and for O(3) the orientation is a hard sign with a straight-through gradient;
+    * ``orthogonalization="procrustes"`` (Levinson et al. 2020): ``d`` vectors as the columns of
+      ``M``, ``R = special_procrustes(M)`` (SO/SE) or the polar factor of ``M`` (O/E). The vectors
+      are treated symmetrically, the map is smooth where ``M`` is invertible, and the O(d) polar
+      factor is exactly equivariant (``polar(Q M) = Q polar(M)``) without a sign.
+
+    Other dimensions ``d`` with Gram-Schmidt use ``d`` vectors and QR
+    (:func:`gram_schmidt_orthogonal`). For E(d)/SE(d) the translation is the centroid, for
+    O(d)/SO(d) zero.
 
     Parameters
     ----------
     group: ``"SO3" | "O3" | "SE3" | "E3"`` (or the ``(n)`` forms, geomlin groups, samplers).
-    hidden, layers: width and depth of the vector-neuron network.
+    hidden_channels, num_blocks: width and depth of the vector-neuron network.
+    orthogonalization: ``"gram_schmidt"`` (default) or ``"procrustes"``.
+    pooling: ``"mean"`` (default) or ``"attention"`` (softmax over invariant point scores: can
+        single out corners of symmetric shapes; see :class:`~geomlin.frames.VNPointNet`).
 
-    Group elements are :class:`~geomlin.groups.RigidTransform` with ``R (B, d, d)``, ``t (B, d)``.
-    Inputs: padded ``(B, N, d)`` with optional ``mask (B, N)``, or flat ``(N_total, d)``
-    with ``batch (N_total,)``.
+    Group elements are :class:`~geomlin.groups.RigidTransform` with ``R (B, d, d)``, ``t (B, d)``;
+    ``forward(..., as_tensors=True)`` returns the tuple ``(R, t)`` instead (declared as
+    ``type_out = (Frames(d), Positions(d))``). Inputs: padded ``(B, N, d)`` with optional
+    ``mask (B, N)``, or flat ``(N_total, d)`` with ``batch``. A cloud whose points coincide has
+    every rotation as a symmetry; it gets ``R = I`` (its canonical cloud is the same for any
+    ``R``, so invariant outputs stay exact).
     """
 
-    def __init__(self, group="SO3", hidden: int = 16, layers: int = 2):
+    def __init__(self, group="SO3", hidden_channels: int = 16, num_blocks: int = 2, *,
+                 orthogonalization: str = "gram_schmidt", pooling: str = "mean", moment_frame: bool = False,
+                 gap_tol: float = MOMENT_FRAME_GAP_TOL, **deprecated):
         super().__init__()
+        owner = "PointCloudCanonicalizer"
+        hidden_channels = renamed_keyword(deprecated, "hidden", "hidden_channels", hidden_channels, owner)
+        num_blocks = renamed_keyword(deprecated, "layers", "num_blocks", num_blocks, owner)
+        if deprecated:
+            raise TypeError(f"{owner} got unexpected keyword arguments {sorted(deprecated)}")
         self.frame_group = as_frame_group(group)
+        self.orthogonalization = check_choice(orthogonalization, "orthogonalization", ORTHOGONALIZATIONS)
+        check_choice(pooling, "pooling", POOLINGS)
         d = self.frame_group.d
-        self.num_vectors = (2 if self.frame_group.special else 3) if d == 3 else d
-        self.net = VNPointNet(self.num_vectors, hidden=hidden, layers=layers)
+        if self.orthogonalization == "procrustes" or d != 3:
+            self.num_vectors = d
+        else:
+            self.num_vectors = 2 if self.frame_group.special else 3
+        if not isinstance(moment_frame, bool):
+            raise TypeError(f"moment_frame must be a bool, got {type(moment_frame).__name__}")
+        self.moment_frame = moment_frame
+        self.gap_tol = check_float(gap_tol, "gap_tol", minimum=0.0)
+        self.net = VNPointNet(self.num_vectors, check_positive_int(hidden_channels, "hidden_channels"),
+                              check_positive_int(num_blocks, "num_blocks"), pooling=pooling,
+                              frame_channels=d if moment_frame else 0, d=d)
+        self.type_in = self.feature_type("position")
+        self.type_out = (self.feature_type("frame"), self.feature_type("position"))
+
+    def extra_repr(self) -> str:
+        return f"group={self.frame_group.name}, orthogonalization={self.orthogonalization!r}"
+
+    def feature_type(self, kind: str):
+        """``"position"``, ``"vector"``, ``"invariant"`` or ``"frame"`` under the canonicalizer's group."""
+        from geomlin.frames.averaging import point_type
+        from geomlin.reps.types import Frames
+
+        fg = self.frame_group
+        if kind == "frame":
+            return Frames(fg.d, fg.sampler())
+        if kind not in ("position", "vector", "invariant"):
+            raise ValueError(f"point clouds have 'invariant', 'vector' or 'position' features, got {kind!r}")
+        return point_type(kind, fg.d, fg.sampler())
+
+    def example_inputs(self, generator=None, dtype=torch.float64):
+        """Non-degenerate padded clouds with a mask; ``as_tensors=True`` so outputs are ``(R, t)``."""
+        pos, mask = example_clouds(self.frame_group.d, generator, dtype)
+        return (pos,), {"mask": mask, "as_tensors": True}
 
     def forward(self, pos: Tensor, mask: Tensor | None = None, batch: Tensor | None = None,
-                num_graphs: int | None = None) -> RigidTransform:
+                num_graphs: int | None = None, as_tensors: bool = False):
         """Predicted elements ``g = (R (B, d, d), t (B, d))``; ``g(Q x + s) = (Q, s) g(x)``."""
         fg = self.frame_group
         _check_positions(pos, fg.d, mask, batch)
-        centroid, _, _, _ = point_moments(pos, fg.translation, mask, batch, num_graphs)
+        centroid, cov, _, sq = point_moments(pos, fg.translation, mask, batch, num_graphs)
         x = pos - (centroid[batch] if batch is not None else centroid[:, None])
-        v = self.net(x, mask=mask, batch=batch, num_graphs=centroid.shape[0])  # (B, k, d)
-        if fg.d == 3:
+        frame = None
+        if self.moment_frame:
+            fr = pca_frames(pos, fg, mask, batch, num_graphs=centroid.shape[0], on_degenerate="moments",
+                            gap_tol=self.gap_tol, signs="skewness")
+            rms = torch.diagonal(cov, dim1=-2, dim2=-1).sum(-1).clamp_min(0).sqrt()
+            frame = fr.frames[:, 0].transpose(-1, -2) * rms[:, None, None]  # axes as rows, length scale
+        v = self.net(x, mask=mask, batch=batch, num_graphs=centroid.shape[0], frame=frame)  # (B, k, d)
+        if self.orthogonalization == "procrustes":
+            R = special_procrustes(v.transpose(-1, -2), special=fg.special)
+        elif fg.d == 3:
             R = gram_schmidt_rotation(v[:, 0], v[:, 1], None if fg.special else v[:, 2])
         else:
             R = gram_schmidt_orthogonal(v, fg.special)
-        return RigidTransform(R, centroid)
+        # Coincident points (zero spread): every rotation is a symmetry; use the identity.
+        spread = torch.diagonal(cov, dim1=-2, dim2=-1).sum(-1)
+        still = spread.detach() <= (torch.finfo(pos.dtype).eps * 1e2) ** 2 * sq.detach().clamp_min(
+            torch.finfo(pos.dtype).tiny)
+        eye = torch.eye(fg.d, dtype=R.dtype, device=R.device)
+        R = torch.where(still[:, None, None], eye, R)
+        g = RigidTransform(R, centroid)
+        return (g.R, g.t) if as_tensors else g
 
     def canonicalize(self, x: Tensor, g: RigidTransform, kind: str | None = "position",
                      mask: Tensor | None = None, batch: Tensor | None = None, **_) -> Tensor:
@@ -242,6 +352,11 @@ class Canonicalization(nn.Module):
         still reach the canonicalizer through the canonical input.
 
     ``forward(x, ..., return_elements=True)`` also returns ``g`` for ``prior_loss(g)``.
+
+    Declared types: ``type_in`` is the canonicalizer's input type followed by one type per extra
+    input, ``type_out`` one type per output kind (``canonicalizer.feature_type(kind)``; invariant
+    outputs reuse the backbone's declared ``Scalars``), all under the canonicalizer's group. A
+    canonicalizer without :meth:`Canonicalizer.feature_type` leaves the wrapper undeclared.
     """
 
     def __init__(self, canonicalizer: Canonicalizer, backbone: nn.Module, output="invariant", *,
@@ -251,13 +366,46 @@ class Canonicalization(nn.Module):
             raise TypeError(f"canonicalizer must be a geomlin Canonicalizer, got {type(canonicalizer).__name__}")
         if not callable(backbone):
             raise TypeError(f"backbone must be callable, got {type(backbone).__name__}")
+        for name, value in (("output", output), ("inputs", inputs)):
+            if not isinstance(value, (str, tuple, list)) or not all(isinstance(k, str) for k in
+                                                                    ((value,) if isinstance(value, str) else value)):
+                raise TypeError(f"{name} must be a kind name or a tuple of them, got {value!r}")
         self.canonicalizer = canonicalizer
         self.backbone = backbone
         self.single_output = isinstance(output, str)
         self.output_kinds = (output,) if isinstance(output, str) else tuple(output)
         self.input_kinds = (inputs,) if isinstance(inputs, str) else tuple(inputs)
+        if not self.output_kinds:
+            raise ValueError("output must name at least one output kind")
         if freeze_backbone and isinstance(backbone, nn.Module):
             backbone.requires_grad_(False)
+        self._declare()
+
+    def _declare(self) -> None:
+        from geomlin.frames.averaging import backbone_out_types
+        from geomlin.reps.types import Scalars
+
+        try:
+            type_in = (self.canonicalizer.type_in,
+                       *(self.canonicalizer.feature_type(k) for k in self.input_kinds))
+            outs = []
+            likes = backbone_out_types(self.backbone, len(self.output_kinds))
+            for kind, like in zip(self.output_kinds, likes):
+                t = self.canonicalizer.feature_type(kind)
+                outs.append(like if isinstance(t, Scalars) and isinstance(like, Scalars) else t)
+        except (NotImplementedError, AttributeError):
+            return
+        self.type_in = type_in
+        self.type_out = outs[0] if self.single_output else tuple(outs)
+
+    def example_inputs(self, generator=None, dtype=torch.float64):
+        """The canonicalizer's example input (without ``as_tensors``) and one extra per input kind."""
+        (x, *_), kwargs = self.canonicalizer.example_inputs(generator=generator, dtype=dtype)
+        kwargs = {k: v for k, v in kwargs.items() if k != "as_tensors"}
+        d = x.shape[-1]
+        extras = [torch.randn(*x.shape[:-1], d if k == "vector" else 1, generator=generator, dtype=dtype)
+                  for k in self.input_kinds]
+        return (x, *extras), kwargs
 
     def forward(self, x: Tensor, *extras: Tensor, return_elements: bool = False, **kwargs):
         """Canonicalize, run the backbone, map the outputs back. ``kwargs``: ``mask=``/``batch=``."""

@@ -30,6 +30,12 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from geomlin.frames.canonicalization import Canonicalizer
+from geomlin.frames.vector_neurons import renamed_keyword
+from geomlin.reps.types import Images, RegularFeatures, act_on_grid
+from geomlin.validation import check_float, check_positive_int, check_tensor
+
+#: Side of the square example images of :meth:`ImageCanonicalizer.example_inputs` and the group convolutions.
+EXAMPLE_SIZE = 9
 
 #: Image axes rotated by ``torch.rot90`` (rows, columns).
 IMAGE_DIMS = (-2, -1)
@@ -119,11 +125,9 @@ def inverse_table(group) -> Tensor:
 
 
 def act_on_image(x: Tensor, index: int, group) -> Tensor:
-    """Element ``index`` acting on images ``(..., H, W)``: ``rot90^k(flip^m(x))``."""
-    k, m = as_image_group(group).element(index)
-    if m:
-        x = torch.flip(x, (FLIP_DIM,))
-    return torch.rot90(x, k, IMAGE_DIMS) if k else x
+    """Element ``index`` acting on images ``(..., H, W)``: ``rot90^k(flip^m(x))``
+    (:func:`geomlin.reps.types.act_on_grid`, the action of the :class:`~geomlin.reps.types.Images` type)."""
+    return act_on_grid(x, *as_image_group(group).element(index))
 
 
 def image_action(group):
@@ -145,6 +149,24 @@ def regular_action(group):
     return action
 
 
+def _planar(group: ImageGroup):
+    """The geomlin group ``C(4)`` / ``D(4)`` of an :class:`ImageGroup`."""
+    from geomlin.groups import C, D
+
+    return D(QUARTER_TURNS) if group.flips else C(QUARTER_TURNS)
+
+
+def _channels(in_channels, out_channels) -> tuple[int, int]:
+    return check_positive_int(in_channels, "in_channels"), check_positive_int(out_channels, "out_channels")
+
+
+def _odd_kernel(kernel_size) -> int:
+    kernel_size = check_positive_int(kernel_size, "kernel_size")
+    if kernel_size % 2 != 1:
+        raise ValueError(f"kernel_size must be odd for exact equivariance, got {kernel_size}")
+    return kernel_size
+
+
 def _transform_filters(w: Tensor, group: ImageGroup) -> Tensor:
     """``(|G|, ...)`` stack of ``w (..., k, k)`` transformed spatially by every element."""
     return torch.stack([act_on_image(w, i, group) for i in range(group.order)])
@@ -156,14 +178,23 @@ class LiftingConv2d(nn.Module):
 
     def __init__(self, group, in_channels: int, out_channels: int, kernel_size: int = 3):
         super().__init__()
-        if kernel_size % 2 != 1:
-            raise ValueError(f"kernel_size must be odd for exact equivariance, got {kernel_size}")
+        in_channels, out_channels = _channels(in_channels, out_channels)
+        kernel_size = _odd_kernel(kernel_size)
         self.group = as_image_group(group)
         self.weight = nn.Parameter(torch.randn(out_channels, in_channels, kernel_size, kernel_size)
                                    / math.sqrt(in_channels * kernel_size ** 2))
         self.bias = nn.Parameter(torch.zeros(out_channels))
+        planar = _planar(self.group)
+        self.type_in = Images(planar, in_channels)
+        self.type_out = RegularFeatures(planar, out_channels, grid=True)
+
+    def example_inputs(self, generator=None, dtype=torch.float64):
+        """Two ``EXAMPLE_SIZE``-pixel square images."""
+        return (torch.randn(2, self.weight.shape[1], EXAMPLE_SIZE, EXAMPLE_SIZE, generator=generator, dtype=dtype),)
 
     def forward(self, x: Tensor) -> Tensor:
+        """``(B, C_in, H, W)`` square images -> ``(B, C_out, |G|, H, W)``."""
+        self.type_in.check(x, "x")
         G = self.group.order
         w = _transform_filters(self.weight, self.group)  # (G, O, I, k, k)
         w = w.transpose(0, 1).reshape(-1, *w.shape[2:])  # (O * G, I, k, k)
@@ -178,13 +209,21 @@ class GroupConv2d(nn.Module):
 
     def __init__(self, group, in_channels: int, out_channels: int, kernel_size: int = 3):
         super().__init__()
-        if kernel_size % 2 != 1:
-            raise ValueError(f"kernel_size must be odd for exact equivariance, got {kernel_size}")
+        in_channels, out_channels = _channels(in_channels, out_channels)
+        kernel_size = _odd_kernel(kernel_size)
         self.group = as_image_group(group)
         G = self.group.order
         self.weight = nn.Parameter(torch.randn(out_channels, in_channels, G, kernel_size, kernel_size)
                                    / math.sqrt(in_channels * G * kernel_size ** 2))
         self.bias = nn.Parameter(torch.zeros(out_channels))
+        planar = _planar(self.group)
+        self.type_in = RegularFeatures(planar, in_channels, grid=True)
+        self.type_out = RegularFeatures(planar, out_channels, grid=True)
+
+    def example_inputs(self, generator=None, dtype=torch.float64):
+        """Features of two ``EXAMPLE_SIZE``-pixel images, ``(2, C_in, |G|, 9, 9)``."""
+        shape = (2, self.weight.shape[1], self.group.order, EXAMPLE_SIZE, EXAMPLE_SIZE)
+        return (torch.randn(*shape, generator=generator, dtype=dtype),)
 
     def full_weight(self) -> Tensor:
         """``(C_out * |G|, C_in * |G|, k, k)`` filters of one ordinary convolution."""
@@ -200,6 +239,10 @@ class GroupConv2d(nn.Module):
         return w.reshape(O * G, I * G, *w.shape[-2:])
 
     def forward(self, x: Tensor) -> Tensor:
+        """``(B, C_in, |G|, H, W)`` -> ``(B, C_out, |G|, H, W)``."""
+        self.type_in.check(x, "x")
+        if x.ndim != 5 or x.shape[-1] != x.shape[-2]:
+            raise ValueError(f"x must be (B, C_in, |G|, H, W) with H = W, got shape {tuple(x.shape)}")
         B, _, G, H, W = x.shape
         w = self.full_weight().to(x.dtype)
         out = F.conv2d(x.reshape(B, -1, H, W), w, padding=w.shape[-1] // 2)
@@ -230,8 +273,8 @@ class ImageCanonicalizer(Canonicalizer):
     ----------
     group: ``"C4" | "D4"`` or ``geomlin.groups.C(4)`` / ``D(4)``.
     in_channels: image channels.
-    hidden: channels per group element of the hidden layers.
-    layers: number of group convolutions after the lifting layer.
+    hidden_channels: channels per group element of the hidden layers.
+    num_blocks: number of group convolutions after the lifting layer.
     kernel_size: odd filter size.
     temperature: softmax temperature of the straight-through gradient.
 
@@ -240,40 +283,71 @@ class ImageCanonicalizer(Canonicalizer):
     ``g^{-1} . x`` in value). ``invert`` supports ``"invariant"``, ``"regular"``
     (``(B, |G|, ...)``), ``"vector"`` (``(B, ..., 2)``, the 2x2 matrix) and ``"image"``
     (``(B, ..., H, W)`` dense predictions).
+
+    ``forward(x, as_tensors=True)`` returns ``(weights, logits)``, both ``(B, |G|)`` in the regular
+    representation (declared ``type_out``): ``logits(h x)[:, a] = logits(x)[:, h^{-1} a]``.
     """
 
-    def __init__(self, group="C4", in_channels: int = 1, hidden: int = 8, layers: int = 2,
-                 kernel_size: int = 5, temperature: float = 1.0):
+    def __init__(self, group="C4", in_channels: int = 1, hidden_channels: int = 8, num_blocks: int = 2,
+                 kernel_size: int = 5, temperature: float = 1.0, **deprecated):
         super().__init__()
+        owner = "ImageCanonicalizer"
+        hidden_channels = renamed_keyword(deprecated, "hidden", "hidden_channels", hidden_channels, owner)
+        num_blocks = renamed_keyword(deprecated, "layers", "num_blocks", num_blocks, owner)
+        if deprecated:
+            raise TypeError(f"{owner} got unexpected keyword arguments {sorted(deprecated)}")
         self.group = as_image_group(group)
-        self.temperature = float(temperature)
+        self.temperature = check_float(temperature, "temperature", minimum=0.0, strict_minimum=True)
+        hidden = check_positive_int(hidden_channels, "hidden_channels")
+        num_blocks = check_positive_int(num_blocks, "num_blocks")
         self.lift = LiftingConv2d(self.group, in_channels, hidden, kernel_size)
-        self.convs = nn.ModuleList(GroupConv2d(self.group, hidden, hidden, kernel_size) for _ in range(layers))
+        self.convs = nn.ModuleList(GroupConv2d(self.group, hidden, hidden, kernel_size) for _ in range(num_blocks))
         self.head = nn.Parameter(torch.randn(hidden) / math.sqrt(hidden))
         self.register_buffer("matrices", element_matrices(self.group), persistent=False)
+        self.type_in = self.lift.type_in
+        self.type_out = (self.feature_type("regular"), self.feature_type("regular"))
+
+    def feature_type(self, kind: str):
+        """``"image"``, ``"regular"`` (``(B, |G|)``), ``"vector"`` (``(..., 2)``) or ``"invariant"``."""
+        from geomlin.reps.types import Scalars, Vectors
+
+        planar = _planar(self.group)
+        table = {"image": lambda: Images(planar, None), "regular": lambda: RegularFeatures(planar),
+                 "vector": lambda: Vectors(2, None, planar), "invariant": Scalars}
+        if kind not in table:
+            raise ValueError(f"image canonicalization has 'invariant', 'regular', 'vector' or 'image' features, "
+                             f"got {kind!r}")
+        return table[kind]()
+
+    def example_inputs(self, generator=None, dtype=torch.float64):
+        """Three ``EXAMPLE_SIZE``-pixel square images; ``as_tensors=True``."""
+        x = torch.randn(3, self.lift.weight.shape[1], EXAMPLE_SIZE, EXAMPLE_SIZE, generator=generator, dtype=dtype)
+        return (x,), {"as_tensors": True}
 
     def logits(self, x: Tensor) -> Tensor:
         """``(B, C, H, W)`` -> ``(B, |G|)``; ``logits(h x)[:, a] = logits(x)[:, h^{-1} a]``."""
+        check_tensor(x, "images")
         if x.ndim != 4 or x.shape[-1] != x.shape[-2]:
             raise ValueError(f"images must be (B, C, H, W) with H = W (exact 90-degree rotations), "
                              f"got shape {tuple(x.shape)}")
         if x.shape[1] != self.lift.weight.shape[1]:
             raise ValueError(f"expected {self.lift.weight.shape[1]} image channels, got {x.shape[1]}")
-        if not torch.isfinite(x).all():
-            raise ValueError("images contain NaN or inf values")
+        check_tensor(x, "images", finite=True)
         h = F.silu(self.lift(x))
         for conv in self.convs:
             h = F.silu(conv(h))
         pooled = h.mean((-1, -2))  # (B, C, G)
         return torch.einsum("c,bcg->bg", self.head.to(x.dtype), pooled)
 
-    def forward(self, x: Tensor) -> DiscreteElements:
+    def forward(self, x: Tensor, as_tensors: bool = False):
+        """:class:`DiscreteElements` of images ``x (B, C, H, W)`` (or ``(weights, logits)`` with ``as_tensors``)."""
         logits = self.logits(x)
         index = logits.argmax(-1)
         hard = F.one_hot(index, self.group.order).to(logits.dtype)
         soft = torch.softmax(logits / self.temperature, dim=-1)
         # hard + (soft - soft) is exactly one-hot in value, with the softmax's gradient.
-        return DiscreteElements(index, hard + (soft - soft.detach()), logits)
+        g = DiscreteElements(index, hard + (soft - soft.detach()), logits)
+        return (g.weights, g.logits) if as_tensors else g
 
     def canonicalize(self, x: Tensor, g: DiscreteElements, kind: str | None = "image", **_) -> Tensor:
         """``g^{-1} . x`` for images ``(B, ..., H, W)`` (``kind="image"``), invariants unchanged."""

@@ -30,6 +30,18 @@ Degenerate spectra
     * ``"sample"``: each frame element gets an independent Haar-random element of the
       ambiguous subgroup (``O(k)`` on every ``k``-fold eigenspace), so the frame is
       equivariant in distribution (exact only in expectation);
+    * ``"moments"``: inside every (near-)degenerate eigenspace the axes are chosen from
+      third and fourth moments of the cloud (:func:`moment_axes`): the direction ``u``
+      maximising ``h(u) = mean_i (u.y_i)^3 + (u.y_i)^4`` (``y`` the standardised
+      coordinates in the eigenspace) among the directions of the points themselves,
+      refined by a shifted power iteration, then the same in the orthogonal complement.
+      Every step is equivariant, so the frame stays exactly equivariant as a set; a cube,
+      an octahedron, a tetrahedron or a square pyramid gets its axes from its faces or
+      vertices instead of from sampling noise. Shapes with a continuous symmetry (a
+      cylinder) keep an arbitrary in-plane axis, which is harmless: rotating them about
+      that axis does not change them. With this policy a larger ``gap_tol`` (e.g. 0.1) is
+      useful: it also replaces the principal axes of *nearly* isotropic clouds, whose
+      eigenvectors are exactly equivariant but swing with the sampling noise;
     * ``"ignore"``: like ``"warn"`` without the warning.
 
     A planar cloud in 3D is *not* degenerate by itself (its normal is the simple
@@ -48,15 +60,34 @@ from typing import NamedTuple
 import torch
 from torch import Tensor
 
+from geomlin.validation import (
+    check_batch_vector,
+    check_choice,
+    check_finite,
+    check_float,
+    check_mask,
+    check_nonnegative_int,
+    check_tensor,
+)
+
 #: Default threshold on the relative eigenvalue gap below which a spectrum is degenerate.
 DEFAULT_GAP_TOL = 1e-3
 #: Policies for degenerate spectra.
-DEGENERATE_POLICIES = ("raise", "warn", "sample", "ignore")
+DEGENERATE_POLICIES = ("raise", "warn", "sample", "moments", "ignore")
+#: How the signs of the axes are handled: every pattern (Puny et al.) or one, fixed by third moments.
+SIGN_POLICIES = ("all", "skewness")
 #: Largest dimension for which the 2^d sign frames are enumerated.
 MAX_FRAME_DIM = 10
 #: A largest eigenvalue below ``(ZERO_SPREAD_EPS * eps)^2 * mean |x|^2`` means all points
 #: coincide: rounding alone moves ``x - c`` by about ``eps |x|``.
 ZERO_SPREAD_EPS = 1e2
+#: Candidate directions for :func:`moment_axes` must have at least this norm (relative to the RMS radius).
+MOMENT_MIN_CANDIDATE = 1e-3
+#: :func:`moment_axes` scores the directions of the points farthest from the centre only (corners,
+#: tips: where the maxima of the moments lie); the refinement then moves off the sampled points.
+MOMENT_CANDIDATES = 24
+#: Shifted power-iteration steps that refine a moment axis, and the shift (keeps the iteration ascending).
+MOMENT_REFINE_STEPS, MOMENT_SHIFT = 4, 4.0
 
 
 class DegenerateFrameError(ValueError):
@@ -87,6 +118,27 @@ class FrameGroup:
     def num_frames(self) -> int:
         """``|F|``: ``2^d`` with reflections, ``2^(d-1)`` without."""
         return 2 ** (self.d - 1) if self.special else 2 ** self.d
+
+    def sampler(self):
+        """The geomlin group of this frame group: ``SO(d)``, ``O(d)`` or an E(d) / SE(d) sampler
+        (what declared feature types and :mod:`geomlin.testing` use)."""
+        from geomlin.groups import SO, Euclidean, O
+
+        if self.translation:
+            return Euclidean(self.d, reflections=not self.special)
+        return SO(self.d) if self.special else O(self.d)
+
+
+def example_clouds(d: int, generator: torch.Generator | None = None, dtype=torch.float64,
+                   num_clouds: int = 3, num_points: int = 10) -> tuple[Tensor, Tensor]:
+    """Random padded clouds ``(num_clouds, num_points, d)`` with a clear covariance spectrum (axes
+    scaled 1.5 .. 0.5) and a bool mask ``(num_clouds, num_points)`` of varying sizes: valid inputs for
+    equivariance checks of frame-based modules (``example_inputs``)."""
+    pos = torch.randn(num_clouds, num_points, d, generator=generator, dtype=dtype)
+    pos = pos * torch.linspace(1.5, 0.5, d, dtype=dtype)
+    counts = torch.tensor([num_points - (i % 3) * 2 for i in range(num_clouds)])
+    mask = torch.arange(num_points)[None] < counts[:, None]
+    return pos, mask
 
 
 _GROUP_PATTERN = re.compile(r"^(SO|O|SE|E)\(?(\d+)\)?$")
@@ -165,44 +217,31 @@ class PCAFrames(NamedTuple):
 
 
 def _check_positions(pos: Tensor, d: int, mask: Tensor | None, batch: Tensor | None) -> None:
-    if not isinstance(pos, Tensor):
-        raise TypeError(f"pos must be a torch.Tensor, got {type(pos).__name__}")
-    if not pos.is_floating_point():
-        raise TypeError(f"pos must be a floating point tensor, got dtype {pos.dtype}")
-    if pos.shape[-1:] != (d,):
+    """Validate a padded ``(B, N, d)`` (+ ``mask (B, N)`` bool) or flat ``(N, d)`` (+ ``batch (N,)``) cloud batch."""
+    check_tensor(pos, "pos", what=f"points in R^{d}")
+    if pos.ndim == 0 or pos.shape[-1] != d:
         raise ValueError(f"pos must have last dimension {d} (points in R^{d}), got shape {tuple(pos.shape)}")
-    if not torch.isfinite(pos).all():
-        raise ValueError("pos contains NaN or inf coordinates")
     if batch is not None:
         if mask is not None:
             raise ValueError("pass either mask (padded batch) or batch (flat batch), not both")
         if pos.ndim != 2:
             raise ValueError(f"with a batch vector pos must be flat (N, {d}), got shape {tuple(pos.shape)}")
-        if not isinstance(batch, Tensor) or batch.dtype not in (torch.int64, torch.int32):
-            raise TypeError(f"batch must be an int64 tensor of graph indices, got "
-                            f"{getattr(batch, 'dtype', type(batch).__name__)}")
-        if batch.shape != pos.shape[:1]:
-            raise ValueError(f"batch must have shape ({pos.shape[0]},) (one graph index per point), "
-                             f"got {tuple(batch.shape)}")
-        if batch.numel() and batch.min() < 0:
-            raise ValueError("batch contains negative graph indices")
-        return
-    if pos.ndim != 3:
+        check_batch_vector(batch, "batch", pos.shape[0])
+    elif pos.ndim != 3:
         raise ValueError(f"pos must be a padded batch (B, N, {d}) or flat (N, {d}) with a batch vector, "
                          f"got shape {tuple(pos.shape)}")
-    if mask is not None:
-        if not isinstance(mask, Tensor):
-            raise TypeError(f"mask must be a bool tensor, got {type(mask).__name__}")
+    elif mask is not None:
+        check_mask(mask, "mask")
         if mask.shape != pos.shape[:2]:
             raise ValueError(f"mask must have shape {tuple(pos.shape[:2])} (B, N) to match pos "
                              f"{tuple(pos.shape)}, got {tuple(mask.shape)}")
-        if mask.dtype != torch.bool:
-            raise TypeError(f"mask must be a bool tensor, got dtype {mask.dtype}")
+    check_finite(pos, "pos")  # padding too: NaN * 0 is NaN in the masked sums
 
 
 def num_graphs_of(batch: Tensor, num_graphs: int | None = None) -> int:
     """Number of graphs of a flat batch: ``num_graphs`` or ``batch.max() + 1``."""
     if num_graphs is not None:
+        num_graphs = check_nonnegative_int(num_graphs, "num_graphs")
         if batch.numel() and int(batch.max()) >= num_graphs:
             raise ValueError(f"batch has index {int(batch.max())} but num_graphs={num_graphs}")
         return int(num_graphs)
@@ -291,9 +330,142 @@ def _sample_ambiguous(V: Tensor, signs: Tensor, gap_bad: Tensor, special: bool,
     return Q
 
 
+def _moment_score(p: Tensor, q: Tensor) -> Tensor:
+    """``h`` per point from ``p = u.y`` and ``q = a.y`` (``a`` the first axis chosen, 0 before):
+    third and fourth moments, so that chiral and centrosymmetric shapes (a tetrahedron, a cube)
+    both get distinct directions, and ``p^3 q``, which orients the plane around a three-fold
+    axis ``a`` of a centrosymmetric shape (a cube seen along its diagonal)."""
+    p2 = p * p
+    return p2 * p * (1 + p + q)  # p^3 + p^4 + p^3 q
+
+
+def _moment_ascent(p: Tensor, q: Tensor) -> Tensor:
+    """``dh/dp = 3 p^2 + 4 p^3 + 3 p^2 q``."""
+    return p * p * (3 + 4 * p + 3 * q)
+
+
+def moment_axes(y: Tensor, weight: Tensor) -> Tensor:
+    """Orthonormal axes of ``k``-dimensional point sets chosen from their 3rd and 4th moments.
+
+    Parameters
+    ----------
+    y: ``(B, N, k)`` float64 centred coordinates (inside one eigenspace of the covariance).
+    weight: ``(B, N)`` non-negative point weights (0 = padding).
+
+    Returns
+    -------
+    ``(B, k, k)`` orthogonal, columns ``u_1, ..., u_k``: ``u_1`` maximises
+    ``h(u) = sum_i w_i h(u.y_i, 0)`` (:func:`_moment_score`; ``y`` scaled to unit RMS radius)
+    among the directions of the ``MOMENT_CANDIDATES`` points farthest from the centre, refined by ``MOMENT_REFINE_STEPS`` steps of the shifted
+    power iteration ``u <- normalise(grad h(u) + MOMENT_SHIFT u)``; ``u_2`` maximises
+    ``sum_i w_i h(u.y_i, u_1.y_i)`` the same way in the orthogonal complement of ``u_1``, and so
+    on. O(k)-equivariant: ``moment_axes(y Q) = Q^T moment_axes(y)`` up to the signs of the columns
+    (ties between points aside). Items without a usable point (all ``y = 0``) get the identity.
+    """
+    B, N, k = y.shape
+    tiny = torch.finfo(y.dtype).tiny
+    w = weight / weight.sum(-1, keepdim=True).clamp_min(tiny)
+    rms = (w * (y * y).sum(-1)).sum(-1).sqrt()
+    has_spread = rms > 0
+    y = y / torch.where(has_spread, rms, torch.ones_like(rms))[:, None, None]
+    eye = torch.eye(k, dtype=y.dtype, device=y.device).expand(B, k, k)
+    rows = torch.arange(B, device=y.device)
+    P = eye.clone()  # projector onto the complement of the axes chosen so far
+    q = torch.zeros_like(y[..., 0])  # a.y for the first axis a
+    axes = []
+    # the farthest points (an invariant choice) are the candidate directions
+    far = (y * y).sum(-1).masked_fill(weight <= 0, -1.0)
+    top = far.topk(min(MOMENT_CANDIDATES, N), dim=-1).indices  # (B, M)
+    y_top = torch.gather(y, 1, top[..., None].expand(-1, -1, k))
+    w_top = torch.gather(weight, 1, top)
+    for j in range(k - 1):
+        cand = y_top @ P  # (B, M, k): P is symmetric
+        norm = cand.norm(dim=-1)
+        ok = (norm > MOMENT_MIN_CANDIDATE) & (w_top > 0)
+        cand = cand / norm.clamp_min(MOMENT_MIN_CANDIDATE)[..., None]
+        proj = cand @ y.transpose(-1, -2)  # (B, M, N): c_j . y_i
+        score = (_moment_score(proj, q[:, None, :]) * w[:, None, :]).sum(-1)
+        score = torch.where(ok, score, torch.full_like(score, -torch.inf))
+        u = cand[rows, score.argmax(-1)]
+        for _ in range(MOMENT_REFINE_STEPS):
+            p = (y @ u[..., None]).squeeze(-1)
+            grad = ((w * _moment_ascent(p, q))[..., None] * y).sum(1)
+            u = ((grad + MOMENT_SHIFT * u)[:, None, :] @ P).squeeze(1)
+            u = u / u.norm(dim=-1, keepdim=True).clamp_min(tiny)
+        fallback = (eye[:, j, None, :] @ P).squeeze(1)
+        u = torch.where((ok.any(-1) & has_spread)[:, None], u, fallback)
+        u = u / u.norm(dim=-1, keepdim=True).clamp_min(tiny)
+        axes.append(u)
+        if j == 0:
+            q = (y @ u[..., None]).squeeze(-1)
+        P = P - u[:, :, None] * u[:, None, :]
+    # The last axis spans what is left: the column of P with the largest norm.
+    col = P.norm(dim=-2).argmax(-1)
+    last = P[rows, :, col]
+    axes.append(last / last.norm(dim=-1, keepdim=True).clamp_min(tiny))
+    U = torch.stack(axes, dim=-1)
+    # Remove rounding so that the frame is orthogonal to machine precision (QR keeps the column signs).
+    Qr, R = torch.linalg.qr(U)
+    diag = torch.diagonal(R, dim1=-2, dim2=-1)
+    return Qr * torch.where(diag < 0, -1.0, 1.0).to(Qr.dtype)[..., None, :]
+
+
+def _padded(pos: Tensor, mask: Tensor | None, batch: Tensor | None, B: int) -> tuple[Tensor, Tensor]:
+    """``(B, N, d)`` positions and ``(B, N)`` weights of a padded or flat batch."""
+    if batch is None:
+        w = torch.ones(pos.shape[:2], dtype=pos.dtype, device=pos.device) if mask is None else mask.to(pos.dtype)
+        return pos, w
+    order = torch.argsort(batch, stable=True)
+    b_sorted = batch[order]
+    counts = torch.bincount(batch, minlength=B)
+    offsets = torch.cumsum(counts, 0) - counts
+    slot = torch.arange(batch.shape[0], device=pos.device) - offsets[b_sorted]
+    n_max = int(counts.max()) if counts.numel() else 0
+    out = pos.new_zeros(B, n_max, pos.shape[-1])
+    w = pos.new_zeros(B, n_max)
+    out[b_sorted, slot] = pos[order]
+    w[b_sorted, slot] = 1.0
+    return out, w
+
+
+def _moment_frames(V: Tensor, gap_bad: Tensor, items: Tensor, pos: Tensor, centroid: Tensor,
+                   mask: Tensor | None, batch: Tensor | None) -> Tensor:
+    """``V`` with the axes of every degenerate eigenspace of ``items`` replaced by :func:`moment_axes`."""
+    V = V.clone()
+    padded, w = _padded(pos.detach().to(torch.float64), mask, batch, V.shape[0])
+    x = padded - centroid.detach().to(torch.float64)[:, None]
+    for pattern in torch.unique(gap_bad[items].to(torch.int64), dim=0):
+        sel = items[(gap_bad[items].to(torch.int64) == pattern).all(-1)]
+        for block in _clusters(pattern.bool()):
+            if len(block) < 2:
+                continue
+            lo, hi = block[0], block[-1] + 1
+            E = V[sel, :, lo:hi]  # (b, d, k)
+            U = moment_axes(x[sel] @ E, w[sel])
+            V[sel, :, lo:hi] = E @ U
+    return V
+
+
+def _skewness_signed(V: Tensor, pos: Tensor, centroid: Tensor, mask: Tensor | None, batch: Tensor | None,
+                     special: bool) -> Tensor:
+    """``V (B, d, d)`` with column ``j`` negated where the third moment of the cloud along it is negative.
+
+    With ``special`` the last column is instead signed so that ``det V = +1``.
+    """
+    padded, w = _padded(pos.detach().to(torch.float64), mask, batch, V.shape[0])
+    y = (padded - centroid.detach().to(torch.float64)[:, None]) @ V.detach()  # (B, N, d)
+    third = (w[..., None] * y ** 3).sum(1)  # (B, d)
+    s = torch.where(third < 0, -1.0, 1.0).to(V.dtype)
+    if special:
+        s[:, -1] = 1.0
+        s[:, -1] = torch.where(torch.linalg.det(V.detach() * s[:, None, :]) < 0, -1.0, 1.0).to(V.dtype)
+    return V * s[:, None, :]
+
+
 def pca_frames(pos: Tensor, group="E3", mask: Tensor | None = None, batch: Tensor | None = None, *,
                num_graphs: int | None = None, on_degenerate: str = "warn",
-               gap_tol: float = DEFAULT_GAP_TOL, generator: torch.Generator | None = None) -> PCAFrames:
+               gap_tol: float = DEFAULT_GAP_TOL, signs: str = "all",
+               generator: torch.Generator | None = None) -> PCAFrames:
     """PCA frames of a batch of point clouds (Puny et al. 2022, Sec. 3.2; see the module docstring).
 
     Parameters
@@ -303,8 +475,14 @@ def pca_frames(pos: Tensor, group="E3", mask: Tensor | None = None, batch: Tenso
     group: ``"O3" | "SO3" | "E3" | "SE3"``, ``"O(n)" | "SO(n)" | "E(n)" | "SE(n)"``, a
         geomlin ``O(n)``/``SO(n)`` or an ``E3()``/``SE3()`` sampler.
     num_graphs: number of clouds of a flat batch (default ``batch.max() + 1``).
-    on_degenerate: ``"raise" | "warn" | "sample" | "ignore"`` (see the module docstring).
+    on_degenerate: ``"raise" | "warn" | "sample" | "moments" | "ignore"`` (see the module docstring).
     gap_tol: relative eigenvalue gap below which a spectrum counts as degenerate.
+    signs: ``"all"`` (default): every sign pattern of the axes, ``2^d`` (O/E) or ``2^(d-1)``
+        (SO/SE) frame elements; ``"skewness"``: one element, each axis signed so that the
+        cloud's third moment along it is positive (for SO/SE the last axis completes a
+        rotation). Exactly equivariant wherever no third moment vanishes; a centrosymmetric
+        cloud (zero skewness) gets noise-decided signs. ``|F| = 1`` makes frame averaging a
+        deterministic canonicalization: ``|F|`` times cheaper, and training sees one pose per shape.
     generator: random generator for ``on_degenerate="sample"``.
 
     Returns
@@ -316,10 +494,12 @@ def pca_frames(pos: Tensor, group="E3", mask: Tensor | None = None, batch: Tenso
     since eigenvector derivatives are unbounded there).
     """
     fg = as_frame_group(group)
-    if on_degenerate not in DEGENERATE_POLICIES:
-        raise ValueError(f"on_degenerate must be one of {DEGENERATE_POLICIES}, got {on_degenerate!r}")
-    if not gap_tol >= 0:
-        raise ValueError(f"gap_tol must be >= 0, got {gap_tol!r}")
+    check_choice(on_degenerate, "on_degenerate", DEGENERATE_POLICIES)
+    check_float(gap_tol, "gap_tol", minimum=0.0)
+    check_choice(signs, "signs", SIGN_POLICIES)
+    if signs == "skewness" and on_degenerate == "sample":
+        raise ValueError("signs='skewness' picks one frame element; on_degenerate='sample' needs the full "
+                         "sign orbit (use on_degenerate='moments' with one element)")
     _check_positions(pos, fg.d, mask, batch)
     d = fg.d
     centroid, cov, _, sq = point_moments(pos, fg.translation, mask, batch, num_graphs)
@@ -345,9 +525,9 @@ def pca_frames(pos: Tensor, group="E3", mask: Tensor | None = None, batch: Tenso
             raise DegenerateFrameError(
                 f"{len(items)} point cloud(s) {items[:10]} have a degenerate covariance spectrum "
                 f"(relative eigenvalue gap < {gap_tol:g}: repeated eigenvalues from a symmetric, collinear "
-                "or single-point cloud); their PCA frame is not unique. Use on_degenerate='sample' "
-                "or 'warn' to proceed.")
-        if on_degenerate == "warn":
+                "or single-point cloud); their PCA frame is not unique. Use on_degenerate='moments', "
+                "'sample' or 'warn' to proceed.")
+        if on_degenerate == "warn":  # "moments", "sample" and "ignore" are silent
             warnings.warn(f"{len(items)} point cloud(s) {items[:10]} have a degenerate covariance spectrum "
                           f"(relative eigenvalue gap < {gap_tol:g}); their PCA frames are arbitrary and the "
                           "result is not equivariant for them", UserWarning, stacklevel=2)
@@ -365,6 +545,11 @@ def pca_frames(pos: Tensor, group="E3", mask: Tensor | None = None, batch: Tenso
         align = torch.where(align == 0, torch.ones_like(align), align)
         V = torch.where(degenerate[:, None, None], evecs, V_grad * align)
 
+    if on_degenerate == "moments" and degenerate.any():
+        V = _moment_frames(V, gap_bad, degenerate.nonzero().flatten(), pos, centroid, mask, batch)
+    if signs == "skewness":
+        V = _skewness_signed(V, pos, centroid, mask, batch, fg.special)
+        return PCAFrames(V[:, None].to(pos.dtype), centroid, gaps.to(pos.dtype), evals.to(pos.dtype), degenerate)
     signs = sign_patterns(d, fg.special, device=pos.device)
     if fg.special:
         # Make det V = +1 so that V S is in SO(d) exactly for the det +1 patterns S.

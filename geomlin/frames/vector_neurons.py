@@ -1,5 +1,5 @@
 """Vector neuron layers (Deng et al. 2021, "Vector Neurons: A General Framework for
-SO(3)-Equivariant Networks", Sec. 3): features are lists of 3-vectors ``(..., C, 3)``.
+SO(3)-Equivariant Networks", Sec. 3): features are lists of d-vectors ``(..., C, d)``.
 
 Linear layers mix channels only (``V -> W V``, no bias), and the nonlinearity clips
 each vector against a learned direction ``k = U V``:
@@ -8,7 +8,7 @@ each vector against a learned direction ``k = U V``:
     q' = q - <q, k> / |k|^2 k               otherwise              (Eq. 5)
 
 Both commute with every orthogonal matrix acting on the last axis, so these layers are
-O(3)-equivariant (rotations and reflections), in any dimension ``d``.
+O(d)-equivariant (rotations and reflections).
 Pooling helpers work on padded ``(B, N, C, d)`` batches with a mask and on flat
 ``(N_total, C, d)`` batches with a batch vector.
 """
@@ -16,9 +16,13 @@ Pooling helpers work on padded ``(B, N, C, d)`` batches with a mask and on flat
 from __future__ import annotations
 
 import math
+import warnings
 
 import torch
 from torch import Tensor, nn
+
+from geomlin.frames.pca import _check_positions
+from geomlin.validation import check_choice, check_nonnegative_int, check_positive_int, check_tensor
 
 #: Added to ``|k|^2`` so the projection is finite when the direction vanishes.
 VN_EPS = 1e-12
@@ -26,34 +30,69 @@ VN_EPS = 1e-12
 VN_NEGATIVE_SLOPE = 0.2
 #: Input channels of :class:`VNPointNet`: ``x, C x, C^2 x`` (see :func:`moment_features`).
 MOMENT_CHANNELS = 3
+#: Pooling of :class:`VNPointNet`'s output vectors.
+POOLINGS = ("mean", "attention")
+#: Width of the invariant MLP that scores points for attention pooling.
+ATTENTION_HIDDEN = 16
+
+
+def renamed_keyword(kwargs: dict, old: str, new: str, value, owner: str):
+    """Pop a deprecated keyword ``old`` (renamed ``new``) from ``kwargs`` with a ``DeprecationWarning``."""
+    if old in kwargs:
+        warnings.warn(f"{owner}: {old}= is renamed {new}=", DeprecationWarning, stacklevel=3)
+        return kwargs.pop(old)
+    return value
+
+
+def _refuse_unknown(kwargs: dict, owner: str) -> None:
+    if kwargs:
+        raise TypeError(f"{owner} got unexpected keyword arguments {sorted(kwargs)}")
+
+
+def _orthogonal_group(d: int):
+    from geomlin.groups import O
+
+    return O(d)
 
 
 class VNLinear(nn.Module):
-    """Channel mixing ``(..., C_in, d) -> (..., C_out, d)``, ``out = W V`` (no bias)."""
+    """Channel mixing ``(..., C_in, d) -> (..., C_out, d)``, ``out = W V`` (no bias; a bias would
+    not be equivariant). ``d`` only sets the declared types (``Vectors(d, C)`` under O(d))."""
 
-    def __init__(self, in_channels: int, out_channels: int):
+    def __init__(self, in_channels: int, out_channels: int, d: int = 3):
         super().__init__()
+        in_channels = check_positive_int(in_channels, "in_channels")
+        out_channels = check_positive_int(out_channels, "out_channels")
+        d = check_positive_int(d, "d")
         self.weight = nn.Parameter(torch.randn(out_channels, in_channels) / math.sqrt(in_channels))
+        from geomlin.reps.types import Vectors
+
+        group = _orthogonal_group(d)
+        self.type_in = Vectors(d, in_channels, group)
+        self.type_out = Vectors(d, out_channels, group)
 
     def forward(self, v: Tensor) -> Tensor:
-        # One (.. * d, C_in) x (C_in, C_out) GEMM on the transposed layout.
-        return nn.functional.linear(v.transpose(-1, -2), self.weight.to(v.dtype)).transpose(-1, -2)
+        """``v (..., C_in, d)`` -> ``(..., C_out, d)``."""
+        check_tensor(v, "v", shape=(..., self.weight.shape[1], None), what="vector-neuron features (..., C_in, d)")
+        return torch.einsum("oc,...cd->...od", self.weight.to(v.dtype), v)
 
 
 class VNLeakyReLU(nn.Module):
     """Vector-neuron leaky ReLU ``(..., C, d) -> (..., C, d)`` (Deng et al. 2021, Eq. 5-6)."""
 
-    def __init__(self, channels: int, negative_slope: float = VN_NEGATIVE_SLOPE):
+    def __init__(self, channels: int, negative_slope: float = VN_NEGATIVE_SLOPE, d: int = 3):
         super().__init__()
-        self.direction = VNLinear(channels, channels)
+        self.direction = VNLinear(channels, channels, d)
         self.negative_slope = float(negative_slope)
+        self.type_in = self.type_out = self.direction.type_in
 
     def forward(self, q: Tensor) -> Tensor:
+        """``q (..., C, d)`` -> ``(..., C, d)``."""
         k = self.direction(q)
         dot = (q * k).sum(-1, keepdim=True)
-        proj = q - dot / ((k * k).sum(-1, keepdim=True) + VN_EPS) * k
-        clipped = torch.where(dot >= 0, q, proj)
-        return self.negative_slope * q + (1 - self.negative_slope) * clipped
+        # slope q + (1 - slope) clip(q) = q - (1 - slope) min(<q,k>, 0) / |k|^2 k: one full-size update
+        coef = dot.clamp(max=0) / ((k * k).sum(-1, keepdim=True) + VN_EPS)
+        return q - (1 - self.negative_slope) * coef * k
 
 
 def pool_mean(v: Tensor, mask: Tensor | None = None, batch: Tensor | None = None,
@@ -63,12 +102,34 @@ def pool_mean(v: Tensor, mask: Tensor | None = None, batch: Tensor | None = None
     if batch is not None:
         B = int(batch.max()) + 1 if num_graphs is None else num_graphs
         sums = v.new_zeros(B, *v.shape[1:]).index_add(0, batch, v)
-        counts = v.new_zeros(B).index_add(0, batch, torch.ones_like(v[:, 0, 0]))
+        counts = v.new_zeros(B).index_add(0, batch, torch.ones_like(v.reshape(v.shape[0], -1)[:, 0]))
         return sums / counts.clamp_min(1).reshape(B, *([1] * (v.ndim - 1)))
     if mask is None:
         return v.mean(1)
     w = mask.to(v.dtype).reshape(*mask.shape, *([1] * (v.ndim - 2)))
     return (v * w).sum(1) / w.sum(1).clamp_min(1)
+
+
+def pool_softmax(scores: Tensor, v: Tensor, mask: Tensor | None = None, batch: Tensor | None = None,
+                 num_graphs: int | None = None) -> Tensor:
+    """Attention pooling ``sum_i softmax_i(scores)_i v_i`` per cloud.
+
+    ``scores (B, N, K)`` (padded, masked) or ``(N_total, K)`` (flat), ``v (B, N, C, d)`` or
+    ``(N_total, C, d)`` -> ``(B, K, C, d)``: one weighted mean of the point features per score column.
+    """
+    if batch is not None:
+        B = int(batch.max()) + 1 if num_graphs is None else num_graphs
+        K = scores.shape[-1]
+        top = scores.new_full((B, K), -torch.inf).scatter_reduce(
+            0, batch[:, None].expand(-1, K), scores, reduce="amax", include_self=True)
+        e = (scores - top[batch].detach()).exp()  # (N, K); the shift cancels in the ratio
+        den = scores.new_zeros(B, K).index_add(0, batch, e)
+        num = v.new_zeros(B, K, *v.shape[1:]).index_add(0, batch, e[:, :, None, None] * v[:, None])
+        return num / den.clamp_min(torch.finfo(den.dtype).tiny)[:, :, None, None]
+    if mask is not None:
+        scores = scores.masked_fill(~mask[..., None], -torch.inf)
+    a = torch.softmax(scores, dim=1)  # (B, N, K)
+    return torch.einsum("bnk,bncd->bkcd", a, v)
 
 
 def broadcast_pooled(pooled: Tensor, like: Tensor, batch: Tensor | None = None) -> Tensor:
@@ -90,37 +151,105 @@ def moment_features(x: Tensor, mask: Tensor | None = None, batch: Tensor | None 
     return torch.stack([x, c1, c2], dim=-2)
 
 
+def _invariants(h: Tensor, g: Tensor) -> Tensor:
+    """Per-point invariants of vector features ``h (.., C, d)`` and the cloud's mean ``g (.., C, d)``:
+    ``|h_c|^2`` and ``<h_c, g_c>`` -> ``(.., 2C)``."""
+    return torch.cat([(h * h).sum(-1), (h * g).sum(-1)], dim=-1)
+
+
 class VNPointNet(nn.Module):
-    """A small vector-neuron PointNet: positions ``(.., d)`` -> ``out_vectors`` vectors per cloud.
+    """A vector-neuron PointNet: positions ``(.., d)`` -> ``out_channels`` vectors per cloud.
 
     The input channels of point ``x_i`` are ``x_i, C x_i / tr C, C^2 x_i / (tr C)^2`` with
     ``C = mean_i x_i x_i^T`` (equivariant: ``C -> R C R^T``). Linear vector neurons on
     ``x_i`` alone would keep every feature parallel to ``x_i``, and their mean over a
     centred cloud would vanish; the moment channels make the pooled vectors span space.
-    Each layer is ``VNLeakyReLU(VNLinear([h, mean(h)]))``: per-point features
+    Each block is ``VNLeakyReLU(VNLinear([h, mean(h)]))``: per-point features
     concatenated with the cloud's mean feature, so points see global context.
 
-    Input: ``x (B, N, d)`` (with optional mask) or flat ``(N_total, d)`` with ``batch``,
-    already centred when translations matter. Output: ``(B, out_vectors, d)``.
+    Pooling of the output: ``"mean"`` (a gated mean of the point features) or ``"attention"``:
+    every output vector is a softmax-weighted mean of the point features, with weights from an
+    MLP on per-point *invariants* (``|h_i|^2``, ``<h_i, mean h>``). A mean of an equivariant
+    function over a cloud with a rotational symmetry (a cube) is fixed by that symmetry, so it
+    cannot single out a pose; a sharp softmax over invariant scores can (it picks points, e.g. the
+    corners), while staying exactly equivariant.
+
+    Parameters
+    ----------
+    out_channels: number of output vectors.
+    hidden_channels: vector channels of the hidden layers.
+    num_blocks: number of blocks after the input layer.
+    pooling: ``"mean"`` or ``"attention"``.
+    d: dimension of the points.
+
+    Input: ``x (B, N, d)`` (with optional ``mask (B, N)`` bool) or flat ``(N_total, d)`` with
+    ``batch (N_total,)``, already centred when translations matter. Output: ``(B, out_channels, d)``.
     O(d)-equivariant: ``f(x R^T) = f(x) R^T`` for every orthogonal ``R``.
     """
 
-    def __init__(self, out_vectors: int, hidden: int = 16, layers: int = 2):
+    def __init__(self, out_channels: int, hidden_channels: int = 16, num_blocks: int = 2, *,
+                 pooling: str = "mean", frame_channels: int = 0, d: int = 3, **deprecated):
         super().__init__()
-        if layers < 1:
-            raise ValueError(f"layers must be >= 1, got {layers}")
-        self.inp = nn.Sequential(VNLinear(MOMENT_CHANNELS, hidden), VNLeakyReLU(hidden))
-        self.blocks = nn.ModuleList(nn.Sequential(VNLinear(2 * hidden, hidden), VNLeakyReLU(hidden))
-                                    for _ in range(layers))
-        self.out = VNLinear(2 * hidden, out_vectors)
+        out_channels = renamed_keyword(deprecated, "out_vectors", "out_channels", out_channels, "VNPointNet")
+        hidden_channels = renamed_keyword(deprecated, "hidden", "hidden_channels", hidden_channels, "VNPointNet")
+        num_blocks = renamed_keyword(deprecated, "layers", "num_blocks", num_blocks, "VNPointNet")
+        _refuse_unknown(deprecated, "VNPointNet")
+        out_channels = check_positive_int(out_channels, "out_channels")
+        hidden_channels = check_positive_int(hidden_channels, "hidden_channels")
+        num_blocks = check_positive_int(num_blocks, "num_blocks")
+        self.pooling = check_choice(pooling, "pooling", POOLINGS)
+        self.d = check_positive_int(d, "d")
+        self.frame_channels = check_nonnegative_int(frame_channels, "frame_channels")
+        h = hidden_channels
+        self.inp = nn.Sequential(VNLinear(MOMENT_CHANNELS + self.frame_channels, h, d), VNLeakyReLU(h, d=d))
+        self.blocks = nn.ModuleList(nn.Sequential(VNLinear(2 * h, h, d), VNLeakyReLU(h, d=d))
+                                    for _ in range(num_blocks))
+        self.out = VNLinear(2 * h, out_channels, d)
+        if self.pooling == "attention":
+            self.score = nn.Sequential(nn.Linear(2 * h, ATTENTION_HIDDEN), nn.SiLU(),
+                                       nn.Linear(ATTENTION_HIDDEN, out_channels))
+        from geomlin.reps.types import Vectors
+
+        group = _orthogonal_group(self.d)
+        self.type_in = Vectors(self.d, None, group)
+        self.type_out = Vectors(self.d, out_channels, group)
+
+    def example_inputs(self, generator=None, dtype=torch.float64):
+        """Three centred anisotropic clouds ``(3, 12, d)`` and a mask with varying sizes."""
+        x = torch.randn(3, 12, self.d, generator=generator, dtype=dtype)
+        x = x * torch.linspace(1.5, 0.5, self.d, dtype=dtype)
+        mask = torch.arange(12)[None] < torch.tensor([12, 9, 7])[:, None]
+        return (x,), {"mask": mask}
 
     def forward(self, x: Tensor, mask: Tensor | None = None, batch: Tensor | None = None,
-                num_graphs: int | None = None) -> Tensor:
-        h = self.inp(moment_features(x, mask, batch, num_graphs))
+                num_graphs: int | None = None, frame: Tensor | None = None) -> Tensor:
+        """``(B, out_channels, d)`` vectors; see the class docstring.
+
+        ``frame (B, frame_channels, d)``: per-cloud equivariant vectors (e.g. the moment axes of
+        :func:`~geomlin.frames.pca_frames`) added to every point's input channels.
+        """
+        _check_positions(x, self.d, mask, batch)
+        if batch is not None and num_graphs is None:
+            num_graphs = int(batch.max()) + 1 if batch.numel() else 0
+        feats = moment_features(x, mask, batch, num_graphs)
+        if self.frame_channels:
+            if frame is None or frame.shape[-2:] != (self.frame_channels, self.d):
+                raise ValueError(f"this VNPointNet needs frame (B, {self.frame_channels}, {self.d}), got "
+                                 f"{None if frame is None else tuple(frame.shape)}")
+            feats = torch.cat([feats, broadcast_pooled(frame.to(x.dtype), x, batch)], dim=-2)
+        elif frame is not None:
+            raise ValueError("frame was given but this VNPointNet was built with frame_channels=0")
+        h = self.inp(feats)
         for block in self.blocks:
             g = broadcast_pooled(pool_mean(h, mask, batch, num_graphs), h, batch)
             h = block(torch.cat([h, g], dim=-2))
         pooled = pool_mean(h, mask, batch, num_graphs)
+        if self.pooling == "attention":
+            scores = self.score(_invariants(h, broadcast_pooled(pooled, h, batch)))  # (.., K)
+            picked = pool_softmax(scores, h, mask, batch, num_graphs)  # (B, K, C, d)
+            both = torch.cat([picked, pooled[:, None].expand_as(picked)], dim=-2)  # (B, K, 2C, d)
+            # output vector k mixes the channels of its own attention-pooled features
+            return torch.einsum("kc,bkcd->bkd", self.out.weight.to(x.dtype), both)
         rms = pool_mean(h * h, mask, batch, num_graphs).sum(-1, keepdim=True).add(VN_EPS).sqrt()
         # Invariant norms rescale the pooled vectors: a per-cloud gate keeps O(d) equivariance.
         return self.out(torch.cat([pooled, pooled * torch.tanh(rms)], dim=-2))

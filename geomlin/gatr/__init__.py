@@ -4,7 +4,8 @@ Layers: :mod:`~geomlin.gatr.primitives` (pure functions on ``(..., 16)``) ->
 :mod:`~geomlin.gatr.layers` (modules) -> :mod:`~geomlin.gatr.model` (:class:`GATr`), with
 :mod:`~geomlin.gatr.attention` (how items are grouped into sets for fused attention),
 :mod:`~geomlin.gatr.planes` (the component-major kernels the layers run on) and
-:mod:`~geomlin.gatr.reference` (loading the reference implementation's weights).
+:mod:`~geomlin.gatr.reference` (loading the reference implementation's weights) and
+:mod:`~geomlin.gatr.orientations` (exact reflections for models on coordinates).
 Pin(3,0,1), the group GATr is equivariant to, is sampled by :class:`geomlin.algebra.Pin301`
 (re-exported here). Layers for any Clifford algebra (CGENN) live in :mod:`geomlin.clifford`.
 
@@ -19,7 +20,7 @@ torch.Size([2, 10, 3])
 """
 
 from geomlin.algebra.versor_groups import Pin301, pin_action
-from geomlin.gatr import attention, planes, primitives, reference
+from geomlin.gatr import attention, orientations, planes, primitives, reference
 from geomlin.gatr.attention import SetLayout, set_layout
 from geomlin.gatr.layers import (
     EquiLayerNorm,
@@ -42,6 +43,7 @@ __all__ = [
     "Pin301",
     "SetLayout",
     "attention",
+    "orientations",
     "pin_action",
     "planes",
     "primitives",

@@ -32,6 +32,13 @@ from geomlin.groups.euclidean import (
     transform_scalars,
     transform_vectors,
 )
+from geomlin.groups.rotations import (
+    chordal_distance,
+    geodesic_distance,
+    matrix_to_rotation_6d,
+    rotation_6d_to_matrix,
+    special_procrustes,
+)
 
 __all__ = [
     "E3",
@@ -52,8 +59,13 @@ __all__ = [
     "Sp",
     "Trivial",
     "as_group",
+    "chordal_distance",
+    "geodesic_distance",
     "haar_orthogonal",
+    "matrix_to_rotation_6d",
     "random_rigid",
+    "rotation_6d_to_matrix",
+    "special_procrustes",
     "symplectic_form",
     "transform_positions",
     "transform_scalars",

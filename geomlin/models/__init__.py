@@ -5,12 +5,17 @@
 * :class:`EGNNPotential`, :class:`EGNNDynamics` — dense E(n)-equivariant graph networks for
   molecular energies/forces and n-body dynamics;
 * :class:`GauntPotential` — an interatomic potential from Gaunt convolutions and many-body
-  Gaunt powers (:mod:`geomlin.gaunt`).
+  Gaunt powers (:mod:`geomlin.gaunt`);
+* :class:`VNPointNetClassifier` — an E(3)-invariant vector-neuron point-cloud classifier;
+* :class:`Ponita` (+ :class:`PonitaPotential`, :class:`PonitaDynamics`) — SE(3) weight sharing in
+  position-orientation space (Bekkers et al. 2024), in point-cloud and fiber-bundle mode.
 """
 
 from geomlin.models.egnn import EGNNDynamics, EGNNLayer, EGNNPotential, gaussian_rbf
 from geomlin.models.gaunt_potential import GauntPotential, dense_edge_index
-from geomlin.models.pointnet import PointNet, masked_max_pool, scatter_max_pool
+from geomlin.models.pointnet import PointNet, VNPointNetClassifier, masked_max_pool, scatter_max_pool
+from geomlin.models.ponita import Ponita, PonitaDynamics, PonitaPotential
+from geomlin.models.ponita_grid import grid_symmetries, orientation_grid
 
 __all__ = [
            "EGNNDynamics",
@@ -18,8 +23,14 @@ __all__ = [
            "EGNNPotential",
            "GauntPotential",
            "PointNet",
+           "Ponita",
+           "PonitaDynamics",
+           "PonitaPotential",
+           "VNPointNetClassifier",
            "dense_edge_index",
            "gaussian_rbf",
+           "grid_symmetries",
            "masked_max_pool",
+           "orientation_grid",
            "scatter_max_pool",
 ]

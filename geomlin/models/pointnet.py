@@ -19,6 +19,8 @@ from itertools import pairwise
 import torch
 from torch import Tensor, nn
 
+from geomlin.validation import check_nonnegative_int, check_positive_float, check_positive_int
+
 #: Per-point feature widths of the shared MLP (the original uses 64, 64, 64, 128, 1024).
 DEFAULT_POINT_WIDTHS = (64, 128, 256)
 #: Hidden widths of the classification head.
@@ -157,3 +159,117 @@ class PointNet(nn.Module):
         else:
             pooled = masked_max_pool(h, None if mask is None else mask.bool())
         return self.head(pooled)
+
+
+#: Vector channels per point of :class:`VNPointNetClassifier`: ``x, C x, C^2 x`` (global moments) and
+#: ``m, L x, L m, L C x`` (local: neighbourhood offset mean ``m`` and covariance ``L``).
+VN_INPUT_CHANNELS = 7
+#: Radius of the neighbourhoods of :func:`local_moment_features`, relative to the RMS radius of the cloud.
+NEIGHBORHOOD_SCALE = 0.5
+
+
+def local_moment_features(x: Tensor, mask: Tensor | None = None, scale: float = NEIGHBORHOOD_SCALE) -> Tensor:
+    """Equivariant per-point vectors of a centred padded cloud ``x (B, N, 3)`` -> ``(B, N, 7, 3)``.
+
+    ``x_i``, ``C x_i``, ``C^2 x_i`` with the cloud's covariance ``C`` (normalised by its trace) and,
+    over a smooth neighbourhood ``a_ij ~ (1 - |x_j - x_i|^2 / r^2)_+^2`` (``r = scale`` times the RMS
+    radius; padding excluded; every point is its own neighbour), the mean offset
+    ``m_i = sum_j a_ij (x_j - x_i)`` and, with the local covariance
+    ``L_i = sum_j a_ij (x_j - x_i)(x_j - x_i)^T / tr C``, the vectors ``L_i x_i``, ``L_i m_i``,
+    ``L_i C x_i``. Everything commutes with O(3), and the weights are continuous in the points.
+    """
+    from geomlin.frames.vector_neurons import VN_EPS, moment_features
+
+    glob = moment_features(x, mask)  # (B, N, 3, 3): x, Cx, C^2 x
+    sq = (x * x).sum(-1)  # (B, N)
+    if mask is None:
+        trace = sq.mean(1)
+    else:
+        trace = (sq * mask.to(x.dtype)).sum(1) / mask.sum(1).clamp_min(1).to(x.dtype)  # tr C
+    d2 = torch.baddbmm(sq[:, :, None] + sq[:, None, :], x, x.transpose(-1, -2), alpha=-2.0)
+    a = (1 - d2 / (scale ** 2 * trace[:, None, None] + VN_EPS)).clamp_min(0).square()
+    if mask is not None:
+        a = a * mask[:, None, :].to(x.dtype)
+    a = a / a.sum(-1, keepdim=True).clamp_min(VN_EPS)  # rows sum to 1 (the point itself has weight 1)
+    mean_x = a @ x  # sum_j a_ij x_j
+    m = mean_x - x
+    second = (a @ (x[..., :, None] * x[..., None, :]).flatten(-2)).unflatten(-1, (3, 3))  # sum_j a_ij x_j x_j^T
+    outer = lambda u, v: u[..., :, None] * v[..., None, :]
+    L = (second - outer(x, mean_x) - outer(mean_x, x) + outer(x, x)) / (trace[:, None, None, None] + VN_EPS)
+    cx = glob[:, :, 1]
+    local = [m, (L @ x[..., None])[..., 0], (L @ m[..., None])[..., 0], (L @ cx[..., None])[..., 0]]
+    return torch.cat([glob, torch.stack(local, dim=-2)], dim=-2)
+
+
+class VNPointNetClassifier(nn.Module):
+    """An E(3)-invariant point-cloud classifier: vector neurons and their invariants (Deng et al. 2021).
+
+    Per point: the seven equivariant vectors of :func:`local_moment_features` (the point, its
+    images under the cloud's covariance, and the offset and covariance of its neighbourhood), then
+    ``num_blocks`` vector-neuron layers (``VNLinear`` + ``VNLeakyReLU``) with ``hidden_channels``
+    vectors; the invariant layer is the Gram matrix of all these vectors (every inner product, the
+    complete set of O(3) invariants of a list of vectors), divided by the cloud's mean squared
+    radius; then a PointNet on the invariants (per-point MLP with biases, max and mean pooling,
+    MLP head). The cloud is centred and every vector operation commutes with O(3), so the logits
+    are exactly E(3) invariant (and scale invariant).
+
+    ``forward(pos (B, N, 3), mask=None) -> logits (B, num_classes)``.
+    """
+
+    def __init__(self, num_classes: int, hidden_channels: int = 8, num_blocks: int = 1,
+                 point_widths: Sequence[int] = (32, 64, 128), head_widths: Sequence[int] = (64,),
+                 neighborhood_scale: float = NEIGHBORHOOD_SCALE):
+        super().__init__()
+        from geomlin.frames.vector_neurons import VNLeakyReLU, VNLinear
+
+        self.num_classes = check_positive_int(num_classes, "num_classes")
+        h = check_positive_int(hidden_channels, "hidden_channels")
+        num_blocks = check_nonnegative_int(num_blocks, "num_blocks")
+        if len(point_widths) == 0:
+            raise ValueError("point_widths must name at least one hidden width, got an empty sequence")
+        self.neighborhood_scale = check_positive_float(neighborhood_scale, "neighborhood_scale")
+        layers: list[nn.Module] = []
+        for k in range(num_blocks):
+            layers += [VNLinear(VN_INPUT_CHANNELS if k == 0 else h, h), VNLeakyReLU(h)]
+        self.vn = nn.Sequential(*layers)
+        vectors = VN_INPUT_CHANNELS + (h if num_blocks else 0)
+        upper = torch.triu_indices(vectors, vectors)
+        self.register_buffer("pairs", upper[0] * vectors + upper[1], persistent=False)  # flat (a, b), a <= b
+        self.point_mlp = _mlp([self.pairs.shape[0], *point_widths], final_activation=True)
+        self.head = _mlp([2 * point_widths[-1], *head_widths, self.num_classes], final_activation=False)
+        from geomlin.groups import E3
+        from geomlin.reps.types import Positions, Scalars
+
+        self.type_in = Positions(3, E3())
+        self.type_out = Scalars(self.num_classes)
+
+    def example_inputs(self, generator=None, dtype=torch.float64):
+        pos = torch.randn(3, 20, 3, generator=generator, dtype=dtype) * torch.tensor([1.5, 1.0, 0.5], dtype=dtype)
+        return (pos,), {"mask": torch.arange(20)[None] < torch.tensor([20, 17, 12])[:, None]}
+
+    def invariants(self, pos: Tensor, mask: Tensor | None = None) -> Tensor:
+        """Per-point invariants ``(B, N, V (V + 1) / 2)``: the Gram matrices of the point's vectors."""
+        from geomlin.frames.pca import _check_positions
+
+        _check_positions(pos, 3, mask, None)
+        w = None if mask is None else mask[..., None].to(pos.dtype)
+        counts = pos.shape[1] if mask is None else w.sum(1, keepdim=True).clamp_min(1)
+        centroid = (pos if w is None else pos * w).sum(1, keepdim=True) / counts
+        x = pos - centroid
+        if w is not None:
+            x = x * w
+        v = local_moment_features(x, mask, self.neighborhood_scale)  # (B, N, 7, 3)
+        if len(self.vn):
+            v = torch.cat([v, self.vn(v)], dim=-2)
+        radius2 = (x * x).sum(-1).sum(1) / (counts.reshape(-1) if mask is not None else counts)
+        B, N, V, _ = v.shape
+        flat = v.reshape(B * N, V, 3)
+        gram = (flat @ flat.transpose(1, 2)).reshape(B, N, V * V)[..., self.pairs]  # <v_a, v_b>, a <= b
+        return gram / radius2.clamp_min(torch.finfo(pos.dtype).tiny)[:, None, None]
+
+    def forward(self, pos: Tensor, mask: Tensor | None = None) -> Tensor:
+        """Logits ``(B, num_classes)`` of padded clouds ``pos (B, N, 3)`` (``mask (B, N)`` bool, True = point)."""
+        from geomlin.frames.vector_neurons import pool_mean
+
+        h = self.point_mlp(self.invariants(pos, mask))
+        return self.head(torch.cat([masked_max_pool(h, mask), pool_mean(h, mask)], dim=-1))

@@ -25,6 +25,7 @@ Positions(3) under E(3)
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import torch
@@ -295,3 +296,179 @@ class Tensors(FeatureType):
 
     def __repr__(self) -> str:
         return f"Tensors(order {self.order} over {self.group!r}{_channel_suffix(self.channels)})"
+
+
+class Frames(FeatureType):
+    """Frames ``(..., d, d)`` whose *columns* are vectors: ``R -> Q R``.
+
+    The type of predicted rotations (a canonicalizer's ``R``), PCA frames and any matrix whose
+    columns transform as vectors. ``group`` as for :class:`Vectors` (E(d) by default; a rigid
+    motion acts through its rotation, translations leave frames unchanged).
+    """
+
+    def __init__(self, d: int = 3, group=None):
+        self.d = check_positive_int(d, "d")
+        self.group = _default_euclidean(self.d, group)
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return (self.d, self.d)
+
+    def act(self, g, x: Tensor) -> Tensor:
+        return rotation_part(g).to(dtype=x.dtype, device=x.device) @ x
+
+    def layout_key(self) -> tuple:
+        return ("Frames", self.d)
+
+    def key(self) -> tuple:
+        return self.layout_key() + (group_key(self.group),)
+
+    def __repr__(self) -> str:
+        return f"Frames({self.d}) under {self.group!r}"
+
+
+#: Quarter turns of the square grid: the rotations of C4 / D4.
+_QUARTER_TURNS = 4
+
+
+def planar_element(g) -> tuple[int, int]:
+    """``(k, m)`` of a 2x2 matrix ``g = Rot(k pi / 2) diag(1, -1)^m`` of C4 / D4.
+
+    Raises ``ValueError`` for matrices that are not such an element (to 1e-6).
+    """
+    g = rotation_part(g).detach().to(torch.float64).cpu()
+    if g.shape != (2, 2):
+        raise ValueError(f"planar image actions need 2x2 matrices of C4 / D4, got shape {tuple(g.shape)}")
+    m = int(torch.linalg.det(g) < 0)
+    rot = g @ torch.diag(torch.tensor([1.0, -1.0 if m else 1.0], dtype=torch.float64))
+    k = round(math.atan2(float(rot[1, 0]), float(rot[0, 0])) / (math.pi / 2)) % _QUARTER_TURNS
+    c, s = round(math.cos(k * math.pi / 2)), round(math.sin(k * math.pi / 2))
+    expected = torch.tensor([[c, -s], [s, c]], dtype=torch.float64)
+    if (rot - expected).abs().max() > 1e-6:
+        raise ValueError(f"{g.tolist()} is not a rotation by a multiple of 90 degrees (times a flip)")
+    return k, m
+
+
+def act_on_grid(x: Tensor, k: int, m: int) -> Tensor:
+    """``rot90^k(flip^m(x))`` on the last two axes of ``x (..., H, W)``: the pixel permutation of
+    ``Rot(k pi / 2) diag(1, -1)^m`` (``flip`` reverses the last axis)."""
+    if m:
+        x = torch.flip(x, (-1,))
+    return torch.rot90(x, k, (-2, -1)) if k else x
+
+
+def _planar_index(k: int, m: int) -> int:
+    return m * _QUARTER_TURNS + k
+
+
+def _planar_compose(a: tuple[int, int], b: tuple[int, int]) -> tuple[int, int]:
+    """``(k, m)`` of the product ``a b``: ``Rot(ka) F^ma Rot(kb) F^mb = Rot(ka +- kb) F^(ma + mb)``."""
+    (ka, ma), (kb, mb) = a, b
+    return (ka + (-kb if ma else kb)) % _QUARTER_TURNS, (ma + mb) % 2
+
+
+def _planar_group(group) -> tuple[object, int]:
+    """``(group, order)`` for ``C(4)`` / ``D(4)`` (or ``"C4"`` / ``"D4"``)."""
+    from geomlin.groups.classical import C, D
+
+    if isinstance(group, str) and group.strip().upper() in ("C4", "D4"):
+        group = D(4) if group.strip().upper() == "D4" else C(4)
+    if not isinstance(group, (C, D)) or group.k != _QUARTER_TURNS:
+        raise ValueError(f"image types are exact for C(4) and D(4) only (90-degree rotations and flips of "
+                         f"square pixel grids), got {group!r}")
+    return group, 2 * _QUARTER_TURNS if isinstance(group, D) else _QUARTER_TURNS
+
+
+class Images(FeatureType):
+    """Square images ``(..., channels, side, side)`` under C4 or D4, acting by exact pixel permutations.
+
+    The element ``Rot(k pi / 2) diag(1, -1)^m`` acts as ``rot90^k(flip^m(x))`` on the last two axes
+    (see :func:`act_on_grid`). ``group``: ``C(4)`` / ``D(4)`` or ``"C4"`` / ``"D4"``.
+    """
+
+    def __init__(self, group, channels: int | None, side: int | None = None):
+        self.group, self.order = _planar_group(group)
+        self.channels = _channels(channels)
+        self.side = None if side is None else check_positive_int(side, "side")
+
+    @property
+    def shape(self) -> tuple:
+        """``(channels, side, side)``; ``None`` sides (any square image) match any size in :meth:`check`."""
+        return (self.channels, self.side, self.side)
+
+    def random(self, lead=(EXAMPLE_BATCH,), generator=None, dtype=torch.float64) -> Tensor:
+        if self.side is None or self.channels is None:
+            raise ValueError(f"{self!r} has no fixed image shape; give the module an example_inputs() or pass inputs=")
+        return super().random(lead, generator, dtype)
+
+    def check(self, x, name: str = "x") -> Tensor:
+        check_tensor(x, name, shape=(Ellipsis, *self.shape), what=repr(self))
+        if x.shape[-1] != x.shape[-2]:
+            raise ValueError(f"{name} must hold square images (H = W, exact 90-degree rotations), got shape "
+                             f"{tuple(x.shape)}")
+        return x
+
+    def act(self, g, x: Tensor) -> Tensor:
+        return act_on_grid(x, *planar_element(g))
+
+    def layout_key(self) -> tuple:
+        return ("Images", self.channels, self.side)
+
+    def key(self) -> tuple:
+        return self.layout_key() + (group_key(self.group),)
+
+    def __repr__(self) -> str:
+        size = "H x W" if self.side is None else f"{self.side} x {self.side}"
+        channels = "C" if self.channels is None else self.channels
+        return f"Images({channels} x {size}) under {self.group!r}"
+
+
+class RegularFeatures(FeatureType):
+    """Functions on C4 / D4: ``(..., [channels,] |G|, [side, side])`` in the regular representation.
+
+    ``(g . y)[..., a, :, :] = g . y[..., g^{-1} a, :, :]``: the group axis is permuted and, with a
+    grid (``side`` given, or ``grid=True`` for any side), the trailing square grid is acted on as by :class:`Images` (the features of
+    a group convolution); without a grid the layout is ``(..., [channels,] |G|)`` (one logit per
+    element). Element index ``a = m * 4 + k`` for ``Rot(k pi / 2) diag(1, -1)^m``.
+    """
+
+    def __init__(self, group, channels: int | None = None, side: int | None = None, grid: bool | None = None):
+        self.group, self.order = _planar_group(group)
+        self.channels = _channels(channels)
+        self.side = None if side is None else check_positive_int(side, "side")
+        #: Whether a square grid follows the group axis (``True`` when ``side`` is given; ``grid=True``
+        #: without ``side`` declares a grid of any side).
+        self.grid = (self.side is not None) if grid is None else bool(grid)
+
+    @property
+    def shape(self) -> tuple:
+        head = () if self.channels is None else (self.channels,)
+        tail = (self.side, self.side) if self.grid else ()
+        return head + (self.order,) + tail
+
+    def random(self, lead=(EXAMPLE_BATCH,), generator=None, dtype=torch.float64) -> Tensor:
+        if self.grid and self.side is None:
+            raise ValueError(f"{self!r} has no fixed grid size; give the module an example_inputs() or pass inputs=")
+        return super().random(lead, generator, dtype)
+
+    def permutation(self, g) -> Tensor:
+        """``(|G|,)`` int64 ``p`` with ``(g . y)[a] = y[p[a]]``, ``p[a] = index(g^{-1} a)``."""
+        k, m = planar_element(g)
+        inverse = ((-k) % _QUARTER_TURNS if not m else k, m)
+        elements = [(a % _QUARTER_TURNS, a // _QUARTER_TURNS) for a in range(self.order)]
+        return torch.tensor([_planar_index(*_planar_compose(inverse, e)) for e in elements])
+
+    def act(self, g, x: Tensor) -> Tensor:
+        axis = x.ndim - (3 if self.grid else 1)
+        out = torch.index_select(x, axis, self.permutation(g).to(x.device))
+        return act_on_grid(out, *planar_element(g)) if self.grid else out
+
+    def layout_key(self) -> tuple:
+        return ("RegularFeatures", self.order, self.channels, self.grid, self.side)
+
+    def key(self) -> tuple:
+        return self.layout_key() + (group_key(self.group),)
+
+    def __repr__(self) -> str:
+        grid = "" if not self.grid else (" on H x W" if self.side is None else f" on {self.side} x {self.side}")
+        return f"RegularFeatures({self.group!r}{_channel_suffix(self.channels)}{grid})"

@@ -54,7 +54,9 @@ def test_per_point_outputs_and_vector_inputs(layout, point_mlp, clouds):
     fa_tuple = FrameAveraging(_TwoHeads(backbone), "E3", ("position", "vector"), inputs=("vector", "invariant"))
     assert_equivariant(fa_tuple, E3(), ("position", "vector", "scalar"), ("position", "vector"),
                        inputs=inputs, kwargs=kwargs)
-    assert fa  # constructed with tuple kinds
+    # two output kinds for a backbone with one output: refused, not silently truncated
+    with pytest.raises(ValueError, match="backbone returned 1 outputs but output kinds are"):
+        fa(*inputs, **kwargs)
     if layout == "padded":
         # Masked points are not compared meaningfully; real points are.
         y = fa_tuple(*inputs, **kwargs)[0]

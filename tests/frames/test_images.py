@@ -84,7 +84,7 @@ class _Flat(nn.Module):
 @pytest.mark.parametrize("name,group", GROUPS)
 def test_canonicalized_image_models_are_exact(name, group):
     G = as_image_group(name).order
-    can = ImageCanonicalizer(name, in_channels=2, hidden=4, layers=1, kernel_size=3).double()
+    can = ImageCanonicalizer(name, in_channels=2, hidden_channels=4, num_blocks=1, kernel_size=3).double()
     x = _images(3, 2, 9)
     act = image_action(name)
     cases = [
@@ -101,12 +101,12 @@ def test_canonicalized_image_models_are_exact(name, group):
 
 
 def test_logits_are_permuted_exactly():
-    can = ImageCanonicalizer("D4", hidden=4, layers=2).double()
+    can = ImageCanonicalizer("D4", hidden_channels=4, num_blocks=2).double()
     assert_equivariant(can.logits, D(4), image_action("D4"), regular_action("D4"), inputs=(_images(),))
 
 
 def test_canonical_image_is_invariant_and_prediction_follows_the_input():
-    can = ImageCanonicalizer("C4", hidden=4).double()
+    can = ImageCanonicalizer("C4", hidden_channels=4).double()
     x = _images()
     g = can(x)
     xc = can.canonicalize(x, g)
@@ -119,7 +119,7 @@ def test_canonical_image_is_invariant_and_prediction_follows_the_input():
 
 
 def test_gradients_reach_canonicalizer_and_backbone():
-    can = ImageCanonicalizer("C4", hidden=4, layers=1)
+    can = ImageCanonicalizer("C4", hidden_channels=4, num_blocks=1)
     model = Canonicalization(can, _Flat(3), "invariant")
     y, g = model(torch.randn(4, 1, 9, 9), return_elements=True)
     (y.square().sum() + model.prior_loss(g)).backward()
@@ -136,7 +136,7 @@ def test_prior_loss_drives_upright_images_to_the_identity():
     gen = torch.Generator().manual_seed(0)
     template = torch.randn(1, 1, 9, 9, generator=gen)
     x = template + 0.1 * torch.randn(16, 1, 9, 9, generator=gen)
-    can = ImageCanonicalizer("D4", hidden=4, layers=1)
+    can = ImageCanonicalizer("D4", hidden_channels=4, num_blocks=1)
     opt = torch.optim.Adam(can.parameters(), lr=3e-2)
     losses, metric0 = [], can.identity_metric(can(x)).item()
     for _ in range(40):

@@ -186,7 +186,7 @@ def test_bad_input_raises_clear_errors(clouds):
         pca_frames(pos, "E3", empty)
     with pytest.raises(ValueError, match="no points"):
         pca_frames(flat, "E3", batch=batch, num_graphs=5)
-    with pytest.raises(ValueError, match="batch must have shape"):
+    with pytest.raises(ValueError, match="batch must have one entry per item"):
         pca_frames(flat, "E3", batch=batch[:-1])
     with pytest.raises(ValueError, match="not both"):
         pca_frames(flat, "E3", mask=mask, batch=batch)
@@ -196,7 +196,7 @@ def test_bad_input_raises_clear_errors(clouds):
         pca_frames(pos, "Q3")
     with pytest.raises(ValueError, match="on_degenerate"):
         pca_frames(pos, "E3", on_degenerate="maybe")
-    with pytest.raises(TypeError, match="floating point"):
+    with pytest.raises(TypeError, match="floating-point"):
         pca_frames(pos.long(), "E3")
 
 
@@ -214,3 +214,82 @@ def test_coincident_points_are_zero_spread_but_far_clouds_are_fine():
     assert torch.isfinite(fr.frames).all()
     far = torch.randn(1, 20, 3, generator=torch.Generator().manual_seed(0)) * torch.tensor([1.0, 0.5, 0.2]) + 1000
     assert not pca_frames(far, "E3", on_degenerate="raise").degenerate.any()
+
+
+# ------------------------------------------------------------- moment axes and skewness signs
+def _cube_surface(num_points=400, seed=0):
+    from geomlin.datasets.synthetic import shape_points
+
+    return shape_points("cube", 1, num_points, torch.Generator().manual_seed(seed))
+
+
+@pytest.mark.parametrize("group,sampler", [("E3", E3()), ("SE3", SE3()), ("O3", O(3))])
+def test_moment_frames_are_exactly_equivariant_sets(group, sampler):
+    """Oracle: brute-force matching of F(gX) against g F(X) on clouds the policy acts on (a sampled
+    cube and a tetrahedron's vertices with a little noise: isotropic covariance)."""
+    g = torch.Generator().manual_seed(4)
+    tetra = _tetrahedron() + 0.05 * torch.randn(1, 4, 3, dtype=torch.float64, generator=g)
+    for pos in (_cube_surface(), tetra):
+        fr = pca_frames(pos, group, on_degenerate="moments", gap_tol=0.2)
+        assert fr.degenerate.all()
+        elements = sampler.sample(4, generator=g)
+        for i in range(4):
+            R = elements.R[i] if hasattr(elements, "R") else elements[i]
+            t = elements.t[i] if hasattr(elements, "R") else torch.zeros(3, dtype=torch.float64)
+            moved = pca_frames(pos @ R.T + t, group, on_degenerate="moments", gap_tol=0.2)
+            assert _match_sets(moved.frames[0], R @ fr.frames[0]) < 1e-9
+
+
+def test_moment_axes_of_a_cube_are_its_symmetry_axes():
+    """Oracle: the geometry of the cube. Its covariance is isotropic, so PCA's axes are noise; the
+    moment axes start from a body diagonal (the maximum of the fourth moment on its surface), and two
+    independent samples get the cube's corners to the same canonical places (up to the frame's signs),
+    which plain PCA does not."""
+    diagonals = torch.tensor([[1, 1, 1], [1, 1, -1], [1, -1, 1], [-1, 1, 1]], dtype=torch.float64) / math.sqrt(3)
+    corners = torch.tensor([[x, y, z] for x in (-1, 1) for y in (-1, 1) for z in (-1, 1)], dtype=torch.float64)
+
+    def corner_mismatch(policy, tol):
+        frames = [pca_frames(_cube_surface(seed=seed), "E3", on_degenerate=policy, gap_tol=tol).frames[0]
+                  for seed in (0, 1)]
+        ref = corners @ frames[0][0]  # canonical coordinates z = Q^T x, as rows: x^T Q
+        return min(torch.cdist(ref, corners @ Q).min(-1).values.max().item() for Q in frames[1]), frames
+
+    moments, frames = corner_mismatch("moments", 0.2)
+    assert (diagonals @ frames[0][0, :, 0]).abs().max() > math.cos(math.radians(8))
+    assert moments < 0.35  # corners (at distance sqrt 3) land within ~12 degrees
+    plain, _ = corner_mismatch("ignore", 1e-3)
+    assert plain > 2 * moments
+
+
+def test_moment_axes_are_o_k_equivariant():
+    from geomlin.frames.pca import moment_axes
+
+    g = torch.Generator().manual_seed(5)
+    y = torch.randn(3, 30, 3, dtype=torch.float64, generator=g) ** 3  # skewed, heavy tails
+    w = torch.ones(3, 30, dtype=torch.float64)
+    U = moment_axes(y, w)
+    assert (U.transpose(-1, -2) @ U - torch.eye(3, dtype=torch.float64)).abs().max() < 1e-12
+    for Q in O(3).sample(3, generator=g):
+        V = moment_axes(y @ Q, w)  # coordinates in a rotated basis
+        # Q^T U and V agree column by column up to sign
+        dots = ((Q.T @ U) * V).sum(-2).abs()
+        assert (dots - 1).abs().max() < 1e-9
+
+
+def test_skewness_frames_have_one_element_and_are_equivariant(clouds):
+    pos, mask, _, _ = clouds()
+    pos = pos ** 3 * 0.3 + pos  # clearly skewed along every axis
+    for group, sampler in (("E3", E3()), ("SE3", SE3())):
+        fr = pca_frames(pos, group, mask, signs="skewness")
+        assert fr.frames.shape == (3, 1, 3, 3)
+        if group == "SE3":
+            assert (torch.linalg.det(fr.frames) - 1).abs().max() < 1e-12
+        else:  # the first two axes have positive third moments
+            z = torch.einsum("bnd,bde->bne", pos - fr.centroid[:, None], fr.frames[:, 0])
+            third = ((z ** 3) * mask[..., None]).sum(1)
+            assert (third > 0).all()
+        elements = sampler.sample(4)
+        for i in range(4):
+            R, t = elements.R[i], elements.t[i]
+            moved = pca_frames(pos @ R.T + t, group, mask, signs="skewness")
+            assert (moved.frames[:, 0] - R @ fr.frames[:, 0]).abs().max() < 1e-9

@@ -44,3 +44,32 @@ def test_pointnet_is_o3_equivariant_and_spans_space(layout):
     out_c = net(centred) if layout == "padded" else out
     assert torch.linalg.svdvals(out_c).min() > 1e-6
     assert moment_features(pos).shape == (3, 8, 3, 3)
+
+
+@pytest.mark.parametrize("layout", ["padded", "flat"])
+def test_attention_pooling_and_frame_channels_are_o3_equivariant(layout):
+    pos = torch.randn(3, 8, 3, dtype=torch.float64)
+    frame = torch.randn(3, 2, 3, dtype=torch.float64)
+    net = VNPointNet(3, 8, 1, pooling="attention", frame_channels=2).double()
+    if layout == "padded":
+        inputs, kwargs = (pos,), {"mask": torch.arange(8)[None] < torch.tensor([8, 6, 5])[:, None]}
+    else:
+        inputs, kwargs = (pos.reshape(-1, 3),), {"batch": torch.arange(3).repeat_interleave(8)}
+
+    def fn(x, f):
+        return net(x, frame=f, **kwargs)
+
+    assert_equivariant(fn, O(3), ("vector", "vector"), "vector", inputs=(*inputs, frame))
+
+
+def test_attention_pooling_picks_points():
+    """Oracle: a softmax over invariant scores is a convex combination of the points' features: with a
+    very sharp score it returns the features of the highest-scoring point."""
+    from geomlin.frames.vector_neurons import pool_softmax
+
+    v = torch.randn(2, 5, 1, 3, dtype=torch.float64)
+    scores = torch.tensor([[0.0, 50.0, 1.0, 2.0, 3.0], [9.0, 0.0, 60.0, 1.0, 0.0]], dtype=torch.float64)[..., None]
+    out = pool_softmax(scores, v)
+    assert torch.allclose(out[:, 0], torch.stack([v[0, 1], v[1, 2]]), atol=1e-12)
+    flat = pool_softmax(scores.reshape(10, 1), v.reshape(10, 1, 3), batch=torch.arange(2).repeat_interleave(5))
+    assert torch.allclose(flat, out, atol=1e-12)

@@ -1,10 +1,39 @@
 """Equivariance examples of the module classes in :mod:`geomlin.models` (see tests/test_declarations.py)."""
 
-from geomlin.models import EGNNDynamics, EGNNLayer, EGNNPotential
+from geomlin.models import (
+    EGNNDynamics,
+    EGNNLayer,
+    EGNNPotential,
+    PointNet,
+    Ponita,
+    PonitaDynamics,
+    PonitaPotential,
+    VNPointNetClassifier,
+)
+from geomlin.models.ponita import ConvNeXtBlock, FiberBundleConv, KernelBasis, PointConv
 
 EXAMPLES = {
     EGNNLayer: [lambda: EGNNLayer(8, num_rbf=4),
                 lambda: EGNNLayer(8, edge_dim=2, num_rbf=4, update_coords=False)],
     EGNNPotential: [lambda: EGNNPotential(num_species=5, hidden_channels=8, num_blocks=2, num_rbf=4)],
     EGNNDynamics: [lambda: EGNNDynamics(hidden_channels=8, num_blocks=2, num_rbf=4)],
+    VNPointNetClassifier: [lambda: VNPointNetClassifier(5, hidden_channels=6, num_blocks=1)],
+    Ponita: [
+        lambda: Ponita(3, 8, 2, 1, in_vector_channels=1, out_vector_channels=2, mode="points", radius=2.5),
+        lambda: Ponita(3, 8, 2, 2, in_vector_channels=1, out_vector_channels=1, num_ori=12, grid="icosahedral"),
+        lambda: Ponita(2, 8, 1, 1, in_vector_channels=1, out_vector_channels=1, num_ori=12, grid="icosahedral",
+                       complete=True, task_level="node"),
+    ],
+    PonitaPotential: [lambda: PonitaPotential(num_species=4, hidden_channels=8, num_blocks=1)],
+    PonitaDynamics: [lambda: PonitaDynamics(hidden_channels=8, num_blocks=1, mode="points")],
+}
+
+NOT_EQUIVARIANT = {
+    PointNet: "the non-equivariant baseline (frames and canonicalization wrap it)",
+    KernelBasis: "an MLP on invariant pair attributes (no group acts on its input); checked inside Ponita",
+    PointConv: "a PONITA layer on invariant features and kernels; its symmetry comes from how Ponita builds the "
+               "attributes and is checked on Ponita",
+    FiberBundleConv: "a PONITA layer on grid functions indexed by the orientation grid; equivariance needs the "
+                     "grid permutation and is checked on Ponita",
+    ConvNeXtBlock: "wraps a PONITA convolution (see PointConv / FiberBundleConv); checked on Ponita",
 }

@@ -53,3 +53,53 @@ def test_not_rotation_invariant():
 def test_bad_input(bad, msg):
     with pytest.raises((ValueError, TypeError), match=msg):
         PointNet(3)(bad())
+
+
+# ------------------------------------------------------------------ VNPointNetClassifier
+def test_vn_classifier_is_e3_and_permutation_invariant_and_masks_padding():
+    from geomlin.groups import E3
+    from geomlin.models import VNPointNetClassifier
+    from geomlin.testing import assert_equivariant, equivariance_error
+
+    torch.manual_seed(0)
+    net = VNPointNetClassifier(4, hidden_channels=4, num_blocks=1).double()
+    assert_equivariant(net)  # declared: E(3), reflections and translations included
+    pos = torch.randn(2, 16, 3, dtype=torch.float64) * torch.tensor([1.5, 1.0, 0.5], dtype=torch.float64)
+    perm = torch.randperm(16)
+    torch.testing.assert_close(net(pos), net(pos[:, perm]), rtol=1e-12, atol=1e-12)
+    padded = torch.cat([pos, 50 * torch.randn(2, 4, 3, dtype=torch.float64)], dim=1)
+    mask = torch.arange(20)[None] < 16
+    torch.testing.assert_close(net(pos), net(padded, mask=mask.expand(2, 20)), rtol=1e-10, atol=1e-10)
+    # the checker can fail: a PointNet on the same inputs is not invariant
+    assert equivariance_error(PointNet(4).double(), E3(), "position", "invariant", inputs=(pos,)) > 1e-3
+
+
+def test_vn_classifier_invariants_are_the_gram_matrix():
+    """Oracle: the invariants are the inner products of the point's vectors, written out for the
+    first point: <x, x> / mean |x|^2 and <x, C x> / mean |x|^2."""
+    from geomlin.models import VNPointNetClassifier
+
+    net = VNPointNetClassifier(3, num_blocks=0).double()
+    pos = torch.randn(1, 10, 3, dtype=torch.float64)
+    inv = net.invariants(pos)
+    x = pos[0] - pos[0].mean(0)
+    r2 = (x * x).sum(-1).mean()
+    C = x.T @ x / 10
+    C = C / torch.trace(C)
+    assert inv.shape == (1, 10, 28)
+    assert torch.allclose(inv[0, 0, 0], x[0] @ x[0] / r2)
+    assert torch.allclose(inv[0, 0, 1], x[0] @ (C @ x[0]) / r2)
+
+
+@pytest.mark.parametrize("make,exc,msg", [
+    (lambda m: m(torch.randn(2, 10, 2)), ValueError, "last dimension 3"),
+    (lambda m: m(torch.randn(2, 10, 3), mask=torch.ones(2, 10)), TypeError, "torch.bool"),
+    (lambda m: m(torch.full((2, 10, 3), float("nan"))), ValueError, "NaN"),
+])
+def test_vn_classifier_bad_input(make, exc, msg):
+    from geomlin.models import VNPointNetClassifier
+
+    with pytest.raises(exc, match=msg):
+        make(VNPointNetClassifier(3))
+    with pytest.raises(ValueError, match="hidden_channels"):
+        VNPointNetClassifier(3, hidden_channels=0)

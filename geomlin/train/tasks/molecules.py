@@ -159,6 +159,7 @@ class MoleculesTask(Task):
     models: ClassVar[dict[str, str]] = {
         "gaunt": "Gaunt-tensor-product potential (geomlin.gaunt), E(3) invariant energy",
         "egnn": "EGNN-style invariant message passing potential (Satorras et al. 2021)",
+        "ponita": "PONITA (Bekkers et al. 2024), point-cloud mode: E(3) invariant energy",
     }
     default_overrides: ClassVar[dict] = {"epochs": 15, "batch_size": 32, "lr": 2e-3}
     primary_metric = f"{TEST}_force_mae"
@@ -172,7 +173,7 @@ class MoleculesTask(Task):
 
     def _net_class(self, name: str):
         models = _require("geomlin.models", "the molecule models")
-        return {"egnn": models.EGNNPotential, "gaunt": models.GauntPotential}[name]
+        return {"egnn": models.EGNNPotential, "gaunt": models.GauntPotential, "ponita": models.PonitaPotential}[name]
 
     def model_names(self, cfg: dict) -> list[str]:
         names = super().model_names(cfg)

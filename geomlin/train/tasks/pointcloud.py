@@ -46,6 +46,14 @@ def rotate_clouds(pos: Tensor, seed: int, reflections: bool = False) -> Tensor:
     return pos @ R.transpose(-1, -2)
 
 
+#: Relative eigenvalue gap below which the frame-averaged model takes axes from higher moments
+#: (most synthetic classes are symmetric: their covariance spectrum is (nearly) degenerate).
+FRAME_GAP_TOL = 0.2
+#: Vector channels of the canonicalizer's network (it only has to find a pose, not classify).
+CANON_WIDTH = 8
+#: Vector-neuron layers of the vn_pointnet classifier.
+VN_BLOCKS = 1
+
 #: Bundled meshes used as extra classes (the sphere is already a synthetic class).
 MESH_NAMES = ("airplane", "ant", "nut")
 #: Random isotropic scale and jitter of the mesh clouds (as for the synthetic shapes).
@@ -102,12 +110,16 @@ class GATrClassifier(nn.Module):
     cloud are used (the clouds are i.i.d. surface samples, so this is a uniform subsample):
     attention costs ``O(N^2)`` and GATr's layers are heavy per point. Channel names follow the
     reference GATr; ``hidden_mv``, ``hidden_s``, ``blocks``, ``heads`` are deprecated spellings.
+    ``average_orientations`` (default) pools the scalars of both orientations of the embedded points
+    (:mod:`geomlin.gatr.orientations`): exact under reflections at twice the cost.
     """
 
     def __init__(self, num_classes: int, hidden_mv_channels: int = 8, hidden_s_channels: int = 16,
-                 num_blocks: int = 2, num_heads: int = 4, max_points: int = 32, *, hidden_mv: int | None = None,
+                 num_blocks: int = 2, num_heads: int = 4, max_points: int = 32, *,
+                 average_orientations: bool = True, hidden_mv: int | None = None,
                  hidden_s: int | None = None, blocks: int | None = None, heads: int | None = None):
         super().__init__()
+        self.average_orientations = bool(average_orientations)
         hidden_mv_channels = renamed("GATrClassifier", "hidden_mv", "hidden_mv_channels", hidden_mv,
                                      hidden_mv_channels)
         hidden_s_channels = renamed("GATrClassifier", "hidden_s", "hidden_s_channels", hidden_s, hidden_s_channels)
@@ -115,6 +127,7 @@ class GATrClassifier(nn.Module):
         num_heads = renamed("GATrClassifier", "heads", "num_heads", heads, num_heads)
         gatr = _require("geomlin.gatr", "the GATr model")
         self.pga = _require("geomlin.algebra.pga", "the GATr model")
+        self.orientations = gatr.orientations
         self.max_points = check_positive_int(max_points, "max_points")
         self.net = gatr.GATr(in_mv_channels=1, out_mv_channels=1, hidden_mv_channels=hidden_mv_channels,
                              in_s_channels=0, out_s_channels=hidden_s_channels, hidden_s_channels=hidden_s_channels,
@@ -132,8 +145,10 @@ class GATrClassifier(nn.Module):
         check_tensor(pos, "pos", shape=(None, None, 3), what="B clouds of N points")
         pos = pos[:, : self.max_points]
         mv = self.pga.embed_point(pos)[..., None, :]          # (B, N, 1, 16)
-        _, s = self.net(mv)
-        return self.head(s.mean(dim=-2))
+        if not self.average_orientations:
+            return self.head(self.net(mv)[1].mean(dim=-2))
+        _, s = self.net(self.orientations.both_orientations(mv))
+        return self.head(self.orientations.mean_over_orientations(s.mean(dim=-2)))
 
 
 class PointCloudTask(Task):
@@ -155,21 +170,26 @@ class PointCloudTask(Task):
         Option("gatr_points", int, 32, "points per cloud seen by the GATr model (attention is O(N^2))", minimum=1),
         Option("frame_group", str, "SE3", "group of the frame-averaged / canonicalized models",
                ("E3", "SE3", "O3", "SO3")),
+        Option("frame_signs", str, "skewness", "signs of the frame axes: one element signed by third moments, "
+               "or all sign patterns (|F| = 4 or 8, one random element per shape while training)",
+               ("skewness", "all")),
         Option("prior_weight", float, 0.1, "weight of the canonicalization prior |R - I|^2 (canonical model)",
                minimum=0.0),
+        Option("vn_width", int, 8, "vector channels of the vector-neuron classifier (vn_pointnet)", minimum=1),
         Option("schedule", str, "cosine", "learning-rate schedule", ("cosine", "constant")),
         Option("stop_after", int, 0, "stop after this epoch as if interrupted (0 = never; for resume tests)",
                minimum=0),
     )
-    default_models = ("pointnet", "frame_avg", "canonical")
+    default_models = ("pointnet", "frame_avg", "canonical", "vn_pointnet")
     models: ClassVar[dict[str, str]] = {
         "pointnet": "PointNet baseline (not rotation invariant)",
         "pointnet_aug": "PointNet trained with random-rotation augmentation",
-        "frame_avg": "FrameAveraging(PointNet): E(3) invariant by PCA frame averaging",
-        "canonical": "Canonicalization(PointNet): learned vector-neuron canonical pose, one backbone call",
+        "frame_avg": "FrameAveraging(PointNet): invariant by PCA frames (moment axes for symmetric shapes)",
+        "canonical": "Canonicalization(PointNet): learned vector-neuron pose (Procrustes, canonicalization prior)",
+        "vn_pointnet": "VNPointNetClassifier: vector neurons, E(3) invariant by construction",
         "gatr": "GATr (geometric algebra transformer), E(3) equivariant by construction",
     }
-    default_overrides: ClassVar[dict] = {"epochs": 12, "lr": 3e-3, "batch_size": 32}
+    default_overrides: ClassVar[dict] = {"epochs": 10, "lr": 3e-3, "batch_size": 32}
     primary_metric = f"{TEST_ROTATED}_acc"
 
     def quick_preset(self, cfg: dict) -> dict:
@@ -246,13 +266,23 @@ class PointCloudTask(Task):
             return PointNet(k)
         if name == "frame_avg":
             frames = _require("geomlin.frames", "the frame-averaged model")
-            # one random frame element per shape while training (|F| times cheaper), all frames at eval
+            # Symmetric shapes have (nearly) degenerate spectra: their axes come from higher moments.
+            # signs="all" trains on one random frame element per shape (|F| times cheaper) and
+            # averages all of them at evaluation; "skewness" has one element (|F| = 1).
             return frames.FrameAveraging(PointNet(k), group=cfg["frame_group"], output="invariant",
-                                         stochastic=True, on_degenerate="ignore")
+                                         stochastic=cfg["frame_signs"] == "all", on_degenerate="moments",
+                                         gap_tol=FRAME_GAP_TOL, signs=cfg["frame_signs"])
         if name == "canonical":
             frames = _require("geomlin.frames", "the canonicalized model")
-            canon = frames.PointCloudCanonicalizer(group=cfg["frame_group"], hidden=8, layers=1)
+            canon = frames.PointCloudCanonicalizer(group=cfg["frame_group"], hidden_channels=CANON_WIDTH,
+                                                   num_blocks=1, orthogonalization="procrustes",
+                                                   moment_frame=True, gap_tol=FRAME_GAP_TOL)
             return frames.Canonicalization(canon, PointNet(k), output="invariant")
+        if name == "vn_pointnet":
+            from geomlin.models import VNPointNetClassifier
+
+            return VNPointNetClassifier(k, hidden_channels=cfg["vn_width"], num_blocks=VN_BLOCKS,
+                                        point_widths=(w, 2 * w, 4 * w), head_widths=(2 * w,))
         if name == "gatr":
             return GATrClassifier(k, max_points=cfg["gatr_points"])
         raise UserError(f"unknown model '{name}' for task pointcloud")

@@ -1,0 +1,72 @@
+"""Equivariance examples of the module classes in :mod:`geomlin.frames` (see tests/test_declarations.py).
+
+The wrapped backbones are deliberately not equivariant and have biases (``tests/frames/conftest.py``),
+so only the frame / canonicalization machinery can make the wrappers pass.
+"""
+
+from torch import nn
+
+from geomlin.frames import (
+    Canonicalization,
+    Canonicalizer,
+    FrameAveraging,
+    ImageCanonicalizer,
+    PointCloudCanonicalizer,
+    VNLeakyReLU,
+    VNLinear,
+    VNPointNet,
+)
+from geomlin.frames.images import GroupConv2d, LiftingConv2d
+from tests.frames.conftest import PointMLP
+
+
+class _FlatImageHead(nn.Module):
+    """A plain MLP on flattened 9x9 images (with biases): not equivariant."""
+
+    def __init__(self, out: int, channels: int = 1):
+        super().__init__()
+        self.net = nn.Sequential(nn.Flatten(), nn.Linear(channels * 81, 16), nn.SiLU(), nn.Linear(16, out))
+
+    def forward(self, x):
+        return self.net(x)
+
+
+def _biased(module: nn.Module) -> nn.Module:
+    for m in module.modules():
+        if getattr(m, "bias", None) is not None and isinstance(m.bias, nn.Parameter):
+            nn.init.normal_(m.bias, std=0.3)
+    return module
+
+
+EXAMPLES = {
+    FrameAveraging: [
+        lambda: FrameAveraging(PointMLP(out_dim=4), "E3", "invariant"),
+        lambda: FrameAveraging(PointMLP(out_dim=3, level="point"), "SO3", "vector"),
+        lambda: FrameAveraging(PointMLP(out_dim=3), "SE3", "position", on_degenerate="moments", gap_tol=0.2,
+                               signs="skewness"),
+        lambda: FrameAveraging(PointMLP(extra_dim=3, out_dim=3, level="point"), "O3", "vector", inputs="vector"),
+    ],
+    Canonicalization: [
+        lambda: Canonicalization(PointCloudCanonicalizer("SE3", orthogonalization="procrustes", moment_frame=True),
+                                 PointMLP(out_dim=3), "position"),
+        lambda: Canonicalization(PointCloudCanonicalizer("O3", pooling="attention"), PointMLP(out_dim=2), "invariant"),
+        lambda: Canonicalization(ImageCanonicalizer("D4", hidden_channels=4, num_blocks=1, kernel_size=3),
+                                 _FlatImageHead(2), "vector"),
+    ],
+    PointCloudCanonicalizer: [
+        lambda: PointCloudCanonicalizer("SE3"),
+        lambda: PointCloudCanonicalizer("E3", orthogonalization="procrustes", pooling="attention"),
+        lambda: PointCloudCanonicalizer("SO(2)"),
+    ],
+    ImageCanonicalizer: [lambda: _biased(ImageCanonicalizer("C4", in_channels=2, hidden_channels=4, num_blocks=1,
+                                                            kernel_size=3))],
+    LiftingConv2d: [lambda: _biased(LiftingConv2d("D4", 2, 3, 3))],
+    GroupConv2d: [lambda: _biased(GroupConv2d("C4", 3, 2, 3))],
+    VNLinear: [lambda: VNLinear(4, 5)],
+    VNLeakyReLU: [lambda: VNLeakyReLU(5)],
+    VNPointNet: [lambda: VNPointNet(3, 8, 1), lambda: VNPointNet(2, 8, 1, pooling="attention", d=2)],
+}
+
+NOT_EQUIVARIANT = {
+    Canonicalizer: "abstract base class of the canonicalization contract; its subclasses are checked",
+}
