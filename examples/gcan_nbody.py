@@ -157,8 +157,8 @@ def main(argv=None) -> dict:
     print(header())
     torch.manual_seed(args.seed)
     sim = {"burn_in_steps": 1000 if not args.quick else 200, "horizon_steps": 1000 if not args.quick else 300}
-    train_data = stacked(NBody(args.train, n_particles=PARTICLES, seed=args.seed, **sim))
-    test_data = stacked(NBody(args.test, n_particles=PARTICLES, seed=args.seed + 1, **sim))
+    train_data = stacked(NBody(args.train, num_particles=PARTICLES, seed=args.seed, **sim))
+    test_data = stacked(NBody(args.test, num_particles=PARTICLES, seed=args.seed + 1, **sim))
 
     gatr = GATrNBody(hidden_mv=args.hidden_mv, hidden_s=args.hidden_s)
     budget = count(gatr)

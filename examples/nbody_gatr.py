@@ -107,8 +107,8 @@ def main(argv=None) -> dict:
     torch.manual_seed(args.seed)
     torch.set_num_threads(1)  # small tensors: threads cost more than they give
     sim = {"burn_in_steps": 1000 if not args.quick else 200, "horizon_steps": 1000 if not args.quick else 300}
-    train_data = stacked(NBody(args.train, n_particles=5, seed=args.seed, **sim))
-    test_data = stacked(NBody(args.test, n_particles=5, seed=args.seed + 1, **sim))
+    train_data = stacked(NBody(args.train, num_particles=5, seed=args.seed, **sim))
+    test_data = stacked(NBody(args.test, num_particles=5, seed=args.seed + 1, **sim))
 
     models = {"GATr": GATrNBody(), "Transformer": TransformerNBody()}
     g = E3().sample(args.test, dtype=torch.float32)

@@ -98,9 +98,13 @@ def main(argv=None) -> None:
     parser.add_argument("--batch", type=int, default=1024 * 32)
     parser.add_argument("--backward", action="store_true", help="time forward + backward")
     args = parser.parse_args(argv)
-    torch.set_num_threads(1)
-    for L, best, med in measure(args.lmax, args.batch, device=args.device, backward=args.backward):
-        print(L, best, {k: round(v, 1) for k, v in med.items()}, flush=True)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # a command-line entry point: timings on one thread, restored afterwards
+    try:
+        for L, best, med in measure(args.lmax, args.batch, device=args.device, backward=args.backward):
+            print(L, best, {k: round(v, 1) for k, v in med.items()}, flush=True)
+    finally:
+        torch.set_num_threads(threads)
 
 
 if __name__ == "__main__":

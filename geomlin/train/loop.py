@@ -121,6 +121,13 @@ def check_output_folder(out: Path) -> None:
             raise UserError(f"--out {out} {what}; pass a folder for the run's files")
 
 
+def _plain(value) -> bool:
+    """A JSON-plain data fact kept in the run record: a number, string, bool or a list of them."""
+    if isinstance(value, (list, tuple)):
+        return all(isinstance(v, (int, float, str, bool)) for v in value)
+    return isinstance(value, (int, float, str, bool))
+
+
 def run_training(task: Task, cfg: dict[str, Any], resume_from: str | Path | None = None) -> dict[str, Any]:
     """Train the models of ``task`` as configured by ``cfg``; return the summary dict.
 
@@ -209,7 +216,7 @@ def _run(task: Task, cfg: dict[str, Any], dist: D.DistInfo, resume_from) -> dict
                 "python": platform.python_version(), "num_train": num_train,
                 "num_eval": {k: num_examples(v) for k, v in data.evals.items()},
                 "parameters": {n: count_parameters(m) for n, m in models.items()},
-                "data": {k: v for k, v in data.info.items() if isinstance(v, (int, float, str, bool))}}
+                "data": {k: v for k, v in data.info.items() if _plain(v)}}
     if dist.is_main:
         (out / "config.json").write_text(json.dumps({"config": cfg, "run": run_info}, indent=2) + "\n")
         print(f"geomlin train {task.name}: {num_train} training examples, "

@@ -93,3 +93,15 @@ def test_mesh_point_clouds_errors(tmp_path):
     p.write_text("solid")
     with pytest.raises(ValueError, match="unsupported mesh format"):
         MeshPointClouds([p])
+
+
+def test_pointcloud_task_trains_on_a_modelnet_folder(modelnet_root, tmp_path):
+    # the training command reads the category names of the folder, not a placeholder range
+    from geomlin.cli.main import main
+
+    out = tmp_path / "run"
+    assert main(["train", "pointcloud", "--dataset", "modelnet10", "--root", str(modelnet_root), "--model",
+                 "pointnet", "--epochs", "1", "--num-points", "32", "--out", str(out), "--no-progress"]) == 0
+    from geomlin.train.checkpoint import load_checkpoint
+
+    assert load_checkpoint(out / "checkpoint.pt")["run"]["data"]["classes"] == ["bed", "chair", "toilet"]

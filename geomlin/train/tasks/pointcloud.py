@@ -249,7 +249,7 @@ class PointCloudTask(Task):
             except (FileNotFoundError, ValueError) as exc:
                 raise UserError(f"cannot read ModelNet{classes_n} from {root}: {exc}") from None
             out.append((torch.stack([d.pos for d in data]).float(), torch.cat([d.y.reshape(-1) for d in data])))
-        classes = list(getattr(data, "classes", range(classes_n)))
+        classes = list(data.categories)
         return out[0][0], out[0][1], out[1][0], out[1][1], classes
 
     # -------------------------------------------------------------- models
