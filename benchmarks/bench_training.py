@@ -5,7 +5,7 @@ command's own), then prints each model's parameters, training time and final tes
 run's ``summary.json``, and the wall time of the whole command. The README's and the docs' training
 tables are this script's output, pasted by ``geomlin bench --record``.
 
-    python benchmarks/bench_training.py --task pointcloud [--quick] [-- extra train options]
+    python benchmarks/bench_training.py [--task pointcloud|molecules|nbody] [--quick] [-- extra train options]
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ def _fmt(value) -> str:
 
 def main() -> None:
     p = harness.parser(__doc__.split("\n")[0])
-    p.add_argument("--task", choices=TASKS, required=True)
+    p.add_argument("--task", choices=TASKS, default="pointcloud")
     p.add_argument("extra", nargs="*", help="options passed to geomlin train (after --)")
     args = p.parse_args()
     harness.setup(args)

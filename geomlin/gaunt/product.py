@@ -48,7 +48,7 @@ from torch import Tensor
 from geomlin.gaunt import grid as G
 from geomlin.gaunt import tables as T
 from geomlin.gaunt.fourier import fft_sizes  # noqa: F401  (its home before the fft route moved to gaunt.fourier)
-from geomlin.validation import check_choice, check_nonnegative_int, check_same_device, check_tensor
+from geomlin.validation import check_choice, check_finite, check_nonnegative_int, check_same_device, check_tensor
 
 #: Methods accepted by :func:`gaunt_tensor_product`.
 METHODS = ("auto", "grid", "fft", "dense", "direct", "triton")
@@ -223,6 +223,7 @@ def _transposed(grad, other, lmax_grad, lmax_other, lmax_want, method, C, shared
 # ---------------------------------------------------------------- public API
 def _check_coefficients(x, name: str) -> int:
     check_tensor(x, name, min_ndim=1, dtype=DTYPES, what="real SH coefficients (..., (L+1)**2)")
+    check_finite(x, name)
     return T.lmax_from_size(x.shape[-1], name)
 
 

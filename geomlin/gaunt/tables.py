@@ -110,7 +110,9 @@ def spherical_harmonics(lmax: int, vectors: Tensor, normalize: bool = True) -> T
     lmax : int
     vectors : Tensor ``(..., 3)``, floating dtype.
     normalize : bool
-        Project onto the unit sphere first (zero vectors are left at zero).
+        ``True``: functions of the direction only, ``Y_l(r / |r|)``; ``False``: the homogeneous
+        polynomials ``|r|^l Y_l(r / |r|)`` (e3nn's two conventions). Either way a zero vector gets
+        ``Y_0`` and zeros for ``l > 0``, as in e3nn.
 
     Returns
     -------
@@ -118,9 +120,12 @@ def spherical_harmonics(lmax: int, vectors: Tensor, normalize: bool = True) -> T
     """
     lmax = check_nonnegative_int(lmax, "lmax")
     check_tensor(vectors, "vectors", shape=(..., 3), what="3D vectors")
-    if normalize:
-        norm = torch.linalg.vector_norm(vectors, dim=-1, keepdim=True)
-        vectors = vectors / norm.clamp_min(torch.finfo(vectors.dtype).tiny)
+    norm = torch.linalg.vector_norm(vectors, dim=-1, keepdim=True)
+    vectors = vectors / norm.clamp_min(torch.finfo(vectors.dtype).tiny)
+    # per column: 1 for l = 0; (|r| > 0) or |r|^l for l > 0
+    degrees = torch.arange(lmax + 1, dtype=vectors.dtype, device=vectors.device).repeat_interleave(
+        2 * torch.arange(lmax + 1, device=vectors.device) + 1)
+    radial = (norm > 0).to(vectors.dtype) ** degrees if normalize else norm ** degrees
     x, y, z = vectors.unbind(-1)
     q = _associated_polynomials(lmax, y)
     # (z + i x)^m = sin(theta)^m e^{i m phi}, as real and imaginary parts
@@ -140,7 +145,7 @@ def spherical_harmonics(lmax: int, vectors: Tensor, normalize: bool = True) -> T
                 columns.append(sqrt2 * q[a][l - a] * cos_parts[a])
             else:
                 columns.append(sqrt2 * q[a][l - a] * sin_parts[a])
-    return torch.stack(columns, dim=-1)
+    return torch.stack(columns, dim=-1) * radial
 
 
 def normalized_legendre(lmax: int, cos_theta: np.ndarray, sin_theta: np.ndarray) -> np.ndarray:

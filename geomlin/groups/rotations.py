@@ -22,7 +22,7 @@ import torch
 from torch import Tensor
 from torch.autograd.function import once_differentiable
 
-from geomlin.validation import check_choice, check_positive_float, check_tensor
+from geomlin.validation import check_choice, check_finite, check_orthogonal, check_positive_float, check_tensor
 
 #: Conventions of the 6D representation: the two vectors are the first two columns of ``R``
 #: (Zhou et al.) or its first two rows (pytorch3d's ``rotation_6d_to_matrix``).
@@ -35,11 +35,27 @@ PROCRUSTES_GRADIENT_EPS = 1e-5
 CHORDAL_PER_ANGLE = 2.0 * math.sqrt(2.0)
 
 
-def _gram_schmidt_columns(a1: Tensor, a2: Tensor) -> Tensor:
-    """``(..., 3)`` vectors -> ``(..., 3, 3)`` rotation with columns ``b1, b2, b1 x b2``."""
-    b1 = a1 / a1.norm(dim=-1, keepdim=True).clamp_min(GRAM_SCHMIDT_EPS)
+def _gram_schmidt_columns(a1: Tensor, a2: Tensor, name: str | None = None) -> Tensor:
+    """``(..., 3)`` vectors -> ``(..., 3, 3)`` rotation with columns ``b1, b2, b1 x b2``.
+
+    With ``name``, a vanishing ``a1`` or an ``a2`` parallel to it (norms at or below
+    ``GRAM_SCHMIDT_EPS``, where the result would not be a rotation) raises ``ValueError`` (on
+    accelerators an asynchronous device assertion).
+    """
+    n1 = a1.norm(dim=-1, keepdim=True)
+    b1 = a1 / n1.clamp_min(GRAM_SCHMIDT_EPS)
     u2 = a2 - (b1 * a2).sum(-1, keepdim=True) * b1
-    b2 = u2 / u2.norm(dim=-1, keepdim=True).clamp_min(GRAM_SCHMIDT_EPS)
+    n2 = u2.norm(dim=-1, keepdim=True)
+    if name is not None:
+        fine = torch.minimum(n1, n2).gt(GRAM_SCHMIDT_EPS).all()
+        message = (f"{name}: the two 3-vectors must be non-zero and not parallel (degenerate 6D "
+                   "representation: no rotation is defined)")
+        if a1.device.type == "cpu":
+            if a1.numel() and not bool(fine):
+                raise ValueError(message)
+        else:
+            torch._assert_async(fine, message)
+    b2 = u2 / n2.clamp_min(GRAM_SCHMIDT_EPS)
     return torch.stack([b1, b2, torch.linalg.cross(b1, b2, dim=-1)], dim=-1)
 
 
@@ -57,12 +73,13 @@ def rotation_6d_to_matrix(d6: Tensor, convention: str = "columns") -> Tensor:
 
     Returns
     -------
-    ``(..., 3, 3)`` in SO(3), same dtype. Collinear or vanishing vectors give a finite but arbitrary
-    matrix (norms are floored at ``GRAM_SCHMIDT_EPS``), not a rotation.
+    ``(..., 3, 3)`` in SO(3), same dtype. A vanishing first vector or a second vector parallel to
+    it (norms at or below ``GRAM_SCHMIDT_EPS``) defines no rotation and raises ``ValueError``.
     """
     check_tensor(d6, "d6", shape=(..., 6))
+    check_finite(d6, "d6")
     check_choice(convention, "convention", SIX_D_CONVENTIONS)
-    R = _gram_schmidt_columns(d6[..., :3], d6[..., 3:])
+    R = _gram_schmidt_columns(d6[..., :3], d6[..., 3:], name="d6")
     return R if convention == "columns" else R.transpose(-1, -2)
 
 
@@ -175,5 +192,7 @@ def geodesic_distance(R1: Tensor, R2: Tensor) -> Tensor:
     """
     check_tensor(R1, "R1", shape=(..., 3, 3))
     check_tensor(R2, "R2", shape=(..., 3, 3))
+    check_orthogonal(R1, "R1", special=True)
+    check_orthogonal(R2, "R2", special=True)
     x = (chordal_distance(R1, R2) / CHORDAL_PER_ANGLE).clamp(max=1.0)
     return 2.0 * torch.asin(x)

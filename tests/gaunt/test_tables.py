@@ -20,6 +20,18 @@ def test_spherical_harmonics_match_e3nn():
     torch.testing.assert_close(ours, ref, atol=1e-12, rtol=0)
 
 
+@pytest.mark.parametrize("normalize", [True, False])
+def test_spherical_harmonics_match_e3nn_off_the_sphere_and_at_zero(normalize):
+    # vectors of many lengths, one of them zero: e3nn's two conventions (direction only, or the
+    # homogeneous polynomials |r|^l Y_l) and its zero-vector value (Y_0 only)
+    v = torch.randn(64, 3, dtype=torch.float64) * torch.logspace(-2, 1, 64, dtype=torch.float64)[:, None]
+    v[5] = 0.0
+    ours = spherical_harmonics(8, v, normalize=normalize)
+    ref = o3.spherical_harmonics(list(range(9)), v, normalize, normalization="integral")
+    torch.testing.assert_close(ours, ref, atol=1e-12, rtol=1e-12)
+    assert ours[5, 1:].abs().max() == 0 and ours[5, 0] > 0
+
+
 @pytest.mark.parametrize("lmax", [4, 16])
 def test_spherical_harmonics_equivariant_beyond_e3nn_range(lmax):
     v = torch.randn(6, 3, dtype=torch.float64)

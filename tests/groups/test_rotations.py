@@ -180,6 +180,11 @@ def test_roma_agrees():
     (lambda: special_procrustes(torch.randn(3, 3), gradient_eps=0.0), ValueError, "gradient_eps"),
     (lambda: geodesic_distance(torch.eye(2), torch.eye(2)), ValueError, "(..., 3, 3)"),
     (lambda: chordal_distance(torch.eye(3), torch.eye(2)), ValueError, "one size"),
+    (lambda: rotation_6d_to_matrix(torch.tensor([1.0, 0, 0, 2, 0, 0])), ValueError, "not parallel"),
+    (lambda: rotation_6d_to_matrix(torch.zeros(2, 6)), ValueError, "non-zero"),
+    (lambda: rotation_6d_to_matrix(torch.tensor([1.0, 0, 0, float("nan"), 1, 0])), ValueError, "NaN"),
+    (lambda: geodesic_distance(2 * torch.eye(3), torch.eye(3)), ValueError, "orthogonal"),
+    (lambda: geodesic_distance(torch.eye(3), -torch.eye(3)), ValueError, "rotations (det"),
 ])
 def test_bad_input(call, exc, phrase):
     with pytest.raises(exc, match=phrase.replace("(", r"\(").replace(")", r"\)").replace(".", r"\.")):
