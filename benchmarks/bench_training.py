@@ -52,7 +52,8 @@ def main() -> None:
         for k in stats:
             if k not in keys and k not in ("parameters", "train_time_s") and not k.startswith("train_"):
                 keys.append(k)
-    keys.sort(key=lambda k: (PREFERRED.index(k) if k in PREFERRED else len(PREFERRED), keys.index(k)))
+    first_seen = {k: i for i, k in enumerate(keys)}
+    keys.sort(key=lambda k: (PREFERRED.index(k) if k in PREFERRED else len(PREFERRED), first_seen[k]))
     table = harness.Table(["model", "parameters", "train s", *keys])
     for name, stats in models.items():
         table.add(f"`{name}`", f"{stats['parameters']:,}", f"{stats['train_time_s']:.1f}",

@@ -48,7 +48,13 @@ from torch import Tensor
 from geomlin.gaunt import grid as G
 from geomlin.gaunt import tables as T
 from geomlin.gaunt.fourier import fft_sizes  # noqa: F401  (its home before the fft route moved to gaunt.fourier)
-from geomlin.validation import check_choice, check_finite, check_nonnegative_int, check_same_device, check_tensor
+from geomlin.validation import (
+    check_choice,
+    check_finite,
+    check_nonnegative_int,
+    check_same_device,
+    check_tensor,
+)
 
 #: Methods accepted by :func:`gaunt_tensor_product`.
 METHODS = ("auto", "grid", "fft", "dense", "direct", "triton")

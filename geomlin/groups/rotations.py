@@ -22,7 +22,13 @@ import torch
 from torch import Tensor
 from torch.autograd.function import once_differentiable
 
-from geomlin.validation import check_choice, check_finite, check_orthogonal, check_positive_float, check_tensor
+from geomlin.validation import (
+    check_choice,
+    check_finite,
+    check_orthogonal,
+    check_positive_float,
+    check_tensor,
+)
 
 #: Conventions of the 6D representation: the two vectors are the first two columns of ``R``
 #: (Zhou et al.) or its first two rows (pytorch3d's ``rotation_6d_to_matrix``).
