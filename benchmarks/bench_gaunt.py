@@ -263,7 +263,7 @@ def main(argv=None) -> None:
                  [(2, 2, 2), (4, 4, 4), (8, 8, 16), (12, 12, 12), (16, 16, 16)])
         batch, repeats, e3nn_max = 1024, args.repeats or 5, args.e3nn_max_degree
     if args.e3nn_swap:
-        print(harness.header("An e3nn potential with its tensor product swapped for geomlin's Gaunt product", args, 1))
+        print(harness.header("An e3nn potential with its tensor product swapped for geomlin's Gaunt product", args, None))
         example = Path(__file__).resolve().parents[1] / "examples" / "e3nn_swap.py"
         spec = importlib.util.spec_from_file_location("e3nn_swap", example)
         module = importlib.util.module_from_spec(spec)

@@ -56,7 +56,7 @@ def main() -> None:
     p = harness.parser(__doc__.split("\n")[0])
     args = p.parse_args()
     harness.setup(args)
-    print(harness.header("PONITA vs Gaunt potential, EGNN and GATr at equal optimiser steps", args, 1))
+    print(harness.header("PONITA vs Gaunt potential, EGNN and GATr at equal optimiser steps", args, None))
     print(f"Reference PONITA (ebekkers/ponita): {'installed' if _reference_installed() else 'not installed'}.\n")
     for name, models, full, quick in RUNS:
         task = get_task(name)

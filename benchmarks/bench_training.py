@@ -37,7 +37,7 @@ def main() -> None:
     args = p.parse_args()
     harness.setup(args)
     train_args = [args.task, *(["--quick"] if args.quick else []), "--threads", str(args.threads), *args.extra]
-    print(harness.header(f"geomlin train {' '.join(train_args)}", args, repeats=1))
+    print(harness.header(f"geomlin train {' '.join(train_args)}", args, repeats=None))
     with tempfile.TemporaryDirectory() as out:
         command = [sys.executable, "-m", "geomlin", "train", *train_args, "--out", out]
         t0 = time.perf_counter()

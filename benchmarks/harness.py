@@ -51,8 +51,11 @@ def setup(args: argparse.Namespace, seed: int = 0) -> None:
     torch.manual_seed(seed)
 
 
-def header(title: str, args: argparse.Namespace, repeats: int) -> str:
-    """The run's provenance as a markdown paragraph: what, when, where, and the exact command."""
+def header(title: str, args: argparse.Namespace, repeats: int | None) -> str:
+    """The run's provenance as a markdown paragraph: what, when, where, and the exact command.
+
+    ``repeats=None`` describes a single run (no warm-up, no median), as for training results.
+    """
     import geomlin
 
     load = os.getloadavg() if hasattr(os, "getloadavg") else (float("nan"),) * 3
@@ -62,7 +65,8 @@ def header(title: str, args: argparse.Namespace, repeats: int) -> str:
         "",
         (f"`{command}` — {datetime.date.today().isoformat()}, geomlin {geomlin.__version__}, "
          f"torch {torch.__version__}, {platform.machine()} {_cpu_name()}, {args.threads} thread(s), "
-         f"median of {repeats} interleaved runs after a warm-up, load average "
+         + ("one run, " if repeats is None else f"median of {repeats} interleaved runs after a warm-up, ")
+         + "load average "
          f"{load[0]:.2f} / {load[1]:.2f} / {load[2]:.2f} at the start."),
         "",
     ]

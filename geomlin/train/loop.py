@@ -254,7 +254,7 @@ def _run(task: Task, cfg: dict[str, Any], dist: D.DistInfo, resume_from) -> dict
                 ts = time.perf_counter()
                 loss, stats = task.train_step(n, wrapped[n], batch, cfg)
                 if not torch.isfinite(loss):
-                    raise TrainingDiverged(f"model {n}: the training loss became {float(loss)} at epoch {epoch}; "
+                    raise TrainingDiverged(f"model {n}: the training loss became {float(loss.detach())} at epoch {epoch}; "
                                            f"lower --lr (now {cfg['lr']:g})")
                 optimizers[n].zero_grad(set_to_none=True)
                 loss.backward()

@@ -44,7 +44,7 @@ from geomlin.linear.diagrams.enumerate import partition_diagrams
 from geomlin.linear.diagrams.families import check_n, geomlin_group, group_name
 from geomlin.linear.diagrams.orbit import orbit_expansion, orbit_to_diagram_matrix
 from geomlin.reps.types import Tensors
-from geomlin.validation import check_positive_int
+from geomlin.validation import check_finite, check_positive_int
 
 #: Coefficient matrices (applied diagrams x basis elements) with more entries than this are
 #: stored sparse (the S(n) orbit basis expands each element into few diagrams).
@@ -230,8 +230,9 @@ class DiagramLinear(nn.Module):
         if x.ndim < k + 1 or x.shape[x.ndim - k - 1] != self.in_channels:
             raise ValueError(f"DiagramLinear expects input (..., in_channels={self.in_channels}, "
                              f"{', '.join(['n'] * k)}{', ' if k else ''}) with n = {n}, got {tuple(x.shape)}")
-        # no finiteness pass here: this is the hot path (a NaN input gives NaN outputs, never a
-        # silently wrong finite value)
+        # one pass over the input (the layer's work is that times the number of diagrams);
+        # asynchronous on accelerators, so no host synchronisation
+        check_finite(x, "x")
         lead = x.shape[: x.ndim - k - 1]
         xb = x.reshape(-1, self.in_channels, *([n] * k))
         B = xb.shape[0]

@@ -112,6 +112,8 @@ def test_bad_input_raises_clear_errors():
         layer(torch.randn(3, 3))
     with pytest.raises(TypeError, match="floating point"):
         layer(torch.ones(4, 2, 3, 3, dtype=torch.long))
+    with pytest.raises(ValueError, match="x contains NaN or inf"):
+        layer(torch.full((4, 2, 3, 3), float("nan")))
     with pytest.raises(TypeError, match="torch.Tensor"):
         layer([[1.0]])
     with pytest.raises(ValueError, match="unknown group"):
