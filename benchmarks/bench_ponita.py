@@ -28,8 +28,8 @@ from geomlin.train.tasks import get_task
 
 #: (task, models, option overrides of the full run, overrides of --quick).
 RUNS = [
-    ("molecules", "gaunt,egnn,ponita", {}, {"epochs": 2, "n_train": 64, "n_test": 32}),
-    ("nbody", "gatr,egnn,ponita,mlp", {}, {"epochs": 2, "n_train": 256, "n_test": 128, "burn_in_steps": 100,
+    ("molecules", "gaunt,egnn,ponita", {}, {"epochs": 2, "num_train": 64, "num_test": 32}),
+    ("nbody", "gatr,egnn,ponita,mlp", {}, {"epochs": 2, "num_train": 256, "num_test": 128, "burn_in_steps": 100,
                                            "horizon_steps": 200}),
 ]
 #: Metrics shown per task (keys of the run summary), with their column names.
@@ -66,7 +66,7 @@ def main() -> None:
             with contextlib.redirect_stdout(sys.stderr):  # the loop's progress lines are not the table
                 summary = run_training(task, cfg)
             wall = time.perf_counter() - t0
-        steps = -(-cfg.get("n_train", 0) // cfg["batch_size"]) * summary["epochs_done"] if "n_train" in cfg else "?"
+        steps = -(-cfg["num_train"] // cfg["batch_size"]) * summary["epochs_done"]
         print(f"### geomlin train {name}: {summary['epochs_done']} epochs, {steps} optimiser steps per model, "
               f"batch {cfg['batch_size']}, lr {cfg['lr']:g} (one run, {wall:.0f} s)\n")
         columns = ["model", "parameters", "train s"] + [label for _, label in METRICS[name]]
