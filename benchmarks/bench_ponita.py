@@ -75,6 +75,14 @@ def main() -> None:
             table.add(model, f"{stats['parameters']:,}", f"{stats['train_time_s']:.1f}",
                       *[f"{stats[key]:.4g}" if key in stats else "–" for key, _ in METRICS[name]])
         table.print()
+        key, label = METRICS[name][0]
+        models = summary["models"]
+        if "ponita" in models and key in models["ponita"]:
+            ours = models["ponita"][key]
+            others = [f"{m} {stats[key]:.4g} ({(ours / stats[key] - 1) * 100:+.0f}%)"
+                      for m, stats in models.items() if m != "ponita" and key in stats]
+            print(f"PONITA's {label} {ours:.4g} against " + ", ".join(others)
+                  + " (PONITA relative to each; negative = PONITA lower).")
         print()
 
 
