@@ -9,21 +9,11 @@ like any ``torch_geometric.data.InMemoryDataset`` (indexing, slicing,
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Callable, Mapping, Sequence
 
 import torch
 from torch import Tensor
 from torch_geometric.data import Data, InMemoryDataset
-
-
-def renamed(owner: str, old: str, new: str, old_value, new_value):
-    """The value of a renamed keyword: ``new_value``, or ``old_value`` (with a DeprecationWarning) when the
-    caller still used the old spelling (deprecated aliases live for one release)."""
-    if old_value is None:
-        return new_value
-    warnings.warn(f"{owner}({old}=...) is deprecated; use {new}=...", DeprecationWarning, stacklevel=3)
-    return old_value
 
 
 def check_float_dtype(dtype, name: str = "dtype") -> torch.dtype:

@@ -9,11 +9,12 @@ import numpy as np
 import torch
 from torch_geometric.data import Data
 
-from geomlin.datasets.base import InMemoryList, check_float_dtype, renamed
+from geomlin.datasets.base import InMemoryList, check_float_dtype
 from geomlin.datasets.io.obj import read_obj
 from geomlin.datasets.io.off import read_off
 from geomlin.datasets.io.ply import read_ply
 from geomlin.datasets.surface import sample_surface
+from geomlin.deprecation import renamed
 from geomlin.validation import FileFormatError, check_int, check_positive_int
 
 READERS = {".ply": read_ply, ".off": read_off, ".obj": read_obj}

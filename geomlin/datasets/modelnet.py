@@ -8,9 +8,10 @@ from collections.abc import Callable
 import torch
 from torch_geometric.data import Data
 
-from geomlin.datasets.base import InMemoryList, renamed
+from geomlin.datasets.base import InMemoryList
 from geomlin.datasets.cache import fingerprint, load_cache, save_cache
 from geomlin.datasets.meshes import mesh_point_cloud
+from geomlin.deprecation import renamed
 from geomlin.validation import check_int, check_positive_int
 
 SOURCE = {"10": "http://3dvision.princeton.edu/projects/2014/3DShapeNets/ModelNet10.zip",

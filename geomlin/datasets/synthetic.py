@@ -17,8 +17,9 @@ from collections.abc import Callable, Sequence
 import torch
 from torch import Tensor
 
-from geomlin.datasets.base import InMemoryList, check_float_dtype, renamed
+from geomlin.datasets.base import InMemoryList, check_float_dtype
 from geomlin.datasets.surface import sample_surface
+from geomlin.deprecation import renamed
 from geomlin.groups import haar_orthogonal
 from geomlin.validation import check_float, check_int, check_positive_float, check_positive_int, check_tensor
 

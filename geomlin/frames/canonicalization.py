@@ -39,8 +39,9 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor, nn
 
+from geomlin.deprecation import renamed_keyword
 from geomlin.frames.pca import _check_positions, as_frame_group, example_clouds, pca_frames, point_moments
-from geomlin.frames.vector_neurons import POOLINGS, VNPointNet, renamed_keyword
+from geomlin.frames.vector_neurons import POOLINGS, VNPointNet
 from geomlin.groups import RigidTransform, special_procrustes
 from geomlin.validation import check_choice, check_float, check_positive_int, check_tensor
 

@@ -29,8 +29,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from geomlin.deprecation import renamed_keyword
 from geomlin.frames.canonicalization import Canonicalizer
-from geomlin.frames.vector_neurons import renamed_keyword
 from geomlin.reps.types import Images, RegularFeatures, act_on_grid
 from geomlin.validation import check_float, check_positive_int, check_tensor
 

@@ -16,11 +16,11 @@ Pooling helpers work on padded ``(B, N, C, d)`` batches with a mask and on flat
 from __future__ import annotations
 
 import math
-import warnings
 
 import torch
 from torch import Tensor, nn
 
+from geomlin.deprecation import renamed_keyword
 from geomlin.frames.pca import _check_positions
 from geomlin.validation import check_choice, check_nonnegative_int, check_positive_int, check_tensor
 
@@ -34,14 +34,6 @@ MOMENT_CHANNELS = 3
 POOLINGS = ("mean", "attention")
 #: Width of the invariant MLP that scores points for attention pooling.
 ATTENTION_HIDDEN = 16
-
-
-def renamed_keyword(kwargs: dict, old: str, new: str, value, owner: str):
-    """Pop a deprecated keyword ``old`` (renamed ``new``) from ``kwargs`` with a ``DeprecationWarning``."""
-    if old in kwargs:
-        warnings.warn(f"{owner}: {old}= is renamed {new}=", DeprecationWarning, stacklevel=3)
-        return kwargs.pop(old)
-    return value
 
 
 def _refuse_unknown(kwargs: dict, owner: str) -> None:

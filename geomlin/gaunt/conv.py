@@ -22,7 +22,8 @@ import torch
 from torch import Tensor, nn
 from torch_geometric.nn import MessagePassing
 
-from geomlin.gaunt.modules import _check_layout, _degree_index, _renamed
+from geomlin.deprecation import renamed_keyword
+from geomlin.gaunt.modules import _check_layout, _degree_index
 from geomlin.gaunt.product import METHODS, gaunt_tensor_product
 from geomlin.gaunt.tables import spherical_harmonics
 from geomlin.groups.euclidean import E3
@@ -77,7 +78,8 @@ class GauntConvolution(MessagePassing):
     def __init__(self, lmax_in: int, lmax_sh: int, lmax_out: int, channels: int, num_radial: int = 8,
                  cutoff: float = 5.0, avg_degree: float = 1.0, hidden_channels: int = 32, method: str = "auto",
                  **deprecated):
-        hidden_channels = _renamed(deprecated, "hidden", "hidden_channels", hidden_channels, 32)
+        hidden_channels = renamed_keyword(deprecated, "hidden", "hidden_channels", hidden_channels, "GauntConvolution",
+                                          default=32)
         if deprecated:
             raise TypeError(f"unexpected keyword argument(s) {', '.join(deprecated)}")
         super().__init__(aggr="add", flow="source_to_target", node_dim=0)

@@ -22,11 +22,11 @@ Parity
 from __future__ import annotations
 
 import math
-import warnings
 
 import torch
 from torch import Tensor, nn
 
+from geomlin.deprecation import renamed_keyword
 from geomlin.gaunt import grid as G
 from geomlin.gaunt import tables as T
 from geomlin.gaunt.product import METHODS, _check_coefficients, gaunt_tensor_product
@@ -68,7 +68,7 @@ def sphere_irreps(lmax: int, channels: int, parity: int = NATURAL, **deprecated)
     """
     from e3nn import o3
 
-    parity = _renamed(deprecated, "parity_class", "parity", parity, NATURAL)
+    parity = renamed_keyword(deprecated, "parity_class", "parity", parity, "sphere_irreps", default=NATURAL)
     if deprecated:
         raise TypeError(f"unexpected keyword argument(s) {', '.join(deprecated)}")
     lmax = check_nonnegative_int(lmax, "lmax")
@@ -135,7 +135,7 @@ def sphere_to_irreps(y: Tensor, parity: int = NATURAL, **deprecated) -> Tensor:
     The layout does not depend on ``parity`` (it names the irreps the result is in);
     ``parity_class`` is its deprecated name.
     """
-    parity = _renamed(deprecated, "parity_class", "parity", parity, NATURAL)
+    parity = renamed_keyword(deprecated, "parity_class", "parity", parity, "sphere_to_irreps", default=NATURAL)
     if deprecated:
         raise TypeError(f"unexpected keyword argument(s) {', '.join(deprecated)}")
     check_tensor(y, "y", min_ndim=2, what="sphere coefficients (..., C, (L+1)**2)")
@@ -257,16 +257,6 @@ def _check_layout(x, name: str, channels: int, lmax: int, shared_ok: bool = Fals
     if x.shape[-1] != D or x.shape[-2] not in ((channels, 1) if shared_ok else (channels,)):
         want = f"(..., {channels}{' or 1' if shared_ok else ''}, {D})"
         raise ValueError(f"{name} must have shape {want} ({channels} channels, lmax {lmax}), got {tuple(x.shape)}")
-
-
-def _renamed(kwargs: dict, old: str, new: str, value, default):
-    """Accept the deprecated keyword ``old`` for ``new`` (one release), with a DeprecationWarning."""
-    if old in kwargs:
-        warnings.warn(f"{old} is renamed {new}", DeprecationWarning, stacklevel=3)
-        if value is not default:
-            raise TypeError(f"give {new} or its deprecated name {old}, not both")
-        return kwargs.pop(old)
-    return value
 
 
 def _is_irreps_like(value) -> bool:

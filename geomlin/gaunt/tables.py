@@ -29,13 +29,13 @@ Tables (all float64, cached with ``functools.lru_cache`` by their integer key)
 from __future__ import annotations
 
 import math
-import warnings
 from functools import cache
 
 import numpy as np
 import torch
 from torch import Tensor
 
+from geomlin.deprecation import renamed_keyword
 from geomlin.validation import check_nonnegative_int, check_positive_int, check_tensor
 
 #: Default dtype of every table before it is moved to an input's dtype.
@@ -169,15 +169,6 @@ def _frozen(*arrays: np.ndarray):
     return arrays[0] if len(arrays) == 1 else arrays
 
 
-def _renamed_keyword(kwargs: dict, old: str, new: str, value, default):
-    if old in kwargs:
-        warnings.warn(f"{old} is renamed {new}", DeprecationWarning, stacklevel=3)
-        if value is not default:
-            raise TypeError(f"give {new} or its deprecated name {old}, not both")
-        return kwargs.pop(old)
-    return value
-
-
 def _no_more(kwargs: dict) -> None:
     if kwargs:
         raise TypeError(f"unexpected keyword argument(s) {', '.join(kwargs)}")
@@ -206,7 +197,7 @@ def legendre_table(lmax: int, num_theta: int | None = None, **deprecated) -> np.
     Indexed ``[m, l, j]``, zero where ``l < m``; float64, read-only (cached). ``n_theta`` is the
     deprecated name of ``num_theta``.
     """
-    num_theta = _renamed_keyword(deprecated, "n_theta", "num_theta", num_theta, None)
+    num_theta = renamed_keyword(deprecated, "n_theta", "num_theta", num_theta, "legendre_table", default=None)
     _no_more(deprecated)
     if num_theta is None:
         raise TypeError("legendre_table() missing required argument 'num_theta'")
@@ -280,7 +271,7 @@ def sphere_grid(lmax_exact: int, num_phi_min: int = 0, **deprecated) -> tuple[np
     (``num_theta = floor(lmax_exact / 2) + 1``) times ``num_phi = max(lmax_exact + 1, num_phi_min)``
     equispaced longitudes.  ``n_phi_min`` is the deprecated name of ``num_phi_min``.
     """
-    num_phi_min = _renamed_keyword(deprecated, "n_phi_min", "num_phi_min", num_phi_min, 0)
+    num_phi_min = renamed_keyword(deprecated, "n_phi_min", "num_phi_min", num_phi_min, "sphere_grid", default=0)
     _no_more(deprecated)
     return _sphere_grid(check_nonnegative_int(lmax_exact, "lmax_exact"),
                         check_nonnegative_int(num_phi_min, "num_phi_min"))

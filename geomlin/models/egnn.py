@@ -15,11 +15,11 @@ E(3) (rotations, reflections, translations) and permutations of the nodes.
 from __future__ import annotations
 
 import math
-import warnings
 
 import torch
 from torch import Tensor, nn
 
+from geomlin.deprecation import renamed
 from geomlin.reps import Labels, Positions, Scalars, Vectors
 from geomlin.validation import (
     check_mask,
@@ -33,14 +33,6 @@ from geomlin.validation import (
 DEFAULT_RBF = 16
 #: Size of the example systems of ``example_inputs``: 2 systems of 5 nodes.
 EXAMPLE_SYSTEMS, EXAMPLE_NODES = 2, 5
-
-
-def _renamed(owner: str, old: str, new: str, old_value, new_value):
-    """The value of a renamed keyword: ``new_value``, or ``old_value`` with a DeprecationWarning."""
-    if old_value is None:
-        return new_value
-    warnings.warn(f"{owner}({old}=...) is deprecated; use {new}=...", DeprecationWarning, stacklevel=3)
-    return old_value
 
 
 def check_molecule_inputs(pos: Tensor, species: Tensor, num_species: int, mask: Tensor | None = None) -> None:
@@ -84,7 +76,7 @@ class EGNNLayer(nn.Module):
     def __init__(self, hidden_channels: int = 64, edge_dim: int = 0, num_rbf: int = DEFAULT_RBF, cutoff: float = 5.0,
                  update_coords: bool = True, *, hidden: int | None = None):
         super().__init__()
-        hidden_channels = check_positive_int(_renamed("EGNNLayer", "hidden", "hidden_channels", hidden,
+        hidden_channels = check_positive_int(renamed("EGNNLayer", "hidden", "hidden_channels", hidden,
                                                       hidden_channels), "hidden_channels")
         self.hidden_channels = hidden_channels
         self.edge_dim = check_nonnegative_int(edge_dim, "edge_dim")
@@ -160,8 +152,8 @@ class EGNNPotential(nn.Module):
                  num_rbf: int = DEFAULT_RBF, cutoff: float = 5.0, *, hidden: int | None = None,
                  layers: int | None = None):
         super().__init__()
-        hidden_channels = _renamed("EGNNPotential", "hidden", "hidden_channels", hidden, hidden_channels)
-        num_blocks = check_positive_int(_renamed("EGNNPotential", "layers", "num_blocks", layers, num_blocks),
+        hidden_channels = renamed("EGNNPotential", "hidden", "hidden_channels", hidden, hidden_channels)
+        num_blocks = check_positive_int(renamed("EGNNPotential", "layers", "num_blocks", layers, num_blocks),
                                         "num_blocks")
         self.num_species = check_positive_int(num_species, "num_species")
         self.embed = nn.Embedding(self.num_species, hidden_channels)
@@ -202,9 +194,9 @@ class EGNNDynamics(nn.Module):
     def __init__(self, hidden_channels: int = 64, num_blocks: int = 4, num_rbf: int = DEFAULT_RBF,
                  cutoff: float = 6.0, *, hidden: int | None = None, layers: int | None = None):
         super().__init__()
-        hidden_channels = check_positive_int(_renamed("EGNNDynamics", "hidden", "hidden_channels", hidden,
+        hidden_channels = check_positive_int(renamed("EGNNDynamics", "hidden", "hidden_channels", hidden,
                                                       hidden_channels), "hidden_channels")
-        num_blocks = check_positive_int(_renamed("EGNNDynamics", "layers", "num_blocks", layers, num_blocks),
+        num_blocks = check_positive_int(renamed("EGNNDynamics", "layers", "num_blocks", layers, num_blocks),
                                         "num_blocks")
         self.embed = nn.Linear(2, hidden_channels)
         self.layers = nn.ModuleList(EGNNLayer(hidden_channels, edge_dim=1, num_rbf=num_rbf, cutoff=cutoff)

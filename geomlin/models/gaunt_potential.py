@@ -20,7 +20,8 @@ import math
 import torch
 from torch import Tensor, nn
 
-from geomlin.gaunt.modules import _degree_index, _renamed
+from geomlin.deprecation import renamed_keyword
+from geomlin.gaunt.modules import _degree_index
 from geomlin.groups import E3
 from geomlin.reps.types import Labels, Positions, Scalars, SphereCoefficients
 from geomlin.validation import check_nonnegative_int, check_positive_float, check_positive_int, check_tensor
@@ -79,8 +80,9 @@ class GauntPotential(nn.Module):
 
     def __init__(self, num_species: int = 10, hidden_channels: int = 16, lmax: int = 2, num_blocks: int = 2,
                  correlation: int = 2, cutoff: float = 5.0, num_radial: int = 8, **deprecated):
-        hidden_channels = _renamed(deprecated, "channels", "hidden_channels", hidden_channels, 16)
-        num_blocks = _renamed(deprecated, "layers", "num_blocks", num_blocks, 2)
+        hidden_channels = renamed_keyword(deprecated, "channels", "hidden_channels", hidden_channels, "GauntPotential",
+                                          default=16)
+        num_blocks = renamed_keyword(deprecated, "layers", "num_blocks", num_blocks, "GauntPotential", default=2)
         if deprecated:
             raise TypeError(f"unexpected keyword argument(s) {', '.join(deprecated)}")
         super().__init__()

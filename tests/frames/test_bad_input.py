@@ -150,9 +150,9 @@ def test_valid_inputs_are_accepted():
     assert pca_frames(FLAT, "SE3", batch=BATCH).frames.shape == (3, 4, 3, 3)
     assert pca_frames(POS, "E3", MASK, signs="skewness").frames.shape == (3, 1, 3, 3)
     assert _fa()(POS, mask=MASK).shape == (3, 3)
-    with pytest.warns(DeprecationWarning, match="hidden= is renamed hidden_channels="):
+    with pytest.warns(DeprecationWarning, match=r"PointCloudCanonicalizer\(hidden=\.\.\.\) is deprecated; use hidden_channels="):
         PointCloudCanonicalizer("SO3", hidden=4)
-    with pytest.warns(DeprecationWarning, match="layers= is renamed num_blocks="):
+    with pytest.warns(DeprecationWarning, match=r"ImageCanonicalizer\(layers=\.\.\.\) is deprecated; use num_blocks="):
         ImageCanonicalizer("C4", layers=1)
 
 

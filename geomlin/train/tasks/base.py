@@ -28,17 +28,6 @@ Fields = dict[str, Tensor]
 Stats = dict[str, tuple[Tensor, Tensor]]
 
 
-def renamed(owner: str, old: str, new: str, old_value, new_value):
-    """The value of a renamed keyword argument: ``new_value``, or ``old_value`` with a DeprecationWarning
-    when the caller used the old spelling (deprecated aliases live for one release)."""
-    if old_value is None:
-        return new_value
-    import warnings
-
-    warnings.warn(f"{owner}({old}=...) is deprecated; use {new}=...", DeprecationWarning, stacklevel=3)
-    return old_value
-
-
 class GraphSet:
     """Graphs of different sizes (``torch_geometric.data.Data``) whose batches are PyG ``Batch`` objects.
 

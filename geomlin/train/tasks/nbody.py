@@ -15,10 +15,11 @@ from typing import ClassVar
 import torch
 from torch import Tensor, nn
 
+from geomlin.deprecation import renamed
 from geomlin.reps import Positions, Scalars, Vectors
 from geomlin.train.config import Option
 from geomlin.train.errors import UserError
-from geomlin.train.tasks.base import AuditSpec, Fields, Stats, Task, TaskData, renamed, stat
+from geomlin.train.tasks.base import AuditSpec, Fields, Stats, Task, TaskData, stat
 from geomlin.train.tasks.pointcloud import _require
 from geomlin.validation import check_positive_int, check_tensor
 

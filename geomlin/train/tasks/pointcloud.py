@@ -16,10 +16,11 @@ import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
 
+from geomlin.deprecation import renamed
 from geomlin.reps import Positions, Scalars
 from geomlin.train.config import Option
 from geomlin.train.errors import UserError
-from geomlin.train.tasks.base import AuditSpec, Fields, Stats, Task, TaskData, renamed, stat
+from geomlin.train.tasks.base import AuditSpec, Fields, Stats, Task, TaskData, stat
 from geomlin.validation import check_positive_int, check_tensor
 
 #: Evaluation set names.
