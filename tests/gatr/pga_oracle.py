@@ -13,6 +13,8 @@ import itertools
 
 import torch
 
+from tests.blade_oracle import brute_blade_product
+
 #: Basis blades in the reference GATr's order.
 BLADES = [(), (0,), (1,), (2,), (3,), (0, 1), (0, 2), (0, 3), (1, 2), (1, 3), (2, 3),
           (0, 1, 2), (0, 1, 3), (0, 2, 3), (1, 2, 3), (0, 1, 2, 3)]
@@ -27,27 +29,8 @@ REFERENCE_TRIVECTOR = [11, 12, 13, 14]
 
 
 def blade_product(a: tuple, b: tuple) -> tuple[float, tuple]:
-    """``e_a e_b = sign * e_c``: bubble-sort the indices, count swaps, contract equal neighbours."""
-    idx = list(a) + list(b)
-    sign = 1.0
-    changed = True
-    while changed:  # bubble sort, one sign flip per transposition of distinct vectors
-        changed = False
-        for i in range(len(idx) - 1):
-            if idx[i] > idx[i + 1]:
-                idx[i], idx[i + 1] = idx[i + 1], idx[i]
-                sign = -sign
-                changed = True
-    out = []
-    i = 0
-    while i < len(idx):
-        if i + 1 < len(idx) and idx[i] == idx[i + 1]:
-            sign *= METRIC[idx[i]]
-            i += 2
-        else:
-            out.append(idx[i])
-            i += 1
-    return sign, tuple(out)
+    """``e_a e_b = sign * e_c`` in G(3,0,1) (see :func:`tests.blade_oracle.brute_blade_product`)."""
+    return brute_blade_product(a, b, METRIC)
 
 
 @functools.cache
