@@ -162,6 +162,13 @@ def check_finite(x: Tensor, name: str) -> Tensor:
     return x
 
 
+def check_bool(value, name: str) -> bool:
+    """A Python bool (``TypeError`` for anything else, 0/1 included)."""
+    if not isinstance(value, bool):
+        raise TypeError(f"{name} must be a bool, got {value!r} ({type(value).__name__})")
+    return value
+
+
 def check_int(value, name: str, *, minimum: int | None = None, maximum: int | None = None) -> int:
     """An integer (Python or numpy, not bool) within ``[minimum, maximum]``; returns a Python int."""
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):

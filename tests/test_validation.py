@@ -10,8 +10,10 @@ from geomlin.groups import SO, O
 from geomlin.validation import (
     FileFormatError,
     check_batch_vector,
+    check_bool,
     check_choice,
     check_file,
+    check_finite,
     check_float,
     check_int,
     check_mask,
@@ -55,6 +57,28 @@ def test_finite_and_nonempty():
         check_tensor(torch.tensor([math.inf]), "x", finite=True)
     with pytest.raises(ValueError, match="is empty"):
         check_tensor(torch.zeros(0, 3), "x", nonempty=True)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32, torch.float64, torch.complex64])
+@pytest.mark.parametrize("bad", [math.nan, math.inf, -math.inf])
+def test_check_finite_finds_one_bad_value_anywhere(dtype, bad):
+    # every position of a non-contiguous tensor (the CPU route reduces min and max, which must propagate NaN)
+    x = torch.randn(7, 5).to(dtype).T
+    check_finite(x, "x")
+    for i in range(x.shape[0]):
+        for j in range(x.shape[1]):
+            y = x.clone()
+            y[i, j] = bad
+            with pytest.raises(ValueError, match="x contains NaN or inf"):
+                check_finite(y.T.T, "x")
+    assert check_finite(torch.zeros(0), "x").numel() == 0
+
+
+def test_check_bool():
+    assert check_bool(True, "flag") is True
+    for bad in (1, 0, "yes", None):
+        with pytest.raises(TypeError, match="flag must be a bool"):
+            check_bool(bad, "flag")
 
 
 @pytest.mark.parametrize("value,exc,phrase", [

@@ -26,7 +26,7 @@ from geomlin.frames.pca import (
     example_clouds,
     pca_frames,
 )
-from geomlin.validation import check_choice, check_float, check_tensor
+from geomlin.validation import check_bool, check_choice, check_float, check_tensor
 
 #: Output kinds understood by :class:`FrameAveraging`.
 OUTPUT_KINDS = ("invariant", "vector", "position")
@@ -133,8 +133,7 @@ class FrameAveraging(nn.Module):
         if signs == "skewness" and on_degenerate == "sample":
             raise ValueError("signs='skewness' picks one frame element; on_degenerate='sample' needs the full "
                              "sign orbit (use on_degenerate='moments' with one element)")
-        if not isinstance(stochastic, bool):
-            raise TypeError(f"stochastic must be a bool, got {type(stochastic).__name__}")
+        check_bool(stochastic, "stochastic")
         self.backbone = backbone
         self.frame_group = as_frame_group(group)
         self.single_output = isinstance(output, str)

@@ -43,7 +43,7 @@ from geomlin.deprecation import renamed_keyword
 from geomlin.frames.pca import _check_positions, as_frame_group, example_clouds, pca_frames, point_moments
 from geomlin.frames.vector_neurons import POOLINGS, VNPointNet
 from geomlin.groups import RigidTransform, special_procrustes
-from geomlin.validation import check_choice, check_float, check_positive_int, check_tensor
+from geomlin.validation import check_bool, check_choice, check_float, check_positive_int, check_tensor
 
 #: Kinds accepted by ``invert`` (each canonicalizer supports those meaningful for its group).
 INVERT_KINDS = ("invariant", "vector", "position", "regular")
@@ -217,8 +217,7 @@ class PointCloudCanonicalizer(Canonicalizer):
             self.num_vectors = d
         else:
             self.num_vectors = 2 if self.frame_group.special else 3
-        if not isinstance(moment_frame, bool):
-            raise TypeError(f"moment_frame must be a bool, got {type(moment_frame).__name__}")
+        check_bool(moment_frame, "moment_frame")
         self.moment_frame = moment_frame
         self.gap_tol = check_float(gap_tol, "gap_tol", minimum=0.0)
         self.net = VNPointNet(self.num_vectors, check_positive_int(hidden_channels, "hidden_channels"),

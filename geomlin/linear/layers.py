@@ -17,7 +17,7 @@ from torch import Tensor, nn
 
 from geomlin.linear.solver import METHODS, block_basis, check_cache_dir
 from geomlin.reps.base import Rep, Scalar, bind, common_group
-from geomlin.validation import check_choice, check_tensor
+from geomlin.validation import check_bool, check_choice, check_tensor
 
 
 def check_features(x: Tensor, size: int, name: str = "x", what: str = "rep_in") -> None:
@@ -27,13 +27,6 @@ def check_features(x: Tensor, size: int, name: str = "x", what: str = "rep_in") 
     device-side assert elsewhere, so GPU forwards never wait for the host.
     """
     check_tensor(x, name, shape=(..., size), finite=True, what=f"{what} of size {size}")
-
-
-def check_bool(value, name: str) -> bool:
-    """A Python bool (``TypeError`` for anything else, 0/1 included)."""
-    if not isinstance(value, bool):
-        raise TypeError(f"{name} must be a bool, got {value!r} ({type(value).__name__})")
-    return value
 
 
 class BlockLayout:

@@ -43,6 +43,7 @@ from torch import Tensor, nn
 from geomlin.models.ponita_grid import GRID_METHODS, grid_symmetry_group, orientation_grid
 from geomlin.validation import (
     check_batch_vector,
+    check_bool,
     check_choice,
     check_float,
     check_int,
@@ -292,8 +293,7 @@ class Ponita(nn.Module):
         num_blocks = check_positive_int(num_blocks, "num_blocks")
         self.mode = check_choice(mode, "mode", MODES)
         self.task_level = check_choice(task_level, "task_level", TASK_LEVELS)
-        if not isinstance(complete, bool):
-            raise TypeError(f"complete must be a bool, got {type(complete).__name__}")
+        check_bool(complete, "complete")
         if complete and self.mode != "bundle":
             raise ValueError("complete=True needs mode='bundle' (points mode has the single attribute |x|)")
         self.complete = complete

@@ -69,5 +69,9 @@ def test_helpers_check_their_inputs():
         both_orientations(torch.randn(2, 3, 15))
     with pytest.raises(ValueError, match="even leading dimension"):
         mean_over_orientations(torch.randn(3, 4))
+    with pytest.raises(TypeError, match="average_orientations must be a bool"):
+        GATrDynamics(hidden_mv_channels=2, hidden_s_channels=2, num_blocks=1, num_heads=1, average_orientations="no")
+    with pytest.raises(TypeError, match="average_orientations must be a bool"):
+        GATrClassifier(3, average_orientations=1)
     assert repeat_for_orientations(None) is None
     assert repeat_for_orientations(torch.ones(2, 3)).shape == (4, 3)

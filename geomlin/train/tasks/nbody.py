@@ -21,7 +21,7 @@ from geomlin.train.config import Option
 from geomlin.train.errors import UserError
 from geomlin.train.tasks.base import AuditSpec, Fields, Stats, Task, TaskData, stat
 from geomlin.train.tasks.pointcloud import _require
-from geomlin.validation import check_positive_int, check_tensor
+from geomlin.validation import check_bool, check_positive_int, check_tensor
 
 TEST_UPRIGHT, TEST_ROTATED = "test", "rotated"
 TRAIN_SEED_OFFSET, TEST_SEED_OFFSET, MOTION_SEED_OFFSET = 0, 100_003, 200_003
@@ -80,7 +80,7 @@ class GATrDynamics(nn.Module):
                  num_heads: int = 4, *, average_orientations: bool = True, hidden_mv: int | None = None,
                  hidden_s: int | None = None, blocks: int | None = None, heads: int | None = None):
         super().__init__()
-        self.average_orientations = bool(average_orientations)
+        self.average_orientations = check_bool(average_orientations, "average_orientations")
         hidden_mv_channels = renamed("GATrDynamics", "hidden_mv", "hidden_mv_channels", hidden_mv, hidden_mv_channels)
         hidden_s_channels = renamed("GATrDynamics", "hidden_s", "hidden_s_channels", hidden_s, hidden_s_channels)
         num_blocks = renamed("GATrDynamics", "blocks", "num_blocks", blocks, num_blocks)

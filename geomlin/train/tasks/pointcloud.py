@@ -21,7 +21,7 @@ from geomlin.reps import Positions, Scalars
 from geomlin.train.config import Option
 from geomlin.train.errors import UserError
 from geomlin.train.tasks.base import AuditSpec, Fields, Stats, Task, TaskData, stat
-from geomlin.validation import check_positive_int, check_tensor
+from geomlin.validation import check_bool, check_positive_int, check_tensor
 
 #: Evaluation set names.
 TEST_UPRIGHT, TEST_ROTATED = "test", "rotated"
@@ -120,7 +120,7 @@ class GATrClassifier(nn.Module):
                  average_orientations: bool = True, hidden_mv: int | None = None,
                  hidden_s: int | None = None, blocks: int | None = None, heads: int | None = None):
         super().__init__()
-        self.average_orientations = bool(average_orientations)
+        self.average_orientations = check_bool(average_orientations, "average_orientations")
         hidden_mv_channels = renamed("GATrClassifier", "hidden_mv", "hidden_mv_channels", hidden_mv,
                                      hidden_mv_channels)
         hidden_s_channels = renamed("GATrClassifier", "hidden_s", "hidden_s_channels", hidden_s, hidden_s_channels)
