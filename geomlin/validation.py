@@ -12,16 +12,28 @@ Conventions
       the line or record.
     * Nothing here converts silently: integer, complex or boolean tensors are refused where a real
       floating tensor is needed (call ``.to(torch.float64)`` yourself).
-    * Finiteness checks on accelerators are asynchronous device-side asserts
-      (``torch._assert_async``): a GPU forward never waits for the host. On the CPU they raise at
-      once.
     * Checks belong at public boundaries, never inside inner loops.
+
+Checks that read values (NaN, ranges, order, "is this a rotation") and accelerators
+    On the CPU a failed check raises at once. On an accelerator reading the answer would make the
+    host wait for the device on every call, and a device-side assert (``torch._assert_async``)
+    leaves a CUDA context unusable for the rest of the process. So there :func:`check_condition`
+    computes the answer on the device and *defers* it: the flag stays on the device (no host
+    sync) until :func:`raise_deferred` reads every pending flag at once and raises the same
+    ``ValueError`` the CPU would have raised. The training loop calls it after its first step and
+    once per epoch, where it reads its metrics anyway; call it yourself (or use
+    :func:`deferred_checks`) around your own loops. Indices that would make a kernel read out of
+    bounds are clamped by the checks that defer (:func:`check_index`), so a bad index never
+    becomes a fatal device-side assert before its error is raised. Value checks are skipped on the
+    meta device and while ``torch.compile`` traces.
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
 import numbers
+import threading
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
@@ -34,6 +46,12 @@ GEOMETRY_TOLERANCE = {torch.float64: 1e-6, torch.float32: 1e-3, torch.float16: 2
 
 #: Readable names of the dtype families accepted by :func:`check_tensor`.
 DTYPE_FAMILIES = ("float", "int", "bool", "index", "any")
+
+
+#: Most distinct deferred messages kept per thread; later ones share one catch-all entry.
+MAX_DEFERRED_CHECKS = 256
+#: Message of the catch-all entry.
+MORE_CHECKS_FAILED = "further input checks failed (more than MAX_DEFERRED_CHECKS distinct checks were pending)"
 
 
 class FileFormatError(ValueError):
@@ -137,6 +155,78 @@ def check_tensor(x, name: str, *, shape: Sequence | None = None, ndim: int | Non
     return x
 
 
+# ----------------------------------------------------------------------------- deferred checks
+_deferred = threading.local()
+
+
+def _pending() -> dict:
+    if not hasattr(_deferred, "flags"):
+        _deferred.flags = {}
+    return _deferred.flags
+
+
+def _values_unreadable(t: Tensor) -> bool:
+    """True where values cannot be read at all: meta tensors, fake tensors, and torch.compile tracing."""
+    if t.device.type == "meta" or torch.compiler.is_compiling():
+        return True
+    return type(t).__name__ == "FakeTensor"
+
+
+def check_condition(ok: Tensor, message: str) -> None:
+    """Refuse unless every element of the boolean tensor ``ok`` is True.
+
+    On the CPU a ``ValueError(message)`` is raised at once. On an accelerator the test stays on the
+    device and is raised later by :func:`raise_deferred` (no host synchronisation; see the module
+    docstring). ``message`` must not depend on tensor values (those cannot be read without a sync).
+    """
+    if _values_unreadable(ok):
+        return
+    if ok.device.type == "cpu":
+        if ok.numel() and not bool(ok.all()):
+            raise ValueError(message)
+        return
+    with torch.no_grad():
+        failed = ~ok.all()
+        flags = _pending()
+        key = (ok.device, message)
+        if key not in flags and len(flags) >= MAX_DEFERRED_CHECKS:
+            key = (ok.device, MORE_CHECKS_FAILED)
+        flags[key] = failed if key not in flags else flags[key] | failed
+
+
+def pending_checks() -> int:
+    """Number of distinct deferred checks waiting for :func:`raise_deferred` in this thread."""
+    return len(_pending())
+
+
+def raise_deferred() -> None:
+    """Read every deferred check of this thread (one host sync per device) and raise the first failure.
+
+    Clears the pending checks either way. Raises the ``ValueError`` the CPU would have raised, with
+    a note saying where the check ran.
+    """
+    flags = _pending()
+    if not flags:
+        return
+    items = list(flags.items())
+    flags.clear()
+    by_device: dict = {}
+    for (device, message), flag in items:
+        by_device.setdefault(device, []).append((message, flag))
+    for device, entries in by_device.items():
+        failed = torch.stack([f for _, f in entries]).cpu()
+        for (message, _), bad in zip(entries, failed.tolist()):
+            if bad:
+                raise ValueError(f"{message} (checked on {device}, raised by geomlin.validation.raise_deferred)")
+
+
+@contextlib.contextmanager
+def deferred_checks():
+    """Run a block, then raise what its deferred device checks found (see :func:`raise_deferred`)."""
+    yield
+    raise_deferred()
+
+
 def _all_finite_cpu(x: Tensor) -> bool:
     """Whether a non-empty CPU tensor is free of NaN and inf.
 
@@ -150,16 +240,38 @@ def _all_finite_cpu(x: Tensor) -> bool:
 
 
 def check_finite(x: Tensor, name: str) -> Tensor:
-    """Refuse NaN and inf in a floating tensor (asynchronously on accelerators); return ``x``."""
+    """Refuse NaN and inf in a floating tensor (deferred on accelerators, see :func:`check_condition`); return ``x``."""
     if not x.is_floating_point() and not x.is_complex():
         return x
     message = f"{name} contains NaN or inf values"
-    if x.device.type in ("cpu", "meta"):
-        if x.device.type == "cpu" and x.numel() and not _all_finite_cpu(x):
+    if _values_unreadable(x):
+        return x
+    if x.device.type == "cpu":
+        if x.numel() and not _all_finite_cpu(x):
             raise ValueError(message)
-    else:
-        torch._assert_async(torch.isfinite(x).all(), message)
+    elif x.numel():
+        check_condition(torch.isfinite(x).all(), message)
     return x
+
+
+def check_index(index: Tensor, name: str, size: int, what: str = "items") -> Tensor:
+    """Integer ``index`` with every entry in ``[0, size)``; returns it (clamped on accelerators).
+
+    On the CPU an out-of-range entry raises at once. On an accelerator the range test is deferred
+    (:func:`check_condition`) and the returned index is clamped into range, so no kernel reads out
+    of bounds (which would be a fatal device-side assert) before the error is raised.
+    """
+    check_tensor(index, name, dtype="int")
+    message = f"{name} must index {what} in [0, {size}), but has entries outside"
+    if index.numel() == 0 or _values_unreadable(index):
+        return index
+    if index.device.type == "cpu":
+        low, high = torch.aminmax(index)
+        if int(low) < 0 or int(high) >= size:
+            raise ValueError(f"{name} must index {what} in [0, {size}), got entries from {int(low)} to {int(high)}")
+        return index
+    check_condition((index >= 0) & (index < size), message)
+    return index.clamp(0, max(size - 1, 0))
 
 
 def check_bool(value, name: str) -> bool:
@@ -241,19 +353,29 @@ def check_mask(mask, name: str, shape: Sequence | None = None) -> Tensor:
 def check_batch_vector(batch, name: str, num_items: int, *, num_graphs: int | None = None) -> Tensor:
     """A PyG batch vector: 1-D integer ``(num_items,)``, non-negative and sorted (non-decreasing).
 
-    The range and order checks run on the CPU only (on accelerators they would need a host sync).
+    Returns it; on accelerators the value tests are deferred and the returned vector is clamped
+    into ``[0, num_graphs)`` (see :func:`check_index`).
     """
     check_tensor(batch, name, ndim=1, dtype="int")
     if batch.shape[0] != num_items:
         raise ValueError(f"{name} must have one entry per item ({num_items}), got shape {shape_str(batch.shape)}")
-    if batch.device.type == "cpu" and batch.numel():
+    if not batch.numel() or _values_unreadable(batch):
+        return batch
+    sorted_message = f"{name} must be sorted (items of one graph contiguous, as PyG's Batch stores them)"
+    if batch.device.type == "cpu":
         if int(batch.min()) < 0:
             raise ValueError(f"{name} must be non-negative, got minimum {int(batch.min())}")
         if batch.numel() > 1 and bool((batch[1:] < batch[:-1]).any()):
-            raise ValueError(f"{name} must be sorted (items of one graph contiguous, as PyG's Batch stores them)")
+            raise ValueError(sorted_message)
         if num_graphs is not None and int(batch.max()) >= num_graphs:
             raise ValueError(f"{name} refers to graph {int(batch.max())} but there are {num_graphs} graphs")
-    return batch
+        return batch
+    if batch.numel() > 1:
+        check_condition(batch[1:] >= batch[:-1], sorted_message)
+    check_condition(batch >= 0, f"{name} must be non-negative")
+    if num_graphs is None:
+        return batch.clamp_min(0)
+    return check_index(batch, name, num_graphs, "graphs")
 
 
 def check_same_device(name_a: str, a: Tensor, name_b: str, b: Tensor) -> None:
@@ -266,15 +388,24 @@ def check_orthogonal(R, name: str, *, special: bool | None = None, atol: float |
     """``R (..., d, d)`` must be orthogonal (``R R^T = I``) to a dtype tolerance.
 
     ``special=True`` also requires ``det R = +1`` (rotations), ``special=False`` ``det R = -1``;
-    ``None`` accepts both. The check is skipped on accelerators (it would need a host sync).
+    ``None`` accepts both. On accelerators the test is deferred (:func:`check_condition`).
     """
     check_tensor(R, name, min_ndim=2, dtype="float")
     if R.shape[-1] != R.shape[-2]:
         raise ValueError(f"{name} must be square matrices (..., d, d), got shape {shape_str(R.shape)}")
-    if R.device.type != "cpu" or R.numel() == 0:
+    if R.numel() == 0 or _values_unreadable(R):
+        return R
+    tol = tolerance(R.dtype) if atol is None else atol
+    if R.device.type != "cpu":
+        eye = torch.eye(R.shape[-1], dtype=R.dtype, device=R.device)
+        ok = torch.isfinite(R).all() & ((R @ R.transpose(-1, -2) - eye).abs().amax() <= tol)
+        check_condition(ok, f"{name} must be finite orthogonal matrices (R R^T = I to {tol:.0e})")
+        if special is not None:
+            det = torch.linalg.det(R.to(torch.float32) if R.dtype in (torch.float16, torch.bfloat16) else R)
+            kind = "rotations (det +1)" if special else "improper (det -1)"
+            check_condition((det - (1.0 if special else -1.0)).abs() <= 10 * tol, f"{name} must be {kind}")
         return R
     check_finite(R, name)
-    tol = tolerance(R.dtype) if atol is None else atol
     eye = torch.eye(R.shape[-1], dtype=R.dtype)
     err = (R @ R.transpose(-1, -2) - eye).abs().amax().item()
     if err > tol:

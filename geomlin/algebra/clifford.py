@@ -52,6 +52,7 @@ from torch import Tensor
 
 from geomlin.validation import (
     check_choice,
+    check_condition,
     check_finite,
     check_int,
     check_positive_int,
@@ -497,8 +498,8 @@ class CliffordAlgebra:
 
         Raises ``ValueError`` for null versors: ``|<v ~v>_0| <= 16 eps(dtype) |v|^2`` (the zero
         multivector, null vectors, ideal elements), with the threshold taken in ``v``'s own dtype
-        (so float32 refuses what float64 refuses). On accelerators the test is an asynchronous
-        device-side assert (no host synchronisation).
+        (so float32 refuses what float64 refuses). On accelerators the test is deferred (no host
+        synchronisation, see :func:`geomlin.validation.check_condition`).
         """
         self.check(v, "v")
         nsq = self.norm_squared(v)
@@ -506,11 +507,7 @@ class CliffordAlgebra:
         scale = (v * v).sum(-1, keepdim=True).clamp_min(info.tiny)
         invertible = nsq.abs() > ZERO_VERSOR_EPS * info.eps * scale
         message = "versor has zero norm (a null vector, an ideal element or zero) and cannot be inverted"
-        if v.device.type == "cpu":
-            if v.numel() and not bool(invertible.all()):
-                raise ValueError(message)
-        elif v.device.type != "meta":
-            torch._assert_async(invertible.all(), message)
+        check_condition(invertible, message)
         return self.reverse(v) / nsq
 
     def parity(self, v: Tensor) -> Tensor:

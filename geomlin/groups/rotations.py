@@ -24,6 +24,7 @@ from torch.autograd.function import once_differentiable
 
 from geomlin.validation import (
     check_choice,
+    check_condition,
     check_finite,
     check_orthogonal,
     check_positive_float,
@@ -45,8 +46,8 @@ def _gram_schmidt_columns(a1: Tensor, a2: Tensor, name: str | None = None) -> Te
     """``(..., 3)`` vectors -> ``(..., 3, 3)`` rotation with columns ``b1, b2, b1 x b2``.
 
     With ``name``, a vanishing ``a1`` or an ``a2`` parallel to it (norms at or below
-    ``GRAM_SCHMIDT_EPS``, where the result would not be a rotation) raises ``ValueError`` (on
-    accelerators an asynchronous device assertion).
+    ``GRAM_SCHMIDT_EPS``, where the result would not be a rotation) raises ``ValueError`` (deferred on
+    accelerators, see :func:`geomlin.validation.check_condition`).
     """
     n1 = a1.norm(dim=-1, keepdim=True)
     b1 = a1 / n1.clamp_min(GRAM_SCHMIDT_EPS)
@@ -56,11 +57,7 @@ def _gram_schmidt_columns(a1: Tensor, a2: Tensor, name: str | None = None) -> Te
         fine = torch.minimum(n1, n2).gt(GRAM_SCHMIDT_EPS).all()
         message = (f"{name}: the two 3-vectors must be non-zero and not parallel (degenerate 6D "
                    "representation: no rotation is defined)")
-        if a1.device.type == "cpu":
-            if a1.numel() and not bool(fine):
-                raise ValueError(message)
-        else:
-            torch._assert_async(fine, message)
+        check_condition(fine, message)
     b2 = u2 / n2.clamp_min(GRAM_SCHMIDT_EPS)
     return torch.stack([b1, b2, torch.linalg.cross(b1, b2, dim=-1)], dim=-1)
 

@@ -1,0 +1,110 @@
+"""Every declared module class on the simulated accelerator: device-clean, no host syncs, mixed precision.
+
+For each example in ``tests/*/declared_examples.py`` (the ones ``tests/test_declarations.py`` checks
+for equivariance), in float32:
+
+* forward and backward on the ``sim`` device (``tests/device/simulated.py``: CUDA's device rules on
+  every operator) record no host sync, no upload of a constant and no device-side assert, and give
+  the CPU's numbers;
+* under ``torch.autocast("sim", dtype)`` for bfloat16 and float16 (CUDA's autocast policy), forward
+  and backward run, stay finite, stay sync-free and stay close to the float32 result; a module
+  that cannot run in reduced precision must refuse with a ``TypeError`` that says so.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch.utils._pytree import tree_leaves, tree_map
+
+from geomlin.reps.feature_type import example_inputs
+from tests.device import simulated as sim
+from tests.test_declarations import CASES
+
+#: Relative distance of an autocast output from the float32 output that still counts as "close".
+AUTOCAST_RTOL = {torch.bfloat16: 0.1, torch.float16: 0.02}
+#: Relative tolerance between the simulated device and the CPU (the same CPU kernels run both).
+DEVICE_RTOL = 1e-5
+
+
+def _float32(tree):
+    return tree_map(lambda t: t.float() if isinstance(t, torch.Tensor) and t.is_floating_point() else t, tree)
+
+
+def build_case(factory, index: int):
+    """A declared example in float32: ``(module, args, kwargs)`` with float inputs requiring grad."""
+    torch.manual_seed(index)
+    made = factory()
+    module, options = made if isinstance(made, tuple) else (made, {})
+    module = module.float()
+    if "inputs" in options:
+        args = options["inputs"]
+        args = args if isinstance(args, tuple) else (args,)
+        kwargs = options.get("kwargs", {})
+    else:
+        args, kwargs = example_inputs(module, generator=torch.Generator().manual_seed(index), dtype=torch.float32)
+    args, kwargs = _float32(args), _float32(kwargs)
+    args = tree_map(lambda t: t.detach().requires_grad_() if isinstance(t, torch.Tensor) and t.is_floating_point()
+                    else t, args)
+    return module, args, kwargs
+
+
+def float_outputs(out) -> list[torch.Tensor]:
+    return [o for o in tree_leaves(out) if isinstance(o, torch.Tensor) and o.is_floating_point()]
+
+
+def step(module, args, kwargs):
+    """Forward, a loss touching every float output, backward; returns the outputs and input gradients."""
+    out = float_outputs(module(*args, **kwargs))
+    loss = sum((o.float() ** 2).mean() for o in out)
+    inputs = [a for a in tree_leaves(args) if isinstance(a, torch.Tensor) and a.requires_grad]
+    params = [p for p in module.parameters() if p.requires_grad]
+    grads = torch.autograd.grad(loss, inputs + params, allow_unused=True)
+    return out, grads
+
+
+def _relative(a: torch.Tensor, b: torch.Tensor) -> float:
+    a, b = sim.to_cpu(a).double(), sim.to_cpu(b).double()
+    return float((a - b).norm() / b.norm().clamp_min(1e-12))
+
+
+IDS = [f"{c.__name__}-{i}" for c, i, _ in CASES]
+
+
+@pytest.mark.parametrize("cls,index,factory", CASES, ids=IDS)
+def test_forward_and_backward_on_the_simulated_device(cls, index, factory):
+    module, args, kwargs = build_case(factory, index)
+    cpu_out, cpu_grads = step(module, args, kwargs)
+    module, args, kwargs = sim.to_sim((module, args, kwargs))
+    with sim.watch() as log:
+        out, grads = step(module, args, kwargs)
+    assert not log.events, f"{cls.__name__} on an accelerator:\n{log.report()}"
+    for o in out:
+        assert o.device == sim.DEVICE, f"{cls.__name__} returned an output on {o.device}"
+    for a, b in zip(out, cpu_out):
+        assert _relative(a, b) <= DEVICE_RTOL
+    for g, h in zip(grads, cpu_grads):
+        if g is not None:
+            assert g.device == sim.DEVICE
+            assert _relative(g, h) <= DEVICE_RTOL
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=["bf16", "fp16"])
+@pytest.mark.parametrize("cls,index,factory", CASES, ids=IDS)
+def test_autocast_on_the_simulated_device(cls, index, factory, dtype):
+    module, args, kwargs = build_case(factory, index)
+    reference, _ = step(module, args, kwargs)
+    module, args, kwargs = sim.to_sim((module, args, kwargs))
+    with sim.watch() as log, torch.autocast(sim.DEVICE_TYPE, dtype=dtype):
+        try:
+            out, grads = step(module, args, kwargs)
+        except TypeError as err:  # a clear refusal is allowed
+            assert "precision" in str(err) or "autocast" in str(err), err
+            return
+    assert not log.events, f"{cls.__name__} under {dtype} autocast:\n{log.report()}"
+    for o, r in zip(out, reference):
+        assert torch.isfinite(sim.to_cpu(o)).all()
+        assert _relative(o, r) <= AUTOCAST_RTOL[dtype], f"{cls.__name__}: output far from float32"
+    for g in grads:
+        if g is not None:
+            assert torch.isfinite(sim.to_cpu(g)).all()

@@ -1,0 +1,102 @@
+"""The stand-ins catch what a GPU would punish: each rule of the simulated device and process group is
+shown to fire on a small offender (a detector that cannot fail proves nothing)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from geomlin import validation
+from tests.device import simulated as sim
+
+D = sim.DEVICE
+
+
+def _kinds(fn) -> list[str]:
+    with sim.watch() as log:
+        fn()
+    return [e.kind for e in log.events]
+
+
+def test_values_match_the_cpu_and_stay_on_the_device():
+    x = torch.randn(5, 4)
+    w = torch.randn(4, 3, requires_grad=True)
+    xs, ws = sim.to_sim((x, w.detach().requires_grad_()))
+    (xs @ ws).tanh().sum().backward()
+    (x @ w).tanh().sum().backward()
+    assert ws.grad.device == D
+    torch.testing.assert_close(sim.to_cpu(ws.grad), w.grad)
+
+
+def test_a_cpu_operand_is_refused_as_cuda_refuses_it():
+    x = torch.randn(3, 4, device=D)
+    with pytest.raises(sim.DeviceMixError, match="same device"):
+        x + torch.ones(4)
+    x + torch.tensor(2.0)  # a 0-d CPU tensor is a scalar, as on CUDA
+    with pytest.raises(sim.DeviceMixError, match="generator"):
+        torch.randn(3, device=D, generator=torch.Generator())
+
+
+@pytest.mark.parametrize("offender,kind", [
+    (lambda x: x.sum().item(), "sync"),
+    (lambda x: bool(x.sum() > 0), "sync"),
+    (lambda x: x.tolist(), "sync"),
+    (lambda x: x.cpu(), "sync"),
+    (lambda x: x[x > 0], "sync"),
+    (lambda x: torch.nonzero(x), "sync"),
+    (lambda x: torch.unique(x), "sync"),
+    (lambda x: torch.repeat_interleave(torch.arange(3, device=D), torch.ones(3, dtype=torch.long, device=D)), "sync"),
+    (lambda x: torch.linalg.eigh(x @ x.T), "sync"),
+    (lambda x: torch.linalg.svd(x), "sync"),
+    (lambda x: torch.linalg.inv(x @ x.T + torch.eye(3, device=D)), "sync"),
+    (lambda x: x[[0, 2]], "upload"),
+    (lambda x: x + torch.tensor([1.0, 2.0, 3.0, 4.0], device=D), "upload"),
+    (lambda x: torch._assert_async(x.isfinite().all()), "assert"),
+])
+def test_every_rule_fires(offender, kind):
+    x = torch.randn(3, 4, device=D)
+    assert kind in _kinds(lambda: offender(x))
+
+
+def test_sync_free_code_records_nothing():
+    x = torch.randn(3, 4, device=D)
+    idx = torch.tensor([0, 2], device=D)
+    assert _kinds(lambda: (x[idx].softmax(-1) * 2.0 + x.mean()).sum()) == []
+    assert _kinds(lambda: torch.repeat_interleave(x, torch.ones(3, dtype=torch.long, device=D), dim=0,
+                                                  output_size=3)) == []
+
+
+def test_strict_mode_raises_at_the_operator():
+    x = torch.randn(3, device=D)
+    with pytest.raises(sim.HostSyncError, match="_local_scalar_dense"), sim.watch(strict=True):
+        x.sum().item()
+
+
+def test_autocast_follows_cudas_policy():
+    lin = torch.nn.Linear(4, 2).to(D)
+    x = torch.randn(3, 4, device=D)
+    with torch.autocast(sim.DEVICE_TYPE, dtype=torch.bfloat16):
+        y = lin(x)
+        assert y.dtype == torch.bfloat16  # matmuls in the lower precision
+        assert y.exp().dtype == torch.float32  # exp, sums, softmax and norms in float32
+        assert y.sum().dtype == torch.float32
+        with pytest.raises(RuntimeError, match="same scalar type"):  # the clash CUDA reports
+            torch.zeros(3, 2, device=D).index_add_(0, torch.tensor([0, 1, 0], device=D), y)
+
+
+def test_deferred_checks_raise_later_with_the_cpu_message():
+    bad = torch.tensor([1.0, float("nan")])
+    with pytest.raises(ValueError, match="x contains NaN") as on_cpu:
+        validation.check_finite(bad, "x")
+    with sim.watch() as log:
+        validation.check_finite(bad.to(D), "x")
+        index = validation.check_index(torch.tensor([0, 5, -1]).to(D), "index", 3)
+    assert log.events == []  # no sync, no device assert
+    assert sim.to_cpu(index).tolist() == [0, 2, 0]  # clamped: no kernel reads out of bounds
+    assert validation.pending_checks() == 2
+    with pytest.raises(ValueError) as deferred:
+        validation.raise_deferred()
+    assert str(on_cpu.value) in str(deferred.value)
+    assert validation.pending_checks() == 0
+    with validation.deferred_checks():  # a clean block raises nothing
+        validation.check_finite(torch.ones(3, device=D), "y")
