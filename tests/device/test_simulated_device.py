@@ -21,7 +21,8 @@ def _kinds(fn) -> list[str]:
 def test_values_match_the_cpu_and_stay_on_the_device():
     x = torch.randn(5, 4)
     w = torch.randn(4, 3, requires_grad=True)
-    xs, ws = sim.to_sim((x, w.detach().requires_grad_()))
+    xs, ws = sim.to_sim((x, w.detach()))
+    ws.requires_grad_()
     (xs @ ws).tanh().sum().backward()
     (x @ w).tanh().sum().backward()
     assert ws.grad.device == D
@@ -88,9 +89,10 @@ def test_deferred_checks_raise_later_with_the_cpu_message():
     bad = torch.tensor([1.0, float("nan")])
     with pytest.raises(ValueError, match="x contains NaN") as on_cpu:
         validation.check_finite(bad, "x")
+    bad, index = sim.to_sim((bad, torch.tensor([0, 5, -1])))
     with sim.watch() as log:
-        validation.check_finite(bad.to(D), "x")
-        index = validation.check_index(torch.tensor([0, 5, -1]).to(D), "index", 3)
+        validation.check_finite(bad, "x")
+        index = validation.check_index(index, "index", 3)
     assert log.events == []  # no sync, no device assert
     assert sim.to_cpu(index).tolist() == [0, 2, 0]  # clamped: no kernel reads out of bounds
     assert validation.pending_checks() == 2
