@@ -5,7 +5,9 @@ for equivariance), in float32:
 
 * forward and backward on the ``sim`` device (``tests/device/simulated.py``: CUDA's device rules on
   every operator) record no host sync, no upload of a constant and no device-side assert, and give
-  the CPU's numbers;
+  the CPU's numbers (a gradient that vanishes analytically is compared against a tenth of the
+  largest gradient: modules that batch differently on accelerators, such as FrameAveraging folding
+  its frames into one backbone call, sum in another order and leave rounding there);
 * under ``torch.autocast("sim", dtype)`` for bfloat16 and float16 (CUDA's autocast policy), forward
   and backward run, stay finite, stay sync-free and stay close to the float32 result; a module
   that cannot run in reduced precision must refuse with a ``TypeError`` that says so.
@@ -25,6 +27,8 @@ from tests.test_declarations import CASES
 AUTOCAST_RTOL = {torch.bfloat16: 0.1, torch.float16: 0.02}
 #: Relative tolerance between the simulated device and the CPU (the same CPU kernels run both).
 DEVICE_RTOL = 1e-5
+#: Fraction of the largest gradient's norm below which a gradient is compared absolutely.
+GRADIENT_FLOOR = 0.1
 
 
 def _float32(tree):
@@ -63,9 +67,9 @@ def step(module, args, kwargs):
     return out, grads
 
 
-def _relative(a: torch.Tensor, b: torch.Tensor) -> float:
+def _relative(a: torch.Tensor, b: torch.Tensor, floor: float = 1e-12) -> float:
     a, b = sim.to_cpu(a).double(), sim.to_cpu(b).double()
-    return float((a - b).norm() / b.norm().clamp_min(1e-12))
+    return float((a - b).norm() / b.norm().clamp_min(floor))
 
 
 IDS = [f"{c.__name__}-{i}" for c, i, _ in CASES]
@@ -83,10 +87,11 @@ def test_forward_and_backward_on_the_simulated_device(cls, index, factory):
         assert o.device == sim.DEVICE, f"{cls.__name__} returned an output on {o.device}"
     for a, b in zip(out, cpu_out):
         assert _relative(a, b) <= DEVICE_RTOL
+    floor = GRADIENT_FLOOR * max([float(h.detach().double().norm()) for h in cpu_grads if h is not None] + [1e-12])
     for g, h in zip(grads, cpu_grads):
         if g is not None:
             assert g.device == sim.DEVICE
-            assert _relative(g, h) <= DEVICE_RTOL
+            assert _relative(g, h, floor) <= DEVICE_RTOL
 
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=["bf16", "fp16"])
