@@ -92,13 +92,14 @@ def _jacobi_eigh(A: Tensor) -> tuple[Tensor, Tensor]:
     ``t = tan(theta)`` of Rutishauser's stable form, ``|theta| <= pi/4``; a zero off-diagonal
     entry gives ``t = 0`` exactly, so diagonal input comes back unchanged with ``V = I``. Only the
     lower triangle is read. The entries live in a Python table of ``(...,)`` tensors and the
-    eigenvectors as ``d`` column tensors ``(..., d)``: a rotation touches two rows and columns.
+    eigenvectors as ``d`` column tensors ``(d, ...)``: a rotation touches two rows and columns, and
+    costs about twenty elementwise operations on ``(...,)`` tensors whatever the batch size.
     """
     d = A.shape[-1]
     a = [[A[..., max(i, j), min(i, j)] for j in range(d)] for i in range(d)]
-    eye = torch.eye(d, dtype=A.dtype, device=A.device)
-    cols = [eye[i].expand(*A.shape[:-1]) for i in range(d)]
+    cols = _unit_columns(A)
     zero = torch.zeros_like(a[0][0])
+    one = torch.ones_like(zero)
     tiny = torch.finfo(A.dtype).tiny
     for _ in range(_sweeps(EIGH_SWEEPS, d)):
         for p in range(d - 1):
@@ -108,7 +109,7 @@ def _jacobi_eigh(A: Tensor) -> tuple[Tensor, Tensor]:
                 # t = 2 a_pq / (diff + sign(diff) hypot(diff, 2 a_pq)); 0 where a_pq = 0
                 two = apq + apq
                 t = two / (diff + torch.copysign(torch.hypot(diff, two) + tiny, diff))
-                c = torch.rsqrt(t.square().add_(1.0))
+                c = torch.rsqrt(torch.addcmul(one, t, t))
                 s = t * c
                 shift = t * apq
                 a[p][p] = a[p][p] - shift
@@ -119,10 +120,23 @@ def _jacobi_eigh(A: Tensor) -> tuple[Tensor, Tensor]:
                         arp, arq = a[r][p], a[r][q]
                         a[r][p] = a[p][r] = torch.addcmul(c * arp, s, arq, value=-1.0)
                         a[r][q] = a[q][r] = torch.addcmul(s * arp, c, arq)
-                vp, vq, c1, s1 = cols[p], cols[q], c[..., None], s[..., None]
-                cols[p] = torch.addcmul(c1 * vp, s1, vq, value=-1.0)
-                cols[q] = torch.addcmul(s1 * vp, c1, vq)
-    return torch.stack([a[i][i] for i in range(d)], -1), torch.stack(cols, -1)
+                vp, vq = cols[p], cols[q]
+                cols[p] = torch.addcmul(c * vp, s, vq, value=-1.0)
+                cols[q] = torch.addcmul(s * vp, c, vq)
+    return torch.stack([a[i][i] for i in range(d)], -1), _matrix_of_columns(cols)
+
+
+def _unit_columns(A: Tensor) -> list[Tensor]:
+    """The columns of the identity as ``d`` tensors ``(d, ...)`` (the vector axis first, so that the
+    ``(...,)`` rotation parameters broadcast without a reshape)."""
+    d, batch = A.shape[-1], A.shape[:-2]
+    eye = torch.eye(d, dtype=A.dtype, device=A.device)
+    return [eye[i].reshape(d, *([1] * len(batch))).expand(d, *batch) for i in range(d)]
+
+
+def _matrix_of_columns(cols: list[Tensor]) -> Tensor:
+    """``d`` columns ``(d, ...)`` -> the matrix ``(..., d, d)``."""
+    return torch.stack(cols, -1).movedim(0, -2)
 
 
 class _SymmetricEigh(torch.autograd.Function):
@@ -208,8 +222,7 @@ def _jacobi_svd(M: Tensor) -> tuple[Tensor, Tensor, Tensor]:
     Q = torch.cat([Q[..., :-1], Q[..., -1:] * det[..., None]], dim=-1)
     T = torch.cat([T[..., :-1, :], T[..., -1:, :] * det[..., None]], dim=-2)
     a = [[T[..., i, j] for j in range(d)] for i in range(d)]
-    eye = torch.eye(d, dtype=M.dtype, device=M.device)
-    U = [eye[i].expand(*M.shape[:-1]) for i in range(d)]  # columns
+    U = _unit_columns(M)
     V = list(U)
     zero = torch.zeros_like(a[0][0])
     for _ in range(_sweeps(SVD_SWEEPS, d)):
@@ -218,11 +231,12 @@ def _jacobi_svd(M: Tensor) -> tuple[Tensor, Tensor, Tensor]:
                 app, apq, aqp, aqq = a[p][p], a[p][q], a[q][p], a[q][q]
                 E, F, G, H = app + aqq, app - aqq, aqp + apq, aqp - apq
                 outer, inner = torch.atan2(H, E), torch.atan2(G, F)
-                left, right = (outer + inner) * 0.5, (outer - inner) * 0.5
+                left = torch.lerp(outer, inner, 0.5)  # (outer + inner) / 2
+                right = outer - left
                 cl, sl, cr, sr = torch.cos(left), torch.sin(left), torch.cos(right), torch.sin(right)
                 hq, hr = torch.hypot(E, H), torch.hypot(F, G)
-                a[p][p] = (hq + hr) * 0.5
-                a[q][q] = (hq - hr) * 0.5
+                a[p][p] = torch.lerp(hq, hr, 0.5)
+                a[q][q] = a[p][p] - hr
                 a[p][q] = a[q][p] = zero
                 for r in range(d):
                     if r != p and r != q:
@@ -233,13 +247,13 @@ def _jacobi_svd(M: Tensor) -> tuple[Tensor, Tensor, Tensor]:
                         ap, aq = a[r][p], a[r][q]
                         a[r][p] = torch.addcmul(cr * ap, sr, aq, value=-1.0)
                         a[r][q] = torch.addcmul(sr * ap, cr, aq)
-                up, uq, c1, s1 = U[p], U[q], cl[..., None], sl[..., None]
-                U[p] = torch.addcmul(c1 * up, s1, uq)
-                U[q] = torch.addcmul(c1 * uq, s1, up, value=-1.0)
-                vp, vq, c1, s1 = V[p], V[q], cr[..., None], sr[..., None]
-                V[p] = torch.addcmul(c1 * vp, s1, vq, value=-1.0)
-                V[q] = torch.addcmul(s1 * vp, c1, vq)
-    return Q @ torch.stack(U, -1), torch.stack([a[i][i] for i in range(d)], -1), torch.stack(V, -1)
+                up, uq = U[p], U[q]
+                U[p] = torch.addcmul(cl * up, sl, uq)
+                U[q] = torch.addcmul(cl * uq, sl, up, value=-1.0)
+                vp, vq = V[p], V[q]
+                V[p] = torch.addcmul(cr * vp, sr, vq, value=-1.0)
+                V[q] = torch.addcmul(sr * vp, cr, vq)
+    return Q @ _matrix_of_columns(U), torch.stack([a[i][i] for i in range(d)], -1), _matrix_of_columns(V)
 
 
 def _gram_schmidt_columns(a1: Tensor, a2: Tensor, name: str | None = None) -> Tensor:
