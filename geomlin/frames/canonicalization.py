@@ -40,7 +40,14 @@ import torch
 from torch import Tensor, nn
 
 from geomlin.deprecation import renamed_keyword
-from geomlin.frames.pca import _check_positions, as_frame_group, example_clouds, pca_frames, point_moments
+from geomlin.frames.pca import (
+    _check_positions,
+    _flat_graphs,
+    as_frame_group,
+    example_clouds,
+    pca_frames,
+    point_moments,
+)
 from geomlin.frames.vector_neurons import POOLINGS, VNPointNet
 from geomlin.groups import RigidTransform, special_procrustes
 from geomlin.groups.rotations import full_precision, working_dtype
@@ -253,7 +260,9 @@ class PointCloudCanonicalizer(Canonicalizer):
                 num_graphs: int | None = None, as_tensors: bool = False):
         """Predicted elements ``g = (R (B, d, d), t (B, d))``; ``g(Q x + s) = (Q, s) g(x)``."""
         fg = self.frame_group
-        _check_positions(pos, fg.d, mask, batch)
+        batch = _check_positions(pos, fg.d, mask, batch)
+        if batch is not None:
+            num_graphs, batch = _flat_graphs(batch, num_graphs)
         centroid, cov, _, sq = point_moments(pos, fg.translation, mask, batch, num_graphs)
         x = pos - (centroid[batch] if batch is not None else centroid[:, None])
         frame = None

@@ -228,8 +228,11 @@ class PCAFrames(NamedTuple):
     degenerate: Tensor
 
 
-def _check_positions(pos: Tensor, d: int, mask: Tensor | None, batch: Tensor | None) -> None:
-    """Validate a padded ``(B, N, d)`` (+ ``mask (B, N)`` bool) or flat ``(N, d)`` (+ ``batch (N,)``) cloud batch."""
+def _check_positions(pos: Tensor, d: int, mask: Tensor | None, batch: Tensor | None) -> Tensor | None:
+    """Validate a padded ``(B, N, d)`` (+ ``mask (B, N)`` bool) or flat ``(N, d)`` (+ ``batch (N,)``) cloud batch.
+
+    Returns ``batch`` as checked (on an accelerator clamped to be non-negative, its test deferred).
+    """
     check_tensor(pos, "pos", what=f"points in R^{d}")
     if pos.ndim == 0 or pos.shape[-1] != d:
         raise ValueError(f"pos must have last dimension {d} (points in R^{d}), got shape {tuple(pos.shape)}")
@@ -238,7 +241,7 @@ def _check_positions(pos: Tensor, d: int, mask: Tensor | None, batch: Tensor | N
             raise ValueError("pass either mask (padded batch) or batch (flat batch), not both")
         if pos.ndim != 2:
             raise ValueError(f"with a batch vector pos must be flat (N, {d}), got shape {tuple(pos.shape)}")
-        check_batch_vector(batch, "batch", pos.shape[0])
+        batch = check_batch_vector(batch, "batch", pos.shape[0])
     elif pos.ndim != 3:
         raise ValueError(f"pos must be a padded batch (B, N, {d}) or flat (N, {d}) with a batch vector, "
                          f"got shape {tuple(pos.shape)}")
@@ -248,6 +251,7 @@ def _check_positions(pos: Tensor, d: int, mask: Tensor | None, batch: Tensor | N
             raise ValueError(f"mask must have shape {tuple(pos.shape[:2])} (B, N) to match pos "
                              f"{tuple(pos.shape)}, got {tuple(mask.shape)}")
     check_finite(pos, "pos")  # padding too: NaN * 0 is NaN in the masked sums
+    return batch
 
 
 def num_graphs_of(batch: Tensor, num_graphs: int | None = None) -> int:
@@ -590,7 +594,7 @@ def pca_frames(pos: Tensor, group="E3", mask: Tensor | None = None, batch: Tenso
     if signs == "skewness" and on_degenerate == "sample":
         raise ValueError("signs='skewness' picks one frame element; on_degenerate='sample' needs the full "
                          "sign orbit (use on_degenerate='moments' with one element)")
-    _check_positions(pos, fg.d, mask, batch)
+    batch = _check_positions(pos, fg.d, mask, batch)
     _check_generator(generator, pos.device)
     d = fg.d
     if batch is not None:
