@@ -145,8 +145,8 @@ def radius_pairs(pos: Tensor, r, batch: Tensor | None = None, loop: bool = False
     Parameters
     ----------
     pos: ``(N, d)`` float positions.  r: the radius (> 0; a float, or a 0-d tensor on ``pos``'s
-    device).  batch: optional ``(N,)`` sorted graph indices.  loop: include ``(i, i)``.
-    targets: optional ``(T,)`` sorted int64 target indices (default: every point).
+    device).  batch: optional ``(N,)`` graph indices.  loop: include ``(i, i)``.
+    targets: optional ``(T,)`` int64 target indices (default: every point).
 
     Returns
     -------
@@ -170,7 +170,7 @@ def radius_pairs(pos: Tensor, r, batch: Tensor | None = None, loop: bool = False
     if d > MAX_GRID_DIM:
         return _brute_force_pairs(pos, r, batch, loop, targets)
     x = pos.detach().to(torch.float64)
-    num_graphs = batch[-1] + 1 if batch is not None else 1
+    num_graphs = batch.max() + 1 if batch is not None else 1
     key, strides = _keys(x, _cell_size(x, r, num_graphs), batch)
     order = torch.argsort(key, stable=True)
     sorted_key = key[order]
@@ -255,20 +255,20 @@ def knn_pairs(pos: Tensor, k: int, batch: Tensor | None = None, loop: bool = Fal
 
     Returns ``src, dst, d2`` like :func:`radius_pairs`: sorted by target, then distance, then
     source index (so ties are broken by the lower index); a graph of ``m <= k`` points (``m - 1``
-    without ``loop``) contributes all its pairs. ``batch`` must be sorted. Host syncs on
-    accelerators: those of one :func:`radius_pairs` search plus one, per round of radius doubling.
+    without ``loop``) contributes all its pairs. Host syncs on accelerators: those of one
+    :func:`radius_pairs` search plus one, per round of radius doubling.
     """
     n, d = pos.shape
     device = pos.device
     if n == 0:
         return radius_pairs(pos, 1.0, batch, loop)
     graph = batch.long() if batch is not None else torch.zeros(n, dtype=torch.long, device=device)
-    sizes = torch.searchsorted(graph, graph, right=True) - torch.searchsorted(graph, graph)   # of each point's graph
-    want = (sizes - (0 if loop else 1)).clamp(max=k)                            # neighbours each point gets
+    per_graph_count = torch.zeros(n, dtype=torch.long, device=device).index_add_(0, graph, torch.ones_like(graph))
+    want = (per_graph_count[graph] - (0 if loop else 1)).clamp(max=k)         # neighbours each point gets
     x = pos.detach().to(torch.float64)
     extent = (x.max(dim=0).values - x.min(dim=0).values).max()
     extent = torch.where(extent > 0, extent, torch.ones_like(extent))
-    per_graph = (n / (graph[-1] + 1).to(x.dtype)).clamp_min(1.0)               # mean points per graph
+    per_graph = (n / (graph.max() + 1).to(x.dtype)).clamp_min(1.0)             # mean points per graph
     ball = math.pi ** (d / 2) / math.gamma(d / 2 + 1)                          # volume of the unit d-ball
     r = KNN_RADIUS_FACTOR * extent * ((k + 1) / (per_graph * ball)) ** (1.0 / d)
     todo = torch.arange(n, device=device)
