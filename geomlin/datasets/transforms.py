@@ -61,13 +61,14 @@ def _require_pos(data: Data, who: str) -> Tensor:
     return pos
 
 
-def haar_orthogonal_3d(generator: torch.Generator | None, device, special: bool) -> Tensor:
+def _haar_orthogonal_3d(generator: torch.Generator | None, device, special: bool) -> Tensor:
     """One Haar-random ``(3, 3)`` float64 matrix of O(3) (SO(3) when ``special``), drawn on ``device``.
 
     The construction of :func:`geomlin.groups.haar_orthogonal` (QR of a Gaussian matrix, signs of
     ``diag(R)`` absorbed, the first column flipped when ``det = -1``; Mezzadri 2007, Sec. 5), and
     the same numbers from the same generator, but drawn where the data lives and without boolean
-    masks, so it runs on an accelerator without host syncs.
+    masks, so it runs on an accelerator without host syncs. (To fold into ``haar_orthogonal`` once
+    that takes a ``device``.)
     """
     z = torch.randn(3, 3, generator=generator, dtype=torch.float64, device=device)
     q, r = torch.linalg.qr(z)
@@ -82,7 +83,7 @@ class RandomRotation(BaseTransform):
     """Rotate (``group="SO3"``) or rotate-and-reflect (``"O3"``) by a Haar-random matrix ``R``.
 
     Positions and vectors ``(N, 3)`` become ``x @ R.T`` (about the origin). ``R`` is drawn with
-    :func:`haar_orthogonal_3d` (uniform on SO(3) / O(3)) from ``generator`` on the data's device;
+    :func:`_haar_orthogonal_3d` (uniform on SO(3) / O(3)) from ``generator`` on the data's device;
     with ``store_matrix`` it is saved as ``data.rotation (1, 3, 3)``.
     """
 
@@ -96,7 +97,7 @@ class RandomRotation(BaseTransform):
     def forward(self, data: Data) -> Data:
         pos = _require_pos(data, "RandomRotation")
         generator = check_generator(self.generator, "RandomRotation: generator", pos.device)
-        R = haar_orthogonal_3d(generator, pos.device, special=self.group == "SO3")
+        R = _haar_orthogonal_3d(generator, pos.device, special=self.group == "SO3")
         for a in _present(data, self.position_attrs + self.vector_attrs):
             data[a] = data[a] @ R.T.to(data[a].dtype)
         if self.store_matrix:

@@ -158,13 +158,13 @@ def test_sample_points_and_composition():
 # ------------------------------------------------------------------ on an accelerator
 def test_device_haar_sampler_is_the_groups_one():
     """Oracle: geomlin.groups.haar_orthogonal, whose construction the device sampler repeats."""
-    from geomlin.datasets.transforms import haar_orthogonal_3d
+    from geomlin.datasets.transforms import _haar_orthogonal_3d
     from geomlin.groups import haar_orthogonal
 
     for special in (True, False):
         for seed in range(5):
             want = haar_orthogonal(1, 3, generator=torch.Generator().manual_seed(seed), special=special)[0]
-            got = haar_orthogonal_3d(torch.Generator().manual_seed(seed), "cpu", special)
+            got = _haar_orthogonal_3d(torch.Generator().manual_seed(seed), "cpu", special)
             assert torch.equal(got, want)
 
 
