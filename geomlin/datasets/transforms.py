@@ -83,7 +83,8 @@ class RandomRotation(BaseTransform):
     """Rotate (``group="SO3"``) or rotate-and-reflect (``"O3"``) by a Haar-random matrix ``R``.
 
     Positions and vectors ``(N, 3)`` become ``x @ R.T`` (about the origin). ``R`` is drawn with
-    :func:`_haar_orthogonal_3d` (uniform on SO(3) / O(3)) from ``generator`` on the data's device;
+    the construction of :func:`geomlin.groups.haar_orthogonal` (uniform on SO(3) / O(3)) from
+    ``generator``, on the data's device;
     with ``store_matrix`` it is saved as ``data.rotation (1, 3, 3)``.
     """
 
