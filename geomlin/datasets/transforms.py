@@ -84,8 +84,7 @@ class RandomRotation(BaseTransform):
 
     Positions and vectors ``(N, 3)`` become ``x @ R.T`` (about the origin). ``R`` is drawn with
     the construction of :func:`geomlin.groups.haar_orthogonal` (uniform on SO(3) / O(3)) from
-    ``generator``, on the data's device;
-    with ``store_matrix`` it is saved as ``data.rotation (1, 3, 3)``.
+    ``generator``, on the data's device; with ``store_matrix`` it is saved as ``data.rotation (1, 3, 3)``.
     """
 
     def __init__(self, group: str = "SO3", position_attrs: Sequence[str] = POSITION_ATTRS,
