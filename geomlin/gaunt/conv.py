@@ -25,7 +25,8 @@ from torch_geometric.nn import MessagePassing
 from geomlin.deprecation import renamed_keyword
 from geomlin.gaunt.cache import RouteTables
 from geomlin.gaunt.modules import _check_layout, _degree_index
-from geomlin.gaunt.product import METHODS, compute_dtype, gaunt_tensor_product, table_keys
+from geomlin.gaunt.precision import compute_dtype
+from geomlin.gaunt.product import METHODS, gaunt_tensor_product, table_keys
 from geomlin.gaunt.tables import spherical_harmonics
 from geomlin.groups.euclidean import E3
 from geomlin.reps.types import Positions, SphereCoefficients

@@ -30,12 +30,11 @@ from geomlin.deprecation import renamed_keyword
 from geomlin.gaunt import grid as G
 from geomlin.gaunt import tables as T
 from geomlin.gaunt.cache import RouteTables
+from geomlin.gaunt.precision import compute_dtype, full_precision
 from geomlin.gaunt.product import (
     METHODS,
     _check_coefficients,
     _common_dtype,
-    compute_dtype,
-    full_precision,
     gaunt_tensor_product,
     table_keys,
 )

@@ -49,7 +49,7 @@ from geomlin.gaunt import grid as G
 from geomlin.gaunt import tables as T
 from geomlin.gaunt.cache import device_tables, table_builder
 from geomlin.gaunt.fourier import fft_sizes  # noqa: F401  (its home before the fft route moved to gaunt.fourier)
-from geomlin.gaunt.precision import DTYPES, LOW_PRECISION, autocasting, compute_dtype, full_precision  # noqa: F401
+from geomlin.gaunt.precision import DTYPES, compute_dtype, full_precision
 from geomlin.validation import (
     check_choice,
     check_finite,

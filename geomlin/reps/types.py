@@ -107,6 +107,13 @@ class Labels(FeatureType):
         (:func:`geomlin.validation.check_index`): use the returned tensor, so that an embedding
         lookup never reads out of bounds before the error is raised.
         """
+        check_tensor(x, name, dtype="int")
+        if x.device.type == "cpu" and x.numel():
+            low, high = torch.aminmax(x)
+            if int(low) < 0 or int(high) >= self.num_classes:
+                raise ValueError(f"{name} must hold labels in [0, {self.num_classes}), got values in "
+                                 f"[{int(low)}, {int(high)}]")
+            return x
         return check_index(x, name, self.num_classes, "labels")
 
     def key(self) -> tuple:
