@@ -17,6 +17,7 @@ import pytest
 import torch
 from torch.utils._pytree import tree_leaves, tree_map
 
+from geomlin import validation
 from geomlin.reps.feature_type import example_inputs
 from tests.device import simulated as sim
 from tests.test_declarations import CASES
@@ -64,7 +65,7 @@ def step(module, args, kwargs):
 
 
 def _relative(a: torch.Tensor, b: torch.Tensor) -> float:
-    a, b = sim.to_cpu(a).double(), sim.to_cpu(b).double()
+    a, b = sim.to_cpu(a).detach().double(), sim.to_cpu(b).detach().double()
     return float((a - b).norm() / b.norm().clamp_min(1e-12))
 
 
@@ -79,14 +80,20 @@ def test_forward_and_backward_on_the_simulated_device(cls, index, factory):
     with sim.watch() as log:
         out, grads = step(module, args, kwargs)
     assert not log.events, f"{cls.__name__} on an accelerator:\n{log.report()}"
+    validation.raise_deferred()  # the input checks deferred on the device pass on valid inputs
     for o in out:
         assert o.device == sim.DEVICE, f"{cls.__name__} returned an output on {o.device}"
     for a, b in zip(out, cpu_out):
         assert _relative(a, b) <= DEVICE_RTOL
+    # a gradient that vanishes in exact arithmetic is float32 rounding noise, which the two runs may
+    # sum in another order: it only has to be that small on both
+    noise = torch.finfo(torch.float32).eps * max((float(h.double().norm()) for h in cpu_grads if h is not None),
+                                                 default=0.0)
     for g, h in zip(grads, cpu_grads):
         if g is not None:
             assert g.device == sim.DEVICE
-            assert _relative(g, h) <= DEVICE_RTOL
+            diff = float((sim.to_cpu(g).double() - h.double()).norm())
+            assert diff <= DEVICE_RTOL * float(h.double().norm()) + noise
 
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=["bf16", "fp16"])
@@ -102,6 +109,7 @@ def test_autocast_on_the_simulated_device(cls, index, factory, dtype):
             assert "precision" in str(err) or "autocast" in str(err), err
             return
     assert not log.events, f"{cls.__name__} under {dtype} autocast:\n{log.report()}"
+    validation.raise_deferred()
     for o, r in zip(out, reference):
         assert torch.isfinite(sim.to_cpu(o)).all()
         assert _relative(o, r) <= AUTOCAST_RTOL[dtype], f"{cls.__name__}: output far from float32"
