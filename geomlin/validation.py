@@ -396,6 +396,19 @@ def check_batch_vector(batch, name: str, num_items: int, *, num_graphs: int | No
     return check_index(batch, name, num_graphs, "graphs")
 
 
+def check_generator(generator, name: str, device: torch.device):
+    """``None`` or a ``torch.Generator`` on ``device``'s type (a random op on a device needs that
+    device's generator); returns it."""
+    if generator is None:
+        return None
+    if not isinstance(generator, torch.Generator):
+        raise TypeError(f"{name} must be a torch.Generator or None, got {type(generator).__name__}")
+    if generator.device.type != torch.device(device).type:
+        raise ValueError(f"{name} is a {generator.device.type} generator but the data is on {device}; "
+                         f"pass torch.Generator(device=...) on the data's device")
+    return generator
+
+
 def check_same_device(name_a: str, a: Tensor, name_b: str, b: Tensor) -> None:
     """Refuse tensors on different devices, naming both."""
     if a.device != b.device:

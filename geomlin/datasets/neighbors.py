@@ -2,16 +2,28 @@
 
 Points are binned into cubic cells of side ``cell >= r``; every pair closer than ``r`` lies in
 the same or an adjacent cell, so each point is compared only with the points of its ``3^d``
-neighbouring cells (Allen & Tildesley, *Computer Simulation of Liquids*, Sec. 5.3). Cells are
-found by sorting the points' linearised cell keys and binary search (``torch.searchsorted``), so
-the work is ``O(N log N + candidate pairs)`` and runs unchanged on any device. Candidate pairs
-are processed in blocks of targets of at most :data:`CANDIDATE_BUDGET` pairs, which bounds memory.
+neighbouring cells (Allen & Tildesley, *Computer Simulation of Liquids*, Sec. 5.3). The points
+are sorted by their linearised cell keys and a cell's points are found by binary search
+(``torch.searchsorted``), so the work is ``O(N log N + candidate pairs)`` and runs unchanged on
+any device. Candidate pairs are processed in blocks of targets of about
+:data:`CANDIDATE_BUDGET` pairs, which bounds memory.
 
 :func:`radius_pairs` returns every pair within ``r``; :func:`knn_pairs` the ``k`` nearest
 neighbours of every point, exactly: it searches a radius estimated from the density and doubles
 it for the points that have fewer than ``k`` neighbours inside, until all have enough (a ball
 holding ``k`` points holds the ``k`` nearest). Both order the pairs by target, then distance,
 then source index, and compute distances in float64.
+
+Host syncs on accelerators
+    The number of pairs depends on the data, so an accelerator must report sizes back to the
+    host; everything else stays on the device. :func:`radius_pairs` reads back the number of
+    candidate pairs, the block boundaries when there is more than one block, and the number of
+    pairs kept: two syncs for up to :data:`CANDIDATE_BUDGET` candidates, three beyond (then
+    the candidates of each block are generated twice: once to count, once to keep). :func:`knn_pairs`
+    adds one sync per round of radius doubling (one round for evenly spread points; each round is
+    a :func:`radius_pairs` search). On the CPU the blocks are streamed and nothing is
+    recomputed. Run these once per batch at the data boundary (a dataset transform on the CPU, or
+    once on the device before the forward), never inside a model.
 """
 
 from __future__ import annotations
@@ -28,14 +40,18 @@ CANDIDATE_BUDGET = 1 << 19
 MAX_GRID_DIM = 4
 #: Headroom of the first kNN radius over the estimate from a uniform density in the bounding box.
 KNN_RADIUS_FACTOR = 1.2
+#: Rounds of radius doubling after which :func:`knn_pairs` gives up: the first radius is at least
+#: ``extent * N^(-1/d)`` and a radius of ``sqrt(d) * extent`` holds every pair, so about
+#: ``log2(sqrt(d) N^(1/d))`` rounds always suffice.
+MAX_KNN_ROUNDS = 64
 
 
-def _keys(pos: Tensor, cell: float, batch: Tensor | None) -> tuple[Tensor, Tensor]:
+def _keys(pos: Tensor, cell: Tensor, batch: Tensor | None) -> tuple[Tensor, Tensor]:
     """Linearised cell keys ``(N,)`` int64 and the key stride of each axis ``(d,)``.
 
     Cell coordinates are shifted by one so that the neighbour offsets ``-1, 0, +1`` stay inside
     the grid; the graph index (``batch``) is the most significant digit, so cells of different
-    graphs never meet.
+    graphs never meet. Every axis spans at least 3 cells, so ``strides[k] > sum(strides[k+1:])``.
     """
     lo = pos.min(dim=0).values
     coords = torch.floor((pos - lo) / cell).long() + 1
@@ -45,33 +61,92 @@ def _keys(pos: Tensor, cell: float, batch: Tensor | None) -> tuple[Tensor, Tenso
         strides[k] = strides[k + 1] * dims[k + 1]
     key = (coords * strides).sum(dim=1)
     if batch is not None:
-        key = key + batch.long() * int(strides[0] * dims[0])
+        key = key + batch.long() * (strides[0] * dims[0])
     return key, strides
 
 
-def _cell_size(pos: Tensor, r: float, num_graphs: int) -> float:
-    """``r``, enlarged where needed so that the linearised keys fit comfortably in int64."""
+def _cell_size(pos: Tensor, r, num_graphs: Tensor | int) -> Tensor:
+    """``r``, enlarged where needed so that the linearised keys fit comfortably in int64 (0-d tensor)."""
     d = pos.shape[1]
-    extent = float((pos.max(dim=0).values - pos.min(dim=0).values).max()) if pos.shape[0] else 0.0
-    per_axis = int((2.0 ** 60 / max(num_graphs, 1)) ** (1.0 / d)) - 3
-    return max(r, extent / max(per_axis, 1), 1e-300)
+    extent = (pos.max(dim=0).values - pos.min(dim=0).values).max()
+    if torch.is_tensor(num_graphs):
+        per_axis = (torch.floor((2.0 ** 60 / num_graphs.clamp_min(1).to(pos.dtype)) ** (1.0 / d)) - 3).clamp_min(1)
+    else:
+        per_axis = max(int((2.0 ** 60 / max(num_graphs, 1)) ** (1.0 / d)) - 3, 1)
+    cell = (extent / per_axis).clamp_min(1e-300)
+    return torch.maximum(cell, r) if torch.is_tensor(r) else cell.clamp_min(r)
 
 
 def _offsets(d: int, strides: Tensor) -> Tensor:
-    """Key offsets ``(3^d,)`` of the neighbouring cells (including the cell itself)."""
-    steps = torch.tensor(list(itertools.product((-1, 0, 1), repeat=d)), device=strides.device)
+    """Key offsets ``(3^d,)`` of the neighbouring cells (including the cell itself), in increasing order.
+
+    Row ``c`` is the step ``(-1, 0, 1)^d`` of ``itertools.product`` order (the first axis varies
+    slowest); because each stride exceeds the sum of the later ones, that order sorts the offsets,
+    and the middle row (all steps 0) is the cell itself.
+    """
+    code = torch.arange(3 ** d, device=strides.device)
+    steps = torch.stack([(code // 3 ** (d - 1 - k)) % 3 - 1 for k in range(d)], dim=1)
     return (steps * strides).sum(dim=1)
 
 
-def radius_pairs(pos: Tensor, r: float, batch: Tensor | None = None, loop: bool = False,
+def _run_ends(sorted_key: Tensor) -> Tensor:
+    """For every position of a sorted key array, one past the last position holding the same key ``(N,)``."""
+    n = sorted_key.shape[0]
+    last = torch.ones(n, dtype=torch.bool, device=sorted_key.device)
+    last[:-1] = sorted_key[1:] != sorted_key[:-1]
+    end = torch.where(last, torch.arange(1, n + 1, device=sorted_key.device), torch.full_like(sorted_key, n))
+    return end.flip(0).cummin(0).values.flip(0)
+
+
+def _plan(ends: Tensor, budget: int) -> list[tuple[int, int, int]]:
+    """Blocks ``(first target, end target, candidates)`` of about ``budget`` candidates, from the
+    cumulative candidate counts ``ends (T,)``: one host sync, two when there is more than one block."""
+    total = int(ends[-1])
+    if total <= budget:
+        return [(0, ends.shape[0], total)]
+    starts = torch.cat([ends.new_zeros(1), ends[:-1]])                    # candidates before each target
+    num = -(-total // budget)
+    cuts = torch.searchsorted(starts, torch.arange(1, num, device=ends.device) * budget)
+    bounds = torch.cat([cuts.new_zeros(1), cuts, cuts.new_full((1,), ends.shape[0])])
+    before = torch.cat([ends.new_zeros(1), ends])[bounds]
+    bounds, before = torch.stack([bounds, before]).tolist()
+    return [(a, b, before[i + 1] - before[i]) for i, (a, b) in enumerate(itertools.pairwise(bounds)) if b > a]
+
+
+def _select(blocks: list, candidates, device: torch.device):
+    """For every block, ``candidates(block) -> (values, masks)``; yields ``(values, indices)`` with the
+    int64 positions of the True entries of each mask.
+
+    On the CPU the masks are compacted block by block. On an accelerator the counts of one block are
+    read back at once, or, with several blocks, the counts of all blocks in a first pass (one host
+    sync) and the candidates generated again to compact them at known sizes (``nonzero_static``, no
+    sync).
+    """
+    if device.type == "cpu":
+        for block in blocks:
+            values, masks = candidates(block)
+            yield values, [m.nonzero().squeeze(1) for m in masks]
+        return
+    if len(blocks) == 1:
+        values, masks = candidates(blocks[0])
+        sizes = [torch.stack([m.sum() for m in masks]).tolist()]
+        passes = [(values, masks)]
+    else:
+        sizes = torch.stack([torch.stack([m.sum() for m in candidates(b)[1]]) for b in blocks]).tolist()
+        passes = (candidates(b) for b in blocks)
+    for (values, masks), counts in zip(passes, sizes):
+        yield values, [torch.nonzero_static(m, size=c).squeeze(1) for m, c in zip(masks, counts)]
+
+
+def radius_pairs(pos: Tensor, r, batch: Tensor | None = None, loop: bool = False,
                  targets: Tensor | None = None) -> tuple[Tensor, Tensor, Tensor]:
     """All ordered pairs ``(source j, target i)`` with ``|x_i - x_j| <= r`` in the same graph.
 
     Parameters
     ----------
-    pos: ``(N, d)`` float positions.  r: the radius (> 0).  batch: optional ``(N,)`` sorted graph
-    indices.  loop: include ``(i, i)``.  targets: optional ``(T,)`` int64 target indices (default:
-    every point).
+    pos: ``(N, d)`` float positions.  r: the radius (> 0; a float, or a 0-d tensor on ``pos``'s
+    device).  batch: optional ``(N,)`` graph indices.  loop: include ``(i, i)``.
+    targets: optional ``(T,)`` int64 target indices (default: every point).
 
     Returns
     -------
@@ -80,7 +155,8 @@ def radius_pairs(pos: Tensor, r: float, batch: Tensor | None = None, loop: bool 
 
     With every point a target, only half of the neighbouring cells are searched (those with a
     positive key offset, plus the point's own cell) and each pair found there is used in both
-    directions.
+    directions. Host syncs on accelerators: two, or three beyond :data:`CANDIDATE_BUDGET`
+    candidate pairs (see the module docstring).
     """
     n, d = pos.shape
     device = pos.device
@@ -94,47 +170,48 @@ def radius_pairs(pos: Tensor, r: float, batch: Tensor | None = None, loop: bool 
     if d > MAX_GRID_DIM:
         return _brute_force_pairs(pos, r, batch, loop, targets)
     x = pos.detach().to(torch.float64)
-    num_graphs = int(batch.max()) + 1 if batch is not None and batch.numel() else 1
+    num_graphs = batch.max() + 1 if batch is not None else 1
     key, strides = _keys(x, _cell_size(x, r, num_graphs), batch)
     order = torch.argsort(key, stable=True)
-    cell_keys, cell_sizes = torch.unique_consecutive(key[order], return_counts=True)
-    cell_starts = torch.cumsum(cell_sizes, 0) - cell_sizes
+    sorted_key = key[order]
     offsets = _offsets(d, strides)
     if every:
-        offsets = offsets[offsets >= 0]                    # own cell + half of the neighbours (mirrored below)
+        offsets = offsets[(3 ** d - 1) // 2:]              # own cell + half of the neighbours (mirrored below)
+    own = offsets == 0                                      # pairs of a cell with itself
     neighbour_keys = key[targets][:, None] + offsets[None, :]                   # (T, cells)
-    slot = torch.searchsorted(cell_keys, neighbour_keys).clamp(max=cell_keys.numel() - 1)
-    found = cell_keys[slot] == neighbour_keys
-    lo = cell_starts[slot]
-    cnt_all = torch.where(found, cell_sizes[slot], torch.zeros_like(slot))
-    counts = cnt_all.sum(dim=1)                                                 # candidates per target
-    own = offsets == 0                                                          # pairs of a cell with itself
+    first_of_cell = torch.searchsorted(sorted_key, neighbour_keys).clamp(max=n - 1)
+    found = sorted_key[first_of_cell] == neighbour_keys
+    per_cell = torch.where(found, _run_ends(sorted_key)[first_of_cell] - first_of_cell,
+                           torch.zeros_like(first_of_cell))                    # points per cell (T, cells)
+    counts = per_cell.sum(dim=1)                                                # candidates per target
     r2 = r * r
-    out_src, out_dst, out_d2 = [], [], []
-    ends = torch.cumsum(counts, 0)
-    start = 0
-    while start < targets.numel():
-        base = int(ends[start - 1]) if start else 0
-        stop = int(torch.searchsorted(ends, torch.tensor(base + CANDIDATE_BUDGET, device=device), right=True))
-        stop = max(stop, start + 1)
-        blo, cnt = lo[start:stop].reshape(-1), cnt_all[start:stop].reshape(-1)
-        mirror = (~own).expand(stop - start, -1).reshape(-1).repeat_interleave(cnt)
-        tgt = targets[start:stop].repeat_interleave(counts[start:stop])
-        first = blo.repeat_interleave(cnt)
-        within = torch.arange(tgt.numel(), device=device) - (torch.cumsum(cnt, 0) - cnt).repeat_interleave(cnt)
+
+    def candidates(block):
+        start, stop, size = block
+        cnt = per_cell[start:stop].reshape(-1)
+        tgt = targets[start:stop].repeat_interleave(counts[start:stop], output_size=size)
+        first = first_of_cell[start:stop].reshape(-1).repeat_interleave(cnt, output_size=size)
+        within = torch.arange(size, device=device) - (torch.cumsum(cnt, 0) - cnt).repeat_interleave(
+            cnt, output_size=size)
         src = order.index_select(0, first + within)
         d2 = (x.index_select(0, src) - x.index_select(0, tgt)).pow(2).sum(dim=1)
         keep = d2 <= r2
         if not loop:
             keep &= src != tgt
-        src, tgt, d2 = src[keep], tgt[keep], d2[keep]
-        if every:                                       # the other direction of the half-shell pairs
-            m = mirror[keep]
-            src, tgt, d2 = torch.cat([src, tgt[m]]), torch.cat([tgt, src[m]]), torch.cat([d2, d2[m]])
-        out_src.append(src)
-        out_dst.append(tgt)
-        out_d2.append(d2)
-        start = stop
+        if not every:
+            return (src, tgt, d2), [keep]
+        mirror = (~own).expand(stop - start, -1).reshape(-1).repeat_interleave(cnt, output_size=size)
+        return (src, tgt, d2), [keep, keep & mirror]     # the mirrored pairs: the other direction
+
+    out_src, out_dst, out_d2 = [], [], []
+    for (src, tgt, d2), picks in _select(_plan(torch.cumsum(counts, 0), CANDIDATE_BUDGET), candidates, device):
+        out_src.append(src[picks[0]])
+        out_dst.append(tgt[picks[0]])
+        out_d2.append(d2[picks[0]])
+        if every:
+            out_src.append(tgt[picks[1]])
+            out_dst.append(src[picks[1]])
+            out_d2.append(d2[picks[1]])
     src, dst, d2 = torch.cat(out_src), torch.cat(out_dst), torch.cat(out_d2)
     return _sorted(src, dst, d2)
 
@@ -147,24 +224,28 @@ def _sorted(src: Tensor, dst: Tensor, d2: Tensor) -> tuple[Tensor, Tensor, Tenso
     return src[o], dst[o], d2[o]
 
 
-def _brute_force_pairs(pos: Tensor, r: float, batch: Tensor | None, loop: bool,
+def _brute_force_pairs(pos: Tensor, r, batch: Tensor | None, loop: bool,
                        targets: Tensor) -> tuple[Tensor, Tensor, Tensor]:
     """All pairs within ``r`` by full distance rows (for high dimensions), in blocks of targets."""
     x = pos.detach().to(torch.float64)
-    rows = max(1, CANDIDATE_BUDGET // max(x.shape[0], 1))
-    out_src, out_dst, out_d2 = [], [], []
-    for start in range(0, targets.numel(), rows):
+    n = x.shape[0]
+    rows = max(1, CANDIDATE_BUDGET // max(n, 1))
+
+    def candidates(start):
         tgt = targets[start:start + rows]
         d2 = ((x[tgt, None, :] - x[None, :, :]) ** 2).sum(dim=-1)              # (t, N)
         ok = d2 <= r * r
         if batch is not None:
             ok &= batch[tgt, None] == batch[None, :]
         if not loop:
-            ok[torch.arange(tgt.numel(), device=x.device), tgt] = False
-        t_idx, s_idx = ok.nonzero(as_tuple=True)
-        out_src.append(s_idx)
-        out_dst.append(tgt[t_idx])
-        out_d2.append(d2[t_idx, s_idx])
+            ok &= tgt[:, None] != torch.arange(n, device=x.device)[None, :]
+        return (tgt, d2.reshape(-1)), [ok.reshape(-1)]
+
+    out_src, out_dst, out_d2 = [], [], []
+    for (tgt, d2), (flat,) in _select(list(range(0, targets.numel(), rows)), candidates, x.device):
+        out_src.append(flat % n)
+        out_dst.append(tgt[flat // n])
+        out_d2.append(d2[flat])
     return _sorted(torch.cat(out_src), torch.cat(out_dst), torch.cat(out_d2))
 
 
@@ -174,40 +255,43 @@ def knn_pairs(pos: Tensor, k: int, batch: Tensor | None = None, loop: bool = Fal
 
     Returns ``src, dst, d2`` like :func:`radius_pairs`: sorted by target, then distance, then
     source index (so ties are broken by the lower index); a graph of ``m <= k`` points (``m - 1``
-    without ``loop``) contributes all its pairs.
+    without ``loop``) contributes all its pairs. Host syncs on accelerators: those of one
+    :func:`radius_pairs` search plus one, per round of radius doubling.
     """
     n, d = pos.shape
     device = pos.device
     if n == 0:
         return radius_pairs(pos, 1.0, batch, loop)
     graph = batch.long() if batch is not None else torch.zeros(n, dtype=torch.long, device=device)
-    sizes = torch.bincount(graph)
-    want = (sizes[graph] - (0 if loop else 1)).clamp(max=k)                    # neighbours each point gets
+    per_graph_count = torch.zeros(n, dtype=torch.long, device=device).index_add_(0, graph, torch.ones_like(graph))
+    want = (per_graph_count[graph] - (0 if loop else 1)).clamp(max=k)         # neighbours each point gets
     x = pos.detach().to(torch.float64)
-    extent = float((x.max(dim=0).values - x.min(dim=0).values).max())
-    if extent == 0.0:
-        extent = 1.0
-    per_graph = max(float(sizes.float().mean()), 1.0)
+    extent = (x.max(dim=0).values - x.min(dim=0).values).max()
+    extent = torch.where(extent > 0, extent, torch.ones_like(extent))
+    per_graph = (n / (graph.max() + 1).to(x.dtype)).clamp_min(1.0)             # mean points per graph
     ball = math.pi ** (d / 2) / math.gamma(d / 2 + 1)                          # volume of the unit d-ball
     r = KNN_RADIUS_FACTOR * extent * ((k + 1) / (per_graph * ball)) ** (1.0 / d)
     todo = torch.arange(n, device=device)
     out_src, out_dst, out_d2 = [], [], []
-    while todo.numel():
+    for _ in range(MAX_KNN_ROUNDS):
         src, dst, d2 = radius_pairs(pos, r, batch, loop, targets=todo)
-        found = torch.bincount(dst, minlength=n)[todo]
+        found = torch.searchsorted(dst, todo, right=True) - torch.searchsorted(dst, todo)
         done = found >= want[todo]
-        keep_target = torch.zeros(n, dtype=torch.bool, device=device)
-        keep_target[todo[done]] = True
-        sel = keep_target[dst]
-        src, dst, d2 = src[sel], dst[sel], d2[sel]
-        first = torch.searchsorted(dst, dst, right=False)                       # start of each target's run
-        rank = torch.arange(dst.numel(), device=device) - first
-        take = rank < want[dst]
-        out_src.append(src[take])
-        out_dst.append(dst[take])
-        out_d2.append(d2[take])
-        todo = todo[~done]
-        r *= 2.0
-        if not math.isfinite(r):                                               # unreachable for finite input
-            raise RuntimeError("knn_pairs: the search radius overflowed")
-    return _sorted(torch.cat(out_src), torch.cat(out_dst), torch.cat(out_d2))
+        finished = torch.zeros(n, dtype=torch.bool, device=device)
+        finished[todo] = done
+        rank = torch.arange(dst.numel(), device=device) - torch.searchsorted(dst, dst)   # place in its target's run
+        take = finished[dst] & (rank < want[dst])
+        if device.type == "cpu":
+            picked, left = take.nonzero().squeeze(1), (~done).nonzero().squeeze(1)
+        else:
+            num_take, num_left = torch.stack([take.sum(), (~done).sum()]).tolist()  # the round's one sync
+            picked = torch.nonzero_static(take, size=num_take).squeeze(1)
+            left = torch.nonzero_static(~done, size=num_left).squeeze(1)
+        out_src.append(src[picked])
+        out_dst.append(dst[picked])
+        out_d2.append(d2[picked])
+        todo = todo[left]
+        if not todo.numel():
+            return _sorted(torch.cat(out_src), torch.cat(out_dst), torch.cat(out_d2))
+        r = r * 2.0
+    raise RuntimeError("knn_pairs: the search radius did not reach the k-th neighbour (unreachable for finite input)")

@@ -13,22 +13,29 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from geomlin.validation import check_positive_int, check_tensor
+from geomlin.validation import (
+    check_condition,
+    check_finite,
+    check_generator,
+    check_index,
+    check_positive_int,
+    check_tensor,
+)
 
 
-def check_mesh(vertices: Tensor, faces: Tensor, where: str = "mesh") -> None:
-    """Raise unless ``vertices (V, 3)`` float and ``faces (F, 3)`` integer form a usable, non-empty mesh."""
+def check_mesh(vertices: Tensor, faces: Tensor, where: str = "mesh") -> Tensor:
+    """Raise unless ``vertices (V, 3)`` float and ``faces (F, 3)`` integer form a usable, non-empty mesh.
+
+    Returns ``faces`` as int64 (clamped into range on accelerators, where the value checks are
+    deferred: :func:`geomlin.validation.check_finite`, :func:`geomlin.validation.check_index`).
+    """
     check_tensor(vertices, f"{where}: vertices", shape=(None, 3), what="V vertices in 3D")
     check_tensor(faces, f"{where}: faces", shape=(None, 3), dtype="int", what="F triangles")
     if vertices.shape[0] == 0 or faces.shape[0] == 0:
         raise ValueError(f"{where}: empty mesh ({vertices.shape[0]} vertices, {faces.shape[0]} faces); "
                          "surface sampling needs at least one triangle")
-    if not torch.isfinite(vertices).all():
-        bad = int((~torch.isfinite(vertices)).any(dim=-1).nonzero()[0, 0])
-        raise ValueError(f"{where}: vertex {bad} has a NaN or infinite coordinate")
-    if int(faces.min()) < 0 or int(faces.max()) >= vertices.shape[0]:
-        raise ValueError(f"{where}: face indices must lie in [0, {vertices.shape[0]}), got range "
-                         f"[{int(faces.min())}, {int(faces.max())}]")
+    check_finite(vertices, f"{where}: vertices")
+    return check_index(faces, f"{where}: faces", vertices.shape[0], "vertices").long()
 
 
 def sample_surface(vertices: Tensor, faces: Tensor, num_points: int, generator: torch.Generator | None = None,
@@ -40,13 +47,14 @@ def sample_surface(vertices: Tensor, faces: Tensor, num_points: int, generator: 
     vertices: ``(V, 3)`` float positions.
     faces: ``(F, 3)`` integer triangle indices.
     num_points: how many points to draw (with replacement over triangles).
-    generator: optional ``torch.Generator`` for reproducibility.
+    generator: optional ``torch.Generator`` on the mesh's device, for reproducibility.
     include_normals: also return the unit normal of the triangle each point lies on
         (``return_normals`` is the deprecated spelling).
 
     Returns
     -------
-    ``pos (num_points, 3)`` in the dtype of ``vertices``, and ``normal (num_points, 3)`` when asked.
+    ``pos (num_points, 3)`` in the dtype of ``vertices`` on its device, and ``normal (num_points, 3)``
+    when asked. No host sync on accelerators (the mesh checks are deferred).
     """
     if return_normals is not None:
         import warnings
@@ -54,17 +62,19 @@ def sample_surface(vertices: Tensor, faces: Tensor, num_points: int, generator: 
         warnings.warn("sample_surface(return_normals=...) is deprecated; use include_normals=...", DeprecationWarning,
                       stacklevel=2)
         include_normals = return_normals
-    check_mesh(vertices, faces)
+    faces = check_mesh(vertices, faces)
     num_points = check_positive_int(num_points, "num_points")
-    faces = faces.long()
+    check_generator(generator, "generator", vertices.device)
     a, b, c = (vertices[faces[:, k]] for k in range(3))
     cross = torch.linalg.cross(b - a, c - a)
     areas = cross.norm(dim=-1)                      # twice the areas; only ratios matter
-    total = float(areas.sum())
-    if not total > 0:
-        raise ValueError(f"mesh has zero surface area ({faces.shape[0]} degenerate faces); cannot sample points")
+    usable = areas.sum() > 0
+    check_condition(usable, f"mesh has zero surface area ({faces.shape[0]} degenerate faces); cannot sample points")
+    # a zero-sum distribution is a fatal device-side assert in CUDA's multinomial: sample uniformly
+    # until the deferred check above is raised
+    areas = torch.where(usable, areas, torch.ones_like(areas))
     choice = torch.multinomial(areas, num_points, replacement=True, generator=generator)
-    st = torch.rand(num_points, 2, generator=generator, dtype=torch.float64).to(vertices.dtype)
+    st = torch.rand(num_points, 2, generator=generator, dtype=torch.float64, device=vertices.device).to(vertices.dtype)
     fold = st.sum(dim=-1) > 1
     st = torch.where(fold[:, None], 1 - st, st)
     pos = a[choice] + st[:, :1] * (b - a)[choice] + st[:, 1:] * (c - a)[choice]

@@ -10,6 +10,14 @@ only rotate; everything else (labels, energies, charges) is left alone. Pass you
 ``radius_graph`` and ``knn_graph`` are exact neighbour searches on a uniform grid
 (:mod:`geomlin.datasets.neighbors`, plain torch), so they need neither ``torch-cluster`` nor
 ``pyg-lib``, which PyG's own ``RadiusGraph`` / ``KNNGraph`` require.
+
+Devices: every transform works where the ``Data`` lives and leaves every field there. Random
+transforms draw on the data's device, so a ``generator`` must be on that device (``None`` uses
+the device's default generator). The random and geometric transforms make no host sync (their
+value checks are deferred on accelerators, see :mod:`geomlin.validation`); the graph transforms
+and :class:`SamplePoints` read a few sizes back (see :mod:`geomlin.datasets.neighbors` and
+:func:`~geomlin.datasets.surface.sample_surface`), once per call, which is why they belong at
+the data boundary (a dataset ``transform`` on the CPU, or once per batch on the device).
 """
 
 from __future__ import annotations
@@ -23,11 +31,12 @@ from torch_geometric.transforms import BaseTransform
 
 from geomlin.datasets.neighbors import knn_pairs, radius_pairs
 from geomlin.datasets.surface import sample_surface
-from geomlin.groups import haar_orthogonal
 from geomlin.validation import (
     check_batch_vector,
     check_choice,
+    check_condition,
     check_float,
+    check_generator,
     check_positive_float,
     check_positive_int,
     check_tensor,
@@ -52,12 +61,30 @@ def _require_pos(data: Data, who: str) -> Tensor:
     return pos
 
 
+def _haar_orthogonal_3d(generator: torch.Generator | None, device, special: bool) -> Tensor:
+    """One Haar-random ``(3, 3)`` float64 matrix of O(3) (SO(3) when ``special``), drawn on ``device``.
+
+    The construction of :func:`geomlin.groups.haar_orthogonal` (QR of a Gaussian matrix, signs of
+    ``diag(R)`` absorbed, the first column flipped when ``det = -1``; Mezzadri 2007, Sec. 5), and
+    the same numbers from the same generator, but drawn where the data lives and without boolean
+    masks, so it runs on an accelerator without host syncs. (To fold into ``haar_orthogonal`` once
+    that takes a ``device``.)
+    """
+    z = torch.randn(3, 3, generator=generator, dtype=torch.float64, device=device)
+    q, r = torch.linalg.qr(z)
+    signs = torch.sign(torch.diagonal(r))
+    q = q * torch.where(signs == 0, torch.ones_like(signs), signs)[None, :]
+    if special:
+        q = torch.cat([q[:, :1] * torch.linalg.det(q), q[:, 1:]], dim=1)
+    return q
+
+
 class RandomRotation(BaseTransform):
     """Rotate (``group="SO3"``) or rotate-and-reflect (``"O3"``) by a Haar-random matrix ``R``.
 
     Positions and vectors ``(N, 3)`` become ``x @ R.T`` (about the origin). ``R`` is drawn with
-    :func:`geomlin.groups.haar_orthogonal` (uniform on SO(3) / O(3)) from ``generator``; with
-    ``store_matrix`` it is saved as ``data.rotation (1, 3, 3)``.
+    the construction of :func:`geomlin.groups.haar_orthogonal` (uniform on SO(3) / O(3)) from
+    ``generator``, on the data's device; with ``store_matrix`` it is saved as ``data.rotation (1, 3, 3)``.
     """
 
     def __init__(self, group: str = "SO3", position_attrs: Sequence[str] = POSITION_ATTRS,
@@ -68,8 +95,9 @@ class RandomRotation(BaseTransform):
         self.position_attrs, self.vector_attrs = tuple(position_attrs), tuple(vector_attrs)
 
     def forward(self, data: Data) -> Data:
-        _require_pos(data, "RandomRotation")
-        R = haar_orthogonal(1, 3, generator=self.generator, special=self.group == "SO3")[0]
+        pos = _require_pos(data, "RandomRotation")
+        generator = check_generator(self.generator, "RandomRotation: generator", pos.device)
+        R = _haar_orthogonal_3d(generator, pos.device, special=self.group == "SO3")
         for a in _present(data, self.position_attrs + self.vector_attrs):
             data[a] = data[a] @ R.T.to(data[a].dtype)
         if self.store_matrix:
@@ -89,8 +117,9 @@ class RandomTranslation(BaseTransform):
         self.scale, self.position_attrs, self.generator = scale, tuple(position_attrs), generator
 
     def forward(self, data: Data) -> Data:
-        _require_pos(data, "RandomTranslation")
-        t = torch.randn(3, generator=self.generator, dtype=torch.float64) * self.scale
+        pos = _require_pos(data, "RandomTranslation")
+        generator = check_generator(self.generator, "RandomTranslation: generator", pos.device)
+        t = torch.randn(3, generator=generator, dtype=torch.float64, device=pos.device) * self.scale
         for a in _present(data, self.position_attrs):
             data[a] = data[a] + t.to(data[a].dtype)
         return data
@@ -125,8 +154,8 @@ class NormalizeScale(BaseTransform):
         pos = _require_pos(data, "NormalizeScale")
         c = pos.mean(dim=0, keepdim=True)
         radius = (pos - c).norm(dim=-1).max()
-        if not radius > 0:
-            raise ValueError(f"NormalizeScale: degenerate point cloud (all {pos.shape[0]} points coincide)")
+        check_condition(radius > 0, f"NormalizeScale: degenerate point cloud (all {pos.shape[0]} points coincide)")
+        radius = radius.clamp_min(torch.finfo(radius.dtype).tiny)  # finite until a deferred check is raised
         for a in _present(data, self.position_attrs):
             data[a] = (data[a] - c.to(data[a].dtype)) / radius.to(data[a].dtype)
         return data
@@ -140,7 +169,7 @@ class SamplePoints(BaseTransform):
 
     Area-weighted uniform sampling (:func:`geomlin.datasets.surface.sample_surface`); with
     ``include_normals`` the face normal of each point is stored as ``data.normal``. ``face`` is
-    removed. Deterministic given ``generator``.
+    removed. Deterministic given ``generator`` (on the mesh's device).
     """
 
     def __init__(self, num: int, include_normals: bool = False, generator: torch.Generator | None = None):
@@ -153,7 +182,8 @@ class SamplePoints(BaseTransform):
         if face is None or not torch.is_tensor(face) or face.dim() != 2 or face.shape[0] != 3:
             got = None if face is None else tuple(face.shape) if torch.is_tensor(face) else type(face).__name__
             raise ValueError(f"SamplePoints needs data.face of shape (3, F) (PyG layout), got {got}")
-        out = sample_surface(pos, face.t(), self.num, self.generator, include_normals=self.include_normals)
+        generator = check_generator(self.generator, "SamplePoints: generator", pos.device)
+        out = sample_surface(pos, face.t(), self.num, generator, include_normals=self.include_normals)
         if self.include_normals:
             data.pos, data.normal = out
         else:
@@ -182,6 +212,7 @@ def radius_graph(pos: Tensor, r: float, batch: Tensor | None = None, loop: bool 
 
     Edges are sorted by target, then by distance (ties by source index). Exact: a cell-list search
     (:func:`geomlin.datasets.neighbors.radius_pairs`) with float64 distances, no compiled extension.
+    On an accelerator it reads two or three sizes back (one more with ``max_num_neighbors``).
     """
     _check_graph_inputs(pos, batch, "radius_graph")
     r = check_positive_float(r, "r")
@@ -190,7 +221,7 @@ def radius_graph(pos: Tensor, r: float, batch: Tensor | None = None, loop: bool 
     src, dst, _ = radius_pairs(pos, r, batch, loop)
     if max_num_neighbors is not None and dst.numel():
         rank = torch.arange(dst.numel(), device=dst.device) - torch.searchsorted(dst, dst, right=False)
-        keep = rank < max_num_neighbors
+        keep = (rank < max_num_neighbors).nonzero().squeeze(1)   # one more host sync on accelerators
         src, dst = src[keep], dst[keep]
     return torch.stack([src, dst])
 
@@ -200,7 +231,8 @@ def knn_graph(pos: Tensor, k: int, batch: Tensor | None = None, loop: bool = Fal
 
     Rows are (source j, target i) as in PyG's ``flow="source_to_target"``; a graph with fewer than
     ``k + 1`` nodes contributes all its pairs. Sorted by target, then distance (ties by index).
-    Exact (:func:`geomlin.datasets.neighbors.knn_pairs`: cell-list searches of growing radius).
+    Exact (:func:`geomlin.datasets.neighbors.knn_pairs`: cell-list searches of growing radius; on an
+    accelerator three or four host syncs per round, usually one or two rounds).
     """
     _check_graph_inputs(pos, batch, "knn_graph")
     k = check_positive_int(k, "k")

@@ -23,14 +23,18 @@ from torch import Tensor, nn
 from torch_geometric.nn import MessagePassing
 
 from geomlin.deprecation import renamed_keyword
+from geomlin.gaunt.cache import RouteTables
 from geomlin.gaunt.modules import _check_layout, _degree_index
-from geomlin.gaunt.product import METHODS, gaunt_tensor_product
+from geomlin.gaunt.precision import compute_dtype
+from geomlin.gaunt.product import METHODS, gaunt_tensor_product, table_keys
 from geomlin.gaunt.tables import spherical_harmonics
 from geomlin.groups.euclidean import E3
 from geomlin.reps.types import Positions, SphereCoefficients
 from geomlin.validation import (
     check_choice,
+    check_condition,
     check_float,
+    check_index,
     check_nonnegative_int,
     check_positive_float,
     check_positive_int,
@@ -96,25 +100,25 @@ class GauntConvolution(MessagePassing):
                                     nn.Linear(hidden_channels, channels * (lmax_in + 1 + lmax_out + 1)))
         self.register_buffer("degree_in", _degree_index(lmax_in), persistent=False)
         self.register_buffer("degree_out", _degree_index(lmax_out), persistent=False)
+        self.tables = RouteTables(table_keys(self.method, self.lmax_in, self.lmax_sh, self.lmax_out))
         group = E3()  # messages see only differences of positions: translations act trivially on the features
         self.type_in = (SphereCoefficients(self.lmax_in, channels, group=group), Positions(3, group), None)
         self.type_out = SphereCoefficients(self.lmax_out, channels, group=group)
 
     def forward(self, x: Tensor, pos: Tensor, edge_index: Tensor) -> Tensor:
-        _check_layout(x, "x", self.channels, self.lmax_in)
+        x = x.to(_check_layout(x, "x", self.channels, self.lmax_in))
         if x.ndim != 3:
             raise ValueError(f"x must have shape (N, {self.channels}, {(self.lmax_in + 1) ** 2}), got {tuple(x.shape)}")
-        check_tensor(pos, "pos", shape=(x.shape[0], 3), dtype=(torch.float32, torch.float64), finite=True)
+        check_tensor(pos, "pos", shape=(x.shape[0], 3), dtype="any", finite=True)
+        pos = pos.to(compute_dtype(pos, "pos"))
         check_tensor(edge_index, "edge_index", shape=(2, None), dtype="index")
-        if edge_index.device.type == "cpu" and edge_index.numel():
-            lo, hi = int(edge_index.min()), int(edge_index.max())
-            if lo < 0 or hi >= x.shape[0]:
-                raise ValueError(f"edge_index must hold node indices in [0, {x.shape[0]}), got values in [{lo}, {hi}]")
+        # on accelerators the range test is deferred and the indices clamped (geomlin.validation)
+        edge_index = check_index(edge_index, "edge_index", x.shape[0], "nodes")
+        self.tables.prime(x.device, x.dtype)
         src, dst = edge_index
         vec = pos[dst] - pos[src]
         r = torch.linalg.vector_norm(vec, dim=-1)
-        if r.device.type == "cpu" and bool((r < COINCIDENT).any()):
-            raise ValueError("edge_index contains an edge between coincident positions (zero-length edge)")
+        check_condition(r >= COINCIDENT, "edge_index contains an edge between coincident positions (zero-length edge)")
         radial = self.radial(bessel_basis(r, self.num_radial, self.cutoff).to(self.radial[0].weight.dtype))
         radial = radial.to(x.dtype) * polynomial_cutoff(r, self.cutoff).to(x.dtype)[:, None]
         radial = radial.view(-1, self.channels, self.lmax_in + 1 + self.lmax_out + 1)

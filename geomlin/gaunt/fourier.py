@@ -32,6 +32,7 @@ from torch import Tensor
 
 from geomlin.gaunt import grid as G
 from geomlin.gaunt import tables as T
+from geomlin.gaunt.cache import device_tables, table_builder
 
 _SQRT2 = math.sqrt(2.0)
 _COS, _SIN = G.COS, G.SIN
@@ -100,19 +101,25 @@ def _projection_table(lmax_out: int, u_max: int) -> tuple[Tensor, Tensor]:
     return torch.from_numpy(out.reshape(Lp, 2 * Lp, 2 * U3)), torch.tensor(rows)
 
 
-_TABLES: dict = {}
+@table_builder("fourier.analysis")
+@cache
+def _analysis_host(lmax: int) -> tuple[Tensor, Tensor]:
+    table, gather = _analysis_table(lmax)
+    return table, gather.reshape(-1)
+
+
+table_builder("fourier.projection")(_projection_table)
+
+
+def table_keys(lmax1: int, lmax2: int, lmax_out: int) -> list[tuple]:
+    """Cache keys (:mod:`geomlin.gaunt.cache`) of the tables :func:`gaunt_fourier` reads for these degrees."""
+    return [("fourier.analysis", lmax1), ("fourier.analysis", lmax2), ("fourier.projection", lmax_out, lmax1 + lmax2)]
 
 
 def _tables(lmax1, lmax2, lmax_out, device, dtype):
-    key = (lmax1, lmax2, lmax_out, str(device), dtype)
-    if key not in _TABLES:
-        to = {"device": device, "dtype": dtype}
-        a1, i1 = _analysis_table(lmax1)
-        a2, i2 = _analysis_table(lmax2)
-        proj, rows = _projection_table(lmax_out, lmax1 + lmax2)
-        _TABLES[key] = (a1.to(**to), i1.reshape(-1).to(device), a2.to(**to), i2.reshape(-1).to(device),
-                        proj.to(**to), rows.to(device))
-    return _TABLES[key]
+    """``(a1, i1, a2, i2, proj, rows)``: both analysis tables and the projection, on ``device`` in ``dtype``."""
+    k1, k2, kp = table_keys(lmax1, lmax2, lmax_out)
+    return (*device_tables(k1, device, dtype), *device_tables(k2, device, dtype), *device_tables(kp, device, dtype))
 
 
 def spectrum(x: Tensor, table: Tensor, gather: Tensor, lmax: int, n_u: int, n_v: int) -> Tensor:

@@ -56,6 +56,7 @@ import torch
 from torch import Tensor
 
 from geomlin.gaunt import tables as T
+from geomlin.gaunt.cache import device_tables, table_builder
 
 _SQRT2 = math.sqrt(2.0)
 #: Part of a per-m coefficient pair: ``x_{l, m}`` (cos) and ``x_{l, -m}`` (sin).
@@ -255,33 +256,90 @@ class Projection:
         return sum(int(leg.shape[0] * leg.shape[1]) for leg in self.legs)
 
 
-_DEVICE_TABLES: dict = {}
+@table_builder("grid.synthesis")
+@cache
+def _synthesis_host(lmax: int, num_theta: int, num_phi: int) -> tuple[Tensor, ...]:
+    """``(*legs, gather, cos, sin, *quarter)``: :func:`_synthesis_tables` and, when ``num_phi = 2 mod 4``,
+    the synthesis :func:`_quarter_tables`, flat (the layout :func:`_synthesis` reads)."""
+    legs, gather, c, s = _synthesis_tables(lmax, num_theta, num_phi)
+    quarter = _quarter_tables(lmax, num_phi, False) if num_phi % 4 == 2 else ()
+    return (*legs, gather, c, s, *quarter)
+
+
+@table_builder("grid.projection")
+@cache
+def _projection_host(lmax: int, num_theta: int, num_phi: int, weighted: bool) -> tuple[Tensor, ...]:
+    """``(cos_t, sin_t, *legs, scatter, *quarter_t)`` of :func:`_projection_tables` (quarter tables only
+    when ``weighted`` and ``num_phi = 2 mod 4``), flat."""
+    c, s, legs, scatter = _projection_tables(lmax, num_theta, num_phi, weighted)
+    quarter = _quarter_tables(lmax, num_phi, True) if weighted and num_phi % 4 == 2 else ()
+    return (c, s, *legs, scatter, *quarter)
+
+
+@table_builder("grid.weights")
+def _weights_host(num_theta: int, num_phi: int) -> tuple[Tensor]:
+    return (_quadrature_weights(num_theta, num_phi),)
+
+
+def synthesis_key(lmax: int, num_theta: int, num_phi: int) -> tuple:
+    """Cache key (:mod:`geomlin.gaunt.cache`) of the synthesis tables of ``lmax`` on a half grid."""
+    return ("grid.synthesis", lmax, num_theta, num_phi)
+
+
+def projection_key(lmax: int, num_theta: int, num_phi: int, weighted: bool = True) -> tuple:
+    """Cache key of the projection tables (``weighted=False``: the adjoint of the synthesis)."""
+    return ("grid.projection", lmax, num_theta, num_phi, bool(weighted))
+
+
+def weights_key(num_theta: int, num_phi: int) -> tuple:
+    """Cache key of the half grid's quadrature weights."""
+    return ("grid.weights", num_theta, num_phi)
+
+
+def product_keys(lmax1: int, lmax2: int, lmax_out: int) -> list[tuple]:
+    """Keys of every table :func:`gaunt_on_grid` and :func:`gaunt_backward_on_grid` read for these degrees."""
+    nt, nphi = exact_grid_size(lmax1 + lmax2 + lmax_out)
+    return ([synthesis_key(L, nt, nphi) for L in (lmax1, lmax2, lmax_out)]
+            + [projection_key(L, nt, nphi) for L in (lmax_out, lmax1, lmax2)])
+
+
+def power_keys(lmax: int, nu: int, lmax_out: int) -> list[tuple]:
+    """Keys of every table the grid power (:func:`geomlin.gaunt.modules.power_sum`) reads, forward and
+    backward (twice differentiable)."""
+    nt, nphi = exact_grid_size(nu * lmax + lmax_out)
+    return [synthesis_key(lmax, nt, nphi), synthesis_key(lmax_out, nt, nphi), projection_key(lmax_out, nt, nphi),
+            projection_key(lmax, nt, nphi, False), projection_key(lmax_out, nt, nphi, False),
+            weights_key(nt, nphi)]
+
+
+_WRAPPED: dict = {}
 
 
 def _synthesis(lmax: int, num_theta: int, num_phi: int, device, dtype) -> Synthesis:
     """:class:`Synthesis` tables of ``lmax`` on ``(num_theta, num_phi)``, cached per device and dtype."""
-    key = ("synthesis", lmax, num_theta, num_phi, str(device), dtype)
-    if key not in _DEVICE_TABLES:
-        legs, gather, c, s = _synthesis_tables(lmax, num_theta, num_phi)
-        to = {"device": device, "dtype": dtype}
-        quarter = _quarter_tables(lmax, num_phi, False) if num_phi % 4 == 2 else ()
-        _DEVICE_TABLES[key] = Synthesis(lmax, num_theta, m_blocks(lmax), tuple(t.to(**to) for t in legs),
-                                        gather.to(device), c.to(**to), s.to(**to), tuple(t.to(**to) for t in quarter))
-    return _DEVICE_TABLES[key]
+    key = (synthesis_key(lmax, num_theta, num_phi), torch.device(device), dtype)
+    hit = _WRAPPED.get(key)
+    if hit is None:
+        tables = device_tables(key[0], key[1], dtype)
+        blocks = m_blocks(lmax)
+        nb = len(blocks)
+        legs, (gather, c, s), quarter = tables[:nb], tables[nb:nb + 3], tables[nb + 3:]
+        hit = _WRAPPED[key] = Synthesis(lmax, num_theta, blocks, legs, gather, c, s, quarter)
+    return hit
 
 
 def _projection(lmax: int, num_theta: int, num_phi: int, device, dtype, weighted: bool = True) -> Projection:
     """:class:`Projection` tables of ``lmax`` on ``(num_theta, num_phi)``, cached per device and dtype
     (``weighted=False``: the adjoint of the synthesis)."""
-    key = ("projection", lmax, num_theta, num_phi, weighted, str(device), dtype)
-    if key not in _DEVICE_TABLES:
-        c, s, legs, scatter = _projection_tables(lmax, num_theta, num_phi, weighted)
-        to = {"device": device, "dtype": dtype}
-        quarter = _quarter_tables(lmax, num_phi, True) if weighted and num_phi % 4 == 2 else ()
-        _DEVICE_TABLES[key] = Projection(lmax, num_theta, m_blocks(lmax), c.to(**to), s.to(**to),
-                                         tuple(t.to(**to) for t in legs), scatter.to(device),
-                                         tuple(t.to(**to) for t in quarter))
-    return _DEVICE_TABLES[key]
+    key = (projection_key(lmax, num_theta, num_phi, weighted), torch.device(device), dtype)
+    hit = _WRAPPED.get(key)
+    if hit is None:
+        tables = device_tables(key[0], key[1], dtype)
+        blocks = m_blocks(lmax)
+        nb = len(blocks)
+        (c, s), legs, scatter, quarter = tables[:2], tables[2:2 + nb], tables[2 + nb], tables[3 + nb:]
+        hit = _WRAPPED[key] = Projection(lmax, num_theta, blocks, c, s, legs, scatter, quarter)
+    return hit
 
 
 # ----------------------------------------------------------------------------- chunk stages
@@ -574,6 +632,6 @@ class _Analyze(torch.autograd.Function):
         lmax, num_theta, num_phi, weighted = ctx.meta
         gE, gO = synthesize(grad.contiguous(), lmax, num_theta, num_phi)
         if weighted:
-            w = _quadrature_weights(num_theta, num_phi).to(device=grad.device, dtype=grad.dtype)
+            (w,) = device_tables(weights_key(num_theta, num_phi), grad.device, grad.dtype)
             gE, gO = gE * w, gO * w
         return gE, gO, None, None, None, None

@@ -29,9 +29,23 @@ from torch import Tensor, nn
 from geomlin.deprecation import renamed_keyword
 from geomlin.gaunt import grid as G
 from geomlin.gaunt import tables as T
-from geomlin.gaunt.product import METHODS, _check_coefficients, gaunt_tensor_product
+from geomlin.gaunt.cache import RouteTables
+from geomlin.gaunt.precision import compute_dtype, full_precision
+from geomlin.gaunt.product import (
+    METHODS,
+    _check_coefficients,
+    _common_dtype,
+    gaunt_tensor_product,
+    table_keys,
+)
 from geomlin.reps.types import NATURAL, PSEUDO, SphereCoefficients
-from geomlin.validation import check_choice, check_nonnegative_int, check_positive_int, check_tensor
+from geomlin.validation import (
+    check_choice,
+    check_finite,
+    check_nonnegative_int,
+    check_positive_int,
+    check_tensor,
+)
 
 __all__ = ["NATURAL", "PSEUDO", "GauntTensorProduct", "ManyBodyGaunt", "gaunt_parity_product", "gaunt_power",
            "irreps_to_sphere", "sphere_irreps", "sphere_to_irreps", "split_parity"]
@@ -185,7 +199,7 @@ def gaunt_power(x: Tensor, nu: int, lmax_out: int | None = None, method: str = "
 
     Parameters
     ----------
-    x : Tensor ``(..., (L+1)**2)``, float32/float64.
+    x : Tensor ``(..., (L+1)**2)``, float32/float64 (half precision under autocast: computed in float32).
     nu : int >= 1.
     lmax_out : int, default ``nu * L``.
     method : one of :data:`~geomlin.gaunt.METHODS`.
@@ -195,6 +209,7 @@ def gaunt_power(x: Tensor, nu: int, lmax_out: int | None = None, method: str = "
     Tensor ``(..., (lmax_out+1)**2)``.
     """
     L = _check_coefficients(x, "x")
+    x = x.to(compute_dtype(x, "x"))
     nu = check_positive_int(nu, "nu")
     lmax_out = nu * L if lmax_out is None else check_nonnegative_int(lmax_out, "lmax_out")
     check_choice(method, "method", METHODS)
@@ -217,7 +232,8 @@ def _power_divide(x: Tensor, L: int, nu: int, need: int, method: str) -> Tensor:
 def power_sum(x: Tensor, L: int, nu: int, lmax_out: int, weights: Tensor | None) -> Tensor:
     """``sum_k weights[..., k] f^(k+1)`` (or ``f^nu`` when ``weights`` is None) on one half grid.
 
-    ``x (..., (L+1)**2)``; ``weights`` broadcasts against ``x.shape[:-1] + (nu,)``.  One
+    ``x (..., (L+1)**2)`` float32/float64 (computed in its dtype, autocast off); ``weights``
+    broadcasts against ``x.shape[:-1] + (nu,)``.  One
     synthesis, ``nu - 1`` pointwise products at ``phi`` and ``-phi``, one projection; exact
     (the grid integrates degree ``nu L + lmax_out``); differentiable (exact adjoints).
     """
@@ -227,6 +243,13 @@ def power_sum(x: Tensor, L: int, nu: int, lmax_out: int, weights: Tensor | None)
     B = flat.shape[0]
     if B == 0:
         return x.new_zeros(*batch, T.num_coefficients(lmax_out))
+    with full_precision(x):
+        return _power_on_grid(flat, weights, batch, L, nu, lmax_out, num_theta, num_phi)
+
+
+def _power_on_grid(flat: Tensor, weights: Tensor | None, batch, L: int, nu: int, lmax_out: int, num_theta: int,
+                   num_phi: int) -> Tensor:
+    B = flat.shape[0]
     E, O = G.synthesize(flat, L, num_theta, num_phi)  # (K, nt, B)
     plus, minus = E + O, E - O  # values at +phi and -phi
     if weights is None:
@@ -250,13 +273,16 @@ def _degree_index(lmax: int) -> Tensor:
     return torch.repeat_interleave(torch.arange(lmax + 1), torch.arange(lmax + 1) * 2 + 1)
 
 
-def _check_layout(x, name: str, channels: int, lmax: int, shared_ok: bool = False) -> None:
+def _check_layout(x, name: str, channels: int, lmax: int, shared_ok: bool = False) -> torch.dtype:
+    """Check ``x (..., channels, (lmax+1)**2)``; returns the dtype it is computed in (:func:`compute_dtype`)."""
     D = T.num_coefficients(lmax)
-    check_tensor(x, name, min_ndim=2, dtype=(torch.float32, torch.float64), finite=True,
-                 what=f"{channels} channels of SH coefficients up to degree {lmax}")
+    check_tensor(x, name, min_ndim=2, dtype="any", what=f"{channels} channels of SH coefficients up to degree {lmax}")
+    dtype = compute_dtype(x, name)
+    check_finite(x, name)
     if x.shape[-1] != D or x.shape[-2] not in ((channels, 1) if shared_ok else (channels,)):
         want = f"(..., {channels}{' or 1' if shared_ok else ''}, {D})"
         raise ValueError(f"{name} must have shape {want} ({channels} channels, lmax {lmax}), got {tuple(x.shape)}")
+    return dtype
 
 
 def _is_irreps_like(value) -> bool:
@@ -309,6 +335,8 @@ class GauntTensorProduct(nn.Module):
         self.weight_out = nn.Parameter(torch.ones(channels, lmax_out + 1))
         for L in {self.lmax1, self.lmax2, self.lmax_out}:
             self.register_buffer(f"degree_index_{L}", _degree_index(L), persistent=False)
+        #: the tables of every route the product may take, moved with the module (see geomlin.gaunt.cache)
+        self.tables = RouteTables(table_keys(self.method, self.lmax1, self.lmax2, self.lmax_out))
         self.type_in = (SphereCoefficients(self.lmax1, channels), SphereCoefficients(self.lmax2, channels))
         self.type_out = SphereCoefficients(self.lmax_out, channels)
 
@@ -318,6 +346,9 @@ class GauntTensorProduct(nn.Module):
     def forward(self, x1: Tensor, x2: Tensor) -> Tensor:
         _check_layout(x1, "x1", self.channels, self.lmax1)
         _check_layout(x2, "x2", self.channels, self.lmax2, shared_ok=True)
+        dtype = _common_dtype(x1, x2)
+        x1, x2 = x1.to(dtype), x2.to(dtype)
+        self.tables.prime(x1.device, dtype)
         a = x1 * self._expand(self.weight1, self.lmax1).to(x1.dtype)
         b = x2 * self._expand(self.weight2, self.lmax2).to(x2.dtype)  # per-channel weights: no longer shared
         out = gaunt_tensor_product(a, b, self.lmax_out, self.method)
@@ -350,11 +381,13 @@ class ManyBodyGaunt(nn.Module):
         self.weight_out = nn.Parameter(torch.ones(channels, lmax_out + 1))
         self.register_buffer("degree_in", _degree_index(lmax_in), persistent=False)
         self.register_buffer("degree_out", _degree_index(lmax_out), persistent=False)
+        self.tables = RouteTables(G.power_keys(self.lmax_in, self.correlation, self.lmax_out))
         self.type_in = SphereCoefficients(self.lmax_in, channels)
         self.type_out = SphereCoefficients(self.lmax_out, channels)
 
     def forward(self, x: Tensor) -> Tensor:
-        _check_layout(x, "x", self.channels, self.lmax_in)
+        x = x.to(_check_layout(x, "x", self.channels, self.lmax_in))
+        self.tables.prime(x.device, x.dtype)
         a = x * self.weight_in[:, self.degree_in].to(x.dtype)
         out = power_sum(a, self.lmax_in, self.correlation, self.lmax_out, self.weight_nu.to(x.dtype))
         return out * self.weight_out[:, self.degree_out].to(x.dtype)
@@ -451,6 +484,7 @@ class GauntIrrepsProduct(GauntTensorProduct):
             self.register_parameter("weight", None)
         for L in {self.lmax1, self.lmax_out}:
             self.register_buffer(f"degree_index_{L}", _degree_index(L), persistent=False)
+        self.tables = RouteTables(table_keys(self.method, self.lmax1, self.lmax2, self.lmax_out))
         self.type_in = (IrrepsRep(self.irreps_in1), IrrepsRep(self.irreps_in2))
         self.type_out = IrrepsRep(self.irreps_out)
 
@@ -483,6 +517,9 @@ class GauntIrrepsProduct(GauntTensorProduct):
     def forward(self, x1: Tensor, x2: Tensor, weight: Tensor | None = None) -> Tensor:
         _check_flat(x1, self.irreps_in1, "x1", finite=True)
         _check_flat(x2, self.irreps_in2, "x2", finite=True)
+        dtype = _common_dtype(x1, x2)
+        x1, x2 = x1.to(dtype), x2.to(dtype)
+        self.tables.prime(x1.device, dtype)
         C = self.channels
         if weight is None:
             if self.weight is None:

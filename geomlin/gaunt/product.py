@@ -47,7 +47,9 @@ from torch import Tensor
 
 from geomlin.gaunt import grid as G
 from geomlin.gaunt import tables as T
+from geomlin.gaunt.cache import device_tables, table_builder
 from geomlin.gaunt.fourier import fft_sizes  # noqa: F401  (its home before the fft route moved to gaunt.fourier)
+from geomlin.gaunt.precision import DTYPES, compute_dtype, full_precision
 from geomlin.validation import (
     check_choice,
     check_finite,
@@ -58,31 +60,17 @@ from geomlin.validation import (
 
 #: Methods accepted by :func:`gaunt_tensor_product`.
 METHODS = ("auto", "grid", "fft", "dense", "direct", "triton")
-#: Floating dtypes the products accept (tables are built in float64 and cast).
-DTYPES = (torch.float32, torch.float64)
 #: Largest total degree ``lmax1 + lmax2 + lmax_out`` the dense Gaunt tensor (``"direct"``) is built for.
 DIRECT_MAX_DEGREE = 36
-
-
-# ---------------------------------------------------------------- table caches
-_DEVICE_CACHE: dict = {}
-
-
-def _on(key, builder, device, dtype) -> tuple[Tensor, ...]:
-    """Float64 tables from ``builder()`` moved to ``device``/``dtype``, cached by ``key``."""
-    full_key = (key, str(device), dtype)
-    if full_key not in _DEVICE_CACHE:
-        _DEVICE_CACHE[full_key] = tuple(t.to(device=device, dtype=dtype) for t in builder())
-    return _DEVICE_CACHE[full_key]
 
 
 # ---------------------------------------------------------------- channel patterns
 def _expand_shared(x1: Tensor, x2: Tensor, channels: int, shared: int) -> tuple[Tensor, Tensor]:
     """Materialise the shared input (one row per group) as one row per channel."""
     if shared == 1:
-        x1 = x1.repeat_interleave(channels, dim=0)
+        x1 = x1[:, None].expand(-1, channels, -1).reshape(-1, x1.shape[-1])
     elif shared == 2:
-        x2 = x2.repeat_interleave(channels, dim=0)
+        x2 = x2[:, None].expand(-1, channels, -1).reshape(-1, x2.shape[-1])
     return x1, x2
 
 
@@ -101,6 +89,7 @@ def _gaunt_fft(x1, x2, lmax1, lmax2, lmax_out, channels, shared, reduce):
     return gaunt_fourier(x1, x2, lmax1, lmax2, lmax_out, channels, shared, reduce)
 
 
+@table_builder("dense")
 @cache
 def _dense_tables(lmax1: int, lmax2: int, lmax_out: int) -> tuple[Tensor, Tensor, Tensor]:
     """``Y1^T (D1, P)``, ``Y2^T (D2, P)`` and weighted ``W (P, Do)`` on an exact grid, float64.
@@ -122,8 +111,7 @@ def dense_tables(lmax1: int, lmax2: int, lmax_out: int, device=None, dtype=torch
 
 
 def _gaunt_dense(x1, x2, lmax1, lmax2, lmax_out, channels, shared, reduce):
-    Y1, Y2, W = _on(("dense", lmax1, lmax2, lmax_out), lambda: _dense_tables(lmax1, lmax2, lmax_out),
-                    x1.device, x1.dtype)
+    Y1, Y2, W = device_tables(("dense", lmax1, lmax2, lmax_out), x1.device, x1.dtype)
     v1, v2 = x1 @ Y1, x2 @ Y2  # the shared input is evaluated once per group, broadcast below
     P = v1.shape[-1]
     c1 = 1 if shared == 1 else channels
@@ -134,9 +122,14 @@ def _gaunt_dense(x1, x2, lmax1, lmax2, lmax_out, channels, shared, reduce):
     return v.reshape(-1, P) @ W
 
 
+@table_builder("direct")
+def _direct_tables(lmax1: int, lmax2: int, lmax_out: int) -> tuple[Tensor]:
+    """The Gaunt tensor as ``(D1 D2, Do)``, float64 (read-only)."""
+    return (T.cached_gaunt_tensor(lmax1, lmax2, lmax_out).flatten(0, 1),)
+
+
 def _gaunt_direct(x1, x2, lmax1, lmax2, lmax_out, channels, shared, reduce):
-    (Gt,) = _on(("direct", lmax1, lmax2, lmax_out),
-                lambda: (T.cached_gaunt_tensor(lmax1, lmax2, lmax_out).flatten(0, 1),), x1.device, x1.dtype)
+    (Gt,) = device_tables(("direct", lmax1, lmax2, lmax_out), x1.device, x1.dtype)
     x1, x2 = _expand_shared(x1, x2, channels, shared)
     outer = (x1[:, :, None] * x2[:, None, :]).flatten(1)
     return _reduce(outer @ Gt, channels, reduce)
@@ -172,10 +165,11 @@ def gaunt_rows(x1: Tensor, x2: Tensor, lmax1: int, lmax2: int, lmax_out: int, me
     zero above degree ``lmax1 + lmax2``.  ``method`` is a concrete method (not ``"auto"``).
     """
     lo = min(lmax_out, lmax1 + lmax2)
-    if method in _AUTOGRAD_THROUGH:
-        out = _IMPLEMENTATIONS[method](x1, x2, lmax1, lmax2, lo, channels, shared, reduce)
-    else:
-        out = _GauntFunction.apply(x1, x2, lmax1, lmax2, lo, method, channels, shared, reduce)
+    with full_precision(x1):
+        if method in _AUTOGRAD_THROUGH:
+            out = _IMPLEMENTATIONS[method](x1, x2, lmax1, lmax2, lo, channels, shared, reduce)
+        else:
+            out = _GauntFunction.apply(x1, x2, lmax1, lmax2, lo, method, channels, shared, reduce)
     if lo < lmax_out:
         out = torch.nn.functional.pad(out, (0, T.num_coefficients(lmax_out) - T.num_coefficients(lo)))
     return out
@@ -205,10 +199,11 @@ class _GauntFunction(torch.autograd.Function):
         if method == "grid" and not torch.is_grad_enabled():
             # first-order backward: both products in one pass, the output gradient transformed once
             # (with create_graph=True the two products below keep the graph for double backward)
-            return (*G.gaunt_backward_on_grid(grad.contiguous(), x1.contiguous(), x2.contiguous(), lmax1, lmax2,
-                                              lmax_out, C, shared, reduce, ctx.needs_input_grad[0],
-                                              ctx.needs_input_grad[1]),
-                    None, None, None, None, None, None, None)
+            with full_precision(grad):
+                grads = G.gaunt_backward_on_grid(grad.contiguous(), x1.contiguous(), x2.contiguous(), lmax1, lmax2,
+                                                 lmax_out, C, shared, reduce, ctx.needs_input_grad[0],
+                                                 ctx.needs_input_grad[1])
+            return (*grads, None, None, None, None, None, None, None)
         g1 = g2 = None
         if ctx.needs_input_grad[0]:
             g1 = _transposed(grad, x2, lmax_out, lmax2, lmax1, method, C, shared, reduce, own=1)
@@ -226,11 +221,65 @@ def _transposed(grad, other, lmax_grad, lmax_other, lmax_want, method, C, shared
     return gaunt_rows(grad, other, lmax_grad, lmax_other, lmax_want, method, C, 2 if shared else 0, False)
 
 
+# ---------------------------------------------------------------- tables of modules
+def route_keys(method: str, lmax1: int, lmax2: int, lmax_out: int) -> list[tuple]:
+    """Cache keys (:mod:`geomlin.gaunt.cache`) of the tables one product on a concrete route reads."""
+    lo = min(lmax_out, lmax1 + lmax2)
+    if method == "grid":
+        return G.product_keys(lmax1, lmax2, lo)  # with those of the fused first-order backward
+    if method == "fft":
+        from geomlin.gaunt.fourier import table_keys
+
+        return table_keys(lmax1, lmax2, lo)
+    if method == "dense":
+        return [("dense", lmax1, lmax2, lo)]
+    if method == "direct":
+        return [("direct", lmax1, lmax2, lo)] if lmax1 + lmax2 + lo <= DIRECT_MAX_DEGREE else []
+    if method == "triton":
+        from geomlin.gaunt.kernels import triton_available, triton_supports
+
+        if not triton_available() or not triton_supports(lmax1, lmax2, lo, torch.float32):
+            return []  # the forward refuses (with the reason)
+        from geomlin.gaunt.kernels.triton_grid import table_keys
+
+        return table_keys(lmax1, lmax2, lo)
+    raise ValueError(f"method must be a concrete route, one of {', '.join(_IMPLEMENTATIONS)}, got {method!r}")
+
+
+def table_keys(method: str, lmax1: int, lmax2: int, lmax_out: int) -> list[tuple]:
+    """Keys of every table a product reads, forward and backward (twice differentiable).
+
+    ``method`` may be ``"auto"``: then the routes it picks on the CPU, on CUDA and on other
+    accelerators are all included (a module does not know where it will run).
+    """
+    if method == "auto":
+        from geomlin.gaunt.autotune import choose_method
+
+        methods = dict.fromkeys(choose_method(lmax1, lmax2, lmax_out, device, torch.float32)
+                                for device in ("cpu", "cuda", "accelerator"))
+    else:
+        methods = {method: None}
+    lo = min(lmax_out, lmax1 + lmax2)
+    # the gradients are products of the output gradient with the other input (see _transposed)
+    triples = ((lmax1, lmax2, lo), (lo, lmax2, min(lmax1, lo + lmax2)), (lo, lmax1, min(lmax2, lo + lmax1)))
+    return list(dict.fromkeys(k for m in methods for t in triples for k in route_keys(m, *t)))
+
+
 # ---------------------------------------------------------------- public API
 def _check_coefficients(x, name: str) -> int:
-    check_tensor(x, name, min_ndim=1, dtype=DTYPES, what="real SH coefficients (..., (L+1)**2)")
+    """Degree of SH coefficients ``x (..., (L+1)**2)``; refuses other dtypes than :func:`compute_dtype` accepts."""
+    check_tensor(x, name, min_ndim=1, dtype="any", what="real SH coefficients (..., (L+1)**2)")
+    compute_dtype(x, name)
     check_finite(x, name)
     return T.lmax_from_size(x.shape[-1], name)
+
+
+def _common_dtype(x1: Tensor, x2: Tensor) -> torch.dtype:
+    """The dtype both inputs are computed in: their common float32 / float64 (half precision under
+    autocast counts as float32); ``TypeError`` when they differ otherwise."""
+    if x1.dtype != x2.dtype and x1.dtype in DTYPES and x2.dtype in DTYPES:
+        raise TypeError(f"x1 and x2 must have the same dtype, got {x1.dtype} and {x2.dtype}")
+    return torch.promote_types(compute_dtype(x1, "x1"), compute_dtype(x2, "x2"))
 
 
 def resolve_method(method: str, lmax1: int, lmax2: int, lmax_out: int, device, dtype) -> str:
@@ -278,7 +327,8 @@ def gaunt_tensor_product(x1: Tensor, x2: Tensor, lmax_out: int | None = None, me
 
     Parameters
     ----------
-    x1 : Tensor ``(..., (L1+1)**2)``, float32/float64, e3nn real SH layout.
+    x1 : Tensor ``(..., (L1+1)**2)``, float32/float64, e3nn real SH layout (under ``torch.autocast``
+        also float16/bfloat16, computed in float32).
     x2 : Tensor ``(..., (L2+1)**2)``, same dtype and device; leading axes broadcast.  An input
         whose trailing leading axes have size 1 (``(N, 1, D2)`` against ``(N, C, D1)``) is
         transformed once per row and shared by the channels (grid and Triton routes).
@@ -289,13 +339,14 @@ def gaunt_tensor_product(x1: Tensor, x2: Tensor, lmax_out: int | None = None, me
 
     Returns
     -------
-    Tensor ``(broadcast(...), (lmax_out+1)**2)``, dtype of the inputs.
+    Tensor ``(broadcast(...), (lmax_out+1)**2)``, dtype of the inputs (float32 for half-precision
+    inputs under autocast), device of the inputs.  No host synchronisation on any device.
     """
     lmax1 = _check_coefficients(x1, "x1")
     lmax2 = _check_coefficients(x2, "x2")
-    if x1.dtype != x2.dtype:
-        raise TypeError(f"x1 and x2 must have the same dtype, got {x1.dtype} and {x2.dtype}")
+    dtype = _common_dtype(x1, x2)
     check_same_device("x1", x1, "x2", x2)
+    x1, x2 = x1.to(dtype), x2.to(dtype)
     lmax_out = lmax1 + lmax2 if lmax_out is None else check_nonnegative_int(lmax_out, "lmax_out")
     try:
         batch = tuple(torch.broadcast_shapes(x1.shape[:-1], x2.shape[:-1]))

@@ -36,6 +36,7 @@ import torch
 from torch import Tensor
 
 from geomlin.deprecation import renamed_keyword
+from geomlin.gaunt.precision import compute_dtype, full_precision
 from geomlin.validation import check_nonnegative_int, check_positive_int, check_tensor
 
 #: Default dtype of every table before it is moved to an input's dtype.
@@ -108,7 +109,8 @@ def spherical_harmonics(lmax: int, vectors: Tensor, normalize: bool = True) -> T
     Parameters
     ----------
     lmax : int
-    vectors : Tensor ``(..., 3)``, floating dtype.
+    vectors : Tensor ``(..., 3)``, float32/float64 (half precision under ``torch.autocast``: computed
+        in float32).
     normalize : bool
         ``True``: functions of the direction only, ``Y_l(r / |r|)``; ``False``: the homogeneous
         polynomials ``|r|^l Y_l(r / |r|)`` (e3nn's two conventions). Either way a zero vector gets
@@ -116,15 +118,22 @@ def spherical_harmonics(lmax: int, vectors: Tensor, normalize: bool = True) -> T
 
     Returns
     -------
-    Tensor ``(..., (lmax + 1)**2)``, same dtype and device as ``vectors``.
+    Tensor ``(..., (lmax + 1)**2)``, same dtype (float32 for half precision under autocast) and
+    device as ``vectors``; no host synchronisation.
     """
     lmax = check_nonnegative_int(lmax, "lmax")
-    check_tensor(vectors, "vectors", shape=(..., 3), what="3D vectors")
+    check_tensor(vectors, "vectors", shape=(..., 3), dtype="any", what="3D vectors")
+    vectors = vectors.to(compute_dtype(vectors, "vectors"))
+    with full_precision(vectors):
+        return _spherical_harmonics(lmax, vectors, normalize)
+
+
+def _spherical_harmonics(lmax: int, vectors: Tensor, normalize: bool) -> Tensor:
     norm = torch.linalg.vector_norm(vectors, dim=-1, keepdim=True)
     vectors = vectors / norm.clamp_min(torch.finfo(vectors.dtype).tiny)
-    # per column: 1 for l = 0; (|r| > 0) or |r|^l for l > 0
+    # per column: 1 for l = 0; (|r| > 0) or |r|^l for l > 0 (built on the device: no upload, no sync)
     degrees = torch.arange(lmax + 1, dtype=vectors.dtype, device=vectors.device).repeat_interleave(
-        2 * torch.arange(lmax + 1, device=vectors.device) + 1)
+        2 * torch.arange(lmax + 1, device=vectors.device) + 1, output_size=num_coefficients(lmax))
     radial = (norm > 0).to(vectors.dtype) ** degrees if normalize else norm ** degrees
     x, y, z = vectors.unbind(-1)
     q = _associated_polynomials(lmax, y)

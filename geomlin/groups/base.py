@@ -18,11 +18,19 @@ from __future__ import annotations
 
 import hashlib
 import math
+from collections.abc import Callable
 
 import torch
 from torch import Tensor
 
-from geomlin.validation import check_finite, check_int, check_nonnegative_int, check_tensor, tolerance
+from geomlin.validation import (
+    check_condition,
+    check_finite,
+    check_int,
+    check_nonnegative_int,
+    check_tensor,
+    tolerance,
+)
 
 #: Finite groups with at most this many elements are enumerated once so that
 #: :meth:`Group.sample` is exactly uniform; larger ones use long random words.
@@ -39,6 +47,10 @@ ELEMENT_DECIMALS = 8
 SINGULAR_RTOL = 1e-10
 #: Tolerance of :attr:`Group.is_orthogonal` on the float64 generators.
 ORTHOGONAL_ATOL = 1e-10
+
+
+#: Invariant forms of groups on devices, by (group key, device, dtype): equal groups share them.
+_FORMS_ON: dict = {}
 
 
 def _as_generator_tensor(x, name: str, d: int | None) -> Tensor:
@@ -199,29 +211,44 @@ class Group:
     def check_element(self, g, name: str = "g") -> Tensor:
         """Refuse ``g`` unless it is a float tensor ``(..., d, d)`` of elements of this group.
 
-        Checks the shape and dtype everywhere; on the CPU also finiteness and a cheap membership
-        test to the tolerance of ``g``'s dtype (:func:`geomlin.validation.tolerance`, relative to
-        ``|g|^2`` for non-compact groups): the group's invariant form ``g^T B g = B`` when it has
-        one (orthogonality for orthogonal groups), plus what a subclass adds (determinant,
-        permutation entries). Groups without a known form only check invertibility. Returns ``g``.
+        Checks the shape and dtype, finiteness and a cheap membership test to the tolerance of
+        ``g``'s dtype (:func:`geomlin.validation.tolerance`, relative to ``|g|^2`` for non-compact
+        groups): the group's invariant form ``g^T B g = B`` when it has one (orthogonality for
+        orthogonal groups), plus what a subclass adds (determinant, permutation entries). Groups
+        without a known form only check invertibility. On the CPU a failure raises at once (in
+        float64, with the offending value); on an accelerator the value tests are deferred
+        (:func:`geomlin.validation.check_condition`: no host synchronisation). Returns ``g``.
         """
         check_tensor(g, name, shape=(..., self.d, self.d), what=f"elements of {self}")
-        if g.device.type != "cpu" or g.numel() == 0:
+        if g.numel() == 0 or g.device.type == "meta" or torch.compiler.is_compiling():
             return g
         check_finite(g, name)
-        self._check_membership(g.detach().to(torch.float64), name, tolerance(g.dtype))
+        work = g.detach()
+        if work.device.type == "cpu":
+            work = work.to(torch.float64)
+        elif work.dtype in (torch.float16, torch.bfloat16):
+            work = work.float()  # determinants and products of half-precision matrices are not supported everywhere
+        self._check_membership(work, name, tolerance(g.dtype))
         return g
 
     def _check_membership(self, g: Tensor, name: str, tol: float) -> None:
-        """Membership test on float64 ``g (..., d, d)`` (CPU); raise ``ValueError`` naming ``name``."""
-        B = self.invariant_form
+        """Membership test on ``g (..., d, d)`` (float64 on the CPU); refuses through :func:`_require`."""
+        B = self._invariant_form_on(g.device, g.dtype)
         if B is None:
             det = torch.linalg.det(g).abs()
             scale = torch.linalg.matrix_norm(g).pow(self.d).clamp_min(1.0)
-            if bool((det <= tol * scale).any()):
-                raise ValueError(f"{name} contains a singular matrix, which is not an element of {self}")
+            _require(det > tol * scale, f"{name} contains a singular matrix, which is not an element of {self}")
             return
-        _check_form(g, B, name, tol, f"{self}")
+        _check_form(g, B, name, tol, f"{self}", self.is_orthogonal)
+
+    def _invariant_form_on(self, device, dtype) -> Tensor | None:
+        """:attr:`invariant_form` on ``device`` in ``dtype``, cached per (group, device, dtype) (read-only)."""
+        key = (self.key(), torch.device(device), dtype)
+        if key not in _FORMS_ON:
+            B = self.invariant_form
+            with torch.inference_mode(False):
+                _FORMS_ON[key] = None if B is None else B.to(device=device, dtype=dtype)
+        return _FORMS_ON[key]
 
     # ----------------------------------------------------------------- sampling
     def sample(self, n: int = 1, generator: torch.Generator | None = None,
@@ -288,18 +315,28 @@ class Group:
         return out
 
 
-def _check_form(g: Tensor, B: Tensor, name: str, tol: float, group: str) -> None:
-    """Raise unless ``g^T B g = B`` to ``tol`` relative to ``max(1, |g|^2)``."""
+def _require(ok: Tensor, message: str, detail: Callable[[], str] | None = None) -> None:
+    """Refuse group elements unless every entry of ``ok`` is True.
+
+    On the CPU a ``ValueError(message + detail())`` is raised at once (``detail`` may read the
+    values); on an accelerator the test is deferred with ``message`` alone
+    (:func:`geomlin.validation.check_condition`).
+    """
+    if ok.device.type != "cpu":
+        check_condition(ok, message)
+    elif ok.numel() and not bool(ok.all()):
+        raise ValueError(message + (detail() if detail is not None else ""))
+
+
+def _check_form(g: Tensor, B: Tensor, name: str, tol: float, group: str, orthogonal: bool) -> None:
+    """Refuse ``g`` unless ``g^T B g = B`` to ``tol`` relative to ``max(1, |g|^2)`` (``orthogonal``: ``B = I``)."""
     lhs = g.transpose(-1, -2) @ B @ g
     err = (lhs - B).abs().amax(dim=(-2, -1))
     scale = g.abs().amax(dim=(-2, -1)).pow(2).clamp_min(1.0)
     rel = err / scale
-    if bool((rel > tol).any()):
-        worst = float(rel.max())
-        what = "orthogonal (g g^T = I)" if torch.equal(B, torch.eye(B.shape[0], dtype=B.dtype)) \
-            else "form-preserving (g^T B g = B)"
-        raise ValueError(f"{name} is not an element of {group}: it must be {what}, but the relative "
-                         f"error is {worst:.2e} > {tol:.0e}")
+    what = "orthogonal (g g^T = I)" if orthogonal else "form-preserving (g^T B g = B)"
+    _require(rel <= tol, f"{name} is not an element of {group}: it must be {what}",
+             lambda: f", but the relative error is {float(rel.max()):.2e} > {tol:.0e}")
 
 
 

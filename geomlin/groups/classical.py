@@ -13,7 +13,14 @@ import re
 import torch
 from torch import Tensor
 
-from geomlin.groups.base import Group, _check_count, _check_form, _check_sample_dtype, haar_orthogonal
+from geomlin.groups.base import (
+    Group,
+    _check_count,
+    _check_form,
+    _check_sample_dtype,
+    _require,
+    haar_orthogonal,
+)
 from geomlin.validation import check_int
 
 
@@ -37,19 +44,25 @@ def _reflection(d: int, axis: int = 0) -> Tensor:
     return r
 
 
+#: How many tolerances (in radians) the rotation angle of a C_k / D_k element may be off a multiple of 2 pi / k.
+ANGLE_SLACK = 10.0
+
+
 def _check_dim(n, name: str, minimum: int = 1) -> int:
     """A dimension or order: an int >= ``minimum`` (``TypeError`` for other kinds of value)."""
     return check_int(n, name, minimum=minimum)
 
 
 def _check_determinant(g: Tensor, name: str, tol: float, group, sign: float = 1.0) -> None:
-    """Raise unless ``det g = sign`` (to ``tol`` relative to ``|g|^d``)."""
+    """Refuse ``g`` unless ``det g = sign`` (to ``tol`` relative to ``|g|^d``)."""
     det = torch.linalg.det(g)
     scale = g.abs().amax(dim=(-2, -1)).pow(g.shape[-1]).clamp_min(1.0)
-    if bool(((det - sign).abs() > 10 * tol * scale).any()):
-        worst = det.flatten()[int(((det - sign).abs() / scale).flatten().argmax())]
-        raise ValueError(f"{name} is not an element of {group}: its determinant must be {sign:+.0f}, "
-                         f"got {float(worst):+.6f}")
+
+    def worst() -> str:
+        return f", got {float(det.flatten()[int(((det - sign).abs() / scale).flatten().argmax())]):+.6f}"
+
+    _require((det - sign).abs() <= 10 * tol * scale,
+             f"{name} is not an element of {group}: its determinant must be {sign:+.0f}", worst)
 
 
 class SO(Group):
@@ -189,9 +202,8 @@ class SO13p(Group):
     def _check_membership(self, g: Tensor, name: str, tol: float) -> None:
         super()._check_membership(g, name, tol)
         _check_determinant(g, name, tol, self)
-        if bool((g[..., 0, 0] < 1 - tol).any()):
-            raise ValueError(f"{name} is not an element of {self}: it reverses the direction of time "
-                             f"(g[0, 0] = {float(g[..., 0, 0].min()):+.6f} < 1)")
+        _require(g[..., 0, 0] >= 1 - tol, f"{name} is not an element of {self}: it reverses the direction of time",
+                 lambda: f" (g[0, 0] = {float(g[..., 0, 0].min()):+.6f} < 1)")
 
 
 class Trivial(Group):
@@ -202,10 +214,9 @@ class Trivial(Group):
         super().__init__(d=n, name=f"Trivial({n})")
 
     def _check_membership(self, g: Tensor, name: str, tol: float) -> None:
-        err = float((g - torch.eye(self.d, dtype=g.dtype)).abs().max())
-        if err > tol:
-            raise ValueError(f"{name} is not an element of {self}: the only element is the identity, "
-                             f"got a matrix {err:.2e} away from it")
+        err = (g - torch.eye(self.d, dtype=g.dtype, device=g.device)).abs().amax(dim=(-2, -1))
+        _require(err <= tol, f"{name} is not an element of {self}: the only element is the identity",
+                 lambda: f", got a matrix {float(err.max()):.2e} away from it")
 
 
 class S(Group):
@@ -228,11 +239,12 @@ class S(Group):
         self.n = n
 
     def _check_membership(self, g: Tensor, name: str, tol: float) -> None:
-        off = torch.minimum((g - 1).abs(), g.abs())
-        if float(off.max()) > tol or bool(((g.sum(-1) - 1).abs() > tol).any()) \
-                or bool(((g.sum(-2) - 1).abs() > tol).any()):
-            raise ValueError(f"{name} is not an element of {self}: it must be a permutation matrix "
-                             "(entries 0 or 1, one 1 in every row and column)")
+        off = torch.minimum((g - 1).abs(), g.abs()).amax(dim=(-2, -1))
+        rows = (g.sum(-1) - 1).abs().amax(dim=-1)
+        cols = (g.sum(-2) - 1).abs().amax(dim=-1)
+        _require((off <= tol) & (rows <= tol) & (cols <= tol),
+                 f"{name} is not an element of {self}: it must be a permutation matrix "
+                 "(entries 0 or 1, one 1 in every row and column)")
 
     def sample(self, n: int = 1, generator=None, dtype=torch.float64) -> Tensor:
         n = _check_count(n)
@@ -275,16 +287,20 @@ class D(Group):
 
 
 def _check_rotation_by_multiple(g: Tensor, name: str, tol: float, group, k: int, reflections: bool) -> None:
-    """Elements of C_k / D_k: orthogonal, rotation angle a multiple of 2 pi / k (times a reflection)."""
-    _check_form(g, torch.eye(2, dtype=g.dtype), name, tol, f"{group}")
+    """Elements of C_k / D_k: orthogonal, rotation angle a multiple of 2 pi / k (times a reflection).
+
+    The angle may be off by ``ANGLE_SLACK * tol`` radians (an orthogonal matrix to ``tol`` has its
+    angle to about ``tol``).
+    """
+    _check_form(g, torch.eye(2, dtype=g.dtype, device=g.device), name, tol, f"{group}", True)
     det = torch.linalg.det(g)
-    if not reflections and bool((det < 0).any()):
-        raise ValueError(f"{name} is not an element of {group}: it is a reflection (det -1)")
-    rot = torch.where(det[..., None, None] < 0, g @ torch.diag(torch.tensor([1.0, -1.0], dtype=g.dtype)), g)
+    if not reflections:
+        _require(det >= 0, f"{name} is not an element of {group}: it is a reflection (det -1)")
+    flipped = torch.stack([g[..., 0], -g[..., 1]], dim=-1)  # g diag(1, -1)
+    rot = torch.where(det[..., None, None] < 0, flipped, g)
     steps = torch.atan2(rot[..., 1, 0], rot[..., 0, 0]) * k / (2 * math.pi)
-    if float((steps - steps.round()).abs().max()) > 1e3 * tol:
-        raise ValueError(f"{name} is not an element of {group}: its rotation angle is not a multiple "
-                         f"of 2 pi / {k}")
+    _require((steps - steps.round()).abs() <= ANGLE_SLACK * tol * k / (2 * math.pi),
+             f"{name} is not an element of {group}: its rotation angle is not a multiple of 2 pi / {k}")
 
 
 def _block_diag_batch(a: Tensor, b: Tensor) -> Tensor:
@@ -321,9 +337,8 @@ class DirectProduct(Group):
 
     def _check_membership(self, g: Tensor, name: str, tol: float) -> None:
         d1 = self.factors[0].d
-        if float(g[..., :d1, d1:].abs().max()) > tol or float(g[..., d1:, :d1].abs().max()) > tol:
-            raise ValueError(f"{name} is not an element of {self}: it must be block diagonal "
-                             f"({d1} + {self.d - d1})")
+        off = torch.maximum(g[..., :d1, d1:].abs().amax(dim=(-2, -1)), g[..., d1:, :d1].abs().amax(dim=(-2, -1)))
+        _require(off <= tol, f"{name} is not an element of {self}: it must be block diagonal ({d1} + {self.d - d1})")
         self.factors[0]._check_membership(g[..., :d1, :d1], name, tol)
         self.factors[1]._check_membership(g[..., d1:, d1:], name, tol)
 

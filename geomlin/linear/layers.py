@@ -16,6 +16,7 @@ import torch
 from torch import Tensor, nn
 
 from geomlin.linear.solver import METHODS, block_basis, check_cache_dir
+from geomlin.linear.tables import ConstantTables
 from geomlin.reps.base import Rep, Scalar, bind, common_group
 from geomlin.validation import check_bool, check_choice, check_tensor
 
@@ -23,8 +24,8 @@ from geomlin.validation import check_bool, check_choice, check_tensor
 def check_features(x: Tensor, size: int, name: str = "x", what: str = "rep_in") -> None:
     """Raise a clear error unless ``x`` is a finite floating tensor ``(..., size)``.
 
-    The finiteness check is a ``ValueError`` on the CPU and an asynchronous
-    device-side assert elsewhere, so GPU forwards never wait for the host.
+    The finiteness check is a ``ValueError`` on the CPU and deferred on accelerators
+    (:func:`geomlin.validation.check_finite`), so GPU forwards never wait for the host.
     """
     check_tensor(x, name, shape=(..., size), finite=True, what=f"{what} of size {size}")
 
@@ -35,9 +36,13 @@ class BlockLayout:
     Attributes
     ----------
     types: distinct non-sum reps, in order of first appearance.
-    index: ``(size,)`` long tensor; ``x[..., index]`` lists the coordinates
+    index: ``(size,)`` long CPU tensor; ``x[..., index]`` lists the coordinates
         type by type, copy by copy (``types[0]`` copy 0, copy 1, ..., then ``types[1]`` ...).
+    inverse: ``(size,)`` the inverse permutation.
     multiplicity: number of copies of each type.
+
+    A layer keeps ``index`` and ``inverse`` on its device (:meth:`add_to`) and passes them to
+    :meth:`sort` / :meth:`unsort`.
     """
 
     def __init__(self, rep: Rep):
@@ -61,13 +66,18 @@ class BlockLayout:
         #: True when the rep is already sorted by type (no gather needed)
         self.is_sorted = bool(torch.equal(self.index, torch.arange(start)))
 
-    def sort(self, x: Tensor) -> Tensor:
-        """Coordinates ``(..., size)`` in type-sorted order."""
-        return x if self.is_sorted else x[..., self.index.to(x.device)]
+    def add_to(self, tables: ConstantTables, prefix: str) -> None:
+        """Store ``index`` and ``inverse`` in a layer's tables as ``{prefix}_index`` / ``{prefix}_inverse``."""
+        tables.add(f"{prefix}_index", self.index)
+        tables.add(f"{prefix}_inverse", self.inverse)
 
-    def unsort(self, x: Tensor) -> Tensor:
-        """Inverse of :meth:`sort` on the last axis."""
-        return x if self.is_sorted else x[..., self.inverse.to(x.device)]
+    def sort(self, x: Tensor, index: Tensor) -> Tensor:
+        """Coordinates ``(..., size)`` in type-sorted order (``index``: :attr:`index` on ``x``'s device)."""
+        return x if self.is_sorted else x.index_select(-1, index)
+
+    def unsort(self, x: Tensor, inverse: Tensor, dim: int = -1) -> Tensor:
+        """Inverse of :meth:`sort` along ``dim`` (``inverse``: :attr:`inverse` on ``x``'s device)."""
+        return x if self.is_sorted else x.index_select(dim, inverse)
 
     def type_slices(self) -> list[slice]:
         """Slices of the type-sorted coordinates, one per type."""
@@ -76,20 +86,6 @@ class BlockLayout:
             out.append(slice(start, start + m * t.size))
             start += m * t.size
         return out
-
-
-class _BasisCache:
-    """float64 master copies of block bases, converted per (device, dtype) on first use."""
-
-    def __init__(self, bases: dict[tuple[int, int], Tensor]):
-        self.master = bases
-        self.converted: dict[tuple, dict[tuple[int, int], Tensor]] = {}
-
-    def get(self, device, dtype) -> dict[tuple[int, int], Tensor]:
-        k = (str(device), dtype)
-        if k not in self.converted:
-            self.converted[k] = {p: b.to(device=device, dtype=dtype) for p, b in self.master.items()}
-        return self.converted[k]
 
 
 class EquivariantLinear(nn.Module):
@@ -138,41 +134,49 @@ class EquivariantLinear(nn.Module):
         for (j, i), B in bases.items():
             shape = (B.shape[0], self.layout_out.multiplicity[j], self.layout_in.multiplicity[i])
             self.coefficients[f"{j}_{i}"] = nn.Parameter(torch.randn(shape) * std)
-        self._bases = _BasisCache(bases)
+        #: the solved bases (float64) and layout indices, moved with the module
+        self.tables = ConstantTables({f"basis_{j}_{i}": B for (j, i), B in bases.items()})
+        self.layout_in.add_to(self.tables, "in")
+        self.layout_out.add_to(self.tables, "out")
         self.num_coefficients = total
         self.bias_basis = None
         if bias:
             bb = _invariant_vectors(rep_out, cache_dir)  # (r_b, out)
             if bb.shape[0]:
-                self._bias_cache = _BasisCache({(0, 0): bb})
+                self.tables.add("bias_basis", bb)
                 self.bias = nn.Parameter(torch.zeros(bb.shape[0]))
             else:
                 self.register_parameter("bias", None)
         else:
             self.register_parameter("bias", None)
 
+    def _table(self, name: str, device, dtype) -> Tensor:
+        """A table in ``dtype`` on ``device`` (a copy only when another device than the module's is asked for)."""
+        table = self.tables.get(name, dtype)
+        return table if table.device == torch.device(device) else table.to(device)
+
     def weight(self, device=None, dtype=None) -> Tensor:
-        """The dense equivariant matrix ``(rep_out.size, rep_in.size)``."""
+        """The dense equivariant matrix ``(rep_out.size, rep_in.size)`` (default: the parameters' device and dtype)."""
         p = next(iter(self.coefficients.values()), None)
-        device = device or (p.device if p is not None else torch.device("cpu"))
+        device = device or (p.device if p is not None else self.tables.out_index.device)
         dtype = dtype or (p.dtype if p is not None else torch.get_default_dtype())
-        bases = self._bases.get(device, dtype)
         lo, li = self.layout_out, self.layout_in
         rows = []
         for j, tout in enumerate(lo.types):
             cols = []
             for i, tin in enumerate(li.types):
                 mo, mi = lo.multiplicity[j], li.multiplicity[i]
-                B = bases.get((j, i))
-                if B is None:
+                if f"{j}_{i}" not in self.coefficients:
                     cols.append(torch.zeros(mo * tout.size, mi * tin.size, device=device, dtype=dtype))
                     continue
+                B = self._table(f"basis_{j}_{i}", device, dtype)
                 C = self.coefficients[f"{j}_{i}"].to(dtype)
                 block = torch.einsum("rba,rij->biaj", C, B).reshape(mo * tout.size, mi * tin.size)
                 cols.append(block)
             rows.append(torch.cat(cols, dim=1))
         W_sorted = torch.cat(rows, dim=0)
-        return li.unsort(lo.unsort(W_sorted.T).T)
+        W = lo.unsort(W_sorted, self._table("out_inverse", device, None), dim=0)
+        return li.unsort(W, self._table("in_inverse", device, None), dim=1)
 
     def bias_vector(self, device=None, dtype=None) -> Tensor | None:
         """The invariant bias ``(rep_out.size,)``, or ``None``."""
@@ -180,8 +184,7 @@ class EquivariantLinear(nn.Module):
             return None
         device = device or self.bias.device
         dtype = dtype or self.bias.dtype
-        bb = self._bias_cache.get(device, dtype)[(0, 0)]
-        return self.bias.to(dtype) @ bb
+        return self.bias.to(dtype) @ self._table("bias_basis", device, dtype)
 
     def forward(self, x: Tensor) -> Tensor:
         """``(..., rep_in.size) -> (..., rep_out.size)``, floating point, finite."""

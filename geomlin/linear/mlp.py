@@ -27,8 +27,9 @@ import torch
 from torch import Tensor, nn
 
 from geomlin.groups.base import Group
-from geomlin.linear.layers import BlockLayout, EquivariantLinear, _BasisCache, check_features
+from geomlin.linear.layers import BlockLayout, EquivariantLinear, check_features
 from geomlin.linear.solver import METHODS, basis_method, block_basis, check_cache_dir
+from geomlin.linear.tables import ConstantTables
 from geomlin.reps.base import Rep, Scalar, SumRep, TensorRep, V, bind, common_group
 from geomlin.reps.group_free import GroupFreeRep, T
 from geomlin.validation import check_choice, check_positive_int
@@ -169,6 +170,9 @@ class GatedNonlinearity(nn.Module):
         is_scalar = torch.tensor([b.is_scalar for b in rep.blocks for _ in range(b.size)], dtype=torch.bool)
         self.register_buffer("is_scalar", is_scalar, persistent=False)
         self.register_buffer("gate_sizes", torch.tensor(gated_sizes, dtype=torch.long), persistent=False)
+        #: the gate of every gated coordinate, in order (a gather: no data-dependent size in the forward)
+        self.register_buffer("gate_index", torch.repeat_interleave(torch.arange(self.n_gates), self.gate_sizes),
+                             persistent=False)
         scalar_idx = torch.nonzero(is_scalar)[:, 0]
         gated_idx = torch.nonzero(~is_scalar)[:, 0]
         self.register_buffer("scalar_idx", scalar_idx, persistent=False)
@@ -183,7 +187,7 @@ class GatedNonlinearity(nn.Module):
         gates, h = x[..., :self.n_gates], x[..., self.n_gates:]
         if self.n_gates == 0:
             return nn.functional.silu(h)
-        gate_per_coord = torch.repeat_interleave(torch.sigmoid(gates), self.gate_sizes, dim=-1)
+        gate_per_coord = torch.sigmoid(gates).index_select(-1, self.gate_index)
         if self.scalars_lead:
             n_s = len(self.scalar_idx)
             return torch.cat([nn.functional.silu(h[..., :n_s]), h[..., n_s:] * gate_per_coord], dim=-1)
@@ -262,7 +266,9 @@ class EquivariantBilinear(nn.Module):
                     r, c = bases[(n, 0)].shape[0], self.triples[n][2]
                     self.coeff.append(nn.Parameter(torch.randn(r, ch) / math.sqrt(r)))
                     self.mix_out.append(nn.Parameter(torch.randn(mult[c], ch) * BILINEAR_INIT_SCALE / math.sqrt(ch)))
-        self._bases = _BasisCache(bases)
+        #: the solved bases (float64) and the layout indices, moved with the module
+        self.tables = ConstantTables({f"basis_{n}": B for (n, _), B in bases.items()})
+        self.layout.add_to(self.tables, "layout")
         if self.dropped:
             listed = "; ".join(f"{a!r} x {b!r} -> {c!r} ({u} unknowns)" for a, b, c, u in self.dropped[:6])
             more = f" and {len(self.dropped) - 6} more" if len(self.dropped) > 6 else ""
@@ -276,13 +282,12 @@ class EquivariantBilinear(nn.Module):
         check_tensor_shape(x, self.rep.size, repr(self.rep))
         lay = self.layout
         lead = x.shape[:-1]
-        xs = lay.sort(x.reshape(-1, x.shape[-1]))
+        xs = lay.sort(x.reshape(-1, x.shape[-1]), self.tables.layout_index)
         B = xs.shape[0]
         # channel-major parts (m, B * size): every mixing below is one plain matrix product
         parts = [xs[:, sl].reshape(B, m, t.size).transpose(0, 1).reshape(m, B * t.size)
                  for t, m, sl in zip(lay.types, lay.multiplicity, lay.type_slices())]
         outs: list[Tensor | None] = [None] * len(parts)
-        bases = self._bases.get(x.device, x.dtype)
         for q, (a, b, members) in enumerate(self.pairs):
             sa, sb = lay.types[a].size, lay.types[b].size
             u = (self.mix_a[q].to(x.dtype) @ parts[a]).view(-1, B, sa, 1)
@@ -291,7 +296,7 @@ class EquivariantBilinear(nn.Module):
             # the weights of every output type of this pair, stacked: (ch, sum |c|, |a||b|)
             Ws, sizes = [], []
             for n in members:
-                basis = bases[(n, 0)]  # (r, |c|, |a||b|)
+                basis = self.tables.get(f"basis_{n}", x.dtype)  # (r, |c|, |a||b|)
                 Ws.append((self.coeff[n].to(x.dtype).T @ basis.reshape(basis.shape[0], -1))
                           .view(-1, basis.shape[1], sa * sb))
                 sizes.append(basis.shape[1])
@@ -303,7 +308,7 @@ class EquivariantBilinear(nn.Module):
                 outs[c] = term if outs[c] is None else outs[c] + term
         ys = [(o if o is not None else torch.zeros_like(p)).view(p.shape[0], B, -1).transpose(0, 1).reshape(B, -1)
               for o, p in zip(outs, parts)]
-        return lay.unsort(torch.cat(ys, dim=-1)).reshape(*lead, -1)
+        return lay.unsort(torch.cat(ys, dim=-1), self.tables.layout_inverse).reshape(*lead, -1)
 
 
 def _read_off(rep_in: Rep, rep_out: Rep, method: str) -> bool:

@@ -8,11 +8,14 @@
   Gaunt powers (:mod:`geomlin.gaunt`);
 * :class:`VNPointNetClassifier` — an E(3)-invariant vector-neuron point-cloud classifier;
 * :class:`Ponita` (+ :class:`PonitaPotential`, :class:`PonitaDynamics`) — SE(3) weight sharing in
-  position-orientation space (Bekkers et al. 2024), in point-cloud and fiber-bundle mode.
+  position-orientation space (Bekkers et al. 2024), in point-cloud and fiber-bundle mode;
+* :mod:`geomlin.models.graphs` — the edges of a batch, built once at the data boundary
+  (:func:`graph_edges`, :func:`dense_edge_index`), so that the forwards never wait for an accelerator.
 """
 
 from geomlin.models.egnn import EGNNDynamics, EGNNLayer, EGNNPotential, gaussian_rbf
-from geomlin.models.gaunt_potential import GauntPotential, dense_edge_index
+from geomlin.models.gaunt_potential import GauntPotential
+from geomlin.models.graphs import count_graphs, dense_edge_index, graph_edges, scatter_sum
 from geomlin.models.pointnet import PointNet, VNPointNetClassifier, masked_max_pool, scatter_max_pool
 from geomlin.models.ponita import Ponita, PonitaDynamics, PonitaPotential
 from geomlin.models.ponita_grid import grid_symmetries, orientation_grid
@@ -27,10 +30,13 @@ __all__ = [
            "PonitaDynamics",
            "PonitaPotential",
            "VNPointNetClassifier",
+           "count_graphs",
            "dense_edge_index",
            "gaussian_rbf",
+           "graph_edges",
            "grid_symmetries",
            "masked_max_pool",
            "orientation_grid",
            "scatter_max_pool",
+           "scatter_sum",
 ]

@@ -22,6 +22,7 @@ from torch import Tensor, nn
 from geomlin.deprecation import renamed
 from geomlin.reps import Labels, Positions, Scalars, Vectors
 from geomlin.validation import (
+    check_index,
     check_mask,
     check_nonnegative_int,
     check_positive_float,
@@ -31,21 +32,29 @@ from geomlin.validation import (
 
 #: Default number of Gaussian radial basis functions for the pair distance.
 DEFAULT_RBF = 16
+#: What species index, in error messages ("species must index atom types in [0, 5) ...").
+SPECIES = "atom types"
 #: Size of the example systems of ``example_inputs``: 2 systems of 5 nodes.
 EXAMPLE_SYSTEMS, EXAMPLE_NODES = 2, 5
 
 
-def check_molecule_inputs(pos: Tensor, species: Tensor, num_species: int, mask: Tensor | None = None) -> None:
-    """Validate a padded molecule batch: ``pos (B, N, 3)`` float, integer ``species (B, N)`` in
-    ``[0, num_species)`` (checked on the CPU only: no host sync on accelerators), ``mask (B, N)`` bool."""
-    check_tensor(pos, "pos", shape=(None, None, 3), what="B molecules of N atoms")
+def check_molecule_inputs(pos: Tensor, species: Tensor, num_species: int, mask: Tensor | None = None) -> Tensor:
+    """Validate a padded molecule batch; return ``species`` (clamped into range on accelerators).
+
+    ``pos (B, N, 3)`` finite float, integer ``species (B, N)`` in ``[0, num_species)``, ``mask (B, N)``
+    bool. The value checks go through :func:`geomlin.validation.check_finite` and
+    :func:`geomlin.validation.check_index`: at once on the CPU, deferred on accelerators (no host
+    sync), where the returned species are clamped so an embedding never reads out of bounds.
+    """
+    check_tensor(pos, "pos", shape=(None, None, 3), finite=True, what="B molecules of N atoms")
     check_tensor(species, "species", dtype="int")
     if species.shape != pos.shape[:2]:
         raise ValueError(f"species must have shape (B, N) = {tuple(pos.shape[:2])} to match pos, "
                          f"got {tuple(species.shape)}")
-    Labels(num_species).check(species, "species")
+    species = check_index(species, "species", num_species, SPECIES)
     if mask is not None:
         check_mask(mask, "mask", tuple(pos.shape[:2]))
+    return species
 
 
 def gaussian_rbf(dist: Tensor, num: int, cutoff: float) -> Tensor:
@@ -171,7 +180,7 @@ class EGNNPotential(nn.Module):
         return (pos, species), {}
 
     def forward(self, pos: Tensor, species: Tensor, mask: Tensor | None = None) -> Tensor:
-        check_molecule_inputs(pos, species, self.num_species, mask)
+        species = check_molecule_inputs(pos, species, self.num_species, mask)
         h = self.embed(species).to(pos.dtype)
         for layer in self.layers:
             h, _ = layer(h, pos, mask=mask)

@@ -23,21 +23,14 @@ from torch import Tensor, nn
 from geomlin.deprecation import renamed_keyword
 from geomlin.gaunt.modules import _degree_index
 from geomlin.groups import E3
+from geomlin.models.egnn import check_molecule_inputs
+from geomlin.models.graphs import dense_edge_index
 from geomlin.reps.types import Labels, Positions, Scalars, SphereCoefficients
 from geomlin.validation import check_nonnegative_int, check_positive_float, check_positive_int, check_tensor
 
 #: Gain on the summed messages: integral-normalised harmonics carry a factor 1/sqrt(4 pi) each, so
 #: Gaunt products of them are ~4 pi too small at initialisation; this restores order-one signals.
 MESSAGE_GAIN = 4 * math.pi
-
-
-def dense_edge_index(B: int, N: int, device=None) -> Tensor:
-    """All ordered pairs ``j -> i`` (``i != j``) within each of ``B`` graphs of ``N`` nodes: ``(2, B N (N-1))``."""
-    i, j = torch.meshgrid(torch.arange(N, device=device), torch.arange(N, device=device), indexing="ij")
-    keep = i != j
-    src, dst = j[keep], i[keep]
-    offset = (torch.arange(B, device=device) * N)[:, None]
-    return torch.stack([(src[None] + offset).reshape(-1), (dst[None] + offset).reshape(-1)])
 
 
 class DegreeLinear(nn.Module):
@@ -110,12 +103,11 @@ class GauntPotential(nn.Module):
         return self.hidden_channels
 
     def forward(self, pos: Tensor, species: Tensor) -> Tensor:
-        check_tensor(pos, "pos", ndim=3, shape=(None, None, 3), dtype=(torch.float32, torch.float64), finite=True)
-        check_tensor(species, "species", shape=tuple(pos.shape[:2]), dtype="int")
-        self.type_in[1].check(species, "species")
+        check_tensor(pos, "pos", ndim=3, shape=(None, None, 3), dtype=(torch.float32, torch.float64))
+        species = check_molecule_inputs(pos, species, self.num_species)
         B, N, _ = pos.shape
         flat = pos.reshape(B * N, 3)
-        edges = dense_edge_index(B, N, pos.device)
+        edges = dense_edge_index(B, N, device=pos.device)  # all pairs: no host sync
         dim = (self.lmax + 1) ** 2
         x = self.embed(species.reshape(-1)).to(pos.dtype)[:, :, None]          # (BN, C, 1): l = 0 only
         for k, (conv, body, mix) in enumerate(zip(self.convs, self.many_body, self.mix)):

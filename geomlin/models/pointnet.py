@@ -19,7 +19,13 @@ from itertools import pairwise
 import torch
 from torch import Tensor, nn
 
-from geomlin.validation import check_nonnegative_int, check_positive_float, check_positive_int
+from geomlin.models.graphs import count_graphs
+from geomlin.validation import (
+    check_batch_vector,
+    check_nonnegative_int,
+    check_positive_float,
+    check_positive_int,
+)
 
 #: Per-point feature widths of the shared MLP (the original uses 64, 64, 64, 128, 1024).
 DEFAULT_POINT_WIDTHS = (64, 128, 256)
@@ -81,10 +87,11 @@ class PointNet(nn.Module):
 
     Shapes
     ------
-    ``forward(pos, batch=None, mask=None, features=None)``:
+    ``forward(pos, batch=None, mask=None, features=None, num_graphs=None)``:
 
     * ``pos``: ``(B, N, in_dim)`` padded, or ``(N_total, in_dim)`` flat with ``batch``;
-    * ``batch``: ``(N_total,)`` int64 graph index per point (flat layout only);
+    * ``batch``: ``(N_total,)`` int64 graph index per point, sorted (flat layout only);
+    * ``num_graphs``: number of clouds of the flat layout (pass it to keep the forward sync-free);
     * ``mask``: ``(B, N)`` bool, True for real points (padded layout only);
     * ``features``: ``(B, N, feature_dim)`` or ``(N_total, feature_dim)``;
     * returns logits ``(B, num_classes)`` in the dtype of ``pos``.
@@ -115,7 +122,7 @@ class PointNet(nn.Module):
                          dropout=dropout)
 
     def _check(self, pos: Tensor, batch: Tensor | None, mask: Tensor | None,
-               features: Tensor | None) -> None:
+               features: Tensor | None, num_graphs: int | None) -> None:
         if not isinstance(pos, Tensor) or not pos.is_floating_point():
             raise TypeError(f"pos must be a floating-point tensor, got {type(pos).__name__}"
                             + (f" of dtype {pos.dtype}" if isinstance(pos, Tensor) else ""))
@@ -130,6 +137,8 @@ class PointNet(nn.Module):
                                  f"shape {tuple(batch.shape)} and dtype {batch.dtype}")
             if mask is not None:
                 raise ValueError("pass either batch (flat layout) or mask (padded layout), not both")
+        elif num_graphs is not None:
+            raise ValueError("num_graphs is for the flat layout (with batch); padded pos (B, N, d) has B clouds")
         elif pos.ndim != 3:
             raise ValueError(f"pos must be (B, N, {self.in_dim}) or flat (N_total, {self.in_dim}) with "
                              f"a batch vector, got shape {tuple(pos.shape)}")
@@ -147,14 +156,18 @@ class PointNet(nn.Module):
                 features: Tensor | None = None, num_graphs: int | None = None) -> Tensor:
         """Logits ``(B, num_classes)``; see the class docstring for shapes.
 
-        ``num_graphs`` (flat layout) defaults to ``batch.max() + 1``.
+        ``num_graphs`` (flat layout) defaults to ``batch[-1] + 1``
+        (:func:`~geomlin.models.graphs.count_graphs`), which reads a value back from an
+        accelerator; pass it (PyG's ``Batch.num_graphs``) and the forward never waits for the device.
         """
-        self._check(pos, batch, mask, features)
+        self._check(pos, batch, mask, features, num_graphs)
         x = pos if features is None else torch.cat([pos, features.to(pos.dtype)], dim=-1)
         h = self.point_mlp(x)
         if batch is not None:
             if num_graphs is None:
-                num_graphs = int(batch.max()) + 1 if batch.numel() else 0
+                num_graphs = count_graphs(batch)  # a host sync on accelerators
+            num_graphs = check_nonnegative_int(num_graphs, "num_graphs")
+            batch = check_batch_vector(batch, "batch", pos.shape[0], num_graphs=num_graphs)
             pooled = scatter_max_pool(h, batch.long(), num_graphs)
         else:
             pooled = masked_max_pool(h, None if mask is None else mask.bool())

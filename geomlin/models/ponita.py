@@ -29,10 +29,15 @@ Two modes, one architecture (embedding -> ConvNeXt blocks -> readouts):
 
 Kernels: polynomial features of the attributes (degrees ``1..degree``) -> MLP -> a basis,
 windowed by a smooth polynomial cutoff (Klicpera et al. 2020, Eq. 8) when ``radius`` is set;
-per-channel (depthwise) convolutions with ``torch.index_add_`` (no torch-scatter), ConvNeXt
-blocks (conv -> LayerNorm -> MLP -> residual), readouts after every block (averaged). Inputs are
-flat PyG batches (``x (N, C)``, ``pos (N, 3)``, ``batch (N,)``); edges are all pairs within a
-graph (or within ``radius``), self-loops included, unless ``edge_index`` is given.
+per-channel (depthwise) convolutions with ``torch.index_add_`` (no torch-scatter; sums in float32
+under autocast), ConvNeXt blocks (conv -> LayerNorm -> MLP -> residual), readouts after every
+block (averaged). Inputs are flat PyG batches (``x (N, C)``, ``pos (N, 3)``, ``batch (N,)``) and
+their graph: ``edge_index`` (all pairs within a graph, or within ``radius``, self-loops included:
+:func:`~geomlin.models.graphs.graph_edges`) and ``num_graphs``, built once per batch by the caller
+so that the forward never waits for an accelerator; :class:`Ponita` builds them itself when they
+are not given (with host syncs, see its docstring). The padded adapters :class:`PonitaPotential`
+and :class:`PonitaDynamics` use all pairs (:func:`~geomlin.models.graphs.dense_edge_index`) and
+are sync-free as they are.
 """
 
 from __future__ import annotations
@@ -40,12 +45,14 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
+from geomlin.models.graphs import count_graphs, dense_edge_index, graph_edges, scatter_sum
 from geomlin.models.ponita_grid import GRID_METHODS, grid_symmetry_group, orientation_grid
 from geomlin.validation import (
     check_batch_vector,
     check_bool,
     check_choice,
     check_float,
+    check_index,
     check_int,
     check_nonnegative_int,
     check_positive_float,
@@ -147,29 +154,6 @@ def vector_to_sphere(v: Tensor, grid: Tensor) -> Tensor:
     return torch.einsum("ncd,od->noc", v, grid.to(v.dtype))
 
 
-def graph_edges(pos: Tensor, batch: Tensor, num_graphs: int, radius: float | None = None,
-                loop: bool = True) -> Tensor:
-    """Edges ``(2, E)`` (source, target) between all nodes of the same graph, within ``radius`` when given.
-
-    ``pos (N, 3)``, ``batch (N,)`` sorted graph indices. Built graph by graph on a padded
-    ``(B, n_max, n_max)`` block, so memory grows with the largest graph, not with ``N^2``.
-    """
-    counts = torch.bincount(batch, minlength=num_graphs)
-    offsets = torch.cumsum(counts, 0) - counts
-    n_max = int(counts.max()) if counts.numel() else 0
-    slot = torch.arange(batch.shape[0], device=pos.device) - offsets[batch]
-    valid = torch.arange(n_max, device=pos.device)[None] < counts[:, None]  # (B, n_max)
-    pair = valid[:, :, None] & valid[:, None, :]
-    if not loop:
-        pair &= ~torch.eye(n_max, dtype=torch.bool, device=pos.device)
-    if radius is not None:
-        padded = pos.new_zeros(num_graphs, n_max, 3)
-        padded[batch, slot] = pos.detach()
-        pair &= torch.cdist(padded, padded) < radius
-    b, t, s = pair.nonzero().T  # target row, source column
-    return torch.stack([offsets[b] + s, offsets[b] + t])
-
-
 # ------------------------------------------------------------------------------------ modules
 class KernelBasis(nn.Module):
     """Polynomial features of pair attributes -> MLP -> ``basis_dim`` basis functions (the reference's
@@ -198,7 +182,7 @@ class PointConv(nn.Module):
     def forward(self, h: Tensor, edge_index: Tensor, basis: Tensor) -> Tensor:
         src, dst = edge_index
         msg = self.kernel(basis) * h[src]
-        return torch.zeros_like(h).index_add_(0, dst, msg) + self.bias
+        return scatter_sum(msg, dst, h.shape[0]) + self.bias
 
 
 class FiberBundleConv(nn.Module):
@@ -222,8 +206,8 @@ class FiberBundleConv(nn.Module):
         O = h.shape[1]
         if self.complete:  # basis (E, O_a, O_b, K)
             msg = torch.einsum("eabc,ebc->eac", self.kernel(basis), h[src]) / O
-            return torch.zeros_like(h).index_add_(0, dst, msg) + self.bias
-        y = torch.zeros_like(h).index_add_(0, dst, self.kernel(basis) * h[src])  # basis (E, O, K)
+            return scatter_sum(msg, dst, h.shape[0]) + self.bias
+        y = scatter_sum(self.kernel(basis) * h[src], dst, h.shape[0])  # basis (E, O, K)
         return torch.einsum("noc,opc->npc", y, self.fiber_kernel(fiber_basis)) / O + self.bias
 
 
@@ -268,7 +252,19 @@ class Ponita(nn.Module):
     ``forward(x, pos, vec=None, *, batch=None, edge_index=None, num_graphs=None)`` returns
     ``(scalars, vectors)``: ``(G, out_channels)`` and ``(G, out_vector_channels, 3)`` with ``G`` the
     number of graphs (``task_level="graph"``) or nodes; an output with zero channels is ``None``.
-    Float tensors in ``pos``'s dtype.
+    Float tensors in ``pos``'s dtype (at least float32: sums over edges and nodes accumulate in
+    float32 under autocast, see :func:`~geomlin.models.graphs.scatter_sum`).
+
+    Graph inputs and host syncs: ``edge_index (2, E)`` int64 (source ``j``, target ``i``) and
+    ``num_graphs`` are what the forward needs. Given both (``num_graphs`` only matters for
+    ``task_level="graph"``), forward and backward never make the host wait for an accelerator:
+    build them once per batch with :func:`~geomlin.models.graphs.graph_edges` (at the collate
+    step or on the device) and pass PyG's ``Batch.num_graphs``. Omitted, the forward builds them
+    itself (:func:`~geomlin.models.graphs.graph_edges` with this model's ``radius``, and
+    :func:`~geomlin.models.graphs.count_graphs`): convenient, but on an accelerator that is one
+    to three host syncs per call. ``edge_index`` may hold pairs beyond ``radius`` (all pairs of a
+    padded batch, say): the smooth window gives them exactly zero weight. Indices are checked by
+    :func:`geomlin.validation.check_index` (deferred and clamped on accelerators).
 
     Declared types: ``(Scalars, Positions[, Vectors]) -> (Scalars, Vectors)`` under E(3) (points
     mode) or under the rotations that permute the grid (bundle mode; see :func:`grid_symmetries`).
@@ -375,7 +371,8 @@ class Ponita(nn.Module):
         if self.in_vector_channels:
             args.append(torch.randn(n, self.in_vector_channels, 3, generator=generator, dtype=dtype))
         batch = torch.tensor([0] * 5 + [1] * 4)
-        return tuple(args), {"batch": batch}
+        edges = graph_edges(pos, batch, 2, self.radius)  # precomputed: the sync-free call
+        return tuple(args), {"batch": batch, "edge_index": edges, "num_graphs": 2}
 
     def extra_repr(self) -> str:
         grid = f", num_ori={self.grid.shape[0]}, grid={self.grid_method!r}" if self.mode == "bundle" else ""
@@ -395,24 +392,22 @@ class Ponita(nn.Module):
             raise ValueError("this Ponita was built with in_vector_channels=0 but vec was given")
         if batch is None:
             batch = torch.zeros(N, dtype=torch.int64, device=pos.device)
-        check_batch_vector(batch, "batch", N)
-        if num_graphs is None:
-            num_graphs = int(batch.max()) + 1
-        else:
+            num_graphs = 1 if num_graphs is None else num_graphs
+        if num_graphs is None and (edge_index is None or self.task_level == "graph"):
+            num_graphs = count_graphs(batch)  # a host sync on accelerators (documented: pass num_graphs)
+        if num_graphs is not None:
             num_graphs = check_positive_int(num_graphs, "num_graphs")
+        batch = check_batch_vector(batch, "batch", N, num_graphs=num_graphs).long()
         if edge_index is not None:
             check_tensor(edge_index, "edge_index", shape=(2, None), dtype="index")
-            if pos.device.type == "cpu" and edge_index.numel() and (int(edge_index.min()) < 0
-                                                                   or int(edge_index.max()) >= N):
-                raise ValueError(f"edge_index must hold node indices in [0, {N}), got values in "
-                                 f"[{int(edge_index.min())}, {int(edge_index.max())}]")
-        return batch.long(), num_graphs
+            edge_index = check_index(edge_index, "edge_index", N, "nodes")
+        return batch, edge_index, num_graphs
 
     def forward(self, x: Tensor | None, pos: Tensor, vec: Tensor | None = None, *, batch: Tensor | None = None,
                 edge_index: Tensor | None = None, num_graphs: int | None = None):
-        """``(scalars, vectors)``; see the class docstring for shapes."""
-        batch, num_graphs = self._check(x, pos, vec, batch, edge_index, num_graphs)
-        if edge_index is None:
+        """``(scalars, vectors)``; see the class docstring for shapes and for which calls sync."""
+        batch, edge_index, num_graphs = self._check(x, pos, vec, batch, edge_index, num_graphs)
+        if edge_index is None:  # the convenience path: host syncs on accelerators (see graph_edges)
             edge_index = graph_edges(pos, batch, num_graphs, self.radius)
         src, dst = edge_index
         rel = pos[src] - pos[dst]  # x = p_j - p_i for the message j -> i
@@ -457,17 +452,28 @@ class Ponita(nn.Module):
             if self.out_vector_channels:
                 # sum_j w_ij (p_j - p_i) with invariant weights: equivariant vectors on the points
                 w = self.vector_kernel(self.vector_basis(point_attributes(rel)) * window) * vecs[src]  # (E, V)
-                vectors = torch.zeros(pos.shape[0], self.out_vector_channels, 3, dtype=pos.dtype,
-                                      device=pos.device).index_add_(0, dst, w[:, :, None] * rel[:, None, :])
+                vectors = scatter_sum(w[:, :, None] * rel[:, None, :], dst, pos.shape[0])
         if self.task_level == "graph":
             scalars = None if scalars is None else _pool(scalars, batch, num_graphs)
             vectors = None if vectors is None else _pool(vectors, batch, num_graphs)
         return scalars, vectors
 
 
+def padded_graph(num_graphs: int, num_nodes: int, device) -> dict:
+    """The graph keywords of :meth:`Ponita.forward` for ``B`` padded graphs of ``N`` nodes: ``batch (B N,)``,
+    every pair with self-loops as ``edge_index (2, B N^2)``, and ``num_graphs``; built without a host sync.
+
+    With a ``radius`` the pairs beyond it get zero weight from the smooth window, so the outputs
+    equal those on the radius graph.
+    """
+    batch = torch.arange(num_graphs, device=device)[:, None].expand(num_graphs, num_nodes).reshape(-1)
+    return {"batch": batch, "edge_index": dense_edge_index(num_graphs, num_nodes, loop=True, device=device),
+            "num_graphs": num_graphs}
+
+
 def _pool(v: Tensor, batch: Tensor, num_graphs: int) -> Tensor:
     """Sum over the nodes of each graph: ``(N, ...)`` -> ``(num_graphs, ...)``."""
-    return v.new_zeros(num_graphs, *v.shape[1:]).index_add_(0, batch, v)
+    return scatter_sum(v, batch, num_graphs)
 
 
 # ------------------------------------------------------------------------- task adapters
@@ -510,11 +516,10 @@ class PonitaPotential(nn.Module):
     def forward(self, pos: Tensor, species: Tensor) -> Tensor:
         from geomlin.models.egnn import check_molecule_inputs
 
-        check_molecule_inputs(pos, species, self.num_species)
+        species = check_molecule_inputs(pos, species, self.num_species)
         B, N, _ = pos.shape
         x = nn.functional.one_hot(species.reshape(-1), self.num_species).to(pos.dtype)
-        batch = torch.arange(B, device=pos.device).repeat_interleave(N)
-        energy, _ = self.net(x, pos.reshape(B * N, 3), batch=batch, num_graphs=B)
+        energy, _ = self.net(x, pos.reshape(B * N, 3), **padded_graph(B, N, pos.device))
         return energy[:, 0]
 
 
@@ -562,7 +567,6 @@ class PonitaDynamics(nn.Module):
         if charges.numel() != B * n:
             raise ValueError(f"charges must hold one value per particle ({B} x {n}), got shape {tuple(charges.shape)}")
         q = charges.reshape(B * n, 1).to(pos.dtype)
-        batch = torch.arange(B, device=pos.device).repeat_interleave(n)
-        _, v = self.net(q, pos.reshape(B * n, 3), vel.reshape(B * n, 1, 3), batch=batch, num_graphs=B)
+        _, v = self.net(q, pos.reshape(B * n, 3), vel.reshape(B * n, 1, 3), **padded_graph(B, n, pos.device))
         return pos + v.reshape(B, n, 3)
 

@@ -41,6 +41,19 @@ def _so3_generators_table(l: int) -> Tensor:
     return torch.real(torch.conj(Q.T) @ X @ Q).contiguous()
 
 
+_GENERATORS_ON: dict = {}
+
+
+def _so3_generators_on(l: int, device, dtype: torch.dtype) -> Tensor:
+    """:func:`_so3_generators_table` on ``device`` in ``dtype``, cached per (l, device, dtype) (read-only)."""
+    key = (l, torch.device(device), dtype)
+    hit = _GENERATORS_ON.get(key)
+    if hit is None:
+        with torch.inference_mode(False):
+            hit = _GENERATORS_ON[key] = _so3_generators_table(l).to(device=device, dtype=dtype)
+    return hit
+
+
 def so3_generators_float64(l: int) -> Tensor:
     """e3nn's real SO(3) generators ``(3, 2l+1, 2l+1)`` computed in float64.
 
@@ -125,7 +138,7 @@ def wigner_D_from_matrix(irreps, g: Tensor) -> Tensor:
     cache = {}
     for mul, ir in irreps:
         if ir.l not in cache:
-            gens = _so3_generators_table(ir.l).to(dtype=g.dtype, device=g.device)
+            gens = _so3_generators_on(ir.l, g.device, g.dtype)
             cache[ir.l] = torch.linalg.matrix_exp(torch.einsum("...k,kij->...ij", w, gens))
         D = cache[ir.l]
         if ir.p == -1:
@@ -180,7 +193,7 @@ class IrrepsRep(Rep):
         coeff = _so3_coefficients(A)
         blocks = []
         for mul, ir in self.irreps:
-            gens = _so3_generators_table(ir.l).to(dtype=A.dtype, device=A.device)
+            gens = _so3_generators_on(ir.l, A.device, A.dtype)
             block = torch.einsum("...k,kij->...ij", coeff, gens)
             blocks.extend([block] * mul)
         from geomlin.reps.base import _block_diag

@@ -41,7 +41,7 @@ from geomlin.reps.feature_type import (
     rotation_part,
     translation_part,
 )
-from geomlin.validation import check_int, check_positive_int, check_tensor
+from geomlin.validation import check_index, check_int, check_positive_int, check_tensor, tolerance
 
 #: Parity classes of sphere coefficients: ``NATURAL`` functions on the sphere pick up ``(-1)^l``
 #: under the inversion ``x -> -x``; ``PSEUDO`` ones ``-(-1)^l``.
@@ -101,11 +101,20 @@ class Labels(FeatureType):
         return torch.randint(self.num_classes, tuple(lead), generator=generator)
 
     def check(self, x, name: str = "x") -> Tensor:
+        """Refuse ``x`` unless it holds integers in ``[0, num_classes)``; returns it.
+
+        On an accelerator the range test is deferred and the returned labels are clamped into range
+        (:func:`geomlin.validation.check_index`): use the returned tensor, so that an embedding
+        lookup never reads out of bounds before the error is raised.
+        """
         check_tensor(x, name, dtype="int")
-        if x.device.type == "cpu" and x.numel() and (int(x.min()) < 0 or int(x.max()) >= self.num_classes):
-            raise ValueError(f"{name} must hold labels in [0, {self.num_classes}), got values in "
-                             f"[{int(x.min())}, {int(x.max())}]")
-        return x
+        if x.device.type == "cpu" and x.numel():
+            low, high = torch.aminmax(x)
+            if int(low) < 0 or int(high) >= self.num_classes:
+                raise ValueError(f"{name} must hold labels in [0, {self.num_classes}), got values in "
+                                 f"[{int(low)}, {int(high)}]")
+            return x
+        return check_index(x, name, self.num_classes, "labels")
 
     def key(self) -> tuple:
         return ("Labels", self.num_classes)
@@ -334,9 +343,13 @@ _QUARTER_TURNS = 4
 def planar_element(g) -> tuple[int, int]:
     """``(k, m)`` of a 2x2 matrix ``g = Rot(k pi / 2) diag(1, -1)^m`` of C4 / D4.
 
-    Raises ``ValueError`` for matrices that are not such an element (to 1e-6).
+    Raises ``ValueError`` for matrices that are not such an element, to the tolerance of ``g``'s
+    dtype (:func:`geomlin.validation.tolerance`). The pixel action needs ``(k, m)`` as Python ints,
+    so the four entries are read on the host (one synchronisation per action on an accelerator).
     """
-    g = rotation_part(g).detach().to(torch.float64).cpu()
+    R = rotation_part(g)
+    tol = tolerance(R.dtype)
+    g = R.detach().to(torch.float64).cpu()
     if g.shape != (2, 2):
         raise ValueError(f"planar image actions need 2x2 matrices of C4 / D4, got shape {tuple(g.shape)}")
     m = int(torch.linalg.det(g) < 0)
@@ -344,8 +357,8 @@ def planar_element(g) -> tuple[int, int]:
     k = round(math.atan2(float(rot[1, 0]), float(rot[0, 0])) / (math.pi / 2)) % _QUARTER_TURNS
     c, s = round(math.cos(k * math.pi / 2)), round(math.sin(k * math.pi / 2))
     expected = torch.tensor([[c, -s], [s, c]], dtype=torch.float64)
-    if (rot - expected).abs().max() > 1e-6:
-        raise ValueError(f"{g.tolist()} is not a rotation by a multiple of 90 degrees (times a flip)")
+    if (rot - expected).abs().max() > tol:
+        raise ValueError(f"{g.tolist()} is not a rotation by a multiple of 90 degrees (times a flip), to {tol:.0e}")
     return k, m
 
 

@@ -78,3 +78,35 @@ def test_empty_and_single_points():
     assert src.numel() == 0
     src, dst, _ = knn_pairs(torch.zeros(1, 3), 3, loop=True)
     assert src.tolist() == dst.tolist() == [0]
+
+
+@pytest.mark.parametrize("d", [3, 5])
+@pytest.mark.parametrize("budget", [257, neighbors.CANDIDATE_BUDGET])
+def test_searches_on_a_device_match_the_cpu_with_bounded_syncs(d, budget, monkeypatch):
+    """On the simulated accelerator (tests/device/simulated.py) the searches give the CPU's pairs and
+    read back a fixed number of sizes whatever the number of candidate blocks: at most three for
+    radius_pairs (two for a single block), and three per round of knn_pairs."""
+    from tests.device import simulated as sim
+
+    monkeypatch.setattr(neighbors, "CANDIDATE_BUDGET", budget)
+    pos = _clouds("clustered", d=d)
+    batch = torch.tensor([0] * 50 + [1] * 3 + [2] * 67)
+    dpos, dbatch = sim.to_sim((pos, batch))
+    for r in (0.05, 0.3, 2.0):
+        want = radius_pairs(pos, r, batch)
+        with sim.watch() as log:
+            got = radius_pairs(dpos, r, dbatch)
+        assert len(log.events) == len(log.of("sync")) <= (2 if budget > 1000 else 3), log.report()
+        for a, b in zip(got, want):
+            assert a.device == sim.DEVICE and torch.equal(sim.to_cpu(a), b)
+    rounds = []
+    search = neighbors.radius_pairs
+    monkeypatch.setattr(neighbors, "radius_pairs", lambda *a, **kw: rounds.append(1) or search(*a, **kw))
+    for k in (1, 4, 60):
+        want = knn_pairs(pos, k, batch)
+        rounds.clear()
+        with sim.watch() as log:
+            got = knn_pairs(dpos, k, dbatch)
+        assert len(log.events) == len(log.of("sync")) <= len(rounds) * (3 if budget > 1000 else 4), log.report()
+        for a, b in zip(got, want):
+            assert a.device == sim.DEVICE and torch.equal(sim.to_cpu(a), b)

@@ -161,3 +161,20 @@ def test_classes_separable_by_rotation_invariant_features():
     xte, yte = synthetic_shapes(6, 384, seed=1, rotation="O3")
     pred = ytr[torch.cdist(features(xte), features(xtr)).argmin(1)]
     assert (pred == yte).double().mean().item() >= 0.9
+
+
+def test_nbody_physics_runs_on_a_device_without_syncs():
+    """On the simulated accelerator (tests/device/simulated.py) the forces and the integrator stay on
+    the device, record no host sync or upload, and give the CPU's numbers."""
+    from tests.device import simulated as sim
+
+    g = torch.Generator().manual_seed(0)
+    pos, vel = torch.randn(4, 5, 3, generator=g, dtype=torch.float64), torch.randn(4, 5, 3, generator=g, dtype=torch.float64)
+    q = torch.randint(0, 2, (4, 5, 1), generator=g).double() * 2 - 1
+    want = (coulomb_forces(pos, q, max_force=5.0), *simulate_charged_particles(pos, vel, q, 10))
+    with sim.watch() as log:
+        p, v, c = sim.to_sim((pos, vel, q))
+        got = (coulomb_forces(p, c, max_force=5.0), *simulate_charged_particles(p, v, c, 10))
+    assert not log.events, log.report()
+    for a, b in zip(got, want):
+        assert a.device == sim.DEVICE and torch.equal(sim.to_cpu(a), b)

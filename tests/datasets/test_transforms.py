@@ -153,3 +153,99 @@ def test_sample_points_and_composition():
         RandomRotation("SO2")
     with pytest.raises(ValueError, match=r"data.pos of shape \(N, 3\)"):
         Center()(Data(x=torch.ones(3)))
+
+
+# ------------------------------------------------------------------ on an accelerator
+def test_device_haar_sampler_is_the_groups_one():
+    """Oracle: geomlin.groups.haar_orthogonal, whose construction the device sampler repeats."""
+    from geomlin.datasets.transforms import _haar_orthogonal_3d
+    from geomlin.groups import haar_orthogonal
+
+    for special in (True, False):
+        for seed in range(5):
+            want = haar_orthogonal(1, 3, generator=torch.Generator().manual_seed(seed), special=special)[0]
+            got = _haar_orthogonal_3d(torch.Generator().manual_seed(seed), "cpu", special)
+            assert torch.equal(got, want)
+
+
+def _molecule_data(seed=0, batched=False):
+    g = torch.Generator().manual_seed(seed)
+    n = 24
+    fields = {"pos": torch.randn(n, 3, generator=g, dtype=torch.float64),
+              "target_pos": torch.randn(n, 3, generator=g, dtype=torch.float64),
+              "force": torch.randn(n, 3, generator=g, dtype=torch.float64),
+              "vel": torch.randn(n, 3, generator=g, dtype=torch.float64),
+              "z": torch.randint(1, 9, (n,), generator=g), "y": torch.tensor([[1.5]], dtype=torch.float64)}
+    if batched:
+        fields["batch"] = torch.tensor([0] * 10 + [1] * 14)
+    return Data(**fields)
+
+
+def _mesh_data():
+    verts = torch.tensor([[0, 0, 0], [1, 0, 0], [0, 1, 0], [0, 0, 1]], dtype=torch.float64)
+    return Data(pos=verts, face=torch.tensor([[0, 1, 2], [0, 1, 3], [0, 2, 3], [1, 2, 3]]).t())
+
+
+#: (name, transform, data, most host syncs on an accelerator)
+DEVICE_CASES = [
+    ("RandomRotation-SO3", lambda: RandomRotation("SO3", store_matrix=True), _molecule_data, 0),
+    ("RandomRotation-O3", lambda: RandomRotation("O3"), _molecule_data, 0),
+    ("RandomTranslation", lambda: RandomTranslation(0.5), _molecule_data, 0),
+    ("Center", Center, _molecule_data, 0),
+    ("NormalizeScale", NormalizeScale, _molecule_data, 0),
+    ("SamplePoints", lambda: SamplePoints(64, include_normals=True), _mesh_data, 0),
+    ("RadiusGraph", lambda: RadiusGraph(1.5), lambda: _molecule_data(batched=True), 2),
+    ("RadiusGraph-max", lambda: RadiusGraph(1.5, max_num_neighbors=3), lambda: _molecule_data(batched=True), 3),
+    ("KNNGraph", lambda: KNNGraph(4), lambda: _molecule_data(batched=True), 12),
+    ("composed", lambda: Compose([Center(), RandomRotation(), RandomTranslation(), KNNGraph(3)]),
+     _molecule_data, 12),
+]
+
+
+@pytest.mark.parametrize("name,make,data,syncs", DEVICE_CASES, ids=[c[0] for c in DEVICE_CASES])
+def test_transforms_keep_every_field_on_the_device(name, make, data, syncs):
+    """On the simulated accelerator (tests/device/simulated.py: CUDA's rules on every operator) each
+    transform gives the CPU's numbers (the same seed of the default generator), leaves every field on
+    the device, uploads nothing and syncs at most the documented number of times."""
+    from tests.device import simulated as sim
+
+    torch.manual_seed(0)
+    want = make()(data())
+    d = sim.to_sim(data())
+    torch.manual_seed(0)
+    with sim.watch() as log:
+        got = make()(d)
+    assert len(log.of("sync")) <= syncs and len(log.events) == len(log.of("sync")), log.report()
+    assert sorted(got.keys()) == sorted(want.keys())
+    for key, value in want:  # a PyG Data iterates over (name, value) pairs
+        if torch.is_tensor(value):
+            assert got[key].device == sim.DEVICE, f"{name}: data.{key} left the device"
+            torch.testing.assert_close(sim.to_cpu(got[key]), value, rtol=1e-12, atol=1e-12)
+
+
+def test_random_transforms_refuse_a_generator_on_another_device():
+    from tests.device import simulated as sim
+
+    d = sim.to_sim(_molecule_data())
+    for t in (RandomRotation(generator=torch.Generator()), RandomTranslation(generator=torch.Generator())):
+        with pytest.raises(ValueError, match="cpu generator but the data is on sim:0"):
+            t(d)
+    with pytest.raises(ValueError, match="cpu generator but the data is on sim:0"):
+        SamplePoints(8, generator=torch.Generator())(sim.to_sim(_mesh_data()))
+
+
+def test_deferred_checks_of_the_transforms_on_a_device():
+    """A degenerate cloud and a zero-area mesh raise through geomlin.validation.raise_deferred."""
+    from geomlin.validation import raise_deferred
+    from tests.device import simulated as sim
+
+    with sim.watch() as log:
+        NormalizeScale()(sim.to_sim(Data(pos=torch.ones(4, 3))))
+    assert not log.events
+    with pytest.raises(ValueError, match="degenerate point cloud"):
+        raise_deferred()
+    flat = Data(pos=torch.tensor([[0.0, 0, 0], [1, 0, 0], [2, 0, 0]]), face=torch.tensor([[0], [1], [2]]))
+    out = SamplePoints(5)(sim.to_sim(flat))
+    assert out.pos.device == sim.DEVICE
+    with pytest.raises(ValueError, match="zero surface area"):
+        raise_deferred()

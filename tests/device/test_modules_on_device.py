@@ -5,9 +5,7 @@ for equivariance), in float32:
 
 * forward and backward on the ``sim`` device (``tests/device/simulated.py``: CUDA's device rules on
   every operator) record no host sync, no upload of a constant and no device-side assert, and give
-  the CPU's numbers (a gradient that vanishes analytically is compared against a tenth of the
-  largest gradient: modules that batch differently on accelerators, such as FrameAveraging folding
-  its frames into one backbone call, sum in another order and leave rounding there);
+  the CPU's numbers;
 * under ``torch.autocast("sim", dtype)`` for bfloat16 and float16 (CUDA's autocast policy), forward
   and backward run, stay finite, stay sync-free and stay close to the float32 result; a module
   that cannot run in reduced precision must refuse with a ``TypeError`` that says so.
@@ -19,6 +17,7 @@ import pytest
 import torch
 from torch.utils._pytree import tree_leaves, tree_map
 
+from geomlin import validation
 from geomlin.reps.feature_type import example_inputs
 from tests.device import simulated as sim
 from tests.test_declarations import CASES
@@ -27,8 +26,6 @@ from tests.test_declarations import CASES
 AUTOCAST_RTOL = {torch.bfloat16: 0.1, torch.float16: 0.02}
 #: Relative tolerance between the simulated device and the CPU (the same CPU kernels run both).
 DEVICE_RTOL = 1e-5
-#: Fraction of the largest gradient's norm below which a gradient is compared absolutely.
-GRADIENT_FLOOR = 0.1
 
 
 def _float32(tree):
@@ -67,9 +64,9 @@ def step(module, args, kwargs):
     return out, grads
 
 
-def _relative(a: torch.Tensor, b: torch.Tensor, floor: float = 1e-12) -> float:
-    a, b = sim.to_cpu(a).double(), sim.to_cpu(b).double()
-    return float((a - b).norm() / b.norm().clamp_min(floor))
+def _relative(a: torch.Tensor, b: torch.Tensor) -> float:
+    a, b = sim.to_cpu(a).detach().double(), sim.to_cpu(b).detach().double()
+    return float((a - b).norm() / b.norm().clamp_min(1e-12))
 
 
 IDS = [f"{c.__name__}-{i}" for c, i, _ in CASES]
@@ -83,15 +80,20 @@ def test_forward_and_backward_on_the_simulated_device(cls, index, factory):
     with sim.watch() as log:
         out, grads = step(module, args, kwargs)
     assert not log.events, f"{cls.__name__} on an accelerator:\n{log.report()}"
+    validation.raise_deferred()  # the input checks deferred on the device pass on valid inputs
     for o in out:
         assert o.device == sim.DEVICE, f"{cls.__name__} returned an output on {o.device}"
     for a, b in zip(out, cpu_out):
         assert _relative(a, b) <= DEVICE_RTOL
-    floor = GRADIENT_FLOOR * max([float(h.detach().double().norm()) for h in cpu_grads if h is not None] + [1e-12])
+    # a gradient that vanishes in exact arithmetic is float32 rounding noise, which the two runs may
+    # sum in another order: it only has to be that small on both
+    noise = torch.finfo(torch.float32).eps * max((float(h.double().norm()) for h in cpu_grads if h is not None),
+                                                 default=0.0)
     for g, h in zip(grads, cpu_grads):
         if g is not None:
             assert g.device == sim.DEVICE
-            assert _relative(g, h, floor) <= DEVICE_RTOL
+            diff = float((sim.to_cpu(g).double() - h.double()).norm())
+            assert diff <= DEVICE_RTOL * float(h.double().norm()) + noise
 
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=["bf16", "fp16"])
@@ -107,6 +109,7 @@ def test_autocast_on_the_simulated_device(cls, index, factory, dtype):
             assert "precision" in str(err) or "autocast" in str(err), err
             return
     assert not log.events, f"{cls.__name__} under {dtype} autocast:\n{log.report()}"
+    validation.raise_deferred()
     for o, r in zip(out, reference):
         assert torch.isfinite(sim.to_cpu(o)).all()
         assert _relative(o, r) <= AUTOCAST_RTOL[dtype], f"{cls.__name__}: output far from float32"

@@ -4,6 +4,7 @@
 import torch
 
 from geomlin.gaunt import GauntConvolution, GauntIrrepsProduct, GauntTensorProduct, ManyBodyGaunt
+from geomlin.gaunt.cache import RouteTables
 from geomlin.models.gaunt_potential import DegreeLinear, GauntPotential
 
 
@@ -24,4 +25,8 @@ EXAMPLES = {
     GauntConvolution: [lambda: _randomized(GauntConvolution(1, 2, 2, channels=3, cutoff=4.0, avg_degree=3.0))],
     DegreeLinear: [lambda: _randomized(DegreeLinear(3, 2))],
     GauntPotential: [lambda: GauntPotential(num_species=4, hidden_channels=4, lmax=2, num_blocks=2)],
+}
+
+NOT_EQUIVARIANT = {
+    RouteTables: "a holder of the Gaunt routes' tables (buffers moved with a layer); it has no forward",
 }

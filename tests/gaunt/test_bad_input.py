@@ -96,7 +96,7 @@ CASES = [
     ("conv float edge_index", lambda: GauntConvolution(1, 1, 1, 2)(torch.randn(4, 2, 4), _graph()[0], _graph()[1].float()),
      TypeError, "edge_index must have int64"),
     ("conv edge out of range", lambda: GauntConvolution(1, 1, 1, 2)(torch.randn(4, 2, 4), _graph()[0], _graph()[1] + 1),
-     ValueError, "node indices in"),
+     ValueError, r"edge_index must index nodes in \[0, 4\)"),
     ("conv coincident points", lambda: GauntConvolution(1, 1, 1, 2)(torch.randn(4, 2, 4), torch.zeros(4, 3), _graph()[1]),
      ValueError, "coincident"),
     ("conv NaN positions", lambda: GauntConvolution(1, 1, 1, 2)(torch.randn(4, 2, 4), torch.full((4, 3), float("nan")),

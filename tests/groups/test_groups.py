@@ -199,3 +199,32 @@ def test_string_aliases():
         as_group("E3")
     with pytest.raises(TypeError, match="Group"):
         as_group(3)
+
+
+@pytest.mark.parametrize("G, good, bad, phrase", MEMBERSHIP, ids=lambda x: repr(x) if isinstance(x, Group) else "")
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+def test_membership_checks_are_deferred_on_accelerators(G, good, bad, phrase, dtype):
+    """On the simulated accelerator (tests/device/simulated.py) the same tests run without a host sync (the
+    group's invariant form is uploaded once per device and dtype) and raise, with the CPU's message, when
+    the deferred checks are read."""
+    from geomlin import validation
+    from tests.device import simulated as sim
+
+    validation.raise_deferred()
+    g, h = sim.to_sim((good().to(dtype), bad().to(dtype)))
+    with sim.watch() as log:  # the first check on a device uploads the invariant form, once
+        G.check_element(g)
+    assert all(e.kind == "upload" for e in log.events), log.report()
+    validation.raise_deferred()  # members pass
+    with sim.watch() as log:
+        G.check_element(h)
+    assert not log.events, log.report()
+    with pytest.raises(ValueError, match=phrase):
+        validation.raise_deferred()
+
+
+def test_rotation_angle_of_cyclic_elements_is_checked_in_float32_too():
+    near = SO(2).sample(1, generator=torch.Generator().manual_seed(3))[0]  # not a quarter turn
+    with pytest.raises(ValueError, match="multiple"):
+        C(4).check_element(near.float())
+    C(4).check_element(C(4).sample(3).float())

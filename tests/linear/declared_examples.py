@@ -15,6 +15,7 @@ from geomlin.linear import (
     EquivariantMLP,
     GatedNonlinearity,
 )
+from geomlin.linear.tables import ConstantTables
 from geomlin.reps import Scalar, T, V
 
 
@@ -50,4 +51,8 @@ EXAMPLES = {
         lambda: _randomised(DiagramLinear("SO", 3, 1, 2, 1, 2)),
         lambda: _randomised(DiagramLinear("Sp", 4, 2, 0, 2, 2)),
     ],
+}
+
+NOT_EQUIVARIANT = {
+    ConstantTables: "a holder of a layer's constant tables (buffers moved with it); it has no forward",
 }

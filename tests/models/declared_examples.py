@@ -23,6 +23,9 @@ EXAMPLES = {
         lambda: Ponita(3, 8, 2, 2, in_vector_channels=1, out_vector_channels=1, num_ori=12, grid="icosahedral"),
         lambda: Ponita(2, 8, 1, 1, in_vector_channels=1, out_vector_channels=1, num_ori=12, grid="icosahedral",
                        complete=True, task_level="node"),
+        # a float32 layer scale makes the node features float32 under autocast while the messages are not
+        lambda: Ponita(2, 8, 1, 2, in_vector_channels=1, out_vector_channels=1, num_ori=12, grid="icosahedral",
+                       complete=True, layer_scale=0.5, radius=3.0),
     ],
     PonitaPotential: [lambda: PonitaPotential(num_species=4, hidden_channels=8, num_blocks=1)],
     PonitaDynamics: [lambda: PonitaDynamics(hidden_channels=8, num_blocks=1, mode="points")],

@@ -94,8 +94,8 @@ def test_old_argument_names_still_work():
 
 @pytest.mark.parametrize("call, error, message", [
     (lambda n: n(torch.randn(2, 4, 3), torch.zeros(2, 4)), TypeError, "species must have an integer dtype"),
-    (lambda n: n(torch.randn(2, 4, 3), torch.full((2, 4), 7)), ValueError, r"species must hold labels in \[0, 5\)"),
-    (lambda n: n(torch.randn(2, 4, 3), torch.full((2, 4), -1)), ValueError, "species must hold labels"),
+    (lambda n: n(torch.randn(2, 4, 3), torch.full((2, 4), 7)), ValueError, r"species must index atom types in \[0, 5\)"),
+    (lambda n: n(torch.randn(2, 4, 3), torch.full((2, 4), -1)), ValueError, "species must index atom types"),
     (lambda n: n(torch.randn(2, 4, 2), torch.zeros(2, 4, dtype=torch.long)), ValueError, r"pos must have shape"),
     (lambda n: n(torch.randn(2, 4, 3).int(), torch.zeros(2, 4, dtype=torch.long)), TypeError, "floating-point"),
     (lambda n: n(torch.randn(2, 4, 3), torch.zeros(2, 4, dtype=torch.long), mask=torch.ones(2, 4)), TypeError,

@@ -98,7 +98,7 @@ def test_bad_inputs():
     pos, z = _molecules()
     with pytest.raises(ValueError, match="species"):
         net(pos, z[:, :3])
-    with pytest.raises(ValueError, match=r"labels in \[0, 5\)"):
+    with pytest.raises(ValueError, match=r"species must index atom types in \[0, 5\)"):
         net(pos, z + 5)
     with pytest.raises(TypeError, match="species"):
         net(pos, z.double())

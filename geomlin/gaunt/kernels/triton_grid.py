@@ -24,6 +24,7 @@ a GPU yet: ``method="auto"`` does not pick it (see :mod:`geomlin.gaunt.autotune`
 
 from __future__ import annotations
 
+import os
 from functools import cache
 
 import numpy as np
@@ -38,6 +39,7 @@ except ImportError as err:  # pragma: no cover - exercised only without the extr
 
 from geomlin.gaunt import grid as G
 from geomlin.gaunt import tables as T
+from geomlin.gaunt.cache import device_tables, table_builder
 
 #: Largest degree (of any input or the output) the kernels are compiled for: register tiles grow
 #: as ``(L + 1)`` rounded up to a power of two.
@@ -58,6 +60,7 @@ def supports(lmax1: int, lmax2: int, lmax_out: int, dtype) -> bool:
 
 
 # ----------------------------------------------------------------------------- tables
+@table_builder("triton.input")
 @cache
 def _input_tables(lmax: int, num_theta: int, num_phi: int) -> tuple[Tensor, ...]:
     """``idx_cos, idx_sin (M, W)`` int32, ``leg_cos, leg_sin (M, W, nt)``, ``cos_t, sin_t (M, K)``; float64.
@@ -83,6 +86,7 @@ def _input_tables(lmax: int, num_theta: int, num_phi: int) -> tuple[Tensor, ...]
     return tuple(torch.from_numpy(np.ascontiguousarray(a)) for a in (idx_c, idx_s, leg_c, leg_s, cos.T, sin.T))
 
 
+@table_builder("triton.output")
 @cache
 def _output_tables(lmax: int, num_theta: int, num_phi: int) -> tuple[Tensor, ...]:
     """``cos_w, sin_w (K, Mo)`` weighted longitude projections, ``leg_w (Do, nt)`` weighted Legendre
@@ -99,19 +103,24 @@ def _output_tables(lmax: int, num_theta: int, num_phi: int) -> tuple[Tensor, ...
             torch.tensor(row, dtype=torch.int32))
 
 
-_DEVICE: dict = {}
+def table_keys(lmax1: int, lmax2: int, lmax_out: int) -> list[tuple]:
+    """Cache keys (:mod:`geomlin.gaunt.cache`) of the tables one launch reads."""
+    nt, nphi = G.exact_grid_size(lmax1 + lmax2 + lmax_out)
+    return [("triton.input", lmax1, nt, nphi), ("triton.input", lmax2, nt, nphi), ("triton.output", lmax_out, nt, nphi)]
 
 
-def _tables(lmax1, lmax2, lmax_out, num_theta, num_phi, device, dtype):
-    key = (lmax1, lmax2, lmax_out, num_theta, num_phi, str(device), dtype)
-    if key not in _DEVICE:
-        def move(t):
-            return t.to(device) if not t.is_floating_point() else t.to(device=device, dtype=dtype)
+def _tables(lmax1, lmax2, lmax_out, device, dtype):
+    k1, k2, ko = table_keys(lmax1, lmax2, lmax_out)
+    return device_tables(k1, device, dtype), device_tables(k2, device, dtype), device_tables(ko, device, dtype)
 
-        _DEVICE[key] = (tuple(move(t) for t in _input_tables(lmax1, num_theta, num_phi)),
-                        tuple(move(t) for t in _input_tables(lmax2, num_theta, num_phi)),
-                        tuple(move(t) for t in _output_tables(lmax_out, num_theta, num_phi)))
-    return _DEVICE[key]
+
+def _check_device(x1: Tensor, x2: Tensor) -> None:
+    """The kernels read raw pointers: both inputs on one CUDA device (the CPU only under the interpreter)."""
+    if x1.device != x2.device:
+        raise ValueError(f"x1 is on {x1.device} but x2 is on {x2.device}; move them to one device")
+    if x1.device.type != "cuda" and os.environ.get("TRITON_INTERPRET", "0") != "1":
+        raise ValueError(f"the Triton Gaunt kernel runs on CUDA tensors (CPU tensors only under TRITON_INTERPRET=1), "
+                         f"got tensors on {x1.device}; use method='grid' there")
 
 
 # ----------------------------------------------------------------------------- kernels
@@ -231,12 +240,13 @@ def gaunt_grid_triton(x1: Tensor, x2: Tensor, lmax1: int, lmax2: int, lmax_out: 
     if not supports(lmax1, lmax2, lmax_out, x1.dtype):
         raise ValueError(f"the Triton Gaunt kernel handles float32/float64 and degrees <= {MAX_LMAX}, got "
                          f"lmax ({lmax1}, {lmax2}, {lmax_out}) in {x1.dtype}; use method='grid'")
+    _check_device(x1, x2)
     x1, x2 = x1.contiguous(), x2.contiguous()
     C = channels
     A = x1.shape[0] // (1 if shared == 1 else C)
     nout = A if reduce else A * C
     nt, nphi = G.exact_grid_size(lmax1 + lmax2 + lmax_out)
-    t1, t2, to = _tables(lmax1, lmax2, lmax_out, nt, nphi, x1.device, x1.dtype)
+    t1, t2, to = _tables(lmax1, lmax2, lmax_out, x1.device, x1.dtype)
     K, Mo, Do = nphi // 2 + 1, lmax_out + 1, T.num_coefficients(lmax_out)
     lat = torch.empty(nout, 2 * Mo, nt, device=x1.device, dtype=x1.dtype)
     out = torch.empty(nout, Do, device=x1.device, dtype=x1.dtype)

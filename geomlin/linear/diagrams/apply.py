@@ -125,13 +125,18 @@ def _levi_civita_entries(n: int, s: int) -> tuple[Tensor, Tensor, Tensor]:
     return rows, cols, signs
 
 
-@lru_cache(maxsize=32)
 def levi_civita_matrix(n: int, s: int, sparse: bool | None = None) -> Tensor:
     """ε reshaped to ``(n^s, n^(n-s))`` in float64: row = first ``s`` indices, column = the rest.
 
     Dense when it has at most :data:`MAX_DENSE_LEVI_CIVITA` entries, else a sparse COO
-    tensor with the ``n!`` nonzeros (``sparse`` forces either). Cached.
+    tensor with the ``n!`` nonzeros (``sparse`` forces either). A copy of a cached table (safe to modify).
     """
+    return _levi_civita_matrix(n, s, sparse).clone()
+
+
+@lru_cache(maxsize=32)
+def _levi_civita_matrix(n: int, s: int, sparse: bool | None = None) -> Tensor:
+    """The cached :func:`levi_civita_matrix` itself (read-only)."""
     rows, cols, signs = _levi_civita_entries(n, s)
     shape = (n ** s, n ** (n - s))
     if sparse is None:
@@ -143,15 +148,36 @@ def levi_civita_matrix(n: int, s: int, sparse: bool | None = None) -> Tensor:
     return out
 
 
-def _apply_levi_civita(z: Tensor, n: int, n_in: int, s: int) -> Tensor:
-    """Contract the last ``n_in = n - s`` axes of ``z`` with ε, producing ``s`` new last axes."""
+_LEVI_CIVITA_ON: dict = {}
+
+
+def levi_civita_on(n: int, s: int, device, dtype: torch.dtype) -> Tensor:
+    """:func:`levi_civita_matrix` ``(n, s)`` on ``device`` in ``dtype`` (read-only).
+
+    On an accelerator it is cached per (device, dtype): uploaded once, on the first call there.
+    """
+    E = _levi_civita_matrix(n, s)
+    device = torch.device(device)
+    if device.type == "cpu":
+        return E.to(dtype)
+    key = (n, s, E.is_sparse, device, dtype)
+    hit = _LEVI_CIVITA_ON.get(key)
+    if hit is None:
+        with torch.inference_mode(False):
+            hit = _LEVI_CIVITA_ON[key] = E.to(device=device, dtype=dtype)
+    return hit
+
+
+def _apply_levi_civita(z: Tensor, n: int, n_in: int, s: int, E: Tensor | None = None) -> Tensor:
+    """Contract the last ``n_in = n - s`` axes of ``z`` with ε, producing ``s`` new last axes.
+
+    ``E``: ε as :func:`levi_civita_matrix` ``(n, s)`` on ``z``'s device (a layer's buffer), else
+    read from :func:`levi_civita_on`.
+    """
     lead = z.shape[: z.ndim - n_in]
     flat = z.reshape(-1, n ** n_in)
-    E = levi_civita_matrix(n, s)
-    if E.is_sparse:
-        out = torch.sparse.mm(E.to(device=z.device, dtype=z.dtype), flat.T).T
-    else:
-        out = flat @ E.to(device=z.device, dtype=z.dtype).T
+    E = levi_civita_on(n, s, z.device, z.dtype) if E is None else E.to(z.dtype)
+    out = torch.sparse.mm(E, flat.T).T if E.is_sparse else flat @ E.T
     return out.reshape((*lead, *([n] * s)))
 
 
@@ -162,13 +188,15 @@ def _apply_J(x: Tensor, dim: int) -> Tensor:
     return torch.cat([p, -q], dim=dim)
 
 
-def bottom_apply(op: BottomOp, x: Tensor, n: int) -> Tensor:
+def bottom_apply(op: BottomOp, x: Tensor, n: int, levi_civita: Tensor | None = None) -> Tensor:
     """Apply the input half of a diagram.
 
     Parameters
     ----------
     op: the :class:`BottomOp`.
     x: ``(..., n, .., n)`` with ``op.k`` trailing axes, floating point.
+    levi_civita: for SO(n) halves with ε, :func:`levi_civita_matrix` ``(n, op.eps_out)`` on ``x``'s
+        device (a layer keeps it as a buffer); ``None`` reads it from :func:`levi_civita_on`.
 
     Returns
     -------
@@ -189,7 +217,7 @@ def bottom_apply(op: BottomOp, x: Tensor, n: int) -> Tensor:
         x = view.sum(tuple(range(lead, lead + traced))) if traced else view
     z = x
     if op.eps_in or op.eps_out:
-        z = _apply_levi_civita(z, n, len(op.eps_in), op.eps_out)
+        z = _apply_levi_civita(z, n, len(op.eps_in), op.eps_out, levi_civita)
     return z
 
 
@@ -256,7 +284,8 @@ def apply_diagram(diagram: Diagram, x: Tensor, n: int, group, orbit: bool = Fals
 
     Returns
     -------
-    ``(..., n, .., n)`` with ``l`` trailing axes, dtype and device of ``x``.
+    ``(..., n, .., n)`` with ``l`` trailing axes, dtype and device of ``x``; no host
+    synchronisation (SO(n): ε is uploaded once per device and dtype).
     """
     name = group_name(group, n)
     check_n(name, n)

@@ -34,6 +34,7 @@ from torch import Tensor, nn
 from geomlin.linear.diagrams.apply import (
     TopOp,
     _check_input,
+    _levi_civita_matrix,
     bottom_apply,
     split_diagram,
     top_add,
@@ -129,6 +130,14 @@ class DiagramLinear(nn.Module):
             self.bias_basis = []
             self.register_parameter("bias", None)
         self._plan_bias(orbit)
+        # SO(n): the ε tables of every bottom half that contracts with it, as buffers (moved with the layer)
+        for s in sorted({b.eps_out for b in self._bottoms + [b for b, _, _ in self._bias_alone] if b.eps_in or b.eps_out}):
+            self.register_buffer(f"levi_civita_{s}", _levi_civita_matrix(n, s).clone(), persistent=False)
+
+    def _bottom(self, op, x: Tensor) -> Tensor:
+        """:func:`bottom_apply` with this layer's ε table."""
+        table = getattr(self, f"levi_civita_{op.eps_out}") if op.eps_in or op.eps_out else None
+        return bottom_apply(op, x, self.n, table)
 
     def _plan_diagrams(self, applied, coeff: Tensor) -> tuple[list, Tensor]:
         """Build the execution plan; returns the applied diagrams reordered to match it and the
@@ -159,6 +168,9 @@ class DiagramLinear(nn.Module):
                     bottom_of[r] = None
             perms.sort(key=lambda item: item[1] != tuple(range(self.l)))  # identity first: contiguous sum
             self._identity = (bottom_of, 0, perms)
+            # the applied rows of the permutation bottoms, as a device index (the identity top starts at row 0)
+            self.register_buffer("identity_rows", torch.tensor([r for r, _ in perms], dtype=torch.long),
+                                 persistent=False)
             order += [a for a, _ in members]
         families: dict = {}
         for top, members in tops.items():
@@ -243,20 +255,20 @@ class DiagramLinear(nn.Module):
         else:
             weights = torch.einsum("ar,roi->oai", self.coeff.to(x.dtype), self.weight.to(x.dtype))
         bias = None if self.bias is None else self.bias_coeff.to(x.dtype) @ self.bias.to(x.dtype)
-        zs = [bottom_apply(b, xb, n) for b in self._bottoms]
+        zs = [self._bottom(b, xb) for b in self._bottoms]
         out = None
         if self._identity is not None:
             # the top half is the identity: pure axis permutations of x are mixed in one product
             # and permuted on the way out (channel mixing commutes with axis permutations); any
             # other bottom result is accumulated straight into the output buffer
             members, start, perms = self._identity
+            # (under autocast the products run in its dtype; the terms are summed in x's dtype)
             if perms:
-                rows = [start + r for r, _ in perms]
-                W = weights[:, rows].transpose(0, 1).reshape(len(rows) * o, -1)
-                Y = torch.matmul(W, xb.reshape(B, self.in_channels, -1)).view(B, len(rows), *out_shape[1:])
+                W = weights.index_select(1, self.identity_rows).transpose(0, 1).reshape(len(perms) * o, -1)
+                Y = torch.matmul(W, xb.reshape(B, self.in_channels, -1)).view(B, len(perms), *out_shape[1:])
                 terms = [Y[:, j].permute(0, 1, *(2 + a for a in perm)) for j, (_, perm) in enumerate(perms)]
                 out = (terms[0].clone() if len(terms) == 1 else torch.add(terms[0], terms[1]))
-                out = out.contiguous()
+                out = out.to(xb.dtype).contiguous()
                 for term in terms[2:]:
                     out.add_(term)
             for r, b in enumerate(members):
@@ -265,9 +277,11 @@ class DiagramLinear(nn.Module):
                 W = weights[:, start + r].expand(B, -1, -1)
                 Z = zs[b].reshape(B, self.in_channels, -1)
                 if out is None:
-                    out = torch.bmm(W, Z)
-                else:
+                    out = torch.bmm(W, Z).to(xb.dtype)
+                elif out.dtype == W.dtype == Z.dtype:
                     out.view(B, o, -1).baddbmm_(W, Z)
+                else:
+                    out.view(B, o, -1).add_(torch.bmm(W, Z))
         out = xb.new_zeros(out_shape) if out is None else out.view(out_shape)
         for f, (members, tops, start, stop) in enumerate(self._families):
             Z = zs[members[0]] if len(members) == 1 else torch.cat([zs[b] for b in members], dim=1)
@@ -282,7 +296,7 @@ class DiagramLinear(nn.Module):
                 top_add(top, out, y[:, i * o:(i + 1) * o].reshape((B, o, *([n] * top.in_axes))), n)
         if bias is not None:
             for bottom, top, t in self._bias_alone:
-                top_add(top, out, bottom_apply(bottom, bias[t].expand(B, o), n), n)
+                top_add(top, out, self._bottom(bottom, bias[t].expand(B, o)), n)
         return out.reshape((*lead, self.out_channels, *([n] * l)))
 
 

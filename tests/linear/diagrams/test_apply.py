@@ -140,7 +140,7 @@ def test_sparse_levi_civita_path_matches_dense(monkeypatch):
     from geomlin.linear.diagrams import apply as apply_module
 
     monkeypatch.setattr(apply_module, "MAX_DENSE_LEVI_CIVITA", 0)
-    apply_module.levi_civita_matrix.cache_clear()
+    apply_module._levi_civita_matrix.cache_clear()
     try:
         gen = torch.Generator().manual_seed(3)
         for k, l in [(2, 1), (1, 2), (3, 0), (0, 3), (3, 2)]:
@@ -149,4 +149,4 @@ def test_sparse_levi_civita_path_matches_dense(monkeypatch):
                 assert apply_module.levi_civita_matrix(3, sum(v < l for v in d.free)).is_sparse
                 _check(d, 3, "SO", x)
     finally:
-        apply_module.levi_civita_matrix.cache_clear()
+        apply_module._levi_civita_matrix.cache_clear()

@@ -1,0 +1,98 @@
+"""The Gaunt routes' tables on devices: built once in float64 on the CPU, cached per (key, device, dtype).
+
+Every table a route reads is named by a key ``(kind, *integers)``. :func:`table_builder` registers
+the builder of a kind: a function of the integers that returns a tuple of CPU tensors (float64
+tables, integer index maps), itself cached. :func:`device_tables` returns a key's tables on a
+device in a floating dtype (integer tables keep theirs), filled once per ``(key, device, dtype)``
+and shared by every later call; routes only read them.
+
+A module holds the tables of the routes it may run in a :class:`RouteTables`: non-persistent
+buffers (:class:`~geomlin.linear.tables.ConstantTables`) that move with ``module.to(device)``.
+Its forward calls :meth:`RouteTables.prime`, which fills the cache for the input's device and
+dtype from those buffers (a cast on the device, no copy from the host), so a module that was
+moved never uploads a table in its forward or backward. A plain function call on a device uploads
+each table it needs once, on the first call there.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+
+import torch
+from torch import Tensor
+
+from geomlin.linear.tables import ConstantTables
+
+_BUILDERS: dict[str, Callable[..., tuple[Tensor, ...]]] = {}
+_CACHE: dict = {}
+
+
+def table_builder(kind: str):
+    """Register ``fn(*ints) -> tuple of CPU tensors`` as the builder of the tables of ``kind``."""
+
+    def register(fn):
+        _BUILDERS[kind] = fn
+        return fn
+
+    return register
+
+
+def host_tables(key: tuple) -> tuple[Tensor, ...]:
+    """The CPU tables of ``key`` (cached by their builder; never write to them)."""
+    return _BUILDERS[key[0]](*key[1:])
+
+
+def _convert(tables: Iterable[Tensor], device: torch.device, dtype: torch.dtype) -> tuple[Tensor, ...]:
+    with torch.inference_mode(False):  # cached tensors must be usable outside inference mode too
+        return tuple(t.to(device=device, dtype=dtype, copy=True) if t.is_floating_point() else
+                     t.to(device=device, copy=True) for t in tables)
+
+
+def device_tables(key: tuple, device, dtype: torch.dtype) -> tuple[Tensor, ...]:
+    """The tables of ``key`` on ``device`` in ``dtype``, cached (the first call on a device uploads them)."""
+    device = torch.device(device)
+    full = (key, device, dtype)
+    hit = _CACHE.get(full)
+    if hit is None:
+        hit = _CACHE[full] = _convert(host_tables(key), device, dtype)
+    return hit
+
+
+class RouteTables(ConstantTables):
+    """The tables of a list of keys as buffers of a module; :meth:`prime` fills the device cache from them.
+
+    Parameters
+    ----------
+    keys : table keys (see the module docstring); repeats are dropped.
+    """
+
+    def __init__(self, keys: Iterable[tuple]):
+        super().__init__()
+        self.keys = tuple(dict.fromkeys(keys))
+        self._counts = []
+        for i, key in enumerate(self.keys):
+            tables = host_tables(key)
+            self._counts.append(len(tables))
+            for j, table in enumerate(tables):
+                self.add(f"table{i}_{j}", table)
+
+    def prime(self, device: torch.device, dtype: torch.dtype) -> None:
+        """Make :func:`device_tables` find every key on ``device`` in ``dtype`` without an upload.
+
+        Nothing to do on the CPU (the cache is filled from the host tables there), nor when the
+        module's buffers are on another device than ``device`` (the routes then upload as a plain
+        call does).
+        """
+        if device.type == "cpu":
+            return
+        for i, key in enumerate(self.keys):
+            full = (key, device, dtype)
+            if full in _CACHE:
+                continue
+            tables = [self._buffers[f"table{i}_{j}"] for j in range(self._counts[i])]
+            if any(t.device != device for t in tables):
+                return
+            _CACHE[full] = _convert(tables, device, dtype)
+
+    def extra_repr(self) -> str:
+        return f"{len(self.keys)} table set(s)"

@@ -1,0 +1,128 @@
+"""Graphs built at the data boundary (geomlin.models.graphs): brute-force edge lists as the oracle,
+the host syncs each function makes on the simulated accelerator (tests/device/simulated.py), sums
+accumulated in float32, and the models' sync-free calls with precomputed graphs."""
+
+import pytest
+import torch
+
+from geomlin.models import PointNet, Ponita, PonitaPotential
+from geomlin.models.graphs import count_graphs, dense_edge_index, graph_edges, scatter_sum
+from geomlin.models.ponita import padded_graph
+from tests.device import simulated as sim
+
+F64 = torch.float64
+
+
+def _pairs(edge_index) -> list:
+    return list(map(tuple, sim.to_cpu(edge_index).T.tolist()))
+
+
+def _brute(pos, batch, radius, loop):
+    """Ordered by target, then source, within each graph (graphs in order)."""
+    n = pos.shape[0]
+    return [(j, i) for i in range(n) for j in range(n) if batch[i] == batch[j] and (loop or i != j)
+            and (radius is None or (pos[i] - pos[j]).norm() < radius)]
+
+
+@pytest.mark.parametrize("loop", [True, False])
+@pytest.mark.parametrize("radius", [None, 1.2])
+def test_graph_edges_match_brute_force(radius, loop):
+    pos = torch.randn(14, 3, dtype=F64, generator=torch.Generator().manual_seed(5))
+    batch = torch.tensor([0] * 4 + [1] * 1 + [3] * 9)  # graph 2 is empty, graph 1 a single node
+    got = graph_edges(pos, batch, 4, radius, loop)
+    assert got.dtype == torch.int64 and _pairs(got) == _brute(pos, batch, radius, loop)
+    assert _pairs(graph_edges(pos, batch, radius=radius, loop=loop)) == _pairs(got)  # num_graphs counted
+
+
+@pytest.mark.parametrize("loop", [True, False])
+def test_dense_edge_index_is_graph_edges_of_a_padded_batch(loop):
+    B, N = 3, 4
+    batch = torch.arange(B).repeat_interleave(N)
+    want = graph_edges(torch.zeros(B * N, 3), batch, B, loop=loop)
+    assert torch.equal(dense_edge_index(B, N, loop=loop), want)
+    assert dense_edge_index(2, 1).shape == (2, 0) and dense_edge_index(0, 5, loop=True).shape == (2, 0)
+
+
+def test_bad_graph_input():
+    pos = torch.randn(4, 3)
+    with pytest.raises(ValueError, match="sorted"):
+        graph_edges(pos, torch.tensor([1, 0, 0, 1]))
+    with pytest.raises(ValueError, match="refers to graph 1 but there are 1 graphs"):
+        graph_edges(pos, torch.tensor([0, 0, 1, 1]), 1)
+    with pytest.raises(ValueError, match="NaN"):
+        graph_edges(torch.full((2, 3), float("nan")))
+    with pytest.raises(ValueError, match="radius must be > 0"):
+        graph_edges(pos, radius=0.0)
+    with pytest.raises(TypeError, match="batch must have an integer dtype"):
+        count_graphs(torch.zeros(3))
+
+
+def test_host_syncs_of_the_data_boundary_functions():
+    """graph_edges reads one number back (two with a radius), count_graphs one, dense_edge_index none;
+    every output stays on the device."""
+    pos = torch.randn(9, 3, generator=torch.Generator().manual_seed(0))
+    batch = torch.tensor([0] * 5 + [1] * 4)
+    want = {r: graph_edges(pos, batch, 2, r) for r in (None, 1.5)}
+    pos, batch = sim.to_sim((pos, batch))
+    for radius, syncs in ((None, 1), (1.5, 2)):
+        with sim.watch() as log:
+            e = graph_edges(pos, batch, 2, radius)
+        assert len(log.of("sync")) == syncs and len(log.events) == syncs, log.report()
+        assert e.device == sim.DEVICE and torch.equal(sim.to_cpu(e), want[radius])
+    with sim.watch() as log:
+        assert count_graphs(batch) == 2
+    assert len(log.events) == 1
+    with sim.watch() as log:
+        e = dense_edge_index(3, 4, device=sim.DEVICE)
+        g = padded_graph(3, 4, sim.DEVICE)
+    assert not log.events, log.report()
+    assert e.device == g["edge_index"].device == g["batch"].device == sim.DEVICE
+
+
+def test_scatter_sum_accumulates_in_float32():
+    values = torch.full((512, 2), 1.0 + 2 ** -7, dtype=torch.bfloat16)  # representable in bfloat16
+    out = scatter_sum(values, torch.zeros(512, dtype=torch.int64), 3)
+    assert out.dtype == torch.float32 and out[0].tolist() == [512 * (1 + 2 ** -7)] * 2 and not out[1:].any()
+    assert scatter_sum(values.double(), torch.zeros(512, dtype=torch.int64), 1).dtype == F64
+
+
+def test_padded_all_pairs_equal_the_radius_graph():
+    """The smooth window gives the pairs beyond the radius zero weight: all pairs = radius graph."""
+    torch.manual_seed(0)
+    model = Ponita(2, 8, 1, 2, in_vector_channels=1, out_vector_channels=1, mode="points", radius=1.5).double()
+    (x, pos, vec), _ = model.example_inputs(generator=torch.Generator().manual_seed(1))
+    pos = pos[:8]
+    x, vec = x[:8], vec[:8]
+    dense = padded_graph(2, 4, pos.device)
+    radius_graph = dict(dense, edge_index=graph_edges(pos, dense["batch"], 2, 1.5))
+    assert radius_graph["edge_index"].shape[1] < dense["edge_index"].shape[1]
+    for a, b in zip(model(x, pos, vec, **dense), model(x, pos, vec, **radius_graph)):
+        torch.testing.assert_close(a, b, rtol=1e-13, atol=1e-13)
+
+
+def test_models_are_sync_free_with_precomputed_graphs():
+    """With edge_index and num_graphs given (or padded inputs), forward and backward record no event;
+    the convenience calls that find the graph themselves sync a bounded number of times."""
+    torch.manual_seed(0)
+    ponita = Ponita(2, 8, 1, 1, in_vector_channels=1, out_vector_channels=1, mode="points", radius=2.0)
+    (x, pos, vec), kw = ponita.example_inputs(generator=torch.Generator().manual_seed(2), dtype=torch.float32)
+    pointnet = PointNet(3, point_widths=(8,), head_widths=(8,))
+    potential = PonitaPotential(num_species=3, hidden_channels=8, num_blocks=1, radius=2.0)
+    mol, z = torch.randn(2, 5, 3), torch.randint(3, (2, 5))
+    modules, inputs = sim.to_sim(((ponita, pointnet, potential), (x, pos, vec, kw, mol, z)))
+    x, pos, vec, kw, mol, z = inputs
+    ponita, pointnet, potential = modules
+    pos.requires_grad_(True)
+    mol.requires_grad_(True)
+    with sim.watch() as log:
+        s, v = ponita(x, pos, vec, **kw)
+        logits = pointnet(pos, batch=kw["batch"], num_graphs=2)
+        energy = potential(mol, z)
+        (s.sum() + v.sum() + logits.sum() + energy.sum()).backward()
+    assert not log.events, log.report()
+    with sim.watch() as log:
+        ponita(x, pos, vec, batch=kw["batch"])  # counts the graphs and builds the radius graph itself
+    assert 1 <= len(log.of("sync")) <= 3 and len(log.events) == len(log.of("sync")), log.report()
+    with sim.watch() as log:
+        pointnet(pos, batch=kw["batch"])
+    assert len(log.events) == 1, log.report()
