@@ -79,6 +79,7 @@ from geomlin.validation import (
     check_condition,
     check_finite,
     check_float,
+    check_generator,
     check_index,
     check_mask,
     check_nonnegative_int,
@@ -546,16 +547,6 @@ def _report_degenerate(degenerate: Tensor, policy: str, gap_tol: float) -> None:
     warnings.warn(message, UserWarning, stacklevel=3)
 
 
-def _check_generator(generator, device: torch.device) -> None:
-    if generator is None:
-        return
-    if not isinstance(generator, torch.Generator):
-        raise TypeError(f"generator must be a torch.Generator or None, got {type(generator).__name__}")
-    if generator.device.type != device.type:
-        raise ValueError(f"generator must be on the device of pos ({device.type}), got a {generator.device.type} "
-                         "generator (random frames are drawn where the points are)")
-
-
 def pca_frames(pos: Tensor, group="E3", mask: Tensor | None = None, batch: Tensor | None = None, *,
                num_graphs: int | None = None, on_degenerate: str = "warn",
                gap_tol: float = DEFAULT_GAP_TOL, signs: str = "all",
@@ -595,7 +586,7 @@ def pca_frames(pos: Tensor, group="E3", mask: Tensor | None = None, batch: Tenso
         raise ValueError("signs='skewness' picks one frame element; on_degenerate='sample' needs the full "
                          "sign orbit (use on_degenerate='moments' with one element)")
     batch = _check_positions(pos, fg.d, mask, batch)
-    _check_generator(generator, pos.device)
+    check_generator(generator, "generator", pos.device)
     d = fg.d
     if batch is not None:
         num_graphs, batch = _flat_graphs(batch, num_graphs)

@@ -189,9 +189,9 @@ def test_frame_averaging_stochastic_training_on_the_device():
         out.square().sum().backward()
     assert not log.events, log.report()
     assert torch.isfinite(sim.to_cpu(out)).all()
-    with pytest.raises(ValueError, match="generator must be on the device of pos"):
+    with pytest.raises(ValueError, match="generator is a cpu generator but the data is on sim"):
         model(dpos, mask=dmask, generator=torch.Generator().manual_seed(0))
-    with pytest.raises(ValueError, match="generator must be on the device of pos"):
+    with pytest.raises(ValueError, match="generator is a cpu generator but the data is on sim"):
         pca_frames(dpos, "E3", dmask, on_degenerate="sample", generator=torch.Generator())
 
 
