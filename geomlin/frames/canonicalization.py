@@ -132,7 +132,7 @@ def gram_schmidt_orthogonal(vectors: Tensor, special: bool) -> Tensor:
     check_tensor(vectors, "vectors", min_ndim=2)
     if vectors.shape[-1] != vectors.shape[-2]:
         raise ValueError(f"vectors must hold d vectors of dimension d, (..., d, d), got shape {tuple(vectors.shape)}")
-    with full_precision(vectors.device):  # QR has no half-precision kernels; autocast would not help
+    with full_precision(vectors):  # QR has no half-precision kernels; autocast would not help
         q, r = torch.linalg.qr(vectors.to(working_dtype(vectors.dtype)).transpose(-1, -2))
         signs = torch.sign(torch.diagonal(r, dim1=-2, dim2=-1))
         signs = torch.where(signs == 0, torch.ones_like(signs), signs)

@@ -292,7 +292,7 @@ def point_moments(pos: Tensor, translation: bool, mask: Tensor | None = None,
     (``pos``'s, float32 for half precisions).
     """
     d = pos.shape[-1]
-    with full_precision(pos.device):
+    with full_precision(pos):
         p = pos.to(working_dtype(pos.dtype))
         if batch is not None:
             B, batch = _flat_graphs(batch, num_graphs)

@@ -62,18 +62,19 @@ EIGH_SWEEPS = {1: 0, 2: 1, 3: 5, 4: 6, 5: 7, 6: 8, 7: 8, 8: 8, 9: 9, 10: 10}
 SVD_SWEEPS = {1: 0, 2: 1, 3: 6, 4: 6, 5: 7, 6: 7, 7: 8, 8: 8, 9: 8, 10: 8}
 
 
-def full_precision(device: torch.device):
-    """A context without autocast on ``device``'s type (a no-op where autocast is off or unknown).
+def full_precision(x: Tensor):
+    """A context without autocast on ``x``'s device type (a no-op where autocast is off or unknown;
+    the same rule as :func:`geomlin.gaunt.precision.full_precision`, which lives on a higher floor).
 
     Geometry that needs its precision (eigenvectors, nearest rotations, orthogonality tests) runs
     inside, in at least float32 (:func:`working_dtype`), also when the caller runs under
     ``torch.autocast``; only the enclosed operations are affected, nothing process-wide.
     """
     try:
-        on = torch.is_autocast_enabled(device.type)
+        on = torch.is_autocast_enabled(x.device.type)
     except RuntimeError:  # a device type autocast does not know (meta)
         return contextlib.nullcontext()
-    return torch.autocast(device.type, enabled=False) if on else contextlib.nullcontext()
+    return torch.autocast(x.device.type, enabled=False) if on else contextlib.nullcontext()
 
 
 def working_dtype(dtype: torch.dtype) -> torch.dtype:
@@ -148,7 +149,7 @@ class _SymmetricEigh(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, A: Tensor) -> tuple[Tensor, Tensor]:
-        with full_precision(A.device):
+        with full_precision(A):
             lam, V = _jacobi_eigh(A)
             lam, order = torch.sort(lam, dim=-1, stable=True)
             V = torch.take_along_dim(V, order[..., None, :], dim=-1)
@@ -158,7 +159,7 @@ class _SymmetricEigh(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad_lam: Tensor | None, grad_V: Tensor | None):
         lam, V = ctx.saved_tensors
-        with full_precision(V.device):
+        with full_precision(V):
             inner = torch.zeros_like(V)
             if grad_V is not None:
                 X = V.transpose(-1, -2) @ grad_V
@@ -343,7 +344,7 @@ class _Procrustes(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, M: Tensor, special: bool, eps: float) -> Tensor:
-        with full_precision(M.device):
+        with full_precision(M):
             R, U, s, V = _polar_factor(M, special)
         ctx.save_for_backward(U, s, V)
         ctx.eps = eps
@@ -353,7 +354,7 @@ class _Procrustes(torch.autograd.Function):
     @once_differentiable
     def backward(ctx, grad_R: Tensor):
         U, s, V = ctx.saved_tensors
-        with full_precision(U.device):
+        with full_precision(U):
             t = s[..., :, None] + s[..., None, :]
             inv = t / (t * t + ctx.eps ** 2)
             G = U.transpose(-1, -2) @ grad_R.to(U.dtype) @ V
@@ -410,7 +411,7 @@ def chordal_distance(R1: Tensor, R2: Tensor) -> Tensor:
                          f"{tuple(R2.shape)}")
     dtype = torch.promote_types(R1.dtype, R2.dtype)
     work = working_dtype(dtype)
-    with full_precision(R1.device):
+    with full_precision(R1):
         sq = (R1.to(work) - R2.to(work)).square().sum((-1, -2))
         # sqrt with a zero (not NaN) derivative at coinciding rotations.
         dist = torch.where(sq > 0, sq.clamp_min(torch.finfo(sq.dtype).tiny).sqrt(), torch.zeros_like(sq))
@@ -429,7 +430,7 @@ def geodesic_distance(R1: Tensor, R2: Tensor) -> Tensor:
     """
     check_tensor(R1, "R1", shape=(..., 3, 3))
     check_tensor(R2, "R2", shape=(..., 3, 3))
-    with full_precision(R1.device):
+    with full_precision(R1):
         check_orthogonal(R1, "R1", special=True)
         check_orthogonal(R2, "R2", special=True)
         x = (chordal_distance(R1, R2) / CHORDAL_PER_ANGLE).clamp(max=1.0)
