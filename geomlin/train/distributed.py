@@ -154,7 +154,9 @@ def setup(device: str = "auto") -> DistInfo:
     backend = None
     if world_size > 1 and not dist.is_initialized():
         backend = backend_for(dev)
-        # NCCL binds its communicator to one GPU; other backends take tensors on any device of theirs
+        # NCCL forms its communicator on the bound GPU and its barrier uses it (PyTorch documents
+        # device_id as having effects under NCCL only); elsewhere the barrier uses the current
+        # device, which device_scope makes this process's
         with device_scope(dev):
             dist.init_process_group(backend=backend, device_id=dev if dev.type == "cuda" else None)
     if dist.is_initialized():
