@@ -52,7 +52,7 @@ from geomlin.train import distributed as D
 from geomlin.train.checkpoint import load_checkpoint, rng_state, save_checkpoint, set_rng_state
 from geomlin.train.errors import TrainingDiverged, UserError
 from geomlin.train.plots import plot_curves
-from geomlin.train.tasks.base import Stats, Task, num_examples, take
+from geomlin.train.tasks.base import Task, num_examples, take
 
 #: Largest gradient norm before clipping (keeps the first epochs of small models stable).
 GRAD_CLIP_NORM = 10.0
@@ -191,11 +191,17 @@ def train_step(task: Task, name: str, model: nn.Module, optimizer: torch.optim.O
     The task's forward and loss (:meth:`Task.train_step`, under autocast for ``precision="bf16"``),
     backward, clipping of the gradient norm of ``parameters`` (default: the model's) to
     :data:`GRAD_CLIP_NORM`, and the update. Nothing here reads the device: the loss and the
-    statistics stay where they were computed.
+    statistics stay where they were computed. A model that refuses reduced precision (a TypeError
+    mentioning "precision") becomes a :class:`~geomlin.train.errors.UserError` naming it.
     """
     device = device if device is not None else next(model.parameters()).device
-    with autocast(device, precision):
-        loss, stats = task.train_step(name, model, batch, cfg)
+    try:
+        with autocast(device, precision):
+            loss, stats = task.train_step(name, model, batch, cfg)
+    except TypeError as exc:  # a model that refuses reduced precision says so (geomlin's convention)
+        if precision != "fp32" and "precision" in str(exc):
+            raise UserError(f"model {name} cannot train with --precision {precision}: {exc}") from None
+        raise
     optimizer.zero_grad(set_to_none=True)
     loss.backward()
     torch.nn.utils.clip_grad_norm_(list(model.parameters()) if parameters is None else parameters, GRAD_CLIP_NORM)

@@ -12,11 +12,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from tests.device import process_group, simulated  # noqa: E402,F401  (registers the sim device)
+from tests.device import process_group, simulated  # noqa: F401  (registers the sim device)
 
 process_group.register()
 
-from geomlin.__main__ import main  # noqa: E402
+from geomlin.__main__ import main
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -94,7 +94,8 @@ def test_cuda_without_cuda_is_a_clear_error():
 def test_accelerators_by_name_take_the_local_rank():
     """Any accelerator PyTorch has available is accepted by name; without an index a process takes device
     LOCAL_RANK of it, and a node with fewer devices than processes shares them (CUDA refuses instead)."""
-    from tests.device import process_group, simulated as sim
+    from tests.device import process_group
+    from tests.device import simulated as sim
 
     process_group.register()
     assert D.resolve_device("sim") == sim.DEVICE
