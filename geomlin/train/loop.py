@@ -322,7 +322,10 @@ def _run(task: Task, cfg: dict[str, Any], dist: D.DistInfo, resume_from) -> dict
     data = task.build_data(cfg)
     num_train = _check_data(data.train, "training")
     for set_name, fields in data.evals.items():
-        _check_data(fields, f"evaluation '{set_name}'")
+        if _check_data(fields, f"evaluation '{set_name}'") < dist.world_size:
+            # every rank evaluates a shard, and the epoch's statistics are reduced name by name
+            raise UserError(f"the evaluation set '{set_name}' has {num_examples(fields)} examples for "
+                            f"{dist.world_size} processes; give it at least one example per process")
     models: dict[str, nn.Module] = {}
     for name in names:
         torch.manual_seed(model_seed(cfg["seed"], name))
