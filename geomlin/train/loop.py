@@ -50,14 +50,13 @@ import geomlin
 from geomlin import validation
 from geomlin.train import distributed as D
 from geomlin.train.checkpoint import load_checkpoint, rng_state, save_checkpoint, set_rng_state
+from geomlin.train.config import PRECISIONS
 from geomlin.train.errors import TrainingDiverged, UserError
 from geomlin.train.plots import plot_curves
 from geomlin.train.tasks.base import Task, num_examples, take
 
 #: Largest gradient norm before clipping (keeps the first epochs of small models stable).
 GRAD_CLIP_NORM = 10.0
-#: ``--precision`` choices -> autocast dtype (``None``: plain float32).
-PRECISIONS = {"fp32": None, "bf16": torch.bfloat16}
 #: Device types whose timing events measure a step's device time (elsewhere the host's wall time).
 TIMING_EVENT_DEVICES = ("cuda", "xpu")
 
