@@ -77,24 +77,10 @@ KNOWN_MODEL_EVENTS: dict[str, list[tuple[str, str]]] = {
         ("geomlin/frames/pca.py:549 in pca_frames", "aten::nonzero"),
         ("geomlin/groups/rotations.py:105 in _polar_factor", "aten::_linalg_svd"),
     ],
-    "molecules-md-gaunt": [
-        ("geomlin/models/gaunt_potential.py:38 in dense_edge_index", "aten::index.Tensor with a boolean mask"),
-        ("geomlin/gaunt/tables.py:126 in spherical_harmonics", "aten::repeat_interleave without output_size"),
-    ],
-    "molecules-md-ponita": [
-        ("geomlin/models/ponita.py:157 in graph_edges", "aten::bincount"),
-        ("geomlin/models/ponita.py:159 in graph_edges", "aten::_local_scalar_dense"),
-        ("geomlin/models/ponita.py:169 in graph_edges", "aten::nonzero"),
-    ],
     "nbody-gatr": [  # constants uploaded on every call
         ("geomlin/algebra/pga.py:469 in embed_translation", "aten::_to_copy"),
         ("geomlin/algebra/pga.py:363 in extract_point", "aten::_to_copy"),
         ("geomlin/algebra/pga.py:364 in extract_point", "aten::_to_copy"),
-    ],
-    "nbody-ponita": [
-        ("geomlin/models/ponita.py:157 in graph_edges", "aten::bincount"),
-        ("geomlin/models/ponita.py:159 in graph_edges", "aten::_local_scalar_dense"),
-        ("geomlin/models/ponita.py:169 in graph_edges", "aten::nonzero"),
     ],
 }
 
