@@ -5,7 +5,12 @@ command's own), then prints each model's parameters, training time and final tes
 run's ``summary.json``, and the wall time of the whole command. The README's and the docs' training
 tables are this script's output, pasted by ``geomlin bench --record``.
 
-    python benchmarks/bench_training.py [--task pointcloud|molecules|nbody] [--quick] [-- extra train options]
+    python benchmarks/bench_training.py [--task pointcloud|molecules|nbody] [--quick] [--device cuda]
+                                        [--precision bf16] [-- extra train options]
+
+``--device`` and ``--precision`` are passed to ``geomlin train`` (default: its own, ``auto`` and
+``fp32``) and named in the table's title; on a GPU each model's ``train s`` comes from timing events
+(see ``docs/devices.md``).
 """
 
 from __future__ import annotations
@@ -33,10 +38,14 @@ def _fmt(value) -> str:
 def main() -> None:
     p = harness.parser(__doc__.split("\n")[0])
     p.add_argument("--task", choices=TASKS, default="pointcloud")
+    p.add_argument("--device", default=None, help="geomlin train --device (default: its own, auto)")
+    p.add_argument("--precision", default=None, choices=("fp32", "bf16"), help="geomlin train --precision")
     p.add_argument("extra", nargs="*", help="options passed to geomlin train (after --)")
     args = p.parse_args()
     harness.setup(args)
-    train_args = [args.task, *(["--quick"] if args.quick else []), "--threads", str(args.threads), *args.extra]
+    train_args = [args.task, *(["--quick"] if args.quick else []), "--threads", str(args.threads),
+                  *(["--device", args.device] if args.device else []),
+                  *(["--precision", args.precision] if args.precision else []), *args.extra]
     print(harness.header(f"geomlin train {' '.join(train_args)}", args, repeats=None))
     with tempfile.TemporaryDirectory() as out:
         command = [sys.executable, "-m", "geomlin", "train", *train_args, "--out", out]
@@ -46,6 +55,7 @@ def main() -> None:
         if proc.returncode != 0:
             raise SystemExit(f"geomlin train {' '.join(train_args)} failed with exit {proc.returncode}")
         summary = json.loads((Path(out) / "summary.json").read_text())
+        run = json.loads((Path(out) / "config.json").read_text())["run"]
     models = summary["models"]
     keys: list[str] = []
     for stats in models.values():
@@ -62,7 +72,8 @@ def main() -> None:
     for line in summary.get("comparison", []):
         print(line.strip())
     print()
-    print(f"`geomlin train {' '.join(train_args)}`: {summary['epochs_done']} epochs, {wall:.0f} s wall "
+    print(f"`geomlin train {' '.join(train_args)}`: {summary['epochs_done']} epochs, {run['device']}, "
+          f"{run.get('world_size', 1)} process(es), {run.get('precision', 'fp32')}, {wall:.0f} s wall "
           f"for the whole command.")
 
 

@@ -13,6 +13,10 @@ the docs folder). A page asks for a table with a block
 and ``--record`` runs each distinct command once and pastes its standard output verbatim between
 the markers (the output starts with the command, date, threads and load average, so every table
 carries its provenance and every ratio in it comes from one run).
+
+``geomlin bench --device cuda [--quick] [--dry-run]`` runs the GPU check ``benchmarks/gpu_check.py``
+instead: the CUDA paths a CPU machine cannot exercise, as one table in under eight minutes
+(:func:`run_gpu_check`).
 """
 
 from __future__ import annotations
@@ -28,6 +32,8 @@ from pathlib import Path
 
 from geomlin.train.errors import UserError
 
+#: The GPU check script, in the benchmark folder.
+GPU_CHECK = "gpu_check.py"
 #: A docs block filled by ``geomlin bench --record``: ``<!-- bench: SCRIPT ARGS -->`` ... ``<!-- /bench -->``.
 BLOCK = re.compile(r"(<!-- bench: (?P<command>[^>]*?) -->\n)(?P<body>.*?)(<!-- /bench -->)", re.DOTALL)
 
@@ -79,6 +85,38 @@ def run_benchmarks(directory: str | Path | None = None, quick: bool = False, onl
     for name, status, wall in results:
         print(f"{name:<{width}}  {status:<16}  {wall:7.1f}")
     return 0 if all(s == "ok" for _, s, _ in results) else 1
+
+
+def run_gpu_check(directory: str | Path | None, device: str, quick: bool = False, dry_run: bool = False,
+                  timeout: float = 900.0) -> int:
+    """Run ``benchmarks/gpu_check.py --device DEVICE`` in its own process; return its exit status.
+
+    Without a CUDA device (and without ``dry_run``, which only lists the steps) this is a
+    :class:`UserError` saying so, before anything starts.
+    """
+    import torch
+
+    folder = Path(directory) if directory is not None else _project_folder("benchmarks")
+    script = folder / GPU_CHECK if folder is not None else None
+    if script is None or not script.is_file():
+        raise UserError(f"the GPU check {GPU_CHECK} was not found in {folder or './benchmarks'}; pass --dir PATH")
+    try:
+        kind = torch.device(device).type
+    except (RuntimeError, ValueError):
+        kind = None
+    if kind != "cuda":
+        raise UserError(f"--device must be cuda or cuda:N for the GPU check, got {device!r}")
+    if not dry_run and not torch.cuda.is_available():
+        build = f"built with CUDA {torch.version.cuda}" if torch.version.cuda else "a CPU-only build"
+        raise UserError(f"--device {device}: the GPU check needs a CUDA GPU and torch {torch.__version__} ({build}) "
+                        "sees none; run it on a GPU machine (--dry-run lists its steps)")
+    command = [sys.executable, str(script), "--device", device, *(["--quick"] if quick else []),
+               *(["--dry-run"] if dry_run else [])]
+    try:
+        return subprocess.run(command, cwd=script.parent.parent, timeout=timeout, check=False).returncode
+    except subprocess.TimeoutExpired:
+        print(f"geomlin bench --device {device}: the GPU check timed out after {timeout:.0f} s", file=sys.stderr)
+        return 1
 
 
 def _doc_blocks(docs: Path) -> dict[Path, list[str]]:

@@ -121,6 +121,11 @@ def build_parser() -> argparse.ArgumentParser:
                        help="rerun the benchmark commands that docs pages ask for (<!-- bench: ... --> blocks) "
                             "and paste their output into the pages")
     bench.add_argument("--docs", default=None, help="docs folder for --record (default: ./docs)")
+    bench.add_argument("--device", default=None, metavar="DEVICE",
+                       help="run the GPU check benchmarks/gpu_check.py on this CUDA device instead (tests, GATr per "
+                            "SDPA backend, Gaunt routes vs e3nn, bf16, torch.compile, two training epochs; one "
+                            "table, under 8 minutes)")
+    bench.add_argument("--dry-run", action="store_true", help="with --device: list the GPU check's steps, run nothing")
 
     audit = sub.add_parser("audit", help="measure a model's equivariance error under its declared group")
     audit.add_argument("target", metavar="CHECKPOINT_OR_MODULE",
@@ -191,8 +196,15 @@ def main(argv: list[str] | None = None) -> int:
                 raise UserError("geomlin train needs a task: pointcloud, molecules or nbody")
             return _train(args)
         if args.command == "bench":
-            from geomlin.cli.bench import record, run_benchmarks
+            from geomlin.cli.bench import record, run_benchmarks, run_gpu_check
 
+            if args.device is not None:
+                if args.record or args.only:
+                    raise UserError("--device runs the GPU check (benchmarks/gpu_check.py); drop --record / --only")
+                return run_gpu_check(args.dir, args.device, quick=args.quick, dry_run=args.dry_run,
+                                     timeout=args.timeout)
+            if args.dry_run:
+                raise UserError("--dry-run lists the GPU check's steps: use it with --device cuda")
             if args.record:
                 if args.quick:
                     raise UserError("--record runs the commands written in the docs blocks; drop --quick")

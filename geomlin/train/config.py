@@ -24,8 +24,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import torch
+
 from geomlin.train.errors import UserError
 from geomlin.validation import check_float, check_int
+
+#: ``--precision`` choices -> the autocast dtype of the forward passes (``None``: plain float32).
+PRECISIONS = {"fp32": None, "bf16": torch.bfloat16}
 
 
 @dataclass(frozen=True)
@@ -65,7 +70,10 @@ COMMON_OPTIONS: tuple[Option, ...] = (
     Option("batch_size", int, 32, "batch size per process", minimum=1),
     Option("lr", float, 1e-3, "learning rate (AdamW)", minimum=0.0, strict=True),
     Option("weight_decay", float, 0.0, "weight decay (AdamW)", minimum=0.0),
-    Option("device", str, "auto", "cpu, cuda, cuda:N or auto", None),
+    Option("device", str, "auto", "auto (cuda when available, else cpu), cpu, cuda, cuda:N, or another accelerator "
+           "PyTorch has available (xpu, mps, ...); under torchrun cuda means cuda:LOCAL_RANK", None),
+    Option("precision", str, "fp32", "fp32, or bf16: forward passes and losses under bfloat16 autocast "
+           "(parameters, gradients and optimiser stay float32)", tuple(PRECISIONS)),
     Option("seed", int, 0, "random seed (model init, data order, augmentation)", minimum=0),
     Option("out", str, "runs/{task}", "output directory ({task} is replaced by the task name)"),
     Option("quick", bool, False, "a smoke run of well under a minute (small data, one or two epochs)"),
@@ -76,8 +84,8 @@ COMMON_OPTIONS: tuple[Option, ...] = (
 
 #: Options a resumed run may change (everything else must equal the checkpoint's value, since it
 #: shapes the data or the models).
-RESUMABLE = frozenset({"epochs", "lr", "weight_decay", "batch_size", "schedule", "device", "out", "threads",
-                       "progress", "stop_after", "quick"})
+RESUMABLE = frozenset({"epochs", "lr", "weight_decay", "batch_size", "schedule", "device", "precision", "out",
+                       "threads", "progress", "stop_after", "quick"})
 
 
 def _convert(option: Option, value: Any, where: str) -> Any:

@@ -10,10 +10,26 @@ Reproducibility: model ``name`` is initialised from ``seed`` and the name alone
 is a pure function of ``(seed, e)`` (``DistributedSampler.set_epoch``), and the
 checkpoint stores every RNG state of every rank. Resuming therefore continues
 bit-for-bit on CPU.
+
+On an accelerator the loop never waits for the device inside an epoch (see ``docs/devices.md``):
+a batch moves to the device once (:func:`~geomlin.train.tasks.base.take`), each model's step
+(:func:`train_step`) queues its forward, backward and update, and the statistics are summed where
+they are computed (:class:`MetricSums`). The host reads the device at these bounded points only:
+
+* after the run's first training step: the deferred input checks
+  (:func:`geomlin.validation.raise_deferred`) and whether every model's first loss is finite;
+* once per epoch, at its end: all statistics of the epoch in one collective and one read
+  (:func:`read_epoch_means`), then the deferred checks again; a non-finite training loss stops
+  the run there (:class:`~geomlin.train.errors.TrainingDiverged`), before the epoch's checkpoint;
+* once per epoch for the checkpoint (the models, optimisers and RNG states are copied to the host).
+
+On the CPU reading is free, so there the loss is checked after every step and the progress bar
+shows the running loss.
 """
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import json
 import math
@@ -21,6 +37,7 @@ import platform
 import sys
 import time
 import zlib
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -30,14 +47,18 @@ from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data.distributed import DistributedSampler
 
 import geomlin
+from geomlin import validation
 from geomlin.train import distributed as D
 from geomlin.train.checkpoint import load_checkpoint, rng_state, save_checkpoint, set_rng_state
+from geomlin.train.config import PRECISIONS
 from geomlin.train.errors import TrainingDiverged, UserError
 from geomlin.train.plots import plot_curves
-from geomlin.train.tasks.base import Stats, Task, num_examples, take
+from geomlin.train.tasks.base import Task, num_examples, take
 
 #: Largest gradient norm before clipping (keeps the first epochs of small models stable).
 GRAD_CLIP_NORM = 10.0
+#: Device types whose timing events measure a step's device time (elsewhere the host's wall time).
+TIMING_EVENT_DEVICES = ("cuda", "xpu")
 
 
 def seed_everything(seed: int) -> None:
@@ -62,26 +83,142 @@ def cosine_lr(base: float, epoch: int, epochs: int) -> float:
     return base * (0.05 + 0.95 * 0.5 * (1 + math.cos(math.pi * progress)))
 
 
-class _Accumulator:
+class MetricSums:
+    """One model's statistics over an epoch: ``{name: [sum, count]}``, summed where they were computed.
+
+    Sums from the model stay 0-d tensors on the training device and host counts stay Python
+    numbers (see :func:`~geomlin.train.tasks.base.stat`); :meth:`add` reads nothing back.
+    """
+
     def __init__(self) -> None:
-        self.sums: dict[str, list[Tensor]] = {}
+        self.totals: dict[str, list] = {}
 
-    def add(self, stats: Stats) -> None:
+    def add(self, stats: Mapping[str, tuple]) -> None:
+        """Add one batch's ``{name: (sum, count)}``."""
         for k, (s, c) in stats.items():
-            if k in self.sums:
-                self.sums[k][0] += s
-                self.sums[k][1] += c
+            entry = self.totals.get(k)
+            if entry is None:
+                self.totals[k] = [s, c]
             else:
-                self.sums[k] = [s.clone(), c.clone()]
+                entry[0], entry[1] = entry[0] + s, entry[1] + c
 
-    def means(self) -> dict[str, float]:
-        """Means over all ranks (collective: every rank must call it with the same keys)."""
-        keys = sorted(self.sums)
-        if not keys:
-            return {}
-        packed = torch.stack([torch.stack(self.sums[k]) for k in keys])
-        packed = D.all_reduce_sum(packed)
-        return {k: float(s / c) if c > 0 else float("nan") for k, (s, c) in zip(keys, packed)}
+    def mean(self, key: str) -> float:
+        """The current mean of ``key`` on this process (reads the device: for the CPU progress bar)."""
+        s, c = self.totals[key]
+        return float(s) / float(c) if float(c) > 0 else float("nan")
+
+
+def read_epoch_means(groups: Mapping[str, MetricSums], device: torch.device) -> dict[str, dict[str, float]]:
+    """The means of every statistic of every group over all ranks: ``{group: {name: mean}}``.
+
+    All sums and counts of the epoch are packed into one float64 tensor on ``device`` (host numbers
+    uploaded once), summed over the ranks by one collective and read by one copy to the host: the
+    loop's one read of the epoch's statistics. Collective: every rank calls it with the same groups
+    and statistic names.
+    """
+    slots = [(g, k) for g in groups for k in sorted(groups[g].totals)]
+    means: dict[str, dict[str, float]] = {g: {} for g in groups}
+    if not slots:
+        return means
+    values = [v for g, k in slots for v in groups[g].totals[k]]
+    on_device = [i for i, v in enumerate(values) if isinstance(v, Tensor)]
+    on_host = [i for i, v in enumerate(values) if not isinstance(v, Tensor)]
+    parts = []
+    if on_device:
+        parts.append(torch.stack([values[i].to(device=device, dtype=torch.float64) for i in on_device]))
+    if on_host:
+        parts.append(torch.tensor([float(values[i]) for i in on_host], dtype=torch.float64).to(device))
+    packed = D.all_reduce_sum(torch.cat(parts), device).cpu().tolist()
+    flat = [0.0] * len(values)
+    for position, i in enumerate(on_device + on_host):
+        flat[i] = packed[position]
+    for j, (g, k) in enumerate(slots):
+        means[g][k] = flat[2 * j] / flat[2 * j + 1] if flat[2 * j + 1] > 0 else float("nan")
+    return means
+
+
+class StepClock:
+    """The training time of one model over an epoch, without waiting for the device.
+
+    On the CPU the host's wall time around each step; on devices with timing events
+    (:data:`TIMING_EVENT_DEVICES`) a pair of events around each step, read by :meth:`seconds` after
+    the epoch's statistics were read (which waits for the device anyway); on other accelerators the
+    host's wall time (the time to queue the step where the device runs behind).
+    """
+
+    def __init__(self, device: torch.device) -> None:
+        self.events = device.type in TIMING_EVENT_DEVICES
+        self.device = device
+        self.host = 0.0
+        self.pairs: list[tuple[Any, Any]] = []
+
+    @contextlib.contextmanager
+    def step(self) -> Iterator[None]:
+        if self.events:
+            start, end = (torch.Event(device=self.device, enable_timing=True) for _ in range(2))
+            start.record()
+            yield
+            end.record()
+            self.pairs.append((start, end))
+        else:
+            t0 = time.perf_counter()
+            yield
+            self.host += time.perf_counter() - t0
+
+    def seconds(self) -> float:
+        """Seconds spent in the steps so far (call after the device finished them)."""
+        if self.pairs:
+            self.pairs[-1][1].synchronize()
+            self.host += sum(a.elapsed_time(b) for a, b in self.pairs) / 1000.0
+            self.pairs.clear()
+        return self.host
+
+
+def autocast(device: torch.device, precision: str):
+    """The autocast context of ``--precision`` on ``device`` (``fp32``: none)."""
+    dtype = PRECISIONS[precision]
+    if dtype is None:
+        return contextlib.nullcontext()
+    return torch.autocast(device.type, dtype=dtype)
+
+
+def train_step(task: Task, name: str, model: nn.Module, optimizer: torch.optim.Optimizer, batch, cfg: dict,
+               *, parameters=None, device: torch.device | None = None,
+               precision: str = "fp32") -> tuple[Tensor, dict]:
+    """One optimiser step of model ``name`` on ``batch``; returns its loss (0-d) and statistics.
+
+    The task's forward and loss (:meth:`Task.train_step`, under autocast for ``precision="bf16"``),
+    backward, clipping of the gradient norm of ``parameters`` (default: the model's) to
+    :data:`GRAD_CLIP_NORM`, and the update. Nothing here reads the device: the loss and the
+    statistics stay where they were computed. A model that refuses reduced precision (a TypeError
+    mentioning "precision") becomes a :class:`~geomlin.train.errors.UserError` naming it.
+    """
+    device = device if device is not None else next(model.parameters()).device
+    try:
+        with autocast(device, precision):
+            loss, stats = task.train_step(name, model, batch, cfg)
+    except TypeError as exc:  # a model that refuses reduced precision says so (geomlin's convention)
+        if precision != "fp32" and "precision" in str(exc):
+            raise UserError(f"model {name} cannot train with --precision {precision}: {exc}") from None
+        raise
+    optimizer.zero_grad(set_to_none=True)
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(list(model.parameters()) if parameters is None else parameters, GRAD_CLIP_NORM)
+    optimizer.step()
+    return loss, stats
+
+
+def _diverged(name: str, value: float, epoch: int, lr: float) -> TrainingDiverged:
+    return TrainingDiverged(f"model {name}: the training loss became {value} in epoch {epoch}; "
+                            f"lower --lr (now {lr:g})")
+
+
+def _check_losses(losses: Mapping[str, Tensor], epoch: int, lr: float) -> None:
+    """Raise :class:`TrainingDiverged` for a non-finite loss (reads every loss: one host sync)."""
+    values = torch.stack([loss.detach().float().reshape(()) for loss in losses.values()]).cpu().tolist()
+    for name, value in zip(losses, values):
+        if not math.isfinite(value):
+            raise _diverged(name, value, epoch, lr)
 
 
 def _batches(indices: list[int], batch_size: int) -> list[Tensor]:
@@ -139,7 +276,8 @@ def run_training(task: Task, cfg: dict[str, Any], resume_from: str | Path | None
     models and data/model options, epochs left to run), and that the data have training and
     evaluation examples. Problems raise :class:`~geomlin.train.errors.UserError`; a loss that
     turns NaN raises :class:`~geomlin.train.errors.TrainingDiverged`. Process-wide settings
-    (the number of torch threads) are the caller's: the ``geomlin`` command sets ``--threads``.
+    (the number of torch threads) are the caller's: the ``geomlin`` command sets ``--threads``;
+    the training device is made current only for the run (:func:`~geomlin.train.distributed.device_scope`).
     """
     from geomlin.train.config import validate_config
 
@@ -147,7 +285,8 @@ def run_training(task: Task, cfg: dict[str, Any], resume_from: str | Path | None
     cfg = validate_config(task.all_options(), cfg)
     dist = D.setup(cfg["device"])
     try:
-        return _run(task, cfg, dist, resume_from)
+        with D.device_scope(dist.device):
+            return _run(task, cfg, dist, resume_from)
     finally:
         D.teardown()
 
@@ -182,7 +321,10 @@ def _run(task: Task, cfg: dict[str, Any], dist: D.DistInfo, resume_from) -> dict
     data = task.build_data(cfg)
     num_train = _check_data(data.train, "training")
     for set_name, fields in data.evals.items():
-        _check_data(fields, f"evaluation '{set_name}'")
+        if _check_data(fields, f"evaluation '{set_name}'") < dist.world_size:
+            # every rank evaluates a shard, and the epoch's statistics are reduced name by name
+            raise UserError(f"the evaluation set '{set_name}' has {num_examples(fields)} examples for "
+                            f"{dist.world_size} processes; give it at least one example per process")
     models: dict[str, nn.Module] = {}
     for name in names:
         torch.manual_seed(model_seed(cfg["seed"], name))
@@ -212,7 +354,8 @@ def _run(task: Task, cfg: dict[str, Any], dist: D.DistInfo, resume_from) -> dict
                if dist.distributed else m for n, m in models.items()}
 
     run_info = {"task": task.name, "models": names, "world_size": dist.world_size,
-                "device": str(dist.device), "geomlin": geomlin.__version__, "torch": torch.__version__,
+                "device": str(dist.device), "backend": dist.backend, "precision": cfg["precision"],
+                "geomlin": geomlin.__version__, "torch": torch.__version__,
                 "python": platform.python_version(), "num_train": num_train,
                 "num_eval": {k: num_examples(v) for k, v in data.evals.items()},
                 "parameters": {n: count_parameters(m) for n, m in models.items()},
@@ -233,7 +376,10 @@ def _run(task: Task, cfg: dict[str, Any], dist: D.DistInfo, resume_from) -> dict
         seed_everything(cfg["seed"] + 7919 * dist.rank)
     train_time = {n: float(ckpt.get("train_time", {}).get(n, 0.0)) if ckpt else 0.0 for n in names}
     show = cfg.get("progress", True) and dist.is_main
+    on_cpu = dist.device.type == "cpu"  # reading values is free there: check every step, show the loss
+    precision = cfg["precision"]
     stop_after = cfg.get("stop_after", 0) or 0
+    first_step = True
     epoch = start_epoch - 1
     for epoch in range(start_epoch, cfg["epochs"] + 1):
         t0 = time.perf_counter()
@@ -244,33 +390,32 @@ def _run(task: Task, cfg: dict[str, Any], dist: D.DistInfo, resume_from) -> dict
                 group["lr"] = lr
         sampler.set_epoch(epoch)
         batches = _batches(list(sampler), cfg["batch_size"])
-        train_acc = {n: _Accumulator() for n in names}
+        sums = {f"{n}/train": MetricSums() for n in names}
+        clocks = {n: StepClock(dist.device) for n in names}
         for m in wrapped.values():
             m.train()
         bar = _progress(batches, show, desc=f"epoch {epoch}/{cfg['epochs']} train", unit="batch")
         for index in bar:
             batch = task.augment(take(data.train, index, dist.device), cfg)
+            losses = {}
             for n in names:
-                ts = time.perf_counter()
-                loss, stats = task.train_step(n, wrapped[n], batch, cfg)
-                if not torch.isfinite(loss):
-                    raise TrainingDiverged(f"model {n}: the training loss became {float(loss.detach())} at epoch {epoch}; "
-                                           f"lower --lr (now {cfg['lr']:g})")
-                optimizers[n].zero_grad(set_to_none=True)
-                loss.backward()
-                torch.nn.utils.clip_grad_norm_(models[n].parameters(), GRAD_CLIP_NORM)
-                optimizers[n].step()
-                train_time[n] += time.perf_counter() - ts
-                train_acc[n].add(stats)
-            if show:
-                bar.set_postfix({n: f"{float(train_acc[n].sums['loss'][0] / train_acc[n].sums['loss'][1]):.3g}"
-                                 for n in names if "loss" in train_acc[n].sums})
-        row: dict[str, Any] = {"epoch": epoch, "lr": lr}
-        for n in names:
-            row.update({f"{n}/train_{k}": v for k, v in train_acc[n].means().items()})
+                with clocks[n].step():
+                    losses[n], stats = train_step(task, n, wrapped[n], optimizers[n], batch, cfg,
+                                                  parameters=models[n].parameters(), device=dist.device,
+                                                  precision=precision)
+                sums[f"{n}/train"].add(stats)
+            if first_step or on_cpu:
+                if first_step:
+                    validation.raise_deferred()
+                _check_losses(losses, epoch, cfg["lr"])
+                first_step = False
+            if show and on_cpu:
+                bar.set_postfix({n: f"{sums[f'{n}/train'].mean('loss'):.3g}" for n in names
+                                 if "loss" in sums[f"{n}/train"].totals})
         for set_name, fields in data.evals.items():
             shard = list(range(dist.rank, num_examples(fields), dist.world_size))
-            accs = {n: _Accumulator() for n in names}
+            for n in names:
+                sums[f"{n}/{set_name}"] = MetricSums()
             for m in models.values():
                 m.eval()
             ebar = _progress(_batches(shard, cfg["batch_size"]), show, desc=f"epoch {epoch} eval {set_name}",
@@ -279,10 +424,21 @@ def _run(task: Task, cfg: dict[str, Any], dist: D.DistInfo, resume_from) -> dict
                 for index in ebar:
                     batch = take(fields, index, dist.device)
                     for n in names:
-                        accs[n].add(task.eval_step(n, models[n], batch, cfg))
-            for n in names:
-                row.update({f"{n}/{set_name}_{k}": v for k, v in accs[n].means().items()})
-        row["epoch_time_s"] = D.all_reduce_sum(torch.tensor(time.perf_counter() - t0)).item() / dist.world_size
+                        with autocast(dist.device, precision):
+                            sums[f"{n}/{set_name}"].add(task.eval_step(n, models[n], batch, cfg))
+        means = read_epoch_means(sums, dist.device)
+        validation.raise_deferred()
+        for n in names:
+            value = means[f"{n}/train"].get("loss", 0.0)
+            if not math.isfinite(value):
+                raise _diverged(n, value, epoch, cfg["lr"])
+            train_time[n] += clocks[n].seconds()
+        row: dict[str, Any] = {"epoch": epoch, "lr": lr}
+        for group in [f"{n}/train" for n in names] + [f"{n}/{e}" for e in data.evals for n in names]:
+            row.update({f"{group}_{k}": v for k, v in means[group].items()})
+        # wall time of the epoch once its statistics are read (the device has finished; under
+        # torchrun the collective made every rank wait for the slowest)
+        row["epoch_time_s"] = time.perf_counter() - t0
         history.append(row)
         states = D.all_gather_objects(rng_state())
         if dist.is_main:

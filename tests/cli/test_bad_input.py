@@ -50,7 +50,7 @@ def _fails(capsys, args, phrase, out=None):
     (["pointcloud", "--threads", "-2"], "--threads must be >= 0"),
     (["pointcloud", "--weight-decay", "-0.1"], "--weight-decay must be >= 0.0"),
     (["pointcloud", "--frame-group", "XY"], "frame-group must be one of E3, SE3, O3, SO3"),
-    (["pointcloud", "--device", "tpu"], "--device must be cpu, cuda, cuda:N or auto"),
+    (["pointcloud", "--device", "tpu"], "--device must be cpu, cuda, cuda:N, auto"),
     (["nbody", "--num-particles", "1"], "--num-particles must be >= 2, got 1"),
     (["nbody", "--n-particles", "1"], "--num-particles must be >= 2, got 1"),
     (["nbody", "--horizon-steps", "0"], "--horizon-steps must be >= 1"),

@@ -289,6 +289,10 @@ def _run(func, args, kwargs):
                 raw = target.raw
                 if tuple(target.shape) != tuple(raw.shape) or target.stride() != raw.stride():
                     # in-place view or resize (squeeze_, out= resized by the kernel): follow the values' layout
+                    if target.untyped_storage().nbytes() < raw.untyped_storage().nbytes():
+                        # resize_ grew the values (all_gather_object pads its bytes): grow the wrapper too
+                        aten.resize_.default.redispatch(
+                            _METADATA_KEYS, target, [raw.untyped_storage().nbytes() // raw.element_size()])
                     aten.as_strided_.default.redispatch(_METADATA_KEYS, target, raw.shape, raw.stride(),
                                                         raw.storage_offset())
                 return target

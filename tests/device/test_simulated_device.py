@@ -103,3 +103,11 @@ def test_deferred_checks_raise_later_with_the_cpu_message():
     assert validation.pending_checks() == 0
     with validation.deferred_checks():  # a clean block raises nothing
         validation.check_finite(torch.ones(3, device=D), "y")
+
+
+def test_resize_grows_a_tensor_in_place():
+    """``resize_`` beyond the storage (``all_gather_object`` pads its bytes so) keeps the values, as on CUDA."""
+    x = torch.arange(4, dtype=torch.uint8).to(D)
+    x.resize_(10)
+    assert x.shape == (10,) and x.device == D
+    assert sim.to_cpu(x)[:4].tolist() == [0, 1, 2, 3]

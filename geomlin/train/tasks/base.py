@@ -7,9 +7,15 @@ sizes (molecules), where a batch is a ``torch_geometric.data.Batch`` (PyG's coll
 concatenated, a ``batch`` vector naming each node's graph). Either way any sampler (in
 particular ``DistributedSampler``) works on the example indices.
 
-Statistics are ``{name: (sum, count)}`` pairs of 0-d tensors, summed over
-batches and ranks before dividing, so that the reported mean is exact for any
-number of processes.
+Statistics are ``{name: (sum, count)}`` pairs, summed over batches and ranks before dividing, so
+that the reported mean is exact for any number of processes. A sum computed from the model's output
+stays a 0-d tensor on the training device and a count known on the host (a batch size) stays a
+Python number (:func:`stat`): the loop adds them up without reading the device and reads all of an
+epoch's statistics at once (see :mod:`geomlin.train.loop`).
+
+Data stay on the CPU until a batch is taken: :func:`take` moves each batch to the training device
+once (the data boundary), where data-dependent sizes (the largest graph of a batch) are settled on
+the host, so no step has to ask the device for a shape.
 """
 
 from __future__ import annotations
@@ -25,14 +31,18 @@ from geomlin.train.config import Option
 from geomlin.train.errors import UserError
 
 Fields = dict[str, Tensor]
-Stats = dict[str, tuple[Tensor, Tensor]]
+Stats = dict[str, tuple[Tensor | float, Tensor | float]]
+#: Dtype of the statistics' sums (exact counts and stable sums over an epoch).
+STAT_DTYPE = torch.float64
 
 
 class GraphSet:
     """Graphs of different sizes (``torch_geometric.data.Data``) whose batches are PyG ``Batch`` objects.
 
     ``graphs[i]`` is example ``i``; :meth:`batch` collates the examples ``index (b,)`` with
-    ``Batch.from_data_list`` (node tensors concatenated, ``batch (N_total,)`` graph indices).
+    ``Batch.from_data_list`` (node tensors concatenated, ``batch (N_total,)`` graph indices) on the
+    CPU and records the batch's largest graph as the Python int ``max_num_nodes`` (a shape the
+    padded models need, known here without asking the device), then moves it.
     """
 
     def __init__(self, graphs):
@@ -45,6 +55,7 @@ class GraphSet:
         from torch_geometric.data import Batch
 
         out = Batch.from_data_list([self.graphs[i] for i in index.tolist()])
+        out.max_num_nodes = int(out.ptr.diff().max()) if out.num_graphs else 0
         return out.to(device) if device is not None else out
 
 
@@ -60,17 +71,29 @@ def num_examples(fields: Mapping[str, Tensor] | GraphSet) -> int:
 
 
 def take(fields: Mapping[str, Tensor] | GraphSet, index: Tensor, device: torch.device | None = None):
-    """Examples ``index (b,)`` moved to ``device``: rows of every stacked field, or a PyG ``Batch``."""
+    """Examples ``index (b,)`` (a CPU index) moved to ``device``: rows of every stacked field, or a PyG ``Batch``.
+
+    The rows are gathered on the CPU and each field is copied to the device once per batch.
+    """
     if isinstance(fields, GraphSet):
         return fields.batch(index, device)
     return {k: v[index].to(device) if device is not None else v[index] for k, v in fields.items()}
 
 
-def stat(total: Tensor | float, count: Tensor | float) -> tuple[Tensor, Tensor]:
-    """A ``(sum, count)`` statistic as detached float64 0-d tensors."""
-    as_t = (lambda x: x.detach().to(torch.float64).reshape(()).cpu() if isinstance(x, Tensor)
-            else torch.tensor(float(x), dtype=torch.float64))
-    return as_t(total), as_t(count)
+def stat(total: Tensor | float, count: Tensor | float) -> tuple[Tensor | float, Tensor | float]:
+    """A ``(sum, count)`` statistic, left where it was computed.
+
+    A tensor (one element) becomes a detached :data:`STAT_DTYPE` 0-d tensor on its own device (no
+    copy to the host, so no wait for the device); a Python number (a batch size) stays a float.
+    """
+    def value(x):
+        if isinstance(x, Tensor):
+            if x.numel() != 1:
+                raise ValueError(f"a statistic must be one number, got a tensor of shape {tuple(x.shape)}")
+            return x.detach().reshape(()).to(STAT_DTYPE)
+        return float(x)
+
+    return value(total), value(count)
 
 
 @dataclass
@@ -139,7 +162,11 @@ class Task:
         raise NotImplementedError
 
     def augment(self, batch: Fields, cfg: dict) -> Fields:
-        """Per-batch training augmentation (uses the global torch RNG, which checkpoints restore)."""
+        """Per-batch training augmentation of a batch already on the training device.
+
+        Random draws must be made on the batch's device (``torch.randn(..., device=pos.device)``,
+        the device's global RNG, which checkpoints restore), never on the CPU and uploaded.
+        """
         return batch
 
     def train_step(self, name: str, model: nn.Module, batch: Fields, cfg: dict) -> tuple[Tensor, Stats]:

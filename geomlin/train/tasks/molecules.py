@@ -127,6 +127,21 @@ def fit_composition_baseline(z: list[Tensor], y: Tensor, num_species: int) -> tu
     return float(sol[0]), sol[1:], rms
 
 
+def pad_nodes(values: Tensor, batch) -> tuple[Tensor, Tensor]:
+    """Node values of a PyG batch ``(N_total, ...)`` as zero-padded ``(B, N, ...)`` and the mask ``(B, N)`` bool.
+
+    ``B = batch.num_graphs`` and ``N = batch.max_num_nodes`` are host ints (see
+    :meth:`~geomlin.train.tasks.base.GraphSet.batch`); node ``i`` of graph ``g`` lands at
+    ``[g, i]`` (the layout of PyG's ``to_dense_batch``, without its reads of the device for sizes).
+    """
+    num_graphs, width = int(batch.num_graphs), int(batch.max_num_nodes)
+    graph = batch.batch
+    slot = graph * width + torch.arange(values.shape[0], device=values.device) - batch.ptr[graph]
+    padded = values.new_zeros((num_graphs * width, *values.shape[1:])).index_copy(0, slot, values)
+    mask = torch.zeros(num_graphs * width, dtype=torch.bool, device=values.device).index_fill(0, slot, True)
+    return padded.reshape(num_graphs, width, *values.shape[1:]), mask.reshape(num_graphs, width)
+
+
 class MoleculesTask(Task):
     """``geomlin train molecules``.
 
@@ -307,11 +322,13 @@ class MoleculesTask(Task):
 
     @staticmethod
     def _dense(batch) -> tuple[Tensor, Tensor, Tensor]:
-        """A PyG batch of molecules as padded ``pos (B, N, 3)``, ``z (B, N)`` and ``mask (B, N)``."""
-        from torch_geometric.utils import to_dense_batch
+        """A PyG batch of molecules as padded ``pos (B, N, 3)``, ``z (B, N)`` and ``mask (B, N)``.
 
-        pos, mask = to_dense_batch(batch.pos, batch.batch)
-        z, _ = to_dense_batch(batch.z, batch.batch, fill_value=0)
+        ``N`` is the batch's largest molecule, ``batch.max_num_nodes`` (set on the host by
+        :meth:`GraphSet.batch`), so padding reads nothing back from the device.
+        """
+        pos, mask = pad_nodes(batch.pos, batch)
+        z, _ = pad_nodes(batch.z, batch)
         return pos, z, mask
 
     def _errors(self, model: nn.Module, batch) -> tuple[Tensor, Tensor | None, Tensor]:

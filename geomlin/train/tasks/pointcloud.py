@@ -47,6 +47,24 @@ def rotate_clouds(pos: Tensor, seed: int, reflections: bool = False) -> Tensor:
     return pos @ R.transpose(-1, -2)
 
 
+def random_rotations(n: int, *, device: torch.device | str | None = None, dtype: torch.dtype = torch.float32,
+                     generator: torch.Generator | None = None) -> Tensor:
+    """``n`` Haar-random rotations ``(n, 3, 3)`` drawn on ``device`` (the augmentation of ``pointnet_aug``).
+
+    A normalised Gaussian 4-vector is a uniform unit quaternion, and the map from unit quaternions
+    to SO(3) carries that measure to the Haar measure (Shoemake 1992, "Uniform random rotations").
+    Drawn on the training device with its RNG, so a batch on an accelerator gets its rotations
+    without a CPU tensor and an upload per step.
+    """
+    q = torch.randn(n, 4, device=device, dtype=torch.float32 if dtype in (torch.float16, torch.bfloat16) else dtype,
+                    generator=generator)
+    w, x, y, z = (q / q.norm(dim=-1, keepdim=True)).unbind(-1)
+    R = torch.stack([1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y),
+                     2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x),
+                     2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)], dim=-1)
+    return R.reshape(n, 3, 3).to(dtype)
+
+
 #: Relative eigenvalue gap below which the frame-averaged model takes axes from higher moments
 #: (most synthetic classes are symmetric: their covariance spectrum is (nearly) degenerate).
 FRAME_GAP_TOL = 0.2
@@ -295,9 +313,7 @@ class PointCloudTask(Task):
     def train_step(self, name: str, model: nn.Module, batch: Fields, cfg: dict) -> tuple[Tensor, Stats]:
         pos = batch["pos"]
         if name == "pointnet_aug":
-            from geomlin.groups import haar_orthogonal
-
-            R = haar_orthogonal(pos.shape[0], 3, special=True).to(pos)
+            R = random_rotations(pos.shape[0], device=pos.device, dtype=pos.dtype)
             pos = pos @ R.transpose(-1, -2)
         if name == "canonical":
             logits, g = model(pos, return_elements=True)
