@@ -34,6 +34,7 @@ import contextlib
 import math
 import numbers
 import threading
+import warnings
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
@@ -172,26 +173,35 @@ def _values_unreadable(t: Tensor) -> bool:
     return type(t).__name__ == "FakeTensor"
 
 
-def check_condition(ok: Tensor, message: str) -> None:
+def check_condition(ok: Tensor, message: str, *, error: type = ValueError) -> None:
     """Refuse unless every element of the boolean tensor ``ok`` is True.
 
-    On the CPU a ``ValueError(message)`` is raised at once. On an accelerator the test stays on the
+    On the CPU ``error(message)`` is raised at once. On an accelerator the test stays on the
     device and is raised later by :func:`raise_deferred` (no host synchronisation; see the module
     docstring). ``message`` must not depend on tensor values (those cannot be read without a sync).
+    ``error`` is the exception class (default ``ValueError``); a ``Warning`` subclass warns instead
+    of raising.
     """
     if _values_unreadable(ok):
         return
     if ok.device.type == "cpu":
         if ok.numel() and not bool(ok.all()):
-            raise ValueError(message)
+            _fail(error, message, stacklevel=3)
         return
     with torch.no_grad():
         failed = ~ok.all()
         flags = _pending()
-        key = (ok.device, message)
+        key = (ok.device, message, error)
         if key not in flags and len(flags) >= MAX_DEFERRED_CHECKS:
-            key = (ok.device, MORE_CHECKS_FAILED)
+            key = (ok.device, MORE_CHECKS_FAILED, ValueError)
         flags[key] = failed if key not in flags else flags[key] | failed
+
+
+def _fail(error: type, message: str, stacklevel: int) -> None:
+    if issubclass(error, Warning):
+        warnings.warn(message, error, stacklevel=stacklevel + 1)
+    else:
+        raise error(message)
 
 
 def pending_checks() -> int:
@@ -202,8 +212,9 @@ def pending_checks() -> int:
 def raise_deferred() -> None:
     """Read every deferred check of this thread (one host sync per device) and raise the first failure.
 
-    Clears the pending checks either way. Raises the ``ValueError`` the CPU would have raised, with
-    a note saying where the check ran.
+    Clears the pending checks either way. Raises the error the CPU would have raised (the first
+    failed check's), with a note saying where the check ran, after issuing the warnings of failed
+    checks whose ``error`` is a ``Warning``.
     """
     flags = _pending()
     if not flags:
@@ -211,13 +222,20 @@ def raise_deferred() -> None:
     items = list(flags.items())
     flags.clear()
     by_device: dict = {}
-    for (device, message), flag in items:
-        by_device.setdefault(device, []).append((message, flag))
+    for (device, message, error), flag in items:
+        by_device.setdefault(device, []).append((message, error, flag))
+    first = None
     for device, entries in by_device.items():
-        failed = torch.stack([f for _, f in entries]).cpu()
-        for (message, _), bad in zip(entries, failed.tolist()):
-            if bad:
-                raise ValueError(f"{message} (checked on {device}, raised by geomlin.validation.raise_deferred)")
+        failed = torch.stack([f for _, _, f in entries]).cpu()
+        for (message, error, _), bad in zip(entries, failed.tolist()):
+            if bad and (issubclass(error, Warning) or first is None):
+                text = f"{message} (checked on {device}, raised by geomlin.validation.raise_deferred)"
+                if issubclass(error, Warning):
+                    _fail(error, text, stacklevel=2)
+                else:
+                    first = error(text)
+    if first is not None:
+        raise first
 
 
 @contextlib.contextmanager

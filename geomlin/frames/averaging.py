@@ -22,6 +22,7 @@ from geomlin.frames.pca import (
     DEFAULT_GAP_TOL,
     DEGENERATE_POLICIES,
     SIGN_POLICIES,
+    _flat_graphs,
     as_frame_group,
     example_clouds,
     pca_frames,
@@ -114,7 +115,9 @@ class FrameAveraging(nn.Module):
     Flat: ``pos (N_total, d)``, ``batch (N_total,)`` int64; extras ``(N_total, ...)``
     (per point) or ``(B, ...)`` (per graph); outputs with leading ``F * B`` (per graph)
     or ``F * N_total`` (per point) come back as ``(B, ...)`` / ``(N_total, ...)``.
-    Padded entries of the canonical positions are zero.
+    Padded entries of the canonical positions are zero. On accelerators pass ``num_graphs`` with a
+    flat batch (otherwise ``batch.max()`` is read); see :mod:`geomlin.frames.pca` for what else
+    runs without host synchronisation.
 
     Declared types (for :func:`geomlin.testing.assert_equivariant` and ``geomlin audit``):
     ``type_in = (Positions(d), *extras)``, ``type_out`` one type per output kind, all under the
@@ -205,6 +208,7 @@ class FrameAveraging(nn.Module):
         Q, c = self.frames(pos, mask, batch, num_graphs, generator)
         if batch is None:
             return self._forward_padded(pos, extras, kinds_in, mask, Q, c)
+        _, batch = _flat_graphs(batch, Q.shape[0])  # (clamped on accelerators: the gathers stay in bounds)
         return self._forward_flat(pos, extras, kinds_in, batch, edge_index, Q, c)
 
     # ------------------------------------------------------------------ padded

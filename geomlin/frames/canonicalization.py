@@ -40,9 +40,17 @@ import torch
 from torch import Tensor, nn
 
 from geomlin.deprecation import renamed_keyword
-from geomlin.frames.pca import _check_positions, as_frame_group, example_clouds, pca_frames, point_moments
+from geomlin.frames.pca import (
+    _check_positions,
+    _flat_graphs,
+    as_frame_group,
+    example_clouds,
+    pca_frames,
+    point_moments,
+)
 from geomlin.frames.vector_neurons import POOLINGS, VNPointNet
 from geomlin.groups import RigidTransform, special_procrustes
+from geomlin.groups.rotations import full_precision, working_dtype
 from geomlin.validation import check_bool, check_choice, check_float, check_positive_int, check_tensor
 
 #: Kinds accepted by ``invert`` (each canonicalizer supports those meaningful for its group).
@@ -119,18 +127,20 @@ def gram_schmidt_orthogonal(vectors: Tensor, special: bool) -> Tensor:
     Gram-Schmidt via QR, made unique by a positive diagonal of ``r`` (so ``Q V -> Q q``
     for every orthogonal ``Q``); with ``special`` the last column is multiplied by
     ``det q`` so that ``det = +1`` (equivariant for ``Q`` in SO(d)). Used for ``d != 3``.
+    Computed in at least float32 with autocast off; returned in ``vectors``' dtype.
     """
     check_tensor(vectors, "vectors", min_ndim=2)
     if vectors.shape[-1] != vectors.shape[-2]:
         raise ValueError(f"vectors must hold d vectors of dimension d, (..., d, d), got shape {tuple(vectors.shape)}")
-    q, r = torch.linalg.qr(vectors.transpose(-1, -2))
-    signs = torch.sign(torch.diagonal(r, dim1=-2, dim2=-1))
-    signs = torch.where(signs == 0, torch.ones_like(signs), signs)
-    q = q * signs[..., None, :]
-    if special:
-        det = torch.linalg.det(q)
-        q = torch.cat([q[..., :-1], q[..., -1:] * det[..., None, None]], dim=-1)
-    return q
+    with full_precision(vectors):  # QR has no half-precision kernels; autocast would not help
+        q, r = torch.linalg.qr(vectors.to(working_dtype(vectors.dtype)).transpose(-1, -2))
+        signs = torch.sign(torch.diagonal(r, dim1=-2, dim2=-1))
+        signs = torch.where(signs == 0, torch.ones_like(signs), signs)
+        q = q * signs[..., None, :]
+        if special:
+            det = torch.linalg.det(q)
+            q = torch.cat([q[..., :-1], q[..., -1:] * det[..., None, None]], dim=-1)
+    return q.to(vectors.dtype)
 
 
 class Canonicalizer(nn.Module, ABC):
@@ -250,7 +260,9 @@ class PointCloudCanonicalizer(Canonicalizer):
                 num_graphs: int | None = None, as_tensors: bool = False):
         """Predicted elements ``g = (R (B, d, d), t (B, d))``; ``g(Q x + s) = (Q, s) g(x)``."""
         fg = self.frame_group
-        _check_positions(pos, fg.d, mask, batch)
+        batch = _check_positions(pos, fg.d, mask, batch)
+        if batch is not None:
+            num_graphs, batch = _flat_graphs(batch, num_graphs)
         centroid, cov, _, sq = point_moments(pos, fg.translation, mask, batch, num_graphs)
         x = pos - (centroid[batch] if batch is not None else centroid[:, None])
         frame = None
@@ -260,6 +272,8 @@ class PointCloudCanonicalizer(Canonicalizer):
             rms = torch.diagonal(cov, dim1=-2, dim2=-1).sum(-1).clamp_min(0).sqrt()
             frame = fr.frames[:, 0].transpose(-1, -2) * rms[:, None, None]  # axes as rows, length scale
         v = self.net(x, mask=mask, batch=batch, num_graphs=centroid.shape[0], frame=frame)  # (B, k, d)
+        # the rotation in the points' precision (under autocast the network's vectors may be half)
+        v = v.to(torch.promote_types(working_dtype(v.dtype), pos.dtype))
         if self.orthogonalization == "procrustes":
             R = special_procrustes(v.transpose(-1, -2), special=fg.special)
         elif fg.d == 3:

@@ -32,7 +32,8 @@ from torch import Tensor, nn
 from geomlin.deprecation import renamed_keyword
 from geomlin.frames.canonicalization import Canonicalizer
 from geomlin.reps.types import Images, RegularFeatures, act_on_grid
-from geomlin.validation import check_float, check_positive_int, check_tensor
+from geomlin.groups.rotations import working_dtype
+from geomlin.validation import check_condition, check_float, check_positive_int, check_tensor
 
 #: Side of the square example images of :meth:`ImageCanonicalizer.example_inputs` and the group convolutions.
 EXAMPLE_SIZE = 9
@@ -45,6 +46,8 @@ FLIP_DIM = -1
 IDENTITY_INDEX = 0
 #: Quarter turns in a full turn.
 QUARTER_TURNS = 4
+#: Largest entry-wise distance of a matrix from a C4/D4 element that still counts as that element.
+ELEMENT_TOL = 1e-6
 
 
 @dataclass(frozen=True)
@@ -80,24 +83,55 @@ def as_image_group(group) -> ImageGroup:
                      f"got {group!r}. Other orders need interpolated rotations, which are not exact.")
 
 
-def element_matrices(group: ImageGroup) -> Tensor:
-    """``(|G|, 2, 2)`` float64 matrices ``Rot(k pi/2) diag(1, -1)^m`` in index order."""
-    mats = []
-    for i in range(group.order):
-        k, m = group.element(i)
-        c, s = round(math.cos(k * math.pi / 2)), round(math.sin(k * math.pi / 2))
-        rot = torch.tensor([[c, -s], [s, c]], dtype=torch.float64)
-        flip = torch.diag(torch.tensor([1.0, -1.0 if m else 1.0], dtype=torch.float64))
-        mats.append(rot @ flip)
-    return torch.stack(mats)
+def element_matrices(group: ImageGroup, device=None, dtype=torch.float64) -> Tensor:
+    """``(|G|, 2, 2)`` matrices ``Rot(k pi/2) diag(1, -1)^m`` in index order (float64 by default).
+
+    Built on ``device`` from integer arithmetic (no table is uploaded).
+    """
+    k, m = _element_parts(group, device)
+    c = (k == 0).to(dtype) - (k == 2).to(dtype)  # cos(k pi / 2)
+    s = (k == 1).to(dtype) - (k == 3).to(dtype)  # sin(k pi / 2)
+    f = 1 - 2 * m.to(dtype)  # the flip's diagonal entry
+    return torch.stack([torch.stack([c, -s * f], -1), torch.stack([s, c * f], -1)], -2)
+
+
+def _element_parts(group: ImageGroup, device=None) -> tuple[Tensor, Tensor]:
+    """``(k, m)`` of every element index, ``(|G|,)`` int64 each."""
+    i = torch.arange(group.order, device=device)
+    return i % QUARTER_TURNS, i // QUARTER_TURNS
+
+
+def regular_index(group: ImageGroup, device=None) -> Tensor:
+    """``(|G|, |G|)`` int64: entry ``[a, b]`` is the index of ``a^{-1} b`` (``mul[inv[a], b]``).
+
+    The permutation of the regular representation, ``(a . y)[:, b] = y[:, a^{-1} b]``, computed on
+    ``device`` from the group law: ``(k, m)^{-1} = (k, 1)`` for flips, ``(-k, 0)`` for rotations, and
+    ``(k1, m1) (k2, m2) = (k1 +- k2, m1 + m2)`` (minus after a flip).
+    """
+    k, m = _element_parts(group, device)
+    k_inv = torch.where(m == 1, k, (-k) % QUARTER_TURNS)
+    k_prod = (k_inv[:, None] + torch.where(m[:, None] == 1, -k[None, :], k[None, :])) % QUARTER_TURNS
+    return ((m[:, None] + m[None, :]) % 2) * QUARTER_TURNS + k_prod
+
+
+def _element_index(g: Tensor, group: ImageGroup) -> Tensor:
+    """The index of a ``(2, 2)`` C4/D4 matrix as a 0-dim int64 tensor on ``g``'s device (no host
+    read; a matrix outside the group is refused through :func:`geomlin.validation.check_condition`)."""
+    check_tensor(g, "g", shape=(2, 2))
+    mats = element_matrices(group, g.device, working_dtype(g.dtype))
+    dist = (mats - g.detach().to(mats.dtype)).abs().flatten(1).amax(1)
+    check_condition(dist.min() <= ELEMENT_TOL, f"g is not an element of {group.name} (a 2x2 matrix "
+                                               "Rot(k pi/2) diag(1, -1)^m)")
+    return dist.argmin()
 
 
 def matrix_to_index(g: Tensor, group: ImageGroup) -> int:
-    """Index of a ``(2, 2)`` C4/D4 matrix (e.g. from ``geomlin.groups.D(4).sample``)."""
+    """Index of a ``(2, 2)`` C4/D4 matrix (e.g. from ``geomlin.groups.D(4).sample``) as a Python int
+    (which reads ``g`` on the host; the actions below keep the index on the device)."""
     mats = element_matrices(group)
     dist = (mats - g.detach().to(torch.float64).cpu()).abs().flatten(1).amax(1)
     i = int(dist.argmin())
-    if dist[i] > 1e-6:
+    if dist[i] > ELEMENT_TOL:
         raise ValueError(f"{g.tolist()} is not an element of {group.name}")
     return i
 
@@ -115,37 +149,44 @@ def _tables(flips: bool) -> tuple[Tensor, Tensor]:
 
 
 def multiplication_table(group) -> Tensor:
-    """``(|G|, |G|)`` int64: ``mul[a, b]`` is the index of ``a b``."""
-    return _tables(as_image_group(group).flips)[0]
+    """``(|G|, |G|)`` int64: ``mul[a, b]`` is the index of ``a b`` (a fresh CPU tensor)."""
+    return _tables(as_image_group(group).flips)[0].clone()
 
 
 def inverse_table(group) -> Tensor:
-    """``(|G|,)`` int64: index of ``a^{-1}``."""
-    return _tables(as_image_group(group).flips)[1]
+    """``(|G|,)`` int64: index of ``a^{-1}`` (a fresh CPU tensor)."""
+    return _tables(as_image_group(group).flips)[1].clone()
 
 
-def act_on_image(x: Tensor, index: int, group) -> Tensor:
+def act_on_image(x: Tensor, index, group) -> Tensor:
     """Element ``index`` acting on images ``(..., H, W)``: ``rot90^k(flip^m(x))``
-    (:func:`geomlin.reps.types.act_on_grid`, the action of the :class:`~geomlin.reps.types.Images` type)."""
-    return act_on_grid(x, *as_image_group(group).element(index))
+    (:func:`geomlin.reps.types.act_on_grid`, the action of the :class:`~geomlin.reps.types.Images` type).
+
+    ``index`` is a Python int, or a 0-dim int64 tensor on ``x``'s device: then every element's image
+    is formed and the one at ``index`` is selected, so the host never reads the index.
+    """
+    grp = as_image_group(group)
+    if isinstance(index, Tensor):
+        stack = torch.stack([act_on_grid(x, *grp.element(i)) for i in range(grp.order)])
+        return stack.index_select(0, index.reshape(1).to(x.device)).squeeze(0)
+    return act_on_grid(x, *grp.element(index))
 
 
 def image_action(group):
     """An action ``action(g, x)`` for :mod:`geomlin.testing`: ``g`` a 2x2 C4/D4 matrix,
-    ``x (..., H, W)`` images."""
+    ``x (..., H, W)`` images (``g`` and ``x`` on one device; no host read)."""
     grp = as_image_group(group)
-    return lambda g, x: act_on_image(x, matrix_to_index(g, grp), grp)
+    return lambda g, x: act_on_image(x, _element_index(g, grp), grp)
 
 
 def regular_action(group):
     """An action on ``(B, |G|, ...)`` tensors in the regular representation:
-    ``(g . y)[:, a] = y[:, g^{-1} a]``; ``g`` a 2x2 matrix."""
+    ``(g . y)[:, a] = y[:, g^{-1} a]``; ``g`` a 2x2 matrix (on ``y``'s device; no host read)."""
     grp = as_image_group(group)
-    mul, inv = _tables(grp.flips)
 
     def action(g, y):
-        i = matrix_to_index(g, grp)
-        return y[:, mul[inv[i]].to(y.device)]
+        perm = regular_index(grp, y.device).index_select(0, _element_index(g, grp).reshape(1).to(y.device))
+        return y.index_select(1, perm.squeeze(0))
     return action
 
 
@@ -219,6 +260,7 @@ class GroupConv2d(nn.Module):
         planar = _planar(self.group)
         self.type_in = RegularFeatures(planar, in_channels, grid=True)
         self.type_out = RegularFeatures(planar, out_channels, grid=True)
+        self.register_buffer("regular_index", regular_index(self.group), persistent=False)
 
     def example_inputs(self, generator=None, dtype=torch.float64):
         """Features of two ``EXAMPLE_SIZE``-pixel images, ``(2, C_in, |G|, 9, 9)``."""
@@ -228,12 +270,10 @@ class GroupConv2d(nn.Module):
     def full_weight(self) -> Tensor:
         """``(C_out * |G|, C_in * |G|, k, k)`` filters of one ordinary convolution."""
         G = self.group.order
-        mul, inv = _tables(self.group.flips)
-        idx = mul[inv]  # idx[g, h] = index(g^{-1} h)
+        gathered = self.weight[:, :, self.regular_index]  # (O, I, G_g, G_h, k, k): [g, h] = w[g^{-1} h]
         rows = []
         for g in range(G):
-            w = self.weight[:, :, idx[g].to(self.weight.device)]  # (O, I, G_h, k, k)
-            rows.append(act_on_image(w, g, self.group))
+            rows.append(act_on_image(gathered[:, :, g], g, self.group))
         w = torch.stack(rows, dim=1)  # (O, G_g, I, G_h, k, k)
         O, _, I = w.shape[:3]
         return w.reshape(O * G, I * G, *w.shape[-2:])
@@ -304,6 +344,7 @@ class ImageCanonicalizer(Canonicalizer):
         self.convs = nn.ModuleList(GroupConv2d(self.group, hidden, hidden, kernel_size) for _ in range(num_blocks))
         self.head = nn.Parameter(torch.randn(hidden) / math.sqrt(hidden))
         self.register_buffer("matrices", element_matrices(self.group), persistent=False)
+        self.register_buffer("regular_index", regular_index(self.group), persistent=False)
         self.type_in = self.lift.type_in
         self.type_out = (self.feature_type("regular"), self.feature_type("regular"))
 
@@ -368,9 +409,7 @@ class ImageCanonicalizer(Canonicalizer):
         if kind == "regular":
             if y.ndim < 2 or y.shape[1] != G:
                 raise ValueError(f"regular outputs must be (B, {G}, ...), got shape {tuple(y.shape)}")
-            mul, inv = _tables(self.group.flips)
-            # (a . y)[:, b] = y[:, a^{-1} b]
-            stack = torch.stack([y[:, mul[inv[a]].to(y.device)] for a in range(G)], 1)
+            stack = y[:, self.regular_index]  # (B, a, b, ...) = y[:, a^{-1} b]: every a . y
         elif kind == "vector":
             if y.shape[-1] != 2:
                 raise ValueError(f"vector outputs of images must have last dimension 2, got {tuple(y.shape)}")

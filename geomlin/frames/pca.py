@@ -47,11 +47,23 @@ Degenerate spectra
     A planar cloud in 3D is *not* degenerate by itself (its normal is the simple
     eigenvalue 0); it is degenerate only when its in-plane spread is isotropic
     (e.g. a regular polygon).
+
+Accelerators and mixed precision
+    Nothing here makes the host wait for the device: the eigenvectors come from the sync-free
+    Jacobi solver :func:`geomlin.groups.rotations.symmetric_eigh` (``torch.linalg.eigh`` reads an
+    error code back on CUDA), every policy is computed for all items and selected per item with
+    ``torch.where``, and on an accelerator ``"raise"`` and ``"warn"`` are deferred checks
+    (:func:`geomlin.validation.check_condition`, reported by
+    :func:`~geomlin.validation.raise_deferred` without the item numbers, which would need a read).
+    On the CPU a policy's extra work is skipped when no item needs it. Flat batches read
+    ``batch.max()`` unless ``num_graphs`` is given, and ``on_degenerate="moments"`` pads them to the
+    largest cloud (one read of its size); padded batches read nothing. Moments and
+    eigenvectors are computed with autocast off (covariances in at least float32, the
+    eigenproblem in float64), so the frames are as accurate under ``torch.autocast`` as without.
 """
 
 from __future__ import annotations
 
-import itertools
 import re
 import warnings
 from dataclasses import dataclass
@@ -60,11 +72,15 @@ from typing import NamedTuple
 import torch
 from torch import Tensor
 
+from geomlin.groups.rotations import full_precision, symmetric_eigh, working_dtype
 from geomlin.validation import (
     check_batch_vector,
     check_choice,
+    check_condition,
     check_finite,
     check_float,
+    check_generator,
+    check_index,
     check_mask,
     check_nonnegative_int,
     check_tensor,
@@ -181,20 +197,17 @@ def as_frame_group(group) -> FrameGroup:
 def sign_patterns(d: int, special: bool, dtype=torch.float64, device=None) -> Tensor:
     """The diagonal sign matrices of the frame as ``(F, d)`` vectors of +-1.
 
-    All ``2^d`` patterns, or the ``2^(d-1)`` with product +1 when ``special``.
-    Row 0 is all ones (the eigensolver's own basis).
+    All ``2^d`` patterns in ``itertools.product((1, -1), repeat=d)`` order, or the ``2^(d-1)`` of
+    them with product +1 when ``special``. Row 0 is all ones (the eigensolver's own basis). Built
+    on ``device`` from integer arithmetic (no table is uploaded).
     """
-    rows = [s for s in itertools.product((1.0, -1.0), repeat=d)]
+    rows = torch.arange(2 ** (d - 1) if special else 2 ** d, device=device)
     if special:
-        rows = [s for s in rows if _prod(s) > 0]
-    return torch.tensor(rows, dtype=dtype, device=device)
-
-
-def _prod(values) -> float:
-    out = 1.0
-    for v in values:
-        out *= v
-    return out
+        # the rows of the full table with an even number of -1 are 2 r + parity(r)
+        parity = ((rows[:, None] >> torch.arange(d - 1, device=device)) & 1).sum(-1) % 2
+        rows = 2 * rows + parity
+    bits = (rows[:, None] >> torch.arange(d - 1, -1, -1, device=device)) & 1  # column 0 = leading bit
+    return (1 - 2 * bits).to(dtype)
 
 
 class PCAFrames(NamedTuple):
@@ -216,8 +229,11 @@ class PCAFrames(NamedTuple):
     degenerate: Tensor
 
 
-def _check_positions(pos: Tensor, d: int, mask: Tensor | None, batch: Tensor | None) -> None:
-    """Validate a padded ``(B, N, d)`` (+ ``mask (B, N)`` bool) or flat ``(N, d)`` (+ ``batch (N,)``) cloud batch."""
+def _check_positions(pos: Tensor, d: int, mask: Tensor | None, batch: Tensor | None) -> Tensor | None:
+    """Validate a padded ``(B, N, d)`` (+ ``mask (B, N)`` bool) or flat ``(N, d)`` (+ ``batch (N,)``) cloud batch.
+
+    Returns ``batch`` as checked (on an accelerator clamped to be non-negative, its test deferred).
+    """
     check_tensor(pos, "pos", what=f"points in R^{d}")
     if pos.ndim == 0 or pos.shape[-1] != d:
         raise ValueError(f"pos must have last dimension {d} (points in R^{d}), got shape {tuple(pos.shape)}")
@@ -226,7 +242,7 @@ def _check_positions(pos: Tensor, d: int, mask: Tensor | None, batch: Tensor | N
             raise ValueError("pass either mask (padded batch) or batch (flat batch), not both")
         if pos.ndim != 2:
             raise ValueError(f"with a batch vector pos must be flat (N, {d}), got shape {tuple(pos.shape)}")
-        check_batch_vector(batch, "batch", pos.shape[0])
+        batch = check_batch_vector(batch, "batch", pos.shape[0])
     elif pos.ndim != 3:
         raise ValueError(f"pos must be a padded batch (B, N, {d}) or flat (N, {d}) with a batch vector, "
                          f"got shape {tuple(pos.shape)}")
@@ -236,72 +252,98 @@ def _check_positions(pos: Tensor, d: int, mask: Tensor | None, batch: Tensor | N
             raise ValueError(f"mask must have shape {tuple(pos.shape[:2])} (B, N) to match pos "
                              f"{tuple(pos.shape)}, got {tuple(mask.shape)}")
     check_finite(pos, "pos")  # padding too: NaN * 0 is NaN in the masked sums
+    return batch
 
 
 def num_graphs_of(batch: Tensor, num_graphs: int | None = None) -> int:
-    """Number of graphs of a flat batch: ``num_graphs`` or ``batch.max() + 1``."""
+    """Number of graphs of a flat batch: ``num_graphs`` or ``batch.max() + 1``.
+
+    Without ``num_graphs`` the largest index is read (a host synchronisation on an accelerator); on
+    an accelerator the range of ``batch`` against a given ``num_graphs`` is checked by
+    :func:`_flat_graphs` (deferred, and clamped).
+    """
     if num_graphs is not None:
         num_graphs = check_nonnegative_int(num_graphs, "num_graphs")
-        if batch.numel() and int(batch.max()) >= num_graphs:
+        if batch.device.type == "cpu" and batch.numel() and int(batch.max()) >= num_graphs:
             raise ValueError(f"batch has index {int(batch.max())} but num_graphs={num_graphs}")
         return int(num_graphs)
     return int(batch.max()) + 1 if batch.numel() else 0
+
+
+def _flat_graphs(batch: Tensor, num_graphs: int | None) -> tuple[int, Tensor]:
+    """``(B, batch)`` of a flat batch; on an accelerator ``batch`` is range-checked (deferred) and clamped."""
+    B = num_graphs_of(batch, num_graphs)
+    if batch.device.type != "cpu" and num_graphs is not None:
+        batch = check_index(batch, "batch", B, "graphs (num_graphs)")
+    return B, batch
 
 
 def point_moments(pos: Tensor, translation: bool, mask: Tensor | None = None,
                   batch: Tensor | None = None, num_graphs: int | None = None):
     """Centroid, covariance and point counts of padded or flat point clouds.
 
+    Computed with autocast off in at least float32 (:func:`~geomlin.groups.rotations.working_dtype`):
+    a covariance in bfloat16 would lose the frame.
+
     Returns
     -------
-    centroid ``(B, d)``, covariance ``(B, d, d)``, counts ``(B,)`` (same dtype as ``pos``),
-    and the mean squared norm ``(B,)`` of the points (a scale for degeneracy tests).
+    centroid ``(B, d)`` in ``pos``'s dtype; covariance ``(B, d, d)``, counts ``(B,)`` and the mean
+    squared norm ``(B,)`` of the points (a scale for degeneracy tests) in the working dtype
+    (``pos``'s, float32 for half precisions).
     """
     d = pos.shape[-1]
-    if batch is not None:
-        B = num_graphs_of(batch, num_graphs)
-        counts = torch.zeros(B, dtype=pos.dtype, device=pos.device).index_add_(
-            0, batch, torch.ones_like(pos[:, 0]))
+    with full_precision(pos):
+        p = pos.to(working_dtype(pos.dtype))
+        if batch is not None:
+            B, batch = _flat_graphs(batch, num_graphs)
+            counts = p.new_zeros(B).index_add_(0, batch, torch.ones_like(p[:, 0]))
+            _require_points(counts)
+            sums = p.new_zeros(B, d).index_add(0, batch, p)
+            centroid = sums / counts.clamp_min(1)[:, None] if translation else p.new_zeros(B, d)
+            x = p - centroid[batch]
+            outer = x[:, :, None] * x[:, None, :]
+            cov = p.new_zeros(B, d, d).index_add(0, batch, outer) / counts.clamp_min(1)[:, None, None]
+            sq = p.new_zeros(B).index_add(0, batch, (p * p).sum(-1)) / counts.clamp_min(1)
+            return centroid.to(pos.dtype), cov, counts, sq
+        w = torch.ones(p.shape[:2], dtype=p.dtype, device=p.device) if mask is None else mask.to(p.dtype)
+        counts = w.sum(1)
         _require_points(counts)
-        sums = pos.new_zeros(B, d).index_add(0, batch, pos)
-        centroid = sums / counts[:, None] if translation else pos.new_zeros(B, d)
-        x = pos - centroid[batch]
-        outer = x[:, :, None] * x[:, None, :]
-        cov = pos.new_zeros(B, d, d).index_add(0, batch, outer) / counts[:, None, None]
-        sq = pos.new_zeros(B).index_add(0, batch, (pos * pos).sum(-1)) / counts
-        return centroid, cov, counts, sq
-    if mask is None:
-        w = torch.ones(pos.shape[:2], dtype=pos.dtype, device=pos.device)
-    else:
-        w = mask.to(pos.dtype)
-    counts = w.sum(1)
-    _require_points(counts)
-    if translation:
-        centroid = (pos * w[..., None]).sum(1) / counts[:, None]
-    else:
-        centroid = pos.new_zeros(pos.shape[0], d)
-    x = (pos - centroid[:, None]) * w[..., None]
-    cov = x.transpose(1, 2) @ x / counts[:, None, None]
-    sq = ((pos * pos).sum(-1) * w).sum(1) / counts
-    return centroid, cov, counts, sq
+        n = counts.clamp_min(1)  # (an empty cloud fails the check above; this keeps it finite on devices)
+        if translation:
+            centroid = (p * w[..., None]).sum(1) / n[:, None]
+        else:
+            centroid = p.new_zeros(p.shape[0], d)
+        x = (p - centroid[:, None]) * w[..., None]
+        cov = x.transpose(1, 2) @ x / n[:, None, None]
+        sq = ((p * p).sum(-1) * w).sum(1) / n
+        return centroid.to(pos.dtype), cov, counts, sq
 
 
 def _require_points(counts: Tensor) -> None:
+    if counts.device.type != "cpu":
+        check_condition(counts >= 1, "some point clouds have no points (a frame needs at least one point; "
+                                     "check the mask or batch vector)")
+        return
     empty = (counts < 1).nonzero().flatten()
     if empty.numel():
         raise ValueError(f"point clouds {empty.tolist()[:10]} have no points (a frame needs at least one "
                          "point; check the mask or batch vector)")
 
 
-def _clusters(degenerate_gap: Tensor) -> list[list[int]]:
-    """Group eigen-indices 0..d-1 into runs joined by degenerate gaps (``(d-1,)`` bool)."""
-    groups = [[0]]
-    for i, joined in enumerate(degenerate_gap.tolist()):
-        if joined:
-            groups[-1].append(i + 1)
-        else:
-            groups.append([i + 1])
-    return groups
+def _work_needed(flag: Tensor) -> bool:
+    """Whether a per-item policy must be computed: always on an accelerator (then selected with
+    ``torch.where``, so the host never reads ``flag``), on the CPU only when some item needs it."""
+    return flag.device.type != "cpu" or bool(flag.any())
+
+
+def _cluster_masks(gap_bad: Tensor) -> tuple[Tensor, Tensor]:
+    """Eigen-indices joined by degenerate gaps (``(B, d-1)`` bool) into clusters:
+    ``same (B, d, d)`` (indices ``i, j`` in one cluster) and ``shared (B, d)`` (index in a cluster of
+    two or more, i.e. in a degenerate eigenspace)."""
+    starts = torch.cat([torch.zeros_like(gap_bad[:, :1]), ~gap_bad], dim=-1)
+    cluster = starts.to(torch.int64).cumsum(-1)  # (B, d) cluster id of every index
+    same = cluster[:, :, None] == cluster[:, None, :]
+    return same, same.sum(-1) > 1
 
 
 def _sample_ambiguous(V: Tensor, signs: Tensor, gap_bad: Tensor, special: bool,
@@ -309,24 +351,26 @@ def _sample_ambiguous(V: Tensor, signs: Tensor, gap_bad: Tensor, special: bool,
     """Frames ``V H_f`` with ``H_f`` block-diagonal: the signs ``S_f`` on simple
     eigenvalues and an independent Haar ``O(k)`` element on every ``k``-fold eigenspace.
 
-    ``V (d, d)`` float64, ``signs (F, d)``, ``gap_bad (d-1,)`` bool -> ``(F, d, d)``.
+    ``V (B, d, d)`` float64, ``signs (F, d)``, ``gap_bad (B, d-1)`` bool -> ``(B, F, d, d)``, for
+    every item (items without a degenerate gap get ``V S_f``). Haar blocks: QR of a Gaussian with the
+    signs of ``diag(R)`` absorbed (Mezzadri 2007, Sec. 5); a block-diagonal Gaussian has a
+    block-diagonal ``Q``. Drawn on ``V``'s device.
     """
-    from geomlin.groups import haar_orthogonal
-
+    B, d = V.shape[0], V.shape[-1]
     F = signs.shape[0]
-    H = torch.diag_embed(signs).clone()
-    for block in _clusters(gap_bad):
-        if len(block) < 2:
-            continue
-        lo, hi = block[0], block[-1] + 1
-        H[:, lo:hi, lo:hi] = haar_orthogonal(F, hi - lo, generator).to(H)
-    Q = V @ H
+    same, shared = _cluster_masks(gap_bad)
+    blocks = (same & shared[:, :, None])[:, None]  # (B, 1, d, d): entries of degenerate blocks
+    z = torch.randn(B, F, d, d, generator=generator, dtype=V.dtype, device=V.device)
+    q, r = torch.linalg.qr(z * blocks.to(z.dtype))
+    q = q * torch.where(torch.diagonal(r, dim1=-2, dim2=-1) < 0, -1.0, 1.0).to(q.dtype)[..., None, :]
+    H = torch.where(blocks, q, torch.diag_embed(signs.to(V.dtype)).expand(B, F, d, d))
+    Q = V[:, None] @ H
     if special:
         # Negating one column of a degenerate block stays inside the ambiguous subgroup
         # (and keeps it Haar distributed); it moves the frame into SO(d).
-        first_block = next(b for b in _clusters(gap_bad) if len(b) > 1)
-        flip = torch.linalg.det(Q) < 0
-        Q[flip, :, first_block[0]] = -Q[flip, :, first_block[0]]
+        first = torch.nn.functional.one_hot(shared.to(torch.int64).argmax(-1), d).bool()  # (B, d)
+        flip = (torch.linalg.det(Q) < 0)[..., None] & first[:, None, :]  # (B, F, d)
+        Q = Q * torch.where(flip, -1.0, 1.0).to(Q.dtype)[..., None, :]
     return Q
 
 
@@ -411,39 +455,49 @@ def moment_axes(y: Tensor, weight: Tensor) -> Tensor:
 
 
 def _padded(pos: Tensor, mask: Tensor | None, batch: Tensor | None, B: int) -> tuple[Tensor, Tensor]:
-    """``(B, N, d)`` positions and ``(B, N)`` weights of a padded or flat batch."""
+    """``(B, N, d)`` positions and ``(B, N)`` weights of a padded or flat batch.
+
+    A flat batch (sorted, as validated) is scattered into ``N`` = its largest cloud, whose size is
+    read from the device (the one host read of a flat batch with moment frames).
+    """
     if batch is None:
         w = torch.ones(pos.shape[:2], dtype=pos.dtype, device=pos.device) if mask is None else mask.to(pos.dtype)
         return pos, w
-    order = torch.argsort(batch, stable=True)
-    b_sorted = batch[order]
-    counts = torch.bincount(batch, minlength=B)
+    counts = torch.zeros(B, dtype=torch.int64, device=pos.device).index_add_(0, batch, torch.ones_like(batch))
     offsets = torch.cumsum(counts, 0) - counts
-    slot = torch.arange(batch.shape[0], device=pos.device) - offsets[b_sorted]
+    slot = torch.arange(batch.shape[0], device=pos.device) - offsets[batch]
     n_max = int(counts.max()) if counts.numel() else 0
     out = pos.new_zeros(B, n_max, pos.shape[-1])
     w = pos.new_zeros(B, n_max)
-    out[b_sorted, slot] = pos[order]
-    w[b_sorted, slot] = 1.0
+    out[batch, slot] = pos
+    w[batch, slot] = 1.0
     return out, w
 
 
-def _moment_frames(V: Tensor, gap_bad: Tensor, items: Tensor, pos: Tensor, centroid: Tensor,
+def _moment_frames(V: Tensor, gap_bad: Tensor, pos: Tensor, centroid: Tensor,
                    mask: Tensor | None, batch: Tensor | None) -> Tensor:
-    """``V`` with the axes of every degenerate eigenspace of ``items`` replaced by :func:`moment_axes`."""
-    V = V.clone()
-    padded, w = _padded(pos.detach().to(torch.float64), mask, batch, V.shape[0])
+    """``V`` with the axes of every degenerate eigenspace replaced by :func:`moment_axes`.
+
+    Every contiguous block ``[lo, lo + k)`` of eigen-indices (``k >= 2``) that is a whole cluster of
+    some item is solved for all items at once (one :func:`moment_axes` call per size ``k``) and
+    selected per item, so the host never reads which items are degenerate.
+    """
+    B, d = V.shape[0], V.shape[-1]
+    padded, w = _padded(pos.detach().to(torch.float64), mask, batch, B)
     x = padded - centroid.detach().to(torch.float64)[:, None]
-    for pattern in torch.unique(gap_bad[items].to(torch.int64), dim=0):
-        sel = items[(gap_bad[items].to(torch.int64) == pattern).all(-1)]
-        for block in _clusters(pattern.bool()):
-            if len(block) < 2:
-                continue
-            lo, hi = block[0], block[-1] + 1
-            E = V[sel, :, lo:hi]  # (b, d, k)
-            U = moment_axes(x[sel] @ E, w[sel])
-            V[sel, :, lo:hi] = E @ U
-    return V
+    joined = torch.cat([torch.zeros_like(gap_bad[:, :1]), gap_bad, torch.zeros_like(gap_bad[:, :1])], -1)
+    out = V
+    for k in range(2, d + 1):
+        starts = range(d - k + 1)
+        E = torch.cat([V[:, :, lo:lo + k].detach() for lo in starts])  # (L B, d, k)
+        U = moment_axes(x.repeat(len(starts), 1, 1) @ E, w.repeat(len(starts), 1))
+        axes = (E @ U).reshape(len(starts), B, d, k)
+        for i, lo in enumerate(starts):
+            # [lo, lo + k) is a cluster: joined inside, separated at both ends (joined[j] = gap j - 1)
+            whole = joined[:, lo + 1:lo + k].all(-1) & ~joined[:, lo] & ~joined[:, lo + k]
+            block = torch.where(whole[:, None, None], axes[i], out[:, :, lo:lo + k])
+            out = torch.cat([out[:, :, :lo], block, out[:, :, lo + k:]], dim=-1)
+    return out
 
 
 def _skewness_signed(V: Tensor, pos: Tensor, centroid: Tensor, mask: Tensor | None, batch: Tensor | None,
@@ -452,14 +506,45 @@ def _skewness_signed(V: Tensor, pos: Tensor, centroid: Tensor, mask: Tensor | No
 
     With ``special`` the last column is instead signed so that ``det V = +1``.
     """
-    padded, w = _padded(pos.detach().to(torch.float64), mask, batch, V.shape[0])
-    y = (padded - centroid.detach().to(torch.float64)[:, None]) @ V.detach()  # (B, N, d)
-    third = (w[..., None] * y ** 3).sum(1)  # (B, d)
+    B = V.shape[0]
+    x = pos.detach().to(torch.float64)
+    if batch is None:
+        w = torch.ones(x.shape[:2], dtype=x.dtype, device=x.device) if mask is None else mask.to(x.dtype)
+        y = (x - centroid.detach().to(torch.float64)[:, None]) @ V.detach()  # (B, N, d)
+        third = (w[..., None] * y ** 3).sum(1)  # (B, d)
+    else:
+        y = ((x - centroid.detach().to(torch.float64)[batch])[:, None, :] @ V.detach()[batch]).squeeze(1)
+        third = y.new_zeros(B, V.shape[-1]).index_add_(0, batch, y ** 3)
     s = torch.where(third < 0, -1.0, 1.0).to(V.dtype)
     if special:
-        s[:, -1] = 1.0
-        s[:, -1] = torch.where(torch.linalg.det(V.detach() * s[:, None, :]) < 0, -1.0, 1.0).to(V.dtype)
+        s = torch.cat([s[:, :-1], torch.ones_like(s[:, -1:])], dim=-1)
+        last = torch.where(torch.linalg.det(V.detach() * s[:, None, :]) < 0, -1.0, 1.0).to(V.dtype)
+        s = torch.cat([s[:, :-1], last[:, None]], dim=-1)
     return V * s[:, None, :]
+
+
+def _report_degenerate(degenerate: Tensor, policy: str, gap_tol: float) -> None:
+    """``"raise"``: :class:`DegenerateFrameError`; ``"warn"``: a ``UserWarning`` (deferred on accelerators)."""
+    if policy not in ("raise", "warn"):
+        return
+    what = ("have a degenerate covariance spectrum (relative eigenvalue gap < "
+            f"{gap_tol:g}")
+    if policy == "raise":
+        tail = ("; repeated eigenvalues from a symmetric, collinear or single-point cloud); their PCA frame is "
+                "not unique. Use on_degenerate='moments', 'sample' or 'warn' to proceed.")
+    else:
+        tail = "); their PCA frames are arbitrary and the result is not equivariant for them"
+    if degenerate.device.type != "cpu":
+        check_condition(~degenerate, f"some point clouds {what}{tail}",
+                        error=DegenerateFrameError if policy == "raise" else UserWarning)
+        return
+    if not degenerate.any():
+        return
+    items = degenerate.nonzero().flatten().tolist()
+    message = f"{len(items)} point cloud(s) {items[:10]} {what}{tail}"
+    if policy == "raise":
+        raise DegenerateFrameError(message)
+    warnings.warn(message, UserWarning, stacklevel=3)
 
 
 def pca_frames(pos: Tensor, group="E3", mask: Tensor | None = None, batch: Tensor | None = None, *,
@@ -483,7 +568,7 @@ def pca_frames(pos: Tensor, group="E3", mask: Tensor | None = None, batch: Tenso
         rotation). Exactly equivariant wherever no third moment vanishes; a centrosymmetric
         cloud (zero skewness) gets noise-decided signs. ``|F| = 1`` makes frame averaging a
         deterministic canonicalization: ``|F|`` times cheaper, and training sees one pose per shape.
-    generator: random generator for ``on_degenerate="sample"``.
+    generator: random generator for ``on_degenerate="sample"``, on ``pos``'s device.
 
     Returns
     -------
@@ -500,15 +585,17 @@ def pca_frames(pos: Tensor, group="E3", mask: Tensor | None = None, batch: Tenso
     if signs == "skewness" and on_degenerate == "sample":
         raise ValueError("signs='skewness' picks one frame element; on_degenerate='sample' needs the full "
                          "sign orbit (use on_degenerate='moments' with one element)")
-    _check_positions(pos, fg.d, mask, batch)
+    batch = _check_positions(pos, fg.d, mask, batch)
+    check_generator(generator, "generator", pos.device)
     d = fg.d
+    if batch is not None:
+        num_graphs, batch = _flat_graphs(batch, num_graphs)
     centroid, cov, _, sq = point_moments(pos, fg.translation, mask, batch, num_graphs)
-    B = cov.shape[0]
-    cov64 = cov.to(torch.float64)
 
-    with torch.no_grad():
-        evals, evecs = torch.linalg.eigh(cov64.detach())
-    evals = evals.flip(-1)  # decreasing
+    # Differentiable eigenvectors; degenerate items are detached below (eigenvector derivatives
+    # contain 1 / (lambda_i - lambda_j), unbounded there).
+    evals, evecs = symmetric_eigh(cov.to(torch.float64))
+    evals = evals.detach().flip(-1)  # decreasing
     evecs = evecs.flip(-1)
     top = evals[:, 0]
     eps = torch.finfo(pos.dtype).eps
@@ -518,50 +605,23 @@ def pca_frames(pos: Tensor, group="E3", mask: Tensor | None = None, batch: Tenso
     gaps = torch.where(spread[:, None], gaps, torch.zeros_like(gaps))
     gap_bad = gaps < gap_tol
     degenerate = gap_bad.any(-1)
+    _report_degenerate(degenerate, on_degenerate, gap_tol)
+    V = torch.where(degenerate[:, None, None], evecs.detach(), evecs)
 
-    if degenerate.any():
-        items = degenerate.nonzero().flatten().tolist()
-        if on_degenerate == "raise":
-            raise DegenerateFrameError(
-                f"{len(items)} point cloud(s) {items[:10]} have a degenerate covariance spectrum "
-                f"(relative eigenvalue gap < {gap_tol:g}: repeated eigenvalues from a symmetric, collinear "
-                "or single-point cloud); their PCA frame is not unique. Use on_degenerate='moments', "
-                "'sample' or 'warn' to proceed.")
-        if on_degenerate == "warn":  # "moments", "sample" and "ignore" are silent
-            warnings.warn(f"{len(items)} point cloud(s) {items[:10]} have a degenerate covariance spectrum "
-                          f"(relative eigenvalue gap < {gap_tol:g}); their PCA frames are arbitrary and the "
-                          "result is not equivariant for them", UserWarning, stacklevel=2)
-
-    V = evecs
-    if cov.requires_grad and not bool(degenerate.all()):
-        # Differentiable eigenvectors on the well-separated items only: eigenvector
-        # derivatives contain 1 / (lambda_i - lambda_j), unbounded on degenerate ones.
-        safe = torch.diag_embed(torch.arange(d, 0, -1, dtype=torch.float64, device=cov.device))
-        cov_safe = torch.where(degenerate[:, None, None], safe, cov64)
-        _, V_grad = torch.linalg.eigh(cov_safe)
-        V_grad = V_grad.flip(-1)
-        # The differentiable solve may return other signs than the no-grad one: align them.
-        align = torch.sign((V_grad * evecs).sum(-2, keepdim=True))
-        align = torch.where(align == 0, torch.ones_like(align), align)
-        V = torch.where(degenerate[:, None, None], evecs, V_grad * align)
-
-    if on_degenerate == "moments" and degenerate.any():
-        V = _moment_frames(V, gap_bad, degenerate.nonzero().flatten(), pos, centroid, mask, batch)
+    if on_degenerate == "moments" and _work_needed(degenerate):
+        V = _moment_frames(V, gap_bad, pos, centroid, mask, batch)
     if signs == "skewness":
         V = _skewness_signed(V, pos, centroid, mask, batch, fg.special)
         return PCAFrames(V[:, None].to(pos.dtype), centroid, gaps.to(pos.dtype), evals.to(pos.dtype), degenerate)
-    signs = sign_patterns(d, fg.special, device=pos.device)
+    patterns = sign_patterns(d, fg.special, device=pos.device)
     if fg.special:
         # Make det V = +1 so that V S is in SO(d) exactly for the det +1 patterns S.
-        neg = torch.linalg.det(V.detach()) < 0
-        last = torch.ones(B, d, dtype=torch.float64, device=pos.device)
-        last[neg, -1] = -1.0
-        V = V * last[:, None, :]
-    frames = V[:, None, :, :] * signs[None, :, None, :]  # (B, F, d, d): columns scaled by S_f
+        last = torch.where(torch.linalg.det(V.detach()) < 0, -1.0, 1.0).to(V.dtype)
+        V = torch.cat([V[:, :, :-1], V[:, :, -1:] * last[:, None, None]], dim=-1)
+    frames = V[:, None, :, :] * patterns[None, :, None, :]  # (B, F, d, d): columns scaled by S_f
 
-    if on_degenerate == "sample" and degenerate.any():
-        frames = frames.clone()
-        for b in degenerate.nonzero().flatten().tolist():
-            frames[b] = _sample_ambiguous(V[b].detach(), signs, gap_bad[b], fg.special, generator)
+    if on_degenerate == "sample" and _work_needed(degenerate):
+        sampled = _sample_ambiguous(V.detach(), patterns, gap_bad, fg.special, generator)
+        frames = torch.where(degenerate[:, None, None, None], sampled, frames)
 
     return PCAFrames(frames.to(pos.dtype), centroid, gaps.to(pos.dtype), evals.to(pos.dtype), degenerate)

@@ -21,7 +21,7 @@ import torch
 from torch import Tensor, nn
 
 from geomlin.deprecation import renamed_keyword
-from geomlin.frames.pca import _check_positions
+from geomlin.frames.pca import _check_positions, _flat_graphs
 from geomlin.validation import check_choice, check_nonnegative_int, check_positive_int, check_tensor
 
 #: Added to ``|k|^2`` so the projection is finite when the direction vanishes.
@@ -220,9 +220,9 @@ class VNPointNet(nn.Module):
         ``frame (B, frame_channels, d)``: per-cloud equivariant vectors (e.g. the moment axes of
         :func:`~geomlin.frames.pca_frames`) added to every point's input channels.
         """
-        _check_positions(x, self.d, mask, batch)
-        if batch is not None and num_graphs is None:
-            num_graphs = int(batch.max()) + 1 if batch.numel() else 0
+        batch = _check_positions(x, self.d, mask, batch)
+        if batch is not None:  # (without num_graphs the largest index is read)
+            num_graphs, batch = _flat_graphs(batch, num_graphs)
         feats = moment_features(x, mask, batch, num_graphs)
         if self.frame_channels:
             if frame is None or frame.shape[-2:] != (self.frame_channels, self.d):

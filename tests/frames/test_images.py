@@ -14,6 +14,7 @@ from geomlin.frames.images import (
     inverse_table,
     matrix_to_index,
     multiplication_table,
+    regular_index,
 )
 from geomlin.groups import C, D
 from geomlin.testing import assert_equivariant, equivariance_error
@@ -43,6 +44,27 @@ def test_image_action_is_a_homomorphism_matching_the_matrices(name, group):
     assert len({tuple(m.flatten().tolist()) for m in mats}) == ig.order
     # A quarter turn really is a 90-degree pixel rotation (not the identity or a flip).
     assert torch.equal(act_on_image(x, 1, ig), torch.rot90(x, 1, (-2, -1)))
+
+
+@pytest.mark.parametrize("name", ["C4", "D4"])
+def test_tables_built_from_the_group_law_match_the_matrices(name):
+    """Oracle: cos / sin of k pi / 2 and the matrix products. The element matrices and the
+    regular-representation permutation (built by integer arithmetic, on any device) agree with
+    them; the tables handed out are copies."""
+    import math
+
+    ig = as_image_group(name)
+    want = []
+    for i in range(ig.order):
+        k, m = ig.element(i)
+        c, s = round(math.cos(k * math.pi / 2)), round(math.sin(k * math.pi / 2))
+        want.append(torch.tensor([[c, -s], [s, c]], dtype=torch.float64) @ torch.diag(
+            torch.tensor([1.0, -1.0 if m else 1.0], dtype=torch.float64)))
+    assert torch.equal(element_matrices(ig), torch.stack(want))
+    mul, inv = multiplication_table(name), inverse_table(name)
+    assert torch.equal(regular_index(ig), mul[inv])
+    mul[0, 0] = 5  # a caller's edit does not reach the cached table
+    assert multiplication_table(name)[0, 0] == 0
 
 
 @pytest.mark.parametrize("name,group", GROUPS)

@@ -200,6 +200,18 @@ def test_bad_input_raises_clear_errors(clouds):
         pca_frames(pos.long(), "E3")
 
 
+@pytest.mark.parametrize("d", [1, 2, 3, 5])
+def test_sign_patterns_follow_the_product_order(d):
+    """Oracle: itertools.product((1, -1), repeat=d), filtered to product +1 for SO/SE."""
+    import itertools
+
+    from geomlin.frames.pca import sign_patterns
+
+    for special in (False, True):
+        rows = [s for s in itertools.product((1.0, -1.0), repeat=d) if not special or math.prod(s) > 0]
+        assert torch.equal(sign_patterns(d, special), torch.tensor(rows, dtype=torch.float64))
+
+
 def test_group_parsing():
     assert as_frame_group("E3") == as_frame_group(E3()) == as_frame_group("E(3)")
     assert as_frame_group(SE3()).special and as_frame_group(SE3()).translation

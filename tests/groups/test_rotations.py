@@ -1,5 +1,7 @@
 """Rotation representations: 6D (Zhou et al. 2019), Procrustes / polar factor (Levinson et al. 2020),
-distances. Oracles: roma (dev extra), brute-force search for the nearest rotation, finite differences."""
+distances, and the sync-free solvers behind them (Jacobi eigensolver and SVD). Oracles: roma (dev
+extra), brute-force search for the nearest rotation, finite differences, torch.linalg.eigh / svd,
+the CPU (for the simulated accelerator)."""
 
 import math
 
@@ -15,6 +17,8 @@ from geomlin.groups import (
     rotation_6d_to_matrix,
     special_procrustes,
 )
+from geomlin.groups.rotations import symmetric_eigh
+from tests.device import simulated as sim  # registers the stand-in before any backward pass starts autograd
 from geomlin.testing import assert_equivariant, equivariance_error
 from tests.oracles import require
 
@@ -189,3 +193,236 @@ def test_roma_agrees():
 def test_bad_input(call, exc, phrase):
     with pytest.raises(exc, match=phrase.replace("(", r"\(").replace(")", r"\)").replace(".", r"\.")):
         call()
+
+
+# ------------------------------------------------------------------ the sync-free solvers
+# Oracles: torch.linalg.eigh / svd (LAPACK). "To rounding" is ROUNDING = 50 d eps relative to |A|.
+ROUNDING = 50
+
+
+def _orthogonal(n, d, seed):
+    q, r = torch.linalg.qr(torch.randn(n, d, d, dtype=torch.float64, generator=_gen(seed)))
+    return q * torch.sign(torch.diagonal(r, dim1=-2, dim2=-1))[..., None, :]
+
+
+def _symmetric_cases(d, seed=0):
+    """Random, clustered (gaps 1e-9 and exact), already diagonal (unsorted, with ties), graded,
+    negative definite, zero and rank-one symmetric matrices ``(n, d, d)``."""
+    g = _gen(seed)
+    X = torch.randn(64, d, d, dtype=torch.float64, generator=g)
+    Q = _orthogonal(64, d, seed + 1)
+    lam = torch.randn(64, d, dtype=torch.float64, generator=g)
+    near = lam.clone()
+    near[:, 1 % d] = near[:, 0] * (1 + 1e-9)
+    tied = lam.clone()
+    tied[:, -1] = tied[:, 0]
+    graded = (10.0 ** (-3 * torch.arange(d, dtype=torch.float64))).expand(64, d)
+    diagonal = torch.diag_embed(torch.randint(-2, 3, (64, d), generator=g).to(torch.float64))
+    v = torch.randn(64, d, 1, dtype=torch.float64, generator=g)
+    return {"random": X + X.mT, "near-degenerate": Q @ torch.diag_embed(near) @ Q.mT,
+            "degenerate": Q @ torch.diag_embed(tied) @ Q.mT, "diagonal": diagonal,
+            "graded": Q @ torch.diag_embed(graded) @ Q.mT, "negative": -(X @ X.mT),
+            "zero": torch.zeros(4, d, d, dtype=torch.float64), "rank one": v @ v.mT}
+
+
+@pytest.mark.parametrize("d", [1, 2, 3, 4, 6, 10])
+def test_symmetric_eigh_matches_torch_eigh_to_rounding(d):
+    """Oracle: torch.linalg.eigh. Eigenvalues and residuals to rounding; eigenvectors of simple
+    eigenvalues up to sign, to rounding over the gap; diagonal input is returned exactly."""
+    eps = torch.finfo(torch.float64).eps
+    eye = torch.eye(d, dtype=torch.float64)
+    for kind, A in _symmetric_cases(d).items():
+        L, V = symmetric_eigh(A)
+        L_ref, V_ref = torch.linalg.eigh(A)
+        scale = A.abs().amax((-1, -2), keepdim=True).clamp_min(1e-300)
+        tol = ROUNDING * d * eps
+        assert ((L - L_ref).abs() / scale[..., 0]).max() <= tol, kind
+        assert ((A @ V - V * L[..., None, :]).abs() / scale).max() <= tol, kind
+        assert (V.mT @ V - eye).abs().max() <= tol, kind
+        assert torch.equal(L, L.sort(-1).values), kind
+        # simple eigenvalues: the same eigenvectors up to sign, to rounding / relative gap
+        gap = torch.cat([L[..., 1:] - L[..., :-1], torch.full_like(L[..., :1], torch.inf)], -1)
+        gap = torch.minimum(gap, torch.cat([torch.full_like(L[..., :1], torch.inf), L[..., 1:] - L[..., :-1]], -1))
+        simple = gap / scale[..., 0] > 1e-6
+        cos = (V * V_ref).sum(-2).abs()
+        err = (1 - cos).abs() * simple
+        assert (err <= tol * (scale[..., 0] / gap.clamp_min(1e-300)) ** 2 + tol).all(), kind
+        if kind == "diagonal":  # no rotation at all: exact eigenvalues, a permutation as eigenvectors
+            assert torch.equal(L, torch.diagonal(A, dim1=-2, dim2=-1).sort(-1).values)
+            assert torch.equal(V.abs().sum(-1), torch.ones(64, d, dtype=torch.float64))
+
+
+def test_symmetric_eigh_in_float32_and_half_precision():
+    A = _symmetric_cases(3)["random"]
+    L_ref = torch.linalg.eigvalsh(A)
+    for dtype, tol in ((torch.float32, 1e-5), (torch.bfloat16, 2e-2), (torch.float16, 2e-3)):
+        L, V = symmetric_eigh(A.to(dtype))
+        assert L.dtype == V.dtype == dtype
+        assert ((L.double() - L_ref).abs() / A.abs().amax((-1, -2))[:, None]).max() < tol
+    with torch.autocast("cpu", dtype=torch.bfloat16):  # autocast must not lower the rotations
+        L, _ = symmetric_eigh(A.float())
+    assert ((L.double() - L_ref).abs() / A.abs().amax((-1, -2))[:, None]).max() < 1e-5
+
+
+def test_symmetric_eigh_gradients_match_torch_eigh():
+    """Oracle: autograd through torch.linalg.eigh, for a loss that does not depend on eigenvector
+    signs; gradcheck to second order."""
+    X = torch.randn(6, 4, 4, dtype=torch.float64, generator=_gen(20))
+    A = (X + X.mT).requires_grad_(True)
+    B = torch.randn(4, 4, dtype=torch.float64, generator=_gen(21))
+    c = torch.randn(4, dtype=torch.float64, generator=_gen(22))
+
+    def loss(fn):
+        L, V = fn(A)
+        return ((V.mT @ (B + B.T) @ V).diagonal(dim1=-2, dim2=-1) * c).sum() + (L.square() * c).sum()
+
+    (ours,) = torch.autograd.grad(loss(symmetric_eigh), A)
+    (theirs,) = torch.autograd.grad(loss(torch.linalg.eigh), A)
+    assert (ours - theirs).abs().max() < 1e-10
+    sym = lambda a: symmetric_eigh((a + a.mT) / 2)
+    small = torch.randn(2, 3, 3, dtype=torch.float64, generator=_gen(23)).requires_grad_(True)
+    assert torch.autograd.gradcheck(sym, (small,))
+    assert torch.autograd.gradgradcheck(sym, (small,))
+    # repeated eigenvalues: the eigenvector part of the derivative is zero, not NaN
+    eye = torch.eye(3, dtype=torch.float64).requires_grad_(True)
+    L, V = symmetric_eigh(eye)
+    (g,) = torch.autograd.grad((V * torch.randn(3, 3, dtype=torch.float64)).sum() + L.sum(), eye)
+    assert torch.isfinite(g).all() and torch.allclose(g, torch.eye(3, dtype=torch.float64))
+
+
+def _general_cases(d, seed=0):
+    """Random, rank-deficient, repeated singular values, reflections (det < 0, distinct singular
+    values), rotations, diagonal (signed), zero ``(n, d, d)`` matrices."""
+    g = _gen(seed)
+    X = torch.randn(64, d, d, dtype=torch.float64, generator=g)
+    U, V = _orthogonal(64, d, seed + 1), _orthogonal(64, d, seed + 2)
+    rank = X.clone()
+    rank[..., -1] = rank[..., 0]
+    spread = torch.linspace(3.0, 1.0, d, dtype=torch.float64).expand(64, d)
+    repeated = torch.ones(64, d, dtype=torch.float64) * 2.0
+    repeated[:, -1] = 0.5
+    reflect = U @ torch.diag_embed(spread) @ V.mT
+    flip = torch.linalg.det(reflect) > 0
+    reflect[flip] = reflect[flip] @ torch.diag(torch.tensor([1.0] * (d - 1) + [-1.0], dtype=torch.float64))
+    rotations = U * torch.sign(torch.linalg.det(U))[:, None, None]
+    diagonal = torch.diag_embed(torch.randn(64, d, dtype=torch.float64, generator=g))
+    return {"random": X, "rank-deficient": rank, "repeated": U @ torch.diag_embed(repeated) @ V.mT,
+            "reflection": reflect, "rotation": rotations, "diagonal": diagonal,
+            "zero": torch.zeros(4, d, d, dtype=torch.float64)}
+
+
+def _svd_procrustes(M, special):
+    """The oracle: Levinson et al. Eq. 2 through torch.linalg.svd."""
+    U, _, Vh = torch.linalg.svd(M)
+    if special:
+        D = torch.ones(M.shape[:-1], dtype=M.dtype)
+        D[..., -1] = torch.sign(torch.linalg.det(U @ Vh))
+        return U @ torch.diag_embed(D) @ Vh
+    return U @ Vh
+
+
+@pytest.mark.parametrize("d", [1, 2, 3, 4, 6])
+def test_jacobi_svd_and_procrustes_match_torch_svd_to_rounding(d):
+    """Oracle: torch.linalg.svd. The Jacobi SVD reconstructs M with rotations U, V to rounding and
+    its |s| are the singular values; the nearest (special) orthogonal matrix agrees with the SVD's
+    to rounding divided by the conditioning of the problem (1 / (s_i + s_j))."""
+    from geomlin.groups.rotations import _jacobi_svd
+
+    eps = torch.finfo(torch.float64).eps
+    eye = torch.eye(d, dtype=torch.float64)
+    for kind, M in _general_cases(d).items():
+        U, s, V = _jacobi_svd(M)
+        scale = M.abs().amax((-1, -2)).clamp_min(1e-300)
+        tol = ROUNDING * d * eps
+        assert ((U @ torch.diag_embed(s) @ V.mT - M).abs().amax((-1, -2)) / scale).max() <= tol, kind
+        for W in (U, V):
+            assert (W.mT @ W - eye).abs().max() <= tol and (torch.linalg.det(W) - 1).abs().max() <= tol, kind
+        ref = torch.linalg.svdvals(M)
+        assert ((s.abs().sort(-1, descending=True).values - ref).abs().amax(-1) / scale).max() <= tol, kind
+        for special in (True, False):
+            R = special_procrustes(M, special=special)
+            assert (R.mT @ R - eye).abs().max() <= tol, kind
+            if special:
+                assert (torch.linalg.det(R) - 1).abs().max() <= tol, kind
+            if kind in ("zero", "rank-deficient") and d > 1:
+                continue  # the nearest orthogonal matrix is not unique there
+            signed = ref.clone()
+            if special:
+                signed[..., -1] *= torch.sign(torch.linalg.det(M))
+            pair = (signed[..., -1] + signed[..., -2]) if d > 1 else signed[..., 0].abs()
+            err = (R - _svd_procrustes(M, special)).abs().amax((-1, -2))
+            assert (err <= tol * scale / pair.abs().clamp_min(1e-300)).all(), kind
+
+
+def test_procrustes_in_half_precision_and_under_autocast():
+    M = torch.randn(16, 3, 3, generator=_gen(30))
+    ref = special_procrustes(M.double())
+    for dtype, tol in ((torch.bfloat16, 3e-2), (torch.float16, 3e-3)):
+        R = special_procrustes(M.to(dtype))
+        assert R.dtype == dtype and ((R.double() - ref).abs() * (1 + 0 * ref)).max() < tol * 10
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        R = special_procrustes(M)
+    assert R.dtype == torch.float32 and (R.double() - ref).abs().max() < 1e-4
+
+
+def test_geodesic_distance_accepts_low_precision_rotations():
+    """bfloat16 rotations pass the orthogonality test with bfloat16's tolerance, float32 rotations
+    pass it under autocast (whose lowered products would fail float32's)."""
+    R1, R2 = SO(3).sample(2, generator=_gen(31))
+    want = geodesic_distance(R1, R2)
+    for dtype, tol in ((torch.bfloat16, 5e-2), (torch.float16, 5e-3)):
+        got = geodesic_distance(R1.to(dtype), R2.to(dtype))
+        assert got.dtype == dtype and (got.double() - want).abs() < tol
+    for dtype in (torch.bfloat16, torch.float16):
+        with torch.autocast("cpu", dtype=dtype):
+            got = geodesic_distance(R1.float(), R2.float())
+        assert got.dtype == torch.float32 and (got.double() - want).abs() < 1e-5
+
+
+# ------------------------------------------------------------------ on the simulated accelerator
+def test_public_functions_on_the_simulated_device():
+    """Every public function of geomlin.groups.rotations, forward and backward, on the stand-in
+    accelerator (tests/device/simulated.py): no host sync, no upload, the CPU's numbers; also
+    under bfloat16 and float16 autocast."""
+    from geomlin import validation
+
+    d6 = torch.randn(8, 6, generator=_gen(40))
+    M = torch.randn(8, 3, 3, generator=_gen(41))
+    A = M @ M.mT
+    R2 = SO(3).sample(8, generator=_gen(42)).float()
+
+    def run(d6, M, A, R2):
+        R = rotation_6d_to_matrix(d6)
+        P = special_procrustes(M)
+        Q = special_procrustes(M, special=False)
+        L, V = symmetric_eigh(A)
+        out = [R, P, Q, L, V.abs(), matrix_to_rotation_6d(R, "rows"), geodesic_distance(P, R2),
+               chordal_distance(R, R2)]
+        loss = sum((o.float() ** 2).sum() for o in out[:3]) + (L.float() * V.float()[..., 0].abs()).sum()
+        grads = torch.autograd.grad(loss + out[6].float().sum(), [d6, M, A])
+        return out, grads
+
+    inputs = [t.clone().requires_grad_(True) for t in (d6, M, A)] + [R2]
+    cpu_out, cpu_grads = run(*inputs)
+    dev = [t.detach().to(sim.DEVICE).requires_grad_(t.requires_grad) for t in inputs]
+    with sim.watch() as log:
+        out, grads = run(*dev)
+    assert not log.events, log.report()
+    for a, b in zip(list(out) + list(grads), list(cpu_out) + list(cpu_grads)):
+        assert a.device == sim.DEVICE and (sim.to_cpu(a) - b).abs().max() <= 1e-5 * (1 + b.abs().max())
+    for dtype in (torch.bfloat16, torch.float16):
+        with sim.watch() as log, torch.autocast(sim.DEVICE_TYPE, dtype=dtype):
+            out, grads = run(*dev)
+        assert not log.events, log.report()
+        for a, b in zip(out, cpu_out):
+            assert (sim.to_cpu(a).double() - b.double()).abs().max() <= 2e-2 * (1 + b.abs().max())
+        for g in grads:
+            assert torch.isfinite(sim.to_cpu(g)).all()
+    validation.raise_deferred()  # the deferred checks (orthogonality, finiteness) all passed
+    # a bad input on the device: no exception at the call, the same message at raise_deferred
+    R2 = R2.to(sim.DEVICE)
+    with sim.watch() as log:
+        geodesic_distance(2 * R2, R2)
+    assert not log.events, log.report()
+    with pytest.raises(ValueError, match="R1 must be finite orthogonal"):
+        validation.raise_deferred()

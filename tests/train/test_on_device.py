@@ -52,31 +52,6 @@ DATA_BOUNDARY = {("geomlin/train/tasks/base.py", fn) for fn in ("take", "<dictco
 #: Host syncs and per-call uploads inside models, by case: ``"file:line in function"`` and the operator, as recorded by
 #: ``sim.watch()`` (the line is informative; matching uses file, function and operator).
 KNOWN_MODEL_EVENTS: dict[str, list[tuple[str, str]]] = {
-    "pointcloud-frame_avg": [
-        ("geomlin/frames/pca.py:290 in _require_points", "aten::nonzero"),
-        ("geomlin/frames/pca.py:299 in _clusters", "Tensor.tolist"),
-        ("geomlin/frames/pca.py:437 in _moment_frames", "aten::unique_dim"),
-        ("geomlin/frames/pca.py:438 in _moment_frames", "aten::index.Tensor with a boolean mask"),
-        ("geomlin/frames/pca.py:510 in pca_frames", "aten::_linalg_eigh"),
-        ("geomlin/frames/pca.py:522 in pca_frames", "aten::_local_scalar_dense"),
-        ("geomlin/frames/pca.py:523 in pca_frames", "aten::nonzero"),
-        ("geomlin/frames/pca.py:523 in pca_frames", "Tensor.tolist"),
-        ("geomlin/frames/pca.py:548 in pca_frames", "aten::_local_scalar_dense"),
-        ("geomlin/frames/pca.py:549 in pca_frames", "aten::nonzero"),
-    ],
-    "pointcloud-canonical": [
-        ("geomlin/frames/pca.py:290 in _require_points", "aten::nonzero"),
-        ("geomlin/frames/pca.py:299 in _clusters", "Tensor.tolist"),
-        ("geomlin/frames/pca.py:437 in _moment_frames", "aten::unique_dim"),
-        ("geomlin/frames/pca.py:438 in _moment_frames", "aten::index.Tensor with a boolean mask"),
-        ("geomlin/frames/pca.py:510 in pca_frames", "aten::_linalg_eigh"),
-        ("geomlin/frames/pca.py:522 in pca_frames", "aten::_local_scalar_dense"),
-        ("geomlin/frames/pca.py:523 in pca_frames", "aten::nonzero"),
-        ("geomlin/frames/pca.py:523 in pca_frames", "Tensor.tolist"),
-        ("geomlin/frames/pca.py:548 in pca_frames", "aten::_local_scalar_dense"),
-        ("geomlin/frames/pca.py:549 in pca_frames", "aten::nonzero"),
-        ("geomlin/groups/rotations.py:105 in _polar_factor", "aten::_linalg_svd"),
-    ],
     "nbody-gatr": [  # constants uploaded on every call
         ("geomlin/algebra/pga.py:469 in embed_translation", "aten::_to_copy"),
         ("geomlin/algebra/pga.py:363 in extract_point", "aten::_to_copy"),
@@ -87,10 +62,7 @@ KNOWN_MODEL_EVENTS: dict[str, list[tuple[str, str]]] = {
 
 #: Models that cannot take a step under ``--precision bf16`` yet (they should work, or refuse with a
 #: TypeError that mentions "precision"), by case: where, and what is raised.
-KNOWN_BF16_FAILURES: dict[str, tuple[str, type[Exception]]] = {
-    "pointcloud-canonical": ("geomlin/groups/rotations.py:105 in _polar_factor: no bfloat16 torch.linalg.svd",
-                             NotImplementedError),
-}
+KNOWN_BF16_FAILURES: dict[str, tuple[str, type[Exception]]] = {}
 
 
 class KnownModelEvents(AssertionError):
