@@ -11,11 +11,14 @@
 
 Device rules
     ``torch.linalg.eigh`` and ``torch.linalg.svd`` read an error code back from the device on
-    CUDA (a host synchronisation in every call) and have no half-precision kernels. The solvers
-    here are plain tensor arithmetic with a fixed number of sweeps (no data-dependent branch, no
-    host read) and run with autocast switched off in at least float32 (:func:`full_precision`),
-    so they behave the same on every device and under mixed precision. Every Jacobi rotation is
-    in SO(2), so the orthogonal factors are orthogonal to rounding by construction.
+    CUDA (a host synchronisation in every call) and have no half-precision kernels. On
+    accelerators the solvers here are plain tensor arithmetic with a fixed number of sweeps (no
+    data-dependent branch, no host read); on the CPU, where reading back costs nothing, LAPACK is
+    faster for these tiny matrices and is used instead (``method="auto"``; ``"jacobi"`` and
+    ``"lapack"`` force one). Both run with autocast switched off in at least float32
+    (:func:`full_precision`) and return the same conventions (ascending eigenvalues; ``U, V`` in
+    SO(d) with signed singular values), so results agree to rounding on every device. Every Jacobi
+    rotation is in SO(2), so the orthogonal factors are orthogonal to rounding by construction.
 
 Equivariance (checked in ``tests/groups/test_rotations.py``): for ``Q`` in SO(3)
 ``rotation_6d_to_matrix(Q . d6) = Q rotation_6d_to_matrix(d6)`` (both vectors rotated) and
@@ -57,6 +60,9 @@ CHORDAL_PER_ANGLE = 2.0 * math.sqrt(2.0)
 #: exact after one rotation). Convergence is quadratic: the last sweeps only remove rounding.
 #: Larger ``d`` use the last entry (enough for ``d = 20`` in the same test).
 EIGH_SWEEPS = {1: 0, 2: 1, 3: 5, 4: 6, 5: 7, 6: 8, 7: 8, 8: 8, 9: 9, 10: 10}
+#: Solvers of :func:`symmetric_eigh` and :func:`special_procrustes`: ``"auto"`` is LAPACK on the CPU
+#: and Jacobi on every other device.
+SOLVER_METHODS = ("auto", "jacobi", "lapack")
 #: The same for the two-sided Jacobi SVD of a general square matrix (after its QR preconditioning;
 #: the test set adds equal, clustered and graded singular values).
 SVD_SWEEPS = {1: 0, 2: 1, 3: 6, 4: 6, 5: 7, 6: 7, 7: 8, 8: 8, 9: 8, 10: 8}
@@ -148,11 +154,14 @@ class _SymmetricEigh(torch.autograd.Function):
     trained through frame averaging need second derivatives)."""
 
     @staticmethod
-    def forward(ctx, A: Tensor) -> tuple[Tensor, Tensor]:
+    def forward(ctx, A: Tensor, method: str) -> tuple[Tensor, Tensor]:
         with full_precision(A):
-            lam, V = _jacobi_eigh(A)
+            lam, V = torch.linalg.eigh(A) if _use_lapack(A, method) else _jacobi_eigh(A)
             lam, order = torch.sort(lam, dim=-1, stable=True)
             V = torch.take_along_dim(V, order[..., None, :], dim=-1)
+            # one sign convention for both solvers: the largest entry of each eigenvector is positive
+            top = torch.take_along_dim(V, V.abs().argmax(-2, keepdim=True), dim=-2)
+            V = V * torch.where(top < 0, -1.0, 1.0).to(V.dtype)
         ctx.save_for_backward(lam, V)
         return lam, V
 
@@ -169,10 +178,15 @@ class _SymmetricEigh(torch.autograd.Function):
                 inner = (X - X.transpose(-1, -2)) * 0.5 * inv
             if grad_lam is not None:
                 inner = inner + torch.diag_embed(grad_lam)
-            return V @ inner @ V.transpose(-1, -2)
+            return V @ inner @ V.transpose(-1, -2), None
 
 
-def symmetric_eigh(A: Tensor) -> tuple[Tensor, Tensor]:
+def _use_lapack(x: Tensor, method: str) -> bool:
+    """Whether ``method`` means LAPACK (``torch.linalg``) for a tensor on ``x``'s device."""
+    return method == "lapack" or (method == "auto" and x.device.type == "cpu")
+
+
+def symmetric_eigh(A: Tensor, method: str = "auto") -> tuple[Tensor, Tensor]:
     """Eigenvalues and eigenvectors of real symmetric matrices, without a host synchronisation.
 
     The sync-free counterpart of ``torch.linalg.eigh`` for the small matrices of geometry
@@ -184,21 +198,24 @@ def symmetric_eigh(A: Tensor) -> tuple[Tensor, Tensor]:
     ----------
     A: ``(..., d, d)`` real symmetric (only the lower triangle is read); float64 is computed in
         float64, other dtypes in float32, with autocast off.
+    method: ``"auto"`` (LAPACK on the CPU, Jacobi elsewhere), ``"jacobi"`` or ``"lapack"``
+        (``torch.linalg.eigh``, a host synchronisation on CUDA).
 
     Returns
     -------
     ``L (..., d)`` eigenvalues in ascending order (ties keep their Jacobi order) and
     ``V (..., d, d)`` orthonormal eigenvectors as columns, ``A = V diag(L) V^T``, in ``A``'s dtype.
-    The eigenvector signs are arbitrary (as torch.linalg.eigh's); ``det V = +-1`` is the sign of
-    the sorting permutation. Where eigenvalues coincide the eigenvectors are an arbitrary basis
+    Each eigenvector is signed so that its entry of largest magnitude is positive (whichever
+    solver ran; ``det V`` is then ``+-1``). Where eigenvalues coincide the eigenvectors are an arbitrary basis
     of the eigenspace and their derivative is taken as zero (detach them there). Derivatives of
     any order.
     """
     check_tensor(A, "A", min_ndim=2)
     if A.shape[-1] != A.shape[-2] or A.shape[-1] < 1:
         raise ValueError(f"A must be square matrices (..., d, d), got shape {tuple(A.shape)}")
+    check_choice(method, "method", SOLVER_METHODS)
     work = working_dtype(A.dtype)
-    lam, V = _SymmetricEigh.apply(A.to(work))
+    lam, V = _SymmetricEigh.apply(A.to(work), method)
     return lam.to(A.dtype), V.to(A.dtype)
 
 
@@ -315,7 +332,22 @@ def matrix_to_rotation_6d(R: Tensor, convention: str = "columns") -> Tensor:
     return R[..., :, :2].transpose(-1, -2).reshape(*R.shape[:-2], 6)
 
 
-def _polar_factor(M: Tensor, special: bool) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+def _lapack_svd(M: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    """:func:`_jacobi_svd`'s contract from ``torch.linalg.svd``: ``U, V`` in SO(d), ``s`` signed.
+
+    A reflection in ``U`` (or ``V``) moves into the sign of the last (smallest) singular value.
+    """
+    U, s, Vh = torch.linalg.svd(M)
+    V = Vh.transpose(-1, -2)
+    det_u = torch.linalg.det(U)[..., None]
+    det_v = torch.linalg.det(V)[..., None]
+    U = torch.cat([U[..., :-1], U[..., -1:] * det_u[..., None]], dim=-1)
+    V = torch.cat([V[..., :-1], V[..., -1:] * det_v[..., None]], dim=-1)
+    s = torch.cat([s[..., :-1], s[..., -1:] * det_u * det_v], dim=-1)
+    return U, s, V
+
+
+def _polar_factor(M: Tensor, special: bool, method: str) -> tuple[Tensor, Tensor, Tensor, Tensor]:
     """``R``, ``U``, signed singular values ``s`` and ``V`` with ``M = U diag(s) V^T``, ``R = U V^T``.
 
     From the Jacobi SVD ``M = U0 diag(s0) V^T`` (``U0, V`` rotations, ``s0`` signed): the polar factor
@@ -323,7 +355,7 @@ def _polar_factor(M: Tensor, special: bool) -> tuple[Tensor, Tensor, Tensor, Ten
     negative ``s0``) the sign of the smallest ``|s0|`` stays negative, so that ``R = U V^T`` is the
     nearest rotation ``U diag(1, ..., 1, -1) V^T`` of Eq. 2 (``s`` keeps that entry negative).
     """
-    U, s0, V = _jacobi_svd(M)
+    U, s0, V = _lapack_svd(M) if _use_lapack(M, method) else _jacobi_svd(M)
     sign = torch.where(s0 < 0, -1.0, 1.0).to(s0.dtype)
     if special:
         odd = sign.prod(-1, keepdim=True) < 0
@@ -343,9 +375,9 @@ class _Procrustes(torch.autograd.Function):
     """
 
     @staticmethod
-    def forward(ctx, M: Tensor, special: bool, eps: float) -> Tensor:
+    def forward(ctx, M: Tensor, special: bool, eps: float, method: str) -> Tensor:
         with full_precision(M):
-            R, U, s, V = _polar_factor(M, special)
+            R, U, s, V = _polar_factor(M, special, method)
         ctx.save_for_backward(U, s, V)
         ctx.eps = eps
         return R
@@ -359,11 +391,11 @@ class _Procrustes(torch.autograd.Function):
             inv = t / (t * t + ctx.eps ** 2)
             G = U.transpose(-1, -2) @ grad_R.to(U.dtype) @ V
             grad_X = (G - G.transpose(-1, -2)) * inv
-            return U @ grad_X @ V.transpose(-1, -2), None, None
+            return U @ grad_X @ V.transpose(-1, -2), None, None, None
 
 
-def special_procrustes(M: Tensor, special: bool = True, *,
-                       gradient_eps: float = PROCRUSTES_GRADIENT_EPS) -> Tensor:
+def special_procrustes(M: Tensor, special: bool = True, *, gradient_eps: float = PROCRUSTES_GRADIENT_EPS,
+                       method: str = "auto") -> Tensor:
     """The orthogonal matrix nearest to ``M`` in the Frobenius norm (Levinson et al. 2020, Eq. 1-2).
 
     For ``M = U S V^T`` (SVD): ``special=True`` gives the rotation
@@ -372,8 +404,9 @@ def special_procrustes(M: Tensor, special: bool = True, *,
     the orthogonal polar factor ``U V^T`` of ``M = (U V^T)(V S V^T)``, equivariant under all of
     O(d) (``det`` follows ``det M``).
 
-    The SVD is the sync-free two-sided Jacobi SVD of this module (no ``torch.linalg.svd``, which
-    reads an error code back from the device on CUDA), accurate to rounding.
+    On accelerators the SVD is the sync-free two-sided Jacobi SVD of this module (no
+    ``torch.linalg.svd``, which reads an error code back from the device on CUDA), accurate to
+    rounding; on the CPU LAPACK's (see the module docstring).
 
     Parameters
     ----------
@@ -381,6 +414,7 @@ def special_procrustes(M: Tensor, special: bool = True, *,
         included) in float32, with autocast off.
     special: rotations (SO(d)) or any orthogonal matrix (O(d)).
     gradient_eps: damping of the backward pass where ``s_i + s_j`` vanishes (see :class:`_Procrustes`).
+    method: ``"auto"`` (LAPACK on the CPU, Jacobi elsewhere), ``"jacobi"`` or ``"lapack"``.
 
     Returns
     -------
@@ -394,9 +428,10 @@ def special_procrustes(M: Tensor, special: bool = True, *,
     if not isinstance(special, bool):
         raise TypeError(f"special must be a bool, got {type(special).__name__}")
     eps = check_positive_float(gradient_eps, "gradient_eps")
+    check_choice(method, "method", SOLVER_METHODS)
     if M.numel() == 0:
         return M.clone()
-    return _Procrustes.apply(M.to(working_dtype(M.dtype)), special, eps).to(M.dtype)
+    return _Procrustes.apply(M.to(working_dtype(M.dtype)), special, eps, method).to(M.dtype)
 
 
 def chordal_distance(R1: Tensor, R2: Tensor) -> Tensor:

@@ -83,9 +83,11 @@ def test_pca_frames_on_the_device(group, policy, signs, gap_tol):
     assert not fr.degenerate[:3].all() if gap_tol > 0.1 else not fr.degenerate[:3].any()  # both kinds in a batch
     for a, b in zip(fr[1:4], cpu[1:4]):  # centroid, gaps, eigenvalues
         assert (a - b).abs().max() < 1e-12
-    keep = ~fr.degenerate if policy == "sample" else slice(None)  # sampled items are random
+    # sampled items are random; moment frames of an exactly symmetric degenerate item (the hexagon)
+    # are one of its symmetric choices, which the CPU's LAPACK and the device's Jacobi may pick apart
+    keep = ~fr.degenerate if policy in ("sample", "moments") else torch.ones_like(fr.degenerate)
     assert (fr.frames[keep] - cpu.frames[keep]).abs().max() < 1e-12
-    assert (grad - cpu_grad).abs().max() < 1e-10 and grad[~fr.degenerate].abs().sum() > 0
+    assert (grad - cpu_grad)[keep].abs().max() < 1e-10 and grad[~fr.degenerate].abs().sum() > 0
     eye = torch.eye(d, dtype=torch.float64)
     assert (fr.frames.transpose(-1, -2) @ fr.frames - eye).abs().max() < 1e-12
     if group.startswith("S"):

@@ -232,7 +232,7 @@ def test_symmetric_eigh_matches_torch_eigh_to_rounding(d):
     eps = torch.finfo(torch.float64).eps
     eye = torch.eye(d, dtype=torch.float64)
     for kind, A in _symmetric_cases(d).items():
-        L, V = symmetric_eigh(A)
+        L, V = symmetric_eigh(A, method="jacobi")  # the accelerators' solver, here on the CPU
         L_ref, V_ref = torch.linalg.eigh(A)
         scale = A.abs().amax((-1, -2), keepdim=True).clamp_min(1e-300)
         tol = ROUNDING * d * eps
@@ -252,19 +252,21 @@ def test_symmetric_eigh_matches_torch_eigh_to_rounding(d):
             assert torch.equal(V.abs().sum(-1), torch.ones(64, d, dtype=torch.float64))
 
 
-def test_symmetric_eigh_in_float32_and_half_precision():
+@pytest.mark.parametrize("method", ["jacobi", "lapack"])
+def test_symmetric_eigh_in_float32_and_half_precision(method):
     A = _symmetric_cases(3)["random"]
     L_ref = torch.linalg.eigvalsh(A)
     for dtype, tol in ((torch.float32, 1e-5), (torch.bfloat16, 2e-2), (torch.float16, 2e-3)):
-        L, V = symmetric_eigh(A.to(dtype))
+        L, V = symmetric_eigh(A.to(dtype), method=method)
         assert L.dtype == V.dtype == dtype
         assert ((L.double() - L_ref).abs() / A.abs().amax((-1, -2))[:, None]).max() < tol
     with torch.autocast("cpu", dtype=torch.bfloat16):  # autocast must not lower the rotations
-        L, _ = symmetric_eigh(A.float())
+        L, _ = symmetric_eigh(A.float(), method=method)
     assert ((L.double() - L_ref).abs() / A.abs().amax((-1, -2))[:, None]).max() < 1e-5
 
 
-def test_symmetric_eigh_gradients_match_torch_eigh():
+@pytest.mark.parametrize("method", ["jacobi", "lapack"])
+def test_symmetric_eigh_gradients_match_torch_eigh(method):
     """Oracle: autograd through torch.linalg.eigh, for a loss that does not depend on eigenvector
     signs; gradcheck to second order."""
     X = torch.randn(6, 4, 4, dtype=torch.float64, generator=_gen(20))
@@ -276,16 +278,16 @@ def test_symmetric_eigh_gradients_match_torch_eigh():
         L, V = fn(A)
         return ((V.mT @ (B + B.T) @ V).diagonal(dim1=-2, dim2=-1) * c).sum() + (L.square() * c).sum()
 
-    (ours,) = torch.autograd.grad(loss(symmetric_eigh), A)
+    (ours,) = torch.autograd.grad(loss(lambda a: symmetric_eigh(a, method=method)), A)
     (theirs,) = torch.autograd.grad(loss(torch.linalg.eigh), A)
     assert (ours - theirs).abs().max() < 1e-10
-    sym = lambda a: symmetric_eigh((a + a.mT) / 2)
+    sym = lambda a: symmetric_eigh((a + a.mT) / 2, method=method)
     small = torch.randn(2, 3, 3, dtype=torch.float64, generator=_gen(23)).requires_grad_(True)
     assert torch.autograd.gradcheck(sym, (small,))
     assert torch.autograd.gradgradcheck(sym, (small,))
     # repeated eigenvalues: the eigenvector part of the derivative is zero, not NaN
     eye = torch.eye(3, dtype=torch.float64).requires_grad_(True)
-    L, V = symmetric_eigh(eye)
+    L, V = symmetric_eigh(eye, method=method)
     (g,) = torch.autograd.grad((V * torch.randn(3, 3, dtype=torch.float64)).sum() + L.sum(), eye)
     assert torch.isfinite(g).all() and torch.allclose(g, torch.eye(3, dtype=torch.float64))
 
@@ -321,17 +323,18 @@ def _svd_procrustes(M, special):
     return U @ Vh
 
 
+@pytest.mark.parametrize("method", ["jacobi", "lapack"])
 @pytest.mark.parametrize("d", [1, 2, 3, 4, 6])
-def test_jacobi_svd_and_procrustes_match_torch_svd_to_rounding(d):
+def test_jacobi_svd_and_procrustes_match_torch_svd_to_rounding(d, method):
     """Oracle: torch.linalg.svd. The Jacobi SVD reconstructs M with rotations U, V to rounding and
     its |s| are the singular values; the nearest (special) orthogonal matrix agrees with the SVD's
     to rounding divided by the conditioning of the problem (1 / (s_i + s_j))."""
-    from geomlin.groups.rotations import _jacobi_svd
+    from geomlin.groups.rotations import _jacobi_svd, _lapack_svd
 
     eps = torch.finfo(torch.float64).eps
     eye = torch.eye(d, dtype=torch.float64)
     for kind, M in _general_cases(d).items():
-        U, s, V = _jacobi_svd(M)
+        U, s, V = (_jacobi_svd if method == "jacobi" else _lapack_svd)(M)
         scale = M.abs().amax((-1, -2)).clamp_min(1e-300)
         tol = ROUNDING * d * eps
         assert ((U @ torch.diag_embed(s) @ V.mT - M).abs().amax((-1, -2)) / scale).max() <= tol, kind
@@ -340,7 +343,7 @@ def test_jacobi_svd_and_procrustes_match_torch_svd_to_rounding(d):
         ref = torch.linalg.svdvals(M)
         assert ((s.abs().sort(-1, descending=True).values - ref).abs().amax(-1) / scale).max() <= tol, kind
         for special in (True, False):
-            R = special_procrustes(M, special=special)
+            R = special_procrustes(M, special=special, method=method)
             assert (R.mT @ R - eye).abs().max() <= tol, kind
             if special:
                 assert (torch.linalg.det(R) - 1).abs().max() <= tol, kind
@@ -354,14 +357,15 @@ def test_jacobi_svd_and_procrustes_match_torch_svd_to_rounding(d):
             assert (err <= tol * scale / pair.abs().clamp_min(1e-300)).all(), kind
 
 
-def test_procrustes_in_half_precision_and_under_autocast():
+@pytest.mark.parametrize("method", ["jacobi", "lapack"])
+def test_procrustes_in_half_precision_and_under_autocast(method):
     M = torch.randn(16, 3, 3, generator=_gen(30))
     ref = special_procrustes(M.double())
     for dtype, tol in ((torch.bfloat16, 3e-2), (torch.float16, 3e-3)):
-        R = special_procrustes(M.to(dtype))
+        R = special_procrustes(M.to(dtype), method=method)
         assert R.dtype == dtype and ((R.double() - ref).abs() * (1 + 0 * ref)).max() < tol * 10
     with torch.autocast("cpu", dtype=torch.bfloat16):
-        R = special_procrustes(M)
+        R = special_procrustes(M, method=method)
     assert R.dtype == torch.float32 and (R.double() - ref).abs().max() < 1e-4
 
 
@@ -399,7 +403,8 @@ def test_public_functions_on_the_simulated_device():
         out = [R, P, Q, L, V.abs(), matrix_to_rotation_6d(R, "rows"), geodesic_distance(P, R2),
                chordal_distance(R, R2)]
         loss = sum((o.float() ** 2).sum() for o in out[:3]) + (L.float() * V.float()[..., 0].abs()).sum()
-        grads = torch.autograd.grad(loss + out[6].float().sum(), [d6, M, A])
+        # cos of the geodesic distance: its gradient stays well conditioned at angles near pi
+        grads = torch.autograd.grad(loss + out[6].float().cos().sum(), [d6, M, A])
         return out, grads
 
     inputs = [t.clone().requires_grad_(True) for t in (d6, M, A)] + [R2]
@@ -408,8 +413,11 @@ def test_public_functions_on_the_simulated_device():
     with sim.watch() as log:
         out, grads = run(*dev)
     assert not log.events, log.report()
-    for a, b in zip(list(out) + list(grads), list(cpu_out) + list(cpu_grads)):
-        assert a.device == sim.DEVICE and (sim.to_cpu(a) - b).abs().max() <= 1e-5 * (1 + b.abs().max())
+    # the device runs the Jacobi solvers, the CPU LAPACK: equal to float32 rounding, amplified by
+    # 1 / sin(angle) in the geodesic distance of angles near pi (output 6)
+    for k, (a, b) in enumerate(zip(list(out) + list(grads), list(cpu_out) + list(cpu_grads))):
+        tol = 2e-3 if k == 6 else 1e-5
+        assert a.device == sim.DEVICE and (sim.to_cpu(a) - b).abs().max() <= tol * (1 + b.abs().max())
     for dtype in (torch.bfloat16, torch.float16):
         with sim.watch() as log, torch.autocast(sim.DEVICE_TYPE, dtype=dtype):
             out, grads = run(*dev)
