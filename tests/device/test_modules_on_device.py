@@ -25,6 +25,9 @@ from tests.test_declarations import CASES
 AUTOCAST_RTOL = {torch.bfloat16: 0.1, torch.float16: 0.02}
 #: Relative tolerance between the simulated device and the CPU (the same CPU kernels run both).
 DEVICE_RTOL = 1e-5
+#: Gradients smaller than this fraction of the step's largest gradient are compared at that scale:
+#: their relative error is round-off of a vanishing quantity (an input the output barely depends on).
+GRAD_FLOOR = 1e-3
 
 
 def _float32(tree):
@@ -63,9 +66,9 @@ def step(module, args, kwargs):
     return out, grads
 
 
-def _relative(a: torch.Tensor, b: torch.Tensor) -> float:
+def _relative(a: torch.Tensor, b: torch.Tensor, floor: float = 1e-12) -> float:
     a, b = sim.to_cpu(a).double(), sim.to_cpu(b).double()
-    return float((a - b).norm() / b.norm().clamp_min(1e-12))
+    return float((a - b).norm() / b.norm().clamp_min(floor))
 
 
 IDS = [f"{c.__name__}-{i}" for c, i, _ in CASES]
@@ -74,7 +77,8 @@ IDS = [f"{c.__name__}-{i}" for c, i, _ in CASES]
 @pytest.mark.parametrize("cls,index,factory", CASES, ids=IDS)
 def test_forward_and_backward_on_the_simulated_device(cls, index, factory):
     module, args, kwargs = build_case(factory, index)
-    cpu_out, cpu_grads = step(module, args, kwargs)
+    with sim.cpu_kernels():
+        cpu_out, cpu_grads = step(module, args, kwargs)
     module, args, kwargs = sim.to_sim((module, args, kwargs))
     with sim.watch() as log:
         out, grads = step(module, args, kwargs)
@@ -83,10 +87,11 @@ def test_forward_and_backward_on_the_simulated_device(cls, index, factory):
         assert o.device == sim.DEVICE, f"{cls.__name__} returned an output on {o.device}"
     for a, b in zip(out, cpu_out):
         assert _relative(a, b) <= DEVICE_RTOL
+    largest = max((float(h.detach().double().norm()) for h in cpu_grads if h is not None), default=0.0)
     for g, h in zip(grads, cpu_grads):
         if g is not None:
             assert g.device == sim.DEVICE
-            assert _relative(g, h) <= DEVICE_RTOL
+            assert _relative(g, h, max(GRAD_FLOOR * largest, 1e-12)) <= DEVICE_RTOL
 
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=["bf16", "fp16"])
