@@ -45,7 +45,7 @@ from __future__ import annotations
 import functools
 import itertools
 import math
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import torch
 from torch import Tensor, nn
@@ -762,11 +762,22 @@ class CliffordAlgebra:
         invertible, to :func:`geomlin.validation.tolerance` of its dtype; returns ``A``.
 
         For degenerate metrics this leaves the radical free: in G(3,0,1) ``A`` may scale ``e0``
-        by any ``lambda != 0`` and add ``e0`` parts to ``e1, e2, e3`` (similarities). The check
-        runs on the CPU only (elsewhere it would need a host synchronisation).
+        by any ``lambda != 0`` and add ``e0`` parts to ``e1, e2, e3`` (similarities). On
+        accelerators the test is deferred (:func:`geomlin.validation.check_condition`).
         """
         check_tensor(A, name, shape=(..., self.n, self.n), what=f"a linear map of the {self.n} basis vectors")
-        if A.device.type != "cpu" or A.numel() == 0:
+        if A.numel() == 0:
+            return A
+        if A.device.type != "cpu":
+            tol = tolerance(A.dtype)
+            G = cached_constant(("clifford-metric", self.metric, A.device, A.dtype),
+                                lambda: torch.diag(torch.tensor(self.metric, dtype=A.dtype)).to(A.device))
+            size = A.detach().abs().amax().clamp_min(1.0)
+            wide = A.detach().to(torch.float32) if A.dtype in (torch.float16, torch.bfloat16) else A.detach()
+            ok = torch.isfinite(A).all() & ((A.transpose(-1, -2) @ G @ A - G).abs().amax() <= tol * size ** 2)
+            ok = ok & (torch.linalg.det(wide).abs() > tol * size ** self.n).all()
+            check_condition(ok, f"{name} must be finite, preserve the quadratic form diag{self.metric} "
+                                f"(A^T G A = G to {tol:.0e}) and be invertible")
             return A
         check_finite(A, name)
         tol = tolerance(A.dtype)

@@ -86,7 +86,8 @@ class GATr(nn.Module):
     method: ``"auto"`` (fast primitives) or ``"dense"`` (reference-style einsums).
     multi_query: one key/value head shared by all query heads (the reference's default).
     attention_method: how flat (``batch=``) inputs are grouped: ``"auto"``, ``"bucketed"``,
-        ``"chunked"``, ``"dense"`` (see :mod:`geomlin.gatr.attention`).
+        ``"chunked"``, ``"dense"`` (see :mod:`geomlin.gatr.attention`; ``"padded"`` needs bounds,
+        so it comes with a ``layout=`` from :func:`~geomlin.gatr.attention.set_layout`).
     checkpoint: recompute each block in the backward pass (less memory, more time).
 
     The architecture, initialisation and conventions are the reference GATr's (v1.4); a
@@ -169,7 +170,8 @@ class GATr(nn.Module):
         mv: ``(..., items, in_mv_channels, 16)`` float.
         scalars: ``(..., items, in_s_channels)`` or ``None``.
         mask: ``(..., items)`` bool, True = real item (padded layout). Float masks are refused.
-        batch: ``(items,)`` integer set index per item, sorted (flat layout, ``mv (items, channels, 16)``).
+        batch: ``(items,)`` integer set index per item, sorted (flat layout, ``mv (items, channels, 16)``),
+            on the CPU; on an accelerator pass ``layout=`` instead.
         join_reference: ``None`` / ``"data"`` (the per-set mean of ``mv``), ``"canonical"``
             (``e123 + e0123``, SE(3) only) or a tensor broadcastable against
             ``(..., items, channels, 16)``; see the module docstring.

@@ -9,6 +9,8 @@ one unwatched call first. Modules must not need it (their tables are buffers).
 
 from __future__ import annotations
 
+import copy
+
 import torch
 from torch.utils._pytree import tree_leaves, tree_map
 
@@ -43,12 +45,14 @@ def _run(fn, args, kwargs, grads: bool):
 def assert_runs_on_device(fn, *args, warm: bool = False, grads: bool = True, rtol: float = RTOL, **kwargs):
     """Run ``fn(*args, **kwargs)`` on the CPU and on ``sim``: no event on ``sim``, same numbers.
 
-    ``fn`` may be an ``nn.Module`` (moved to ``sim``, parameter gradients compared too). Returns
-    the device outputs.
+    ``fn`` may be an ``nn.Module`` (a copy is moved to ``sim``; parameter gradients are compared
+    too). Returns the device outputs.
     """
     with sim.cpu_kernels():
         cpu_out, cpu_grads = _run(fn, args, kwargs, grads)
-    dev_fn, dev_args, dev_kwargs = sim.to_sim((fn, args, kwargs))
+    # a copy of a module goes to the device (Module.to moves in place)
+    dev_fn = sim.to_sim(copy.deepcopy(fn)) if isinstance(fn, torch.nn.Module) else fn
+    dev_args, dev_kwargs = sim.to_sim((args, kwargs))
     if warm:
         with sim.allowed():
             _run(dev_fn, dev_args, dev_kwargs, grads)
