@@ -13,7 +13,9 @@ from geomlin.algebra import CliffordAlgebra, pga
 from geomlin.algebra.clifford import MAX_SQUARINGS, ConstantTables
 from geomlin.validation import pending_checks, raise_deferred
 from tests.device import simulated as sim
-from tests.device.checks import assert_runs_on_device
+from tests.device.checks import assert_runs_on_device, no_deferred_checks  # noqa: F401 (a fixture)
+
+pytestmark = pytest.mark.usefixtures("no_deferred_checks")
 
 METRICS = [(1, 1, 1), (0, 1, 1, 1), (1, -1, -1, -1)]
 

@@ -28,7 +28,9 @@ from geomlin.clifford.ga_attention import (
 )
 from geomlin.clifford.gcan import matrix_exp, sandwich_matrices, versor_exp
 from tests.device import simulated as sim
-from tests.device.checks import assert_runs_on_device
+from tests.device.checks import assert_runs_on_device, no_deferred_checks  # noqa: F401 (a fixture)
+
+pytestmark = pytest.mark.usefixtures("no_deferred_checks")
 
 
 def _seeded(module: torch.nn.Module, seed: int = 0) -> torch.nn.Module:

@@ -11,13 +11,32 @@ from __future__ import annotations
 
 import copy
 
+import pytest
 import torch
 from torch.utils._pytree import tree_leaves, tree_map
 
+from geomlin.validation import raise_deferred
 from tests.device import simulated as sim
 
 #: Relative distance between device and CPU results (the same CPU kernels compute both).
 RTOL = 1e-5
+
+
+def clear_deferred() -> None:
+    """Drop the deferred device checks this thread holds (other tests' pending or failed flags)."""
+    with sim.allowed():
+        try:
+            raise_deferred()
+        except ValueError:
+            pass
+
+
+@pytest.fixture
+def no_deferred_checks():
+    """Start and end a test with no deferred device checks pending (``usefixtures`` it)."""
+    clear_deferred()
+    yield
+    clear_deferred()
 
 
 def _relative(a: torch.Tensor, b: torch.Tensor) -> float:

@@ -8,6 +8,7 @@ import torch
 
 from geomlin import validation
 from tests.device import simulated as sim
+from tests.device.checks import clear_deferred
 
 D = sim.DEVICE
 
@@ -112,6 +113,7 @@ def test_autocast_follows_cudas_policy():
 
 
 def test_deferred_checks_raise_later_with_the_cpu_message():
+    clear_deferred()  # earlier tests leave checks pending in this thread
     bad = torch.tensor([1.0, float("nan")])
     with pytest.raises(ValueError, match="x contains NaN") as on_cpu:
         validation.check_finite(bad, "x")

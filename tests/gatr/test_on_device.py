@@ -17,7 +17,9 @@ from geomlin.gatr import primitives as P
 from geomlin.gatr.attention import attend
 from geomlin.validation import raise_deferred
 from tests.device import simulated as sim
-from tests.device.checks import assert_runs_on_device
+from tests.device.checks import assert_runs_on_device, no_deferred_checks  # noqa: F401 (a fixture)
+
+pytestmark = pytest.mark.usefixtures("no_deferred_checks")
 
 SIZES = [3, 7, 1, 12, 7, 30]
 
