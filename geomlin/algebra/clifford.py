@@ -45,10 +45,10 @@ from __future__ import annotations
 import functools
 import itertools
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import torch
-from torch import Tensor
+from torch import Tensor, nn
 
 from geomlin.validation import (
     check_choice,
@@ -74,6 +74,12 @@ NUM_QUATERNION_TYPES = 4
 SUBSPACES = ("grade", "quaternion")
 #: A versor ``v`` is refused as non-invertible when ``|<v ~v>_0| <= ZERO_VERSOR_EPS * eps(dtype) * |v|^2``.
 ZERO_VERSOR_EPS = 16.0
+#: :func:`scaling_and_squaring` scales its argument to at most this size before the Taylor series.
+EXP_SCALED_SIZE = 0.5
+#: Most squarings of :func:`scaling_and_squaring`: sizes up to ``EXP_SCALED_SIZE * 2**MAX_SQUARINGS``
+#: (about 5e5) are exact to round-off; on accelerators every call runs this many (masked) squarings,
+#: so the count of squarings never has to be read back from the device.
+MAX_SQUARINGS = 20
 
 
 def quaternion_type(grade: int) -> int:
@@ -121,7 +127,32 @@ def _vectors(metric: tuple[float, ...]) -> dict[str, Tensor]:
            "reverse": torch.tensor([(-1.0) ** (g * (g - 1) // 2) for g in grade.tolist()], dtype=torch.float64),
            "involute": torch.tensor([(-1.0) ** g for g in grade.tolist()], dtype=torch.float64)}
     out["conjugate"] = out["reverse"] * out["involute"]
+    # square: the scalar e_A e_A = sign(A, A) prod_{k in A} m_k; quadratic_form: <e_A ~e_A>_0
+    out["square"] = torch.tensor([_reorder_sign(a, a) * math.prod(metric[k] for k in range(n) if a >> k & 1)
+                                  for a in bitmaps], dtype=torch.float64)
+    out["quadratic_form"] = out["square"] * out["reverse"]
     return out
+
+
+#: The sign of grade ``k`` under each involution.
+_GRADE_SIGNS = {"reverse": lambda k: (-1) ** (k * (k - 1) // 2), "involute": lambda k: (-1) ** k,
+                "conjugate": lambda k: (-1) ** (k * (k + 1) // 2)}
+
+
+@functools.cache
+def _sign_runs(n: int, key: str) -> tuple[tuple[int, int, int], ...]:
+    """``(start, stop, sign)`` of the runs of consecutive grades with one sign under involution ``key``."""
+    runs: list[list[int]] = []
+    start = 0
+    for k in range(n + 1):
+        stop = start + math.comb(n, k)
+        sign = _GRADE_SIGNS[key](k)
+        if runs and runs[-1][2] == sign:
+            runs[-1][1] = stop
+        else:
+            runs.append([start, stop, sign])
+        start = stop
+    return tuple(tuple(r) for r in runs)
 
 
 @functools.cache
@@ -221,12 +252,118 @@ def cached_constant(key: tuple, build) -> Tensor:
     return t
 
 
+def _parts(metric: tuple[float, ...], key: str) -> tuple[Tensor, ...]:
+    """The float64 CPU table(s) of ``key``: a product kind, ``"sparse:" + kind`` (a triple) or a
+    per-component vector of :func:`_vectors`."""
+    if key.startswith("sparse:"):
+        return _sparse(metric, key[len("sparse:"):])
+    return (_tables_get(metric, key),)
+
+
 def _on(metric: tuple[float, ...], key: str, index: int, device: torch.device, dtype: torch.dtype) -> Tensor:
     """A cached table moved to ``device``/``dtype`` (``index`` selects within a sparse triple)."""
-    def build():
-        t = _sparse(metric, key[7:])[index] if key.startswith("sparse:") else _tables_get(metric, key)
-        return t.to(device=device, dtype=dtype)
-    return cached_constant(("clifford", metric, key, index, device, dtype), build)
+    return cached_constant(("clifford", metric, key, index, device, dtype),
+                           lambda: _parts(metric, key)[index].to(device=device, dtype=dtype))
+
+
+class ConstantTables(nn.Module):
+    """Constant tables (Cayley tables, sign vectors, index plans) as non-persistent buffers.
+
+    A module whose forward pass reads constant tables holds one, so ``module.to(device)`` moves the
+    tables with the parameters: no forward pass fills a cache or uploads a constant, and the
+    module's ``state_dict`` does not change. :class:`CliffordAlgebra` methods read their tables from
+    it when given ``tables=`` (:meth:`CliffordAlgebra.tables` builds one).
+
+    Parameters
+    ----------
+    tables: ``{key: tensor or tuple of tensors}``. Floating tables are stored in the default dtype
+        and cast to the input's dtype on use (every table geomlin stores this way holds small
+        dyadic numbers such as ``0, +-1, +-1/2, +-2``, exact in every floating dtype).
+    """
+
+    def __init__(self, tables: Mapping[str, Tensor | tuple[Tensor, ...]]):
+        super().__init__()
+        self._names: dict[str, tuple[str, ...]] = {}
+        for key, value in tables.items():
+            parts = value if isinstance(value, tuple) else (value,)
+            names = []
+            for t in parts:
+                name = f"table{len(self._buffers)}"
+                t = t.detach().clone()
+                if t.is_floating_point():
+                    t = t.to(torch.get_default_dtype())
+                self.register_buffer(name, t, persistent=False)
+                names.append(name)
+            self._names[key] = tuple(names)
+
+    def extra_repr(self) -> str:
+        return ", ".join(self._names)
+
+    def __contains__(self, key: str) -> bool:
+        return key in self._names
+
+    def get(self, key: str, index: int = 0, dtype: torch.dtype | None = None) -> Tensor:
+        """Table ``key`` (part ``index`` of a tuple), a floating one cast to ``dtype`` when given."""
+        names = self._names.get(key)
+        if names is None:
+            raise KeyError(f"these ConstantTables hold {sorted(self._names)}, not {key!r}; build them with "
+                           f"the keys the forward pass reads")
+        t = getattr(self, names[index])
+        if dtype is not None and t.is_floating_point() and t.dtype != dtype:
+            t = t.to(dtype)
+        return t
+
+
+def table_on(key: str, build: Callable[[], Tensor | tuple[Tensor, ...]], device: torch.device,
+             dtype: torch.dtype | None = None, index: int = 0, tables: ConstantTables | None = None) -> Tensor:
+    """Constant table ``key`` (part ``index`` of a tuple) on ``device``, floating tables in ``dtype``.
+
+    Read from ``tables`` (a module's buffers) when given, else from the per-(device, dtype) cache,
+    which ``build()`` (float64 / long CPU tensors) fills on the first request. ``key`` must name
+    the table uniquely across geomlin (``"pga:join"``, ``"gatr:linear"``).
+    """
+    if tables is not None:
+        return tables.get(key, index, dtype)
+
+    def fill() -> Tensor:
+        t = build()
+        t = t[index] if isinstance(t, tuple) else t
+        return t.to(device=device, dtype=dtype if dtype is not None and t.is_floating_point() else t.dtype)
+
+    return cached_constant((key, index, device, dtype), fill)
+
+
+def scaling_and_squaring(x: Tensor, size: Tensor, multiply: Callable[[Tensor, Tensor], Tensor],
+                         one: Tensor, terms: int) -> Tensor:
+    """``exp(x)`` in an associative algebra by scaling and squaring, without a host synchronisation.
+
+    Each element is scaled by its own ``2^-s``, ``s = ceil(log2(size / EXP_SCALED_SIZE))`` clamped
+    to ``[0, MAX_SQUARINGS]``, summed as a Taylor polynomial of ``terms`` terms and squared ``s``
+    times (Higham, "The scaling and squaring method for the matrix exponential revisited", 2005).
+    The squarings are masked per element, so their count is a Python number: on the CPU the largest
+    ``s`` (read for free), elsewhere :data:`MAX_SQUARINGS`.
+
+    Parameters
+    ----------
+    x: ``(*batch, *element)`` elements (multivectors ``(..., dim)``, matrices ``(..., m, m)``).
+    size: ``(*batch, *ones)`` a bound of each element's norm (broadcastable to ``x``), no gradient.
+    multiply: the algebra's product of two ``x``-shaped tensors.
+    one: the unit, broadcastable to ``x``.
+    terms: number of Taylor terms (``14`` is float64 round-off at ``size <= 1/2``).
+    """
+    size = size.detach()
+    s = torch.ceil(torch.log2(size.clamp_min(torch.finfo(size.dtype).tiny) / EXP_SCALED_SIZE))
+    s = s.clamp(0, MAX_SQUARINGS)
+    y = x * torch.exp2(-s).to(x.dtype)
+    out, term = one.expand_as(x), one.expand_as(x)
+    for k in range(1, terms + 1):
+        term = multiply(term, y) / k
+        out = out + term
+    readable = s.device.type == "cpu" and not torch.compiler.is_compiling()
+    steps = (int(s.max()) if s.numel() else 0) if readable else MAX_SQUARINGS
+    for step in range(steps):
+        out = torch.where(s > step, multiply(out, out), out)
+    return out
 
 
 def _as_metric(metric) -> tuple[float, ...]:
@@ -268,6 +405,12 @@ class CliffordAlgebra:
 
     All methods take multivectors ``(..., dim)`` of a floating dtype and broadcast their
     leading dimensions.
+
+    Tables on devices. Methods that read constant tables (products, involutions, norms) take
+    ``tables=``: a :class:`ConstantTables` from :meth:`tables` held by the calling module (its
+    buffers move with ``module.to(device)``). Without it they read a per-(device, dtype) cache,
+    filled on the first call for each device and dtype (one upload). No method synchronises with
+    the device.
     """
 
     def __init__(self, metric: Sequence[float], first_index: int = 1):
@@ -316,10 +459,11 @@ class CliffordAlgebra:
         types = list(types) if isinstance(types, (list, tuple, range, Tensor)) else [types]
         for t in types:
             check_int(t, "quaternion type", minimum=0, maximum=NUM_QUATERNION_TYPES - 1)
-        keep = torch.zeros(self.dim, dtype=torch.bool)
-        for t in types:
-            keep |= self.quaternion_types == t
-        return x * keep.to(device=x.device, dtype=x.dtype)
+        keep = torch.zeros(self.dim, dtype=x.dtype, device=x.device)
+        for g, sl in enumerate(self.grade_slices):
+            if g % NUM_QUATERNION_TYPES in types:
+                keep[sl] = 1.0
+        return x * keep
 
     def num_subspaces(self, subspaces: str = "grade") -> int:
         """``n + 1`` grades, or the 4 quaternion types (fewer when ``n < 3``)."""
@@ -358,7 +502,44 @@ class CliffordAlgebra:
             raise ValueError(f"unknown product {kind!r}; expected one of {PRODUCTS}")
         return kind
 
-    def _tab(self, key: str, like: Tensor, index: int = 0) -> Tensor:
+    def tables(self, *keys: str) -> ConstantTables:
+        """The tables that methods called with ``tables=`` read, as buffers of a module.
+
+        ``keys``: product kinds (:data:`PRODUCTS`: the table ``method="auto"`` uses;
+        ``"sparse:" + kind`` or ``"dense:" + kind`` for the other one) and per-component tables
+        (``"square"``, ``"quadratic_form"``, ``"complement"``, ``"uncomplement"``). Which method
+        reads which: :meth:`product` and its named forms the product kind; :meth:`scalar_product`
+        ``"square"``; :meth:`norm_squared`, :meth:`norm`, :meth:`grade_quadratic_forms`,
+        :meth:`grade_norms`, :meth:`inverse_versor` ``"quadratic_form"``; :meth:`complement` /
+        :meth:`uncomplement` theirs. The involutions (:meth:`reverse`, ...) and :meth:`parity`
+        read no table (grades are contiguous slices).
+        """
+        return ConstantTables({self._table_key(key): self._table_parts(self._table_key(key)) for key in keys})
+
+    def _table_key(self, key: str) -> str:
+        """The key a method reads for a requested table (a product kind: the one ``method="auto"`` uses)."""
+        if key.startswith("dense:"):
+            return self._check_kind(key[len("dense:"):])
+        return self._product_key(key, "auto") if key in PRODUCTS else key
+
+    def _table_parts(self, key: str) -> Tensor | tuple[Tensor, ...]:
+        """The float64 CPU table (or sparse triple) of a key :meth:`_tab` reads."""
+        if key.startswith("sparse:"):
+            self._check_kind(key[len("sparse:"):])
+            return _parts(self.metric, key)
+        if key not in PRODUCTS and key not in _vectors(self.metric):
+            raise ValueError(f"unknown table {key!r}; expected a product kind {PRODUCTS}, 'sparse:' + kind, "
+                             f"or one of {sorted(_vectors(self.metric))}")
+        return _parts(self.metric, key)[0]
+
+    def _product_key(self, kind: str, method: str) -> str:
+        if method == "auto":
+            method = "sparse" if self.nnz(kind) <= SPARSE_DENSITY * self.dim ** 2 else "dense"
+        return kind if method == "dense" else "sparse:" + kind
+
+    def _tab(self, key: str, like: Tensor, index: int = 0, tables: ConstantTables | None = None) -> Tensor:
+        if tables is not None:
+            return tables.get(key, index, like.dtype)
         return _on(self.metric, key, index, like.device, like.dtype)
 
     def check(self, x: Tensor, name: str = "x") -> Tensor:
@@ -373,58 +554,65 @@ class CliffordAlgebra:
         return x
 
     # ------------------------------------------------------------------ products
-    def product(self, a: Tensor, b: Tensor, kind: str = "geometric", method: str = "auto") -> Tensor:
+    def product(self, a: Tensor, b: Tensor, kind: str = "geometric", method: str = "auto", *,
+                tables: ConstantTables | None = None) -> Tensor:
         """Bilinear product ``kind`` of ``a (..., dim)`` and ``b (..., dim)`` -> ``(..., dim)``.
 
         ``kind`` is one of :data:`PRODUCTS`; ``method`` one of ``auto``, ``sparse``, ``dense``
-        (see the module docstring).
+        (see the module docstring); ``tables`` see the class docstring.
         """
         self._check_kind(kind)
         self.check(a, "a")
         self.check(b, "b")
         check_choice(method, "method", METHODS)
-        if method == "auto":
-            method = "sparse" if self.nnz(kind) <= SPARSE_DENSITY * self.dim ** 2 else "dense"
+        key = self._product_key(kind, method)
         a, b = torch.broadcast_tensors(a, b) if a.dtype == b.dtype else (a, b.to(a.dtype))
-        if method == "dense":
-            return torch.einsum("...i,...j,ijk->...k", a, b, self._tab(kind, a))
-        key = "sparse:" + kind
-        sa, sb, r = (self._tab(key, a, i) for i in range(3))
+        if not key.startswith("sparse:"):
+            return torch.einsum("...i,...j,ijk->...k", a, b, self._tab(key, a, tables=tables))
+        sa, sb, r = (self._tab(key, a, i, tables) for i in range(3))
         return ((a @ sa) * (b @ sb)) @ r
 
-    def geometric_product(self, a: Tensor, b: Tensor, method: str = "auto") -> Tensor:
+    def geometric_product(self, a: Tensor, b: Tensor, method: str = "auto", *,
+                          tables: ConstantTables | None = None) -> Tensor:
         """``a b`` for ``(..., dim)`` tensors."""
-        return self.product(a, b, "geometric", method)
+        return self.product(a, b, "geometric", method, tables=tables)
 
-    def outer_product(self, a: Tensor, b: Tensor, method: str = "auto") -> Tensor:
+    def outer_product(self, a: Tensor, b: Tensor, method: str = "auto", *,
+                      tables: ConstantTables | None = None) -> Tensor:
         """Wedge ``a ^ b`` (grade ``r + s`` part of the product of an r- and an s-blade)."""
-        return self.product(a, b, "outer", method)
+        return self.product(a, b, "outer", method, tables=tables)
 
-    def inner_product(self, a: Tensor, b: Tensor, method: str = "auto") -> Tensor:
+    def inner_product(self, a: Tensor, b: Tensor, method: str = "auto", *,
+                      tables: ConstantTables | None = None) -> Tensor:
         """Symmetric ("fat dot") inner product: grade ``|r - s|`` part of blade products."""
-        return self.product(a, b, "inner", method)
+        return self.product(a, b, "inner", method, tables=tables)
 
-    def left_contraction(self, a: Tensor, b: Tensor, method: str = "auto") -> Tensor:
+    def left_contraction(self, a: Tensor, b: Tensor, method: str = "auto", *,
+                         tables: ConstantTables | None = None) -> Tensor:
         """Left contraction ``a _| b``: grade ``s - r`` part."""
-        return self.product(a, b, "left_contraction", method)
+        return self.product(a, b, "left_contraction", method, tables=tables)
 
-    def regressive_product(self, a: Tensor, b: Tensor, method: str = "auto") -> Tensor:
+    def regressive_product(self, a: Tensor, b: Tensor, method: str = "auto", *,
+                           tables: ConstantTables | None = None) -> Tensor:
         """Regressive product (join in PGA) ``a v b = uncomplement(complement(a) ^ complement(b))``.
 
         Uses the metric-free right complement, so it is defined for degenerate metrics.
         """
-        return self.product(a, b, "regressive", method)
+        return self.product(a, b, "regressive", method, tables=tables)
 
-    def scalar_product(self, a: Tensor, b: Tensor) -> Tensor:
+    def scalar_product(self, a: Tensor, b: Tensor, *, tables: ConstantTables | None = None) -> Tensor:
         """``<a b>_0`` as a ``(..., 1)`` tensor."""
         self.check(a, "a")
         self.check(b, "b")
-        diag = torch.diagonal(self._tab("scalar", a)[..., 0])  # (dim,): e_i e_i scalar part
-        return (a * b * diag).sum(-1, keepdim=True)
+        return (a * b * self._tab("square", a, tables=tables)).sum(-1, keepdim=True)
 
     # ------------------------------------------------------------------ unary maps
     def _signs(self, x: Tensor, key: str) -> Tensor:
-        return self.check(x) * self._tab(key, x)
+        """``x`` with each grade times its sign in ``_GRADE_SIGNS[key]``: slices of the runs of equal
+        sign, negated where the sign is -1 (grades are contiguous, so no sign table is needed)."""
+        self.check(x)
+        parts = [x[..., a:b] if sign > 0 else -x[..., a:b] for a, b, sign in _sign_runs(self.n, key)]
+        return parts[0] if len(parts) == 1 else torch.cat(parts, -1)
 
     def reverse(self, x: Tensor) -> Tensor:
         """Reversion ``~x``: grade ``k`` times ``(-1)^(k(k-1)/2)``."""
@@ -451,13 +639,13 @@ class CliffordAlgebra:
             mask[self.grade_slices[g]] = 1.0
         return x * mask
 
-    def complement(self, x: Tensor) -> Tensor:
+    def complement(self, x: Tensor, *, tables: ConstantTables | None = None) -> Tensor:
         """Right complement (Poincare dual, metric free): ``e_A ^ complement(e_A) = I``."""
-        return self.check(x) @ self._tab("complement", x)
+        return self.check(x) @ self._tab("complement", x, tables=tables)
 
-    def uncomplement(self, x: Tensor) -> Tensor:
+    def uncomplement(self, x: Tensor, *, tables: ConstantTables | None = None) -> Tensor:
         """Inverse of :meth:`complement`."""
-        return self.check(x) @ self._tab("uncomplement", x)
+        return self.check(x) @ self._tab("uncomplement", x, tables=tables)
 
     def pseudoscalar(self, dtype=torch.float64, device=None) -> Tensor:
         """The unit pseudoscalar ``I = e_0 e_1 ... e_{n-1}`` as a ``(dim,)`` tensor."""
@@ -467,33 +655,44 @@ class CliffordAlgebra:
         out[-1] = 1.0
         return out
 
-    def dual(self, x: Tensor) -> Tensor:
+    def dual(self, x: Tensor, *, tables: ConstantTables | None = None) -> Tensor:
         """Dual: ``x I^-1`` (Hodge-type) for non-degenerate metrics, the right complement otherwise."""
         if self.degenerate:
-            return self.complement(x)
+            return self.complement(x, tables=tables)
         ps = self.pseudoscalar(x.dtype, x.device)
-        inv = self.reverse(ps) / self.scalar_product(ps, self.reverse(ps))
-        return self.geometric_product(x, inv)
+        rev = self.reverse(ps)
+        inv = rev / self.scalar_product(ps, rev, tables=tables)
+        return self.geometric_product(x, inv, tables=tables)
 
-    def norm_squared(self, x: Tensor) -> Tensor:
+    def norm_squared(self, x: Tensor, *, tables: ConstantTables | None = None) -> Tensor:
         """``<x ~x>_0`` as ``(..., 1)``; may be negative or zero in indefinite/degenerate metrics."""
-        return self.scalar_product(x, self.reverse(x))
+        self.check(x)
+        return (x * x * self._tab("quadratic_form", x, tables=tables)).sum(-1, keepdim=True)
 
-    def norm(self, x: Tensor) -> Tensor:
+    def norm(self, x: Tensor, *, tables: ConstantTables | None = None) -> Tensor:
         """``sqrt(|<x ~x>_0|)`` as ``(..., 1)`` (gradient 0, not NaN, where it vanishes)."""
-        return _safe_sqrt(self.norm_squared(x).abs())
+        return _safe_sqrt(self.norm_squared(x, tables=tables).abs())
 
-    def grade_norms(self, x: Tensor, eps: float = 0.0) -> Tensor:
-        """Per-grade ``sqrt(|<x_k ~x_k>_0| + eps)`` as ``(..., n + 1)`` (CGENN gating features).
+    def grade_quadratic_forms(self, x: Tensor, *, tables: ConstantTables | None = None) -> Tensor:
+        """Per-grade ``<x_k ~x_k>_0`` as ``(..., n + 1)`` (signed in indefinite metrics).
 
-        Differentiable everywhere: where a grade vanishes the gradient is 0, not NaN.
+        Half-precision inputs are summed in float32 (the result is float32 then).
         """
         self.check(x)
-        sq = x * x * torch.diagonal(self._tab("scalar", x)[..., 0]) * self._tab("reverse", x)
-        parts = [sq[..., s].sum(-1) for s in self.grade_slices]
-        return _safe_sqrt(torch.stack(parts, -1).abs() + eps)
+        if x.dtype in (torch.float16, torch.bfloat16):
+            x = x.float()
+        sq = x * x * self._tab("quadratic_form", x, tables=tables)
+        return torch.stack([sq[..., s].sum(-1) for s in self.grade_slices], -1)
 
-    def inverse_versor(self, v: Tensor) -> Tensor:
+    def grade_norms(self, x: Tensor, eps: float = 0.0, *, tables: ConstantTables | None = None) -> Tensor:
+        """Per-grade ``sqrt(|<x_k ~x_k>_0| + eps)`` as ``(..., n + 1)`` (CGENN gating features).
+
+        Differentiable everywhere: where a grade vanishes the gradient is 0, not NaN. Half-precision
+        inputs give float32 norms (:meth:`grade_quadratic_forms`).
+        """
+        return _safe_sqrt(self.grade_quadratic_forms(x, tables=tables).abs() + eps)
+
+    def inverse_versor(self, v: Tensor, *, tables: ConstantTables | None = None) -> Tensor:
         """``v^-1 = ~v / <v ~v>_0`` for a versor ``v (..., dim)``.
 
         Raises ``ValueError`` for null versors: ``|<v ~v>_0| <= 16 eps(dtype) |v|^2`` (the zero
@@ -502,7 +701,7 @@ class CliffordAlgebra:
         synchronisation, see :func:`geomlin.validation.check_condition`).
         """
         self.check(v, "v")
-        nsq = self.norm_squared(v)
+        nsq = self.norm_squared(v, tables=tables)
         info = torch.finfo(v.dtype)
         scale = (v * v).sum(-1, keepdim=True).clamp_min(info.tiny)
         invertible = nsq.abs() > ZERO_VERSOR_EPS * info.eps * scale
@@ -513,11 +712,12 @@ class CliffordAlgebra:
     def parity(self, v: Tensor) -> Tensor:
         """``(...,)`` bool, True where ``v`` is odd (more weight on odd than on even grades)."""
         self.check(v, "v")
-        odd = (self.grades % 2 == 1).to(device=v.device)
         w = v * v
-        return w[..., odd].sum(-1) > w[..., ~odd].sum(-1)
+        weight = [w[..., s].sum(-1) for s in self.grade_slices]
+        return sum(weight[1::2]) > sum(weight[0::2])
 
-    def sandwich(self, v: Tensor, x: Tensor, method: str = "auto") -> Tensor:
+    def sandwich(self, v: Tensor, x: Tensor, method: str = "auto", *,
+                 tables: ConstantTables | None = None) -> Tensor:
         """Versor action ``rho_v(x) = v x^ v^-1`` (grade involution of ``x`` when ``v`` is odd).
 
         This twisted adjoint makes odd versors act as reflections on every grade
@@ -529,7 +729,8 @@ class CliffordAlgebra:
         check_finite(v, "v")
         odd = self.parity(v)[..., None]
         xs = torch.where(odd, self.grade_involution(x), x)
-        return self.geometric_product(self.geometric_product(v, xs, method), self.inverse_versor(v), method)
+        vx = self.geometric_product(v, xs, method, tables=tables)
+        return self.geometric_product(vx, self.inverse_versor(v, tables=tables), method, tables=tables)
 
     def act(self, g: Tensor, x: Tensor) -> Tensor:
         """The action of one group element ``g`` on multivectors ``x (..., dim)``.
@@ -561,11 +762,22 @@ class CliffordAlgebra:
         invertible, to :func:`geomlin.validation.tolerance` of its dtype; returns ``A``.
 
         For degenerate metrics this leaves the radical free: in G(3,0,1) ``A`` may scale ``e0``
-        by any ``lambda != 0`` and add ``e0`` parts to ``e1, e2, e3`` (similarities). The check
-        runs on the CPU only (elsewhere it would need a host synchronisation).
+        by any ``lambda != 0`` and add ``e0`` parts to ``e1, e2, e3`` (similarities). On
+        accelerators the test is deferred (:func:`geomlin.validation.check_condition`).
         """
         check_tensor(A, name, shape=(..., self.n, self.n), what=f"a linear map of the {self.n} basis vectors")
-        if A.device.type != "cpu" or A.numel() == 0:
+        if A.numel() == 0:
+            return A
+        if A.device.type != "cpu":
+            tol = tolerance(A.dtype)
+            G = cached_constant(("clifford-metric", self.metric, A.device, A.dtype),
+                                lambda: torch.diag(torch.tensor(self.metric, dtype=A.dtype)).to(A.device))
+            size = A.detach().abs().amax().clamp_min(1.0)
+            wide = A.detach().to(torch.float32) if A.dtype in (torch.float16, torch.bfloat16) else A.detach()
+            ok = torch.isfinite(A).all() & ((A.transpose(-1, -2) @ G @ A - G).abs().amax() <= tol * size ** 2)
+            ok = ok & (torch.linalg.det(wide).abs() > tol * size ** self.n).all()
+            check_condition(ok, f"{name} must be finite, preserve the quadratic form diag{self.metric} "
+                                f"(A^T G A = G to {tol:.0e}) and be invertible")
             return A
         check_finite(A, name)
         tol = tolerance(A.dtype)
@@ -594,7 +806,9 @@ class CliffordAlgebra:
         out[..., 0, 0] = 1.0
         for k in range(1, self.n + 1):
             s = self.grade_slices[k]
-            idx = _grade_index(self.n, k).to(A.device)  # (m, k) basis-vector indices of each blade
+            # (m, k) basis-vector indices of each blade, cached on A's device
+            idx = cached_constant(("clifford-grade-index", self.n, k, A.device),
+                                  lambda k=k: _grade_index(self.n, k).to(A.device))
             sub = A[..., idx[:, None, :, None], idx[None, :, None, :]]  # (..., m, m, k, k)
             out[..., s, s] = torch.linalg.det(sub) if k > 1 else sub[..., 0, 0]
         return out
@@ -608,27 +822,23 @@ class CliffordAlgebra:
             return Pin301()
         return CliffordGroup(self)
 
-    def exp(self, x: Tensor, terms: int = 14) -> Tensor:
+    def exp(self, x: Tensor, terms: int = 14, *, tables: ConstantTables | None = None) -> Tensor:
         """Exponential of a multivector (typically a bivector) ``(..., dim)``.
 
-        Scaling and squaring with a Taylor polynomial: ``exp(x) = exp(x / 2^s)^(2^s)`` with
-        ``s`` chosen so ``|x| / 2^s <= 1/2``; exact to float64 round-off for bivectors
-        of moderate norm.
+        Scaling and squaring with a Taylor polynomial (:func:`scaling_and_squaring`):
+        ``exp(x) = exp(x / 2^s)^(2^s)`` with ``s`` chosen per multivector so that
+        ``|x|_1 / 2^s <= 1/2``; exact to float64 round-off for sizes up to ``5e5``. No host
+        synchronisation.
         """
         self.check(x)
         terms = check_positive_int(terms, "terms")
-        size = x.detach().abs().sum(-1).max().item() if x.numel() else 0.0
-        s = max(0, math.ceil(math.log2(size / 0.5))) if size > 0.5 else 0
-        y = x / (2 ** s)
-        one = torch.zeros_like(x)
-        one[..., 0] = 1.0
-        out, term = one.clone(), one
-        for k in range(1, terms + 1):
-            term = self.geometric_product(term, y) / k
-            out = out + term
-        for _ in range(s):
-            out = self.geometric_product(out, out)
-        return out
+        one = torch.zeros(self.dim, dtype=x.dtype, device=x.device)
+        one[0] = 1.0
+
+        def gp(a: Tensor, b: Tensor) -> Tensor:
+            return self.geometric_product(a, b, tables=tables)
+
+        return scaling_and_squaring(x, x.detach().abs().sum(-1, keepdim=True), gp, one, terms)
 
     def embed_vector(self, v: Tensor) -> Tensor:
         """``(..., n)`` coefficients of the basis vectors -> grade-1 multivector ``(..., dim)``."""

@@ -54,7 +54,7 @@ import functools
 import torch
 from torch import Tensor
 
-from geomlin.algebra.clifford import CliffordAlgebra, cached_constant
+from geomlin.algebra.clifford import CliffordAlgebra, ConstantTables, table_on
 from geomlin.validation import check_finite, check_orthogonal, check_tensor
 
 #: G(3,0,1) with ``e0`` the degenerate direction (basis vectors labelled e0..e3).
@@ -94,6 +94,50 @@ def check_mv(x: Tensor, name: str = "x") -> Tensor:
         raise ValueError(f"{name} must have last dimension 16 (a G(3,0,1) multivector), "
                          f"got shape {tuple(x.shape)}")
     return check_tensor(x, name, dtype="float")
+
+
+@functools.cache
+def _runs(components: tuple[int, ...]) -> tuple[tuple[int, int], ...]:
+    """Maximal runs of consecutive increasing indices of ``components`` as ``(start, stop)`` pairs."""
+    runs: list[list[int]] = []
+    for c in components:
+        if runs and runs[-1][1] == c:
+            runs[-1][1] = c + 1
+        else:
+            runs.append([c, c + 1])
+    return tuple((a, b) for a, b in runs)
+
+
+def select_components(x: Tensor, components: tuple[int, ...], dim: int = -1) -> Tensor:
+    """The entries ``components`` (a tuple of indices such as :data:`NONDEGENERATE`) of ``x`` along
+    ``dim``, in that order: ``(..., 16, ...) -> (..., len(components), ...)``.
+
+    Taken as slices of the runs of consecutive indices (one view for a single run, one copy
+    otherwise), so no index tensor is built or uploaded to ``x``'s device.
+    """
+    pieces = [x.narrow(dim, a, b - a) for a, b in _runs(tuple(components))]
+    return pieces[0] if len(pieces) == 1 else torch.cat(pieces, dim)
+
+
+def sum_components(x: Tensor, components: tuple[int, ...], keepdim: bool = False) -> Tensor:
+    """``sum_{c in components} x[..., c]``: ``(..., 16) -> (...)`` (``(..., 1)`` with ``keepdim``)."""
+    parts = [x[..., a:b].sum(-1, keepdim=True) for a, b in _runs(tuple(components))]
+    out = parts[0]
+    for part in parts[1:]:
+        out = out + part
+    return out if keepdim else out[..., 0]
+
+
+def _signed(x: Tensor, components: tuple[int, ...], signs: tuple[float, ...]) -> Tensor:
+    """``(signs[i] * x[..., components[i]])_i`` as ``(..., len(components))`` (no constant tensor)."""
+    return torch.stack([x[..., c] if sign == 1.0 else sign * x[..., c] for c, sign in zip(components, signs)], -1)
+
+
+def _place(out: Tensor, components: tuple[int, ...], values: Tensor) -> Tensor:
+    """Write ``values (..., len(components))`` into ``out[..., components]`` (integer indices, in place)."""
+    for i, c in enumerate(components):
+        out[..., c] = values[..., i]
+    return out
 
 
 def _check_last(x: Tensor, size: int, name: str) -> Tensor:
@@ -140,27 +184,50 @@ def _matrix_maps() -> tuple[Tensor, Tensor, Tensor]:
     return w_left, w_right, w_out
 
 
-def _matrix_maps_on(device: torch.device, dtype: torch.dtype) -> tuple[Tensor, Tensor, Tensor]:
-    return tuple(cached_constant(("pga-matrix", i, device, dtype),
-                                 lambda i=i: _matrix_maps()[i].to(device=device, dtype=dtype)) for i in range(3))
+def _matrix_maps_on(device: torch.device, dtype: torch.dtype, tables: ConstantTables | None = None
+                    ) -> tuple[Tensor, Tensor, Tensor]:
+    return tuple(table_on("pga:matrix", _matrix_maps, device, dtype, i, tables) for i in range(3))
 
 
-def geometric_product(x: Tensor, y: Tensor, method: str = "auto") -> Tensor:
+#: Tables of this module by key, for :func:`tables` (builders of float64 CPU tensors).
+_TABLES = {}
+
+
+def tables(*keys: str) -> ConstantTables:
+    """The tables a module's forward pass reads through ``tables=``, as non-persistent buffers.
+
+    ``keys``: ``"pga:matrix"`` (:func:`geometric_product`, ``method="matrix"``), ``"pga:join"``
+    (:func:`join`), ``"pga:join_table"`` (``join(method="dense")``), or any key of
+    :meth:`CliffordAlgebra.tables` of :data:`PGA` (``"geometric"``, ``"outer"``, ``"reverse"``, ...).
+    """
+    return ConstantTables(dict(build_table(key) for key in keys))
+
+
+def build_table(key: str) -> tuple[str, Tensor | tuple[Tensor, ...]]:
+    """``(key read by the functions, float64 / long CPU table)`` of a :func:`tables` key."""
+    if key in _TABLES:
+        return key, _TABLES[key]()
+    key = PGA._table_key(key)
+    return key, PGA._table_parts(key)
+
+
+def geometric_product(x: Tensor, y: Tensor, method: str = "auto", *, tables: ConstantTables | None = None) -> Tensor:
     """G(3,0,1) geometric product ``x y`` of ``(..., 16)`` tensors (broadcasting).
 
     ``method``: ``"matrix"`` (the complex 2x2 dual-number product of the module docstring,
     float32/float64), ``"sparse"`` or ``"dense"`` (Cayley table, see
     :class:`~geomlin.algebra.clifford.CliffordAlgebra`). ``"auto"`` = ``"matrix"`` for
-    float32/float64, ``"sparse"`` otherwise.
+    float32/float64, ``"sparse"`` otherwise. ``tables``: a module's :func:`tables` (``"pga:matrix"``
+    or the Cayley table); ``None`` reads a per-(device, dtype) cache.
     """
     if method == "auto":
         method = "matrix" if x.dtype in (torch.float32, torch.float64) else "sparse"
     if method != "matrix":
-        return PGA.geometric_product(x, y, method)
+        return PGA.geometric_product(x, y, method, tables=tables)
     check_mv(x, "x")
     check_mv(y, "y")
     x, y, shape = _rows(x, y)
-    wl, wr, wo = _matrix_maps_on(x.device, x.dtype)
+    wl, wr, wo = _matrix_maps_on(x.device, x.dtype, tables)
     left = torch.view_as_complex((x @ wl).unflatten(-1, (3, 2, 2, 2)))
     right = torch.view_as_complex((y @ wr).unflatten(-1, (3, 2, 2, 2)))
     prod = left @ right  # (rows, 3, 2, 2): a c, a^ d, b c
@@ -179,9 +246,9 @@ def _rows(x: Tensor, y: Tensor) -> tuple[Tensor, Tensor, torch.Size]:
     return x.expand(shape).reshape(-1, DIM), y.expand(shape).reshape(-1, DIM), shape
 
 
-def outer_product(x: Tensor, y: Tensor, method: str = "auto") -> Tensor:
+def outer_product(x: Tensor, y: Tensor, method: str = "auto", *, tables: ConstantTables | None = None) -> Tensor:
     """Wedge ``x ^ y`` (meet of planes / lines) of ``(..., 16)`` tensors."""
-    return PGA.outer_product(x, y, method)
+    return PGA.outer_product(x, y, method, tables=tables)
 
 
 #: The reference GATr's dual ``J`` (Dorst's PGA guide, Table 4): ``J(x)[i] = DUAL_SIGNS[i] * x[15 - i]``.
@@ -197,7 +264,11 @@ def dual(x: Tensor) -> Tensor:
     twice.
     """
     check_mv(x)
-    return x.flip(-1) * x.new_tensor(DUAL_SIGNS)
+    return x.flip(-1) * table_on("pga:dual", _dual_signs, x.device, x.dtype)
+
+
+def _dual_signs() -> Tensor:
+    return torch.tensor(DUAL_SIGNS, dtype=torch.float64)
 
 
 @functools.cache
@@ -237,14 +308,15 @@ def join_table() -> Tensor:
     return _join_table().clone()
 
 
-def join(x: Tensor, y: Tensor, method: str = "auto") -> Tensor:
+def join(x: Tensor, y: Tensor, method: str = "auto", *, tables: ConstantTables | None = None) -> Tensor:
     """Join ``x v y = J(J(x) ^ J(y))`` (the line through two points, ...) of ``(..., 16)`` tensors.
 
     The reference GATr's convention (see the module docstring). ``method``: ``"auto"`` /
     ``"sparse"`` (the 81 non-zero pairs: ``((x S_x) * (y S_y)) R`` with 0/+-1 selection
     matrices) or ``"dense"`` (the ``16^3``
     einsum). The join flips sign under odd versors; see
-    :func:`geomlin.gatr.primitives.equivariant_join`.
+    :func:`geomlin.gatr.primitives.equivariant_join`. ``tables``: a module's :func:`tables`
+    (``"pga:join"`` / ``"pga:join_table"``); ``None`` reads a per-(device, dtype) cache.
     """
     check_mv(x, "x")
     check_mv(y, "y")
@@ -253,10 +325,9 @@ def join(x: Tensor, y: Tensor, method: str = "auto") -> Tensor:
     if y.dtype != x.dtype:
         y = y.to(x.dtype)
     if method == "dense":
-        table = cached_constant(("pga-join", x.device, x.dtype), lambda: _join_table().to(device=x.device, dtype=x.dtype))
+        table = table_on("pga:join_table", _join_table, x.device, x.dtype, tables=tables)
         return torch.einsum("...i,...j,ijk->...k", x, y, table)
-    sx, sy, r = (cached_constant(("pga-join-sparse", i, x.device, x.dtype),
-                                 lambda i=i: _join_sparse()[i].to(device=x.device, dtype=x.dtype)) for i in range(3))
+    sx, sy, r = (table_on("pga:join", _join_sparse, x.device, x.dtype, i, tables) for i in range(3))
     x, y, shape = _rows(x, y)
     if x.shape[0] <= JOIN_CHUNK_ROWS:
         return (((x @ sx) * (y @ sy)) @ r).reshape(shape)
@@ -359,9 +430,9 @@ def extract_point(x: Tensor, threshold: float = 1e-3) -> Tensor:
     check_finite(x, "x")
     threshold = check_positive_float(threshold, "threshold")
     w = x[..., E123:E123 + 1]
-    w = torch.where(w.abs() < threshold, torch.where(w < 0, w.new_tensor(-threshold), w.new_tensor(threshold)), w)
-    signs = torch.tensor(POINT_SIGNS, dtype=x.dtype, device=x.device)
-    return x[..., list(POINT_COMPONENTS)] * signs / w
+    clamped = w.new_full((), threshold)
+    w = torch.where(w.abs() < threshold, torch.where(w < 0, -clamped, clamped), w)
+    return _signed(x, POINT_COMPONENTS, POINT_SIGNS) / w
 
 
 def embed_oriented_plane(normal: Tensor, position: Tensor) -> Tensor:
@@ -373,7 +444,7 @@ def embed_oriented_plane(normal: Tensor, position: Tensor) -> Tensor:
     _check_last(position, 3, "position")
     normal, position = torch.broadcast_tensors(normal, position)
     out = _zeros(normal, normal.shape[:-1])
-    out[..., list(PLANE_NORMAL)] = normal
+    _place(out, PLANE_NORMAL, normal)
     out[..., E0] = -(normal * position).sum(-1)
     return out
 
@@ -382,7 +453,7 @@ def extract_oriented_plane(x: Tensor) -> tuple[Tensor, Tensor]:
     """Vector part of ``(..., 16)`` -> ``(normal (..., 3), offset (..., 1))`` with the plane
     ``normal . p + offset = 0``."""
     check_mv(x)
-    return x[..., list(PLANE_NORMAL)], x[..., E0:E0 + 1]
+    return select_components(x, PLANE_NORMAL), x[..., E0:E0 + 1]
 
 
 def plane_closest_point(x: Tensor) -> Tensor:
@@ -431,14 +502,18 @@ def _line_maps() -> tuple[Tensor, Tensor]:
     return sol, torch.linalg.pinv(sol)  # embed (6, 16), extract (16, 6)
 
 
+def _line_map_on(index: int, device: torch.device, dtype: torch.dtype) -> Tensor:
+    """``_line_maps()[index]`` cached on ``device`` / ``dtype``."""
+    return table_on("pga:line_maps", _line_maps, device, dtype, index)
+
+
 def extract_line(x: Tensor) -> tuple[Tensor, Tensor]:
     """Line bivector ``(..., 16)`` -> ``(point closest to the origin (..., 3), direction (..., 3))``.
 
     Uses Pluecker coordinates ``(d, m = p x d)``; the closest point is ``d x m / |d|^2``.
     """
     check_mv(x)
-    _, ext = _line_maps()
-    pl = x @ ext.to(x.dtype).to(x.device)
+    pl = x @ _line_map_on(1, x.device, x.dtype)
     d, m = pl[..., :3], pl[..., 3:]
     point = torch.linalg.cross(d, m) / (d * d).sum(-1, keepdim=True).clamp_min(1e-12)
     return point, d
@@ -447,15 +522,13 @@ def extract_line(x: Tensor) -> tuple[Tensor, Tensor]:
 def embed_pluecker_ray(pluecker: Tensor) -> Tensor:
     """Pluecker coordinates ``(..., 6) = (direction, moment = p x direction)`` -> bivector ``(..., 16)``."""
     _check_last(pluecker, 6, "pluecker coordinates")
-    emb, _ = _line_maps()
-    return pluecker @ emb.to(dtype=pluecker.dtype, device=pluecker.device)
+    return pluecker @ _line_map_on(0, pluecker.device, pluecker.dtype)
 
 
 def extract_pluecker_ray(x: Tensor) -> Tensor:
     """Bivector ``(..., 16)`` -> Pluecker coordinates ``(..., 6)`` (inverse of :func:`embed_pluecker_ray`)."""
     check_mv(x)
-    _, ext = _line_maps()
-    return x @ ext.to(dtype=x.dtype, device=x.device)
+    return x @ _line_map_on(1, x.device, x.dtype)
 
 
 def embed_translation(t: Tensor) -> Tensor:
@@ -466,14 +539,13 @@ def embed_translation(t: Tensor) -> Tensor:
     _check_last(t, 3, "translation")
     out = _zeros(t, t.shape[:-1])
     out[..., SCALAR] = 1.0
-    out[..., list(TRANSLATION_COMPONENTS)] = TRANSLATION_SIGN * 0.5 * t
-    return out
+    return _place(out, TRANSLATION_COMPONENTS, TRANSLATION_SIGN * 0.5 * t)
 
 
 def extract_translation(x: Tensor) -> Tensor:
     """Translation versor ``(..., 16)`` -> ``t (..., 3)`` (normalised by the scalar part)."""
     check_mv(x)
-    return TRANSLATION_SIGN * 2.0 * x[..., list(TRANSLATION_COMPONENTS)] / x[..., SCALAR:SCALAR + 1]
+    return TRANSLATION_SIGN * 2.0 * select_components(x, TRANSLATION_COMPONENTS) / x[..., SCALAR:SCALAR + 1]
 
 
 #: Sign of the ``e0i`` components of a translator (determined by the point convention).
@@ -501,8 +573,7 @@ def embed_rotation(quaternion: Tensor) -> Tensor:
 def extract_rotation(x: Tensor) -> Tensor:
     """Rotor ``(..., 16)`` -> unit quaternion ``(..., 4)`` ``(w, x, y, z)`` (normalised)."""
     check_mv(x)
-    signs = torch.tensor(ROTOR_SIGNS, dtype=x.dtype, device=x.device)
-    q = torch.cat([x[..., SCALAR:SCALAR + 1], x[..., list(ROTOR_COMPONENTS)] * signs], -1)
+    q = torch.cat([x[..., SCALAR:SCALAR + 1], _signed(x, ROTOR_COMPONENTS, ROTOR_SIGNS)], -1)
     return q / q.norm(dim=-1, keepdim=True).clamp_min(1e-12)
 
 
@@ -550,6 +621,10 @@ def embed_rigid_motion(R: Tensor, t: Tensor) -> Tensor:
     plane[E1] = 1.0
     rotor = torch.where(improper[..., None], geometric_product(rotor, plane.expand_as(rotor)), rotor)
     return geometric_product(embed_translation(t.to(R.dtype)).expand_as(rotor), rotor)
+
+
+_TABLES.update({"pga:matrix": _matrix_maps, "pga:join": _join_sparse, "pga:join_table": _join_table,
+                "pga:dual": _dual_signs})
 
 
 def rigid_motion_versor(g) -> Tensor:

@@ -37,7 +37,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from geomlin.algebra import CliffordAlgebra
-from geomlin.algebra.clifford import SUBSPACES, _sparse, cached_constant
+from geomlin.algebra.clifford import SUBSPACES, ConstantTables, _sparse, table_on
 from geomlin.algebra.versor_groups import PseudoOrthogonalGroup, as_algebra
 from geomlin.reps.types import Multivectors
 from geomlin.validation import check_choice, check_finite, check_float, check_positive_int, check_tensor
@@ -64,18 +64,50 @@ def multivector_type(algebra: CliffordAlgebra, channels: int) -> Multivectors:
     return Multivectors(algebra, channels, group=PseudoOrthogonalGroup(algebra))
 
 
-def _index_on(algebra: CliffordAlgebra, subspaces: str, device) -> Tensor:
-    """``(dim,)`` long: the weight slot (grade or quaternion type) of each component, on ``device``."""
-    return cached_constant(("cgenn-index", algebra.metric, subspaces, device),
-                           lambda: algebra.subspace_index(subspaces).to(device))
+def _grade_slots(algebra: CliffordAlgebra, subspaces: str) -> Tensor:
+    """``(n + 1,)`` long: the weight slot (grade or quaternion type) of each grade."""
+    grades = torch.arange(algebra.n + 1)
+    return grades if subspaces == "grade" else grades % 4
 
 
-def _grade_to_subspace(algebra: CliffordAlgebra, subspaces: str, device) -> Tensor:
-    """``(n + 1,)`` long: the weight slot of each grade."""
-    def build():
-        grades = torch.arange(algebra.n + 1)
-        return (grades if subspaces == "grade" else grades % 4).to(device)
-    return cached_constant(("cgenn-grade-slot", algebra.metric, subspaces, device), build)
+def _path_plan_cpu(algebra: CliffordAlgebra, subspaces: str) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
+    """Sparse geometric-product terms ``S_a (dim, nnz)``, ``S_b (dim, nnz)``, ``R (nnz, dim)`` (float64),
+    each term's path as a flat index into ``S^3`` and as a position among the non-empty paths
+    (``(nnz,)`` long each, ``S`` = number of subspaces)."""
+    sa, sb, r = (t.clone() for t in _sparse(algebra.metric, "geometric"))
+    i, j, k = sa.abs().argmax(0), sb.argmax(0), r.argmax(1)
+    g = algebra.subspace_index(subspaces)
+    m = algebra.num_subspaces(subspaces)
+    path = (g[i] * m + g[j]) * m + g[k]
+    paths = algebra.product_paths("geometric", subspaces).flatten()
+    compact = (torch.cumsum(paths.long(), 0) - 1)[path]
+    return sa, sb, r, path, compact
+
+
+def cgenn_tables(algebra: CliffordAlgebra, subspaces: str, *keys: str) -> ConstantTables:
+    """The constant tables of a CGENN / GLGENN layer as non-persistent buffers.
+
+    ``keys``: ``"cgenn:subspace_of"`` (``(dim,)`` weight slot of each component),
+    ``"cgenn:grade_of"`` (``(dim,)`` grade of each component), ``"cgenn:grade_slot"`` (``(n + 1,)``
+    weight slot of each grade), ``"cgenn:paths"`` (the sparse product terms and their paths, see
+    :func:`weighted_geometric_product`), ``"cgenn:path_index"`` (``(num_paths,)`` flat index of the
+    non-empty paths), or any key of :meth:`CliffordAlgebra.tables`.
+    """
+    builders = {
+        "cgenn:subspace_of": lambda: algebra.subspace_index(subspaces),
+        "cgenn:grade_of": lambda: algebra.subspace_index("grade"),
+        "cgenn:grade_slot": lambda: _grade_slots(algebra, subspaces),
+        "cgenn:paths": lambda: _path_plan_cpu(algebra, subspaces),
+        "cgenn:path_index": lambda: algebra.product_paths("geometric", subspaces).flatten().nonzero()[:, 0],
+    }
+    out = {}
+    for key in keys:
+        if key in builders:
+            out[key] = builders[key]()
+        else:
+            key = algebra._table_key(key)
+            out[key] = algebra._table_parts(key)
+    return ConstantTables(out)
 
 
 class MVLinear(nn.Module):
@@ -98,62 +130,52 @@ class MVLinear(nn.Module):
         s = self.algebra.num_subspaces(subspaces)
         self.weight = nn.Parameter(torch.randn(out_channels, in_channels, s) / math.sqrt(in_channels))
         self.bias = nn.Parameter(torch.zeros(out_channels)) if bias else None
+        self.tables = cgenn_tables(self.algebra, subspaces, "cgenn:subspace_of")
         self.type_in = multivector_type(self.algebra, in_channels)
         self.type_out = multivector_type(self.algebra, out_channels)
 
     def expanded_weight(self, dtype=None, device=None) -> Tensor:
-        """``(out, in, dim)``: the weight of every component (shared within a subspace)."""
+        """``(out, in, dim)``: the weight of every component (shared within a subspace), on
+        ``device`` (default: the module's)."""
         w = self.weight if dtype is None else self.weight.to(dtype)
-        return w[:, :, _index_on(self.algebra, self.subspaces, device or w.device)]
+        w = w[:, :, self.tables.get("cgenn:subspace_of")]
+        return w if device is None else w.to(device)
 
     def forward(self, x: Tensor) -> Tensor:
         """``x (..., in_channels, dim) -> (..., out_channels, dim)``."""
         _check(self.algebra, x, self.in_channels, "MVLinear")
-        w = self.expanded_weight(x.dtype, x.device)  # (out, in, dim)
+        w = self.expanded_weight(x.dtype)  # (out, in, dim)
         out = torch.einsum("...ik,oik->...ok", x, w)
         if self.bias is not None:
             out = out + F.pad(self.bias.to(x.dtype)[:, None], (0, self.algebra.dim - 1))
         return out
 
 
-def _path_plan(algebra: CliffordAlgebra, subspaces: str, device, dtype) -> tuple[Tensor, Tensor, Tensor, Tensor]:
-    """Sparse geometric-product terms: ``S_a (dim, nnz)``, ``S_b (dim, nnz)``, ``R (nnz, dim)`` and
-    each term's path as a flat index ``(nnz,)`` into ``S^3`` (``S`` = number of subspaces)."""
-    def build():
-        sa, sb, r = (t.clone() for t in _sparse(algebra.metric, "geometric"))
-        i, j, k = sa.abs().argmax(0), sb.argmax(0), r.argmax(1)
-        g = algebra.subspace_index(subspaces)
-        m = algebra.num_subspaces(subspaces)
-        path = (g[i] * m + g[j]) * m + g[k]
-        return sa.to(device, dtype), sb.to(device, dtype), r.to(device, dtype), path.to(device)
-    return cached_constant(("cgenn-paths", algebra.metric, subspaces, device, dtype), build)
-
-
-def _compact_index(algebra: CliffordAlgebra, subspaces: str, device) -> Tensor:
-    """``(nnz,)`` long: the position of each Cayley term's path among the non-empty paths."""
-    def build():
-        paths = algebra.product_paths("geometric", subspaces).flatten()
-        position = torch.cumsum(paths.long(), 0) - 1
-        _, _, _, path = _path_plan(algebra, subspaces, torch.device("cpu"), torch.float64)
-        return position[path].to(device)
-    return cached_constant(("cgenn-compact", algebra.metric, subspaces, device), build)
+def _path_plan(algebra: CliffordAlgebra, subspaces: str, device, dtype, tables: ConstantTables | None = None
+               ) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
+    """:func:`_path_plan_cpu` on ``device`` (the matrices in ``dtype``), from ``tables`` or a cache."""
+    key = f"cgenn:paths:{algebra.metric}:{subspaces}"
+    if tables is not None:
+        key = "cgenn:paths"
+    return tuple(table_on(key, lambda: _path_plan_cpu(algebra, subspaces), device, dtype, i, tables) for i in range(5))
 
 
 def weighted_geometric_product(algebra: CliffordAlgebra, x: Tensor, y: Tensor, path_weights: Tensor,
-                               subspaces: str = "grade") -> Tensor:
+                               subspaces: str = "grade", *, tables: ConstantTables | None = None) -> Tensor:
     """``out_{c,k} = sum_{ij} w[c, s_i, s_j, s_k] x_{c,i} y_{c,j} C_ijk`` with ``s`` the subspace
     (grade, or quaternion type) of a component.
 
     ``x, y (..., channels, dim)``, ``path_weights (channels, S, S, S)`` with ``S`` =
     ``algebra.num_subspaces(subspaces)``; only the non-zero Cayley terms are formed
-    (``((x S_a) * (y S_b) * w) R``).
+    (``((x S_a) * (y S_b) * w) R``). ``tables``: a module's :func:`cgenn_tables` with
+    ``"cgenn:paths"`` (``None``: a per-(device, dtype) cache).
     """
     algebra.check(x, "x")
     algebra.check(y, "y")
     check_choice(subspaces, "subspaces", SUBSPACES)
     m = algebra.num_subspaces(subspaces)
     check_tensor(path_weights, "path_weights", shape=(x.shape[-2], m, m, m) if x.ndim >= 2 else (None, m, m, m))
-    sa, sb, r, path = _path_plan(algebra, subspaces, x.device, x.dtype)
+    sa, sb, r, path, _ = _path_plan(algebra, subspaces, x.device, x.dtype, tables)
     w = path_weights.to(x.dtype).flatten(1)[:, path]  # (channels, nnz)
     return ((x @ sa) * (y @ sb) * w) @ r
 
@@ -167,13 +189,13 @@ class _OperandNormalization(nn.Module):
         super().__init__()
         self.algebra, self.subspaces, self.eps = algebra, subspaces, eps
         self.a = nn.Parameter(torch.zeros(channels, algebra.num_subspaces(subspaces)))
+        self.tables = cgenn_tables(algebra, subspaces, "quadratic_form", "cgenn:grade_slot", "cgenn:grade_of")
 
     def forward(self, x: Tensor) -> Tensor:
-        alg = self.algebra
-        norms = alg.grade_norms(x)  # (..., channels, n + 1), invariant
-        s = torch.sigmoid(self.a.to(x.dtype))[:, _grade_to_subspace(alg, self.subspaces, x.device)]
+        norms = self.algebra.grade_norms(x, tables=self.tables)  # (..., channels, n + 1), invariant
+        s = torch.sigmoid(self.a.to(norms.dtype))[:, self.tables.get("cgenn:grade_slot")]
         denom = s * (norms - 1.0) + 1.0
-        return x / (denom[..., _index_on(alg, "grade", x.device)] + self.eps)
+        return x / (denom[..., self.tables.get("cgenn:grade_of")] + self.eps)
 
 
 class GeometricProductLayer(nn.Module):
@@ -206,22 +228,24 @@ class GeometricProductLayer(nn.Module):
                     if out_channels != in_channels else None)
         #: ``(in_channels, num_paths)``: one weight per channel and non-empty path.
         self.path_weights = nn.Parameter(torch.randn(in_channels, num_paths) / math.sqrt(self.algebra.dim + 1))
+        self.tables = cgenn_tables(self.algebra, subspaces, "cgenn:paths", "cgenn:path_index")
         self.type_in = multivector_type(self.algebra, in_channels)
         self.type_out = multivector_type(self.algebra, out_channels)
 
     def dense_path_weights(self) -> Tensor:
         """``(in_channels, S, S, S)``: the path weights with zeros on empty paths."""
-        paths = self.algebra.product_paths("geometric", self.subspaces).to(self.path_weights.device)
-        out = self.path_weights.new_zeros(self.in_channels, *paths.shape)
-        out[:, paths] = self.path_weights
-        return out
+        m = self.algebra.num_subspaces(self.subspaces)
+        out = self.path_weights.new_zeros(self.in_channels, m ** 3)
+        out = out.index_copy(1, self.tables.get("cgenn:path_index"), self.path_weights)
+        return out.view(self.in_channels, m, m, m)
 
     def forward(self, x: Tensor) -> Tensor:
         """``x (..., in_channels, dim) -> (..., out_channels, dim)``."""
         _check(self.algebra, x, self.in_channels, "GeometricProductLayer")
-        sa, sb, r, _ = _path_plan(self.algebra, self.subspaces, x.device, x.dtype)
-        w = self.path_weights.to(x.dtype)[:, _compact_index(self.algebra, self.subspaces, x.device)]
-        prod = ((x @ sa) * (self.normalization(self.right(x)) @ sb) * w) @ r
+        sa, sb, r, _, compact = _path_plan(self.algebra, self.subspaces, x.device, x.dtype, self.tables)
+        y = self.normalization(self.right(x))
+        w = self.path_weights.to(x.dtype)[:, compact]
+        prod = ((x @ sa) * (y.to(x.dtype) @ sb) * w) @ r
         if self.out is not None:
             prod = self.out(prod)
         return (self.first_order(x) + prod) / math.sqrt(2.0)
@@ -243,18 +267,18 @@ class MVSiLU(nn.Module):
         s = self.algebra.num_subspaces(subspaces)
         self.a = nn.Parameter(torch.ones(channels, s))
         self.b = nn.Parameter(torch.zeros(channels, s))
+        self.tables = cgenn_tables(self.algebra, subspaces, "quadratic_form", "cgenn:grade_slot", "cgenn:grade_of")
         self.type_in = self.type_out = multivector_type(self.algebra, channels)
 
     def forward(self, x: Tensor) -> Tensor:
         """``x (..., channels, dim) -> (..., channels, dim)``."""
         _check(self.algebra, x, self.channels, "MVSiLU")
-        alg = self.algebra
         # signed quadratic form of each grade; the scalar grade gates on the scalar itself
-        sq = x * x * torch.diagonal(alg._tab("scalar", x)[..., 0]) * alg._tab("reverse", x)
-        q = torch.stack([x[..., 0]] + [sq[..., s].sum(-1) for s in alg.grade_slices[1:]], -1)
-        slot = _grade_to_subspace(alg, self.subspaces, x.device)
-        gate = torch.sigmoid(self.a.to(x.dtype)[:, slot] * q + self.b.to(x.dtype)[:, slot])
-        return x * gate[..., _index_on(alg, "grade", x.device)]
+        forms = self.algebra.grade_quadratic_forms(x, tables=self.tables)
+        q = torch.cat([x[..., :1].to(forms.dtype), forms[..., 1:]], -1)
+        slot = self.tables.get("cgenn:grade_slot")
+        gate = torch.sigmoid(self.a.to(q.dtype)[:, slot] * q + self.b.to(q.dtype)[:, slot])
+        return x * gate[..., self.tables.get("cgenn:grade_of")].to(x.dtype)
 
 
 class MVLayerNorm(nn.Module):
@@ -271,12 +295,13 @@ class MVLayerNorm(nn.Module):
         self.eps = check_float(eps, "eps", minimum=0.0)
         self.subspaces = check_choice(subspaces, "subspaces", SUBSPACES)
         self.a = nn.Parameter(torch.ones(channels))
+        self.tables = cgenn_tables(self.algebra, subspaces, "quadratic_form")
         self.type_in = self.type_out = multivector_type(self.algebra, channels)
 
     def forward(self, x: Tensor) -> Tensor:
         """``x (..., channels, dim) -> (..., channels, dim)``."""
         _check(self.algebra, x, self.channels, "MVLayerNorm")
-        norms = self.algebra.grade_norms(x).sum(-1, keepdim=True)  # (..., channels, 1), invariant
+        norms = self.algebra.grade_norms(x, tables=self.tables).sum(-1, keepdim=True)  # (..., channels, 1), invariant
         return x / (norms.mean(-2, keepdim=True) + self.eps) * self.a.to(x.dtype)[:, None]
 
 

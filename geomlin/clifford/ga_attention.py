@@ -58,12 +58,13 @@ import torch
 from torch import Tensor, nn
 
 from geomlin.algebra import CliffordAlgebra
-from geomlin.algebra.clifford import cached_constant
+from geomlin.algebra.clifford import ConstantTables, table_on
 from geomlin.groups import SO, O
 from geomlin.reps.types import Multivectors, Scalars, Vectors
 from geomlin.validation import (
     check_choice,
     check_float,
+    check_index,
     check_mask,
     check_positive_int,
     check_tensor,
@@ -99,8 +100,7 @@ def _norm(x: Tensor) -> Tensor:
 def bivector_dual(p: Tensor) -> Tensor:
     """The vector ``(e23, -e13, e12)`` dual to the bivector part of ``p (..., 8)``: ``a x b`` for ``p = ab``."""
     G3.check(p, "p")
-    signs = p.new_tensor(DUAL_SIGNS)
-    return p[..., list(DUAL_ORDER)] * signs
+    return torch.stack([p[..., c] if sign > 0 else -p[..., c] for c, sign in zip(DUAL_ORDER, DUAL_SIGNS)], -1)
 
 
 def product_invariants(p: Tensor, rank: int, parity_invariant: bool = False) -> Tensor:
@@ -137,39 +137,62 @@ ODD_COMPONENTS, EVEN_COMPONENTS = (1, 2, 3, 7), (0, 4, 5, 6)
 VECTOR_COMPONENTS = (1, 2, 3)
 
 
-def _plan(left: tuple[int, ...], right: tuple[int, ...], device, dtype) -> tuple[Tensor, Tensor, Tensor]:
-    """Sparse G(3) product of multivectors supported on ``left`` and ``right`` components:
-    ``(S_a (|left|, T), S_b (|right|, T), R (T, 8))`` for the ``T`` non-zero terms."""
-    def build():
-        table = G3.table("geometric")[list(left)][:, list(right)]
-        i, j, k = table.nonzero(as_tuple=True)
-        col = torch.arange(len(i))
-        sa = torch.zeros(len(left), len(i), dtype=torch.float64)
-        sa[i, col] = table[i, j, k]
-        sb = torch.zeros(len(right), len(i), dtype=torch.float64)
-        sb[j, col] = 1.0
-        r = torch.zeros(len(i), 8, dtype=torch.float64)
-        r[col, k] = 1.0
-        return tuple(t.to(device=device, dtype=dtype) for t in (sa, sb, r))
-    return cached_constant(("ga-attention-plan", left, right, device, dtype), build)
+def _plan(left: tuple[int, ...], right: tuple[int, ...]) -> tuple[Tensor, Tensor, Tensor]:
+    """Sparse G(3) product of multivectors supported on ``left`` and ``right`` components, float64:
+    ``(S_a (8, T), S_b (8, T), R (T, 8))`` for the ``T`` non-zero terms (the rows of ``S_a`` / ``S_b``
+    outside ``left`` / ``right`` are zero, so no components are gathered)."""
+    table = G3.table("geometric")
+    i, j, k = table.nonzero(as_tuple=True)
+    keep = torch.isin(i, torch.tensor(left)) & torch.isin(j, torch.tensor(right))
+    i, j, k = i[keep], j[keep], k[keep]
+    col = torch.arange(len(i))
+    sa = torch.zeros(8, len(i), dtype=torch.float64)
+    sa[i, col] = table[i, j, k]
+    sb = torch.zeros(8, len(i), dtype=torch.float64)
+    sb[j, col] = 1.0
+    r = torch.zeros(len(i), 8, dtype=torch.float64)
+    r[col, k] = 1.0
+    return sa, sb, r
 
 
-def vector_product(p: Tensor, rank: int, r: Tensor) -> Tensor:
+def _left_components(rank: int) -> tuple[int, ...]:
+    """The components a product of ``rank`` vectors can have."""
+    return VECTOR_COMPONENTS if rank == 1 else (ODD_COMPONENTS if rank % 2 else EVEN_COMPONENTS)
+
+
+def _plan_key(rank: int) -> str:
+    return "ga:vector_product:" + ("vector" if rank == 1 else ("odd" if rank % 2 else "even"))
+
+
+def ga_tables() -> ConstantTables:
+    """The constant tables of the attention layers' products as non-persistent buffers: the plans of
+    :func:`vector_product` (``"ga:vector_product:vector" / ":odd" / ":even"``) and the G(3) Cayley
+    table (``"geometric"``, for :func:`tuple_products` of multivectors)."""
+    tables = {_plan_key(rank): _plan(_left_components(rank), VECTOR_COMPONENTS) for rank in (1, 2, 3)}
+    key = G3._table_key("geometric")
+    tables[key] = G3._table_parts(key)
+    return ConstantTables(tables)
+
+
+def vector_product(p: Tensor, rank: int, r: Tensor, *, tables: ConstantTables | None = None) -> Tensor:
     """``p r`` for a product ``p (..., 8)`` of ``rank`` vectors and a vector ``r (..., 8)``, forming
-    only the 12 non-zero terms (instead of 64); equal to ``G3.geometric_product(p, r)``."""
+    only the 12 non-zero terms (instead of 64); equal to ``G3.geometric_product(p, r)``.
+    ``tables``: a module's :func:`ga_tables` (``None``: a per-(device, dtype) cache)."""
     G3.check(p, "p")
     G3.check(r, "r")
     check_positive_int(rank, "rank")
-    left = ODD_COMPONENTS if rank % 2 else EVEN_COMPONENTS
-    if rank == 1:
-        left = VECTOR_COMPONENTS
-    sa, sb, out = _plan(left, VECTOR_COMPONENTS, p.device, p.dtype)
-    return ((p[..., list(left)] @ sa) * (r[..., list(VECTOR_COMPONENTS)] @ sb)) @ out
+    key = _plan_key(rank)
+    left = _left_components(rank)
+    sa, sb, out = (table_on(key, lambda: _plan(left, VECTOR_COMPONENTS), p.device, p.dtype, i, tables)
+                   for i in range(3))
+    return ((p @ sa) * (r.to(p.dtype) @ sb)) @ out
 
 
-def tuple_products(slots: list[Tensor], vectors: bool = False) -> dict[str, list[tuple[int, Tensor]]]:
+def tuple_products(slots: list[Tensor], vectors: bool = False, *,
+                   tables: ConstantTables | None = None) -> dict[str, list[tuple[int, Tensor]]]:
     """Products of the contiguous sub-tuples of ``slots`` (each ``(..., 8)``, broadcastable);
     ``vectors=True`` when the slots are vectors (a faster product with the same result).
+    ``tables``: a module's :func:`ga_tables`.
 
     Returns ``{"single": [(rank, p_0..R)], "partial": [(R, p_0..R), ..., (1, p_0)],
     "full": the partial list of every start 0, 1, ...}``, the reference package's order.
@@ -185,7 +208,8 @@ def tuple_products(slots: list[Tensor], vectors: bool = False) -> dict[str, list
             if p is None:
                 p = right
             else:
-                p = vector_product(p, m - 1, right) if vectors else G3.geometric_product(p, right)
+                p = (vector_product(p, m - 1, right, tables=tables) if vectors
+                     else G3.geometric_product(p, right, tables=tables))
             series.append((m, p))
         series.reverse()
         if start == 0:
@@ -240,7 +264,8 @@ def neighborhoods(pos: Tensor, k: int | None = None, radius: float | None = None
     """The ``k`` nearest items of each item and/or those within ``radius``, from ``pos (..., N, d)``.
 
     ``k`` alone: the ``k`` nearest (``K = min(k, N)``); ``radius`` alone: every item within
-    ``radius``, padded to the largest count (``K`` is data dependent: one host synchronisation);
+    ``radius``, padded to the largest count (``K`` is data dependent, so this is for CPU tensors;
+    on an accelerator give ``k`` as an upper bound);
     both: the ``k`` nearest, masked beyond ``radius``. ``include_self`` lists each item as its own
     (first) neighbour, so ``k = N`` reproduces the dense layer. Ties are broken by index.
     Distances are computed densely, ``O(N^2)`` memory.
@@ -265,6 +290,9 @@ def neighborhoods(pos: Tensor, k: int | None = None, radius: float | None = None
         radius = check_float(radius, "radius", minimum=0.0, strict_minimum=True)
         within = order.values[..., :width] <= radius
         if k is None:
+            if pos.device.type != "cpu":
+                raise ValueError(f"neighborhoods(radius=...) on {pos.device} needs k, an upper bound of the neighbours "
+                                 "per item: without it the width would have to be read back from the device")
             width = max(int(within.sum(-1).max()), 1)
         mask = within[..., :width]
     return Neighborhoods(order.indices[..., :width], mask)
@@ -304,6 +332,7 @@ class _GAAttentionBase(nn.Module):
         self.reduce = reduce
         self.include_normalized_products = include_normalized_products
         self.parity_invariant = parity_invariant
+        self.tables = ga_tables()
         if merge_fun == "concat":
             std = math.sqrt(2.0 / self.rank / n_dim)
             self.merge_kernels = nn.ParameterList(
@@ -331,7 +360,8 @@ class _GAAttentionBase(nn.Module):
         return SO(3) if pseudo else O(3)
 
     # -- validation -------------------------------------------------------------------------
-    def _check_inputs(self, r: Tensor, v: Tensor, mask, neighbors) -> None:
+    def _check_inputs(self, r: Tensor, v: Tensor, mask, neighbors) -> Neighborhoods | None:
+        """Validate the inputs; returns ``neighbors`` with its index checked (clamped on accelerators)."""
         name = type(self).__name__
         what = "G(3) multivectors" if self._multivector else "vectors"
         check_tensor(r, f"{name}: r", shape=(..., None, self._item_dim), what=f"(..., N, {self._item_dim}) {what}")
@@ -346,10 +376,9 @@ class _GAAttentionBase(nn.Module):
                                 f"got {type(neighbors).__name__}")
             check_tensor(neighbors.index, f"{name}: neighbors.index", shape=(*r.shape[:-1], None), dtype="index")
             check_mask(neighbors.mask, f"{name}: neighbors.mask", shape=neighbors.index.shape)
-            idx = neighbors.index
-            if idx.device.type == "cpu" and idx.numel() and (int(idx.min()) < 0 or int(idx.max()) >= r.shape[-2]):
-                raise ValueError(f"{name}: neighbors.index must lie in [0, {r.shape[-2]}), got values in "
-                                 f"[{int(idx.min())}, {int(idx.max())}]")
+            # clamped on accelerators (the range check is deferred there), so the gathers stay in bounds
+            return Neighborhoods(check_index(neighbors.index, f"{name}: neighbors.index", r.shape[-2]), neighbors.mask)
+        return None
 
     # -- the computation --------------------------------------------------------------------
     def _slots(self, x: Tensor, neighbors: Neighborhoods | None) -> list[Tensor]:
@@ -392,7 +421,7 @@ class _GAAttentionBase(nn.Module):
 
     def _products(self, r: Tensor, neighbors) -> dict[str, list[tuple[int, Tensor]]]:
         items = r if self._multivector else embed_vectors(r)
-        return tuple_products(self._slots(items, neighbors), vectors=not self._multivector)
+        return tuple_products(self._slots(items, neighbors), vectors=not self._multivector, tables=self.tables)
 
     def _invariants(self, products: list[tuple[int, Tensor]]) -> list[Tensor]:
         if self._multivector:
@@ -481,7 +510,7 @@ class GAAttention(_GAAttentionBase):
     def forward(self, r: Tensor, v: Tensor, mask: Tensor | None = None,
                 neighbors: Neighborhoods | None = None) -> Tensor:
         """See the class docstring."""
-        self._check_inputs(r, v, mask, neighbors)
+        neighbors = self._check_inputs(r, v, mask, neighbors)
         joined, _ = self._joined(r, v, neighbors)
         return self._attend(joined, joined, mask, neighbors, mask)
 
@@ -558,7 +587,7 @@ class GAVectorAttention(_CovariantMixin, _GAAttentionBase):
     def forward(self, r: Tensor, v: Tensor, mask: Tensor | None = None,
                 neighbors: Neighborhoods | None = None) -> Tensor:
         """See the class docstring."""
-        self._check_inputs(r, v, mask, neighbors)
+        neighbors = self._check_inputs(r, v, mask, neighbors)
         joined, products = self._joined(r, v, neighbors)
         values = self._combined_covariants(products) * self.scale_net(joined)
         return self._attend(joined, values, mask, neighbors, mask)
@@ -599,7 +628,7 @@ class GAMultivectorAttention(_CovariantMixin, _GAAttentionBase):
     def forward(self, r: Tensor, v: Tensor, mask: Tensor | None = None,
                 neighbors: Neighborhoods | None = None) -> Tensor:
         """See the class docstring."""
-        self._check_inputs(r, v, mask, neighbors)
+        neighbors = self._check_inputs(r, v, mask, neighbors)
         joined, products = self._joined(r, v, neighbors)
         if self.scale_net is None:
             return self._attend(joined, joined, mask, neighbors, mask)

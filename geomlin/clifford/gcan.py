@@ -41,8 +41,8 @@ import torch
 from torch import Tensor, nn
 
 from geomlin.algebra import CliffordAlgebra
-from geomlin.algebra.clifford import cached_constant
-from geomlin.clifford.cgenn import _algebra, _check, multivector_type
+from geomlin.algebra.clifford import ConstantTables, scaling_and_squaring, table_on
+from geomlin.clifford.cgenn import _algebra, _check, cgenn_tables, multivector_type
 from geomlin.validation import check_choice, check_float, check_int, check_positive_int
 
 #: The versor parametrisations of :class:`GroupActionLinear`.
@@ -61,18 +61,37 @@ def _scatter(algebra: CliffordAlgebra, coeffs: Tensor, components: Tensor) -> Te
     return out
 
 
-def versor_exp(algebra: CliffordAlgebra, B: Tensor) -> Tensor:
+#: Taylor terms of :func:`matrix_exp`: round-off after scaling to norm 1/2 (``0.5**15 / 15!`` for float64).
+EXP_TERMS = {torch.float64: 14}
+EXP_TERMS_DEFAULT = 8
+
+
+def matrix_exp(A: Tensor) -> Tensor:
+    """``exp(A)`` of square matrices ``A (..., m, m)`` without a host synchronisation.
+
+    Scaling and squaring with a Taylor polynomial, per matrix
+    (:func:`geomlin.algebra.clifford.scaling_and_squaring`, scaled by the 1-norm); differentiable,
+    exact to round-off for 1-norms up to about ``5e5``. ``torch.linalg.matrix_exp`` reads the
+    norms back to the host on CUDA to choose its degree, which this avoids.
+    """
+    size = A.detach().abs().sum(-2).amax(-1)[..., None, None]
+    one = torch.eye(A.shape[-1], dtype=A.dtype, device=A.device)
+    return scaling_and_squaring(A, size, torch.matmul, one, EXP_TERMS.get(A.dtype, EXP_TERMS_DEFAULT))
+
+
+def versor_exp(algebra: CliffordAlgebra, B: Tensor, *, tables: ConstantTables | None = None) -> Tensor:
     """``exp(B)`` for bivectors (any multivectors) ``B (..., dim)``: the first column of the matrix
-    exponential of left multiplication by ``B`` (``torch.linalg.matrix_exp``, Pade with scaling and
-    squaring), differentiable and accurate to round-off for any norm."""
+    exponential of left multiplication by ``B`` (:func:`matrix_exp`), differentiable and accurate
+    to round-off. ``tables``: a module's tables with the dense ``"geometric"`` product
+    (``algebra.tables("dense:geometric")``); ``None`` reads a per-(device, dtype) cache."""
     algebra.check(B, "B")
-    table = cached_constant(("gcan-table", algebra.metric, B.device, B.dtype),
-                            lambda: algebra.table("geometric").to(device=B.device, dtype=B.dtype))
+    table = table_on(f"gcan:geometric:{algebra.metric}", lambda: algebra.table("geometric"), B.device, B.dtype) \
+        if tables is None else tables.get("geometric", dtype=B.dtype)
     left = torch.einsum("...j,jik->...ki", B, table)  # (B x)_k = sum_i left[k, i] x_i
-    return torch.linalg.matrix_exp(left)[..., :, 0]
+    return matrix_exp(left)[..., :, 0]
 
 
-def _inverse_sqrt_even_norm(algebra: CliffordAlgebra, m: Tensor) -> Tensor:
+def _inverse_sqrt_even_norm(algebra: CliffordAlgebra, m: Tensor, tables: ConstantTables | None = None) -> Tensor:
     """``(m ~m)^(-1/2)`` for even ``m (..., dim)``, ``n <= 4``: an element of ``span(1, I)``.
 
     For ``n <= 3`` ``m ~m`` is a scalar; for ``n = 4`` it is ``s + p I`` with ``I^2 = sigma`` in
@@ -80,7 +99,7 @@ def _inverse_sqrt_even_norm(algebra: CliffordAlgebra, m: Tensor) -> Tensor:
     or complex numbers). The sign of ``s`` is factored out (``<a ~a>_0 = -1`` is a valid versor
     in indefinite metrics).
     """
-    mm = algebra.geometric_product(m, algebra.reverse(m))
+    mm = algebra.geometric_product(m, algebra.reverse(m), tables=tables)
     s = mm[..., 0]
     sign = torch.where(s < 0, -1.0, 1.0).to(m.dtype)
     s = s * sign
@@ -107,19 +126,22 @@ def _inverse_sqrt_even_norm(algebra: CliffordAlgebra, m: Tensor) -> Tensor:
     return out
 
 
-def sandwich_matrices(algebra: CliffordAlgebra, a: Tensor, odd: bool) -> Tensor:
+def sandwich_matrices(algebra: CliffordAlgebra, a: Tensor, odd: bool, *,
+                      tables: ConstantTables | None = None) -> Tensor:
     """``(..., dim, dim)`` matrices ``T`` with ``x @ T = a x^ a^-1`` for versors ``a (..., dim)``.
 
     ``a^-1 = ~a / <a ~a>_0``; ``odd`` applies the grade involution to ``x`` (Pin action of odd
-    versors). No invertibility check: the callers build unit versors.
+    versors). No invertibility check: the callers build unit versors. ``tables``: a module's
+    ``algebra.tables("geometric", "square")``.
     """
     algebra.check(a, "a")
     eye = torch.eye(algebra.dim, dtype=a.dtype, device=a.device)
-    inverse = algebra.reverse(a) / algebra.scalar_product(a, algebra.reverse(a))
-    left = algebra.geometric_product(a[..., None, :], eye)  # (..., dim_in, dim): a e_l
-    mats = algebra.geometric_product(left, inverse[..., None, :])  # a e_l a^-1
-    if odd:
-        mats = mats * algebra._tab("involute", a)[:, None]
+    reverse = algebra.reverse(a)
+    inverse = reverse / algebra.scalar_product(a, reverse, tables=tables)
+    left = algebra.geometric_product(a[..., None, :], eye, tables=tables)  # (..., dim_in, dim): a e_l
+    mats = algebra.geometric_product(left, inverse[..., None, :], tables=tables)  # a e_l a^-1
+    if odd:  # row l of T times the sign of e_l under the grade involution
+        mats = algebra.grade_involution(mats.transpose(-1, -2)).transpose(-1, -2)
     return mats
 
 
@@ -129,14 +151,12 @@ def adjoint_blocks(algebra: CliffordAlgebra, grade: int) -> Tensor:
     (``x @ A``). The commutator with a bivector keeps grades, so ``exp(B) x exp(-B)`` is
     ``x @ matrix_exp(sum_b B_b A_b)`` grade by grade."""
     check_int(grade, "grade", minimum=0, maximum=algebra.n)
-    def build():
-        table = algebra.table("geometric")
-        biv = torch.arange(algebra.grade_slices[2].start, algebra.grade_slices[2].stop)
-        s = algebra.grade_slices[grade]
-        left = table[biv][:, s, s]  # [b, l, k]: (e_b e_l)_k
-        right = table[:, biv].transpose(0, 1)[:, s, s]  # [b, l, k]: (e_l e_b)_k
-        return left - right
-    return cached_constant(("gcan-adjoint", algebra.metric, grade), build)
+    table = algebra.table("geometric")
+    biv = torch.arange(algebra.grade_slices[2].start, algebra.grade_slices[2].stop)
+    s = algebra.grade_slices[grade]
+    left = table[biv][:, s, s]  # [b, l, k]: (e_b e_l)_k
+    right = table[:, biv].transpose(0, 1)[:, s, s]  # [b, l, k]: (e_l e_b)_k
+    return left - right
 
 
 class GroupActionLinear(nn.Module):
@@ -184,6 +204,15 @@ class GroupActionLinear(nn.Module):
             self.vectors = nn.Parameter(torch.randn(*shape, self.num_reflections, alg.n))
         if versor != "reflections" and num_reflections is not None:
             raise ValueError("num_reflections applies only to versor='reflections'")
+        # the constant tables of the forward pass, as non-persistent buffers
+        if versor == "exp":
+            tables = {f"gcan:adjoint:{k}": adjoint_blocks(alg, k) for k in range(1, alg.n)}
+            tables["geometric"] = alg.table("geometric")  # versors() (dense: first column of exp)
+            self.tables = ConstantTables(tables)
+        else:
+            self.tables = cgenn_tables(alg, "grade", "geometric", "square")
+            if versor == "reflections":
+                self.register_buffer("metric", torch.tensor(alg.metric), persistent=False)
 
     @property
     def odd(self) -> bool:
@@ -195,18 +224,17 @@ class GroupActionLinear(nn.Module):
         alg = self.algebra
         if self.versor == "exp":
             B = self.bivectors if dtype is None else self.bivectors.to(dtype)
-            return versor_exp(alg, _scatter(alg, B, self.components))
+            return versor_exp(alg, _scatter(alg, B, self.components), tables=self.tables)
         if self.versor == "even":
             m = _scatter(alg, self.even if dtype is None else self.even.to(dtype), self.components)
-            return alg.geometric_product(m, _inverse_sqrt_even_norm(alg, m))
+            return alg.geometric_product(m, _inverse_sqrt_even_norm(alg, m, self.tables), tables=self.tables)
         u = self.vectors if dtype is None else self.vectors.to(dtype)
-        metric = torch.tensor(alg.metric, dtype=u.dtype, device=u.device)
-        uu = (metric * u * u).sum(-1, keepdim=True)
+        uu = (self.metric.to(u.dtype) * u * u).sum(-1, keepdim=True)
         u = u / uu.abs().clamp_min(torch.finfo(u.dtype).tiny).sqrt()
         vecs = _scatter(alg, u, self.components)  # (out, in, k, dim)
         a = vecs[..., 0, :]
         for r in range(1, self.num_reflections):
-            a = alg.geometric_product(a, vecs[..., r, :])
+            a = alg.geometric_product(a, vecs[..., r, :], tables=self.tables)
         return a
 
     def sandwich_blocks(self, dtype: torch.dtype | None = None) -> list[Tensor]:
@@ -225,10 +253,10 @@ class GroupActionLinear(nn.Module):
                 if k in (0, alg.n) or m == 0:  # bivectors commute with scalars and the pseudoscalar
                     blocks.append(torch.eye(m, dtype=B.dtype, device=B.device).expand(*B.shape[:-1], m, m))
                     continue
-                ad = adjoint_blocks(alg, k).to(device=B.device, dtype=B.dtype)
-                blocks.append(torch.linalg.matrix_exp(torch.einsum("...b,blk->...lk", B, ad)))
+                ad = self.tables.get(f"gcan:adjoint:{k}", dtype=B.dtype)
+                blocks.append(matrix_exp(torch.einsum("...b,blk->...lk", B, ad)))
             return blocks
-        mats = sandwich_matrices(alg, self.versors(dtype), self.odd)
+        mats = sandwich_matrices(alg, self.versors(dtype), self.odd, tables=self.tables)
         return [mats[..., s, s] for s in alg.grade_slices]
 
     def forward(self, x: Tensor) -> Tensor:
@@ -276,12 +304,13 @@ class GCAGroupNorm(nn.Module):
             raise ValueError(f"channels ({channels}) must be divisible by num_groups ({num_groups})")
         self.eps = check_float(eps, "eps", minimum=0.0)
         self.scale = nn.Parameter(torch.ones(channels))
+        self.tables = cgenn_tables(self.algebra, "grade", "quadratic_form")
         self.type_in = self.type_out = multivector_type(self.algebra, channels)
 
     def forward(self, x: Tensor) -> Tensor:
         """``x (..., channels, dim) -> (..., channels, dim)``."""
         _check(self.algebra, x, self.channels, "GCAGroupNorm")
-        norms = self.algebra.grade_norms(x).sum(-1)  # (..., channels)
+        norms = self.algebra.grade_norms(x, tables=self.tables).sum(-1)  # (..., channels)
         groups = norms.unflatten(-1, (self.num_groups, -1)).mean(-1, keepdim=True)  # (..., groups, 1)
         denom = groups.expand(*groups.shape[:-1], self.channels // self.num_groups).flatten(-2)
         return x / (denom + self.eps)[..., None] * self.scale.to(x.dtype)[:, None]

@@ -13,7 +13,9 @@ Attention must cost memory linear in the number of items, whatever the batch lay
   stored contiguously (the usual PyG batch) are a reshape, not a copy. ``method="chunked"`` runs
   query chunks of :data:`CHUNK_ITEMS` items against the key range of their sets with a small block
   mask (the fallback for one huge set among many small ones); ``method="dense"`` builds the
-  ``items x items`` block-diagonal mask (small inputs and tests only).
+  ``items x items`` block-diagonal mask (small inputs and tests only). ``method="padded"`` pads
+  every set to a given bound ``max_items`` in one fused call; it is planned on the batch vector's
+  device from ``num_sets`` and ``max_items`` alone.
 
 Multi-query attention (one key/value head shared by all query heads, the reference GATr's default)
 folds the heads into the query axis, a free reshape in the items-first layout ``(B, items, heads,
@@ -21,12 +23,23 @@ width)`` the layers use. Nested jagged tensors (measured: 10x the memory on CPU)
 (compiles on CPU) and ``torch.nn.attention.varlen`` (CUDA and half precision only) were not
 chosen; see ``docs/gatr.md``.
 
-Planning a flat layout reads the set sizes on the host once per forward pass (one transfer of the
-batch vector on a GPU); the blocks reuse the plan.
+Planning and devices. The shapes of a flat batch's groups depend on its set sizes, which a plan
+must know on the host. :func:`set_layout` is called once per batch, at the data boundary, and
+the blocks reuse the plan; no forward pass reads anything back from the device:
+
+* a batch vector on the CPU (a data loader's collation) is planned there for free; move the plan
+  with the batch, ``set_layout(batch=batch).to(device)``;
+* ``set_layout(batch=batch, num_sets=..., max_items=...)`` (upper bounds, e.g. the batch size and
+  the largest set of the dataset) plans ``method="padded"`` on the batch's own device with no
+  host synchronisation (and shapes that do not change from batch to batch);
+* otherwise a batch vector on an accelerator is read to the host once, inside ``set_layout``
+  (one synchronisation per batch, outside any forward pass).
 """
 
 from __future__ import annotations
 
+import bisect
+import dataclasses
 import itertools
 import math
 from dataclasses import dataclass, field
@@ -35,7 +48,14 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from geomlin.validation import check_batch_vector, check_choice, check_mask, check_positive_int
+from geomlin.validation import (
+    check_batch_vector,
+    check_choice,
+    check_condition,
+    check_mask,
+    check_positive_int,
+    check_same_device,
+)
 
 #: Set sizes within this factor share one padded group in ``method="bucketed"`` (at most
 #: ``BUCKET_RATIO**2`` times the work of exact per-set attention, typically far less).
@@ -43,7 +63,18 @@ BUCKET_RATIO = math.sqrt(2.0)
 #: Query items per chunk in ``method="chunked"``.
 CHUNK_ITEMS = 1024
 #: Attention methods for flat (PyG) batches.
-FLAT_METHODS = ("auto", "bucketed", "chunked", "dense")
+FLAT_METHODS = ("auto", "bucketed", "chunked", "dense", "padded")
+
+
+def _move(value, device, non_blocking: bool):
+    if isinstance(value, Tensor):
+        return value.to(device, non_blocking=non_blocking)
+    if isinstance(value, list):
+        return [_move(v, device, non_blocking) for v in value]
+    if dataclasses.is_dataclass(value):
+        return dataclasses.replace(value, **{f.name: _move(getattr(value, f.name), device, non_blocking)
+                                             for f in dataclasses.fields(value)})
+    return value
 
 
 @dataclass
@@ -52,6 +83,7 @@ class _Group:
 
     index: Tensor | None  # (sets, length) long, or None for a contiguous run
     key_mask: Tensor | None  # (sets, length) bool; None when every set has ``length`` items
+    valid: Tensor | None  # (items of the group,) long: the flat slots that hold real items (with key_mask)
     start: int  # contiguous run: first item
     num_sets: int
     length: int
@@ -62,8 +94,10 @@ class SetLayout:
     """Which items attend to which: built by :func:`set_layout`, reused by every block.
 
     ``kind``: ``"padded"`` (``key_mask (B, items)`` or none: all items of a row attend to each
-    other) or ``"flat"`` (a PyG batch vector, planned into groups; ``num_sets`` real sets). Plain
-    data; the index tensors live on the device of the mask / batch vector.
+    other) or ``"flat"`` (a PyG batch vector, planned by ``method``; ``num_sets`` sets, an upper
+    bound for ``method="padded"``). ``mask`` and ``batch`` are the inputs it was planned from.
+    Plain data: the tensors live on one device (:meth:`to` moves them), the sizes are Python
+    numbers.
     """
 
     kind: str
@@ -75,6 +109,23 @@ class SetLayout:
     inverse: Tensor | None = None  # items in group order -> original order (None: identity)
     starts: list = field(default_factory=list)
     sizes: list = field(default_factory=list)
+    mask: Tensor | None = None  # the item mask as given (None: every item is real)
+    sets: Tensor | None = None  # the set each item attends in (padding items of a flat batch: sets of their own)
+    set_of: Tensor | None = None  # chunked: the set of each item in sorted order
+    slots: Tensor | None = None  # padded flat plan: each item's slot in the (num_sets * max_items) grid
+    max_items: int = 0
+
+    @property
+    def device(self) -> torch.device | None:
+        """The device of the plan's tensors (``None`` when it holds none)."""
+        for t in (self.key_mask, self.batch, self.mask, self.sets, self.slots, self.set_of, self.inverse):
+            if t is not None:
+                return t.device
+        return None
+
+    def to(self, device, non_blocking: bool = False) -> SetLayout:
+        """A copy with every tensor on ``device`` (move the plan together with the batch)."""
+        return _move(self, torch.device(device), non_blocking)
 
 
 def attention_mask(mask: Tensor | None = None, batch: Tensor | None = None) -> Tensor | None:
@@ -96,14 +147,27 @@ def attention_mask(mask: Tensor | None = None, batch: Tensor | None = None) -> T
 
 
 def set_layout(mask: Tensor | None = None, batch: Tensor | None = None, method: str = "auto",
-               num_items: int | None = None) -> SetLayout:
+               num_items: int | None = None, *, num_sets: int | None = None,
+               max_items: int | None = None) -> SetLayout:
     """Plan attention for a padded batch (``mask (..., items)`` bool, True = real item) or a flat
-    batch (``batch (items,)`` int, the set of each item, PyG style; ``mask (items,)`` may mark
-    padding items inside it too).
+    batch (``batch (items,)`` int, the set of each item, PyG style, sorted; ``mask (items,)`` may
+    mark padding items inside it too).
 
-    ``method`` (flat batches): ``"auto"`` (= ``"bucketed"``), ``"bucketed"``, ``"chunked"``,
-    ``"dense"``; see the module docstring. A padded row without any real item attends to all its
-    items (its outputs are finite and meaningless) instead of producing NaN.
+    Parameters
+    ----------
+    mask, batch: see above; give ``batch`` for a flat batch.
+    method: flat batches: ``"auto"`` (``"padded"`` when ``max_items`` is given, else
+        ``"bucketed"``), ``"bucketed"``, ``"chunked"``, ``"dense"``, ``"padded"``; see the module
+        docstring.
+    num_items: the number of items ``batch`` must describe (default: its length).
+    num_sets, max_items: upper bounds of the number of sets (``batch.max() + 1``) and of the
+        items in one set. With both, ``method="padded"`` is planned on ``batch``'s device without
+        reading it (a set larger than ``max_items`` or an id ``>= num_sets`` is an error, deferred
+        on accelerators, see :mod:`geomlin.validation`).
+
+    A padded row without any real item attends to all its items (its outputs are finite and
+    meaningless) instead of producing NaN. Plan at the data boundary: a batch vector on an
+    accelerator without ``max_items`` is read to the host here (one synchronisation).
     """
     method = check_choice(method, "method", FLAT_METHODS)
     if batch is None:
@@ -114,20 +178,53 @@ def set_layout(mask: Tensor | None = None, batch: Tensor | None = None, method: 
             raise ValueError("mask must have an items axis, got a 0-d tensor")
         key_mask = mask.reshape(-1, mask.shape[-1])
         key_mask = key_mask | ~key_mask.any(-1, keepdim=True)
-        return SetLayout("padded", method, key_mask=key_mask)
+        return SetLayout("padded", method, key_mask=key_mask, mask=mask)
     n = batch.shape[0] if num_items is None else num_items
-    check_batch_vector(batch, "batch", n)
+    if num_sets is not None:
+        num_sets = check_positive_int(num_sets, "num_sets")
+    if max_items is not None:
+        max_items = check_positive_int(max_items, "max_items")
+    batch = check_batch_vector(batch, "batch", n, num_graphs=num_sets)
     if mask is not None:
         check_mask(mask, "mask", shape=(n,))
-    return _plan_flat(batch, mask, "bucketed" if method == "auto" else method)
-
-
-def _plan_flat(batch: Tensor, mask: Tensor | None, method: str) -> SetLayout:
+        check_same_device("mask", mask, "batch", batch)
+    if method == "auto":
+        method = "padded" if max_items is not None else "bucketed"
+    if method == "padded":
+        if num_sets is None or max_items is None:
+            raise ValueError("method='padded' needs num_sets and max_items (upper bounds of the number of sets and "
+                             "of the items per set)")
+        return _plan_padded(batch, mask, num_sets, max_items)
     device = batch.device
-    b = batch.detach().to("cpu", torch.long)
+    layout = _plan_flat(batch.detach().to("cpu"), None if mask is None else mask.detach().to("cpu"), method)
+    if device.type != "cpu":
+        layout = layout.to(device)
+    layout.batch, layout.mask = batch, mask
+    return layout
+
+
+def _plan_padded(batch: Tensor, mask: Tensor | None, num_sets: int, max_items: int) -> SetLayout:
+    """Every set padded to ``max_items`` slots of a ``(num_sets, max_items)`` grid, on ``batch``'s device."""
+    device, n = batch.device, batch.shape[0]
+    batch = batch.long()
+    counts = torch.zeros(num_sets, dtype=torch.long, device=device).index_add_(0, batch, torch.ones_like(batch))
+    check_condition(counts <= max_items, f"batch has a set of more than max_items={max_items} items")
+    position = torch.arange(n, device=device) - (counts.cumsum(0) - counts)[batch]
+    slots = batch * max_items + position.clamp(0, max_items - 1)
+    real = torch.ones(n, dtype=torch.bool, device=device) if mask is None else mask
+    key_mask = torch.zeros(num_sets * max_items, dtype=torch.bool, device=device).index_copy(0, slots, real)
+    key_mask = key_mask.view(num_sets, max_items)
+    key_mask = key_mask | ~key_mask.any(-1, keepdim=True)
+    return SetLayout("flat", "padded", key_mask=key_mask, batch=batch, num_sets=num_sets, mask=mask, sets=batch,
+                     slots=slots, max_items=max_items)
+
+
+def _plan_flat(b: Tensor, mask: Tensor | None, method: str) -> SetLayout:
+    """Host plan of a CPU batch vector (sizes read as Python numbers)."""
+    b = b.to(torch.long)
     num_real = int(b.max()) + 1 if b.numel() else 0
     if mask is not None:  # padding items inside a flat batch: one extra set per set id, never attended to
-        b = torch.where(mask.detach().cpu(), b, num_real + b)
+        b = torch.where(mask, b, num_real + b)
     num_sets = int(b.max()) + 1 if b.numel() else 0
     is_sorted = b.numel() < 2 or bool((b[1:] >= b[:-1]).all())
     order = torch.arange(b.numel()) if is_sorted else torch.argsort(b, stable=True)
@@ -138,11 +235,12 @@ def _plan_flat(batch: Tensor, mask: Tensor | None, method: str) -> SetLayout:
     for s, c in enumerate(sizes):
         starts[s] = acc
         acc += c
-    layout = SetLayout("flat", method, batch=batch if mask is None else b.to(device), num_sets=num_real,
-                       starts=starts, sizes=sizes)
+    layout = SetLayout("flat", method, batch=b, num_sets=num_real, starts=starts, sizes=sizes, sets=b)
     if method != "bucketed":
-        layout.inverse = None if is_sorted else torch.argsort(order).to(device)
-        layout.groups = [order.to(device)] if not is_sorted else []
+        layout.inverse = None if is_sorted else torch.argsort(order)
+        layout.groups = [order] if not is_sorted else []
+        if method == "chunked":
+            layout.set_of = torch.repeat_interleave(torch.arange(num_sets), counts, output_size=b.numel())
         return layout
     buckets: dict[int, list[int]] = {}
     for s, c in enumerate(sizes):
@@ -155,7 +253,7 @@ def _plan_flat(batch: Tensor, mask: Tensor | None, method: str) -> SetLayout:
         equal = all(sizes[s] == length for s in sets)
         run = is_sorted and equal and all(starts[a] + length == starts[c] for a, c in itertools.pairwise(sets))
         if run:
-            layout.groups.append(_Group(None, None, starts[sets[0]], len(sets), length))
+            layout.groups.append(_Group(None, None, None, starts[sets[0]], len(sets), length))
             pieces.append(torch.arange(starts[sets[0]], starts[sets[0]] + len(sets) * length))
             continue
         j = torch.arange(length)
@@ -163,13 +261,14 @@ def _plan_flat(batch: Tensor, mask: Tensor | None, method: str) -> SetLayout:
         start = torch.tensor([starts[s] for s in sets])[:, None]
         valid = j[None, :] < size
         slot = order[torch.where(valid, start + j[None, :], start)]  # padding repeats the first item
-        layout.groups.append(_Group(slot.to(device), None if equal else valid.to(device), 0, len(sets), length))
+        flat_valid = None if equal else torch.arange(valid.numel())[valid.flatten()]
+        layout.groups.append(_Group(slot, None if equal else valid, flat_valid, 0, len(sets), length))
         pieces.append(slot[valid])
     perm = torch.cat(pieces) if pieces else torch.zeros(0, dtype=torch.long)
     if not torch.equal(perm, torch.arange(perm.numel())):
         inverse = torch.empty_like(perm)
         inverse[perm] = torch.arange(perm.numel())
-        layout.inverse = inverse.to(device)
+        layout.inverse = inverse
     return layout
 
 
@@ -198,7 +297,8 @@ def attend(q: Tensor, k: Tensor, v: Tensor, layout: SetLayout | None, scale: flo
     """Scaled dot-product attention of items-first features under a :class:`SetLayout`.
 
     ``q (B, items, heads, D)``, ``k, v (B, items, kv_heads, D)`` (``kv_heads`` 1 or ``heads``);
-    flat layouts need ``B = 1``. Returns ``(B, items, heads, D)``.
+    flat layouts need ``B = 1``. Returns ``(B, items, heads, D)``. Reads nothing back from the
+    device (the plan holds every size).
     """
     if layout is None or layout.kind == "padded":
         key_mask = None if layout is None else layout.key_mask
@@ -209,11 +309,13 @@ def attend(q: Tensor, k: Tensor, v: Tensor, layout: SetLayout | None, scale: flo
         raise ValueError(f"a flat (batch-vector) layout needs items without leading batch axes, got {q.shape[0]} rows")
     q, k, v = q[0], k[0], v[0]  # (N, H, D)
     if layout.method == "dense":
-        b = layout.batch
+        b = layout.sets
         mask = (b[:, None] == b[None, :])
         return _sdpa_masked(q[None], k[None], v[None], mask, scale)
     if layout.method == "chunked":
         return _attend_chunked(q, k, v, layout, scale)[None]
+    if layout.method == "padded":
+        return _attend_padded(q, k, v, layout, scale)[None]
     parts = []
     for g in layout.groups:
         if g.index is None:
@@ -222,32 +324,48 @@ def attend(q: Tensor, k: Tensor, v: Tensor, layout: SetLayout | None, scale: flo
         else:
             qg, kg, vg = q[g.index], k[g.index], v[g.index]
         out = _sdpa(qg, kg, vg, g.key_mask, scale)  # (sets, length, H, D)
-        parts.append(out.reshape(-1, out.shape[-2], out.shape[-1]) if g.key_mask is None else out[g.key_mask])
+        out = out.reshape(-1, out.shape[-2], out.shape[-1])
+        parts.append(out if g.valid is None else out.index_select(0, g.valid))
     out = torch.cat(parts) if len(parts) != 1 else parts[0]
     if layout.inverse is not None:
         out = out[layout.inverse]
     return out[None]
 
 
+def _attend_padded(q: Tensor, k: Tensor, v: Tensor, layout: SetLayout, scale: float) -> Tensor:
+    """Every set in one ``(num_sets, max_items)`` grid: scatter, one fused call, gather."""
+    rows, length = layout.num_sets, layout.max_items
+
+    def grid(t: Tensor) -> Tensor:
+        out = t.new_zeros(rows * length, t.shape[-2], t.shape[-1]).index_copy(0, layout.slots, t)
+        return out.view(rows, length, t.shape[-2], t.shape[-1])
+
+    out = _sdpa(grid(q), grid(k), grid(v), layout.key_mask, scale)
+    return out.reshape(rows * length, out.shape[-2], out.shape[-1]).index_select(0, layout.slots)
+
+
 def _attend_chunked(q: Tensor, k: Tensor, v: Tensor, layout: SetLayout, scale: float,
                     chunk: int = CHUNK_ITEMS) -> Tensor:
-    """Query chunks against the key range of their sets: memory ``chunk x range`` (sorted order)."""
+    """Query chunks against the key range of their sets: memory ``chunk x range`` (sorted order).
+
+    Chunk borders and key ranges come from the plan's host sizes; the block masks from its
+    ``set_of`` on the device.
+    """
     chunk = check_positive_int(chunk, "chunk")
     if layout.groups:  # unsorted batch: work in sorted order, undo at the end
         order = layout.groups[0]
         q, k, v = q[order], k[order], v[order]
-    set_of = torch.repeat_interleave(torch.arange(len(layout.sizes)), torch.tensor(layout.sizes, dtype=torch.long))
-    b_sorted = set_of.to(q.device)
+    starts, sizes = layout.starts, layout.sizes
     out = []
     n = q.shape[0]
     for a in range(0, n, chunk):
         e = min(a + chunk, n)
-        first, last = int(set_of[a]), int(set_of[e - 1])
-        lo, hi = layout.starts[first], layout.starts[last] + layout.sizes[last]
+        first, last = bisect.bisect_right(starts, a) - 1, bisect.bisect_right(starts, e - 1) - 1
+        lo, hi = starts[first], starts[last] + sizes[last]
         if first == last:
             out.append(_sdpa(q[None, a:e], k[None, lo:hi], v[None, lo:hi], None, scale)[0])
         else:
-            mask = b_sorted[a:e, None] == b_sorted[None, lo:hi]
+            mask = layout.set_of[a:e, None] == layout.set_of[None, lo:hi]
             out.append(_sdpa_masked(q[None, a:e], k[None, lo:hi], v[None, lo:hi], mask, scale)[0])
     res = torch.cat(out) if out else q.new_zeros(0, q.shape[1], v.shape[-1])
     return res if layout.inverse is None else res[layout.inverse]

@@ -135,6 +135,8 @@ class EquiLinear(nn.Module):
         self.s_to_s = nn.Parameter(torch.empty(self.out_s, self.in_s)) if self.out_s and self.in_s else None
         self.bias_mv = nn.Parameter(torch.zeros(self.out_mv)) if bias else None
         self.bias_s = nn.Parameter(torch.zeros(self.out_s)) if bias and self.out_s else None
+        #: the index plan (and, for ``method="dense"``, the basis) as buffers, see :func:`~geomlin.gatr.planes.tables`
+        self.tables = PL.tables(*(("gatr:linear", "gatr:basis") if self.method == "dense" else ("gatr:linear",)))
         self.reset_parameters(initialization)
         self.type_in = (_mv_type(self.in_mv), _s_type(self.in_s))
         self.type_out = (_mv_type(self.out_mv), _s_type(self.out_s))
@@ -199,9 +201,10 @@ class EquiLinear(nn.Module):
         if self.s_to_mv is not None and s is not None:
             scalar_part = F.linear(s, self.s_to_mv[sel].to(s.dtype), None if bias_mv is None else bias_mv.to(s.dtype))
         if self.method == "dense":
-            out = PL.to_planes(P.equi_linear(PL.from_planes(xp, (xp.shape[1],)), weight, "dense", scalar_part))
+            out = PL.to_planes(P.equi_linear(PL.from_planes(xp, (xp.shape[1],)), weight, "dense", scalar_part,
+                                             tables=self.tables))
         else:
-            out = PL.linear(xp, weight, scalar_part, src)
+            out = PL.linear(xp, weight, scalar_part, src, self.tables)
         s_out = None
         if self.out_s and rows is None:
             mv0 = xp[pga.SCALAR]
@@ -230,6 +233,7 @@ class EquiLayerNorm(nn.Module):
         self.s_eps = check_float(s_eps, "s_eps", minimum=0.0)
         self.mv_channels = None if mv_channels is None else check_positive_int(mv_channels, "mv_channels")
         self.s_channels = check_nonnegative_int(s_channels, "s_channels")
+        self.tables = PL.tables("gatr:nondegenerate")
         if self.mv_channels is not None:
             self.type_in = (_mv_type(self.mv_channels), _s_type(self.s_channels))
             self.type_out = self.type_in
@@ -242,13 +246,13 @@ class EquiLayerNorm(nn.Module):
         pga.check_mv(mv, "EquiLayerNorm: mv")
         if self.mv_channels is not None:
             _check_pair(mv, scalars if self.s_channels else None, self.mv_channels, self.s_channels, "EquiLayerNorm")
-        mv = P.equi_layer_norm(mv, eps=self.eps)
+        mv = P.equi_layer_norm(mv, eps=self.eps, tables=self.tables)
         if scalars is not None and scalars.shape[-1] > 0:
             scalars = F.layer_norm(scalars, scalars.shape[-1:], eps=self.s_eps)
         return mv, scalars
 
     def _planes(self, xp: Tensor, s: Tensor | None) -> tuple[Tensor, Tensor | None]:
-        xp = PL.layer_norm(xp, self.eps)
+        xp = PL.layer_norm(xp, self.eps, self.tables)
         if s is not None and s.shape[-1] > 0:
             s = F.layer_norm(s, s.shape[-1:], eps=self.s_eps)
         return xp, s
@@ -276,6 +280,9 @@ class GeometricBilinear(nn.Module):
         # the reference starts the right factor of the product near the unit scalar
         self.proj_in.reset_parameters("almost_unit_scalar", out_channels=slice(hidden, 2 * hidden))
         self.proj_out = EquiLinear(2 * hidden, out_mv_channels, in_s_channels, out_s_channels, method=method)
+        keys = ("dense:geometric", "pga:join_table") if self.method == "dense" else (
+            "gatr:linear", "planes:geometric_product", "planes:join")
+        self.tables = PL.tables(*keys)
         self.in_mv, self.in_s = self.proj_in.in_mv, self.proj_in.in_s
         self.type_in = (_mv_type(self.in_mv), _s_type(self.in_s), _mv_type(1))
         self.type_out = self.proj_out.type_out
@@ -295,15 +302,15 @@ class GeometricBilinear(nn.Module):
     def _planes(self, xp: Tensor, s: Tensor | None, ref_w: Tensor) -> tuple[Tensor, Tensor | None]:
         """Planes and scalars; ``ref_w (M, 1)``: the reference's ``e123`` component per item."""
         h = self.hidden
-        src = PL.sources(xp) if self.method != "dense" else None
+        src = PL.sources(xp, self.tables) if self.method != "dense" else None
         a, b, c, d = (self.proj_in._planes(xp, s, src, slice(i * h, (i + 1) * h))[0] for i in range(4))
         if self.method == "dense":
             def rows(t):
                 return PL.from_planes(t, (t.shape[1],))
-            gp = PL.to_planes(P.geometric_product(rows(a), rows(b), "dense"))
-            jn = PL.to_planes(P.join(rows(c), rows(d), "dense"))
+            gp = PL.to_planes(P.geometric_product(rows(a), rows(b), "dense", tables=self.tables))
+            jn = PL.to_planes(P.join(rows(c), rows(d), "dense", tables=self.tables))
         else:
-            gp, jn = PL.geometric_product(a, b), PL.join(c, d)
+            gp, jn = PL.geometric_product(a, b, self.tables), PL.join(c, d, self.tables)
         jn = jn * ref_w.to(jn.dtype)
         return self.proj_out._planes(torch.cat([gp.to(jn.dtype), jn], -1), s)
 
@@ -350,6 +357,7 @@ class GeometricAttention(nn.Module):
         self.log_distance_weights = nn.Parameter(torch.zeros(self.heads, self.head_mv))
         self.out = EquiLinear(self.heads * self.head_mv, out_mv_channels, self.heads * self.head_s,
                               out_s_channels, method=method, initialization="small")
+        self.tables = PL.tables("gatr:attention")
         self.in_mv, self.in_s = in_mv, in_s
         self.type_in = (_mv_type(in_mv), _s_type(in_s))
         self.type_out = self.out.type_out
@@ -382,7 +390,7 @@ class GeometricAttention(nn.Module):
         qkv, qkv_s = self.qkv._planes(xp, s)
         h, kv, c, cs = self.heads, 1 if self.multi_query else self.heads, self.head_mv, self.head_s
         q, k, v, scale = PL.attention_features(qkv, qkv_s, h, kv, c, cs, self.use_distance,
-                                               self.log_distance_weights.exp(), self.distance_eps)
+                                               self.log_distance_weights.exp(), self.distance_eps, self.tables)
         n = lead[-1]
         q, k, v = (t.reshape(-1, n, t.shape[-2], t.shape[-1]) for t in (q, k, v))
         if attn_mask is None or isinstance(attn_mask, SetLayout):
@@ -477,6 +485,7 @@ class GATrBlock(nn.Module):
         self.attention = GeometricAttention(mv_channels, mv_channels, s_channels, s_channels, num_heads,
                                             head_mv_channels, head_s_channels, use_distance, method, multi_query)
         self.mlp = GeometricMLP(mv_channels, s_channels, mlp_hidden_mv_channels, mlp_hidden_s_channels, method)
+        self.tables = PL.tables("gatr:grades")
         self.type_in = (_mv_type(self.mv_channels), _s_type(self.s_channels), _mv_type(1))
         self.type_out = (_mv_type(self.mv_channels), _s_type(self.s_channels))
 
@@ -489,7 +498,7 @@ class GATrBlock(nn.Module):
     def _drop(self, mv: Tensor, s: Tensor | None) -> tuple[Tensor, Tensor | None]:
         if not self.training or self.dropout == 0.0:
             return mv, s
-        return PL.grade_dropout(mv, self.dropout), (F.dropout(s, self.dropout) if s is not None else None)
+        return PL.grade_dropout(mv, self.dropout, tables=self.tables), (F.dropout(s, self.dropout) if s is not None else None)
 
     def forward(self, mv: Tensor, scalars: Tensor | None, reference: Tensor,
                 attn_mask: Tensor | SetLayout | None = None) -> tuple[Tensor, Tensor | None]:

@@ -11,6 +11,13 @@ Batches come in two layouts, both with attention memory linear in the number of 
 * flat (PyG): ``mv (items, channels, 16)`` with ``batch (items,)`` giving each item's set
   (grouped by size into fused attention calls, :mod:`geomlin.gatr.attention`).
 
+On accelerators no forward pass synchronises with the host. A flat batch's set sizes are settled
+once per batch at the data boundary, by a :class:`~geomlin.gatr.attention.SetLayout` passed as
+``layout=``: ``set_layout(batch=batch)`` while the batch vector is still on the CPU (free), moved
+with ``.to(device)``, or ``set_layout(batch=batch, num_sets=..., max_items=...)`` on the device
+(upper bounds, planned there without reading the batch). A batch vector on an accelerator without
+a layout is refused, since planning it would read it back on every call.
+
 Join reference and what is guaranteed
     The bilinear layers use the equivariant join ``<ref>_{e123} (x v y)``. By default the
     reference is the mean of each set's input multivectors (``join_reference="data"``), which
@@ -39,7 +46,7 @@ from torch import Tensor, nn
 from geomlin.algebra import pga
 from geomlin.gatr import planes as PL
 from geomlin.gatr import primitives as P
-from geomlin.gatr.attention import FLAT_METHODS, set_layout
+from geomlin.gatr.attention import FLAT_METHODS, SetLayout, set_layout
 from geomlin.gatr.layers import (
     EXAMPLE_ITEMS,
     EquiLinear,
@@ -79,7 +86,8 @@ class GATr(nn.Module):
     method: ``"auto"`` (fast primitives) or ``"dense"`` (reference-style einsums).
     multi_query: one key/value head shared by all query heads (the reference's default).
     attention_method: how flat (``batch=``) inputs are grouped: ``"auto"``, ``"bucketed"``,
-        ``"chunked"``, ``"dense"`` (see :mod:`geomlin.gatr.attention`).
+        ``"chunked"``, ``"dense"`` (see :mod:`geomlin.gatr.attention`; ``"padded"`` needs bounds,
+        so it comes with a ``layout=`` from :func:`~geomlin.gatr.attention.set_layout`).
     checkpoint: recompute each block in the backward pass (less memory, more time).
 
     The architecture, initialisation and conventions are the reference GATr's (v1.4); a
@@ -153,8 +161,8 @@ class GATr(nn.Module):
             _reference(join_reference, "join_reference")
 
     def forward(self, mv: Tensor, scalars: Tensor | None = None, mask: Tensor | None = None,
-                batch: Tensor | None = None, join_reference: Tensor | str | None = None
-                ) -> tuple[Tensor, Tensor | None]:
+                batch: Tensor | None = None, join_reference: Tensor | str | None = None,
+                layout: SetLayout | None = None) -> tuple[Tensor, Tensor | None]:
         """Run the transformer.
 
         Parameters
@@ -162,17 +170,37 @@ class GATr(nn.Module):
         mv: ``(..., items, in_mv_channels, 16)`` float.
         scalars: ``(..., items, in_s_channels)`` or ``None``.
         mask: ``(..., items)`` bool, True = real item (padded layout). Float masks are refused.
-        batch: ``(items,)`` integer set index per item, sorted (flat layout, ``mv (items, channels, 16)``).
+        batch: ``(items,)`` integer set index per item, sorted (flat layout, ``mv (items, channels, 16)``),
+            on the CPU; on an accelerator pass ``layout=`` instead.
         join_reference: ``None`` / ``"data"`` (the per-set mean of ``mv``), ``"canonical"``
             (``e123 + e0123``, SE(3) only) or a tensor broadcastable against
             ``(..., items, channels, 16)``; see the module docstring.
+        layout: the attention plan of a padded or flat batch from
+            :func:`~geomlin.gatr.attention.set_layout`, made at the data boundary and moved to
+            ``mv``'s device; replaces ``mask`` and ``batch`` (give one or the other). Needed for a
+            flat batch on an accelerator.
 
         Returns
         -------
         ``(mv (..., items, out_mv_channels, 16), scalars (..., items, out_s_channels) or None)``.
         """
+        if layout is not None:
+            if not isinstance(layout, SetLayout):
+                raise TypeError(f"layout must be a SetLayout (from geomlin.gatr.set_layout), got {type(layout).__name__}")
+            if mask is not None or batch is not None:
+                raise ValueError("give either layout or mask / batch: the layout already holds them")
+            mask, batch = layout.mask, (layout.batch if layout.kind == "flat" else None)
         self._validate(mv, scalars, mask, batch, join_reference)
-        layout = set_layout(mask, batch, self.attention_method, num_items=mv.shape[0] if batch is not None else None)
+        if layout is None:
+            if batch is not None and batch.device.type != "cpu":
+                raise ValueError(
+                    f"GATr got a flat batch vector on {batch.device} without a layout; planning it here would make "
+                    "the host wait for the device on every call. Plan it once per batch at the data boundary: "
+                    "layout=set_layout(batch=batch).to(device) while the batch vector is on the CPU, or "
+                    "layout=set_layout(batch=batch, num_sets=..., max_items=...) on the device (upper bounds)")
+            layout = set_layout(mask, batch, self.attention_method, num_items=mv.shape[0] if batch is not None else None)
+        elif layout.device is not None and layout.device != mv.device:
+            raise ValueError(f"layout is on {layout.device} but mv is on {mv.device}; move it with layout.to(device)")
         if join_reference is None or isinstance(join_reference, str) and join_reference == "data":
             join_reference = P.join_reference(mv, mask, batch, num_sets=layout.num_sets if batch is not None else None)
         elif isinstance(join_reference, str):
@@ -181,6 +209,8 @@ class GATr(nn.Module):
         ref_w = reference_weight(_reference(join_reference, "GATr"), lead)
         s = scalars.reshape(-1, self.in_s) if self.in_s else None
         h_mv, h_s = self.linear_in._planes(PL.to_planes(mv), s)
+        # under autocast the residual stream stays in the input's precision (the blocks add to it)
+        h_mv, h_s = h_mv.to(mv.dtype), (None if h_s is None else h_s.to(mv.dtype))
         for block in self.blocks:
             h_mv, h_s = block._planes(h_mv, h_s, ref_w, lead, layout)
         out, s_out = self.linear_out._planes(h_mv, h_s)

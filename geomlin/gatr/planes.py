@@ -20,18 +20,46 @@ run inside every block).
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
+
 import torch
 import torch.nn.functional as F
 from torch import Tensor
 
 from geomlin.algebra import pga
-from geomlin.algebra.clifford import cached_constant
+from geomlin.algebra.clifford import ConstantTables, table_on
 from geomlin.gatr import primitives as P
 from geomlin.validation import check_float
 
 #: Columns (items x channels) per chunk of the bilinear products: intermediates of
 #: ``(88, CHUNK_COLUMNS)`` floats stay in the L2 cache.
 CHUNK_COLUMNS = 4096
+
+
+def _transposed(tables) -> Callable[[], tuple[Tensor, ...]]:
+    return lambda: tuple(t.T.contiguous() for t in tables())
+
+
+#: Tables of the planes kernels (the pga product tables transposed for ``table @ planes``).
+_BUILDERS = {"planes:geometric_product": _transposed(pga._matrix_maps), "planes:join": _transposed(pga._join_sparse)}
+
+
+def tables(*keys: str) -> ConstantTables:
+    """The constant tables the planes kernels read through ``tables=``, as a module's buffers.
+
+    ``keys``: ``"planes:geometric_product"`` (:func:`geometric_product`), ``"planes:join"``
+    (:func:`join`), or any key of :func:`geomlin.gatr.primitives.tables` (``"gatr:linear"`` for
+    :func:`linear` and :func:`sources`, ``"gatr:nondegenerate"`` for :func:`norm_squared` and
+    :func:`layer_norm`, ``"gatr:grades"`` for :func:`grade_dropout`, ``"gatr:attention"`` for
+    :func:`attention_features`). Without ``tables=`` the kernels read a per-(device, dtype) cache.
+    """
+    return ConstantTables(dict((key, _BUILDERS[key]()) if key in _BUILDERS else P.build_table(key) for key in keys))
+
+
+def _table(key: str, device, dtype=None, index: int = 0, tables: ConstantTables | None = None) -> Tensor:
+    build = _BUILDERS[key] if key in _BUILDERS else P._table_builders()[key]
+    return table_on(key, build, device, dtype, index, tables)
 
 
 def _p(xp, name: str = "planes") -> Tensor:
@@ -60,23 +88,24 @@ def from_planes(p: Tensor, lead: tuple) -> Tensor:
 
 
 # ---------------------------------------------------------------------- linear
-def sources(xp: Tensor) -> Tensor:
+def sources(xp: Tensor, tables: ConstantTables | None = None) -> Tensor:
     """The 8 planes the ``e0`` maps read, ``(8, M, channels)`` (shared by several linear maps)."""
     _p(xp)
-    return xp.index_select(0, P._plan_on(xp.device)[1])
+    return xp.index_select(0, P._plan_on(xp.device, tables)[1])
 
 
-def linear(xp: Tensor, weight: Tensor, scalar_bias: Tensor | None = None, src: Tensor | None = None) -> Tensor:
+def linear(xp: Tensor, weight: Tensor, scalar_bias: Tensor | None = None, src: Tensor | None = None,
+           tables: ConstantTables | None = None) -> Tensor:
     """:func:`~geomlin.gatr.primitives.equi_linear` on planes: ``(16, M, in) -> (16, M, out)``.
 
     ``weight (out, in, 9)``; ``scalar_bias`` ``(out,)`` or ``(M, out)`` onto the scalar plane;
-    ``src`` = :func:`sources` of ``xp`` when already computed.
+    ``src`` = :func:`sources` of ``xp`` when already computed; ``tables`` see :func:`tables`.
     """
     _p(xp)
     if not isinstance(weight, Tensor) or weight.shape[1:] != (xp.shape[2], P.NUM_LINEAR_BASIS):
         raise ValueError(f"weight must have shape (out, {xp.shape[2]}, {P.NUM_LINEAR_BASIS}), got "
                          f"{tuple(weight.shape) if isinstance(weight, Tensor) else type(weight).__name__}")
-    grade_of, source, target, which = P._plan_on(xp.device)
+    grade_of, source, target, which = P._plan_on(xp.device, tables)
     weight = weight.to(xp.dtype)
     planes = torch.bmm(xp, weight[:, :, grade_of].permute(2, 1, 0))
     if src is None:
@@ -84,29 +113,30 @@ def linear(xp: Tensor, weight: Tensor, scalar_bias: Tensor | None = None, src: T
     extra = torch.bmm(src, weight[:, :, which].permute(2, 1, 0))
     if scalar_bias is not None:
         extra = torch.cat([extra, scalar_bias.to(extra.dtype).expand(1, xp.shape[1], weight.shape[0])])
-        target = P._targets_with_scalar_on(xp.device)
+        target = P._targets_with_scalar_on(xp.device, tables)
     # in place on a fresh (non-view) tensor: the backward pass needs no copy of it
     return planes.index_add_(0, target, extra)
 
 
 # ---------------------------------------------------------------------- unary maps
-def _mask_row(device, dtype) -> Tensor:
-    def build():
-        m = torch.zeros(1, pga.DIM, dtype=dtype, device=device)
-        m[0, list(pga.NONDEGENERATE)] = 1.0
-        return m
-    return cached_constant(("gatr-planes-nondegenerate", device, dtype), build)
-
-
-def norm_squared(xp: Tensor) -> Tensor:
+def norm_squared(xp: Tensor, tables: ConstantTables | None = None) -> Tensor:
     """``<x, x>`` per item and channel: ``(16, M, C) -> (M, C)``."""
     sq = _p(xp) * xp
-    return (_mask_row(xp.device, xp.dtype) @ sq.reshape(pga.DIM, -1)).reshape(xp.shape[1:])
+    mask = _table("gatr:nondegenerate", xp.device, sq.dtype, tables=tables)
+    return (mask[None, :] @ sq.reshape(pga.DIM, -1)).reshape(xp.shape[1:])
 
 
-def layer_norm(xp: Tensor, eps: float) -> Tensor:
-    """:func:`~geomlin.gatr.primitives.equi_layer_norm` on planes (mean over channels)."""
-    return xp * norm_squared(xp).mean(-1, keepdim=True).clamp_min(eps).rsqrt()
+def layer_norm(xp: Tensor, eps: float, tables: ConstantTables | None = None) -> Tensor:
+    """:func:`~geomlin.gatr.primitives.equi_layer_norm` on planes (mean over channels).
+
+    The norm is computed in float32 for half-precision planes and under autocast; the result has
+    the dtype of ``xp``.
+    """
+    if xp.dtype in (torch.float32, torch.float64) and not torch.is_autocast_enabled(xp.device.type):
+        return xp * norm_squared(xp, tables).mean(-1, keepdim=True).clamp_min(eps).rsqrt()
+    with torch.autocast(xp.device.type, enabled=False):
+        wide = P._at_least_float32(xp)
+        return (wide * norm_squared(wide, tables).mean(-1, keepdim=True).clamp_min(eps).rsqrt()).to(xp.dtype)
 
 
 def gated_gelu(xp: Tensor) -> Tensor:
@@ -114,12 +144,13 @@ def gated_gelu(xp: Tensor) -> Tensor:
     return _p(xp) * F.gelu(xp[pga.SCALAR], approximate="tanh")
 
 
-def grade_dropout(xp: Tensor, p: float, generator: torch.Generator | None = None) -> Tensor:
+def grade_dropout(xp: Tensor, p: float, generator: torch.Generator | None = None,
+                  tables: ConstantTables | None = None) -> Tensor:
     """:func:`~geomlin.gatr.primitives.grade_dropout` on planes: one draw per item, channel and grade."""
     _p(xp)
     p = check_float(p, "dropout probability", minimum=0.0, maximum=1.0, strict_maximum=True)
     keep = torch.rand(5, *xp.shape[1:], dtype=xp.dtype, device=xp.device, generator=generator) >= p
-    return xp * keep[P._grade_index_on(xp.device)].to(xp.dtype) / (1.0 - p)
+    return xp * keep[P._grade_index_on(xp.device, tables)].to(xp.dtype) / (1.0 - p)
 
 
 # ---------------------------------------------------------------------- bilinear maps
@@ -131,15 +162,7 @@ def _split(t: Tensor) -> tuple[Tensor, ...]:
     return tuple(c.reshape(pga.DIM, -1) for c in t.split(step, dim=1))
 
 
-def _transposed(key: str, tables, device, dtype) -> tuple[Tensor, ...]:
-    """The transposes of the (cached, float64) tables ``tables()`` on ``device`` / ``dtype``;
-    ``tables`` is only called on the first request, so torch.compile reads constants."""
-    return tuple(cached_constant(("gatr-planes", key, i, device, dtype),
-                                 lambda i=i: tables()[i].T.contiguous().to(device=device, dtype=dtype))
-                 for i in range(3))
-
-
-def geometric_product(a: Tensor, b: Tensor) -> Tensor:
+def geometric_product(a: Tensor, b: Tensor, tables: ConstantTables | None = None) -> Tensor:
     """Geometric product of planes ``(16, M, C) x (16, M, C) -> (16, M, C)``.
 
     The complex 2x2 representation of :func:`geomlin.algebra.pga.geometric_product`, computed
@@ -150,7 +173,7 @@ def geometric_product(a: Tensor, b: Tensor) -> Tensor:
     dtype = a.dtype if a.dtype in (torch.float32, torch.float64) else torch.float32
     with torch.autocast(a.device.type, enabled=False):
         a, b = a.to(dtype), b.to(dtype)
-        wl, wr, wo = _transposed("gp", pga._matrix_maps, a.device, dtype)
+        wl, wr, wo = (_table("planes:geometric_product", a.device, dtype, i, tables) for i in range(3))
         outs = []
         for x, y in zip(_split(a), _split(b)):
             left = (wl @ x).view(3, 2, 2, 2, -1)  # (product, row, column, re/im, columns)
@@ -163,11 +186,11 @@ def geometric_product(a: Tensor, b: Tensor) -> Tensor:
         return torch.cat(outs, 1) if len(outs) > 1 else outs[0]
 
 
-def join(a: Tensor, b: Tensor) -> Tensor:
+def join(a: Tensor, b: Tensor, tables: ConstantTables | None = None) -> Tensor:
     """Join :func:`geomlin.algebra.pga.join` of planes ``(16, M, C)`` (81-pair table, column chunks)."""
     _p(a, "a")
     _p(b, "b")
-    sx, sy, r = _transposed("join", pga._join_sparse, a.device, a.dtype)
+    sx, sy, r = (_table("planes:join", a.device, a.dtype, i, tables) for i in range(3))
     b = b.to(a.dtype)
     outs = [(r @ ((sx @ x) * (sy @ y))).view(pga.DIM, -1, a.shape[2]) for x, y in zip(_split(a), _split(b))]
     return torch.cat(outs, 1) if len(outs) > 1 else outs[0]
@@ -175,36 +198,35 @@ def join(a: Tensor, b: Tensor) -> Tensor:
 
 # ---------------------------------------------------------------------- attention
 def _qk_features(p: Tensor, heads: int, channels: int, role: str, use_distance: bool, weights: Tensor | None,
-                 eps: float | None) -> list[Tensor]:
+                 eps: float | None, tables: ConstantTables | None) -> list[Tensor]:
     """Query or key features of planes ``p (16, M, heads * channels)`` as ``(M, heads, n)`` pieces."""
     m = p.shape[1]
     comps = P.ATTENTION_IP_COMPONENTS if use_distance else pga.NONDEGENERATE
-    ip = p.index_select(0, _index_on("ip" if use_distance else "ip8", comps, p.device))
+    ip = p.index_select(0, _table("gatr:attention", p.device, index=0 if use_distance else 1, tables=tables))
     parts = [ip.view(len(comps), m, heads, channels).permute(1, 2, 0, 3).flatten(2)]
     if use_distance:
-        w = p[P.TRIVECTOR_WEIGHT]
-        pos = p.index_select(0, _index_on("pos", P.TRIVECTOR_POSITION, p.device))
-        if eps is not None:
-            scale = w / (w * w + eps)
-            w, pos = w * scale, pos * scale
-        pp = (pos * pos).sum(0)
-        if role == "query":
-            dist = torch.cat([pp[None], (w * w)[None], w * pos])
-            if weights is not None:
-                dist = dist * weights.reshape(1, 1, -1).to(dist.dtype)
-        else:
-            dist = torch.cat([-(w * w)[None], -pp[None], 2.0 * w * pos])
+        # squared distances come from differences of large terms: computed in float32 at least
+        with torch.autocast(p.device.type, enabled=False):
+            w = P._at_least_float32(p[P.TRIVECTOR_WEIGHT])
+            pos = P._at_least_float32(p.index_select(0, _table("gatr:attention", p.device, index=2, tables=tables)))
+            if eps is not None:
+                scale = w / (w * w + eps)
+                w, pos = w * scale, pos * scale
+            pp = (pos * pos).sum(0)
+            if role == "query":
+                dist = torch.cat([pp[None], (w * w)[None], w * pos])
+                if weights is not None:
+                    dist = dist * weights.reshape(1, 1, -1).to(dist.dtype)
+            else:
+                dist = torch.cat([-(w * w)[None], -pp[None], 2.0 * w * pos])
         parts.append(dist.view(P.NUM_DISTANCE_FEATURES, m, heads, channels).permute(1, 2, 0, 3).flatten(2))
     return parts
 
 
-def _index_on(name: str, comps, device) -> Tensor:
-    return cached_constant(("gatr-planes-index", name, device), lambda: torch.tensor(list(comps), device=device))
-
-
 def attention_features(qkv: Tensor, qkv_s: Tensor | None, heads: int, kv_heads: int, channels: int,
                        s_channels: int, use_distance: bool = True, weights: Tensor | None = None,
-                       eps: float | None = P.DISTANCE_EPS) -> tuple[Tensor, Tensor, Tensor, float]:
+                       eps: float | None = P.DISTANCE_EPS, tables: ConstantTables | None = None
+                       ) -> tuple[Tensor, Tensor, Tensor, float]:
     """Queries, keys and values of :func:`~geomlin.gatr.primitives.attention_features` from the
     planes of a fused projection ``qkv (16, M, (heads + 2 kv_heads) channels)`` and scalars
     ``qkv_s (M, (heads + 2 kv_heads) s_channels)``.
@@ -217,8 +239,8 @@ def attention_features(qkv: Tensor, qkv_s: Tensor | None, heads: int, kv_heads: 
         raise ValueError(f"qkv must have (heads + 2 kv_heads) * channels = {(heads + 2 * kv_heads) * channels} "
                          f"channels, got {qkv.shape[2]}")
     hq, hk, c = heads * channels, kv_heads * channels, channels
-    qf = _qk_features(qkv[:, :, :hq], heads, c, "query", use_distance, weights, eps)
-    kf = _qk_features(qkv[:, :, hq:hq + hk], kv_heads, c, "key", use_distance, None, eps)
+    qf = _qk_features(qkv[:, :, :hq], heads, c, "query", use_distance, weights, eps, tables)
+    kf = _qk_features(qkv[:, :, hq:hq + hk], kv_heads, c, "key", use_distance, None, eps, tables)
     m = qkv.shape[1]
     vf = [qkv[:, :, hq + hk:].view(pga.DIM, m, kv_heads, c).permute(1, 2, 0, 3).flatten(2)]
     if s_channels:
@@ -228,7 +250,7 @@ def attention_features(qkv: Tensor, qkv_s: Tensor | None, heads: int, kv_heads: 
         vf.append(qkv_s[:, (heads + kv_heads) * cs:].view(m, kv_heads, cs))
     n_qk = sum(f.shape[-1] for f in qf)
     width = P._head_width(n_qk, sum(f.shape[-1] for f in vf))
-    dtype = torch.promote_types(qf[0].dtype, qf[-1].dtype)
+    dtype = functools.reduce(torch.promote_types, [f.dtype for f in qf + kf + vf])
     return (P._pad([f.to(dtype) for f in qf], width), P._pad([f.to(dtype) for f in kf], width),
             P._pad([f.to(dtype) for f in vf], width), 1.0 / n_qk ** 0.5)
 

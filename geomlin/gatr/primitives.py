@@ -29,9 +29,16 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from geomlin.algebra import pga
-from geomlin.algebra.clifford import cached_constant
+from geomlin.algebra.clifford import ConstantTables, table_on
 from geomlin.gatr.attention import SetLayout, attend, attention_mask, set_layout
-from geomlin.validation import check_batch_vector, check_choice, check_float, check_mask, check_tensor
+from geomlin.validation import (
+    check_batch_vector,
+    check_choice,
+    check_float,
+    check_mask,
+    check_positive_int,
+    check_tensor,
+)
 
 #: Number of Pin(3,0,1)-equivariant linear maps of G(3,0,1) (5 grade projections + 4 e0 maps).
 NUM_LINEAR_BASIS = 9
@@ -118,16 +125,69 @@ def _blocked_plan() -> tuple[Tensor, Tensor, Tensor, Tensor]:
     return grade_of, torch.tensor(source), torch.tensor(target), torch.tensor(which)
 
 
-def _linear_basis_on(device, dtype) -> Tensor:
-    return cached_constant(("gatr-basis", device, dtype), lambda: _linear_basis().to(device=device, dtype=dtype))
+def _linear_plan() -> tuple[Tensor, ...]:
+    """:func:`_blocked_plan` and the e0-map targets followed by the scalar (where a scalar bias goes)."""
+    grade_of, source, target, which = _blocked_plan()
+    return grade_of, source, target, which, torch.cat([target, torch.tensor([pga.SCALAR])])
 
 
-def _plan_on(device) -> tuple[Tensor, Tensor, Tensor, Tensor]:
-    return tuple(cached_constant(("gatr-linear-plan", i, device), lambda i=i: _blocked_plan()[i].to(device))
-                 for i in range(4))
+def _nondegenerate_mask() -> Tensor:
+    """``(16,)`` float64: 1 on the e0-free components."""
+    m = torch.zeros(pga.DIM, dtype=torch.float64)
+    m[list(pga.NONDEGENERATE)] = 1.0
+    return m
 
 
-def equi_linear(x: Tensor, weight: Tensor, method: str = "auto", scalar_bias: Tensor | None = None) -> Tensor:
+def _attention_indices() -> tuple[Tensor, Tensor, Tensor]:
+    """Components read by the attention features: inner product (7 and 8 components), point position."""
+    return (torch.tensor(ATTENTION_IP_COMPONENTS), torch.tensor(pga.NONDEGENERATE), torch.tensor(TRIVECTOR_POSITION))
+
+
+def _grades() -> Tensor:
+    return pga.PGA.grades.clone()
+
+
+#: Builders of the tables of this module by key (float64 / long CPU tensors), see :func:`tables`.
+_BUILDERS = {"gatr:linear": _linear_plan, "gatr:basis": _linear_basis, "gatr:nondegenerate": _nondegenerate_mask,
+             "gatr:grades": _grades, "gatr:attention": _attention_indices}
+
+
+def _table_builders() -> dict:
+    return _BUILDERS
+
+
+def tables(*keys: str) -> ConstantTables:
+    """The constant tables a GATr module's forward pass reads through ``tables=``, as buffers.
+
+    ``keys``: ``"gatr:linear"`` (index plan of :func:`equi_linear`), ``"gatr:basis"``
+    (``method="dense"``), ``"gatr:nondegenerate"`` (:func:`inner_product`, :func:`equi_layer_norm`),
+    ``"gatr:grades"`` (:func:`grade_dropout`), ``"gatr:attention"`` (:func:`attention_features`),
+    or any key of :func:`geomlin.algebra.pga.tables`. Without ``tables=`` the functions read a
+    per-(device, dtype) cache filled on the first call.
+    """
+    return ConstantTables(dict(build_table(key) for key in keys))
+
+
+def build_table(key: str) -> tuple[str, Tensor | tuple[Tensor, ...]]:
+    """``(key, float64 / long CPU table)`` of a :func:`tables` key."""
+    builders = _table_builders()
+    return (key, builders[key]()) if key in builders else pga.build_table(key)
+
+
+def _const(key: str, device, dtype=None, index: int = 0, tables: ConstantTables | None = None) -> Tensor:
+    return table_on(key, _table_builders()[key], device, dtype, index, tables)
+
+
+def _plan_on(device, tables: ConstantTables | None = None) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    return tuple(_const("gatr:linear", device, None, i, tables) for i in range(4))
+
+
+def _targets_with_scalar_on(device, tables: ConstantTables | None = None) -> Tensor:
+    return _const("gatr:linear", device, None, 4, tables)
+
+
+def equi_linear(x: Tensor, weight: Tensor, method: str = "auto", scalar_bias: Tensor | None = None, *,
+                tables: ConstantTables | None = None) -> Tensor:
     """Pin(3,0,1)-equivariant linear map ``(..., in_ch, 16) -> (..., out_ch, 16)``.
 
     ``out[..., o, k] = sum_{i, b} weight[o, i, b] * sum_l B[b, k, l] x[..., i, l]`` with the
@@ -140,7 +200,8 @@ def equi_linear(x: Tensor, weight: Tensor, method: str = "auto", scalar_bias: Te
     ``e0`` maps on the 8 components that have one (``8 in_ch out_ch``), against ``256 in_ch
     out_ch`` for a dense ``(in_ch*16, out_ch*16)`` matrix; no in-place writes, so the backward
     pass copies nothing extra. ``method="dense"`` is the reference einsum with the ``(9, 16, 16)``
-    basis.
+    basis. ``tables``: a module's :func:`tables` (``"gatr:linear"`` / ``"gatr:basis"``); ``None``
+    reads a per-device cache.
     """
     method = _check_method(method)
     _mv(x, "x", 2)
@@ -149,12 +210,12 @@ def equi_linear(x: Tensor, weight: Tensor, method: str = "auto", scalar_bias: Te
     if scalar_bias is not None:
         check_tensor(scalar_bias, "scalar_bias", shape=(..., weight.shape[0]))
     if method == "dense":
-        basis = _linear_basis_on(x.device, x.dtype)
+        basis = _const("gatr:basis", x.device, x.dtype, tables=tables)
         out = torch.einsum("oib,bkl,...il->...ok", weight.to(x.dtype), basis, x)
         if scalar_bias is not None:
             out = out + F.pad(scalar_bias.to(out.dtype)[..., None], (pga.SCALAR, pga.DIM - 1 - pga.SCALAR))
         return out
-    grade_of, source, target, which = _plan_on(x.device)
+    grade_of, source, target, which = _plan_on(x.device, tables)
     lead, c_in, c_out = x.shape[:-2], x.shape[-2], weight.shape[0]
     weight = weight.to(x.dtype)
     xt = x.reshape(-1, c_in, pga.DIM).permute(2, 0, 1).contiguous()  # (16, M, in)
@@ -165,48 +226,47 @@ def equi_linear(x: Tensor, weight: Tensor, method: str = "auto", scalar_bias: Te
         sb = scalar_bias.to(x.dtype)
         sb = sb.expand(*lead, c_out).reshape(1, m, c_out) if sb.ndim > 1 else sb.expand(1, m, c_out)
         extra = torch.cat([extra, sb])
-        target = _targets_with_scalar_on(x.device)
+        target = _targets_with_scalar_on(x.device, tables)
     planes = planes.index_add(0, target, extra)
     return planes.permute(1, 2, 0).reshape(*lead, c_out, pga.DIM)
 
 
-def _targets_with_scalar_on(device) -> Tensor:
-    return cached_constant(("gatr-linear-targets-scalar", device),
-                           lambda: torch.cat([_blocked_plan()[2], torch.tensor([pga.SCALAR])]).to(device))
-
-
 # ---------------------------------------------------------------------- bilinear maps
-def geometric_product(x: Tensor, y: Tensor, method: str = "auto") -> Tensor:
+def geometric_product(x: Tensor, y: Tensor, method: str = "auto", *, tables: ConstantTables | None = None) -> Tensor:
     """Geometric product of ``(..., 16)`` tensors (broadcasting).
 
     ``fast``/``auto``: the complex-matrix product of :func:`geomlin.algebra.pga.geometric_product`
-    (in float32 under autocast, which has no complex bfloat16); ``dense``: the ``16^3`` Cayley einsum.
+    (under autocast in float32 or float64, with autocast off: there is no complex bfloat16;
+    half-precision inputs outside autocast use the sparse Cayley table); ``dense``: the ``16^3``
+    Cayley einsum. ``tables``: see :func:`tables`.
     """
     method = _check_method(method)
     if method == "dense":
-        return pga.geometric_product(x, y, "dense")
-    if x.dtype in (torch.float32, torch.float64) and torch.is_autocast_enabled(x.device.type):
+        return pga.geometric_product(x, y, "dense", tables=tables)
+    if torch.is_autocast_enabled(x.device.type):
+        dtype = x.dtype if x.dtype in (torch.float32, torch.float64) else torch.float32
         with torch.autocast(x.device.type, enabled=False):
-            return pga.geometric_product(x, y.to(x.dtype), "matrix")
-    return pga.geometric_product(x, y, "auto")
+            return pga.geometric_product(x.to(dtype), y.to(dtype), "matrix", tables=tables)
+    return pga.geometric_product(x, y, "auto", tables=tables)
 
 
-def outer_product(x: Tensor, y: Tensor, method: str = "auto") -> Tensor:
+def outer_product(x: Tensor, y: Tensor, method: str = "auto", *, tables: ConstantTables | None = None) -> Tensor:
     """Outer (wedge) product ``x ^ y`` of ``(..., 16)`` tensors (81 of 256 pairs; ``dense``: einsum)."""
     method = _check_method(method)
-    return pga.outer_product(x, y, "dense" if method == "dense" else "sparse")
+    return pga.outer_product(x, y, "dense" if method == "dense" else "sparse", tables=tables)
 
 
-def join(x: Tensor, y: Tensor, method: str = "auto") -> Tensor:
+def join(x: Tensor, y: Tensor, method: str = "auto", *, tables: ConstantTables | None = None) -> Tensor:
     """Join ``x v y = J(J(x) ^ J(y))`` of ``(..., 16)`` tensors (:func:`geomlin.algebra.pga.join`).
 
     Equivariant only up to sign: odd versors flip it. :func:`equivariant_join` fixes that.
     """
     method = _check_method(method)
-    return pga.join(x, y, "dense" if method == "dense" else "sparse")
+    return pga.join(x, y, "dense" if method == "dense" else "sparse", tables=tables)
 
 
-def equivariant_join(x: Tensor, y: Tensor, reference: Tensor, method: str = "auto") -> Tensor:
+def equivariant_join(x: Tensor, y: Tensor, reference: Tensor, method: str = "auto", *,
+                     tables: ConstantTables | None = None) -> Tensor:
     """``<reference>_{e123} * (x v y)``: the join made Pin(3,0,1)-equivariant (GATr eq. 4).
 
     The join flips sign under odd versors, and so does the ``e123`` component of a reference that
@@ -216,11 +276,11 @@ def equivariant_join(x: Tensor, y: Tensor, reference: Tensor, method: str = "aut
     join off). ``x, y (..., 16)``; ``reference`` broadcastable ``(..., 16)``.
     """
     _mv(reference, "reference")
-    return reference[..., pga.E123:pga.E123 + 1] * join(x, y, method)
+    return reference[..., pga.E123:pga.E123 + 1] * join(x, y, method, tables=tables)
 
 
 # ---------------------------------------------------------------------- invariants and norms
-def inner_product(x: Tensor, y: Tensor) -> Tensor:
+def inner_product(x: Tensor, y: Tensor, *, tables: ConstantTables | None = None) -> Tensor:
     """Invariant inner product ``<~x y>_0`` on the 8 components without ``e0``: ``(..., 16) -> (..., 1)``.
 
     In G(3,0,1) every e0-free blade squares (with reversion) to ``+1``, so this is a plain
@@ -228,34 +288,35 @@ def inner_product(x: Tensor, y: Tensor) -> Tensor:
     """
     _mv(x, "x")
     _mv(y, "y")
-    return (x * y) @ _nondegenerate_mask_on(x.device, x.dtype)
+    xy = x * y
+    return xy @ _const("gatr:nondegenerate", x.device, xy.dtype, tables=tables)[:, None]
 
 
-def _nondegenerate_mask_on(device, dtype) -> Tensor:
-    """``(16, 1)``: 1 on the e0-free components, 0 elsewhere."""
-    def build():
-        m = torch.zeros(pga.DIM, 1, dtype=dtype, device=device)
-        m[list(pga.NONDEGENERATE)] = 1.0
-        return m
-    return cached_constant(("gatr-nondegenerate", device, dtype), build)
-
-
-def norm_squared(x: Tensor) -> Tensor:
+def norm_squared(x: Tensor, *, tables: ConstantTables | None = None) -> Tensor:
     """``inner_product(x, x)``, ``(..., 16) -> (..., 1)``."""
-    return inner_product(x, x)
+    return inner_product(x, x, tables=tables)
 
 
-def equi_layer_norm(x: Tensor, channel_dim: int = -2, eps: float = LAYER_NORM_EPS) -> Tensor:
+def equi_layer_norm(x: Tensor, channel_dim: int = -2, eps: float = LAYER_NORM_EPS, *,
+                    tables: ConstantTables | None = None) -> Tensor:
     """Equivariant layer norm (GATr eq. 5): ``x / sqrt(max(mean_channels <x, x>, eps))``.
 
     ``x (..., channels, 16)``; the mean runs over ``channel_dim``. The clamp from below (not an
     added ``eps``) is the reference's: components with ``e0`` do not enter the norm, so a
-    multivector can be large with a tiny norm.
+    multivector can be large with a tiny norm. Half-precision inputs are normalised in float32
+    (autocast off) and returned in their own dtype.
     """
     _mv(x, "x", 2)
     eps = check_float(eps, "eps", minimum=0.0)
-    sq = norm_squared(x)  # (..., channels, 1)
-    return x / sq.mean(dim=channel_dim, keepdim=True).clamp_min(eps).sqrt()
+    with torch.autocast(x.device.type, enabled=False):
+        wide = _at_least_float32(x)
+        sq = norm_squared(wide, tables=tables)  # (..., channels, 1)
+        return (wide / sq.mean(dim=channel_dim, keepdim=True).clamp_min(eps).sqrt()).to(x.dtype)
+
+
+def _at_least_float32(x: Tensor) -> Tensor:
+    """``x`` in float32 when it is in a half precision (sums of squares lose digits or overflow there)."""
+    return x.float() if x.dtype in (torch.float16, torch.bfloat16) else x
 
 
 def scalar_gated_gelu(x: Tensor, gates: Tensor | None = None, approximate: str = "tanh") -> Tensor:
@@ -272,7 +333,8 @@ def scalar_gated_gelu(x: Tensor, gates: Tensor | None = None, approximate: str =
     return x * F.gelu(gates, approximate=approximate)
 
 
-def grade_dropout(x: Tensor, p: float, training: bool = True, generator: torch.Generator | None = None) -> Tensor:
+def grade_dropout(x: Tensor, p: float, training: bool = True, generator: torch.Generator | None = None, *,
+                  tables: ConstantTables | None = None) -> Tensor:
     """Dropout that zeroes whole grades: one Bernoulli draw per ``(..., grade)``; ``(..., 16)``.
 
     Survivors are scaled by ``1 / (1 - p)``. Equivariant for each fixed draw, since the
@@ -283,12 +345,12 @@ def grade_dropout(x: Tensor, p: float, training: bool = True, generator: torch.G
     if not training or p == 0.0:
         return x
     keep = torch.rand(*x.shape[:-1], 5, dtype=x.dtype, device=x.device, generator=generator) >= p
-    grade_of = _grade_index_on(x.device)
+    grade_of = _grade_index_on(x.device, tables)
     return x * keep[..., grade_of].to(x.dtype) / (1.0 - p)
 
 
-def _grade_index_on(device) -> Tensor:
-    return cached_constant(("pga-grades", device), lambda: pga.PGA.grades.to(device))
+def _grade_index_on(device, tables: ConstantTables | None = None) -> Tensor:
+    return _const("gatr:grades", device, tables=tables)
 
 
 # ---------------------------------------------------------------------- attention
@@ -310,17 +372,20 @@ def distance_features(x: Tensor, role: str, eps: float | None = DISTANCE_EPS) ->
     _mv(x, "x")
     if eps is not None:
         eps = check_float(eps, "eps", minimum=0.0)
-    w = x[..., TRIVECTOR_WEIGHT:TRIVECTOR_WEIGHT + 1]
-    p = x[..., list(TRIVECTOR_POSITION)]
-    if eps is not None:
-        scale = w / (w * w + eps)
-        w, p = w * scale, p * scale
-    pp = (p * p).sum(-1, keepdim=True)
-    if role == "query":
-        return torch.cat([pp, w * w, w * p], -1)
-    if role == "key":
+    if role not in ("query", "key"):
+        raise ValueError(f"role must be 'query' or 'key', got {role!r}")
+    # squared distances come from differences of large terms: computed in float32 at least
+    with torch.autocast(x.device.type, enabled=False):
+        x = _at_least_float32(x)
+        w = x[..., TRIVECTOR_WEIGHT:TRIVECTOR_WEIGHT + 1]
+        p = x.index_select(-1, _const("gatr:attention", x.device, index=2))
+        if eps is not None:
+            scale = w / (w * w + eps)
+            w, p = w * scale, p * scale
+        pp = (p * p).sum(-1, keepdim=True)
+        if role == "query":
+            return torch.cat([pp, w * w, w * p], -1)
         return torch.cat([-(w * w), -pp, 2.0 * w * p], -1)
-    raise ValueError(f"role must be 'query' or 'key', got {role!r}")
 
 
 def _head_width(qk: int, v: int) -> int:
@@ -358,16 +423,14 @@ def attention_features(q_mv: Tensor, k_mv: Tensor, v_mv: Tensor, q_s: Tensor | N
         raise ValueError(f"q_mv and k_mv must have the same channels, got {tuple(q_mv.shape)} and {tuple(k_mv.shape)}")
     if (q_s is None) != (k_s is None):
         raise ValueError("give scalar queries and keys together (q_s and k_s), or neither")
+    idx = _const("gatr:attention", q_mv.device, index=0 if use_distance else 1)
+    qf, kf = [q_mv.index_select(-1, idx).flatten(-2)], [k_mv.index_select(-1, idx).flatten(-2)]
     if use_distance:
-        idx = list(ATTENTION_IP_COMPONENTS)
         qd = distance_features(q_mv, "query", eps)
         if distance_weights is not None:
             qd = qd * distance_weights[..., None].to(qd.dtype)
-        qf = [q_mv[..., idx].flatten(-2), qd.flatten(-2)]
-        kf = [k_mv[..., idx].flatten(-2), distance_features(k_mv, "key", eps).flatten(-2)]
-    else:
-        idx = list(pga.NONDEGENERATE)
-        qf, kf = [q_mv[..., idx].flatten(-2)], [k_mv[..., idx].flatten(-2)]
+        qf.append(qd.flatten(-2))
+        kf.append(distance_features(k_mv, "key", eps).flatten(-2))
     if q_s is not None and q_s.shape[-1]:
         qf.append(q_s)
         kf.append(k_s)
@@ -377,7 +440,7 @@ def attention_features(q_mv: Tensor, k_mv: Tensor, v_mv: Tensor, q_s: Tensor | N
     n_qk = sum(f.shape[-1] for f in qf)
     n_v = sum(f.shape[-1] for f in vf)
     width = _head_width(n_qk, n_v)
-    dtype = torch.promote_types(torch.promote_types(qf[0].dtype, qf[-1].dtype), vf[-1].dtype)
+    dtype = functools.reduce(torch.promote_types, [f.dtype for f in qf + kf + vf])
     q = _pad([f.to(dtype) for f in qf], width)
     k = _pad([f.to(dtype) for f in kf], width)
     v = _pad([f.to(dtype) for f in vf], width)
@@ -469,9 +532,11 @@ def join_reference(mv: Tensor, mask: Tensor | None = None, batch: Tensor | None 
     * no mask, no batch: mean over items and channels -> ``(..., 1, 1, 16)`` (the reference's
       ``join_reference="data"``);
     * ``mask (..., items)``: mean over valid items -> ``(..., 1, 1, 16)``;
-    * ``batch (items,)`` (flat layout, ``mv (items, channels, 16)``): mean per set,
-      gathered back -> ``(items, 1, 16)``, so every set's reference follows its own
-      transformation. ``num_sets`` (default ``batch.max() + 1``, a host sync on GPUs) may be given.
+    * ``batch (items,)`` (flat layout, ``mv (items, channels, 16)``, sorted as PyG stores it): mean
+      per set, gathered back -> ``(items, 1, 16)``, so every set's reference follows its own
+      transformation. ``num_sets`` (an upper bound of ``batch.max() + 1``) sizes the per-set sums;
+      without it the sets are numbered by their order in ``batch`` (at most ``items`` of them), so
+      nothing is read back from the device.
     """
     _mv(mv, "mv", 3)
     if mask is not None:
@@ -479,24 +544,33 @@ def join_reference(mv: Tensor, mask: Tensor | None = None, batch: Tensor | None 
     if batch is not None:
         if mv.ndim != 3:
             raise ValueError(f"with a batch vector mv must be flat (items, channels, 16), got {tuple(mv.shape)}")
-        check_batch_vector(batch, "batch", mv.shape[0])
+        if num_sets is not None:
+            num_sets = check_positive_int(num_sets, "num_sets")
+        batch = check_batch_vector(batch, "batch", mv.shape[0], num_graphs=num_sets)
     per_item = mv.mean(-2, keepdim=True)  # (..., items, 1, 16)
     if batch is not None:
-        if num_sets is None:
-            num_sets = int(batch.max().item()) + 1 if batch.numel() else 0
+        set_of = batch if num_sets is not None else _ranks(batch)
+        rows = num_sets if num_sets is not None else batch.shape[0]
         w = torch.ones(batch.shape[0], dtype=mv.dtype, device=mv.device)
         if mask is not None:
             w = w * mask.to(mv.dtype)
-        sums = torch.zeros(num_sets, pga.DIM, dtype=mv.dtype, device=mv.device)
-        sums = sums.index_add(0, batch, per_item[:, 0] * w[:, None])
-        counts = torch.zeros(num_sets, dtype=mv.dtype, device=mv.device).index_add(0, batch, w)
+        sums = torch.zeros(rows, pga.DIM, dtype=mv.dtype, device=mv.device)
+        sums = sums.index_add(0, set_of, per_item[:, 0] * w[:, None])
+        counts = torch.zeros(rows, dtype=mv.dtype, device=mv.device).index_add(0, set_of, w)
         means = sums / counts.clamp_min(1.0)[:, None]
-        return means[batch][:, None, :]
+        return means[set_of][:, None, :]
     if mask is not None:
         w = mask.to(mv.dtype)[..., None, None]  # (..., items, 1, 1)
         total = (per_item * w).sum(-3, keepdim=True)
         return total / w.sum(-3, keepdim=True).clamp_min(1.0)
     return per_item.mean(-3, keepdim=True)
+
+
+def _ranks(batch: Tensor) -> Tensor:
+    """The sets of a sorted batch vector renumbered ``0, 1, ...`` in order of appearance, ``(items,)``."""
+    if batch.numel() < 2:
+        return torch.zeros_like(batch)
+    return torch.cat([batch.new_zeros(1), (batch[1:] != batch[:-1]).to(batch.dtype)]).cumsum(0)
 
 
 def canonical_reference(dtype: torch.dtype = torch.float32, device=None) -> Tensor:

@@ -115,7 +115,7 @@ CASES = [
     ("neighbour out of range",
      lambda: attention(reduce=False)(torch.ones(5, 3), torch.ones(5, 4),
                                      neighbors=Neighborhoods(torch.full((5, 2), 7), torch.ones(5, 2, dtype=torch.bool))),
-     ValueError, "neighbors.index must lie in [0, 5)"),
+     ValueError, "neighbors.index must index items in [0, 5)"),
     ("vectors into multivector attention",
      lambda: GAMultivectorAttention(4, mlp(4, 1), mlp(4, 4))(torch.ones(5, 3), torch.ones(5, 4)), ValueError,
      "r must have shape (..., *, 8)"),

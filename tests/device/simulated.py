@@ -16,9 +16,10 @@ Recorded inside :func:`watch` (or raised at the operator with ``strict=True``):
       ``.item()`` / ``bool()`` / ``float()`` (``_local_scalar_dense``), device-to-host copies
       (``.cpu()``, ``.tolist()``, ``.numpy()``), ``nonzero`` and its users (boolean-mask indexing,
       ``masked_select``, ``argwhere``, one-argument ``where``), ``unique``, ``repeat_interleave``
-      without ``output_size``, ``bincount``, ``equal``, and the linear-algebra operators whose
+      without ``output_size``, ``bincount``, ``equal``, the linear-algebra operators whose
       CUDA implementation reads an error code back (``eigh``, ``svd``, ``eig``, ``lstsq`` and every
-      ``_linalg_check_errors``: ``inv``, ``solve``, ``cholesky``);
+      ``_linalg_check_errors``: ``inv``, ``solve``, ``cholesky``) and ``matrix_exp`` (which reads
+      the norms of its matrices back);
     * ``assert``: a device-side assert (``torch._assert_async``), which on CUDA kills the context
       when it fails (geomlin defers its value checks instead, see :mod:`geomlin.validation`);
     * ``upload``: a host-to-device copy (``torch.tensor(..., device=x.device)``, a cached CPU
@@ -66,6 +67,8 @@ SYNC_OPS = frozenset({
     "aten::bincount", "aten::equal",
     "aten::_linalg_check_errors", "aten::_linalg_eigh", "aten::_linalg_svd", "aten::linalg_eig",
     "aten::linalg_lstsq", "aten::_linalg_eigvals", "aten::linalg_eigvals",
+    # CUDA's matrix_exp reads the matrices' norms to the host to pick its Taylor degree and squarings
+    "aten::linalg_matrix_exp",
 })
 #: Operators that may take CPU index tensors on CUDA (advanced indexing moves them: an upload).
 INDEX_OPS = frozenset({"aten::index.Tensor", "aten::index_put_", "aten::index_put", "aten::_index_put_impl_",
@@ -236,10 +239,18 @@ def _run(func, args, kwargs):
 
     uploaded = False
 
+    written_ids = {id(args[i] if i < len(args) else kwargs.get(a.name))
+                   for i, a in enumerate(func._schema.arguments) if a.alias_info is not None and a.alias_info.is_write}
+
     def unwrap(t):
         nonlocal uploaded
         if isinstance(t, SimTensor):
-            return t.raw
+            raw = t.raw
+            # the wrapper does not carry the lazy conjugate / negative bits of its values (the CPU kernels
+            # below it would then read them unconjugated): read such values resolved, unless written to
+            if (raw.is_conj() or raw.is_neg()) and id(t) not in written_ids:
+                raw = raw.resolve_conj().resolve_neg()
+            return raw
         if isinstance(t, torch.Tensor) and t.device.type == "cpu" and t.dim() > 0:
             if transfer or index_op:
                 uploaded = True
@@ -457,20 +468,34 @@ DEVICE = torch.device(DEVICE_TYPE, 0)
 
 
 def to_sim(tree):
-    """Every CPU tensor in a nested structure (and PyG ``Data`` objects) moved to the simulated device."""
+    """Every CPU tensor in a nested structure moved to the simulated device, and every object that
+    moves itself with ``.to(device)`` (modules, PyG ``Data`` objects, plans such as GATr's
+    ``SetLayout``)."""
     install()
 
     def move(t):
-        if isinstance(t, torch.Tensor):
+        if isinstance(t, (torch.Tensor, torch.nn.Module)):
             return t.to(DEVICE)
-        if hasattr(t, "to") and hasattr(t, "keys") and callable(t.keys):  # PyG Data / Batch
-            return t.to(DEVICE)
-        if isinstance(t, torch.nn.Module):
+        if callable(getattr(t, "to", None)) and not isinstance(t, type):
             return t.to(DEVICE)
         return t
 
     with allowed():
         return tree_map(move, tree)
+
+
+@contextlib.contextmanager
+def cpu_kernels():
+    """Run CPU references with the kernels the simulated device runs, so results compare to rounding.
+
+    PyTorch's fused attention kernels cannot be chosen for a ``PrivateUse1`` device from Python, so
+    ``scaled_dot_product_attention`` on ``sim`` runs the math backend; inside this context the CPU
+    runs it too.
+    """
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    with sdpa_kernel(SDPBackend.MATH):
+        yield
 
 
 def to_cpu(tree):

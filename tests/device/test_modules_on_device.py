@@ -26,6 +26,9 @@ from tests.test_declarations import CASES
 AUTOCAST_RTOL = {torch.bfloat16: 0.1, torch.float16: 0.02}
 #: Relative tolerance between the simulated device and the CPU (the same CPU kernels run both).
 DEVICE_RTOL = 1e-5
+#: Absolute slack of gradient comparisons, in float32 epsilons of the step's largest gradient: the
+#: round-off of a gradient that vanishes in exact arithmetic (an input the output barely depends on).
+GRAD_NOISE = 64
 
 
 def _float32(tree):
@@ -71,9 +74,9 @@ def step(module, args, kwargs):
     return out, grads
 
 
-def _relative(a: torch.Tensor, b: torch.Tensor) -> float:
+def _relative(a: torch.Tensor, b: torch.Tensor, floor: float = 1e-12) -> float:
     a, b = sim.to_cpu(a).detach().double(), sim.to_cpu(b).detach().double()
-    return float((a - b).norm() / b.norm().clamp_min(1e-12))
+    return float((a - b).norm() / b.norm().clamp_min(floor))
 
 
 IDS = [f"{c.__name__}-{i}" for c, i, _ in CASES]
@@ -82,7 +85,8 @@ IDS = [f"{c.__name__}-{i}" for c, i, _ in CASES]
 @pytest.mark.parametrize("cls,index,factory", CASES, ids=IDS)
 def test_forward_and_backward_on_the_simulated_device(cls, index, factory):
     module, args, kwargs = build_case(factory, index)
-    cpu_out, cpu_grads = step(module, args, kwargs)
+    with sim.cpu_kernels():
+        cpu_out, cpu_grads = step(module, args, kwargs)
     module, args, kwargs = sim.to_sim((module, args, kwargs))
     with sim.watch() as log:
         out, grads = step(module, args, kwargs)
@@ -93,14 +97,15 @@ def test_forward_and_backward_on_the_simulated_device(cls, index, factory):
     for a, b in zip(out, cpu_out):
         assert _relative(a, b) <= DEVICE_RTOL
     # a gradient that vanishes in exact arithmetic is float32 rounding noise, which the two runs may
-    # sum in another order: it only has to be that small on both
-    noise = torch.finfo(torch.float32).eps * max((float(h.double().norm()) for h in cpu_grads if h is not None),
-                                                 default=0.0)
+    # sum in another order (or, for frames, solve by another method: LAPACK on the CPU, Jacobi on
+    # accelerators): it only has to be that small on both
+    largest = max((float(h.detach().double().norm()) for h in cpu_grads if h is not None), default=0.0)
+    noise = GRAD_NOISE * torch.finfo(torch.float32).eps * largest
     for g, h in zip(grads, cpu_grads):
         if g is not None:
             assert g.device == sim.DEVICE
-            diff = float((sim.to_cpu(g).double() - h.double()).norm())
-            assert diff <= DEVICE_RTOL * float(h.double().norm()) + noise
+            diff = float((sim.to_cpu(g).detach().double() - h.detach().double()).norm())
+            assert diff <= DEVICE_RTOL * float(h.detach().double().norm()) + noise
 
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=["bf16", "fp16"])

@@ -2,7 +2,7 @@
 
 Every parameter is randomised (biases included: odd functions hide bugs). The GATr examples cover
 the padded layout (``example_inputs``: a padding mask), the flat layout (a PyG batch vector with
-uneven sets) and a model without scalar channels.
+uneven sets, planned by ``set_layout``) and a model without scalar channels.
 """
 
 import torch
@@ -15,6 +15,7 @@ from geomlin.gatr import (
     GeometricAttention,
     GeometricBilinear,
     GeometricMLP,
+    set_layout,
 )
 
 
@@ -31,7 +32,8 @@ def _flat_gatr():
     batch = torch.tensor([0, 0, 0, 1, 1, 1, 1, 1, 2])
     mv = torch.randn(9, 2, 16, dtype=torch.float64)
     s = torch.randn(9, 2, dtype=torch.float64)
-    return model, {"inputs": (mv, s), "kwargs": {"batch": batch}}
+    # planned at the data boundary (on the CPU) and moved with the inputs, as a data loader would
+    return model, {"inputs": (mv, s), "kwargs": {"layout": set_layout(batch=batch)}}
 
 
 EXAMPLES = {
