@@ -8,7 +8,6 @@ import torch
 
 from geomlin import validation
 from tests.device import simulated as sim
-from tests.device.checks import clear_deferred
 
 D = sim.DEVICE
 

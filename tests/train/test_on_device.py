@@ -1,7 +1,6 @@
 """Training on an accelerator: every model of every ``geomlin train`` task takes a step on the simulated
 device (``tests/device/simulated.py``: CUDA's device rules on every operator) without a device mix and
-without a host sync outside the documented allow-lists; the whole loop reads the device only at its
-documented, bounded points.
+without a host sync; the whole loop reads the device only at its documented, bounded points.
 
 One training step, in float32 and under bfloat16 autocast (``--precision bf16``), is what the loop
 runs per batch and model: the batch taken to the device
@@ -11,14 +10,9 @@ runs per batch and model: the batch taken to the device
 dtype) tables are filled and the optimiser's state exists (a cache filled once is allowed; a constant
 uploaded on every step is not).
 
-Allowed events in a step:
-* ``DATA_BOUNDARY``: the batch's fields copied to the device once per batch (``take``);
-* ``KNOWN_MODEL_EVENTS``: host syncs (and constants uploaded per call) inside the models, which are
-  being removed from the model packages. A case
-  with entries there is an expected failure (``xfail(strict=True)``): once its model is clean the
-  case passes unexpectedly and fails, so the entries must be deleted. Entries are matched by file,
-  function and operator (the line is where it was seen, for the reader).
-Anything else, in particular anything in ``geomlin/train/``, fails the test.
+The only allowed events in a step are ``DATA_BOUNDARY``: the batch's fields copied to the device once
+per batch (``take``). Anything else (a host sync or a constant uploaded per call, in a model or in
+the loop) fails the test.
 """
 
 from __future__ import annotations
@@ -49,26 +43,6 @@ BATCH = 4
 #: Uploads that are the data boundary: a batch's fields copied to the device, once per batch.
 DATA_BOUNDARY = {("geomlin/train/tasks/base.py", fn) for fn in ("take", "<dictcomp>", "batch")}
 
-#: Host syncs and per-call uploads inside models, by case: ``"file:line in function"`` and the operator, as recorded by
-#: ``sim.watch()`` (the line is informative; matching uses file, function and operator).
-KNOWN_MODEL_EVENTS: dict[str, list[tuple[str, str]]] = {
-    "nbody-gatr": [  # constants uploaded on every call
-        ("geomlin/algebra/pga.py:469 in embed_translation", "aten::_to_copy"),
-        ("geomlin/algebra/pga.py:363 in extract_point", "aten::_to_copy"),
-        ("geomlin/algebra/pga.py:364 in extract_point", "aten::_to_copy"),
-    ],
-}
-
-
-#: Models that cannot take a step under ``--precision bf16`` yet (they should work, or refuse with a
-#: TypeError that mentions "precision"), by case: where, and what is raised.
-KNOWN_BF16_FAILURES: dict[str, tuple[str, type[Exception]]] = {}
-
-
-class KnownModelEvents(AssertionError):
-    """The step synced (or uploaded) only where :data:`KNOWN_MODEL_EVENTS` says the model still does."""
-
-
 _WHERE = re.compile(r"^(?P<file>\S+):(?P<line>\d+) in (?P<function>\S+)$")
 
 
@@ -93,14 +67,8 @@ def _cases() -> list:
             names = list(task.models) if dataset != "qm9" else task.model_names(cfg)
             for model in names:
                 case = _case_id(task_name, dataset, model)
-                known = KNOWN_MODEL_EVENTS.get(case)
-                reason = "host syncs or uploads inside the model: " + "; ".join(w for w, _ in known or ())
-                events = [pytest.mark.xfail(raises=KnownModelEvents, strict=True, reason=reason)] if known else []
-                cases.append(pytest.param(task_name, dataset, model, "fp32", id=case, marks=events))
-                if case in KNOWN_BF16_FAILURES:
-                    where, error = KNOWN_BF16_FAILURES[case]
-                    events = [pytest.mark.xfail(raises=error, strict=True, reason=where)]
-                cases.append(pytest.param(task_name, dataset, model, "bf16", id=f"{case}-bf16", marks=events))
+                cases.append(pytest.param(task_name, dataset, model, "fp32", id=case))
+                cases.append(pytest.param(task_name, dataset, model, "bf16", id=f"{case}-bf16"))
     return cases
 
 
@@ -146,17 +114,8 @@ def test_one_training_step_on_the_simulated_device(task_name, dataset, name, pre
     for key, (total, count) in sums.totals.items():
         assert isinstance(total, torch.Tensor) and total.device == sim.DEVICE, key  # left on the device
 
-    known = {(_site(w), op) for w, op in KNOWN_MODEL_EVENTS.get(_case_id(task_name, dataset, name), ())}
-    unexplained, explained = [], []
-    for event in log.events:
-        site = _site(event.where)
-        if event.kind == "upload" and site in DATA_BOUNDARY:
-            continue
-        (explained if (site, event.op) in known else unexplained).append(event)
-    assert not unexplained, "events outside the allow-lists:\n" + "\n".join(map(str, unexplained))
-    assert not any("geomlin/train/" in e.where for e in explained)  # the loop's own code is clean
-    if explained:
-        raise KnownModelEvents("\n".join(sorted({str(e) for e in explained})))
+    unexplained = [e for e in log.events if not (e.kind == "upload" and _site(e.where) in DATA_BOUNDARY)]
+    assert not unexplained, "host syncs or uploads in a training step:\n" + "\n".join(map(str, unexplained))
 
 
 #: The loop's documented reads of the device (docs/devices.md), by site and kind.
