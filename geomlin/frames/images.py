@@ -31,8 +31,8 @@ from torch import Tensor, nn
 
 from geomlin.deprecation import renamed_keyword
 from geomlin.frames.canonicalization import Canonicalizer
-from geomlin.reps.types import Images, RegularFeatures, act_on_grid
 from geomlin.groups.rotations import working_dtype
+from geomlin.reps.types import Images, RegularFeatures, act_on_grid
 from geomlin.validation import check_condition, check_float, check_positive_int, check_tensor
 
 #: Side of the square example images of :meth:`ImageCanonicalizer.example_inputs` and the group convolutions.

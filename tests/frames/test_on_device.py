@@ -71,7 +71,7 @@ CASES = [("E3", "ignore", "all", 1e-3), ("SE3", "ignore", "all", 1e-3), ("O3", "
 def test_pca_frames_on_the_device(group, policy, signs, gap_tol):
     d = 4 if "4" in group else (2 if "2" in group else 3)
     pos, mask = _clouds(d)
-    kwargs = dict(group=group, on_degenerate=policy, signs=signs, gap_tol=gap_tol)
+    kwargs = {"group": group, "on_degenerate": policy, "signs": signs, "gap_tol": gap_tol}
     cpu, cpu_grad = _frames_and_grad(pos, mask, **kwargs)
     dpos, dmask = sim.to_sim((pos, mask))
     with sim.watch() as log:

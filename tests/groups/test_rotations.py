@@ -18,8 +18,8 @@ from geomlin.groups import (
     special_procrustes,
 )
 from geomlin.groups.rotations import symmetric_eigh
-from tests.device import simulated as sim  # registers the stand-in before any backward pass starts autograd
 from geomlin.testing import assert_equivariant, equivariance_error
+from tests.device import simulated as sim  # registers the stand-in before any backward pass starts autograd
 from tests.oracles import require
 
 EYE = torch.eye(3, dtype=torch.float64)

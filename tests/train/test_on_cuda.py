@@ -14,7 +14,7 @@ import torch
 from geomlin.train import loop
 from geomlin.train.tasks import get_task
 from geomlin.train.tasks.base import num_examples, take
-from tests.train.test_on_device import BATCH, KNOWN_BF16_FAILURES, KNOWN_MODEL_EVENTS, _cases, _config, _data
+from tests.train.test_on_device import BATCH, _cases, _config, _data
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 
@@ -25,17 +25,7 @@ LOSS_RTOL = 1e-4
 
 
 def _cuda_cases() -> list:
-    out = []
-    for param in _cases():
-        task_name, dataset, name, precision = param.values
-        case = param.id.removesuffix("-bf16")
-        marks = []
-        if case in KNOWN_MODEL_EVENTS:
-            marks.append(pytest.mark.xfail(strict=False, reason="the model syncs (tests/train/test_on_device.py)"))
-        if precision == "bf16" and case in KNOWN_BF16_FAILURES:
-            marks.append(pytest.mark.xfail(strict=False, reason=KNOWN_BF16_FAILURES[case][0]))
-        out.append(pytest.param(task_name, dataset, name, precision, id=param.id, marks=marks))
-    return out
+    return [pytest.param(*param.values, id=param.id) for param in _cases()]
 
 
 def _build(task, name, cfg, data, device):
