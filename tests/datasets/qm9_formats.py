@@ -23,6 +23,9 @@ from pathlib import Path
 
 import numpy as np
 
+from geomlin.datasets.elements import ATOMIC_NUMBERS
+from geomlin.datasets.qm9 import ATOM_REFERENCE_HARTREE, MOLECULENET_HARTREE_TO_KCALMOL
+
 #: The 15 properties of an XYZ file's line 2 and the MoleculeNet CSV column of each.
 XYZ_PROPERTIES = ("A", "B", "C", "mu", "alpha", "homo", "lumo", "gap", "r2", "zpve", "u0", "u298", "h298", "g298",
                   "cv")
@@ -125,17 +128,18 @@ def write_xyz_folder(folder: Path, molecules: list[Molecule]) -> None:
         (folder / xyz_name(m)).write_text(xyz_text(m))
 
 
-def write_xyz_archive(path: Path, molecules: list[Molecule], shuffle: int | None = None) -> None:
+def write_xyz_archive(path: Path, molecules: list[Molecule], shuffle: int | None = None,
+                      compression: str = "bz2") -> None:
     """``dsgdb9nsd.xyz.tar.bz2``: the XYZ files as members (in a seeded random order if ``shuffle``).
 
     Members carry fixed metadata (mtime 0, root owner) so the archive's bytes depend on the
-    molecules alone.
+    molecules alone. ``compression=""`` writes a plain tar.
     """
     order = list(molecules)
     if shuffle is not None:
         random.Random(shuffle).shuffle(order)
     path.parent.mkdir(parents=True, exist_ok=True)
-    with tarfile.open(path, "w:bz2", format=tarfile.GNU_FORMAT) as tar:
+    with tarfile.open(path, f"w:{compression}", format=tarfile.GNU_FORMAT) as tar:
         for m in order:
             data = xyz_text(m).encode()
             info = tarfile.TarInfo(xyz_name(m))
@@ -181,6 +185,49 @@ def write_uncharacterized(path: Path, indices: list[int]) -> None:
     lines.append(rule)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("\n".join(lines) + "\n")
+
+
+def read_qm9pack_text(paths: list[Path], limit: int | None = None, moleculenet: bool = False) -> list[Molecule]:
+    """Molecules of qm9pack's tables with Python's csv module (not geomlin's reader), as text.
+
+    With ``moleculenet=True`` also ``atomization``, MoleculeNet's ``(E - sum of atom references) *
+    627.509`` in kcal/mol, and ``bonds`` from :func:`distance_bonds`, so the molecules can be
+    written as MoleculeNet's SDF + CSV (for timing PyG's processing; the bonds are not QM9's own).
+    """
+    csv.field_size_limit(1 << 30)
+    out = []
+    for path in paths:
+        with open(path, newline="") as f:
+            for row in csv.DictReader(f):
+                symbols = [s.strip("'") for s in row["Elements"].strip("[]").split(",")]
+                coords = [tuple(c.split(",")) for c in row["XYZ_Ang"][2:-2].split("],[")]
+                props = [row[c] for c in list(row)[10:]]
+                atomization, bonds = [], []
+                if moleculenet:
+                    z = [ATOMIC_NUMBERS[s] for s in symbols]
+                    atomization = [repr((float(e) - sum(ATOM_REFERENCE_HARTREE[k][a] for a in z))
+                                        * MOLECULENET_HARTREE_TO_KCALMOL)
+                                   for e, k in zip(props[10:14], ("U0", "U", "H", "G"))]
+                    bonds = distance_bonds(z, np.array([[float(v) for v in c] for c in coords]))
+                out.append(Molecule(int(row["Index"]), symbols, coords, props, atomization,
+                                    bonds, row["Mulliken_pop"].strip("[]").split(","),
+                                    row["Harmonic_Freq_cmi"].strip("[]").split(","), row["SMILES"], row["InChi"]))
+                if limit is not None and len(out) >= limit:
+                    return out
+    return out
+
+
+#: Covalent radii (Angstrom) of H, C, N, O, F and the tolerance of :func:`distance_bonds`.
+COVALENT_RADIUS = {1: 0.31, 6: 0.76, 7: 0.71, 8: 0.66, 9: 0.57}
+BOND_TOLERANCE = 1.15
+
+
+def distance_bonds(z: list[int], pos: np.ndarray) -> list[tuple[int, int, int]]:
+    """Single bonds ``(i, j, 1)`` (1-based) between atoms closer than 1.15 x their summed covalent radii."""
+    r = np.array([COVALENT_RADIUS[a] for a in z])
+    d = np.linalg.norm(pos[:, None] - pos[None], axis=-1)
+    i, j = np.nonzero(np.triu(d < BOND_TOLERANCE * (r[:, None] + r[None]), k=1))
+    return [(int(a) + 1, int(b) + 1, 1) for a, b in zip(i, j)]
 
 
 def with_qm9pack_extras(molecules: list[Molecule], data_folder: Path) -> list[Molecule]:

@@ -50,10 +50,26 @@ def test_folder_equals_archive_and_ignores_other_files(tmp_path, molecules):
 
 def test_archive_is_streamed_not_unpacked(tmp_path, molecules, monkeypatch):
     write_xyz_archive(tmp_path / "a.tar.bz2", molecules)
-    monkeypatch.setattr(tarfile.TarFile, "extractall", None)   # any unpacking would fail
-    monkeypatch.setattr(tarfile.TarFile, "extract", None)
+    monkeypatch.setattr(tarfile, "TarFile", None)              # no extraction machinery
+    monkeypatch.setattr(bz2, "decompress", None)               # no whole-archive decompression
     assert len(read_qm9_xyz(tmp_path / "a.tar.bz2")) == 21
-    assert not [p for p in tmp_path.iterdir() if p.suffix == ".xyz"]
+    assert [p.name for p in tmp_path.iterdir()] == ["a.tar.bz2"]
+
+
+@pytest.mark.parametrize("fmt", [tarfile.GNU_FORMAT, tarfile.PAX_FORMAT, tarfile.USTAR_FORMAT])
+@pytest.mark.parametrize("mode", ["w:bz2", "w:gz", "w:xz", "w"])
+def test_tar_layouts_and_compressions(tmp_path, molecules, fmt, mode):
+    folder = "q" * (40 if fmt == tarfile.USTAR_FORMAT else 120)     # GNU long names, pax path records
+    path = tmp_path / "dsgdb9nsd.xyz.tar"
+    with tarfile.open(path, mode, format=fmt) as tar:
+        tar.addfile(tarfile.TarInfo(folder))                         # a zero-size entry before the members
+        for m in molecules[:4]:
+            data = xyz_text(m).encode()
+            info = tarfile.TarInfo(f"{folder}/dsgdb9nsd_{m.index:06d}.xyz")
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    rec = read_qm9_xyz(path)
+    assert rec.index.tolist() == [1, 2, 3, 4] and rec.files[0] == f"{path}/{folder}/dsgdb9nsd_000001.xyz"
 
 
 def _one(text, name="dsgdb9nsd_000001.xyz"):
