@@ -83,8 +83,8 @@ def write_moleculenet(folder: Path, molecules: list[Molecule]) -> None:
     folder.mkdir(parents=True, exist_ok=True)
     sdf = []
     for m in molecules:
-        sdf += [f"gdb_{m.index}", "  -OEChem-03231823243D", "", f"{len(m.symbols):3d}{len(m.bonds):3d}  0     0  0  0  0"
-                "  0  0999 V2000"]
+        counts = f"{len(m.symbols):3d}{len(m.bonds):3d}  0     0  0  0  0  0  0999 V2000"
+        sdf += [f"gdb_{m.index}", "  -OEChem-03231823243D", "", counts]
         for sym, (x, y, z) in zip(m.symbols, m.coords):
             sdf.append(f"{float(x):10.4f}{float(y):10.4f}{float(z):10.4f} {sym:<3} 0  0  0  0  0  0  0  0  0  0  0  0")
         sdf += [f"{i:3d}{j:3d}{t:3d}  0  0  0  0" for i, j, t in m.bonds]

@@ -13,8 +13,14 @@ import torch
 
 from geomlin.datasets import QM9
 from geomlin.datasets.io.qm9pack import find_parts, installed_data_folder
-from geomlin.datasets.qm9 import (ATOMIZATION_COLUMNS, NUM_MOLECULES, NUM_UNCHARACTERIZED, QM9_TARGETS, QM9Files,
-                                  process_qm9)
+from geomlin.datasets.qm9 import (
+    ATOMIZATION_COLUMNS,
+    NUM_MOLECULES,
+    NUM_UNCHARACTERIZED,
+    QM9_TARGETS,
+    QM9Files,
+    process_qm9,
+)
 from tests.datasets.conftest import QM9_DIR
 from tests.datasets.qm9_formats import read_qm9pack_text, write_xyz_archive
 from tests.oracles import in_ci

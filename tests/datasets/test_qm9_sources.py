@@ -15,11 +15,25 @@ import torch
 
 from geomlin.datasets import QM9
 from geomlin.datasets.cache import CacheWriteError, save_cache
-from geomlin.datasets.qm9 import ATOMIZATION_COLUMNS, QM9_TARGETS, find_qm9_files, process_qm9, read_uncharacterized
+from geomlin.datasets.qm9 import (
+    ATOMIZATION_COLUMNS,
+    QM9_TARGETS,
+    find_qm9_files,
+    process_qm9,
+    read_uncharacterized,
+)
 from geomlin.validation import FileFormatError
 from tests.datasets.conftest import QM9_DIR
-from tests.datasets.qm9_formats import (XYZ_PROPERTIES, read_moleculenet_text, write_moleculenet, write_qm9pack,
-                                        write_uncharacterized, write_xyz_archive, write_xyz_folder, xyz_name)
+from tests.datasets.qm9_formats import (
+    XYZ_PROPERTIES,
+    read_moleculenet_text,
+    write_moleculenet,
+    write_qm9pack,
+    write_uncharacterized,
+    write_xyz_archive,
+    write_xyz_folder,
+    xyz_name,
+)
 
 #: Molecules of the bundled sample treated as uncharacterized in the conversion test.
 EXCLUDED = (2, 7, 13)
@@ -70,7 +84,7 @@ def test_conversion_between_the_three_formats(tmp_path, molecules):
     ref = sets["moleculenet"]
     assert len(ref) == 18 and [d.name for d in ref] == [f"gdb_{m.index}" for m in kept]
     assert [int(d.idx) for d in ref] == [m.index - 1 for m in kept]
-    for key, ds in sets.items():
+    for ds in sets.values():
         assert_same(ref, ds)
     # the oracle's numbers: positions as written, every target from its text
     for d, m in zip(ref, kept):
