@@ -198,12 +198,22 @@ class QM9Files:
 
 
 def find_qm9_files(root: str | os.PathLike, source: str = "auto") -> QM9Files | None:
-    """The raw files of ``source`` in ``<root>/raw`` or ``<root>``; None when there are none.
+    """The raw files of a QM9 source in ``<root>/raw`` or ``<root>``.
 
-    ``"moleculenet"``: ``gdb9.sdf`` and ``gdb9.sdf.csv``. ``"xyz"``: ``dsgdb9nsd_*.xyz`` files, or
-    else the archive ``dsgdb9nsd.xyz.tar.bz2``. ``"qm9pack"``: ``qm9_part1.csv``, ``qm9_part2.csv``,
-    ... or else the tables of the installed qm9pack package. ``"auto"``: the first of these
-    three found in the root (an installed qm9pack only when asked for by name).
+    Parameters
+    ----------
+    root : str or os.PathLike
+        The dataset folder.
+    source : str
+        ``"moleculenet"``: ``gdb9.sdf`` and ``gdb9.sdf.csv``. ``"xyz"``: ``dsgdb9nsd_*.xyz``
+        files, or else the archive ``dsgdb9nsd.xyz.tar.bz2``. ``"qm9pack"``: ``qm9_part1.csv``,
+        ``qm9_part2.csv``, ... or else the tables of the installed qm9pack package. ``"auto"``:
+        the first of the three found in the root (an installed qm9pack only when named).
+
+    Returns
+    -------
+    QM9Files or None
+        None when the root has none of them.
     """
     if source not in ("auto", *SOURCES):
         raise ValueError(f"source must be 'auto' or one of {', '.join(map(repr, SOURCES))}, got {source!r}")
@@ -256,18 +266,30 @@ def _check_elements(z: np.ndarray, where) -> None:
         raise FileFormatError(path, f"element Z={int(z[first])} is not one of QM9's H, C, N, O, F", line=line)
 
 
-def _qm9_fields(z: np.ndarray, dtype: torch.dtype) -> Tensor:
-    """One-hot ``x (N, 5)`` of H, C, N, O, F."""
+def _one_hot_elements(z: np.ndarray, dtype: torch.dtype) -> Tensor:
+    """``x (N, 5)`` of ``dtype``: the one-hot of H, C, N, O, F for atomic numbers ``z (N,)``."""
     elem_idx = np.searchsorted(QM9_ELEMENTS, z)
     return torch.nn.functional.one_hot(torch.from_numpy(elem_idx), len(QM9_ELEMENTS)).to(dtype)
 
 
 def process_moleculenet(sdf_path: str, csv_path: str, skip_ids: set[int] = frozenset(), dtype=torch.float32
                         ) -> tuple[Data, dict[str, Tensor]]:
-    """Parse and pair MoleculeNet's SDF and CSV into collated InMemoryDataset storage ``(data, slices)``.
+    """Parse and pair MoleculeNet's SDF and CSV into collated InMemoryDataset storage.
 
-    Records are paired with CSV rows by position and their names (``gdb_<index>``) must agree;
-    molecules whose index is in ``skip_ids`` are dropped. ``idx`` is the index minus one.
+    Parameters
+    ----------
+    sdf_path, csv_path : str
+        ``gdb9.sdf`` and ``gdb9.sdf.csv``. Records pair with CSV rows by position; their names
+        (``gdb_<index>``) must agree.
+    skip_ids : set of int
+        1-based indices to leave out (``uncharacterized.txt``).
+    dtype : torch.dtype
+        Of ``pos``, ``x``, ``edge_attr`` and ``y``.
+
+    Returns
+    -------
+    (Data, dict of str to Tensor)
+        ``(data, slices)`` with the fields of :class:`QM9`; ``idx`` is the index minus one.
     """
     rec = read_sdf(sdf_path, parse_properties=False)
     ids, table = read_qm9_csv(csv_path)
@@ -295,7 +317,7 @@ def process_moleculenet(sdf_path: str, csv_path: str, skip_ids: set[int] = froze
     _check_elements(rec.z, atom_line)
     keep = ~np.isin(index, np.fromiter(skip_ids, dtype=np.int64, count=len(skip_ids)))
     data, slices = collate_molecules(rec, keep, dtype, where=sdf_path)
-    data.x = _qm9_fields(data.z.numpy(), dtype)
+    data.x = _one_hot_elements(data.z.numpy(), dtype)
     data.y = torch.from_numpy(table[keep]).to(dtype)
     data.idx = torch.from_numpy(index[keep] - 1)
     slices["x"], slices["y"] = slices["z"], slices["idx"]
@@ -303,11 +325,21 @@ def process_moleculenet(sdf_path: str, csv_path: str, skip_ids: set[int] = froze
 
 
 def gdb9_targets(rec: dsgdb9nsd.GDB9Records) -> np.ndarray:
-    """The ``(M, 19)`` float64 targets (PyG order and units, :data:`QM9_TARGETS`) of XYZ / qm9pack records.
+    """The targets of XYZ or qm9pack records, in PyG order and units (:data:`QM9_TARGETS`).
 
     The 15 properties are converted like MoleculeNet's CSV columns; the four ``*_atom`` targets,
     which these sources do not carry, are computed as MoleculeNet's are: ``(E - sum of
     ATOM_REFERENCE_HARTREE) * MOLECULENET_HARTREE_TO_KCALMOL`` in kcal/mol, then converted to eV.
+
+    Parameters
+    ----------
+    rec : GDB9Records
+        ``M`` molecules.
+
+    Returns
+    -------
+    numpy.ndarray
+        ``(M, 19)`` float64.
     """
     column = {name: rec.properties[:, k] for k, name in enumerate(dsgdb9nsd.PROPERTY_NAMES)}
     molecule = np.repeat(np.arange(len(rec)), rec.num_atoms)
@@ -327,11 +359,23 @@ def gdb9_targets(rec: dsgdb9nsd.GDB9Records) -> np.ndarray:
 
 def process_gdb9(rec: dsgdb9nsd.GDB9Records, skip_ids: set[int] = frozenset(), dtype=torch.float32
                  ) -> tuple[Data, dict[str, Tensor]]:
-    """Collated InMemoryDataset storage ``(data, slices)`` of XYZ or qm9pack records.
+    """Collated InMemoryDataset storage of XYZ or qm9pack records.
 
-    Molecules are sorted by index (a folder or an archive may list them in any order); two
-    molecules with one index raise ValueError naming both files; molecules whose index is in
-    ``skip_ids`` are dropped. No bonds: these sources have no bond block.
+    Parameters
+    ----------
+    rec : GDB9Records
+        As read; sorted here by index (a folder or an archive may list them in any order). Two
+        molecules with one index raise ValueError naming both files.
+    skip_ids : set of int
+        1-based indices to leave out.
+    dtype : torch.dtype
+        Of ``pos``, ``x`` and ``y``.
+
+    Returns
+    -------
+    (Data, dict of str to Tensor)
+        ``(data, slices)`` with the fields of :class:`QM9` except the bonds, which these sources
+        do not have.
     """
     order = np.argsort(rec.index, kind="stable")
     dup = np.flatnonzero(np.diff(rec.index[order]) == 0)
@@ -346,7 +390,7 @@ def process_gdb9(rec: dsgdb9nsd.GDB9Records, skip_ids: set[int] = frozenset(), d
     m = len(rec)
     node_sl = torch.from_numpy(rec.atom_offsets)
     graph_sl = torch.arange(m + 1)
-    data = Data(z=torch.from_numpy(rec.z), pos=torch.from_numpy(rec.pos).to(dtype), x=_qm9_fields(rec.z, dtype),
+    data = Data(z=torch.from_numpy(rec.z), pos=torch.from_numpy(rec.pos).to(dtype), x=_one_hot_elements(rec.z, dtype),
                 y=torch.from_numpy(y).to(dtype), name=[f"gdb_{i}" for i in rec.index.tolist()],
                 idx=torch.from_numpy(rec.index - 1))
     slices = {"z": node_sl, "pos": node_sl, "x": node_sl, "y": graph_sl, "name": graph_sl, "idx": graph_sl}
@@ -355,7 +399,10 @@ def process_gdb9(rec: dsgdb9nsd.GDB9Records, skip_ids: set[int] = frozenset(), d
 
 def process_qm9(files: QM9Files, skip_ids: set[int] = frozenset(), dtype=torch.float32
                 ) -> tuple[Data, dict[str, Tensor]]:
-    """Collated storage ``(data, slices)`` of the QM9 source ``files`` (:func:`find_qm9_files`)."""
+    """Collated storage ``(data, slices)`` of the QM9 source ``files`` (:func:`find_qm9_files`).
+
+    See :func:`process_moleculenet` and :func:`process_gdb9` for ``skip_ids`` and ``dtype``.
+    """
     if files.source == "moleculenet":
         return process_moleculenet(*files.paths, skip_ids=skip_ids, dtype=dtype)
     if files.source == "xyz":

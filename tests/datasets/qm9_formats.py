@@ -258,17 +258,41 @@ def with_qm9pack_extras(molecules: list[Molecule], data_folder: Path) -> list[Mo
     return out
 
 
-def make_bundled_samples(sample: Path) -> None:
-    """Rewrite ``sample/xyz/dsgdb9nsd.xyz.tar.bz2`` and ``sample/qm9pack/qm9_part1.csv`` from the SDF + CSV."""
+def require_qm9pack() -> Path:
+    """The installed qm9pack's data folder; skip the test without it (fail under ``CI=true``: ``dev`` has it).
+
+    Not :func:`tests.oracles.require`: importing qm9pack needs setuptools' ``pkg_resources``,
+    which geomlin does not (it reads the package's files without importing it).
+    """
+    import pytest
+
+    from geomlin.datasets.io.qm9pack import installed_data_folder
+    from tests.oracles import in_ci
+
+    folder = installed_data_folder()
+    if folder is None:
+        message = "qm9pack is missing (pip install -e '.[dev]' or pip install qm9pack)"
+        if in_ci():
+            pytest.fail(message, pytrace=False)
+        pytest.skip(message)
+    return folder
+
+
+def make_bundled_samples(sample: Path, out: Path | None = None) -> None:
+    """Write ``out/xyz/dsgdb9nsd.xyz.tar.bz2`` and ``out/qm9pack/qm9_part1.csv`` from the sample's SDF + CSV.
+
+    ``out`` defaults to ``sample`` (rewriting the bundled files).
+    """
     from geomlin.datasets.io.qm9pack import installed_data_folder
 
     data = installed_data_folder()
     if data is None:
         raise SystemExit("qm9pack is not installed (pip install qm9pack): its charges, frequencies, SMILES and "
                          "InChI fill the samples")
+    out = sample if out is None else out
     molecules = with_qm9pack_extras(read_moleculenet_text(sample), data)
-    write_xyz_archive(sample / "xyz" / "dsgdb9nsd.xyz.tar.bz2", molecules)
-    write_qm9pack(sample / "qm9pack", molecules)
+    write_xyz_archive(out / "xyz" / "dsgdb9nsd.xyz.tar.bz2", molecules)
+    write_qm9pack(out / "qm9pack", molecules)
 
 
 if __name__ == "__main__":

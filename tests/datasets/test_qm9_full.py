@@ -22,8 +22,7 @@ from geomlin.datasets.qm9 import (
     process_qm9,
 )
 from tests.datasets.conftest import QM9_DIR
-from tests.datasets.qm9_formats import read_qm9pack_text, write_xyz_archive
-from tests.oracles import in_ci
+from tests.datasets.qm9_formats import read_qm9pack_text, require_qm9pack, write_xyz_archive
 
 pytestmark = pytest.mark.slow
 
@@ -34,17 +33,9 @@ NUM_ATOMS = 2_359_210
 MAX_ATOMS = 29
 
 
-def _require_qm9pack():
-    if installed_data_folder() is None:
-        message = "qm9pack is missing (pip install -e '.[dev]' or pip install qm9pack)"
-        if in_ci():
-            pytest.fail(message, pytrace=False)
-        pytest.skip(message)
-
-
 @pytest.fixture(scope="module")
 def full(tmp_path_factory):
-    _require_qm9pack()
+    require_qm9pack()
     return QM9(tmp_path_factory.mktemp("qm9pack"), source="qm9pack")
 
 

@@ -26,7 +26,9 @@ from geomlin.validation import FileFormatError
 from tests.datasets.conftest import QM9_DIR
 from tests.datasets.qm9_formats import (
     XYZ_PROPERTIES,
+    make_bundled_samples,
     read_moleculenet_text,
+    require_qm9pack,
     write_moleculenet,
     write_qm9pack,
     write_uncharacterized,
@@ -75,6 +77,14 @@ def test_bundled_samples_are_one_dataset():
     assert_same(sdf, xyz)
     assert_same(sdf, pack)
     assert sdf[0].edge_index.shape == (2, 8) and "edge_index" not in xyz[0] and "edge_index" not in pack[0]
+
+
+def test_bundled_samples_are_reproducible(tmp_path):
+    """``python -m tests.datasets.qm9_formats`` rewrites the bundled XYZ and qm9pack samples byte for byte."""
+    require_qm9pack()
+    make_bundled_samples(QM9_DIR, tmp_path)
+    for name in ("xyz/dsgdb9nsd.xyz.tar.bz2", "qm9pack/qm9_part1.csv"):
+        assert (tmp_path / name).read_bytes() == (QM9_DIR / name).read_bytes(), name
 
 
 def test_conversion_between_the_three_formats(tmp_path, molecules):

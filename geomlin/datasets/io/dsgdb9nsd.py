@@ -3,18 +3,15 @@
 Ramakrishnan et al. 2014 (Scientific Data 1, 140022; figshare collection 978904) publish QM9 as
 ``dsgdb9nsd.xyz.tar.bz2``, 133,885 small text files. Each file (the paper's Tables 2 and 3) is
 
-=========  ====================================================================================
-line       content
-=========  ====================================================================================
-1          the number of atoms ``n``
-2          ``gdb <index>`` and 15 properties: ``A B C`` (GHz), ``mu`` (D), ``alpha`` (a0^3),
-           ``homo lumo gap`` (Hartree), ``r2`` (a0^2), ``zpve U0 U H G`` (Hartree), ``Cv``
-           (cal/(mol K)) -- :data:`PROPERTY_NAMES`
-3 .. n+2   ``element x y z q``: symbol, position (Angstrom), Mulliken charge (e)
-n+3        harmonic vibrational frequencies (cm^-1)
-n+4        SMILES of the GDB-17 graph and of the relaxed B3LYP geometry
-n+5        InChI, likewise
-=========  ====================================================================================
+* line 1: the number of atoms ``n``;
+* line 2: ``gdb <index>`` and 15 properties (:data:`PROPERTY_NAMES`): ``A B C`` (GHz), ``mu``
+  (D), ``alpha`` (a0^3), ``homo lumo gap`` (Hartree), ``r2`` (a0^2), ``zpve U0 U H G``
+  (Hartree), ``Cv`` (cal/(mol K));
+* lines 3 .. n+2: ``element x y z q``, the symbol, the position (Angstrom) and the Mulliken
+  charge (e);
+* line n+3: the harmonic vibrational frequencies (cm^-1);
+* line n+4: the SMILES of the GDB-17 graph and of the relaxed B3LYP geometry;
+* line n+5: the InChI, likewise.
 
 Some numbers are written in Mathematica's exponent notation, ``1.2345*^-6`` for ``1.2345e-6``
 (:data:`MATHEMATICA_EXPONENT`). The reader takes a folder of such files or a tar archive of
@@ -55,6 +52,10 @@ GDB_TAG = b"gdb"
 EXTRA_LINES = 5
 #: Columns of an atom line: symbol, x, y, z, Mulliken charge.
 ATOM_COLUMNS = 5
+#: Leading bytes of the compressed formats an archive may use, and the module that opens each.
+COMPRESSION_MAGIC = ((b"BZh", "bz2"), (b"\x1f\x8b", "gzip"), (b"\xfd7zXZ\x00", "lzma"))
+#: Size of a tar header and the unit member data is padded to.
+TAR_BLOCK = 512
 #: Sources with more files than this show a progress bar by default.
 PROGRESS_FILES = 4096
 _ATOM_DTYPE = np.dtype([("symbol", "S3"), ("x", "f8"), ("y", "f8"), ("z", "f8"), ("charge", "f8")])
@@ -179,11 +180,6 @@ def iter_xyz_files(source: str | os.PathLike, progress: bool | None = None) -> I
     finally:
         if bar is not None:
             bar.close()
-
-
-#: Leading bytes of the compressed formats an archive may use, and the module that opens each.
-COMPRESSION_MAGIC = ((b"BZh", "bz2"), (b"\x1f\x8b", "gzip"), (b"\xfd7zXZ\x00", "lzma"))
-TAR_BLOCK = 512
 
 
 def _open_compressed(path: str):

@@ -17,7 +17,7 @@ in the tables: their ``Index`` values are simply missing.
 
 The package is located without importing it (:func:`installed_data_folder`), and the files are
 parsed with a split of each line at the quote character and vectorised :func:`numpy.loadtxt`
-calls rather than a general CSV parser (three times faster), so the rows must keep the quoting
+calls rather than a general CSV parser, so the rows must keep the quoting
 above (as qm9pack ships them).
 Every error is a :class:`~geomlin.validation.FileFormatError` naming the file and line.
 """
