@@ -15,11 +15,10 @@ of its ``dsgdb9nsd_NNNNNN.xyz`` file (:mod:`geomlin.datasets.io.dsgdb9nsd`), tex
 the same order and units. The 3,054 molecules of the original ``uncharacterized.txt`` are not
 in the tables: their ``Index`` values are simply missing.
 
-The package is located without importing it (:func:`installed_data_folder`), and the files are
-parsed with a split of each line at the quote character and vectorised :func:`numpy.loadtxt`
-calls rather than a general CSV parser, so the rows must keep the quoting
-above (as qm9pack ships them).
-Every error is a :class:`~geomlin.validation.FileFormatError` naming the file and line.
+The package is located without importing it (:func:`installed_data_folder`; qm9pack's own
+``get_data`` needs pandas and setuptools' ``pkg_resources``), and the files are parsed with a
+split of each line at the quote character and vectorised :func:`numpy.loadtxt` calls rather than
+a general CSV parser, so the rows must keep the quoting above (as qm9pack ships them). Every error is a :class:`~geomlin.validation.FileFormatError` naming the file and line.
 """
 
 from __future__ import annotations
