@@ -155,7 +155,7 @@ def main() -> None:
             peer = (f"{seconds['pyg']:.2f}", ratio(seconds["pyg"], seconds[key]), mib(peaks["pyg"]))
         else:
             peer = (f"RDKit {MISSING}", "–", "–")
-        table.add(label, f"{n:,}", f"{sizes[key] / 1e6:.1f}", f"{seconds[key]:.2f}", peer[0], peer[1],
+        table.add(label, f"{n:,}", f"{sizes[key] / 1e6:.2f}", f"{seconds[key]:.2f}", peer[0], peer[1],
                   mib(peaks[key]), peer[2])
     table.print()
     print(f"Molecules: {origin}. Every run processes from scratch and writes its cache (PyG its processed file), "
