@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import socket
 import time
 import uuid
@@ -87,6 +88,22 @@ def file_digest(path: str | os.PathLike) -> str:
     return h.hexdigest()
 
 
+def file_stats(folder: str | os.PathLike, pattern: re.Pattern | None = None) -> list[tuple[str, int, int]]:
+    """``(name, size, mtime_ns)`` of the files in ``folder`` (those whose name fully matches ``pattern``).
+
+    Sorted by name. For folders of many small raw files, where hashing every file's bytes on
+    each load would cost about as much as processing them; pass the list to :func:`fingerprint`
+    as an option.
+    """
+    out = []
+    with os.scandir(folder) as entries:
+        for e in entries:
+            if (pattern is None or pattern.fullmatch(e.name)) and e.is_file():
+                st = e.stat()
+                out.append((e.name, st.st_size, st.st_mtime_ns))
+    return sorted(out)
+
+
 def fingerprint(files: Iterable[str | os.PathLike], *options: Any) -> str:
     """Fingerprint of raw ``files`` (names and contents) and ``options`` (their ``repr``).
 
@@ -128,16 +145,35 @@ def load_cache(path: str | os.PathLike, expected: str) -> Any | None:
     return None
 
 
+class CacheWriteError(OSError):
+    """A processed cache that cannot be written (read-only folder, full disk); one line naming the folder."""
+
+    def __str__(self) -> str:
+        return str(self.strerror)
+
+
 def save_cache(path: str | os.PathLike, fingerprint_: str, payload: Any) -> None:
-    """Write ``payload`` with its fingerprint to ``path`` atomically (temporary file, then rename)."""
+    """Write ``payload`` with its fingerprint to ``path`` atomically (temporary file, then rename).
+
+    The temporary file lies in the cache's own folder, so the rename never crosses file systems.
+    Raises :class:`CacheWriteError` (an OSError with the original ``errno``) naming the folder
+    when it cannot be created or written; no temporary file is left behind.
+    """
     path = os.fspath(path)
     folder = os.path.dirname(path) or "."
-    os.makedirs(folder, exist_ok=True)
-    remove_stale_temporaries(path)
     tmp = os.path.join(folder, f".{os.path.basename(path)}.{_host()}.{os.getpid()}.{uuid.uuid4().hex}{_TMP_SUFFIX}")
     try:
+        os.makedirs(folder, exist_ok=True)
+        remove_stale_temporaries(path)
         torch.save({"fingerprint": fingerprint_, "payload": payload}, tmp)
         os.replace(tmp, path)
+    except OSError as err:
+        reason = err.strerror or str(err) or type(err).__name__
+        raise CacheWriteError(err.errno, f"cannot write the processed cache in folder {folder!r} ({reason}); make "
+                              "it writable or free space, or load without a cache (cache=False; SDFDataset: no cache_dir)") from err
     finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
+        try:
+            if os.path.exists(tmp):
+                os.remove(tmp)
+        except OSError:
+            pass

@@ -136,7 +136,7 @@ def test_truncated_sdf_error_leaves_no_cache(qm9_root):
 
 
 def test_missing_files_message(tmp_path):
-    with pytest.raises(FileNotFoundError, match=r"gdb9\.sdf, gdb9\.sdf\.csv.*qm9\.zip"):
+    with pytest.raises(FileNotFoundError, match=r"gdb9\.sdf \+ gdb9\.sdf\.csv.*dsgdb9nsd.*qm9_part1\.csv.*qm9\.zip"):
         QM9(tmp_path)
 
 

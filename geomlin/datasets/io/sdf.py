@@ -46,6 +46,7 @@ class SDFRecords:
     bonds: ``(B, 3)`` int64 rows ``(i, j, type)`` with record-local 0-based atom indices and
         the V2000 bond type (1 single, 2 double, 3 triple, 4 aromatic).
     properties: per record, the ``> <tag>`` data items as ``{tag: value string}``.
+    atom_lines: ``(M,)`` int64 1-based line of each record's first atom line, for messages.
     """
 
     names: list[str]
@@ -55,6 +56,7 @@ class SDFRecords:
     z: np.ndarray
     bonds: np.ndarray
     properties: list[dict[str, str]] = field(default_factory=list)
+    atom_lines: np.ndarray | None = None
 
     def __len__(self) -> int:
         return len(self.names)
@@ -250,4 +252,5 @@ def parse_sdf_lines(lines: list[str], path: str = "<sdf>", parse_properties: boo
             r = int(bond_rec[k])
             raise _record_error(path, r, names[r], atom_starts[r] + int(num_atoms[r]) + k - int(num_bonds[:r].sum()),
                                 f"bond refers to atom outside 1..{int(num_atoms[r])}: {bond_lines[k]!r}")
-    return SDFRecords(names, num_atoms, num_bonds, pos, z, bonds, props)
+    return SDFRecords(names, num_atoms, num_bonds, pos, z, bonds, props,
+                      np.asarray(atom_starts, dtype=np.int64) + 1)
