@@ -16,6 +16,7 @@ FORBIDDEN = {
     "DeprecationWarning": re.compile(r"\bDeprecationWarning\b"),
     "**deprecated catch-all": re.compile(r"\*\*\w*deprecated"),
     "moved-name table": re.compile(r"^_MOVED\w*\s*="),
+    "a deprecated name": re.compile(r"[Dd]eprecated (name|spelling|alias)"),
     "geomlin.deprecation": re.compile(r"geomlin\.deprecation|from geomlin import deprecation"),
 }
 

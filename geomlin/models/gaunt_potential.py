@@ -30,6 +30,9 @@ from geomlin.validation import check_nonnegative_int, check_positive_float, chec
 #: Gain on the summed messages: integral-normalised harmonics carry a factor 1/sqrt(4 pi) each, so
 #: Gaunt products of them are ~4 pi too small at initialisation; this restores order-one signals.
 MESSAGE_GAIN = 4 * math.pi
+#: Padded atoms (``mask`` False) are parked this many cutoffs apart, and as far from their molecule's
+#: centroid, so that no edge of theirs is within the cutoff (their messages vanish) or of zero length.
+PAD_SPACING = 4.0
 
 
 class DegreeLinear(nn.Module):
@@ -67,7 +70,11 @@ class GauntPotential(nn.Module):
     cutoff : radius (Angstrom) of the convolutions.
     num_radial : size of the Bessel radial basis.
 
-    Shapes: ``forward(pos (B, N, 3), species (B, N) int64) -> energy (B,)`` in ``pos``'s dtype.
+    Shapes: ``forward(pos (B, N, 3), species (B, N) int64, mask=None) -> energy (B,)`` in ``pos``'s
+    dtype. ``mask (B, N)`` bool marks the real atoms of padded molecules of different sizes: padded
+    atoms are moved out of every real atom's cutoff (:data:`PAD_SPACING`), their energies are left
+    out, and each molecule's messages are normalised by its own atom count, so a padded molecule
+    gets the energy (and forces) it has alone.
     """
 
     def __init__(self, num_species: int = 10, hidden_channels: int = 16, lmax: int = 2, num_blocks: int = 2,
@@ -91,21 +98,22 @@ class GauntPotential(nn.Module):
         self.type_in = (Positions(3, E3()), Labels(num_species))
         self.type_out = Scalars()
 
-    @property
-    def channels(self) -> int:
-        """Deprecated name of :attr:`hidden_channels`."""
-        return self.hidden_channels
-
-    def forward(self, pos: Tensor, species: Tensor) -> Tensor:
+    def forward(self, pos: Tensor, species: Tensor, mask: Tensor | None = None) -> Tensor:
         check_tensor(pos, "pos", ndim=3, shape=(None, None, 3), dtype=(torch.float32, torch.float64))
-        species = check_molecule_inputs(pos, species, self.num_species)
+        species = check_molecule_inputs(pos, species, self.num_species, mask)
         B, N, _ = pos.shape
+        if mask is None:
+            gain = pos.new_full((B * N, 1, 1), MESSAGE_GAIN / math.sqrt(max(N - 1, 1)))
+        else:
+            pos = self._park_padding(pos, mask)
+            atoms = mask.sum(dim=-1, keepdim=True).to(pos.dtype)                # (B, 1), on the device
+            gain = (MESSAGE_GAIN / (atoms - 1).clamp(min=1).sqrt()).expand(B, N).reshape(B * N, 1, 1)
         flat = pos.reshape(B * N, 3)
         edges = dense_edge_index(B, N, device=pos.device)  # all pairs: no host sync
         dim = (self.lmax + 1) ** 2
         x = self.embed(species.reshape(-1)).to(pos.dtype)[:, :, None]          # (BN, C, 1): l = 0 only
         for k, (conv, body, mix) in enumerate(zip(self.convs, self.many_body, self.mix)):
-            m = conv(x, flat, edges) * (MESSAGE_GAIN / math.sqrt(max(N - 1, 1)))
+            m = conv(x, flat, edges) * gain
             update = mix(body(m))
             if k == 0:
                 x = torch.cat([x, x.new_zeros(B * N, self.hidden_channels, dim - 1)], dim=-1)
@@ -113,7 +121,25 @@ class GauntPotential(nn.Module):
             gate = torch.sigmoid(x[..., :1])                                   # invariant gate per channel
             x = torch.cat([nn.functional.silu(x[..., :1]), x[..., 1:] * gate], dim=-1)
         e = self.readout(x[..., 0]).reshape(B, N)
+        if mask is not None:
+            e = e * mask.to(e.dtype)
         return e.sum(dim=-1)
+
+    def _park_padding(self, pos: Tensor, mask: Tensor) -> Tensor:
+        """``pos`` with padded atom ``k`` of a molecule at its centroid + ``(k + 1) PAD_SPACING cutoff`` along x.
+
+        Measured from the centroid of the real atoms, so the placement moves with the molecule
+        (translations stay exact), and no real atom is within reach: the centroid is at most the
+        molecule's radius from each atom, and the first slot is ``PAD_SPACING`` cutoffs away.
+        """
+        weight = mask.to(pos.dtype)[..., None]                                  # (B, N, 1)
+        centroid = (pos * weight).sum(dim=1, keepdim=True) / weight.sum(dim=1, keepdim=True).clamp(min=1)
+        radius = ((pos - centroid).norm(dim=-1) * weight[..., 0]).amax(dim=1)[:, None, None]  # (B, 1, 1)
+        slot = torch.arange(1, pos.shape[1] + 1, device=pos.device, dtype=pos.dtype)[None, :, None]
+        axis = pos.new_zeros(3)
+        axis[0] = 1.0
+        parked = centroid + (radius + slot * PAD_SPACING * self.cutoff) * axis
+        return torch.where(mask[..., None], pos, parked)
 
     def example_inputs(self, generator=None, dtype=torch.float64):
         """Two molecules of 5 atoms spread over ~ the cutoff, random species."""

@@ -58,6 +58,9 @@ class Option:
 COMMON_OPTIONS: tuple[Option, ...] = (
     Option("model", str, None, "comma-separated model names to train (default: the task's list)"),
     Option("epochs", int, 10, "number of training epochs", minimum=1),
+    Option("budget_minutes", float, 0.0, "stop training after this many minutes of training steps, wherever "
+           "the epoch is, then evaluate (0 = no budget; with a budget the cosine schedule runs over the "
+           "budget, and --epochs is an upper bound; one process only)", minimum=0.0),
     Option("batch_size", int, 32, "batch size per process", minimum=1),
     Option("lr", float, 1e-3, "learning rate (AdamW)", minimum=0.0, strict=True),
     Option("weight_decay", float, 0.0, "weight decay (AdamW)", minimum=0.0),
@@ -75,7 +78,7 @@ COMMON_OPTIONS: tuple[Option, ...] = (
 
 #: Options a resumed run may change (everything else must equal the checkpoint's value, since it
 #: shapes the data or the models).
-RESUMABLE = frozenset({"epochs", "lr", "weight_decay", "batch_size", "schedule", "device", "precision", "out",
+RESUMABLE = frozenset({"epochs", "budget_minutes", "lr", "weight_decay", "batch_size", "schedule", "device", "precision", "out",
                        "threads", "progress", "stop_after", "quick"})
 
 

@@ -79,7 +79,12 @@ def model_seed(seed: int, name: str) -> int:
 
 def cosine_lr(base: float, epoch: int, epochs: int) -> float:
     """Learning rate of 1-based ``epoch`` of ``epochs`` on a cosine schedule to 5% of ``base``."""
-    progress = (epoch - 1) / max(1, epochs)
+    return cosine_lr_at(base, (epoch - 1) / max(1, epochs))
+
+
+def cosine_lr_at(base: float, progress: float) -> float:
+    """The cosine schedule to 5% of ``base`` at ``progress`` in ``[0, 1]`` (of the epochs or of a time budget)."""
+    progress = min(max(progress, 0.0), 1.0)
     return base * (0.05 + 0.95 * 0.5 * (1 + math.cos(math.pi * progress)))
 
 
@@ -317,6 +322,11 @@ def _run(task: Task, cfg: dict[str, Any], dist: D.DistInfo, resume_from) -> dict
             raise UserError(f"checkpoint {resume_from} has already trained {int(ckpt['epoch'])} of "
                             f"{cfg['epochs']} epochs; pass a larger --epochs to continue")
 
+    budget_s = 60.0 * cfg.get("budget_minutes", 0.0)
+    if budget_s and dist.world_size > 1:
+        # each rank would stop at its own step and the gradient all-reduce would wait forever
+        raise UserError(f"--budget-minutes runs in one process; this run has {dist.world_size} (use --epochs "
+                        "under torchrun)")
     seed_everything(cfg["seed"])
     data = task.build_data(cfg)
     num_train = _check_data(data.train, "training")
@@ -379,15 +389,20 @@ def _run(task: Task, cfg: dict[str, Any], dist: D.DistInfo, resume_from) -> dict
     on_cpu = dist.device.type == "cpu"  # reading values is free there: check every step, show the loss
     precision = cfg["precision"]
     stop_after = cfg.get("stop_after", 0) or 0
+    cosine = cfg.get("schedule", "cosine") == "cosine"
+    # training time spent against --budget-minutes (host clock around each step, resumed runs included)
+    budget_used = float(ckpt.get("budget_used_s", 0.0)) if ckpt else 0.0
+    steps_done = int(ckpt.get("steps", 0)) if ckpt else 0
+    out_of_budget = False
     first_step = True
     epoch = start_epoch - 1
     for epoch in range(start_epoch, cfg["epochs"] + 1):
+        if budget_s and budget_used >= budget_s:
+            out_of_budget, epoch = True, epoch - 1
+            break
         t0 = time.perf_counter()
-        lr = cosine_lr(cfg["lr"], epoch, cfg["epochs"]) if cfg.get("schedule", "cosine") == "cosine" \
-            else cfg["lr"]
-        for opt in optimizers.values():
-            for group in opt.param_groups:
-                group["lr"] = lr
+        lr = cosine_lr(cfg["lr"], epoch, cfg["epochs"]) if cosine else cfg["lr"]
+        _set_lr(optimizers, lr)
         sampler.set_epoch(epoch)
         batches = _batches(list(sampler), cfg["batch_size"])
         sums = {f"{n}/train": MetricSums() for n in names}
@@ -396,6 +411,14 @@ def _run(task: Task, cfg: dict[str, Any], dist: D.DistInfo, resume_from) -> dict
             m.train()
         bar = _progress(batches, show, desc=f"epoch {epoch}/{cfg['epochs']} train", unit="batch")
         for index in bar:
+            if budget_s:
+                if budget_used >= budget_s:
+                    out_of_budget = True
+                    break
+                if cosine:
+                    lr = cosine_lr_at(cfg["lr"], budget_used / budget_s)
+                    _set_lr(optimizers, lr)
+            step_start = time.perf_counter()
             batch = task.augment(take(data.train, index, dist.device), cfg)
             losses = {}
             for n in names:
@@ -412,6 +435,10 @@ def _run(task: Task, cfg: dict[str, Any], dist: D.DistInfo, resume_from) -> dict
             if show and on_cpu:
                 bar.set_postfix({n: f"{sums[f'{n}/train'].mean('loss'):.3g}" for n in names
                                  if "loss" in sums[f"{n}/train"].totals})
+            steps_done += 1
+            budget_used += time.perf_counter() - step_start
+        if hasattr(bar, "close"):
+            bar.close()
         for set_name, fields in data.evals.items():
             shard = list(range(dist.rank, num_examples(fields), dist.world_size))
             for n in names:
@@ -433,7 +460,7 @@ def _run(task: Task, cfg: dict[str, Any], dist: D.DistInfo, resume_from) -> dict
             if not math.isfinite(value):
                 raise _diverged(n, value, epoch, cfg["lr"])
             train_time[n] += clocks[n].seconds()
-        row: dict[str, Any] = {"epoch": epoch, "lr": lr}
+        row: dict[str, Any] = {"epoch": epoch, "lr": lr, "steps": steps_done}
         for group in [f"{n}/train" for n in names] + [f"{n}/{e}" for e in data.evals for n in names]:
             row.update({f"{group}_{k}": v for k, v in means[group].items()})
         # wall time of the epoch once its statistics are read (the device has finished; under
@@ -448,12 +475,15 @@ def _run(task: Task, cfg: dict[str, Any], dist: D.DistInfo, resume_from) -> dict
                 "task": task.name, "config": cfg, "epoch": epoch,
                 "models": {n: m.state_dict() for n, m in models.items()},
                 "optimizers": {n: o.state_dict() for n, o in optimizers.items()},
-                "rng": states, "history": history, "train_time": train_time, "run": run_info})
+                "rng": states, "history": history, "train_time": train_time, "run": run_info,
+                "steps": steps_done, "budget_used_s": budget_used})
             print(_epoch_line(row, names, task), flush=True)
-        if stop_after and epoch >= stop_after:
+        if out_of_budget or (stop_after and epoch >= stop_after):
             break
     D.barrier()
-    summary = {"task": task.name, "epochs_done": epoch, "out": str(out), "models": {}}
+    summary = {"task": task.name, "epochs_done": epoch, "steps": steps_done, "out": str(out), "models": {}}
+    if budget_s:
+        summary["budget"] = {"minutes": cfg["budget_minutes"], "used_s": budget_used, "exhausted": out_of_budget}
     last = history[-1] if history else {}
     for n in names:
         summary["models"][n] = {"parameters": run_info["parameters"][n], "train_time_s": train_time[n],
@@ -463,6 +493,12 @@ def _run(task: Task, cfg: dict[str, Any], dist: D.DistInfo, resume_from) -> dict
         (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
         print(format_summary(summary, task))
     return summary
+
+
+def _set_lr(optimizers: dict, lr: float) -> None:
+    for opt in optimizers.values():
+        for group in opt.param_groups:
+            group["lr"] = lr
 
 
 def _epoch_line(row: dict, names: list[str], task: Task) -> str:
@@ -491,7 +527,12 @@ def format_summary(summary: dict, task: Task) -> str:
     widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
     fmt = lambda r: "  ".join(str(c).ljust(w) if i == 0 else str(c).rjust(w)
                               for i, (c, w) in enumerate(zip(r, widths)))
-    lines = [(f"\nSummary: geomlin train {summary['task']} ({summary['epochs_done']} epochs, "
-             f"files in {summary['out']})"), fmt(header), fmt(["-" * w for w in widths]), *map(fmt, rows)]
+    done = f"{summary['epochs_done']} epochs, {summary.get('steps', 0):,} steps"
+    if "budget" in summary:
+        b = summary["budget"]
+        done += (f", {b['used_s'] / 60:.1f} of {b['minutes']:g} budget minutes"
+                 + (" (budget reached)" if b["exhausted"] else ""))
+    lines = [f"\nSummary: geomlin train {summary['task']} ({done}, files in {summary['out']})",
+             fmt(header), fmt(["-" * w for w in widths]), *map(fmt, rows)]
     lines += summary.get("comparison", [])
     return "\n".join(lines)

@@ -109,3 +109,35 @@ def test_degree_linear_mixes_channels_per_degree():
     out = lin(x)
     torch.testing.assert_close(out[..., 1:4], torch.einsum("kc,bcd->bkd", lin.weight[1].double(), x[..., 1:4]))
     assert_equivariant(lin)
+
+
+def test_padded_molecules_get_the_energy_and_forces_they_have_alone():
+    # oracle: each molecule evaluated on its own, without padding or mask
+    torch.manual_seed(0)
+    net = GauntPotential(num_species=4, hidden_channels=4, lmax=1, num_blocks=2).double()
+    sizes = (5, 3)
+    pos = torch.zeros(2, 5, 3, dtype=torch.float64)
+    species = torch.zeros(2, 5, dtype=torch.long)
+    mask = torch.zeros(2, 5, dtype=torch.bool)
+    alone = []
+    for b, n in enumerate(sizes):
+        p = 1.2 * torch.randn(1, n, 3, dtype=torch.float64)
+        z = torch.randint(1, 4, (1, n))
+        pos[b, :n], species[b, :n], mask[b, :n] = p[0], z[0], True
+        p.requires_grad_(True)
+        e = net(p, z)
+        (f,) = torch.autograd.grad(e.sum(), p)
+        alone.append((e.detach(), f))
+    pos.requires_grad_(True)
+    e = net(pos, species, mask=mask)
+    (f,) = torch.autograd.grad(e.sum(), pos)
+    for b, n in enumerate(sizes):
+        torch.testing.assert_close(e[b:b + 1].detach(), alone[b][0], rtol=1e-12, atol=1e-12)
+        torch.testing.assert_close(f[b, :n], alone[b][1][0], rtol=1e-10, atol=1e-12)
+    assert torch.count_nonzero(f[1, 3:]) == 0  # padded atoms feel no force
+
+
+def test_mask_shape_is_checked():
+    net = GauntPotential(num_species=3, hidden_channels=2, lmax=1, num_blocks=1)
+    with pytest.raises(ValueError, match="mask"):
+        net(torch.randn(2, 4, 3), torch.zeros(2, 4, dtype=torch.long), mask=torch.ones(2, 3, dtype=torch.bool))

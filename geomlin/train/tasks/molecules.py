@@ -12,7 +12,11 @@ Two datasets:
   concatenated, a ``batch`` vector; padded per batch for the dense models), fitting the QM9
   property ``--target`` (default ``U0``; any of :data:`geomlin.datasets.QM9_TARGETS`, in PyG's
   units). Default data: the bundled 21-molecule sample ``datasets/qm9``; ``--root PATH`` reads
-  a full QM9 folder. The target is ``E = b + sum_i w[z_i] + scale * f(pos, z)`` with the
+  a full QM9 folder (``--source`` picks MoleculeNet's SDF, the original XYZ files or qm9pack's tables;
+  ``--source qm9pack`` without raw files in ``--root`` reads the installed ``qm9pack`` package and
+  caches the processed set in ``--root``). ``--split standard`` is QM9's usual protocol, 110,000
+  training, 10,000 validation and the remaining test molecules (:func:`~geomlin.datasets.qm9.qm9_split`).
+  The target is ``E = b + sum_i w[z_i] + scale * f(pos, z)`` with the
   per-element baseline ``w, b`` fitted by least squares on the training molecules (composition
   alone explains most of an extensive property such as U0) and ``scale`` the RMS residual; the
   loss is ``MSE(E)/scale^2``.
@@ -37,6 +41,9 @@ from geomlin.train.tasks.pointcloud import _require
 BUNDLED_ETHANOL = Path("datasets") / "md" / "xtb_md_ethanol.npz"
 BUNDLED_QM9 = Path("datasets") / "qm9"
 TEST = "test"
+VALID = "valid"
+#: ``--split`` choices: random ``--num-train`` / ``--num-test`` counts, or QM9's 110k / 10k / rest.
+SPLITS = ("counts", "standard")
 #: QM9 property fitted when ``--target`` is not given.
 DEFAULT_QM9_TARGET = "U0"
 #: Atoms per example molecule of :meth:`MoleculeEnergyModel.example_inputs`.
@@ -158,8 +165,13 @@ class MoleculesTask(Task):
                "different sizes: the bundled 21-molecule sample or --root PATH)", ("md", "qm9")),
         Option("data", str, None, "an MD17 / rMD17 .npz or extended-XYZ file (--dataset md; default: the "
                "bundled ethanol trajectory)"),
-        Option("root", str, None, "QM9 folder holding gdb9.sdf and gdb9.sdf.csv (--dataset qm9; default: the "
-               "bundled sample datasets/qm9)"),
+        Option("root", str, None, "QM9 folder holding the raw files of --source (--dataset qm9; default: the "
+               "bundled sample datasets/qm9); the processed set is cached in ROOT/processed"),
+        Option("source", str, "auto", "QM9 files to read (--dataset qm9): auto (the first found in --root), "
+               "moleculenet (gdb9.sdf + gdb9.sdf.csv), xyz (dsgdb9nsd_*.xyz or their .tar.bz2) or qm9pack (its "
+               "CSV tables in --root, else the installed qm9pack package)", ("auto", "moleculenet", "xyz", "qm9pack")),
+        Option("split", str, "counts", "counts: --num-train and --num-test examples at random; standard "
+               "(--dataset qm9 --root): QM9's 110,000 train / 10,000 valid / rest test", SPLITS),
         Option("target", str, None, f"QM9 property to fit (--dataset qm9; default {DEFAULT_QM9_TARGET}; any name of "
                "geomlin.datasets.QM9_TARGETS: mu, alpha, homo, lumo, gap, r2, zpve, U0, U, H, G, cv, ...)"),
         Option("num_train", int, 800, "training examples (frames or molecules)", minimum=1),
@@ -183,6 +195,8 @@ class MoleculesTask(Task):
 
     def quick_preset(self, cfg: dict) -> dict:
         if cfg.get("dataset") == "qm9":
+            if cfg.get("split") == "standard":  # the split fixes the sizes
+                return {"epochs": 1, "batch_size": 8}
             return {"epochs": 1, "num_train": 16, "num_test": 5, "batch_size": 8}
         return {"epochs": 1, "num_train": 64, "num_test": 32}
 
@@ -210,10 +224,24 @@ class MoleculesTask(Task):
         for key, needs in (("data", "md"), ("root", "qm9"), ("target", "qm9")):
             if cfg.get(key) is not None and cfg["dataset"] != needs:
                 raise UserError(f"--{key} applies to --dataset {needs}, not --dataset {cfg['dataset']}")
+        if cfg.get("source", "auto") != "auto" and not qm9:
+            raise UserError(f"--source applies to --dataset qm9, not --dataset {cfg['dataset']}")
+        if cfg.get("split", "counts") == "standard":
+            if not qm9 or not cfg.get("root"):
+                raise UserError("--split standard is QM9's 110,000 / 10,000 / rest protocol: it needs --dataset qm9 "
+                                "and --root with the whole dataset")
+            defaults = {o.name: o.default for o in self.options}
+            given = [n for n in ("num_train", "num_test") if cfg.get(n, defaults[n]) != defaults[n]]
+            if given:
+                raise UserError(f"--split standard fixes the split sizes; drop --{given[0].replace('_', '-')} "
+                                "(or use --split counts)")
         if cfg.get("data") and not Path(cfg["data"]).is_file():
             raise UserError(f"data file not found: {cfg['data']}")
         if cfg.get("root") and not Path(cfg["root"]).is_dir():
-            raise UserError(f"--root {cfg['root']} is not a folder")
+            if cfg.get("source") != "qm9pack" or Path(cfg["root"]).exists():
+                raise UserError(f"--root {cfg['root']} is not a folder")
+            # the installed qm9pack holds the raw tables; --root is only where the processed set is cached
+            Path(cfg["root"]).mkdir(parents=True)
         if qm9:
             from geomlin.datasets.qm9 import target_index
 
@@ -289,7 +317,7 @@ class MoleculesTask(Task):
             raise UserError(f"the bundled QM9 sample {BUNDLED_QM9} was not found (run from the geomlin source "
                             "tree or pass --root PATH)")
         try:
-            ds = QM9(root, cache=not bundled)
+            ds = QM9(root, cache=not bundled, source=cfg.get("source", "auto"))
         except (FileNotFoundError, ValueError, OSError) as exc:
             raise UserError(f"cannot read QM9 from {root}: {str(exc).splitlines()[0]}") from None
         target = cfg.get("target") or DEFAULT_QM9_TARGET
@@ -300,7 +328,16 @@ class MoleculesTask(Task):
         y = data.y[:, k].double()
         if not torch.isfinite(y).all():
             raise UserError(f"QM9 target {target} has NaN or infinite values")
-        split = self._split(len(sizes), cfg)
+        if cfg.get("split") == "standard":
+            from geomlin.datasets.qm9 import qm9_split
+
+            try:
+                parts = qm9_split(len(sizes), seed=cfg["seed"])
+            except ValueError as exc:
+                raise UserError(f"--split standard: {exc}") from None
+            split = {"train": parts["train"], VALID: parts["val"], TEST: parts["test"]}
+        else:
+            split = self._split(len(sizes), cfg)
         num_species = int(data.z.max()) + 1
         train = split["train"].tolist()
         mean, ref, rms = fit_composition_baseline([z[i] for i in train], y[split["train"]], num_species)
@@ -311,7 +348,8 @@ class MoleculesTask(Task):
         info = {"energy_mean": mean, "scale": rms if rms > 0 else 1.0, "atom_energies": ref.tolist(),
                 "num_species": num_species, "dataset": "qm9", "target": QM9_TARGETS[k][0],
                 "unit": QM9_TARGETS[k][3], "molecules": len(sizes), "max_atoms": max(sizes)}
-        return TaskData(train=graphs(split["train"]), evals={TEST: graphs(split[TEST])}, info=info)
+        evals = {name: graphs(split[name]) for name in (VALID, TEST) if name in split}
+        return TaskData(train=graphs(split["train"]), evals=evals, info=info)
 
     def build_model(self, name: str, cfg: dict, info: dict) -> nn.Module:
         if name not in self.models:
@@ -369,7 +407,8 @@ class MoleculesTask(Task):
             lines = ["\nTest mean absolute error of the QM9 target:"]
             lines += [f"  {n:<6} {last[f'{n}/{TEST}_mae']:.4g}" for n in model_names if f"{n}/{TEST}_mae" in last]
             return lines
-        lines = ["\nTest mean absolute errors (data units: energy per molecule, force per component):"]
+        lines = ["\nTest mean absolute errors (energy per molecule, force per component, in the data's units: "
+                 "kcal/mol and kcal/mol/Angstrom for the bundled trajectories):"]
         for n in model_names:
             e, f = last.get(f"{n}/{TEST}_energy_mae"), last.get(f"{n}/{TEST}_force_mae")
             if e is not None:
