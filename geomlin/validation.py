@@ -391,7 +391,8 @@ def check_batch_vector(batch, name: str, num_items: int, *, num_graphs: int | No
         if batch.numel() > 1 and bool((batch[1:] < batch[:-1]).any()):
             raise ValueError(sorted_message)
         if num_graphs is not None and int(batch.max()) >= num_graphs:
-            raise ValueError(f"{name} refers to graph {int(batch.max())} but there are {num_graphs} graphs")
+            raise ValueError(f"{name} refers to graph {int(batch.max())} but there are {num_graphs} graphs "
+                             f"(num_graphs={num_graphs} must exceed every entry of {name})")
         return batch
     if batch.numel() > 1:
         check_condition(batch[1:] >= batch[:-1], sorted_message)
