@@ -33,6 +33,8 @@ CASES = [
     ("size not (L+1)^2", lambda: gaunt_tensor_product(torch.randn(2, 10), X9), ValueError, r"\(L\+1\)\*\*2"),
     ("negative lmax_out", lambda: gaunt_tensor_product(X9, X9, -1), ValueError, "lmax_out must be >= 0"),
     ("float lmax_out", lambda: gaunt_tensor_product(X9, X9, 2.5), TypeError, "lmax_out must be an int"),
+    ("lmax_out of a million", lambda: gaunt_tensor_product(X9, X9, 10**6), ValueError,
+     r"output \(2, 1000002000001\) \(lmax_out=1000000\) would need about 7,450.6 GiB .*MEMORY_LIMIT_BYTES"),
     ("bool lmax_out", lambda: gaunt_tensor_product(X9, X9, True), TypeError, "lmax_out must be an int"),
     ("integer dtype", lambda: gaunt_tensor_product(torch.ones(2, 9, dtype=torch.long), X9), TypeError, "x1 must have"),
     ("complex dtype", lambda: gaunt_tensor_product(X9, X9.to(torch.complex64)), TypeError, "x2 must have"),
