@@ -273,7 +273,7 @@ class VNPointNetClassifier(nn.Module):
 
         _check_positions(pos, 3, mask, None)
         w = None if mask is None else mask[..., None].to(pos.dtype)
-        counts = pos.shape[1] if mask is None else w.sum(1, keepdim=True).clamp_min(1)
+        counts = max(pos.shape[1], 1) if mask is None else w.sum(1, keepdim=True).clamp_min(1)  # 0 points: no 0/0
         centroid = (pos if w is None else pos * w).sum(1, keepdim=True) / counts
         x = pos - centroid
         if w is not None:
