@@ -74,7 +74,8 @@ NUM_POINT_ATTRS, NUM_SPATIAL_ATTRS, NUM_FIBER_ATTRS, NUM_COMPLETE_ATTRS = 1, 2, 
 def safe_norm(x: Tensor, dim: int = -1, keepdim: bool = False) -> Tensor:
     """``|x|`` with a zero (not NaN) derivative at ``x = 0`` (self-loops, ``x`` parallel to ``o``)."""
     sq = (x * x).sum(dim, keepdim=keepdim)
-    return torch.where(sq > 0, sq.clamp_min(torch.finfo(sq.dtype).tiny).sqrt(), torch.zeros_like(sq))
+    # ``!= 0``, not ``> 0``: a NaN stays NaN
+    return torch.where(sq != 0, sq.clamp_min(torch.finfo(sq.dtype).tiny).sqrt(), torch.zeros_like(sq))
 
 
 def point_attributes(rel: Tensor) -> Tensor:
