@@ -228,6 +228,9 @@ class VNPointNet(nn.Module):
             if frame is None or frame.shape[-2:] != (self.frame_channels, self.d):
                 raise ValueError(f"this VNPointNet needs frame (B, {self.frame_channels}, {self.d}), got "
                                  f"{None if frame is None else tuple(frame.shape)}")
+            clouds = num_graphs if batch is not None else x.shape[0]
+            check_tensor(frame, "frame", shape=(clouds, self.frame_channels, self.d), finite=True,
+                         what="one set of frame vectors per cloud")
             feats = torch.cat([feats, broadcast_pooled(frame.to(x.dtype), x, batch)], dim=-2)
         elif frame is not None:
             raise ValueError("frame was given but this VNPointNet was built with frame_channels=0")

@@ -136,6 +136,12 @@ CASES = [
      "element index of D4 in [0, 8), got -1"),
     ("element index tensor out of range", lambda: act_on_image(torch.randn(5, 5), torch.tensor(4), "C4"),
      ValueError, "index must index elements of C4 in [0, 4)"),
+    ("frame for another number of clouds",
+     lambda: VNPointNet(3, frame_channels=3).double()(POS, frame=torch.randn(POS.shape[0] + 1, 3, 3, dtype=torch.float64)),
+     ValueError, f"frame must have shape ({POS.shape[0]}, 3, 3)"),
+    ("NaN frame", lambda: VNPointNet(3, frame_channels=3).double()(POS, frame=torch.full((POS.shape[0], 3, 3), float("nan"),
+                                                                                      dtype=torch.float64)),
+     ValueError, "frame contains NaN"),
     ("two element indices", lambda: act_on_image(torch.randn(5, 5), torch.tensor([0, 1]), "C4"), ValueError,
      "index must be one element index"),
 ]
