@@ -419,8 +419,11 @@ def check_memory(nbytes: int, what: str, hint: str = "") -> int:
     """Refuse a planned allocation of about ``nbytes`` bytes above :data:`MEMORY_LIMIT_BYTES`.
 
     ``what`` names the tensor and the arguments that size it; ``hint`` says how to use less.
-    The ``ValueError`` prints the estimate and the limit. Returns ``nbytes``.
+    The ``ValueError`` prints the estimate and the limit. Returns ``nbytes``. Skipped while
+    ``torch.compile`` traces (sizes may be symbolic there; the eager call has checked them).
     """
+    if torch.compiler.is_compiling():
+        return nbytes
     if nbytes > MEMORY_LIMIT_BYTES:
         gib = 2**30
         raise ValueError(f"{what} would need about {nbytes / gib:,.1f} GiB (estimated), above the limit of "

@@ -283,6 +283,9 @@ def neighborhoods(pos: Tensor, k: int | None = None, radius: float | None = None
     if k is None and radius is None:
         raise ValueError("neighborhoods needs k, radius or both")
     n = pos.shape[-2]
+    # distances, sorted distances and their int64 indices, (..., N, N) each
+    check_memory(math.prod(pos.shape[:-2]) * n * n * (2 * pos.element_size() + 8),
+                 f"neighborhoods of {n} items (dense (N, N) distances)", "split the cloud into smaller batches")
     dist = torch.cdist(pos, pos)
     if not include_self:
         if n < 2:

@@ -120,6 +120,7 @@ def orientation_grid(num_ori: int, method: str = "fibonacci", seed: int = 0) -> 
     if method == "icosahedral" and num_ori not in ICOSAHEDRAL_SIZES:
         raise ValueError(f"icosahedral grids have {ICOSAHEDRAL_SIZES} orientations (vertices, face centres, "
                          f"edge midpoints), got num_ori={num_ori}")
+    check_memory(num_ori * 3 * 8 * 4, f"orientation_grid(num_ori={num_ori}) (float64 points and temporaries)")
     if method == "repulsion":
         check_memory(REPULSION_TEMPORARIES * num_ori**2 * 3 * 8,
                      f"orientation_grid(num_ori={num_ori}, method='repulsion') (pairwise (n, n, 3) float64 forces)",

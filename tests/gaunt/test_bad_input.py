@@ -104,6 +104,10 @@ CASES = [
     ("conv NaN positions", lambda: GauntConvolution(1, 1, 1, 2)(torch.randn(4, 2, 4), torch.full((4, 3), float("nan")),
                                                                 _graph()[1]), ValueError, "NaN"),
     # tables
+    ("sh of degree 10^5", lambda: spherical_harmonics(10**5, torch.zeros(4, 3)), ValueError,
+     r"spherical_harmonics\(lmax=100000\) of 4 vectors would need about 149.0 GiB"),
+    ("sphere grid of degree 10^5", lambda: T.sphere_grid(10**5), ValueError,
+     r"sphere_grid\(lmax_exact=100000\) would need about"),
     ("sh vectors shape", lambda: spherical_harmonics(2, torch.zeros(4, 2)), ValueError, r"shape \(\.\.\., 3\)"),
     ("sh integer vectors", lambda: spherical_harmonics(2, torch.zeros(4, 3, dtype=torch.long)), TypeError, "vectors"),
     ("sh negative lmax", lambda: spherical_harmonics(-1, torch.zeros(4, 3)), ValueError, "lmax must be >= 0"),

@@ -5,6 +5,7 @@ import pytest
 import torch
 
 from geomlin.models.egnn import EGNNDynamics, EGNNPotential
+from geomlin.models.graphs import dense_edge_index
 from geomlin.models.pointnet import PointNet, VNPointNetClassifier
 from geomlin.models.ponita import Ponita, PonitaDynamics
 from geomlin.models.ponita_grid import grid_symmetries, orientation_grid
@@ -46,6 +47,10 @@ CASES = [
      "tol must be > 0"),
     ("repulsion grid of 20000", lambda: orientation_grid(20000, "repulsion"), ValueError,
      "would need about 26.8 GiB (estimated), above the limit of 8 GiB"),
+    ("fibonacci grid of 10^9", lambda: orientation_grid(10**9), ValueError,
+     "orientation_grid(num_ori=1000000000) (float64 points and temporaries) would need about 89.4 GiB"),
+    ("all pairs of 10^5 nodes", lambda: dense_edge_index(10, 10**5), ValueError,
+     "dense_edge_index(num_graphs=10, num_nodes=100000) (all pairs, int64) would need about"),
     # ---- EGNN (issue 24)
     ("NaN positions into EGNNPotential",
      lambda: EGNNPotential(num_species=3)(_with_nan((2, 4, 3)).float(), torch.zeros(2, 4, dtype=torch.long)),
