@@ -11,7 +11,7 @@ GFN2-xTB ethanol trajectory, identical in every respect but one line::
 The script prints, for both, the time per epoch, the test force MAE, the number of parameters, and
 checks that the forces of the Gaunt model rotate with the molecule (O(3), float64).
 
-Usage: ``python examples/e3nn_swap.py [--quick] [--epochs 6] [--n-train 200] [--threads 1]``.
+Usage: ``python examples/e3nn_swap.py [--quick] [--epochs 6] [--num-train 200] [--threads 1]``.
 """
 
 from __future__ import annotations
@@ -145,16 +145,16 @@ def main(argv=None) -> dict:
     parser.add_argument("--data", default=DEFAULT_DATA)
     parser.add_argument("--quick", action="store_true", help="tiny model and data (the test suite runs this)")
     parser.add_argument("--epochs", type=int, default=None)
-    parser.add_argument("--n-train", type=int, default=None)
-    parser.add_argument("--n-test", type=int, default=100)
+    parser.add_argument("--num-train", type=int, default=None)
+    parser.add_argument("--num-test", type=int, default=100)
     parser.add_argument("--batch-size", type=int, default=8)
     parser.add_argument("--threads", type=int, default=1)
     args = parser.parse_args(argv)
     if args.threads < 1:
         parser.error(f"--threads must be >= 1, got {args.threads}")
     epochs = args.epochs if args.epochs is not None else (1 if args.quick else 6)
-    n_train = args.n_train if args.n_train is not None else (8 if args.quick else 200)
-    n_test = 8 if args.quick else args.n_test
+    n_train = args.num_train if args.num_train is not None else (8 if args.quick else 200)
+    n_test = 8 if args.quick else args.num_test
     hidden = QUICK_HIDDEN if args.quick else HIDDEN
     torch.set_num_threads(args.threads)
     raw = load(args.data)

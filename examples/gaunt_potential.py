@@ -132,21 +132,21 @@ def main(argv=None) -> dict:
     parser.add_argument("--data", default=DEFAULT_DATA)
     parser.add_argument("--quick", action="store_true", help="a few steps on a few frames (the test suite runs this)")
     parser.add_argument("--steps", type=int, default=None)
-    parser.add_argument("--n-train", type=int, default=None)
-    parser.add_argument("--n-test", type=int, default=None)
+    parser.add_argument("--num-train", type=int, default=None)
+    parser.add_argument("--num-test", type=int, default=None)
     parser.add_argument("--threads", type=int, default=1)
     args = parser.parse_args(argv)
     if args.threads < 1:
         parser.error(f"--threads must be >= 1, got {args.threads}")
     args.steps = args.steps if args.steps is not None else (3 if args.quick else 150)
-    args.n_train = args.n_train if args.n_train is not None else (16 if args.quick else 200)
-    args.n_test = args.n_test if args.n_test is not None else (8 if args.quick else 100)
+    args.num_train = args.num_train if args.num_train is not None else (16 if args.quick else 200)
+    args.num_test = args.num_test if args.num_test is not None else (8 if args.quick else 100)
     torch.manual_seed(0)
     torch.set_num_threads(args.threads)
     raw = load(args.data)
     data = {"z": raw["z"], "pos": raw["pos"].float(), "energy": raw["energy"].float(), "force": raw["force"].float()}
     perm = torch.randperm(data["pos"].shape[0], generator=torch.Generator().manual_seed(1))
-    train_idx, test_idx = perm[: args.n_train], perm[args.n_train: args.n_train + args.n_test]
+    train_idx, test_idx = perm[: args.num_train], perm[args.num_train: args.num_train + args.num_test]
     e_mean = data["energy"][train_idx].mean().item()
     scale = data["force"][train_idx].std().item()
     print(f"ethanol, {data['pos'].shape[0]} frames: {len(train_idx)} train / {len(test_idx)} test; "

@@ -171,8 +171,7 @@ class EquivarianceReport:
 def equivariance_check(fn: Callable, group=None, reps_in=None, reps_out=None, inputs=None, *,
                        num_samples: int = DEFAULT_SAMPLES, batch: int = DEFAULT_BATCH,
                        dtype: torch.dtype = torch.float64, generator: torch.Generator | None = None,
-                       atol: float = DEFAULT_ATOL, kwargs: dict | None = None,
-                       **kwargs_deprecated) -> EquivarianceReport:
+                       atol: float = DEFAULT_ATOL, kwargs: dict | None = None) -> EquivarianceReport:
     """Measure ``fn``'s equivariance error; see the module docstring.
 
     Parameters
@@ -194,13 +193,6 @@ def equivariance_check(fn: Callable, group=None, reps_in=None, reps_out=None, in
     """
     from geomlin.validation import check_positive_int
 
-    if "n_samples" in kwargs_deprecated:
-        import warnings
-
-        warnings.warn("n_samples is renamed num_samples", DeprecationWarning, stacklevel=3)
-        num_samples = kwargs_deprecated.pop("n_samples")
-    if kwargs_deprecated:
-        raise TypeError(f"unexpected keyword arguments {sorted(kwargs_deprecated)}")
     if not callable(fn):
         raise TypeError(f"fn must be callable, got {type(fn).__name__}")
     num_samples = check_positive_int(num_samples, "num_samples")

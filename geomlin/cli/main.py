@@ -23,27 +23,12 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _warn(message: str) -> None:
-    """One line on stderr, as the command prints its errors (deprecations, ignored settings)."""
+    """One line on stderr, as the command prints its errors (ignored settings, library warnings)."""
     print(f"geomlin: warning: {message}", file=sys.stderr)
-
-
-class _DeprecatedFlag(argparse.Action):
-    """A renamed option's old flag: stores into the new option and says so on stderr."""
-
-    def __init__(self, option_strings, dest, new_flag: str, **kwargs):
-        self.new_flag = new_flag
-        super().__init__(option_strings, dest, **kwargs)
-
-    def __call__(self, parser, namespace, values, option_string=None):
-        _warn(f"{option_string} is deprecated; use {self.new_flag}")
-        setattr(namespace, self.dest, values)
 
 
 def _add_task_options(parser: argparse.ArgumentParser, options) -> None:
     for opt in options:
-        for old in opt.alias_flags:
-            parser.add_argument(old, dest=opt.name, default=None, action=_DeprecatedFlag, new_flag=opt.flag,
-                                help=argparse.SUPPRESS)
         default = "" if opt.default is None else f" (default: {opt.default})"
         if opt.type is bool:
             # show the flag that changes the default; accept both spellings
@@ -156,7 +141,6 @@ def _train(args: argparse.Namespace) -> int:
     file_values = load_config_file(args.config) if args.config else {}
     where = f"config file {args.config}"
     with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always", DeprecationWarning)
         cfg = resolve_config(options, file_values=file_values, cli_values=cli, quick_preset=task.quick_preset,
                              where_file=where)
         resume_from = None

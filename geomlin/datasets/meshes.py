@@ -14,7 +14,6 @@ from geomlin.datasets.io.obj import read_obj
 from geomlin.datasets.io.off import read_off
 from geomlin.datasets.io.ply import read_ply
 from geomlin.datasets.surface import sample_surface
-from geomlin.deprecation import renamed
 from geomlin.validation import FileFormatError, check_int, check_positive_int
 
 READERS = {".ply": read_ply, ".off": read_off, ".obj": read_obj}
@@ -30,14 +29,11 @@ def read_mesh(path: str | os.PathLike) -> tuple[np.ndarray, np.ndarray]:
 
 
 def mesh_point_cloud(path: str | os.PathLike, num_points: int, generator: torch.Generator | None = None,
-                     include_normals: bool = False, dtype: torch.dtype = torch.float32, *,
-                     with_normals: bool | None = None) -> Data:
+                     include_normals: bool = False, dtype: torch.dtype = torch.float32) -> Data:
     """One mesh file -> ``Data(pos (num_points, 3)[, normal (num_points, 3)])`` sampled area-weighted.
 
     Raises ValueError naming the file for an empty mesh (no faces) or a mesh of zero area.
-    ``with_normals`` is the deprecated spelling of ``include_normals``.
     """
-    include_normals = renamed("mesh_point_cloud", "with_normals", "include_normals", with_normals, include_normals)
     num_points = check_positive_int(num_points, "num_points")
     check_float_dtype(dtype)
     verts, faces = read_mesh(path)
@@ -63,7 +59,6 @@ class MeshPointClouds(InMemoryList):
     num_points: points per cloud.
     labels: optional integer label per path, stored as ``y (1,)`` int64.
     include_normals: also store the unit face normal of each point as ``normal (num_points, 3)``
-        (``with_normals`` is the deprecated spelling).
     seed: sampling is deterministic given ``seed`` (file ``i`` uses seed ``seed + i``).
 
     Fields: ``pos (num_points, 3)`` in the mesh's own units, ``dtype`` (float32 default),
@@ -73,9 +68,8 @@ class MeshPointClouds(InMemoryList):
     def __init__(self, paths: Sequence[str | os.PathLike], num_points: int = 1024,
                  labels: Sequence[int] | None = None, include_normals: bool = False, seed: int = 0,
                  transform: Callable | None = None, pre_transform: Callable | None = None,
-                 dtype: torch.dtype = torch.float32, *, with_normals: bool | None = None):
+                 dtype: torch.dtype = torch.float32):
         self._start(transform, pre_transform)
-        include_normals = renamed("MeshPointClouds", "with_normals", "include_normals", with_normals, include_normals)
         num_points = check_positive_int(num_points, "num_points")
         seed = check_int(seed, "seed", minimum=0)
         check_float_dtype(dtype)

@@ -11,7 +11,6 @@ from torch_geometric.data import Data
 from geomlin.datasets.base import InMemoryList
 from geomlin.datasets.cache import fingerprint, load_cache, save_cache
 from geomlin.datasets.meshes import mesh_point_cloud
-from geomlin.deprecation import renamed
 from geomlin.validation import check_int, check_positive_int
 
 SOURCE = {"10": "http://3dvision.princeton.edu/projects/2014/3DShapeNets/ModelNet10.zip",
@@ -27,7 +26,7 @@ class ModelNet(InMemoryList):
     ``ModelNet40`` folder inside ``root`` is also accepted). Labels ``y (1,)`` int64 are the index
     of the category in the sorted list of category folders (``self.categories``). Fields:
     ``pos (num_points, 3)`` (the meshes' units, float32), ``normal (num_points, 3)`` with
-    ``include_normals=True`` (``with_normals`` is the deprecated spelling). Sampling is deterministic given ``seed``. OFF files with ModelNet's
+    ``include_normals=True``. Sampling is deterministic given ``seed``. OFF files with ModelNet's
     fused header (``OFF<nv> <nf> 0``) and polygons with 4+ vertices are handled.
 
     The sampled set is cached in ``<root>/processed/`` (atomic write, fingerprint of every file's
@@ -38,10 +37,8 @@ class ModelNet(InMemoryList):
     def __init__(self, root: str | os.PathLike, name: str = "10", train: bool = True, num_points: int = 1024,
                  include_normals: bool = False, seed: int = 0, transform: Callable | None = None,
                  pre_transform: Callable | None = None, pre_filter: Callable | None = None,
-                 cache: bool = True, download: bool = False, progress: bool = True, *,
-                 with_normals: bool | None = None):
+                 cache: bool = True, download: bool = False, progress: bool = True):
         self._start(transform, pre_transform, pre_filter)
-        include_normals = renamed("ModelNet", "with_normals", "include_normals", with_normals, include_normals)
         name = str(name)
         if name not in SOURCE:
             raise ValueError(f"name must be '10' or '40', got {name!r}")

@@ -39,7 +39,7 @@ def check_mesh(vertices: Tensor, faces: Tensor, where: str = "mesh") -> Tensor:
 
 
 def sample_surface(vertices: Tensor, faces: Tensor, num_points: int, generator: torch.Generator | None = None,
-                   include_normals: bool = False, *, return_normals: bool | None = None):
+                   include_normals: bool = False):
     """``num_points`` points uniform on the surface of a triangle mesh.
 
     Parameters
@@ -49,19 +49,12 @@ def sample_surface(vertices: Tensor, faces: Tensor, num_points: int, generator: 
     num_points: how many points to draw (with replacement over triangles).
     generator: optional ``torch.Generator`` on the mesh's device, for reproducibility.
     include_normals: also return the unit normal of the triangle each point lies on
-        (``return_normals`` is the deprecated spelling).
 
     Returns
     -------
     ``pos (num_points, 3)`` in the dtype of ``vertices`` on its device, and ``normal (num_points, 3)``
     when asked. No host sync on accelerators (the mesh checks are deferred).
     """
-    if return_normals is not None:
-        import warnings
-
-        warnings.warn("sample_surface(return_normals=...) is deprecated; use include_normals=...", DeprecationWarning,
-                      stacklevel=2)
-        include_normals = return_normals
     faces = check_mesh(vertices, faces)
     num_points = check_positive_int(num_points, "num_points")
     check_generator(generator, "generator", vertices.device)

@@ -11,7 +11,6 @@ Both are deterministic given ``seed`` and build 10^4 samples in about a second.
 from __future__ import annotations
 
 import math
-import warnings
 from collections.abc import Callable, Sequence
 
 import torch
@@ -19,7 +18,6 @@ from torch import Tensor
 
 from geomlin.datasets.base import InMemoryList, check_float_dtype
 from geomlin.datasets.surface import sample_surface
-from geomlin.deprecation import renamed
 from geomlin.groups import haar_orthogonal
 from geomlin.validation import check_float, check_int, check_positive_float, check_positive_int, check_tensor
 
@@ -345,21 +343,17 @@ def simulate_charged_particles(pos: Tensor, vel: Tensor, charges: Tensor, num_st
 
 def nbody(num_samples: int, num_particles: int = 5, seed: int = 0, burn_in_steps: int = NBODY_BURN_IN_STEPS,
           horizon_steps: int = NBODY_HORIZON_STEPS, dt: float = NBODY_DT, loc_std: float = NBODY_LOC_STD,
-          vel_norm: float = NBODY_VEL_NORM, strength: float = 1.0, *, n_particles: int | None = None
-          ) -> dict[str, Tensor]:
+          vel_norm: float = NBODY_VEL_NORM, strength: float = 1.0) -> dict[str, Tensor]:
     """Simulate ``num_samples`` independent charged systems at once (float64).
 
     Initial state as in NRI: positions ``N(0, loc_std^2)``, velocities of norm ``vel_norm`` in
     random directions, charges ``+-1`` with equal probability. The system runs ``burn_in_steps``
     to reach the input state, then ``horizon_steps`` more to the target.
 
-    ``n_particles`` is the deprecated spelling of ``num_particles``.
-
     Returns
     -------
     dict with ``pos, vel, target_pos, target_vel`` ``(M, n, 3)`` and ``charges`` ``(M, n, 1)``, float64.
     """
-    num_particles = renamed("nbody", "n_particles", "num_particles", n_particles, num_particles)
     check_positive_int(num_samples, "num_samples")
     num_particles = check_int(num_particles, "num_particles", minimum=2)
     seed = check_int(seed, "seed", minimum=0)
@@ -400,10 +394,8 @@ class NBody(InMemoryList):
                  burn_in_steps: int = NBODY_BURN_IN_STEPS, horizon_steps: int = NBODY_HORIZON_STEPS,
                  dt: float = NBODY_DT, loc_std: float = NBODY_LOC_STD, vel_norm: float = NBODY_VEL_NORM,
                  strength: float = 1.0, fully_connected: bool = True, dtype: torch.dtype = torch.float32,
-                 transform: Callable | None = None, pre_transform: Callable | None = None, *,
-                 n_particles: int | None = None):
+                 transform: Callable | None = None, pre_transform: Callable | None = None):
         self._start(transform, pre_transform)
-        num_particles = renamed("NBody", "n_particles", "num_particles", n_particles, num_particles)
         check_float_dtype(dtype)
         sim = nbody(num_samples, num_particles, seed, burn_in_steps, horizon_steps, dt, loc_std, vel_norm, strength)
         self.dt, self.horizon_steps, self.num_particles = dt, horizon_steps, num_particles
@@ -419,9 +411,3 @@ class NBody(InMemoryList):
             q = fields["charges"]
             fields["edge_attr"] = q[:, ei[0]] * q[:, ei[1]]
         self._set_stacked(fields)
-
-    @property
-    def n_particles(self) -> int:
-        """Deprecated spelling of :attr:`num_particles`."""
-        warnings.warn("NBody.n_particles is deprecated; use NBody.num_particles", DeprecationWarning, stacklevel=2)
-        return self.num_particles

@@ -39,7 +39,6 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor, nn
 
-from geomlin.deprecation import renamed_keyword
 from geomlin.frames.pca import (
     _check_positions,
     _flat_graphs,
@@ -212,13 +211,8 @@ class PointCloudCanonicalizer(Canonicalizer):
 
     def __init__(self, group="SO3", hidden_channels: int = 16, num_blocks: int = 2, *,
                  orthogonalization: str = "gram_schmidt", pooling: str = "mean", moment_frame: bool = False,
-                 gap_tol: float = MOMENT_FRAME_GAP_TOL, **deprecated):
+                 gap_tol: float = MOMENT_FRAME_GAP_TOL):
         super().__init__()
-        owner = "PointCloudCanonicalizer"
-        hidden_channels = renamed_keyword(deprecated, "hidden", "hidden_channels", hidden_channels, owner)
-        num_blocks = renamed_keyword(deprecated, "layers", "num_blocks", num_blocks, owner)
-        if deprecated:
-            raise TypeError(f"{owner} got unexpected keyword arguments {sorted(deprecated)}")
         self.frame_group = as_frame_group(group)
         self.orthogonalization = check_choice(orthogonalization, "orthogonalization", ORTHOGONALIZATIONS)
         check_choice(pooling, "pooling", POOLINGS)

@@ -29,7 +29,6 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from geomlin.deprecation import renamed_keyword
 from geomlin.frames.canonicalization import Canonicalizer
 from geomlin.groups.rotations import working_dtype
 from geomlin.reps.types import Images, RegularFeatures, act_on_grid
@@ -338,13 +337,8 @@ class ImageCanonicalizer(Canonicalizer):
     """
 
     def __init__(self, group="C4", in_channels: int = 1, hidden_channels: int = 8, num_blocks: int = 2,
-                 kernel_size: int = 5, temperature: float = 1.0, **deprecated):
+                 kernel_size: int = 5, temperature: float = 1.0):
         super().__init__()
-        owner = "ImageCanonicalizer"
-        hidden_channels = renamed_keyword(deprecated, "hidden", "hidden_channels", hidden_channels, owner)
-        num_blocks = renamed_keyword(deprecated, "layers", "num_blocks", num_blocks, owner)
-        if deprecated:
-            raise TypeError(f"{owner} got unexpected keyword arguments {sorted(deprecated)}")
         self.group = as_image_group(group)
         self.temperature = check_float(temperature, "temperature", minimum=0.0, strict_minimum=True)
         hidden = check_positive_int(hidden_channels, "hidden_channels")

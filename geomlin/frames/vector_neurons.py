@@ -20,7 +20,6 @@ import math
 import torch
 from torch import Tensor, nn
 
-from geomlin.deprecation import renamed_keyword
 from geomlin.frames.pca import _check_positions, _flat_graphs
 from geomlin.validation import check_choice, check_nonnegative_int, check_positive_int, check_tensor
 
@@ -34,11 +33,6 @@ MOMENT_CHANNELS = 3
 POOLINGS = ("mean", "attention")
 #: Width of the invariant MLP that scores points for attention pooling.
 ATTENTION_HIDDEN = 16
-
-
-def _refuse_unknown(kwargs: dict, owner: str) -> None:
-    if kwargs:
-        raise TypeError(f"{owner} got unexpected keyword arguments {sorted(kwargs)}")
 
 
 def _orthogonal_group(d: int):
@@ -180,12 +174,8 @@ class VNPointNet(nn.Module):
     """
 
     def __init__(self, out_channels: int, hidden_channels: int = 16, num_blocks: int = 2, *,
-                 pooling: str = "mean", frame_channels: int = 0, d: int = 3, **deprecated):
+                 pooling: str = "mean", frame_channels: int = 0, d: int = 3):
         super().__init__()
-        out_channels = renamed_keyword(deprecated, "out_vectors", "out_channels", out_channels, "VNPointNet")
-        hidden_channels = renamed_keyword(deprecated, "hidden", "hidden_channels", hidden_channels, "VNPointNet")
-        num_blocks = renamed_keyword(deprecated, "layers", "num_blocks", num_blocks, "VNPointNet")
-        _refuse_unknown(deprecated, "VNPointNet")
         out_channels = check_positive_int(out_channels, "out_channels")
         hidden_channels = check_positive_int(hidden_channels, "hidden_channels")
         num_blocks = check_positive_int(num_blocks, "num_blocks")

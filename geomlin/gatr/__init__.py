@@ -51,23 +51,3 @@ __all__ = [
     "set_layout",
 ]
 
-
-# Deprecated aliases (one release): the CGENN layers moved to geomlin.clifford, the versor
-# samplers to geomlin.algebra.
-_MOVED = {"cgenn": "geomlin.clifford", "CGENNBlock": "geomlin.clifford", "GeometricProductLayer": "geomlin.clifford",
-          "MVLayerNorm": "geomlin.clifford", "MVLinear": "geomlin.clifford", "MVSiLU": "geomlin.clifford",
-          "CliffordGroup": "geomlin.algebra", "group": "geomlin.algebra"}
-_MOVED_MODULES = {"cgenn": "geomlin.clifford.cgenn", "group": "geomlin.algebra.versor_groups"}
-
-
-def __getattr__(name: str):
-    if name in _MOVED:
-        import importlib
-        import warnings
-
-        target = _MOVED_MODULES.get(name, _MOVED[name])
-        warnings.warn(f"geomlin.gatr.{name} moved to {target}", DeprecationWarning, stacklevel=2)
-        if name in _MOVED_MODULES:
-            return importlib.import_module(target)
-        return getattr(importlib.import_module(target), name)
-    raise AttributeError(f"module 'geomlin.gatr' has no attribute {name!r}")

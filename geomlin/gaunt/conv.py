@@ -22,7 +22,6 @@ import torch
 from torch import Tensor, nn
 from torch_geometric.nn import MessagePassing
 
-from geomlin.deprecation import renamed_keyword
 from geomlin.gaunt.cache import RouteTables
 from geomlin.gaunt.modules import _check_layout, _degree_index
 from geomlin.gaunt.precision import compute_dtype
@@ -70,7 +69,7 @@ class GauntConvolution(MessagePassing):
     num_radial : int, size of the Bessel basis.
     cutoff : float, radius beyond which edges contribute nothing.
     avg_degree : float, messages are summed and divided by this.
-    hidden_channels : int, width of the radial MLP (``hidden`` is its deprecated name).
+    hidden_channels : int, width of the radial MLP.
     method : Gaunt method (see :func:`~geomlin.gaunt.gaunt_tensor_product`).
 
     Forward
@@ -80,12 +79,7 @@ class GauntConvolution(MessagePassing):
     """
 
     def __init__(self, lmax_in: int, lmax_sh: int, lmax_out: int, channels: int, num_radial: int = 8,
-                 cutoff: float = 5.0, avg_degree: float = 1.0, hidden_channels: int = 32, method: str = "auto",
-                 **deprecated):
-        hidden_channels = renamed_keyword(deprecated, "hidden", "hidden_channels", hidden_channels, "GauntConvolution",
-                                          default=32)
-        if deprecated:
-            raise TypeError(f"unexpected keyword argument(s) {', '.join(deprecated)}")
+                 cutoff: float = 5.0, avg_degree: float = 1.0, hidden_channels: int = 32, method: str = "auto"):
         super().__init__(aggr="add", flow="source_to_target", node_dim=0)
         self.lmax_in = check_nonnegative_int(lmax_in, "lmax_in")
         self.lmax_sh = check_nonnegative_int(lmax_sh, "lmax_sh")

@@ -26,7 +26,6 @@ import math
 import torch
 from torch import Tensor, nn
 
-from geomlin.deprecation import renamed_keyword
 from geomlin.gaunt import grid as G
 from geomlin.gaunt import tables as T
 from geomlin.gaunt.cache import RouteTables
@@ -75,16 +74,10 @@ def _check_parity(parity, name: str = "parity") -> int:
     return parity
 
 
-def sphere_irreps(lmax: int, channels: int, parity: int = NATURAL, **deprecated):
-    """e3nn ``Irreps`` ``"C x 0e + C x 1o + ..."`` (or ``"C x 0o + C x 1e + ..."`` for ``PSEUDO``).
-
-    ``parity_class`` is the deprecated name of ``parity``.
-    """
+def sphere_irreps(lmax: int, channels: int, parity: int = NATURAL):
+    """e3nn ``Irreps`` ``"C x 0e + C x 1o + ..."`` (or ``"C x 0o + C x 1e + ..."`` for ``PSEUDO``)."""
     from e3nn import o3
 
-    parity = renamed_keyword(deprecated, "parity_class", "parity", parity, "sphere_irreps", default=NATURAL)
-    if deprecated:
-        raise TypeError(f"unexpected keyword argument(s) {', '.join(deprecated)}")
     lmax = check_nonnegative_int(lmax, "lmax")
     channels = check_positive_int(channels, "channels")
     parity = _check_parity(parity)
@@ -143,15 +136,11 @@ def irreps_to_sphere(x: Tensor, irreps, lmax: int | None = None) -> Tensor:
     return _gather_class(x, irreps, NATURAL, lmax)
 
 
-def sphere_to_irreps(y: Tensor, parity: int = NATURAL, **deprecated) -> Tensor:
+def sphere_to_irreps(y: Tensor, parity: int = NATURAL) -> Tensor:
     """``(..., C, (L+1)**2)`` -> e3nn flat ``(..., C (L+1)**2)`` in :func:`sphere_irreps`\\ ``(L, C, parity)`` order.
 
-    The layout does not depend on ``parity`` (it names the irreps the result is in);
-    ``parity_class`` is its deprecated name.
+    The layout does not depend on ``parity`` (it names the irreps the result is in).
     """
-    parity = renamed_keyword(deprecated, "parity_class", "parity", parity, "sphere_to_irreps", default=NATURAL)
-    if deprecated:
-        raise TypeError(f"unexpected keyword argument(s) {', '.join(deprecated)}")
     check_tensor(y, "y", min_ndim=2, what="sphere coefficients (..., C, (L+1)**2)")
     _check_parity(parity)
     L = T.lmax_from_size(y.shape[-1], "y")

@@ -48,7 +48,6 @@ from torch import Tensor
 from geomlin.gaunt import grid as G
 from geomlin.gaunt import tables as T
 from geomlin.gaunt.cache import device_tables, table_builder
-from geomlin.gaunt.fourier import fft_sizes  # noqa: F401  (its home before the fft route moved to gaunt.fourier)
 from geomlin.gaunt.precision import DTYPES, compute_dtype, full_precision
 from geomlin.validation import (
     check_choice,

@@ -35,7 +35,6 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from geomlin.deprecation import renamed_keyword
 from geomlin.gaunt.precision import compute_dtype, full_precision
 from geomlin.validation import check_memory, check_nonnegative_int, check_positive_int, check_tensor
 
@@ -181,11 +180,6 @@ def _frozen(*arrays: np.ndarray):
     return arrays[0] if len(arrays) == 1 else arrays
 
 
-def _no_more(kwargs: dict) -> None:
-    if kwargs:
-        raise TypeError(f"unexpected keyword argument(s) {', '.join(kwargs)}")
-
-
 @cache
 def gauss_legendre(num: int) -> tuple[np.ndarray, np.ndarray]:
     """Gauss-Legendre nodes ``cos(theta_j)`` (ascending) and weights ``(num,)``, float64, read-only.
@@ -203,16 +197,11 @@ def _legendre_table(lmax: int, num_theta: int) -> np.ndarray:
     return _frozen(normalized_legendre(lmax, c, np.sqrt(1.0 - c * c)))
 
 
-def legendre_table(lmax: int, num_theta: int | None = None, **deprecated) -> np.ndarray:
+def legendre_table(lmax: int, num_theta: int) -> np.ndarray:
     """``N_l^m P_l^m(cos theta_j)`` at ``num_theta`` Gauss-Legendre latitudes: ``(lmax+1, lmax+1, num_theta)``.
 
-    Indexed ``[m, l, j]``, zero where ``l < m``; float64, read-only (cached). ``n_theta`` is the
-    deprecated name of ``num_theta``.
+    Indexed ``[m, l, j]``, zero where ``l < m``; float64, read-only (cached).
     """
-    num_theta = renamed_keyword(deprecated, "n_theta", "num_theta", num_theta, "legendre_table", default=None)
-    _no_more(deprecated)
-    if num_theta is None:
-        raise TypeError("legendre_table() missing required argument 'num_theta'")
     return _legendre_table(check_nonnegative_int(lmax, "lmax"), check_positive_int(num_theta, "num_theta"))
 
 
@@ -274,17 +263,15 @@ def _sphere_grid(degree: int, num_phi_min: int) -> tuple[np.ndarray, np.ndarray,
     return _frozen(np.stack([x, y, z], axis=-1), weights, np.array([num_theta, num_phi]))
 
 
-def sphere_grid(lmax_exact: int, num_phi_min: int = 0, **deprecated) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def sphere_grid(lmax_exact: int, num_phi_min: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Product grid exact for spherical polynomials of degree ``<= lmax_exact``.
 
     Returns unit vectors ``(num_theta * num_phi, 3)`` in e3nn's axes, quadrature
     weights ``(num_theta * num_phi,)`` summing to ``4 pi``, and ``(num_theta, num_phi)``;
     float64, read-only (cached).  Gauss-Legendre in ``cos(theta)``
     (``num_theta = floor(lmax_exact / 2) + 1``) times ``num_phi = max(lmax_exact + 1, num_phi_min)``
-    equispaced longitudes.  ``n_phi_min`` is the deprecated name of ``num_phi_min``.
+    equispaced longitudes.
     """
-    num_phi_min = renamed_keyword(deprecated, "n_phi_min", "num_phi_min", num_phi_min, "sphere_grid", default=0)
-    _no_more(deprecated)
     lmax_exact = check_nonnegative_int(lmax_exact, "lmax_exact")
     num_phi_min = check_nonnegative_int(num_phi_min, "num_phi_min")
     num_theta, num_phi = lmax_exact // 2 + 1, max(lmax_exact + 1, num_phi_min)

@@ -89,7 +89,7 @@ def _split_rank(count: int, rank: int) -> list[tuple[int, int]]:
     return [(p, copies[p]) for p in sorted(copies, reverse=True) if copies[p]]
 
 
-def uniform_rep(channels: int, group: Group | None = None, *args) -> Rep | GroupFreeRep:
+def uniform_rep(channels: int, group: Group | None = None) -> Rep | GroupFreeRep:
     """A hidden rep of size ``channels`` spread evenly over tensor ranks (EMLP's ``uniform_rep``).
 
     Parameters
@@ -104,18 +104,9 @@ def uniform_rep(channels: int, group: Group | None = None, *args) -> Rep | Group
     ``binomial_allocation``, with a deterministic remainder). Types are grouped and sorted by
     rank, scalars first. Examples: O(5), 384 -> ``134*Scalar + 25*V + 5*V**2`` (size 384, as EMLP);
     SO(3), 100 -> ``37*Scalar + 12*V + 3*V**2``.
-
-    ``uniform_rep(group, channels)`` (the order of geomlin <= 0.x) still works, with a
-    ``DeprecationWarning``, and keeps its old meaning: ``channels`` scalars, ``channels``
-    vectors and ``max(1, channels // 2)`` matrices.
     """
-    if isinstance(channels, Group) and (isinstance(group, int) or args):
-        warnings.warn("uniform_rep(group, channels) is deprecated: it builds `channels` copies of each of "
-                      "Scalar, V and V**2; uniform_rep(channels, group) builds a rep of total size "
-                      "`channels` (EMLP's heuristic)", DeprecationWarning, stacklevel=2)
-        return _per_type_rep(channels, group if isinstance(group, int) else args[0])
-    if args:
-        raise TypeError(f"uniform_rep takes (channels, group), got {2 + len(args)} arguments")
+    if isinstance(channels, Group):
+        raise TypeError("uniform_rep takes (channels, group), got the group first")
     if group is None:
         raise TypeError("uniform_rep needs the group to size its tensors: uniform_rep(channels, group)")
     from geomlin.groups.classical import as_group
@@ -131,13 +122,6 @@ def uniform_rep(channels: int, group: Group | None = None, *args) -> Rep | Group
         else:
             terms += [copies * T(p, rank - p) for p, copies in _split_rank(count, rank)]
     return sum(terms[1:], terms[0])(group)
-
-
-def _per_type_rep(group: Group, channels: int) -> Rep:
-    """The deprecated hidden rep: ``channels`` scalars and vectors, ``max(1, channels // 2)`` matrices."""
-    channels = check_positive_int(channels, "channels")
-    vec = V(group)
-    return channels * Scalar + channels * vec + max(1, channels // 2) * vec ** 2
 
 
 def with_gates(rep: Rep) -> Rep:
@@ -351,9 +335,6 @@ class EquivariantBlock(nn.Module):
         return {"linear": lin, "bilinear": bil, "total": lin + bil}
 
 
-_UNSET = object()
-
-
 class EquivariantMLP(nn.Module):
     """An equivariant MLP for any group (EMLP-style), ``(..., rep_in.size) -> (..., rep_out.size)``.
 
@@ -371,9 +352,6 @@ class EquivariantMLP(nn.Module):
     method: basis solver (``"auto"``, ``"dense"``, ``"sampled"``, ``"diagrams"``).
     bilinear_max_unknowns: passed to every :class:`EquivariantBilinear` (products above it are
         left out with a warning, unless read off from diagrams).
-    hidden, depth: deprecated spellings. ``depth`` is ``num_blocks``. ``hidden=int`` keeps its old
-        meaning (``int`` copies of Scalar and V and ``int // 2`` of V**2) for one release;
-        ``hidden=Rep`` is ``hidden_channels=Rep``.
 
     ``parameter_counts()`` splits the parameters into linear and bilinear parts. Declares
     ``type_in = rep_in``, ``type_out = rep_out``.
@@ -381,7 +359,7 @@ class EquivariantMLP(nn.Module):
 
     def __init__(self, rep_in: Rep, rep_out: Rep, hidden_channels: int | Rep | Sequence = DEFAULT_HIDDEN_CHANNELS,
                  num_blocks: int | None = None, *, group=None, cache_dir=None, method: str = "auto",
-                 bilinear_max_unknowns: int = BILINEAR_MAX_UNKNOWNS, hidden=_UNSET, depth=_UNSET):
+                 bilinear_max_unknowns: int = BILINEAR_MAX_UNKNOWNS):
         super().__init__()
         rep_in = bind(rep_in, group, "rep_in")
         rep_out = bind(rep_out, group, "rep_out")
@@ -390,12 +368,7 @@ class EquivariantMLP(nn.Module):
             from geomlin.groups.classical import as_group
 
             G = as_group(group)
-        if depth is not _UNSET:
-            warnings.warn("EquivariantMLP(depth=...) is renamed num_blocks=", DeprecationWarning, stacklevel=2)
-            if num_blocks is not None:
-                raise TypeError("pass num_blocks or depth (deprecated), not both")
-            num_blocks = depth
-        hidden_list = self._hidden_layers(hidden_channels, num_blocks, hidden, G, group)
+        hidden_list = self._hidden_layers(hidden_channels, num_blocks, G, group)
         self.rep_in, self.rep_out = rep_in, rep_out
         self.type_in, self.type_out = rep_in, rep_out
         self.hidden = hidden_list[0]
@@ -413,18 +386,7 @@ class EquivariantMLP(nn.Module):
         self.head = EquivariantLinear(hidden_list[-1], rep_out, cache_dir=cache_dir, method=method)
 
     @staticmethod
-    def _hidden_layers(hidden_channels, num_blocks, hidden, G, group) -> list[Rep]:
-        if hidden is not _UNSET:
-            warnings.warn("EquivariantMLP(hidden=...) is renamed hidden_channels=; an int now means the "
-                          "total size of the hidden rep (EMLP's ch), while hidden=int keeps its old meaning "
-                          "(int copies of Scalar and V, int // 2 of V**2) for this release",
-                          DeprecationWarning, stacklevel=3)
-            if isinstance(hidden, int) and not isinstance(hidden, bool):
-                if G is None:
-                    raise ValueError("hidden=int needs a group; pass a hidden Rep for scalar-only models")
-                hidden_channels = _per_type_rep(G, hidden)
-            else:
-                hidden_channels = hidden
+    def _hidden_layers(hidden_channels, num_blocks, G, group) -> list[Rep]:
         items = list(hidden_channels) if isinstance(hidden_channels, (list, tuple)) else None
         if items is not None:
             if not items:

@@ -19,7 +19,6 @@ import math
 import torch
 from torch import Tensor, nn
 
-from geomlin.deprecation import renamed
 from geomlin.reps import Labels, Positions, Scalars, Vectors
 from geomlin.validation import (
     check_index,
@@ -79,14 +78,13 @@ class EGNNLayer(nn.Module):
     optional ``vel (B, N, 3)``, optional ``mask (B, N)`` bool. Returns ``(h', pos')`` (and ``vel'``
     when ``vel`` is given, then ``pos' = pos + vel'``). Declared types: node features
     ``Scalars(hidden_channels)`` and positions ``Positions(3)`` in and out (E(3)); edge attributes
-    and masks are invariant keyword inputs. ``hidden`` is the deprecated spelling of ``hidden_channels``.
+    and masks are invariant keyword inputs.
     """
 
     def __init__(self, hidden_channels: int = 64, edge_dim: int = 0, num_rbf: int = DEFAULT_RBF, cutoff: float = 5.0,
-                 update_coords: bool = True, *, hidden: int | None = None):
+                 update_coords: bool = True):
         super().__init__()
-        hidden_channels = check_positive_int(renamed("EGNNLayer", "hidden", "hidden_channels", hidden,
-                                                      hidden_channels), "hidden_channels")
+        hidden_channels = check_positive_int(hidden_channels, "hidden_channels")
         self.hidden_channels = hidden_channels
         self.edge_dim = check_nonnegative_int(edge_dim, "edge_dim")
         self.num_rbf = check_positive_int(num_rbf, "num_rbf")
@@ -153,17 +151,13 @@ class EGNNPotential(nn.Module):
     with respect to ``pos`` for forces ``-dE/dpos``. Energy is E(3) and permutation invariant:
     declared types ``Positions(3)``, ``Labels(num_species)`` -> ``Scalars()``. ``num_species``
     bounds the atomic numbers (``species < num_species``); ``mask (B, N)`` bool marks the real
-    atoms of padded molecules. ``hidden`` and ``layers`` are deprecated spellings of
-    ``hidden_channels`` and ``num_blocks``.
+    atoms of padded molecules.
     """
 
     def __init__(self, num_species: int = 10, hidden_channels: int = 64, num_blocks: int = 3,
-                 num_rbf: int = DEFAULT_RBF, cutoff: float = 5.0, *, hidden: int | None = None,
-                 layers: int | None = None):
+                 num_rbf: int = DEFAULT_RBF, cutoff: float = 5.0):
         super().__init__()
-        hidden_channels = renamed("EGNNPotential", "hidden", "hidden_channels", hidden, hidden_channels)
-        num_blocks = check_positive_int(renamed("EGNNPotential", "layers", "num_blocks", layers, num_blocks),
-                                        "num_blocks")
+        num_blocks = check_positive_int(num_blocks, "num_blocks")
         self.num_species = check_positive_int(num_species, "num_species")
         self.embed = nn.Embedding(self.num_species, hidden_channels)
         self.layers = nn.ModuleList(EGNNLayer(hidden_channels, num_rbf=num_rbf, cutoff=cutoff, update_coords=False)
@@ -196,17 +190,14 @@ class EGNNDynamics(nn.Module):
     ``forward(pos (B, N, 3), vel (B, N, 3), charges (B, N, 1)) -> pos' (B, N, 3)``;
     E(3) equivariant in ``(pos, vel)``: declared types ``Positions(3)``, ``Vectors(3)``,
     ``Scalars(1)`` -> ``Positions(3)``. Edge attributes are the charge products ``q_i q_j``; node
-    features start from ``|v_i|``. ``hidden`` and ``layers`` are deprecated spellings of
-    ``hidden_channels`` and ``num_blocks``.
+    features start from ``|v_i|``.
     """
 
     def __init__(self, hidden_channels: int = 64, num_blocks: int = 4, num_rbf: int = DEFAULT_RBF,
-                 cutoff: float = 6.0, *, hidden: int | None = None, layers: int | None = None):
+                 cutoff: float = 6.0):
         super().__init__()
-        hidden_channels = check_positive_int(renamed("EGNNDynamics", "hidden", "hidden_channels", hidden,
-                                                      hidden_channels), "hidden_channels")
-        num_blocks = check_positive_int(renamed("EGNNDynamics", "layers", "num_blocks", layers, num_blocks),
-                                        "num_blocks")
+        hidden_channels = check_positive_int(hidden_channels, "hidden_channels")
+        num_blocks = check_positive_int(num_blocks, "num_blocks")
         self.embed = nn.Linear(2, hidden_channels)
         self.layers = nn.ModuleList(EGNNLayer(hidden_channels, edge_dim=1, num_rbf=num_rbf, cutoff=cutoff)
                                     for _ in range(num_blocks))

@@ -20,7 +20,6 @@ import math
 import torch
 from torch import Tensor, nn
 
-from geomlin.deprecation import renamed_keyword
 from geomlin.gaunt.modules import _degree_index
 from geomlin.groups import E3
 from geomlin.models.egnn import check_molecule_inputs
@@ -61,9 +60,9 @@ class GauntPotential(nn.Module):
     Parameters
     ----------
     num_species : atomic numbers must be ``< num_species``.
-    hidden_channels : feature channels (``channels`` is its deprecated name).
+    hidden_channels : feature channels.
     lmax : SH degree of the features.
-    num_blocks : interaction blocks (``layers`` is its deprecated name).
+    num_blocks : interaction blocks.
     correlation : body order of :class:`~geomlin.gaunt.ManyBodyGaunt` (powers 1..correlation).
     cutoff : radius (Angstrom) of the convolutions.
     num_radial : size of the Bessel radial basis.
@@ -72,12 +71,7 @@ class GauntPotential(nn.Module):
     """
 
     def __init__(self, num_species: int = 10, hidden_channels: int = 16, lmax: int = 2, num_blocks: int = 2,
-                 correlation: int = 2, cutoff: float = 5.0, num_radial: int = 8, **deprecated):
-        hidden_channels = renamed_keyword(deprecated, "channels", "hidden_channels", hidden_channels, "GauntPotential",
-                                          default=16)
-        num_blocks = renamed_keyword(deprecated, "layers", "num_blocks", num_blocks, "GauntPotential", default=2)
-        if deprecated:
-            raise TypeError(f"unexpected keyword argument(s) {', '.join(deprecated)}")
+                 correlation: int = 2, cutoff: float = 5.0, num_radial: int = 8):
         super().__init__()
         from geomlin.gaunt import GauntConvolution, ManyBodyGaunt
 

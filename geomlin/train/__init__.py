@@ -21,17 +21,3 @@ __all__ = [
            "run_training",
 ]
 
-
-_MOVED_TO_CLI = {"audit": "geomlin.cli.audit", "AuditResult": "geomlin.cli.audit"}
-
-
-def __getattr__(name: str):
-    # deprecated aliases (one release): the audit moved to geomlin.cli.audit
-    if name in _MOVED_TO_CLI:
-        import importlib
-        import warnings
-
-        warnings.warn(f"geomlin.train.{name} moved to {_MOVED_TO_CLI[name]}.{name}", DeprecationWarning,
-                      stacklevel=2)
-        return getattr(importlib.import_module(_MOVED_TO_CLI[name]), name)
-    raise AttributeError(f"module 'geomlin.train' has no attribute {name!r}")

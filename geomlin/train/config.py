@@ -11,14 +11,11 @@ is a plain ``dict`` built in this order (later wins):
 Keys that no option declares are rejected with the list of valid keys. Every value is checked
 against its option (type, choices, bounds) through :mod:`geomlin.validation` before any work
 starts, so ``--num-train 0`` or ``--lr nan`` end as one-line :class:`UserError` messages.
-Renamed options keep their old spelling as a deprecated alias (``n_train`` -> ``num_train``),
-on the command line and in config files and old checkpoints alike.
 """
 
 from __future__ import annotations
 
 import json
-import warnings
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,7 +38,6 @@ class Option:
     ``--batch-size``. ``type`` is ``int``, ``float``, ``str`` or ``bool``;
     ``choices`` restricts the values, ``minimum`` / ``maximum`` bound numbers (``strict=True``
     excludes the minimum: ``lr > 0``); all are checked for the file and the command line alike.
-    ``aliases`` are deprecated former names (``("n_train",)``), still accepted with a warning.
     """
 
     name: str
@@ -52,15 +48,10 @@ class Option:
     minimum: float | None = None
     maximum: float | None = None
     strict: bool = False
-    aliases: tuple[str, ...] = ()
 
     @property
     def flag(self) -> str:
         return "--" + self.name.replace("_", "-")
-
-    @property
-    def alias_flags(self) -> tuple[str, ...]:
-        return tuple("--" + a.replace("_", "-") for a in self.aliases)
 
 
 #: Options shared by every ``geomlin train`` task.
@@ -134,24 +125,6 @@ def _convert(option: Option, value: Any, where: str) -> Any:
     return converted
 
 
-def _rename_aliases(values: Mapping[str, Any], table: Mapping[str, Option], where: str,
-                    warn: bool = True) -> dict[str, Any]:
-    """``values`` with deprecated option names replaced by the current ones (a DeprecationWarning each)."""
-    alias_of = {a: o.name for o in table.values() for a in o.aliases}
-    out = {}
-    for key, value in values.items():
-        new = alias_of.get(key)
-        if new is not None:
-            if warn:
-                warnings.warn(f"{where}: option '{key}' is deprecated; use '{new}'", DeprecationWarning,
-                              stacklevel=3)
-            if new in values:
-                raise UserError(f"{where}: both '{key}' (deprecated) and '{new}' are given; keep '{new}'")
-            key = new
-        out[key] = value
-    return out
-
-
 def validate_config(options: Iterable[Option], cfg: Mapping[str, Any]) -> dict[str, Any]:
     """Check every value of a resolved config against its option; returns the converted values.
 
@@ -172,7 +145,6 @@ def check_resume_compatible(options: Iterable[Option], saved: Mapping[str, Any],
     Only the options in :data:`RESUMABLE` (epochs, learning rate, device, output, ...) may change.
     """
     table = {o.name: o for o in options}
-    saved = _rename_aliases(saved, table, checkpoint, warn=False)
     # the model list is compared as a set by the training loop (None = the task's default list)
     changed = [k for k in table if k not in RESUMABLE and k != "model" and k in saved and saved[k] != cfg.get(k)]
     if changed:
@@ -228,12 +200,10 @@ def resolve_config(options: Iterable[Option], *, file_values: Mapping[str, Any] 
     ``quick_preset`` is applied when the resolved ``quick`` is true; a callable preset sees the
     config as the file and command line leave it (so it can depend on e.g. ``dataset``), and
     values given explicitly in the file or on the command line still win over it.
-    Deprecated option names are renamed (with a DeprecationWarning for files and command lines).
     """
     table = {o.name: o for o in options}
-    file_values = _rename_aliases(dict(file_values or {}), table, where_file)
-    cli_values = _rename_aliases({k: v for k, v in (cli_values or {}).items() if v is not None}, table,
-                                 "command line")
+    file_values = dict(file_values or {})
+    cli_values = {k: v for k, v in (cli_values or {}).items() if v is not None}
     for key in file_values:
         if key not in table:
             known = ", ".join(sorted(table))
@@ -243,7 +213,6 @@ def resolve_config(options: Iterable[Option], *, file_values: Mapping[str, Any] 
             raise UserError(f"unknown option '{key}'")
     cfg = {name: o.default for name, o in table.items()}
     if base is not None:
-        base = _rename_aliases(base, table, "checkpoint", warn=False)
         cfg.update({k: v for k, v in base.items() if k in table})
     file_cfg = {k: _convert(table[k], v, where_file) for k, v in file_values.items()}
     cli_cfg = {k: _convert(table[k], v, "command line") for k, v in cli_values.items()}

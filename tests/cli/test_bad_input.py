@@ -27,7 +27,7 @@ def _fails(capsys, args, phrase, out=None):
 @pytest.mark.parametrize("args, phrase", [
     (["molecules", "--num-train", "0"], "--num-train must be >= 1, got 0"),
     (["molecules", "--num-train", "-3"], "--num-train must be >= 1, got -3"),
-    (["molecules", "--n-train", "0"], "--num-train must be >= 1, got 0"),
+    (["molecules", "--num-train", "0"], "--num-train must be >= 1, got 0"),
     (["molecules", "--num-test", "0"], "--num-test must be >= 1"),
     (["molecules", "--force-weight", "-5"], "--force-weight must be >= 0.0, got -5.0"),
     (["molecules", "--force-weight", "nan"], "--force-weight must be finite"),
@@ -52,7 +52,7 @@ def _fails(capsys, args, phrase, out=None):
     (["pointcloud", "--frame-group", "XY"], "frame-group must be one of E3, SE3, O3, SO3"),
     (["pointcloud", "--device", "tpu"], "--device must be cpu, cuda, cuda:N, auto"),
     (["nbody", "--num-particles", "1"], "--num-particles must be >= 2, got 1"),
-    (["nbody", "--n-particles", "1"], "--num-particles must be >= 2, got 1"),
+    (["nbody", "--num-particles", "1"], "--num-particles must be >= 2, got 1"),
     (["nbody", "--horizon-steps", "0"], "--horizon-steps must be >= 1"),
     (["nbody", "--burn-in-steps", "-1"], "--burn-in-steps must be >= 0"),
     (["nbody", "--num-train", "2.5"], "--num-train must be an int, got '2.5'"),
@@ -73,20 +73,10 @@ def test_out_is_a_file(tmp_path, capsys):
     assert f.read_text() == "mine"
 
 
-def test_deprecated_spelling_is_a_warning_not_an_error(tmp_path, capsys):
-    out = tmp_path / "run"
-    assert main(["train", "nbody", *QUICK, "--model", "mlp", "--n-train", "16", "--n-test", "8",
-                 "--out", str(out)]) == 0
-    err = capsys.readouterr().err
-    assert "geomlin: warning: --n-train is deprecated; use --num-train" in err
-    run = json.loads((out / "config.json").read_text())
-    assert run["config"]["num_train"] == 16 and run["run"]["num_train"] == 16 and "n_train" not in run["config"]
-
-
 @pytest.mark.parametrize("text, phrase", [
     ('{"num_train": 0}', "num_train must be >= 1, got 0"),
     ('{"force_weight": "heavy"}', "force_weight must be a number, got 'heavy'"),
-    ('{"n_train": 10, "num_train": 20}', "both 'n_train' (deprecated) and 'num_train'"),
+    ('{"n_train": 10}', "unknown config key 'n_train'"),
     ('{"epochs": true}', "epochs must be an int, got True"),
 ])
 def test_bad_config_files(tmp_path, capsys, text, phrase):

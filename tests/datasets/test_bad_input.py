@@ -240,8 +240,7 @@ def test_mesh_point_clouds_arguments(tmp_path):
         MeshPointClouds(str(path))
     with pytest.raises(ValueError, match="num_points must be >= 1"):
         MeshPointClouds([path], num_points=0)
-    with pytest.warns(DeprecationWarning, match="with_normals"):
-        ds = MeshPointClouds([path], num_points=16, with_normals=True)
+    ds = MeshPointClouds([path], num_points=16, include_normals=True)
     assert ds[0].normal.shape == (16, 3)
 
 
@@ -261,13 +260,6 @@ def test_mesh_point_clouds_arguments(tmp_path):
 def test_generated_and_split_arguments(call, error, message):
     with pytest.raises(error, match=message):
         call()
-
-
-def test_nbody_old_spelling_still_works():
-    with pytest.warns(DeprecationWarning, match="n_particles"):
-        old = nbody(2, n_particles=3, burn_in_steps=5, horizon_steps=5)
-    new = nbody(2, num_particles=3, burn_in_steps=5, horizon_steps=5)
-    assert torch.equal(old["target_pos"], new["target_pos"]) and new["pos"].shape == (2, 3, 3)
 
 
 # -------------------------------------------------------------------------------- transforms

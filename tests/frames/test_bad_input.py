@@ -149,10 +149,8 @@ CASES = [
 
 @pytest.mark.parametrize("what,call,exc,phrase", CASES, ids=[c[0] for c in CASES])
 def test_bad_input_is_refused_clearly(what, call, exc, phrase):
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", DeprecationWarning)
-        with pytest.raises(exc) as info:
-            call()
+    with pytest.raises(exc) as info:
+        call()
     assert phrase in str(info.value), f"{what}: {info.value}"
 
 
@@ -165,10 +163,6 @@ def test_valid_inputs_are_accepted():
     assert pca_frames(FLAT, "SE3", batch=BATCH).frames.shape == (3, 4, 3, 3)
     assert pca_frames(POS, "E3", MASK, signs="skewness").frames.shape == (3, 1, 3, 3)
     assert _fa()(POS, mask=MASK).shape == (3, 3)
-    with pytest.warns(DeprecationWarning, match=r"PointCloudCanonicalizer\(hidden=\.\.\.\) is deprecated; use hidden_channels="):
-        PointCloudCanonicalizer("SO3", hidden=4)
-    with pytest.warns(DeprecationWarning, match=r"ImageCanonicalizer\(layers=\.\.\.\) is deprecated; use num_blocks="):
-        ImageCanonicalizer("C4", layers=1)
 
 
 @pytest.mark.parametrize("orthogonalization", ["gram_schmidt", "procrustes"])

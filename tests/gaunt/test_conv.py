@@ -61,7 +61,3 @@ def test_conv_methods_agree_and_backprop(method):
     assert torch.isfinite(g).all()
 
 
-def test_conv_deprecated_hidden_keyword():
-    with pytest.warns(DeprecationWarning, match="hidden_channels"):
-        conv = GauntConvolution(1, 1, 1, 2, hidden=8)
-    assert conv.hidden_channels == 8 and conv.radial[0].out_features == 8

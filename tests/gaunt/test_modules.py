@@ -166,9 +166,3 @@ def test_many_body_matches_sum_of_powers_and_is_equivariant():
     assert torch.autograd.gradgradcheck(small, (t,))
 
 
-def test_deprecated_parity_class_keyword():
-    with pytest.warns(DeprecationWarning, match="parity"):
-        assert sphere_irreps(1, 2, parity_class=PSEUDO) == sphere_irreps(1, 2, PSEUDO)
-    with pytest.warns(DeprecationWarning, match="parity"):
-        y = sphere_to_irreps(torch.randn(2, 3, 4), parity_class=PSEUDO)
-    assert y.shape == (2, 12)

@@ -94,15 +94,6 @@ def test_cached_tables_cannot_be_corrupted():
             table[...] = 0
 
 
-def test_deprecated_grid_size_names():
-    with pytest.warns(DeprecationWarning, match="num_theta"):
-        old = T.legendre_table(3, n_theta=4)
-    np.testing.assert_array_equal(old, T.legendre_table(3, num_theta=4))
-    with pytest.warns(DeprecationWarning, match="num_phi_min"):
-        pts, _, sizes = T.sphere_grid(4, n_phi_min=8)
-    assert tuple(sizes) == (3, 8) and pts.shape == (24, 3)
-
-
 def test_lmax_from_size_rejects_non_squares():
     assert T.lmax_from_size(16) == 3
     with pytest.raises(ValueError, match=r"\(L\+1\)\*\*2"):

@@ -124,20 +124,6 @@ def test_hidden_channels_is_the_hidden_size():
     assert explicit.hidden_reps[0] == 3 * Scalar + V(O(5)) and explicit.hidden_reps[1].size == 8
 
 
-def test_deprecated_spellings_keep_their_meaning():
-    G = O(3)
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        old = EquivariantMLP(V(G), Scalar, hidden=4, depth=1)
-    messages = " | ".join(str(w.message) for w in caught if w.category is DeprecationWarning)
-    assert "renamed hidden_channels" in messages and "renamed num_blocks" in messages
-    assert old.hidden == 4 * Scalar + 4 * V(G) + 2 * V(G) ** 2 and len(old.blocks) == 1
-    with pytest.warns(DeprecationWarning, match="num_blocks"):
-        EquivariantMLP(V(G), Scalar, 8, depth=2)
-    with pytest.warns(DeprecationWarning, match="uniform_rep"):
-        assert uniform_rep(G, 2) == 2 * Scalar + 2 * V(G) + V(G) ** 2
-
-
 def test_bilinear_warns_where_it_leaves_a_product_out():
     G = _cube()
     rep = Scalar + V(G) ** 2

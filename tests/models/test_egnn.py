@@ -84,14 +84,6 @@ def test_dynamics_permutation_equivariant():
     torch.testing.assert_close(net(pos[:, perm], vel[:, perm], q[:, perm]), out[:, perm], rtol=1e-12, atol=1e-12)
 
 
-def test_old_argument_names_still_work():
-    with pytest.warns(DeprecationWarning, match="layers=.*num_blocks"):
-        old = EGNNPotential(num_species=3, hidden=8, layers=1)
-    assert len(old.layers) == 1 and old.embed.embedding_dim == 8
-    with pytest.warns(DeprecationWarning, match="hidden=.*hidden_channels"):
-        EGNNLayer(hidden=4)
-
-
 @pytest.mark.parametrize("call, error, message", [
     (lambda n: n(torch.randn(2, 4, 3), torch.zeros(2, 4)), TypeError, "species must have an integer dtype"),
     (lambda n: n(torch.randn(2, 4, 3), torch.full((2, 4), 7)), ValueError, r"species must index atom types in \[0, 5\)"),

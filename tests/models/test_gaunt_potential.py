@@ -84,15 +84,6 @@ def test_force_training_double_backward():
     assert grads and all(torch.isfinite(g).all() for g in grads)
 
 
-def test_deprecated_constructor_names_still_work():
-    with pytest.warns(DeprecationWarning, match="num_blocks"):
-        net = GauntPotential(num_species=3, layers=1)
-    assert net.num_blocks == 1 and len(net.convs) == 1
-    with pytest.warns(DeprecationWarning, match="hidden_channels"):
-        net = GauntPotential(num_species=3, channels=5)
-    assert net.hidden_channels == 5 == net.channels
-
-
 def test_bad_inputs():
     net = _model()
     pos, z = _molecules()

@@ -76,33 +76,23 @@ def test_base_replaces_defaults_and_skips_quick():
     assert cfg["num_points"] == 7 and cfg["epochs"] == 4
 
 
-OPTS_ALIASED = (*COMMON_OPTIONS, Option("num_train", int, 10, "count", minimum=1, aliases=("n_train",)),
+OPTS_COUNTED = (*COMMON_OPTIONS, Option("num_train", int, 10, "count", minimum=1),
                 Option("width", int, 32, "width", minimum=1), Option("schedule", str, "cosine", "s"))
-
-
-def test_old_names_are_renamed_with_a_warning():
-    with pytest.warns(DeprecationWarning, match="'n_train' is deprecated; use 'num_train'"):
-        cfg = resolve_config(OPTS_ALIASED, file_values={"n_train": 5})
-    assert cfg["num_train"] == 5 and "n_train" not in cfg
-    cfg = resolve_config(OPTS_ALIASED, base={"n_train": 7, "width": 8})        # an old checkpoint: silently
-    assert (cfg["num_train"], cfg["width"]) == (7, 8)
 
 
 def test_bounds_are_checked_for_files_and_python_configs():
     with pytest.raises(UserError, match="num_train must be >= 1, got 0"):
-        resolve_config(OPTS_ALIASED, file_values={"num_train": 0})
-    cfg = resolve_config(OPTS_ALIASED)
+        resolve_config(OPTS_COUNTED, file_values={"num_train": 0})
+    cfg = resolve_config(OPTS_COUNTED)
     with pytest.raises(UserError, match="--width must be >= 1, got -2"):
-        resolve_config(OPTS_ALIASED, cli_values={"width": "-2"})
+        resolve_config(OPTS_COUNTED, cli_values={"width": "-2"})
     with pytest.raises(UserError, match="unknown config keys \\['widht'\\]"):
-        validate_config(OPTS_ALIASED, {**cfg, "widht": 3})
-    assert validate_config(OPTS_ALIASED, cfg) == cfg
+        validate_config(OPTS_COUNTED, {**cfg, "widht": 3})
+    assert validate_config(OPTS_COUNTED, cfg) == cfg
 
 
 def test_resume_may_change_only_the_resumable_options():
-    saved = resolve_config(OPTS_ALIASED)
-    check_resume_compatible(OPTS_ALIASED, saved, {**saved, "epochs": 50, "lr": 0.1, "out": "x"}, "c.pt")
+    saved = resolve_config(OPTS_COUNTED)
+    check_resume_compatible(OPTS_COUNTED, saved, {**saved, "epochs": 50, "lr": 0.1, "out": "x"}, "c.pt")
     with pytest.raises(UserError, match="--width is 64 but checkpoint c.pt was trained with 32"):
-        check_resume_compatible(OPTS_ALIASED, saved, {**saved, "width": 64}, "c.pt")
-    old = {**{k: v for k, v in saved.items() if k != "num_train"}, "n_train": 10}
-    check_resume_compatible(OPTS_ALIASED, old, saved, "old.pt")                # old spelling, same value
+        check_resume_compatible(OPTS_COUNTED, saved, {**saved, "width": 64}, "c.pt")

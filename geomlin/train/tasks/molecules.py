@@ -162,8 +162,8 @@ class MoleculesTask(Task):
                "bundled sample datasets/qm9)"),
         Option("target", str, None, f"QM9 property to fit (--dataset qm9; default {DEFAULT_QM9_TARGET}; any name of "
                "geomlin.datasets.QM9_TARGETS: mu, alpha, homo, lumo, gap, r2, zpve, U0, U, H, G, cv, ...)"),
-        Option("num_train", int, 800, "training examples (frames or molecules)", minimum=1, aliases=("n_train",)),
-        Option("num_test", int, 200, "test examples", minimum=1, aliases=("n_test",)),
+        Option("num_train", int, 800, "training examples (frames or molecules)", minimum=1),
+        Option("num_test", int, 200, "test examples", minimum=1),
         Option("force_weight", float, 10.0, "weight of the force term of the loss (0 = energy only; --dataset md)",
                minimum=0.0),
         Option("schedule", str, "cosine", "learning-rate schedule", ("cosine", "constant")),

@@ -15,7 +15,6 @@ from typing import ClassVar
 import torch
 from torch import Tensor, nn
 
-from geomlin.deprecation import renamed
 from geomlin.reps import Positions, Scalars, Vectors
 from geomlin.train.config import Option
 from geomlin.train.errors import UserError
@@ -43,13 +42,10 @@ class MLPDynamics(nn.Module):
     task's E(3) symmetry.
     """
 
-    def __init__(self, num_particles: int, hidden_channels: int = 128, *, n_particles: int | None = None,
-                 hidden: int | None = None):
+    def __init__(self, num_particles: int, hidden_channels: int = 128):
         super().__init__()
-        num_particles = check_positive_int(renamed("MLPDynamics", "n_particles", "num_particles", n_particles,
-                                                    num_particles), "num_particles")
-        hidden_channels = check_positive_int(renamed("MLPDynamics", "hidden", "hidden_channels", hidden,
-                                                      hidden_channels), "hidden_channels")
+        num_particles = check_positive_int(num_particles, "num_particles")
+        hidden_channels = check_positive_int(hidden_channels, "hidden_channels")
         self.num_particles = num_particles
         self.net = nn.Sequential(nn.Linear(7 * num_particles, hidden_channels), nn.SiLU(),
                                  nn.Linear(hidden_channels, hidden_channels), nn.SiLU(),
@@ -77,14 +73,9 @@ class GATrDynamics(nn.Module):
     """
 
     def __init__(self, hidden_mv_channels: int = 8, hidden_s_channels: int = 16, num_blocks: int = 4,
-                 num_heads: int = 4, *, average_orientations: bool = True, hidden_mv: int | None = None,
-                 hidden_s: int | None = None, blocks: int | None = None, heads: int | None = None):
+                 num_heads: int = 4, *, average_orientations: bool = True):
         super().__init__()
         self.average_orientations = check_bool(average_orientations, "average_orientations")
-        hidden_mv_channels = renamed("GATrDynamics", "hidden_mv", "hidden_mv_channels", hidden_mv, hidden_mv_channels)
-        hidden_s_channels = renamed("GATrDynamics", "hidden_s", "hidden_s_channels", hidden_s, hidden_s_channels)
-        num_blocks = renamed("GATrDynamics", "blocks", "num_blocks", blocks, num_blocks)
-        num_heads = renamed("GATrDynamics", "heads", "num_heads", heads, num_heads)
         gatr = _require("geomlin.gatr", "the GATr model")
         self.pga = _require("geomlin.algebra.pga", "the GATr model")
         self.orientations = gatr.orientations
@@ -126,9 +117,9 @@ class NBodyTask(Task):
     name = "nbody"
     description = "charged n-body dynamics: predict positions a fixed time ahead (GATr, EGNN, MLP)"
     options = (
-        Option("num_train", int, 3000, "training systems", minimum=1, aliases=("n_train",)),
-        Option("num_test", int, 500, "test systems", minimum=1, aliases=("n_test",)),
-        Option("num_particles", int, 5, "particles per system", minimum=2, aliases=("n_particles",)),
+        Option("num_train", int, 3000, "training systems", minimum=1),
+        Option("num_test", int, 500, "test systems", minimum=1),
+        Option("num_particles", int, 5, "particles per system", minimum=2),
         Option("burn_in_steps", int, 1000, "integration steps before the input frame (EGNN uses 3000)", minimum=0),
         Option("horizon_steps", int, 1000, "integration steps (of dt = 0.001) between input and target", minimum=1),
         Option("schedule", str, "cosine", "learning-rate schedule", ("cosine", "constant")),

@@ -16,7 +16,6 @@ import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
 
-from geomlin.deprecation import renamed
 from geomlin.reps import Positions, Scalars
 from geomlin.train.config import Option
 from geomlin.train.errors import UserError
@@ -128,22 +127,16 @@ class GATrClassifier(nn.Module):
     ``Positions(3)`` -> ``Scalars(num_classes)``. Only the first ``max_points`` points of each
     cloud are used (the clouds are i.i.d. surface samples, so this is a uniform subsample):
     attention costs ``O(N^2)`` and GATr's layers are heavy per point. Channel names follow the
-    reference GATr; ``hidden_mv``, ``hidden_s``, ``blocks``, ``heads`` are deprecated spellings.
+    reference GATr.
     ``average_orientations`` (default) pools the scalars of both orientations of the embedded points
     (:mod:`geomlin.gatr.orientations`): exact under reflections at twice the cost.
     """
 
     def __init__(self, num_classes: int, hidden_mv_channels: int = 8, hidden_s_channels: int = 16,
                  num_blocks: int = 2, num_heads: int = 4, max_points: int = 32, *,
-                 average_orientations: bool = True, hidden_mv: int | None = None,
-                 hidden_s: int | None = None, blocks: int | None = None, heads: int | None = None):
+                 average_orientations: bool = True):
         super().__init__()
         self.average_orientations = check_bool(average_orientations, "average_orientations")
-        hidden_mv_channels = renamed("GATrClassifier", "hidden_mv", "hidden_mv_channels", hidden_mv,
-                                     hidden_mv_channels)
-        hidden_s_channels = renamed("GATrClassifier", "hidden_s", "hidden_s_channels", hidden_s, hidden_s_channels)
-        num_blocks = renamed("GATrClassifier", "blocks", "num_blocks", blocks, num_blocks)
-        num_heads = renamed("GATrClassifier", "heads", "num_heads", heads, num_heads)
         gatr = _require("geomlin.gatr", "the GATr model")
         self.pga = _require("geomlin.algebra.pga", "the GATr model")
         self.orientations = gatr.orientations
