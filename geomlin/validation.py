@@ -45,6 +45,11 @@ from torch import Tensor
 #: enough for values that went through a few float operations, tight enough to reject a shear.
 GEOMETRY_TOLERANCE = {torch.float64: 1e-6, torch.float32: 1e-3, torch.float16: 2e-2, torch.bfloat16: 5e-2}
 
+#: Largest memory (bytes) a constructor or function may plan for one of its tensors before it refuses:
+#: :func:`check_memory` raises with the estimate above this (8 GiB), instead of an allocator error
+#: (or an hour of swapping) later.
+MEMORY_LIMIT_BYTES = 8 * 2**30
+
 #: Readable names of the dtype families accepted by :func:`check_tensor`.
 DTYPE_FAMILIES = ("float", "int", "bool", "index", "any")
 
@@ -386,7 +391,8 @@ def check_batch_vector(batch, name: str, num_items: int, *, num_graphs: int | No
         if batch.numel() > 1 and bool((batch[1:] < batch[:-1]).any()):
             raise ValueError(sorted_message)
         if num_graphs is not None and int(batch.max()) >= num_graphs:
-            raise ValueError(f"{name} refers to graph {int(batch.max())} but there are {num_graphs} graphs")
+            raise ValueError(f"{name} refers to graph {int(batch.max())} but there are {num_graphs} graphs "
+                             f"(num_graphs={num_graphs} must exceed every entry of {name})")
         return batch
     if batch.numel() > 1:
         check_condition(batch[1:] >= batch[:-1], sorted_message)
@@ -407,6 +413,37 @@ def check_generator(generator, name: str, device: torch.device):
         raise ValueError(f"{name} is a {generator.device.type} generator but the data is on {device}; "
                          f"pass torch.Generator(device=...) on the data's device")
     return generator
+
+
+def check_memory(nbytes: int, what: str, hint: str = "") -> int:
+    """Refuse a planned allocation of about ``nbytes`` bytes above :data:`MEMORY_LIMIT_BYTES`.
+
+    ``what`` names the tensor and the arguments that size it; ``hint`` says how to use less.
+    The ``ValueError`` prints the estimate and the limit. Returns ``nbytes``. Skipped while
+    ``torch.compile`` traces (sizes may be symbolic there; the eager call has checked them).
+    """
+    if torch.compiler.is_compiling():
+        return nbytes
+    if nbytes > MEMORY_LIMIT_BYTES:
+        gib = 2**30
+        raise ValueError(f"{what} would need about {nbytes / gib:,.1f} GiB (estimated), above the limit of "
+                         f"{MEMORY_LIMIT_BYTES / gib:.0f} GiB (geomlin.validation.MEMORY_LIMIT_BYTES)"
+                         + (f"; {hint}" if hint else ""))
+    return nbytes
+
+
+def check_broadcastable(*named, what: str = "shapes") -> tuple[int, ...]:
+    """Shapes that broadcast together; returns the broadcast shape.
+
+    ``named`` are ``(name, shape)`` pairs; on a mismatch the ``ValueError`` names every argument
+    and its shape (``what`` describes the shapes, e.g. ``"batch shapes"``).
+    """
+    try:
+        return tuple(torch.broadcast_shapes(*(tuple(shape) for _, shape in named)))
+    except RuntimeError:
+        given = ", ".join(f"{name} {shape_str(shape)}" for name, shape in named)
+        raise ValueError(f"the {what} of {', '.join(n for n, _ in named)} must be equal or broadcastable, "
+                         f"got {given}") from None
 
 
 def check_same_device(name_a: str, a: Tensor, name_b: str, b: Tensor) -> None:

@@ -158,3 +158,15 @@ def test_files(tmp_path):
         check_file(tmp_path)
     err = FileFormatError(tmp_path / "a.xyz", "expected 4 columns, got 3", line=7)
     assert str(err).endswith("a.xyz:7: expected 4 columns, got 3") and isinstance(err, ValueError)
+
+
+def test_memory_bound_and_broadcast_messages():
+    from geomlin.validation import MEMORY_LIMIT_BYTES, check_broadcastable, check_memory
+
+    assert check_memory(MEMORY_LIMIT_BYTES, "a tensor") == MEMORY_LIMIT_BYTES  # at the bound: accepted
+    with pytest.raises(ValueError, match=r"a table of n=9 would need about 16.0 GiB \(estimated\), above the "
+                                         r"limit of 8 GiB .*; use n <= 4"):
+        check_memory(16 * 2**30, "a table of n=9", "use n <= 4")
+    assert check_broadcastable(("a", (4, 1)), ("b", (3,))) == (4, 3)
+    with pytest.raises(ValueError, match=r"the batch shapes of a, b must be equal or broadcastable, got a \(4,\), b \(5,\)"):
+        check_broadcastable(("a", (4,)), ("b", (5,)), what="batch shapes")

@@ -353,7 +353,8 @@ def scaling_and_squaring(x: Tensor, size: Tensor, multiply: Callable[[Tensor, Te
     """
     size = size.detach()
     s = torch.ceil(torch.log2(size.clamp_min(torch.finfo(size.dtype).tiny) / EXP_SCALED_SIZE))
-    s = s.clamp(0, MAX_SQUARINGS)
+    # a NaN size (NaN input) squares the most times: the result stays NaN instead of failing int()
+    s = s.nan_to_num(nan=float(MAX_SQUARINGS)).clamp(0, MAX_SQUARINGS)
     y = x * torch.exp2(-s).to(x.dtype)
     out, term = one.expand_as(x), one.expand_as(x)
     for k in range(1, terms + 1):
@@ -828,9 +829,11 @@ class CliffordAlgebra:
         Scaling and squaring with a Taylor polynomial (:func:`scaling_and_squaring`):
         ``exp(x) = exp(x / 2^s)^(2^s)`` with ``s`` chosen per multivector so that
         ``|x|_1 / 2^s <= 1/2``; exact to float64 round-off for sizes up to ``5e5``. No host
-        synchronisation.
+        synchronisation. ``x`` must be finite (``ValueError``, deferred on accelerators): the
+        exponential of an infinite multivector is not defined.
         """
         self.check(x)
+        check_finite(x, "x")
         terms = check_positive_int(terms, "terms")
         one = torch.zeros(self.dim, dtype=x.dtype, device=x.device)
         one[0] = 1.0

@@ -40,7 +40,7 @@ from geomlin.algebra import CliffordAlgebra
 from geomlin.algebra.clifford import SUBSPACES, ConstantTables, _sparse, table_on
 from geomlin.algebra.versor_groups import PseudoOrthogonalGroup, as_algebra
 from geomlin.reps.types import Multivectors
-from geomlin.validation import check_choice, check_finite, check_float, check_positive_int, check_tensor
+from geomlin.validation import check_broadcastable, check_choice, check_finite, check_float, check_positive_int, check_tensor
 
 
 def _check(algebra: CliffordAlgebra, x: Tensor, channels: int, where: str) -> None:
@@ -174,7 +174,11 @@ def weighted_geometric_product(algebra: CliffordAlgebra, x: Tensor, y: Tensor, p
     algebra.check(y, "y")
     check_choice(subspaces, "subspaces", SUBSPACES)
     m = algebra.num_subspaces(subspaces)
-    check_tensor(path_weights, "path_weights", shape=(x.shape[-2], m, m, m) if x.ndim >= 2 else (None, m, m, m))
+    check_tensor(x, "x", min_ndim=2, what="(..., channels, dim) multivectors")
+    check_tensor(y, "y", min_ndim=2, what="(..., channels, dim) multivectors")
+    check_broadcastable(("x", x.shape[:-1]), ("y", y.shape[:-1]), what="(..., channels) shapes")
+    check_tensor(path_weights, "path_weights", shape=(x.shape[-2], m, m, m),
+                 what="one weight per channel of x and subspace triple")
     sa, sb, r, path, _ = _path_plan(algebra, subspaces, x.device, x.dtype, tables)
     w = path_weights.to(x.dtype).flatten(1)[:, path]  # (channels, nnz)
     return ((x @ sa) * (y @ sb) * w) @ r

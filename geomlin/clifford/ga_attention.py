@@ -46,6 +46,13 @@ points is 10^9 tuples. For larger clouds restrict the tuples to neighbourhoods
 Shapes: ``r (..., N, 3)`` (multivectors ``(..., N, 8)``), values ``v (..., N, n_dim)``,
 ``mask (..., N)`` bool (True = keep); outputs ``(..., n_dim)`` / ``(..., 3)`` / ``(..., 8)`` with
 ``reduce=True``, ``(..., N, ...)`` otherwise.
+
+**Empty tuple sets.** Tuples with a masked member (``mask``, or a neighbour slot outside the
+radius in ``neighbors.mask``) get zero weight. Where *every* tuple of a softmax is masked (a fully
+masked cloud with ``reduce=True``; with ``reduce=False`` a masked item, or an item with no
+neighbour in the radius) the output there is **zero**: the layer never attends to padding. ``r``
+and ``v`` must be finite (``ValueError``, deferred on accelerators), and a tuple count whose
+largest tensor would exceed :data:`geomlin.validation.MEMORY_LIMIT_BYTES` is refused up front.
 """
 
 from __future__ import annotations
@@ -63,9 +70,11 @@ from geomlin.groups import SO, O
 from geomlin.reps.types import Multivectors, Scalars, Vectors
 from geomlin.validation import (
     check_choice,
+    check_finite,
     check_float,
     check_index,
     check_mask,
+    check_memory,
     check_positive_int,
     check_tensor,
 )
@@ -274,6 +283,9 @@ def neighborhoods(pos: Tensor, k: int | None = None, radius: float | None = None
     if k is None and radius is None:
         raise ValueError("neighborhoods needs k, radius or both")
     n = pos.shape[-2]
+    # distances, sorted distances and their int64 indices, (..., N, N) each
+    check_memory(math.prod(pos.shape[:-2]) * n * n * (2 * pos.element_size() + 8),
+                 f"neighborhoods of {n} items (dense (N, N) distances)", "split the cloud into smaller batches")
     dist = torch.cdist(pos, pos)
     if not include_self:
         if n < 2:
@@ -368,8 +380,11 @@ class _GAAttentionBase(nn.Module):
         check_tensor(v, f"{name}: v", shape=(*r.shape[:-1], self.n_dim), what="(..., N, n_dim) values")
         if r.shape[-2] == 0:
             raise ValueError(f"{name}: r has no items (shape {tuple(r.shape)})")
+        check_finite(r, f"{name}: r")
+        check_finite(v, f"{name}: v")
         if mask is not None:
             check_mask(mask, f"{name}: mask", shape=r.shape[:-1])
+        self._check_memory(r, neighbors)
         if neighbors is not None:
             if not isinstance(neighbors, Neighborhoods):
                 raise TypeError(f"{name}: neighbors must be a Neighborhoods (from neighborhoods()), "
@@ -379,6 +394,20 @@ class _GAAttentionBase(nn.Module):
             # clamped on accelerators (the range check is deferred there), so the gathers stay in bounds
             return Neighborhoods(check_index(neighbors.index, f"{name}: neighbors.index", r.shape[-2]), neighbors.mask)
         return None
+
+    def _check_memory(self, r: Tensor, neighbors) -> None:
+        """Refuse a tuple count whose largest tensor would exceed :data:`~geomlin.validation.MEMORY_LIMIT_BYTES`."""
+        n = r.shape[-2]
+        lead = math.prod(r.shape[:-2])
+        if isinstance(neighbors, Neighborhoods) and neighbors.index.ndim >= 1:
+            tuples, how = n * neighbors.index.shape[-1] ** (self.rank - 1), "N K^(rank-1)"
+        else:
+            tuples, how = n ** self.rank, "N^rank"
+        width = max(8, self.n_dim, self.invariant_dims)
+        check_memory(lead * tuples * width * r.element_size(),
+                     f"{type(self).__name__}(rank={self.rank}) on {n} items ({how} = {tuples:,} tuples per cloud, "
+                     f"{width} values each)",
+                     "use a smaller rank or restrict the tuples with neighbors=neighborhoods(pos, k=...)")
 
     # -- the computation --------------------------------------------------------------------
     def _slots(self, x: Tensor, neighbors: Neighborhoods | None) -> list[Tensor]:
@@ -464,7 +493,13 @@ class _GAAttentionBase(nn.Module):
         lead = scores.shape[:scores.ndim - keep]
         attention = torch.softmax(scores.reshape(*lead, -1), -1).reshape(scores.shape)
         axes = tuple(range(-R - 1, -1)) if self.reduce else tuple(range(-R, -1))
-        out = (attention * values).sum(axes) if axes else attention * values
+        weighted = attention * values
+        if tuple_mask is not None:
+            # A softmax over only masked tuples (a fully masked cloud, an item with no neighbour in
+            # the radius) is uniform over them; their weights are zeroed, so the output is zero.
+            weighted = torch.where(tuple_mask[..., None], weighted, torch.zeros((), dtype=weighted.dtype,
+                                                                                 device=weighted.device))
+        out = weighted.sum(axes) if axes else weighted
         if not self.reduce and item_mask is not None:
             out = out * item_mask[..., None].to(out.dtype)
         return out

@@ -293,7 +293,8 @@ class GCAGate(nn.Module):
 class GCAGroupNorm(nn.Module):
     """GCAN normalisation: channels in ``num_groups`` groups, each divided by its mean invariant norm
     ``mean_{c in group} sum_k sqrt(|<x_ck ~x_ck>_0|)`` (plus ``eps``), times a learned scale per
-    channel; ``(..., channels, dim)`` -> same. Equivariant (the normaliser is invariant)."""
+    channel; ``(..., channels, dim)`` -> same. Equivariant (the normaliser is invariant).
+    ``eps > 0`` is required: an all-zero group is then mapped to zero (with ``eps = 0`` it would be 0/0)."""
 
     def __init__(self, algebra, channels: int, num_groups: int = 1, eps: float = 1e-6):
         super().__init__()
@@ -302,7 +303,8 @@ class GCAGroupNorm(nn.Module):
         self.num_groups = check_positive_int(num_groups, "num_groups")
         if channels % num_groups:
             raise ValueError(f"channels ({channels}) must be divisible by num_groups ({num_groups})")
-        self.eps = check_float(eps, "eps", minimum=0.0)
+        # eps > 0: an all-zero channel group would otherwise be 0 / 0 = NaN
+        self.eps = check_float(eps, "eps", minimum=0.0, strict_minimum=True)
         self.scale = nn.Parameter(torch.ones(channels))
         self.tables = cgenn_tables(self.algebra, "grade", "quadratic_form")
         self.type_in = self.type_out = multivector_type(self.algebra, channels)
@@ -329,6 +331,9 @@ class GCAMLP(nn.Module):
         super().__init__()
         algebra = _algebra(algebra)
         check_positive_int(num_layers, "num_layers")
+        check_positive_int(in_channels, "in_channels")
+        check_positive_int(hidden_channels, "hidden_channels")
+        check_positive_int(out_channels, "out_channels")
         sizes = [in_channels] + [hidden_channels] * (num_layers - 1) + [out_channels]
         layers: list[nn.Module] = []
         for i in range(num_layers):

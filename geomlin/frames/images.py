@@ -32,7 +32,7 @@ from torch import Tensor, nn
 from geomlin.frames.canonicalization import Canonicalizer
 from geomlin.groups.rotations import working_dtype
 from geomlin.reps.types import Images, RegularFeatures, act_on_grid
-from geomlin.validation import check_condition, check_float, check_positive_int, check_tensor
+from geomlin.validation import check_condition, check_float, check_index, check_int, check_positive_int, check_tensor
 
 #: Side of the square example images of :meth:`ImageCanonicalizer.example_inputs` and the group convolutions.
 EXAMPLE_SIZE = 9
@@ -64,7 +64,10 @@ class ImageGroup:
         return "D4" if self.flips else "C4"
 
     def element(self, i: int) -> tuple[int, int]:
-        """``(k, m)`` of element index ``i``."""
+        """``(k, m)`` of element index ``i`` in ``[0, order)``."""
+        i = check_int(i, "index")
+        if not 0 <= i < self.order:
+            raise ValueError(f"index must be an element index of {self.name} in [0, {self.order}), got {i}")
         return i % QUARTER_TURNS, i // QUARTER_TURNS
 
 
@@ -162,12 +165,18 @@ def act_on_image(x: Tensor, index, group) -> Tensor:
     (:func:`geomlin.reps.types.act_on_grid`, the action of the :class:`~geomlin.reps.types.Images` type).
 
     ``index`` is a Python int, or a 0-dim int64 tensor on ``x``'s device: then every element's image
-    is formed and the one at ``index`` is selected, so the host never reads the index.
+    is formed and the one at ``index`` is selected, so the host never reads the index. An index
+    outside ``[0, |G|)`` raises ``ValueError`` (deferred on accelerators).
     """
     grp = as_image_group(group)
+    check_tensor(x, "x", min_ndim=2, dtype="any", what="(..., H, W) images")
     if isinstance(index, Tensor):
+        if index.numel() != 1:
+            raise ValueError(f"index must be one element index (a 0-dim tensor), got shape {tuple(index.shape)}")
+        # deferred and clamped on accelerators: the selection never reads out of bounds
+        index = check_index(index.reshape(1).to(x.device), "index", grp.order, f"elements of {grp.name}")
         stack = torch.stack([act_on_grid(x, *grp.element(i)) for i in range(grp.order)])
-        return stack.index_select(0, index.reshape(1).to(x.device)).squeeze(0)
+        return stack.index_select(0, index).squeeze(0)
     return act_on_grid(x, *grp.element(index))
 
 

@@ -573,7 +573,9 @@ def pca_frames(pos: Tensor, group="E3", mask: Tensor | None = None, batch: Tenso
     Returns
     -------
     :class:`PCAFrames` with frames ``(B, F, d, d)``, centroid ``(B, d)``, gaps ``(B, d-1)``,
-    eigenvalues ``(B, d)`` and degenerate ``(B,)``; float tensors in ``pos``'s dtype.
+    eigenvalues ``(B, d)`` and degenerate ``(B,)``; float tensors in ``pos``'s dtype (float16 and
+    bfloat16 clouds are computed in float32, and their eigenvalues stay float32, since squared
+    lengths overflow float16).
     ``F = 2^d`` (O/E) or ``2^(d-1)`` (SO/SE). Never NaN or inf for finite input.
     Differentiable in ``pos`` except on degenerate items (their frames are detached,
     since eigenvector derivatives are unbounded there).
@@ -587,6 +589,12 @@ def pca_frames(pos: Tensor, group="E3", mask: Tensor | None = None, batch: Tenso
                          "sign orbit (use on_degenerate='moments' with one element)")
     batch = _check_positions(pos, fg.d, mask, batch)
     check_generator(generator, "generator", pos.device)
+    if pos.dtype in (torch.float16, torch.bfloat16):
+        # half precision overflows second moments at |x| ~ 256 and has no eigensolver: float32 inside
+        out = pca_frames(pos.to(torch.float32), fg, mask, batch, num_graphs=num_graphs, on_degenerate=on_degenerate,
+                         gap_tol=gap_tol, signs=signs, generator=generator)
+        return out._replace(frames=out.frames.to(pos.dtype), centroid=out.centroid.to(pos.dtype),
+                            gaps=out.gaps.to(pos.dtype))
     d = fg.d
     if batch is not None:
         num_graphs, batch = _flat_graphs(batch, num_graphs)

@@ -84,14 +84,14 @@ class VNLeakyReLU(nn.Module):
 def pool_mean(v: Tensor, mask: Tensor | None = None, batch: Tensor | None = None,
               num_graphs: int | None = None) -> Tensor:
     """Mean over points: ``(B, N, ...)`` (masked) -> ``(B, ...)``, or flat ``(N_total, ...)``
-    with ``batch`` -> ``(B, ...)``."""
+    with ``batch`` -> ``(B, ...)``. A cloud without (kept) points pools to zeros, never 0/0."""
     if batch is not None:
         B = int(batch.max()) + 1 if num_graphs is None else num_graphs
         sums = v.new_zeros(B, *v.shape[1:]).index_add(0, batch, v)
         counts = v.new_zeros(B).index_add(0, batch, torch.ones_like(v.reshape(v.shape[0], -1)[:, 0]))
         return sums / counts.clamp_min(1).reshape(B, *([1] * (v.ndim - 1)))
     if mask is None:
-        return v.mean(1)
+        return v.mean(1) if v.shape[1] else v.new_zeros(v.shape[0], *v.shape[2:])
     w = mask.to(v.dtype).reshape(*mask.shape, *([1] * (v.ndim - 2)))
     return (v * w).sum(1) / w.sum(1).clamp_min(1)
 
@@ -218,6 +218,9 @@ class VNPointNet(nn.Module):
             if frame is None or frame.shape[-2:] != (self.frame_channels, self.d):
                 raise ValueError(f"this VNPointNet needs frame (B, {self.frame_channels}, {self.d}), got "
                                  f"{None if frame is None else tuple(frame.shape)}")
+            clouds = num_graphs if batch is not None else x.shape[0]
+            check_tensor(frame, "frame", shape=(clouds, self.frame_channels, self.d), finite=True,
+                         what="one set of frame vectors per cloud")
             feats = torch.cat([feats, broadcast_pooled(frame.to(x.dtype), x, batch)], dim=-2)
         elif frame is not None:
             raise ValueError("frame was given but this VNPointNet was built with frame_channels=0")

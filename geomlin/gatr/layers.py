@@ -26,6 +26,7 @@ from geomlin.gatr.attention import SetLayout, attend, set_layout
 from geomlin.reps import Multivectors, Scalars
 from geomlin.validation import (
     check_choice,
+    check_finite,
     check_float,
     check_mask,
     check_nonnegative_int,
@@ -77,6 +78,8 @@ def _reference(reference: Tensor, where: str) -> Tensor:
     if reference.ndim >= 2 and reference.shape[-2] != 1:
         raise ValueError(f"{where}: reference must be one multivector per item or set, broadcastable to "
                          f"(..., 1, 16), got shape {tuple(reference.shape)}")
+    # a side input gets the main inputs' checks: a NaN reference would make every output NaN
+    check_finite(reference, f"{where}: reference")
     return reference
 
 

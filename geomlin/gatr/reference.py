@@ -38,6 +38,7 @@ import torch
 from torch import Tensor
 
 from geomlin.gatr import primitives as P
+from geomlin.validation import check_bool, check_positive_int
 
 #: Reference attention options geomlin cannot reproduce, with the value that is compatible.
 _UNSUPPORTED_ATTENTION = {"pos_encoding": False, "additional_qk_mv_channels": 0, "additional_qk_s_channels": 0}
@@ -85,8 +86,14 @@ def convert_reference_state_dict(state_dict: dict, num_heads: int, multi_query: 
 
     ``num_heads`` and ``multi_query`` are the reference model's attention settings. Returns a new
     dict (the input is not modified); load it with ``GATr.load_state_dict(..., strict=True)``.
+
+    Refused with a message naming the entry: anything but a mapping of names to tensors, a missing
+    entry, a ``log_weights`` whose head count is not ``num_heads``, a rotary ``pos_encoding``
+    buffer, and any entry the conversion would not use (it would be silently dropped otherwise).
     """
-    sd = {k: v.detach() for k, v in state_dict.items()}
+    sd = _ReferenceStateDict(state_dict)
+    num_heads = check_positive_int(num_heads, "num_heads")
+    check_bool(multi_query, "multi_query")
     # the reference divides each basis map by its norm in float32, whatever the model's dtype
     basis = P.linear_basis(torch.float32)
     norms = (basis / torch.linalg.norm(basis, dim=(1, 2), keepdim=True)).abs().amax(dim=(1, 2)).double()
@@ -103,6 +110,10 @@ def convert_reference_state_dict(state_dict: dict, num_heads: int, multi_query: 
         src, dst = f"blocks.{b}.", f"blocks.{b}."
         att = src + "attention."
         log_w = sd[att + "attention.log_weights"]  # (heads, 1, c)
+        if log_w.ndim != 3 or log_w.shape[0] != num_heads:
+            raise ValueError(f"state_dict: {att}attention.log_weights has shape {tuple(log_w.shape)}, but "
+                             f"num_heads={num_heads} needs ({num_heads}, 1, channels); pass the reference "
+                             "model's head count")
         c = log_w.shape[-1]
         if multi_query:
             q = _linear(sd, att + "qkv_module.q_linear.", norms)
@@ -128,7 +139,54 @@ def convert_reference_state_dict(state_dict: dict, num_heads: int, multi_query: 
         put(dst + "mlp.bilinear.proj_out.", _linear(sd, mlp + "0.linear_out.", norms))
         last = max(int(k[len(mlp):].split(".")[0]) for k in sd if k.startswith(mlp))
         put(dst + "mlp.out.", _linear(sd, mlp + f"{last}.", norms))
+    sd.refuse_unused()
     return out
+
+
+class _ReferenceStateDict(dict):
+    """A reference ``state_dict`` (detached tensors) that records which keys the conversion reads, so a
+    missing key is a clear error and a key the conversion would drop (a rotary ``pos_encoding``
+    buffer, a module geomlin does not have) is refused instead of being silently lost."""
+
+    def __init__(self, state_dict):
+        from collections.abc import Mapping
+
+        if not isinstance(state_dict, Mapping):
+            raise TypeError(f"state_dict must be a mapping of parameter names to tensors (a reference "
+                            f"model's .state_dict()), got {type(state_dict).__name__}")
+        bad = [k for k, v in state_dict.items() if not isinstance(k, str) or not isinstance(v, Tensor)]
+        if bad:
+            raise TypeError(f"state_dict must map str names to tensors, got {bad[0]!r}: "
+                            f"{type(state_dict[bad[0]]).__name__}")
+        rotary = [k for k in state_dict if ".pos_encoding." in k]
+        if rotary:
+            raise ValueError(f"state_dict holds rotary positional encodings ({rotary[0]!r}): reference option "
+                             "pos_encoding=True has no geomlin counterpart (needs False)")
+        super().__init__({k: v.detach() for k, v in state_dict.items()})
+        self.used: set[str] = set()
+        if not any(k.startswith("linear_in.") for k in self):
+            raise ValueError("state_dict is not a reference gatr.nets.GATr state_dict: it has no 'linear_in.*' "
+                             f"entries (keys: {', '.join(list(self)[:5]) or 'none'})")
+
+    def __getitem__(self, key: str) -> Tensor:
+        if key not in self:
+            raise ValueError(f"state_dict is missing {key!r}, which a reference gatr.nets.GATr of this layout has "
+                             "(a truncated state_dict, or one of another architecture)")
+        self.used.add(key)
+        return super().__getitem__(key)
+
+    def __contains__(self, key) -> bool:
+        found = super().__contains__(key)
+        if found:
+            self.used.add(key)
+        return found
+
+    def refuse_unused(self) -> None:
+        unused = sorted(k for k in self.keys() if k not in self.used)
+        if unused:
+            raise ValueError(f"state_dict has {len(unused)} entries with no geomlin counterpart, e.g. {unused[0]!r}: "
+                             "the reference model uses an option geomlin cannot load (see "
+                             "geomlin.gatr.reference)")
 
 
 def _check_reference_config(module) -> None:

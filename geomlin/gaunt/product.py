@@ -52,9 +52,11 @@ from geomlin.gaunt.precision import DTYPES, compute_dtype, full_precision
 from geomlin.validation import (
     check_choice,
     check_finite,
+    check_memory,
     check_nonnegative_int,
     check_same_device,
     check_tensor,
+    shape_str,
 )
 
 #: Methods accepted by :func:`gaunt_tensor_product`.
@@ -340,6 +342,7 @@ def gaunt_tensor_product(x1: Tensor, x2: Tensor, lmax_out: int | None = None, me
     -------
     Tensor ``(broadcast(...), (lmax_out+1)**2)``, dtype of the inputs (float32 for half-precision
     inputs under autocast), device of the inputs.  No host synchronisation on any device.
+    An output above :data:`geomlin.validation.MEMORY_LIMIT_BYTES` is refused with its estimate.
     """
     lmax1 = _check_coefficients(x1, "x1")
     lmax2 = _check_coefficients(x2, "x2")
@@ -358,6 +361,9 @@ def gaunt_tensor_product(x1: Tensor, x2: Tensor, lmax_out: int | None = None, me
         raise ValueError(f"method='direct' builds the dense Gaunt tensor; lmax1 + lmax2 + lmax_out must be <= "
                          f"{DIRECT_MAX_DEGREE}, got {lmax1 + lmax2 + lmax_out} (use 'grid')")
     Do = T.num_coefficients(lmax_out)
+    check_memory(math.prod(batch) * Do * x1.element_size(),
+                 f"gaunt_tensor_product's output {shape_str(batch + (Do,))} (lmax_out={lmax_out})",
+                 f"degrees above lmax1 + lmax2 = {lmax1 + lmax2} are zero; use a smaller lmax_out")
     if math.prod(batch) == 0:
         return x1.new_zeros(*batch, Do)
     shared, k = _shared_split(tuple(x1.shape[:-1]), tuple(x2.shape[:-1]), batch)

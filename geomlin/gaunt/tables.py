@@ -36,7 +36,7 @@ import torch
 from torch import Tensor
 
 from geomlin.gaunt.precision import compute_dtype, full_precision
-from geomlin.validation import check_nonnegative_int, check_positive_int, check_tensor
+from geomlin.validation import check_memory, check_nonnegative_int, check_positive_int, check_tensor
 
 #: Default dtype of every table before it is moved to an input's dtype.
 TABLE_DTYPE = torch.float64
@@ -122,6 +122,9 @@ def spherical_harmonics(lmax: int, vectors: Tensor, normalize: bool = True) -> T
     """
     lmax = check_nonnegative_int(lmax, "lmax")
     check_tensor(vectors, "vectors", shape=(..., 3), dtype="any", what="3D vectors")
+    check_memory(math.prod(vectors.shape[:-1]) * num_coefficients(lmax) * max(vectors.element_size(), 4),
+                 f"spherical_harmonics(lmax={lmax}) of {math.prod(vectors.shape[:-1])} vectors",
+                 "use a smaller lmax")
     vectors = vectors.to(compute_dtype(vectors, "vectors"))
     with full_precision(vectors):
         return _spherical_harmonics(lmax, vectors, normalize)
@@ -269,8 +272,13 @@ def sphere_grid(lmax_exact: int, num_phi_min: int = 0) -> tuple[np.ndarray, np.n
     (``num_theta = floor(lmax_exact / 2) + 1``) times ``num_phi = max(lmax_exact + 1, num_phi_min)``
     equispaced longitudes.
     """
-    return _sphere_grid(check_nonnegative_int(lmax_exact, "lmax_exact"),
-                        check_nonnegative_int(num_phi_min, "num_phi_min"))
+    lmax_exact = check_nonnegative_int(lmax_exact, "lmax_exact")
+    num_phi_min = check_nonnegative_int(num_phi_min, "num_phi_min")
+    num_theta, num_phi = lmax_exact // 2 + 1, max(lmax_exact + 1, num_phi_min)
+    # the Gauss-Legendre eigenproblem (num_theta^2) and the points and weights (4 float64 per point)
+    check_memory(8 * (num_theta ** 2 + 4 * num_theta * num_phi), f"sphere_grid(lmax_exact={lmax_exact})",
+                 "use a smaller degree")
+    return _sphere_grid(lmax_exact, num_phi_min)
 
 
 @cache

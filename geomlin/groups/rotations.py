@@ -37,6 +37,7 @@ from torch import Tensor
 from torch.autograd.function import once_differentiable
 
 from geomlin.validation import (
+    check_broadcastable,
     check_choice,
     check_condition,
     check_finite,
@@ -323,10 +324,14 @@ def matrix_to_rotation_6d(R: Tensor, convention: str = "columns") -> Tensor:
 
     ``"columns"``: the first two columns ``[R[:, 0], R[:, 1]]``; ``"rows"``: the first two rows
     (pytorch3d). ``rotation_6d_to_matrix(matrix_to_rotation_6d(R, c), c) == R`` for every rotation
-    (to rounding), in either convention.
+    (to rounding), in either convention. ``R`` must be finite rotations (det +1) to the tolerance
+    of its dtype, else ``ValueError`` (deferred on accelerators).
     """
     check_tensor(R, "R", shape=(..., 3, 3))
     check_choice(convention, "convention", SIX_D_CONVENTIONS)
+    with full_precision(R):
+        # A reflection (det -1) has a 6D representation, but it decodes to another matrix.
+        check_orthogonal(R, "R", special=True)
     if convention == "rows":
         return R[..., :2, :].reshape(*R.shape[:-2], 6)
     return R[..., :, :2].transpose(-1, -2).reshape(*R.shape[:-2], 6)
@@ -438,18 +443,21 @@ def chordal_distance(R1: Tensor, R2: Tensor) -> Tensor:
     """``|R1 - R2|_F`` of ``(..., d, d)`` matrices (broadcast) -> ``(...)``.
 
     Summed in at least float32 (autocast off); returned in the promoted dtype of ``R1`` and ``R2``.
+    NaN entries give NaN distances (never a finite number), so a loss built on it shows them.
     """
     check_tensor(R1, "R1", min_ndim=2)
     check_tensor(R2, "R2", min_ndim=2)
     if R1.shape[-2:] != R2.shape[-2:] or R1.shape[-1] != R1.shape[-2]:
         raise ValueError(f"R1 and R2 must be square matrices of one size, got {tuple(R1.shape)} and "
                          f"{tuple(R2.shape)}")
+    check_broadcastable(("R1", R1.shape[:-2]), ("R2", R2.shape[:-2]), what="batch shapes")
     dtype = torch.promote_types(R1.dtype, R2.dtype)
     work = working_dtype(dtype)
     with full_precision(R1):
         sq = (R1.to(work) - R2.to(work)).square().sum((-1, -2))
-        # sqrt with a zero (not NaN) derivative at coinciding rotations.
-        dist = torch.where(sq > 0, sq.clamp_min(torch.finfo(sq.dtype).tiny).sqrt(), torch.zeros_like(sq))
+        # sqrt with a zero (not NaN) derivative at coinciding rotations; ``sq != 0`` (not ``> 0``)
+        # so that a NaN input stays NaN (a NaN prediction must not get a zero loss).
+        dist = torch.where(sq != 0, sq.clamp_min(torch.finfo(sq.dtype).tiny).sqrt(), torch.zeros_like(sq))
     return dist.to(dtype)
 
 
@@ -465,6 +473,7 @@ def geodesic_distance(R1: Tensor, R2: Tensor) -> Tensor:
     """
     check_tensor(R1, "R1", shape=(..., 3, 3))
     check_tensor(R2, "R2", shape=(..., 3, 3))
+    check_broadcastable(("R1", R1.shape[:-2]), ("R2", R2.shape[:-2]), what="batch shapes")
     with full_precision(R1):
         check_orthogonal(R1, "R1", special=True)
         check_orthogonal(R2, "R2", special=True)

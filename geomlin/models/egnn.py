@@ -214,9 +214,9 @@ class EGNNDynamics(nn.Module):
         return (pos, vel, q), {}
 
     def forward(self, pos: Tensor, vel: Tensor, charges: Tensor) -> Tensor:
-        check_tensor(pos, "pos", shape=(None, None, 3), what="B systems of N particles")
-        check_tensor(vel, "vel", shape=tuple(pos.shape))
-        check_tensor(charges, "charges", shape=(*pos.shape[:2], 1), dtype="any")
+        check_tensor(pos, "pos", shape=(None, None, 3), finite=True, what="B systems of N particles")
+        check_tensor(vel, "vel", shape=tuple(pos.shape), finite=True)
+        check_tensor(charges, "charges", shape=(*pos.shape[:2], 1), dtype=("float", "int"), finite=True)
         q = charges.to(pos.dtype)
         h = self.embed(torch.cat([vel.norm(dim=-1, keepdim=True), q], dim=-1))
         edge = q[:, :, None, :] * q[:, None, :, :]

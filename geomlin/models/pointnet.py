@@ -22,9 +22,11 @@ from torch import Tensor, nn
 from geomlin.models.graphs import count_graphs
 from geomlin.validation import (
     check_batch_vector,
+    check_finite,
     check_nonnegative_int,
     check_positive_float,
     check_positive_int,
+    check_tensor,
 )
 
 #: Per-point feature widths of the shared MLP (the original uses 64, 64, 64, 128, 1024).
@@ -50,6 +52,8 @@ def masked_max_pool(x: Tensor, mask: Tensor | None) -> Tensor:
 
     Returns ``(B, C)``, same dtype as ``x``. A cloud with no valid points pools to zeros.
     """
+    if x.shape[-2] == 0:  # no points at all: the documented empty-cloud result, not amax's error
+        return x.new_zeros(*x.shape[:-2], x.shape[-1])
     if mask is None:
         return x.amax(dim=-2)
     fill = torch.finfo(x.dtype).min
@@ -128,6 +132,9 @@ class PointNet(nn.Module):
                             + (f" of dtype {pos.dtype}" if isinstance(pos, Tensor) else ""))
         if pos.shape[-1] != self.in_dim:
             raise ValueError(f"pos must have last dimension {self.in_dim}, got shape {tuple(pos.shape)}")
+        check_finite(pos, "pos")
+        if features is not None:
+            check_tensor(features, "features", finite=True)
         if batch is not None:
             if pos.ndim != 2:
                 raise ValueError(f"with a batch vector pos must be flat (N_total, {self.in_dim}), "
@@ -266,7 +273,7 @@ class VNPointNetClassifier(nn.Module):
 
         _check_positions(pos, 3, mask, None)
         w = None if mask is None else mask[..., None].to(pos.dtype)
-        counts = pos.shape[1] if mask is None else w.sum(1, keepdim=True).clamp_min(1)
+        counts = max(pos.shape[1], 1) if mask is None else w.sum(1, keepdim=True).clamp_min(1)  # 0 points: no 0/0
         centroid = (pos if w is None else pos * w).sum(1, keepdim=True) / counts
         x = pos - centroid
         if w is not None:

@@ -74,7 +74,8 @@ NUM_POINT_ATTRS, NUM_SPATIAL_ATTRS, NUM_FIBER_ATTRS, NUM_COMPLETE_ATTRS = 1, 2, 
 def safe_norm(x: Tensor, dim: int = -1, keepdim: bool = False) -> Tensor:
     """``|x|`` with a zero (not NaN) derivative at ``x = 0`` (self-loops, ``x`` parallel to ``o``)."""
     sq = (x * x).sum(dim, keepdim=keepdim)
-    return torch.where(sq > 0, sq.clamp_min(torch.finfo(sq.dtype).tiny).sqrt(), torch.zeros_like(sq))
+    # ``!= 0``, not ``> 0``: a NaN stays NaN
+    return torch.where(sq != 0, sq.clamp_min(torch.finfo(sq.dtype).tiny).sqrt(), torch.zeros_like(sq))
 
 
 def point_attributes(rel: Tensor) -> Tensor:
@@ -299,14 +300,15 @@ class Ponita(nn.Module):
         widening_factor = check_positive_int(widening_factor, "widening_factor")
         if layer_scale is not None:
             layer_scale = check_float(layer_scale, "layer_scale")
-        self.multiple_readouts = bool(multiple_readouts)
+        self.multiple_readouts = check_bool(multiple_readouts, "multiple_readouts")
+        # checked in points mode too (where they are unused), so a typo is never silently accepted
+        num_ori = check_positive_int(num_ori, "num_ori")
+        check_choice(grid, "grid", GRID_METHODS)
+        grid_seed = check_int(grid_seed, "grid_seed", minimum=0)
 
         if self.mode == "bundle":
-            check_choice(grid, "grid", GRID_METHODS)
             self.grid_method = grid
-            self.register_buffer("grid", orientation_grid(check_positive_int(num_ori, "num_ori"), grid,
-                                                         check_int(grid_seed, "grid_seed", minimum=0)),
-                                 persistent=False)
+            self.register_buffer("grid", orientation_grid(num_ori, grid, grid_seed), persistent=False)
             attrs = NUM_COMPLETE_ATTRS if complete else NUM_SPATIAL_ATTRS
             self.basis = KernelBasis(attrs, hidden, basis_dim, degree)
             self.fiber_basis = None if complete else KernelBasis(NUM_FIBER_ATTRS, hidden, basis_dim, degree)
@@ -563,9 +565,9 @@ class PonitaDynamics(nn.Module):
         if vel.shape != pos.shape:
             raise ValueError(f"vel must have the shape of pos {tuple(pos.shape)}, got {tuple(vel.shape)}")
         B, n, _ = pos.shape
-        check_tensor(charges, "charges", dtype="any")
-        if charges.numel() != B * n:
-            raise ValueError(f"charges must hold one value per particle ({B} x {n}), got shape {tuple(charges.shape)}")
+        # the exact shape (not just the count): charges (n, B, 1) would be silently reordered
+        check_tensor(charges, "charges", shape=(B, n, 1), dtype=("float", "int"), finite=True,
+                     what="one charge per particle, as pos (B, n, 3)")
         q = charges.reshape(B * n, 1).to(pos.dtype)
         _, v = self.net(q, pos.reshape(B * n, 3), vel.reshape(B * n, 1, 3), **padded_graph(B, n, pos.device))
         return pos + v.reshape(B, n, 3)

@@ -24,7 +24,7 @@ from functools import lru_cache
 import torch
 from torch import Tensor
 
-from geomlin.validation import check_choice, check_int, check_positive_int
+from geomlin.validation import check_choice, check_int, check_memory, check_positive_float, check_positive_int
 
 #: Grid constructions understood by :func:`orientation_grid`.
 GRID_METHODS = ("fibonacci", "repulsion", "icosahedral")
@@ -34,6 +34,8 @@ ICOSAHEDRAL_SIZES = (12, 20, 30)
 REPULSION_STEPS, REPULSION_STEP = 300, 0.1
 #: Golden ratio.
 PHI = (1 + math.sqrt(5)) / 2
+#: Float64 ``(n, n, 3)`` temporaries alive at once in a repulsion step (differences, forces, their product).
+REPULSION_TEMPORARIES = 3
 #: Tolerance for "this rotation maps the grid onto itself".
 SYMMETRY_TOL = 1e-9
 
@@ -109,7 +111,8 @@ def orientation_grid(num_ori: int, method: str = "fibonacci", seed: int = 0) -> 
     method: ``"fibonacci"`` (default), ``"repulsion"`` or ``"icosahedral"`` (see the module docstring).
     seed: start of the repulsion grid (ignored by the other methods).
 
-    Returns a fresh copy (the cached grid is never handed out).
+    Returns a fresh copy (the cached grid is never handed out). ``"repulsion"`` needs
+    ``O(num_ori^2)`` memory and refuses grids above :data:`geomlin.validation.MEMORY_LIMIT_BYTES`.
     """
     num_ori = check_positive_int(num_ori, "num_ori")
     check_choice(method, "method", GRID_METHODS)
@@ -117,6 +120,11 @@ def orientation_grid(num_ori: int, method: str = "fibonacci", seed: int = 0) -> 
     if method == "icosahedral" and num_ori not in ICOSAHEDRAL_SIZES:
         raise ValueError(f"icosahedral grids have {ICOSAHEDRAL_SIZES} orientations (vertices, face centres, "
                          f"edge midpoints), got num_ori={num_ori}")
+    check_memory(num_ori * 3 * 8 * 4, f"orientation_grid(num_ori={num_ori}) (float64 points and temporaries)")
+    if method == "repulsion":
+        check_memory(REPULSION_TEMPORARIES * num_ori**2 * 3 * 8,
+                     f"orientation_grid(num_ori={num_ori}, method='repulsion') (pairwise (n, n, 3) float64 forces)",
+                     "use method='fibonacci' for large grids (O(n) memory)")
     return _cached_grid(num_ori, method, seed if method == "repulsion" else 0).clone()
 
 
@@ -133,14 +141,28 @@ def grid_symmetries(grid: Tensor, proper: bool = True, tol: float = SYMMETRY_TOL
     ``proper=True``: rotations only (det +1); ``False`` also the improper ones (reflections, the
     inversion). The identity is always first. Every symmetry maps a fixed pair of grid points to
     some pair with the same angle, so the candidates are those ``O(n^2)`` pair maps, each checked
-    against the whole grid.
+    against the whole grid. ``grid`` must hold ``n`` distinct non-zero directions (rows are
+    normalised; two rows within ``tol`` of each other raise ``ValueError`` naming them).
     """
-    from geomlin.validation import check_tensor
+    from geomlin.validation import check_bool, check_tensor
 
     check_tensor(grid, "grid", shape=(None, 3), finite=True, nonempty=True)
+    tol = check_positive_float(tol, "tol")
+    check_bool(proper, "proper")
+    check_memory(grid.shape[0] ** 2 * 3 * 8, f"grid_symmetries of {grid.shape[0]} points (pairwise (n, n, 3) float64)")
     o = grid.detach().to(torch.float64).cpu()
-    o = o / o.norm(dim=-1, keepdim=True)
+    norms = o.norm(dim=-1, keepdim=True)
+    if bool((norms <= SYMMETRY_TOL).any()):
+        row = int((norms[:, 0] <= SYMMETRY_TOL).nonzero()[0])
+        raise ValueError(f"grid rows must be non-zero directions, got a zero vector in row {row}")
+    o = o / norms
     n = o.shape[0]
+    close = torch.cdist(o, o) < tol
+    close.fill_diagonal_(False)
+    if bool(close.any()):
+        i, j = close.nonzero()[0].tolist()
+        raise ValueError(f"grid must not repeat a direction (a permutation of repeated points is not unique, so "
+                         f"the symmetries would be over-counted), got rows {i} and {j} equal to within tol={tol:g}")
     eye = torch.eye(3, dtype=torch.float64)
     if n < 2:
         return eye[None]

@@ -15,6 +15,9 @@ from geomlin.groups.base import Group
 from geomlin.reps.base import Rep, _check_algebra_element
 from geomlin.validation import check_nonnegative_int, check_orthogonal, check_tensor
 
+#: Dtypes without linear-algebra kernels (det, matrix_exp): computed in float32.
+HALF_DTYPES = (torch.float16, torch.bfloat16)
+
 
 def _su2_generators_complex128(l: int) -> Tensor:
     """Angular-momentum generators ``(3, 2l+1, 2l+1)`` complex128 in the ``|l, m>`` basis.
@@ -117,7 +120,8 @@ def wigner_D_from_matrix(irreps, g: Tensor) -> Tensor:
     angles and loses ~1e-7). Returns ``(..., irreps.dim, irreps.dim)``.
 
     ``g`` must be orthogonal (checked on the CPU to the tolerance of its dtype): the Wigner matrix
-    of anything else is meaningless.
+    of anything else is meaningless. float16 / bfloat16 elements are computed in float32 and the
+    result cast back to their dtype.
     """
     from e3nn import o3
 
@@ -130,7 +134,13 @@ def wigner_D_from_matrix(irreps, g: Tensor) -> Tensor:
     if tuple(g.shape[-2:]) != (3, 3):
         raise ValueError(f"g must have shape (..., 3, 3) (elements of O(3)), got {tuple(g.shape)}")
     check_orthogonal(g, "g")
+    if g.dtype in HALF_DTYPES:  # no half-precision det / matrix_exp kernels: float32, cast back
+        return _wigner_D(irreps, g.to(torch.float32)).to(g.dtype)
+    return _wigner_D(irreps, g)
 
+
+def _wigner_D(irreps, g: Tensor) -> Tensor:
+    """:func:`wigner_D_from_matrix` of a checked ``g`` in float32 or float64."""
     det = torch.linalg.det(g)
     proper = g * torch.sign(det)[..., None, None]
     w = matrix_to_axis_angle_vector(proper)

@@ -123,8 +123,15 @@ class Labels(FeatureType):
         return f"Labels({self.num_classes})"
 
 
-def _default_euclidean(d: int, group):
-    return Euclidean(d) if group is None else group
+def _default_euclidean(d: int, group, kind: str = "Vectors"):
+    """``E(d)`` for ``None``; else ``group``, which must act on ``R^d`` where it says its size."""
+    if group is None:
+        return Euclidean(d)
+    size = getattr(group, "d", None)
+    if isinstance(size, int) and not isinstance(size, bool) and size != d:
+        raise ValueError(f"{kind}({d}, group={group!r}): the group acts on R^{size} but the features live in "
+                         f"R^{d}; pass a group of {d} x {d} matrices (e.g. group=SO({d})) or d={size}")
+    return group
 
 
 class Vectors(FeatureType):
@@ -137,7 +144,7 @@ class Vectors(FeatureType):
     def __init__(self, d: int = 3, channels: int | None = None, group=None):
         self.d = check_positive_int(d, "d")
         self.channels = _channels(channels)
-        self.group = _default_euclidean(self.d, group)
+        self.group = _default_euclidean(self.d, group, "Vectors")
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -161,7 +168,7 @@ class Positions(FeatureType):
 
     def __init__(self, d: int = 3, group=None):
         self.d = check_positive_int(d, "d")
-        self.group = _default_euclidean(self.d, group)
+        self.group = _default_euclidean(self.d, group, "Positions")
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -235,7 +242,7 @@ class SphereCoefficients(FeatureType):
             from geomlin.groups.classical import O
 
             group = O(3)
-        self.group = group
+        self.group = _default_euclidean(3, group, "SphereCoefficients")
 
     @property
     def dim(self) -> int:
@@ -317,7 +324,7 @@ class Frames(FeatureType):
 
     def __init__(self, d: int = 3, group=None):
         self.d = check_positive_int(d, "d")
-        self.group = _default_euclidean(self.d, group)
+        self.group = _default_euclidean(self.d, group, "Frames")
 
     @property
     def shape(self) -> tuple[int, ...]:

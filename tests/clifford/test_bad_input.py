@@ -9,7 +9,9 @@ from geomlin.algebra import CliffordAlgebra, CliffordGroup, Pin301, PseudoOrthog
 from geomlin.clifford import (
     GAAttention,
     GAMultivectorAttention,
+    GAVectorAttention,
     GCAGroupNorm,
+    GCAMLP,
     GeometricProductLayer,
     GroupActionLinear,
     MVLayerNorm,
@@ -122,6 +124,34 @@ CASES = [
     ("neighbourhoods of nothing", lambda: neighborhoods(torch.ones(5, 3)), ValueError, "needs k, radius"),
     ("NaN positions", lambda: neighborhoods(torch.full((5, 3), float("nan")), k=2), ValueError, "NaN"),
     ("zero radius", lambda: neighborhoods(torch.randn(5, 3), radius=0.0), ValueError, "radius must be > 0"),
+    # ---- silent NaN and unclear errors (issues 22, 24)
+    ("exp of inf", lambda: G3.exp(torch.tensor([0, 0, 0, 0, float("inf"), 0, 0, 0])), ValueError,
+     "x contains NaN or inf"),
+    ("exp of NaN", lambda: G3.exp(torch.full((8,), float("nan"))), ValueError, "x contains NaN or inf"),
+    ("product channels that do not broadcast",
+     lambda: weighted_geometric_product(G3, torch.ones(2, 4, 8), torch.ones(2, 3, 8), torch.ones(4, 4, 4, 4)),
+     ValueError, "x (2, 4), y (2, 3)"),
+    ("product of a single multivector",
+     lambda: weighted_geometric_product(G3, torch.ones(8), torch.ones(8), torch.ones(1, 4, 4, 4)),
+     ValueError, "x must have at least 2 dimension(s)"),
+    ("group norm with eps 0", lambda: GCAGroupNorm(PGA, 2, eps=0.0), ValueError, "eps must be > 0"),
+    ("GCAMLP without hidden channels", lambda: GCAMLP(PGA, 2, 2, hidden_channels=0), ValueError,
+     "hidden_channels must be >= 1"),
+    ("GCAMLP without outputs", lambda: GCAMLP(PGA, 2, 0), ValueError, "out_channels must be >= 1"),
+    ("NaN points into attention", lambda: attention()(torch.full((5, 3), float("nan")), torch.ones(5, 4)),
+     ValueError, "GAAttention: r contains NaN or inf"),
+    ("inf values into attention", lambda: attention()(torch.ones(5, 3), torch.full((5, 4), float("inf"))),
+     ValueError, "GAAttention: v contains NaN or inf"),
+    ("NaN points into vector attention",
+     lambda: GAVectorAttention(4, mlp(4, 1), mlp(2, 4), mlp(4, 1))(torch.full((5, 3), float("nan")), torch.ones(5, 4)),
+     ValueError, "GAVectorAttention: r contains NaN or inf"),
+    ("NaN multivectors into multivector attention",
+     lambda: GAMultivectorAttention(4, mlp(4, 1), mlp(4, 4))(torch.full((5, 8), float("nan")), torch.ones(5, 4)),
+     ValueError, "GAMultivectorAttention: r contains NaN or inf"),
+    ("neighbourhoods of 10^5 items", lambda: neighborhoods(torch.zeros(10**5, 3), k=4), ValueError,
+     "neighborhoods of 100000 items (dense (N, N) distances) would need about 149.0 GiB"),
+    ("rank 5 on 64 items", lambda: attention(rank=5)(torch.randn(64, 3), torch.randn(64, 4)), ValueError,
+     "would need about 32.0 GiB"),
 ]
 
 
@@ -151,3 +181,38 @@ def test_cgenn_layers_refuse_non_finite_multivectors():
     x[0, 0, 3] = float("nan")
     with pytest.raises(ValueError, match="contains NaN or inf"):
         MVLinear(CliffordAlgebra((1, 1, 1)), 1, 3)(x)
+
+
+def _cloud(n=5, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return torch.randn(2, n, 3, generator=g, dtype=torch.float64), torch.randn(2, n, 4, generator=g, dtype=torch.float64)
+
+
+@pytest.mark.parametrize("make", [
+    lambda **kw: GAAttention(4, mlp(4, 1), mlp(2, 4), **kw),
+    lambda **kw: GAVectorAttention(4, mlp(4, 1), mlp(2, 4), mlp(4, 1), **kw),
+], ids=["invariant", "vector"])
+def test_a_fully_masked_cloud_gives_the_documented_zero_output(make):
+    torch.manual_seed(0)
+    layer = make().double()
+    r, v = _cloud()
+    mask = torch.tensor([[True] * 5, [False] * 5])
+    out = layer(r, v, mask=mask)
+    # oracle: the documented output of a set with no kept tuple is exactly zero
+    assert out[1].abs().max() == 0
+    # the kept cloud is the same as that cloud alone (masking one set does not leak into another)
+    torch.testing.assert_close(out[0], layer(r[:1], v[:1])[0], rtol=1e-12, atol=1e-12)
+
+
+def test_an_item_without_neighbours_does_not_attend_to_padding():
+    torch.manual_seed(0)
+    layer = GAAttention(4, mlp(4, 1), mlp(2, 4), reduce=False).double()
+    pos = torch.tensor([[0.0, 0, 0], [0.1, 0, 0], [5.0, 5, 5]], dtype=torch.float64)
+    v = torch.randn(3, 4, dtype=torch.float64)
+    nb = neighborhoods(pos, k=2, radius=1.0, include_self=False)
+    assert not nb.mask[2].any()  # item 2 has no neighbour in the radius: only padded slots
+    out = layer(pos, v, neighbors=nb)
+    assert out[2].abs().max() == 0  # documented: zero update, whatever sits in the padded slots
+    moved = v.clone()
+    moved[2] = 1e3  # the padded slots point at item 2; changing its values must not change anything
+    torch.testing.assert_close(layer(pos, moved, neighbors=nb)[:2], out[:2], rtol=0, atol=0)

@@ -17,7 +17,7 @@ from geomlin.frames import (
     gram_schmidt_rotation,
     pca_frames,
 )
-from geomlin.frames.images import GroupConv2d, LiftingConv2d
+from geomlin.frames.images import GroupConv2d, LiftingConv2d, act_on_image
 from geomlin.groups import C
 from geomlin.reps.types import Images, planar_element
 from tests.frames.conftest import PointMLP, random_clouds
@@ -129,6 +129,21 @@ CASES = [
     ("wrong vector channels", lambda: VNLinear(4, 2)(torch.randn(5, 3, 3)), ValueError, "v must have shape"),
     ("unknown VN pooling", lambda: VNPointNet(3, pooling="sum"), ValueError, "pooling must be one of"),
     ("missing frame", lambda: VNPointNet(3, frame_channels=3)(POS.float()), ValueError, "needs frame"),
+    # ---- element indices are side inputs too (issue 24)
+    ("C4 element index 9", lambda: act_on_image(torch.randn(5, 5), 9, "C4"), ValueError,
+     "index must be an element index of C4 in [0, 4), got 9"),
+    ("negative element index", lambda: act_on_image(torch.randn(5, 5), -1, "D4"), ValueError,
+     "element index of D4 in [0, 8), got -1"),
+    ("element index tensor out of range", lambda: act_on_image(torch.randn(5, 5), torch.tensor(4), "C4"),
+     ValueError, "index must index elements of C4 in [0, 4)"),
+    ("frame for another number of clouds",
+     lambda: VNPointNet(3, frame_channels=3).double()(POS, frame=torch.randn(POS.shape[0] + 1, 3, 3, dtype=torch.float64)),
+     ValueError, f"frame must have shape ({POS.shape[0]}, 3, 3)"),
+    ("NaN frame", lambda: VNPointNet(3, frame_channels=3).double()(POS, frame=torch.full((POS.shape[0], 3, 3), float("nan"),
+                                                                                      dtype=torch.float64)),
+     ValueError, "frame contains NaN"),
+    ("two element indices", lambda: act_on_image(torch.randn(5, 5), torch.tensor([0, 1]), "C4"), ValueError,
+     "index must be one element index"),
 ]
 
 
@@ -177,3 +192,16 @@ def test_gram_schmidt_of_degenerate_vectors_is_orthogonal():
         R = gram_schmidt_rotation(a, b)
         assert (R.transpose(-1, -2) @ R - torch.eye(3, dtype=torch.float64)).abs().max() < 1e-12
         assert (torch.linalg.det(R) - 1).abs().max() < 1e-12
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_half_precision_clouds_get_float32_accurate_frames(dtype):
+    # coordinates of a few hundred: float16 second moments (|x|^2 ~ 1e5) overflow, float32 ones do not
+    g = torch.Generator().manual_seed(3)
+    pos = (torch.randn(2, 40, 3, generator=g, dtype=torch.float64) * torch.tensor([3.0, 2.0, 1.0]) * 300).to(dtype)
+    half = pca_frames(pos, "O3")
+    exact = pca_frames(pos.to(torch.float64), "O3")  # oracle: the same (rounded) cloud in float64
+    assert half.frames.dtype == dtype and half.centroid.dtype == dtype
+    assert half.eigenvalues.dtype == torch.float32 and torch.isfinite(half.eigenvalues).all()
+    torch.testing.assert_close(half.frames.double(), exact.frames, rtol=0, atol=3 * torch.finfo(dtype).eps)
+    torch.testing.assert_close(half.eigenvalues.double(), exact.eigenvalues, rtol=1e-5, atol=0)

@@ -8,7 +8,7 @@ from geomlin.algebra import pga
 from geomlin.gatr import EquiLayerNorm, EquiLinear, GATr, GATrBlock, GeometricAttention, GeometricBilinear
 from geomlin.gatr import planes as PL
 from geomlin.gatr import primitives as P
-from geomlin.gatr.reference import gatr_from_reference
+from geomlin.gatr.reference import convert_reference_state_dict, gatr_from_reference
 
 MV = torch.randn(2, 5, 2, 16)
 S = torch.randn(2, 5, 3)
@@ -23,6 +23,17 @@ def model(**kw):
 
 def flat():
     return MV.reshape(10, 2, 16), S.reshape(10, 3)
+
+
+def _reference_head(heads=2, rotary=False, blocks=True):
+    """The first entries of a reference gatr.nets.GATr state_dict (names and shapes of v1.4): enough for
+    the loader to reach its first attention block."""
+    sd = {"linear_in.weight": torch.ones(4, 1, 9), "linear_out.weight": torch.ones(1, 4, 9)}
+    if blocks:
+        sd["blocks.0.attention.attention.log_weights"] = torch.zeros(heads, 1, 4)
+    if rotary:
+        sd["blocks.0.attention.pos_encoding.inv_freq"] = torch.ones(2)
+    return sd
 
 
 SHEAR = torch.tensor([[1.0, 0.3, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0]])
@@ -97,6 +108,31 @@ CASES = [
     ("planes with 15 components", lambda: PL.layer_norm(torch.randn(15, 4, 2), 0.01), ValueError,
      r"planes of shape \(16, items, channels\)"),
     ("integer planes", lambda: PL.gated_gelu(torch.zeros(16, 4, 2, dtype=torch.long)), TypeError, "floating-point"),
+    # side inputs get the main inputs' checks (issue 24)
+    ("NaN join reference", lambda: model()(MV, S, join_reference=torch.full((2, 5, 1, 16), float("nan"))),
+     ValueError, "join_reference: reference contains NaN or inf"),
+    ("inf reference into a block",
+     lambda: GATrBlock(2, 3, num_heads=1)(MV, S, torch.full((16,), float("inf"))), ValueError,
+     "GATrBlock: reference contains NaN or inf"),
+    # the reference loader: clear errors for state_dicts it cannot use (issue 22)
+    ("reference state_dict as a list", lambda: convert_reference_state_dict([1, 2], 2), TypeError,
+     "state_dict must be a mapping"),
+    ("reference state_dict of another model", lambda: convert_reference_state_dict({"w": torch.ones(2)}, 2),
+     ValueError, "no 'linear_in.\\*' entries"),
+    ("reference state_dict with a missing key",
+     lambda: convert_reference_state_dict({"linear_in.weight": torch.ones(4, 1, 9)}, 2), ValueError,
+     "missing 'linear_out.weight'"),
+    ("reference state_dict with another head count",
+     lambda: convert_reference_state_dict(_reference_head(heads=3), 2), ValueError,
+     r"log_weights has shape \(3, 1, 4\), but num_heads=2"),
+    ("reference rotary positional encoding",
+     lambda: convert_reference_state_dict(_reference_head(rotary=True), 2), ValueError,
+     "rotary positional encodings .* pos_encoding=True"),
+    ("reference entry that would be dropped",
+     lambda: convert_reference_state_dict({**_reference_head(blocks=False), "extra.weight": torch.ones(1)}, 2),
+     ValueError, "1 entries with no geomlin counterpart, e.g. 'extra.weight'"),
+    ("reference head count 0", lambda: convert_reference_state_dict(_reference_head(), 0), ValueError,
+     "num_heads must be >= 1"),
 ]
 
 
