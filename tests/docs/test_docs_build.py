@@ -16,7 +16,7 @@ TEX_DELIMITERS = re.compile(r"\$\$|\\\(|\\\[|\\begin\{")
 
 
 def _without_code(html: str) -> str:
-    return re.sub(r"<(code|pre)\b.*?</\1>", "", html, flags=re.S)
+    return re.sub(r"<(code|pre)\b.*?</\1>", "", html, flags=re.DOTALL)
 
 
 @pytest.fixture(scope="module")
@@ -38,7 +38,7 @@ def test_mkdocs_build_strict(site):
 
 def test_the_equivariance_equation_is_rendered_math(site):
     html = (site / "concepts" / "index.html").read_text()
-    math = re.search(r'<math display="block".*?</math>', html, flags=re.S)
+    math = re.search(r'<math display="block".*?</math>', html, flags=re.DOTALL)
     assert math is not None, "the equivariance equation is not MathML"
     assert "<msub><mi>&rho;</mi><mtext>in</mtext></msub>" in math.group(0)
     assert not TEX_DELIMITERS.search(_without_code(html))
