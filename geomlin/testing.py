@@ -30,12 +30,19 @@ What an action is (one per positional input / per output)
     * ``None``: the input or output is ignored (passed through unchanged, not compared);
     * any callable ``action(g, x) -> x'`` for everything else.
 
-Keyword arguments in ``kwargs`` (masks, batch vectors, edge indices) are
-passed to ``fn`` unchanged, both for ``x`` and for ``g . x``.
+Keyword inputs of ``fn`` (masks, PyG batch vectors, edge indices) go in one dictionary,
+``kwargs={"batch": batch, "mask": mask}``, and are passed to ``fn`` unchanged, both for ``x``
+and for ``g . x`` (floating ones cast to the checker's dtype).
+
+Precision
+    Everything runs in ``dtype`` (float64 by default): a module whose floating parameters or
+    buffers have another dtype is checked on a cast deep copy (the module itself is untouched),
+    and floating inputs are cast.
 """
 
 from __future__ import annotations
 
+import copy
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -52,8 +59,10 @@ DEFAULT_RTOL = 1e-9
 DEFAULT_ATOL = 1e-12
 #: Default number of random group elements.
 DEFAULT_SAMPLES = 10
-#: Default leading batch shape of generated inputs.
-DEFAULT_BATCH = 4
+#: Default number of generated inputs (their leading batch size).
+DEFAULT_BATCH_SIZE = 4
+#: Below this relative error a failure usually means float32 arithmetic or constants inside ``fn``.
+FLOAT32_LEVEL = 1e-5
 
 Action = Callable[[Any, Tensor], Tensor]
 
@@ -112,7 +121,7 @@ def _example_input(spec, batch: int, generator, dtype) -> Tensor:
     raise ValueError(f"cannot generate an example input for action {spec!r}: pass inputs=")
 
 
-def _resolve(fn, group, reps_in, reps_out, inputs, kwargs, batch, generator, dtype):
+def _resolve(fn, group, reps_in, reps_out, inputs, kwargs, batch_size, generator, dtype):
     """Fill in what the caller left out from ``fn``'s declared feature types."""
     from geomlin.reps.feature_type import declared_group, declared_types, example_inputs
 
@@ -125,7 +134,7 @@ def _resolve(fn, group, reps_in, reps_out, inputs, kwargs, batch, generator, dty
             if group is None:
                 raise ValueError(f"every declared type of {type(fn).__name__} is invariant; pass a group to check")
         if inputs is None:
-            inputs, own_kwargs = example_inputs(fn, generator=generator, dtype=dtype, batch=batch)
+            inputs, own_kwargs = example_inputs(fn, generator=generator, dtype=dtype, batch=batch_size)
             kwargs = {**own_kwargs, **kwargs}
     elif group is None:
         raise ValueError("group is required when the actions are given explicitly")
@@ -147,6 +156,27 @@ def _as_specs(x) -> tuple:
     return tuple(x) if isinstance(x, (tuple, list)) else (x,)
 
 
+def _in_dtype(x, dtype: torch.dtype):
+    """A floating tensor cast to ``dtype``; anything else (masks, indices, None) unchanged."""
+    return x.to(dtype) if isinstance(x, Tensor) and x.is_floating_point() else x
+
+
+def _module_in_dtype(fn, dtype: torch.dtype):
+    """``fn`` itself, or a deep copy cast to ``dtype`` when it is a module holding other floats."""
+    if not isinstance(fn, torch.nn.Module):
+        return fn
+    tensors = [*fn.parameters(), *fn.buffers()]
+    if all(t.dtype == dtype for t in tensors if t.is_floating_point()):
+        return fn
+    try:
+        clone = copy.deepcopy(fn)
+    except Exception as err:
+        found = sorted({str(t.dtype) for t in tensors if t.is_floating_point() and t.dtype != dtype})
+        raise TypeError(f"{type(fn).__name__} has {', '.join(found)} parameters and cannot be copied to "
+                        f"check it in {dtype}; pass module.to({dtype}) instead") from err
+    return clone.to(dtype)
+
+
 def _check_finite(name: str, t: Tensor) -> None:
     if not isinstance(t, Tensor):
         return
@@ -154,22 +184,37 @@ def _check_finite(name: str, t: Tensor) -> None:
         raise ValueError(f"{name} contains NaN or inf values; the checker needs finite inputs")
 
 
-@dataclass
+@dataclass(repr=False)
 class EquivarianceReport:
-    """Result of :func:`equivariance_check`: the worst relative error and where it occurred."""
+    """Result of :func:`equivariance_check`: the worst relative error and where it occurred.
+
+    ``errors[s][o]`` is the relative error of output ``o`` under group element ``s``; the repr
+    shows the summary only.
+    """
 
     max_error: float
     output_index: int
     sample_index: int
     errors: list[list[float]]  # [sample][output]
     output_norm: float = 0.0  # largest norm among the compared outputs of fn(x)
+    group: Any = None  # the group the elements were drawn from
 
     def __float__(self) -> float:
         return self.max_error
 
+    def __repr__(self) -> str:
+        outputs = len(self.errors[0]) if self.errors else 0
+        return (f"EquivarianceReport(max_error={self.max_error:.3e} at output {self.output_index}, "
+                f"sample {self.sample_index}; {len(self.errors)} samples x {outputs} outputs of "
+                f"{_group_name(self.group)})")
+
+
+def _group_name(group) -> str:
+    return "an unnamed group" if group is None else str(group)
+
 
 def equivariance_check(fn: Callable, group=None, reps_in=None, reps_out=None, inputs=None, *,
-                       num_samples: int = DEFAULT_SAMPLES, batch: int = DEFAULT_BATCH,
+                       num_samples: int = DEFAULT_SAMPLES, batch_size: int = DEFAULT_BATCH_SIZE,
                        dtype: torch.dtype = torch.float64, generator: torch.Generator | None = None,
                        atol: float = DEFAULT_ATOL, kwargs: dict | None = None) -> EquivarianceReport:
     """Measure ``fn``'s equivariance error; see the module docstring.
@@ -185,21 +230,31 @@ def equivariance_check(fn: Callable, group=None, reps_in=None, reps_out=None, in
         module with declared types, else ``(batch, ...)`` standard normals of each
         feature type.
     num_samples: number of random group elements.
-    dtype: dtype of generated inputs and group elements (float64 by default).
+    batch_size: leading batch size of generated inputs (ignored when ``inputs`` are given).
+    dtype: dtype of the check: generated inputs, group elements, floating inputs and a module's
+        floating parameters (a cast copy; float64 by default).
+    atol: output norms below ``atol`` are compared absolutely (> 0).
+    kwargs: keyword inputs of ``fn`` (masks, batch vectors, edge indices) as one dictionary.
 
     Returns
     -------
     EquivarianceReport with the worst relative error over samples and outputs.
     """
-    from geomlin.validation import check_positive_int
+    from geomlin.validation import check_positive_float, check_positive_int
 
     if not callable(fn):
         raise TypeError(f"fn must be callable, got {type(fn).__name__}")
     num_samples = check_positive_int(num_samples, "num_samples")
-    batch = check_positive_int(batch, "batch")
-    kwargs = dict(kwargs or {})
+    batch_size = check_positive_int(batch_size, "batch_size")
+    atol = check_positive_float(atol, "atol")
+    if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
+        raise TypeError(f"dtype must be a floating torch.dtype, got {dtype!r}")
+    if kwargs is not None and not isinstance(kwargs, dict):
+        raise TypeError(f"kwargs must be a dict of fn's keyword inputs, got {type(kwargs).__name__}")
+    fn = _module_in_dtype(fn, dtype)
+    kwargs = {k: _in_dtype(v, dtype) for k, v in (kwargs or {}).items()}
     group, reps_in, reps_out, inputs, kwargs = _resolve(fn, group, reps_in, reps_out, inputs, kwargs,
-                                                        batch, generator, dtype)
+                                                        batch_size, generator, dtype)
     if not hasattr(group, "sample"):
         raise TypeError(f"group must have a sample(n, generator, dtype) method, got {type(group).__name__}")
     specs_in = _as_specs(reps_in)
@@ -208,8 +263,9 @@ def equivariance_check(fn: Callable, group=None, reps_in=None, reps_out=None, in
     acts_out = [as_action(s) for s in specs_out]
 
     if inputs is None:
-        inputs = tuple(_example_input(s, batch, generator, dtype) for s in specs_in)
-    inputs = _as_tuple(inputs)
+        inputs = tuple(_example_input(s, batch_size, generator, dtype) for s in specs_in)
+    inputs = tuple(_in_dtype(x, dtype) for x in _as_tuple(inputs))
+    kwargs = {k: _in_dtype(v, dtype) for k, v in kwargs.items()}
     for i, x in enumerate(inputs):
         if isinstance(x, Tensor) and x.numel() == 0:
             raise ValueError(f"input {i} is empty (shape {tuple(x.shape)}); an equivariance check on no "
@@ -252,7 +308,7 @@ def equivariance_check(fn: Callable, group=None, reps_in=None, reps_out=None, in
                 worst = (err, o, s)
         errors.append(row)
     return EquivarianceReport(max_error=worst[0], output_index=worst[1], sample_index=worst[2],
-                              errors=errors, output_norm=output_norm)
+                              errors=errors, output_norm=output_norm, group=group)
 
 
 def equivariance_error(fn: Callable, group=None, reps_in=None, reps_out=None, inputs=None,
@@ -270,16 +326,25 @@ def assert_equivariant(fn: Callable, group=None, reps_in=None, reps_out=None, in
     fail proves nothing). Returns the report otherwise. ``assert_equivariant(module)``
     alone checks a module that declares ``type_in`` / ``type_out``.
     """
+    from geomlin.validation import check_float
+
+    rtol = check_float(rtol, "rtol", minimum=0.0)
     report = equivariance_check(fn, group, reps_in, reps_out, inputs, **options)
+    name = getattr(fn, '__name__', type(fn).__name__)
     if not allow_zero and report.output_norm <= options.get("atol", DEFAULT_ATOL):
-        raise AssertionError(f"{getattr(fn, '__name__', type(fn).__name__)} returned all-zero outputs; "
+        raise AssertionError(f"{name} returned all-zero outputs; "
                              "an equivariance test on zeros proves nothing (pass allow_zero=True "
                              "if that is intended)")
     if not report.max_error <= rtol:
+        hint = ""
+        if report.max_error < FLOAT32_LEVEL:
+            hint = ("; an error this small usually comes from float32 arithmetic or constants inside fn "
+                    "(e3nn's modules keep float32-derived constants, for example): if that is expected, "
+                    f"pass a looser rtol, e.g. rtol={FLOAT32_LEVEL:.0e}")
         raise AssertionError(
-            f"{getattr(fn, '__name__', type(fn).__name__)} is not equivariant under {group}: "
+            f"{name} is not equivariant under {_group_name(report.group)}: "
             f"relative error {report.max_error:.3e} > {rtol:.1e} "
-            f"(output {report.output_index}, sample {report.sample_index})")
+            f"(output {report.output_index}, sample {report.sample_index}){hint}")
     return report
 
 

@@ -90,3 +90,66 @@ def test_checker_input_errors():
         equivariance_error(lambda x: x, G, V(G), V(G), inputs=torch.ones(2, 4))
     with pytest.raises(ValueError, match="num_samples"):
         equivariance_error(lambda x: x, G, V(G), V(G), num_samples=0)
+
+
+class _Float32Rotation(torch.nn.Module):
+    """A float32 module built on ``nn.Linear`` (no ``.double()`` of its own): ``x -> x W^T`` with an
+    orthogonal ``W`` commutes only with the scalar multiples of the identity, so ``W`` is the identity."""
+
+    def __init__(self):
+        super().__init__()
+        self.linear = torch.nn.Linear(3, 3, bias=False)
+        with torch.no_grad():
+            self.linear.weight.copy_(torch.eye(3) * 2.0)
+        self.type_in, self.type_out = V(O(3)), V(O(3))
+
+    def forward(self, x):
+        return self.linear(x)
+
+
+def test_float32_module_is_checked_on_a_float64_copy():
+    module = _Float32Rotation()
+    report = assert_equivariant(module)
+    assert report.max_error < 1e-14  # float64 arithmetic, not float32's 1e-7
+    assert module.linear.weight.dtype == torch.float32  # the module itself is untouched
+    # explicit float32 inputs are cast too
+    assert_equivariant(module, O(3), V(O(3)), V(O(3)), inputs=torch.randn(5, 3))
+    # a float32 module that is not equivariant still fails, with the group named
+    with torch.no_grad():
+        module.linear.weight[0, 1] = 1.0
+    with pytest.raises(AssertionError, match=r"not equivariant under O\(3\)"):
+        assert_equivariant(module)
+
+
+def test_failure_names_the_declared_group_and_hints_at_float32():
+    class Drift(torch.nn.Module):
+        type_in = type_out = V(O(3))
+
+        def forward(self, x):
+            return x + 1e-8 * x[..., :1]  # a tiny, non-equivariant drift
+
+    with pytest.raises(AssertionError, match=r"under O\(3\).*float32.*rtol=1e-05"):
+        assert_equivariant(Drift())
+
+
+@pytest.mark.parametrize("option,value,error,phrase", [
+    ("rtol", float("nan"), ValueError, "rtol must be finite"),
+    ("rtol", -1e-9, ValueError, "rtol must be >= 0"),
+    ("rtol", "1e-9", TypeError, "rtol must be a real number"),
+    ("atol", 0.0, ValueError, "atol must be > 0"),
+    ("atol", float("inf"), ValueError, "atol must be finite"),
+    ("batch_size", 0, ValueError, "batch_size must be >= 1"),
+    ("dtype", torch.int64, TypeError, "dtype must be a floating"),
+    ("kwargs", [1], TypeError, "kwargs must be a dict"),
+    ("batch", torch.zeros(3), TypeError, r"kwargs=\{'batch': \.\.\.\}"),
+])
+def test_bad_checker_options_are_refused(option, value, error, phrase):
+    with pytest.raises(error, match=phrase):
+        assert_equivariant(lambda x: x, O(3), V(O(3)), V(O(3)), **{option: value})
+
+
+def test_report_repr_is_a_summary():
+    report = equivariance_check(lambda x: x, O(3), V(O(3)), V(O(3)), num_samples=50)
+    text = repr(report)
+    assert len(text) < 200 and "50 samples x 1 outputs of O(3)" in text, text
+    assert len(report.errors) == 50  # the per-sample errors are still there

@@ -13,6 +13,7 @@ as a set, ``<phi>(hX) = h . <phi>(X)`` exactly for every backbone, with or witho
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Sequence
 
 import torch
@@ -76,6 +77,15 @@ def backbone_out_types(backbone, count: int) -> tuple:
     return out if len(out) == count else (None,) * count
 
 
+def takes_keyword(fn, name: str) -> bool:
+    """Whether ``fn`` (a module's ``forward`` or any callable) accepts the keyword ``name``."""
+    try:
+        params = inspect.signature(fn.forward if isinstance(fn, nn.Module) else fn).parameters.values()
+    except (TypeError, ValueError):  # no signature (a builtin): assume the documented contract
+        return True
+    return any(p.kind is p.VAR_KEYWORD or (p.name == name and p.kind is not p.POSITIONAL_ONLY) for p in params)
+
+
 class FrameAveraging(nn.Module):
     """Wrap ``backbone`` so that it becomes exactly E(d)/SE(d)/O(d)/SO(d) invariant or equivariant.
 
@@ -83,7 +93,8 @@ class FrameAveraging(nn.Module):
     ----------
     backbone: any module; called once on all frames folded into the batch dimension (or once per
         chunk of ``frames_per_call`` frames) as
-        ``backbone(pos, *extras)`` (padded, no mask), ``backbone(pos, *extras, mask=mask)``
+        ``backbone(pos, *extras)`` (padded, no mask; a backbone without a ``mask`` keyword,
+        e.g. an ``nn.Sequential``, takes only these), ``backbone(pos, *extras, mask=mask)``
         (padded ``(B * F, N, d)``), or ``backbone(pos, *extras, batch=batch)``
         (flat ``(F * N_total, d)``; plus ``edge_index=`` when given).
     group: ``"E3"`` (default), ``"SE3"``, ``"O3"``, ``"SO3"`` or the ``(n)`` versions; see
@@ -150,6 +161,7 @@ class FrameAveraging(nn.Module):
                                                       or not isinstance(frames_per_call, int) or frames_per_call < 1):
             raise ValueError(f"frames_per_call must be 'auto', None or a positive int, got {frames_per_call!r}")
         self.frames_per_call = frames_per_call
+        self.backbone_takes_mask = takes_keyword(backbone, "mask")
         d, G = self.frame_group.d, self.frame_group.sampler()
         self.type_in = (point_type("position", d, G), *(point_type(k, d, G) for k in self.input_kinds))
         likes = backbone_out_types(backbone, len(self.output_kinds))
@@ -157,13 +169,14 @@ class FrameAveraging(nn.Module):
         self.type_out = outs[0] if self.single_output else outs
 
     def example_inputs(self, generator=None, dtype=torch.float64):
-        """Three non-degenerate padded clouds ``(3, 10, d)`` with a mask; extra inputs per point
-        (``(3, 10, 1)`` invariants, ``(3, 10, d)`` vectors)."""
+        """Three non-degenerate padded clouds ``(3, 10, d)`` with a mask (full clouds and no mask when
+        the backbone takes no ``mask`` keyword); extra inputs per point (``(3, 10, 1)`` invariants,
+        ``(3, 10, d)`` vectors)."""
         d = self.frame_group.d
         pos, mask = example_clouds(d, generator, dtype)
         extras = [torch.randn(*pos.shape[:2], d if k == "vector" else 1, generator=generator, dtype=dtype)
                   for k in self.input_kinds]
-        return (pos, *extras), {"mask": mask}
+        return (pos, *extras), ({"mask": mask} if self.backbone_takes_mask else {})
 
     def extra_repr(self) -> str:
         return (f"group={self.frame_group.name}, output={self.output_kinds}, inputs={self.input_kinds}, "
@@ -205,6 +218,10 @@ class FrameAveraging(nn.Module):
                 raise ValueError(f"vector inputs must have last dimension {d}, got shape {tuple(x.shape)}")
         if edge_index is not None and batch is None:
             raise ValueError("edge_index is only supported with flat batches (pass batch=)")
+        if mask is not None and batch is None and not self.backbone_takes_mask:
+            raise ValueError(f"mask was given but the backbone ({type(self.backbone).__name__}) takes no mask= "
+                             "keyword, so it would see the padding as points; pass full clouds without a "
+                             "mask, a flat batch (batch=), or a backbone with forward(..., mask=None)")
         Q, c = self.frames(pos, mask, batch, num_graphs, generator)
         if batch is None:
             return self._forward_padded(pos, extras, kinds_in, mask, Q, c)

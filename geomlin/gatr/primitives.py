@@ -461,16 +461,28 @@ def geometric_attention_items_first(q_mv: Tensor, k_mv: Tensor, v_mv: Tensor, q_
                                     ) -> tuple[Tensor, Tensor | None]:
     """:func:`geometric_attention` in the items-first layout the layers use (no transposes).
 
-    ``q_mv (..., items, heads, channels, 16)``; ``k_mv, v_mv (..., items, kv_heads, ...)`` with
-    ``kv_heads`` 1 (multi-query) or ``heads``; scalars ``(..., items, heads, s_channels)``;
-    ``layout`` from :func:`~geomlin.gatr.attention.set_layout` (``None``: every item attends to
-    every item of its leading index). Returns ``(mv (..., items, heads, v_channels, 16),
-    scalars (..., items, heads, v_s_channels) or None)``.
+    ``q_mv (..., items, heads, channels, 16)``; ``k_mv, v_mv (..., key_items, kv_heads, ...)`` with
+    ``kv_heads`` 1 (multi-query) or ``heads`` and ``key_items`` any number (cross-attention when it
+    differs from ``items``; the leading axes broadcast); scalars ``(..., items, heads, s_channels)``;
+    ``layout`` from :func:`~geomlin.gatr.attention.set_layout` (``None``: every query attends to
+    every key of its leading index; a padded layout's mask covers the keys). Returns
+    ``(mv (..., items, heads, v_channels, 16), scalars (..., items, heads, v_s_channels) or None)``.
     """
+    if k_mv.shape[-4] != v_mv.shape[-4]:
+        raise ValueError(f"k_mv and v_mv must have the same number of items, got shapes {tuple(k_mv.shape)} "
+                         f"and {tuple(v_mv.shape)}")
+    cross = q_mv.shape[-4] != k_mv.shape[-4]
+    if cross and layout is not None and layout.kind != "padded":
+        raise ValueError(f"cross-attention ({q_mv.shape[-4]} queries over {k_mv.shape[-4]} keys) needs layout None "
+                         "or a padded key mask; a flat (batch-vector) layout pairs each query with keys of its own set")
     q, k, v, scale = attention_features(q_mv, k_mv, v_mv, q_s, k_s, v_s, use_distance, distance_weights, eps)
-    lead = q.shape[:-3]
+    try:
+        lead = torch.broadcast_shapes(q.shape[:-3], k.shape[:-3], v.shape[:-3])
+    except RuntimeError as err:
+        raise ValueError(f"the leading axes of q_mv {tuple(q_mv.shape[:-4])}, k_mv {tuple(k_mv.shape[:-4])} and "
+                         f"v_mv {tuple(v_mv.shape[:-4])} do not broadcast") from err
     n = q.shape[-3]
-    q, k, v = (t.reshape(-1, n, t.shape[-2], t.shape[-1]) for t in (q, k, v))
+    q, k, v = (t.expand(*lead, *t.shape[-3:]).reshape(-1, *t.shape[-3:]) for t in (q, k, v))
     out = attend(q, k, v, layout, scale)
     out = out.reshape(*lead, n, out.shape[-2], out.shape[-1])
     return _split_values(out, v_mv.shape[-2], 0 if v_s is None else v_s.shape[-1])
@@ -486,10 +498,11 @@ def geometric_attention(q_mv: Tensor, k_mv: Tensor, v_mv: Tensor,
     Parameters
     ----------
     q_mv: ``(..., heads, items, channels, 16)``.
-    k_mv, v_mv: ``(..., kv_heads, items, channels, 16)``, ``kv_heads`` 1 (multi-query, the
-        reference's default) or ``heads``.
+    k_mv, v_mv: ``(..., kv_heads, key_items, channels, 16)``, ``kv_heads`` 1 (multi-query, the
+        reference's default) or ``heads``; ``key_items`` may differ from ``items``
+        (cross-attention: every query attends to the keys).
     q_s, k_s, v_s: ``(..., heads or kv_heads, items, s_channels)`` or ``None``.
-    attn_mask: ``None``; a boolean tensor broadcastable to ``(..., heads, items, items)``
+    attn_mask: ``None``; a boolean tensor broadcastable to ``(..., heads, items, key_items)``
         (``True`` = attend; a float mask is refused: it would read as an additive bias); or a
         :class:`~geomlin.gatr.attention.SetLayout` (padding mask or PyG batch vector, no dense
         ``items x items`` mask).

@@ -58,14 +58,14 @@ def _natural_parity(l: int) -> int:
 def _irreps(irreps, name: str = "irreps"):
     from e3nn import o3
 
-    if isinstance(irreps, o3.Irreps):
-        return irreps
-    if not isinstance(irreps, (str, list, tuple)):
+    if not isinstance(irreps, (o3.Irreps, o3.Irrep, str, list, tuple)):
         raise TypeError(f"{name} must be e3nn Irreps or a string such as '8x0e+8x1o', got {type(irreps).__name__}")
     try:
-        return o3.Irreps(irreps)
+        irreps = o3.Irreps(irreps)
     except (ValueError, AssertionError, TypeError) as err:
         raise ValueError(f"{name} could not be parsed as e3nn Irreps: {irreps!r} ({err})") from err
+    # zero multiplicities ("0x0e") occupy no entries of the flat layout: dropping them keeps it
+    return o3.Irreps([(mul, ir) for mul, ir in irreps if mul > 0])
 
 
 def _check_parity(parity, name: str = "parity") -> int:
@@ -275,13 +275,9 @@ def _check_layout(x, name: str, channels: int, lmax: int, shared_ok: bool = Fals
 
 
 def _is_irreps_like(value) -> bool:
-    if isinstance(value, str):
-        return True
-    try:
-        from e3nn import o3
-    except ImportError:  # pragma: no cover - e3nn is a core dependency
-        return False
-    return isinstance(value, o3.Irreps)
+    """Everything but a degree (an int) is an Irreps spec: strings, ``o3.Irreps``, ``o3.Irrep``,
+    lists / tuples of ``(mul, (l, p))`` or ``(mul, "1o")``, the empty list; ``o3.Irreps`` judges them."""
+    return not isinstance(value, int) or isinstance(value, bool)
 
 
 class GauntTensorProduct(nn.Module):

@@ -213,3 +213,19 @@ def test_frames_per_call_chunks_give_the_same_result(layout, point_mlp, clouds):
                        "position", inputs=inputs, kwargs=kwargs)
     with pytest.raises(ValueError, match="frames_per_call"):
         FrameAveraging(backbone, "E3", frames_per_call=0)
+
+
+def test_a_plain_sequential_backbone_can_be_checked():
+    torch.manual_seed(0)
+    mlp = torch.nn.Sequential(torch.nn.Linear(3, 16), torch.nn.Tanh(), torch.nn.Linear(16, 1))  # float32, biases
+    model = FrameAveraging(mlp, "E3", output="invariant")
+    assert not model.backbone_takes_mask
+    args, kwargs = model.example_inputs(dtype=torch.float64)
+    assert kwargs == {} and args[0].shape == (3, 10, 3)
+    assert_equivariant(model)
+    # the raw backbone is not invariant: the check above is not vacuous
+    with pytest.raises(AssertionError, match="not equivariant"):
+        assert_equivariant(mlp, E3(), "position", "invariant", inputs=args[0])
+    pos, mask = args[0], torch.ones(3, 10, dtype=torch.bool)
+    with pytest.raises(ValueError, match="takes no mask= keyword"):
+        model(pos, mask=mask)

@@ -264,3 +264,56 @@ def test_join_reference_per_set():
     torch.testing.assert_close(r[1, 0, 0], padded[1].mean((0, 1)))
     canonical = P.canonical_reference(DT)
     assert canonical[pga.E123] == 1 and canonical[pga.E0123] == 1 and canonical.abs().sum() == 2
+
+
+def cross_attention_oracle(q_mv, k_mv, v_mv, q_s, k_s, v_s, weights, keep=None):
+    """The reference GATr's ``geometric_attention`` for ``Nq`` queries over ``Nk`` keys, written out:
+    ``q (B, H, Nq, C, 16)``, ``k, v (B, Hk, Nk, C, 16)`` (``Hk`` 1 or ``H``), scalars likewise,
+    ``weights (H, C)``, ``keep (B, Nk)`` key mask. Logit ``(q_s . k_s + sum_c [<q_c, k_c>_7 +
+    w_hc d(q_c) . d(k_c)]) / sqrt(12 C + S)``, softmax over the keys."""
+    ipc, tri = O.REFERENCE_IP_WITHOUT_TRIVECTOR, O.REFERENCE_TRIVECTOR
+    C, S = q_mv.shape[-2], q_s.shape[-1]
+    k_mv, v_mv, k_s, v_s = (t.expand(-1, q_mv.shape[1], *t.shape[2:]) for t in (k_mv, v_mv, k_s, v_s))
+    ip = torch.einsum("bhicx,bhjcx->bhij", q_mv[..., ipc], k_mv[..., ipc])
+    dq = O.reference_distance_vector(q_mv[..., tri], "query") * weights[None, :, None, :, None]
+    dk = O.reference_distance_vector(k_mv[..., tri], "key")
+    dist = torch.einsum("bhicx,bhjcx->bhij", dq, dk)
+    logits = (ip + dist + torch.einsum("bhis,bhjs->bhij", q_s, k_s)) / math.sqrt(12 * C + S)
+    if keep is not None:
+        logits = logits.masked_fill(~keep[:, None, None, :], float("-inf"))
+    att = logits.softmax(-1)
+    return torch.einsum("bhij,bhjcx->bhicx", att, v_mv), torch.einsum("bhij,bhjc->bhic", att, v_s)
+
+
+@pytest.mark.parametrize("kv_heads", [1, 3])
+@pytest.mark.parametrize("num_queries,num_keys", [(5, 7), (7, 5), (1, 4)])
+def test_cross_attention_matches_the_reference_formula(num_queries, num_keys, kv_heads):
+    B, H, C, S = 2, 3, 2, 4
+    q, k, v = mv(B, H, num_queries, C), mv(B, kv_heads, num_keys, C), mv(B, kv_heads, num_keys, C)
+    qs = torch.randn(B, H, num_queries, S, dtype=DT)
+    ks, vs = torch.randn(2, B, kv_heads, num_keys, S, dtype=DT)
+    weights = torch.rand(H, C, dtype=DT) + 0.5
+    want_mv, want_s = cross_attention_oracle(q, k, v, qs, ks, vs, weights)
+    out_mv, out_s = P.geometric_attention(q, k, v, qs, ks, vs, distance_weights=weights)
+    assert out_mv.shape == (B, H, num_queries, C, 16) and out_s.shape == (B, H, num_queries, S)
+    torch.testing.assert_close(out_mv, want_mv, **TOL)
+    torch.testing.assert_close(out_s, want_s, **TOL)
+    # a padded key mask over the keys, as a layout and as a dense boolean mask
+    keep = torch.ones(B, num_keys, dtype=torch.bool)
+    keep[1, num_keys // 2 + 1:] = False
+    want_mv, want_s = cross_attention_oracle(q, k, v, qs, ks, vs, weights, keep)
+    for mask in (P.set_layout(keep), keep[:, None, None, :]):
+        out_mv, out_s = P.geometric_attention(q, k, v, qs, ks, vs, attn_mask=mask, distance_weights=weights)
+        torch.testing.assert_close(out_mv, want_mv, **TOL)
+        torch.testing.assert_close(out_s, want_s, **TOL)
+
+
+def test_cross_attention_is_equivariant_and_refuses_mismatched_items():
+    q, k, v = mv(2, 2, 5, 2), mv(2, 1, 7, 2), mv(2, 1, 7, 2)
+    assert_equivariant(lambda a, b, c: P.geometric_attention(a, b, c)[0], PIN, (pin_action,) * 3, pin_action,
+                       inputs=(q, k, v))
+    with pytest.raises(ValueError, match="same number of items"):
+        P.geometric_attention(q, k, mv(2, 1, 6, 2))
+    flat = P.set_layout(batch=torch.tensor([0, 0, 0, 1, 1]))
+    with pytest.raises(ValueError, match="cross-attention"):
+        P.geometric_attention_items_first(mv(5, 1, 2), mv(7, 1, 2), mv(7, 1, 2), layout=flat)

@@ -134,8 +134,8 @@ def test_module_without_declarations_is_refused_with_a_clear_message():
 def test_checker_refuses_empty_inputs():
     with pytest.raises(ValueError, match="empty"):
         assert_equivariant(lambda x: x, O(3), V(O(3)), V(O(3)), inputs=torch.zeros(0, 3, dtype=DT))
-    with pytest.raises(ValueError, match="batch must be >= 1"):
-        assert_equivariant(lambda x: x, O(3), V(O(3)), V(O(3)), batch=0)
+    with pytest.raises(ValueError, match="batch_size must be >= 1"):
+        assert_equivariant(lambda x: x, O(3), V(O(3)), V(O(3)), batch_size=0)
 
 
 def test_example_inputs_follow_types_or_the_module():
