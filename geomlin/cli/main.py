@@ -55,7 +55,8 @@ def _add_task_options(parser: argparse.ArgumentParser, options) -> None:
         if opt.type is bool:
             # show the flag that changes the default; accept both spellings
             on_help = f"{opt.help}" if not opt.default else argparse.SUPPRESS
-            off_help = f"turn off: {opt.help}" if opt.default else argparse.SUPPRESS
+            # the help of an on-by-default option is a verb phrase ("show tqdm progress bars")
+            off_help = f"do not {opt.help} (on by default)" if opt.default else argparse.SUPPRESS
             parser.add_argument(opt.flag, dest=opt.name, action="store_const", const=True, default=None,
                                 help=on_help)
             parser.add_argument("--no-" + opt.flag[2:], dest=opt.name, action="store_const", const=False,

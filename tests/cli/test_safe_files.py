@@ -174,3 +174,40 @@ def test_sigkill_during_writes_leaves_a_complete_file(tmp_path, kind, name):
         proc.wait()
         proc.stdout.close()
         assert _complete(kind, tmp_path / name), (kind, attempt)
+
+
+def test_no_flags_help_reads_the_right_way_round():
+    proc = _cli("train", "pointcloud", "--help")
+    text = " ".join(proc.stdout.split())
+    assert "--no-progress do not show tqdm progress bars (on by default)" in text
+    assert "--no-meshes do not add the bundled meshes" in text
+
+
+AUDIT_FILES = [
+    ("syntax error", "def build(:\n    pass\n", "syntax error at line 1"),
+    ("module raises", "raise RuntimeError('no GPU here')\n", "running it raised RuntimeError: no GPU here"),
+    ("factory raises", "def build():\n    raise ValueError('bad width')\n",
+     "calling it to build the model raised ValueError: bad width"),
+]
+
+
+@pytest.mark.parametrize("case,source,msg", AUDIT_FILES, ids=[a[0] for a in AUDIT_FILES])
+def test_audit_of_a_broken_model_file_is_one_line(tmp_path, case, source, msg):
+    (tmp_path / "model.py").write_text(source)
+    proc = _cli("audit", f"{tmp_path / 'model.py'}:build")
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 2 and len(lines) == 1 and msg in lines[0], proc.stderr
+    assert "model.py" in lines[0]
+
+
+def test_config_seed_out_of_range_and_key_spelled_twice(tmp_path):
+    (tmp_path / "seed.json").write_text('{"seed": 100000000000000000000}')
+    proc = _cli(*TRAIN, "--out", tmp_path / "a", "--config", tmp_path / "seed.json")
+    assert proc.returncode == 2 and "seed" in proc.stderr and "Traceback" not in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1
+    proc = _cli(*TRAIN, "--out", tmp_path / "b", "--seed", str(10**20))
+    assert proc.returncode == 2 and "seed" in proc.stderr and "Traceback" not in proc.stderr
+    (tmp_path / "twice.json").write_text('{"batch-size": 8, "batch_size": 16}')
+    proc = _cli(*TRAIN, "--out", tmp_path / "c", "--config", tmp_path / "twice.json")
+    assert proc.returncode == 2 and "'batch-size'" in proc.stderr and "'batch_size'" in proc.stderr
+    assert not (tmp_path / "c").exists()
