@@ -395,7 +395,7 @@ def _run(task: Task, cfg: dict[str, Any], dist: D.DistInfo, resume_from, overwri
 
     run_info = {"task": task.name, "models": names, "world_size": dist.world_size,
                 "device": str(dist.device), "backend": dist.backend, "precision": cfg["precision"],
-                "geomlin": geomlin.__version__, "torch": torch.__version__,
+                "geomlin": str(geomlin.__version__), "torch": str(torch.__version__),
                 "python": platform.python_version(), "num_train": num_train,
                 "num_eval": {k: num_examples(v) for k, v in data.evals.items()},
                 "parameters": {n: count_parameters(m) for n, m in models.items()},
