@@ -25,7 +25,9 @@ from typing import Any
 
 import torch
 
-from geomlin.io_atomic import TMP_SUFFIX as _TMP_SUFFIX, FileWriteError, atomic_write, host_name as _host
+from geomlin.io_atomic import TMP_SUFFIX as _TMP_SUFFIX
+from geomlin.io_atomic import FileWriteError, atomic_write
+from geomlin.io_atomic import host_name as _host
 
 #: Bump when the layout of a processed payload changes.
 CACHE_FORMAT = 1

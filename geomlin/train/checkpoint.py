@@ -16,8 +16,8 @@ never part of a checkpoint.
 from __future__ import annotations
 
 import pickle
-import re
 import random
+import re
 import zipfile
 from pathlib import Path
 from typing import Any
@@ -88,7 +88,7 @@ def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") 
             raise UserError(f"refusing checkpoint {path}: it needs the Python object {found.group(1)}, not only "
                             "tensors and plain data, and loading it could run code from the file") from None
         raise UserError(f"corrupt or unreadable checkpoint {path}: not a torch file (UnpicklingError)") from None
-    except (RuntimeError, EOFError, pickle.UnpicklingError, zipfile.BadZipFile, ValueError, OSError,
+    except (RuntimeError, EOFError, zipfile.BadZipFile, ValueError, OSError,
             AttributeError, ImportError, IndexError, KeyError, TypeError) as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise UserError(f"corrupt or unreadable checkpoint {path}: {first[:200]}") from None

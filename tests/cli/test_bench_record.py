@@ -59,7 +59,7 @@ def test_record_fills_the_readme_next_to_the_docs(tmp_path):
     assert "| 1 | --full |" in readme.read_text() and "stale" not in readme.read_text()
 
 
-import pytest  # noqa: E402
+import pytest
 
 MALFORMED = [
     ("missing closing marker", "<!-- bench: bench_toy.py -->\ntable\n\nrest of the page\n", 1, "no closing marker"),
