@@ -129,6 +129,12 @@ def audit_checkpoint(path: str | Path, num_samples: int = 10, seed: int = 0,
     return results
 
 
+def _one_line(exc: BaseException) -> str:
+    """``Type: first line of the message`` of an exception raised by user code."""
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0][:200]}" if text else type(exc).__name__
+
+
 def _load_object(ref: str):
     target, sep, attr = ref.rpartition(":")
     if not sep or not target or not attr:
@@ -139,13 +145,23 @@ def _load_object(ref: str):
             raise UserError(f"python file not found: {path}")
         spec = importlib.util.spec_from_file_location(path.stem, path)
         module = importlib.util.module_from_spec(spec)
+        try:
+            spec.loader.exec_module(module)
+        except SyntaxError as exc:
+            raise UserError(f"cannot load {path}: syntax error at line {exc.lineno}: {exc.msg}") from None
+        except Exception as exc:  # noqa: BLE001 - user code: any failure is reported on one line
+            raise UserError(f"cannot load {path}: running it raised {_one_line(exc)}") from None
         sys.modules.setdefault(path.stem, module)
-        spec.loader.exec_module(module)
     else:
         try:
             module = importlib.import_module(target)
+        except SyntaxError as exc:
+            raise UserError(f"cannot import module '{target}': syntax error in {exc.filename} at line "
+                            f"{exc.lineno}: {exc.msg}") from None
         except ImportError as exc:
             raise UserError(f"cannot import module '{target}': {exc}") from None
+        except Exception as exc:  # noqa: BLE001 - user code: any failure is reported on one line
+            raise UserError(f"cannot import module '{target}': importing it raised {_one_line(exc)}") from None
     if not hasattr(module, attr):
         raise UserError(f"module '{target}' has no attribute '{attr}'")
     return getattr(module, attr)
@@ -184,6 +200,8 @@ def audit_module(ref: str, num_samples: int = 10, seed: int = 0) -> list[AuditRe
         except TypeError as exc:
             raise UserError(f"{ref} must be a module instance, a class or a factory callable without "
                             f"required arguments: {exc}") from None
+        except Exception as exc:  # noqa: BLE001 - user code: any failure is reported on one line
+            raise UserError(f"{ref}: calling it to build the model raised {_one_line(exc)}") from None
     if not isinstance(obj, nn.Module):
         raise UserError(f"{ref} is a {type(obj).__name__}, not a torch.nn.Module")
     model = _as_float64(obj)

@@ -21,15 +21,14 @@ instead: the CUDA paths a CPU machine cannot exercise, as one table in under eig
 
 from __future__ import annotations
 
-import os
 import re
 import shlex
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
+from geomlin.io_atomic import FileWriteError, atomic_write_text
 from geomlin.train.errors import UserError
 
 #: The GPU check script, in the benchmark folder.
@@ -119,12 +118,61 @@ def run_gpu_check(directory: str | Path | None, device: str, quick: bool = False
         return 1
 
 
+_OPEN = re.compile(r"<!-- bench: (?P<command>[^>]*?) -->")
+_CLOSE = "<!-- /bench -->"
+#: A line that looks like a bench marker (an HTML comment mentioning bench) but may be mistyped.
+_LOOKS_LIKE = re.compile(r"^\s*<!--.*\bbench\b", re.IGNORECASE)
+
+
+def parse_page(page: Path, text: str | None = None) -> list[str]:
+    """The ``bench`` commands of one page, in order, after checking every block of it.
+
+    Raises :class:`UserError` (one line naming the file and line) for a block without its
+    closing marker, a closing marker without a block, a mistyped marker, an unbalanced quote
+    or an empty command.
+    """
+    text = page.read_text() if text is None else text
+    commands: list[str] = []
+    opened: int | None = None
+    for number, line in enumerate(text.splitlines(), start=1):
+        where = f"{page}:{number}"
+        opener = _OPEN.fullmatch(line)
+        if opener:
+            if opened is not None:
+                raise UserError(f"{where}: a bench block starts inside the block opened at line {opened}, "
+                                f"which has no closing marker {_CLOSE}")
+            command = opener.group("command").strip()
+            if not command:
+                raise UserError(f"{where}: empty bench command; write <!-- bench: bench_NAME.py ARGS -->")
+            try:
+                argv = shlex.split(command)
+            except ValueError as exc:
+                raise UserError(f"{where}: cannot parse the bench command {command!r} ({exc})") from None
+            if not argv:
+                raise UserError(f"{where}: empty bench command; write <!-- bench: bench_NAME.py ARGS -->")
+            commands.append(command)
+            opened = number
+        elif line == _CLOSE:
+            if opened is None:
+                raise UserError(f"{where}: closing marker {_CLOSE} without a <!-- bench: ... --> block")
+            opened = None
+        elif _LOOKS_LIKE.match(line):
+            raise UserError(f"{where}: mistyped bench marker {line.strip()[:80]!r}; the markers are "
+                            f"'<!-- bench: SCRIPT ARGS -->' and '{_CLOSE}', each on its own line")
+    if opened is not None:
+        raise UserError(f"{page}:{opened}: the bench block has no closing marker {_CLOSE}")
+    return commands
+
+
 def _doc_blocks(docs: Path) -> dict[Path, list[str]]:
-    """The ``bench`` commands requested by each markdown page under ``docs`` and by the README next to it."""
+    """The ``bench`` commands requested by each markdown page under ``docs`` and by the README next to it.
+
+    Every block of every page is checked (:func:`parse_page`) before anything runs.
+    """
     out = {}
     readme = docs.parent / "README.md"
     for page in sorted(docs.rglob("*.md")) + ([readme] if readme.is_file() else []):
-        commands = [m.group("command").strip() for m in BLOCK.finditer(page.read_text())]
+        commands = parse_page(page)
         if commands:
             out[page] = commands
     return out
@@ -176,10 +224,10 @@ def record(directory: str | Path | None = None, docs: str | Path | None = None, 
 
         new = BLOCK.sub(fill, text)
         if new != text:
-            fd, tmp = tempfile.mkstemp(dir=page.parent, prefix=page.name, suffix=".tmp")
-            with os.fdopen(fd, "w") as f:
-                f.write(new)
-            os.replace(tmp, page)
+            try:
+                atomic_write_text(page, new)
+            except FileWriteError as exc:
+                raise UserError(str(exc)) from None
             print(f"updated {page}")
     for f in failed:
         print(f"geomlin bench --record: failed: {f}", file=sys.stderr)

@@ -16,7 +16,14 @@ from geomlin.train.errors import USER_ERROR_EXIT, UserError
 
 
 class _Parser(argparse.ArgumentParser):
-    """argparse with one-line errors (no usage dump) that the caller turns into exit status 2."""
+    """argparse with one-line errors (no usage dump) that the caller turns into exit status 2.
+
+    Abbreviated options are refused (``--epoch 3`` is an error, not ``--epochs 3``).
+    """
+
+    def __init__(self, *args, **kwargs):
+        kwargs["allow_abbrev"] = False
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str):
         raise UserError(message)
@@ -33,7 +40,8 @@ def _add_task_options(parser: argparse.ArgumentParser, options) -> None:
         if opt.type is bool:
             # show the flag that changes the default; accept both spellings
             on_help = f"{opt.help}" if not opt.default else argparse.SUPPRESS
-            off_help = f"turn off: {opt.help}" if opt.default else argparse.SUPPRESS
+            # the help of an on-by-default option is a verb phrase ("show tqdm progress bars")
+            off_help = f"do not {opt.help} (on by default)" if opt.default else argparse.SUPPRESS
             parser.add_argument(opt.flag, dest=opt.name, action="store_const", const=True, default=None,
                                 help=on_help)
             parser.add_argument("--no-" + opt.flag[2:], dest=opt.name, action="store_const", const=False,
@@ -95,7 +103,9 @@ def build_parser() -> argparse.ArgumentParser:
         tp.add_argument("--config", default=None, metavar="FILE",
                         help="YAML or JSON file of options (the command line overrides it)")
         tp.add_argument("--resume", nargs="?", const=True, default=None, metavar="CHECKPOINT",
-                        help="continue from OUT/checkpoint.pt (or the given checkpoint)")
+                        help="continue from OUT/checkpoint.pt (or the given checkpoint file or run folder)")
+        tp.add_argument("--overwrite", action="store_true",
+                        help="start afresh in an --out folder that already holds a run, replacing its files")
 
     bench = sub.add_parser("bench", help="run benchmarks/bench_*.py and print their tables")
     bench.add_argument("--quick", action="store_true", help="pass --quick to every benchmark")
@@ -145,8 +155,13 @@ def _train(args: argparse.Namespace) -> int:
                              where_file=where)
         resume_from = None
         if args.resume is not None:
-            resume_from = (Path(cfg["out"].format(task=task.name)) / "checkpoint.pt"
-                           if args.resume is True else Path(args.resume))
+            if args.overwrite:
+                raise UserError("--resume continues the run in the folder and --overwrite replaces it; pass one")
+            folder = Path(cfg["out"].format(task=task.name)) if args.resume is True else Path(args.resume)
+            resume_from = folder / "checkpoint.pt" if args.resume is True or folder.is_dir() else folder
+            if resume_from.parent == folder and not resume_from.is_file():
+                raise UserError(f"--resume: run folder {folder} holds no checkpoint (expected {resume_from}); "
+                                "start the run without --resume")
             ckpt = load_checkpoint(resume_from)
             if ckpt["task"] != task.name:
                 raise UserError(f"checkpoint {resume_from} belongs to task '{ckpt['task']}', not '{task.name}'")
@@ -159,7 +174,7 @@ def _train(args: argparse.Namespace) -> int:
     for w in caught:
         _warn(str(w.message))
     _set_threads(cfg["threads"])
-    run_training(task, cfg, resume_from=resume_from)
+    run_training(task, cfg, resume_from=resume_from, overwrite=args.overwrite)
     return 0
 
 

@@ -19,25 +19,21 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-import socket
 import time
-import uuid
 from collections.abc import Iterable
 from typing import Any
 
 import torch
+
+from geomlin.io_atomic import TMP_SUFFIX as _TMP_SUFFIX
+from geomlin.io_atomic import FileWriteError, atomic_write
+from geomlin.io_atomic import host_name as _host
 
 #: Bump when the layout of a processed payload changes.
 CACHE_FORMAT = 1
 _CHUNK = 1 << 20
 #: Age after which a temporary file of another host (or of a live process: a reused pid) counts as abandoned.
 STALE_SECONDS = 24 * 3600
-_TMP_SUFFIX = ".tmp"
-
-
-def _host() -> str:
-    return socket.gethostname().replace(".", "_") or "host"
-
 
 def _process_alive(pid: int) -> bool:
     try:
@@ -145,11 +141,8 @@ def load_cache(path: str | os.PathLike, expected: str) -> Any | None:
     return None
 
 
-class CacheWriteError(OSError):
+class CacheWriteError(FileWriteError):
     """A processed cache that cannot be written (read-only folder, full disk); one line naming the folder."""
-
-    def __str__(self) -> str:
-        return str(self.strerror)
 
 
 def save_cache(path: str | os.PathLike, fingerprint_: str, payload: Any) -> None:
@@ -161,19 +154,12 @@ def save_cache(path: str | os.PathLike, fingerprint_: str, payload: Any) -> None
     """
     path = os.fspath(path)
     folder = os.path.dirname(path) or "."
-    tmp = os.path.join(folder, f".{os.path.basename(path)}.{_host()}.{os.getpid()}.{uuid.uuid4().hex}{_TMP_SUFFIX}")
     try:
         os.makedirs(folder, exist_ok=True)
         remove_stale_temporaries(path)
-        torch.save({"fingerprint": fingerprint_, "payload": payload}, tmp)
-        os.replace(tmp, path)
+        atomic_write(path, lambda fh: torch.save({"fingerprint": fingerprint_, "payload": payload}, fh))
     except OSError as err:
-        reason = err.strerror or str(err) or type(err).__name__
+        cause = err.__cause__ if isinstance(err, FileWriteError) and isinstance(err.__cause__, OSError) else err
+        reason = cause.strerror or str(cause) or type(cause).__name__
         raise CacheWriteError(err.errno, f"cannot write the processed cache in folder {folder!r} ({reason}); make "
                               "it writable or free space, or load without a cache (cache=False; SDFDataset: no cache_dir)") from err
-    finally:
-        try:
-            if os.path.exists(tmp):
-                os.remove(tmp)
-        except OSError:
-            pass

@@ -3,15 +3,21 @@
 A checkpoint is a ``torch.save`` dict with :data:`CHECKPOINT_FORMAT` and
 :data:`CHECKPOINT_VERSION`; :func:`load_checkpoint` rejects anything else with a
 :class:`~geomlin.train.errors.UserError` (one line, no traceback on the command line).
-Files are written atomically (temporary file + rename), so an interrupted run
+Files are written atomically (:func:`geomlin.io_atomic.atomic_write`), so an interrupted run
 never leaves a half-written checkpoint behind.
+
+A checkpoint holds only tensors and plain data (dicts, lists, tuples, strings, numbers, None):
+the numpy RNG state is stored as a tensor. It is read with ``torch.load(weights_only=True)``,
+which never runs code from the file; a file that needs anything else (an arbitrary Python
+object, the classic pickle attack) is refused with a :class:`UserError` saying so. Model code is
+never part of a checkpoint.
 """
 
 from __future__ import annotations
 
-import os
 import pickle
 import random
+import re
 import zipfile
 from pathlib import Path
 from typing import Any
@@ -19,6 +25,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from geomlin.io_atomic import FileWriteError, atomic_write
 from geomlin.train.errors import UserError
 
 #: Marker stored in every checkpoint.
@@ -30,8 +37,11 @@ REQUIRED_KEYS = ("format", "version", "task", "config", "epoch", "models", "opti
 
 
 def rng_state() -> dict[str, Any]:
-    """The torch (CPU and CUDA), numpy and Python RNG states of this process."""
-    state = {"torch": torch.get_rng_state(), "numpy": np.random.get_state(), "python": random.getstate()}
+    """The torch (CPU and CUDA), numpy and Python RNG states of this process, as tensors and plain data."""
+    kind, keys, pos, has_gauss, cached = np.random.get_state()
+    state = {"torch": torch.get_rng_state(),
+             "numpy": (str(kind), torch.from_numpy(keys.astype(np.int64)), int(pos), int(has_gauss), float(cached)),
+             "python": random.getstate()}
     if torch.cuda.is_available() and torch.cuda.is_initialized():
         state["cuda"] = torch.cuda.get_rng_state_all()
     return state
@@ -40,7 +50,8 @@ def rng_state() -> dict[str, Any]:
 def set_rng_state(state: dict[str, Any]) -> None:
     """Restore what :func:`rng_state` returned."""
     torch.set_rng_state(state["torch"])
-    np.random.set_state(state["numpy"])
+    kind, keys, pos, has_gauss, cached = state["numpy"]
+    np.random.set_state((kind, np.asarray(keys, dtype=np.int64).astype(np.uint32), pos, has_gauss, cached))
     random.setstate(state["python"])
     if "cuda" in state and torch.cuda.is_available():
         torch.cuda.set_rng_state_all(state["cuda"])
@@ -52,14 +63,10 @@ def save_checkpoint(path: str | Path, payload: dict[str, Any]) -> None:
     missing = [k for k in REQUIRED_KEYS if k not in data]
     if missing:
         raise ValueError(f"checkpoint payload is missing {missing}")
-    path = Path(path)
-    tmp = path.with_name(path.name + ".tmp")
     try:
-        torch.save(data, tmp)
-        os.replace(tmp, path)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
+        atomic_write(path, lambda fh: torch.save(data, fh))
+    except FileWriteError as exc:
+        raise UserError(str(exc)) from None
 
 
 def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") -> dict[str, Any]:
@@ -74,9 +81,14 @@ def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") 
     if not path.is_file():
         raise UserError(f"checkpoint not found: {path}")
     try:
-        # RNG states hold numpy arrays and Python tuples: trusted files written by geomlin itself.
-        data = torch.load(path, map_location=map_location, weights_only=False)
-    except (RuntimeError, EOFError, pickle.UnpicklingError, zipfile.BadZipFile, ValueError, OSError,
+        data = torch.load(path, map_location=map_location, weights_only=True)
+    except pickle.UnpicklingError as exc:
+        found = re.search(r"Unsupported global: GLOBAL (\S+)", str(exc))
+        if found:
+            raise UserError(f"refusing checkpoint {path}: it needs the Python object {found.group(1)}, not only "
+                            "tensors and plain data, and loading it could run code from the file") from None
+        raise UserError(f"corrupt or unreadable checkpoint {path}: not a torch file (UnpicklingError)") from None
+    except (RuntimeError, EOFError, zipfile.BadZipFile, ValueError, OSError,
             AttributeError, ImportError, IndexError, KeyError, TypeError) as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise UserError(f"corrupt or unreadable checkpoint {path}: {first[:200]}") from None

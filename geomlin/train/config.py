@@ -30,6 +30,9 @@ from geomlin.validation import check_float, check_int
 PRECISIONS = {"fp32": None, "bf16": torch.bfloat16}
 
 
+#: Largest accepted ``seed`` (numpy and torch seeds are 32-bit; larger values would be silently folded).
+SEED_MAX = 2**32 - 1
+
 @dataclass(frozen=True)
 class Option:
     """One configuration key.
@@ -68,7 +71,7 @@ COMMON_OPTIONS: tuple[Option, ...] = (
            "PyTorch has available (xpu, mps, ...); under torchrun cuda means cuda:LOCAL_RANK", None),
     Option("precision", str, "fp32", "fp32, or bf16: forward passes and losses under bfloat16 autocast "
            "(parameters, gradients and optimiser stay float32)", tuple(PRECISIONS)),
-    Option("seed", int, 0, "random seed (model init, data order, augmentation)", minimum=0),
+    Option("seed", int, 0, "random seed (model init, data order, augmentation)", minimum=0, maximum=SEED_MAX),
     Option("out", str, "runs/{task}", "output directory ({task} is replaced by the task name)"),
     Option("quick", bool, False, "a smoke run of well under a minute (small data, one or two epochs)"),
     Option("threads", int, 1, "torch CPU threads per process (0 = PyTorch's default, all cores; 1 is robust on "
@@ -190,7 +193,14 @@ def load_config_file(path: str | Path) -> dict[str, Any]:
         data = {}
     if not isinstance(data, Mapping):
         raise UserError(f"config file {path} must hold a mapping of option: value, got {type(data).__name__}")
-    return {str(k).replace("-", "_"): v for k, v in data.items()}
+    values: dict[str, Any] = {}
+    spelled: dict[str, str] = {}
+    for k, v in data.items():
+        key = str(k).replace("-", "_")
+        if key in values:
+            raise UserError(f"config file {path} sets option '{key}' twice, as '{spelled[key]}' and '{k}'; keep one")
+        values[key], spelled[key] = v, str(k)
+    return values
 
 
 def resolve_config(options: Iterable[Option], *, file_values: Mapping[str, Any] | None = None,

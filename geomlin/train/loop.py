@@ -48,6 +48,7 @@ from torch.utils.data.distributed import DistributedSampler
 
 import geomlin
 from geomlin import validation
+from geomlin.io_atomic import FileWriteError, atomic_write
 from geomlin.train import distributed as D
 from geomlin.train.checkpoint import load_checkpoint, rng_state, save_checkpoint, set_rng_state
 from geomlin.train.config import PRECISIONS
@@ -237,14 +238,47 @@ def count_parameters(model: nn.Module) -> int:
 
 
 def _write_csv(history: list[dict], path: Path) -> None:
+    """The whole metric history, written atomically: never a file with only its header."""
     if not history:
         return
     columns = list(history[0])
-    with open(path, "w", newline="") as fh:
+
+    def write(fh) -> None:
         writer = csv.DictWriter(fh, fieldnames=columns)
         writer.writeheader()
         for row in history:
             writer.writerow({k: (f"{v:.8g}" if isinstance(v, float) else v) for k, v in row.items()})
+    _write_file(path, write)
+
+
+def _write_file(path: Path, write) -> None:
+    """One run file written atomically (text); a write error is a UserError naming the file."""
+    try:
+        atomic_write(path, write, text=True)
+    except FileWriteError as exc:
+        raise UserError(str(exc)) from None
+
+
+def _write_json(path: Path, value) -> None:
+    _write_file(path, lambda fh: fh.write(json.dumps(value, indent=2) + "\n"))
+
+
+#: Files whose presence marks an output folder as holding a finished or running run.
+RUN_FILES = ("checkpoint.pt", "metrics.csv", "summary.json")
+
+
+def check_fresh_output(out: Path, resume: bool, overwrite: bool) -> None:
+    """Refuse to start a new run in a folder holding another run, unless resuming or overwriting.
+
+    Raises :class:`UserError` naming the folder, the files found and the flags
+    (``--resume`` / ``--overwrite``).
+    """
+    if resume or overwrite or not out.is_dir():
+        return
+    found = [name for name in RUN_FILES if (out / name).exists()]
+    if found:
+        raise UserError(f"--out {out} already holds a run ({', '.join(found)}); pass --resume to continue it, "
+                        "--overwrite to replace it, or another --out")
 
 
 def _progress(iterable, enabled: bool, **kwargs):
@@ -270,11 +304,13 @@ def _plain(value) -> bool:
     return isinstance(value, (int, float, str, bool))
 
 
-def run_training(task: Task, cfg: dict[str, Any], resume_from: str | Path | None = None) -> dict[str, Any]:
+def run_training(task: Task, cfg: dict[str, Any], resume_from: str | Path | None = None,
+                 overwrite: bool = False) -> dict[str, Any]:
     """Train the models of ``task`` as configured by ``cfg``; return the summary dict.
 
     ``resume_from`` names a checkpoint written by an earlier run of the same task;
-    training continues at the epoch after the one it stored.
+    training continues at the epoch after the one it stored. Without it, an output folder that
+    already holds a run (:data:`RUN_FILES`) is refused unless ``overwrite`` is true.
 
     Everything is checked before any file is written: every option against its declaration
     (:func:`~geomlin.train.config.validate_config`), the output folder, the checkpoint (same task,
@@ -291,7 +327,7 @@ def run_training(task: Task, cfg: dict[str, Any], resume_from: str | Path | None
     dist = D.setup(cfg["device"])
     try:
         with D.device_scope(dist.device):
-            return _run(task, cfg, dist, resume_from)
+            return _run(task, cfg, dist, resume_from, overwrite)
     finally:
         D.teardown()
 
@@ -303,13 +339,14 @@ def _check_data(data, what: str) -> int:
     return n
 
 
-def _run(task: Task, cfg: dict[str, Any], dist: D.DistInfo, resume_from) -> dict[str, Any]:
+def _run(task: Task, cfg: dict[str, Any], dist: D.DistInfo, resume_from, overwrite: bool = False) -> dict[str, Any]:
     from geomlin.train.config import check_resume_compatible
 
     names = task.model_names(cfg)
     task.validate(cfg)
     out = Path(cfg["out"].format(task=task.name))
     check_output_folder(out)
+    check_fresh_output(out, resume_from is not None, overwrite)
     ckpt = load_checkpoint(resume_from, map_location="cpu") if resume_from is not None else None
     if ckpt is not None:
         if ckpt["task"] != task.name:
@@ -358,6 +395,9 @@ def _run(task: Task, cfg: dict[str, Any], dist: D.DistInfo, resume_from) -> dict
             out.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise UserError(f"cannot create --out {out}: {exc.strerror or exc}") from None
+        if overwrite and ckpt is None:
+            for name in (*RUN_FILES, "curves.png"):  # --overwrite: no file of the replaced run lingers
+                (out / name).unlink(missing_ok=True)
     D.barrier()
     wrapped = {n: DistributedDataParallel(m, device_ids=[dist.device.index] if dist.device.type == "cuda"
                                           else None)
@@ -365,13 +405,13 @@ def _run(task: Task, cfg: dict[str, Any], dist: D.DistInfo, resume_from) -> dict
 
     run_info = {"task": task.name, "models": names, "world_size": dist.world_size,
                 "device": str(dist.device), "backend": dist.backend, "precision": cfg["precision"],
-                "geomlin": geomlin.__version__, "torch": torch.__version__,
+                "geomlin": str(geomlin.__version__), "torch": str(torch.__version__),
                 "python": platform.python_version(), "num_train": num_train,
                 "num_eval": {k: num_examples(v) for k, v in data.evals.items()},
                 "parameters": {n: count_parameters(m) for n, m in models.items()},
                 "data": {k: v for k, v in data.info.items() if _plain(v)}}
     if dist.is_main:
-        (out / "config.json").write_text(json.dumps({"config": cfg, "run": run_info}, indent=2) + "\n")
+        _write_json(out / "config.json", {"config": cfg, "run": run_info})
         print(f"geomlin train {task.name}: {num_train} training examples, "
               f"eval sets {run_info['num_eval']}, models "
               + ", ".join(f"{n} ({run_info['parameters'][n]:,} params)" for n in names)
@@ -470,7 +510,10 @@ def _run(task: Task, cfg: dict[str, Any], dist: D.DistInfo, resume_from) -> dict
         states = D.all_gather_objects(rng_state())
         if dist.is_main:
             _write_csv(history, out / "metrics.csv")
-            plot_curves(history, out / "curves.png", title=f"geomlin train {task.name}")
+            try:
+                plot_curves(history, out / "curves.png", title=f"geomlin train {task.name}")
+            except FileWriteError as exc:
+                raise UserError(str(exc)) from None
             save_checkpoint(out / "checkpoint.pt", {
                 "task": task.name, "config": cfg, "epoch": epoch,
                 "models": {n: m.state_dict() for n, m in models.items()},
@@ -490,7 +533,7 @@ def _run(task: Task, cfg: dict[str, Any], dist: D.DistInfo, resume_from) -> dict
                                 **{k.split("/", 1)[1]: v for k, v in last.items() if k.startswith(n + "/")}}
     summary["comparison"] = task.summary_lines(last, names)
     if dist.is_main:
-        (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+        _write_json(out / "summary.json", summary)
         print(format_summary(summary, task))
     return summary
 

@@ -47,5 +47,9 @@ def plot_curves(history: Sequence[dict], path: str | Path, title: str = "") -> N
     if title:
         fig.suptitle(title)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    from geomlin.io_atomic import atomic_write
+
+    try:
+        atomic_write(path, lambda fh: fig.savefig(fh, format="png", dpi=110))
+    finally:
+        plt.close(fig)

@@ -99,7 +99,7 @@ def test_resume_refuses_changed_sizes_and_finished_runs(tmp_path, capsys):
     _fails(capsys, ["train", "pointcloud", "--resume", str(out / "checkpoint.pt"), "--num-points", "32"],
            "--num-points is 32 but checkpoint")
     _fails(capsys, ["train", "nbody", "--resume", str(out / "checkpoint.pt")], "belongs to task 'pointcloud'")
-    _fails(capsys, ["train", "pointcloud", "--resume", str(out)], "is a folder")
+    _fails(capsys, ["train", "pointcloud", "--resume", str(tmp_path)], "holds no checkpoint (expected")  # a run folder resumes
     assert (out / "checkpoint.pt").stat().st_mtime_ns == stamp            # untouched by the refusals
     assert main(["train", "pointcloud", "--resume", str(out / "checkpoint.pt"), "--no-progress"]) == 0
     _fails(capsys, ["train", "pointcloud", "--resume", str(out / "checkpoint.pt"), "--no-progress"],

@@ -57,3 +57,31 @@ def test_record_fills_the_readme_next_to_the_docs(tmp_path):
     readme.write_text("# Project\n<!-- bench: bench_toy.py --full -->\nstale\n<!-- /bench -->\n")
     assert main(["bench", "--record", "--dir", str(bench), "--docs", str(docs)]) == 0
     assert "| 1 | --full |" in readme.read_text() and "stale" not in readme.read_text()
+
+
+import pytest
+
+MALFORMED = [
+    ("missing closing marker", "<!-- bench: bench_toy.py -->\ntable\n\nrest of the page\n", 1, "no closing marker"),
+    ("second opener inside a block", "<!-- bench: bench_toy.py -->\n<!-- bench: bench_toy.py -->\n<!-- /bench -->\n",
+     2, "starts inside the block opened at line 1"),
+    ("mistyped opener", "<!-- bench:bench_toy.py -->\nt\n<!-- /bench -->\n", 1, "mistyped bench marker"),
+    ("mistyped closer", "<!-- bench: bench_toy.py -->\nt\n<!-- / bench -->\n", 3, "mistyped bench marker"),
+    ("stray closer", "text\n<!-- /bench -->\n", 2, "without a <!-- bench"),
+    ("unbalanced quote", "<!-- bench: bench_toy.py --name 'a b -->\nt\n<!-- /bench -->\n", 1, "cannot parse"),
+    ("empty command", "<!-- bench:  -->\nt\n<!-- /bench -->\n", 1, "empty bench command"),
+]
+
+
+@pytest.mark.parametrize("case,text,line,msg", MALFORMED, ids=[m[0] for m in MALFORMED])
+def test_malformed_blocks_are_refused_before_anything_runs(tmp_path, capsys, case, text, line, msg):
+    bench, docs, page = _setup(tmp_path)
+    good = page.read_text()
+    bad = docs / "bad.md"
+    bad.write_text(text)
+    assert main(["bench", "--record", "--dir", str(bench), "--docs", str(docs)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and f"{bad}:{line}:" in err[0] and msg in err[0], err
+    assert bad.read_text() == text and page.read_text() == good       # no page touched
+    assert not (bench / "calls.txt").exists()                          # nothing ran
+    assert sorted(p.name for p in docs.iterdir()) == ["bad.md", "page.md"]

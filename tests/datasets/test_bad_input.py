@@ -290,9 +290,9 @@ def test_graph_and_sampling_arguments():
 KILLED_WRITER = """
 import os, sys, torch
 from geomlin.datasets import cache
-def crash(obj, f, *a, **k):
-    with open(f, "wb") as fh:
-        fh.write(b"half a cache")
+def crash(obj, fh, *a, **k):           # fh: the open temporary file of geomlin.io_atomic
+    fh.write(b"half a cache")
+    fh.flush()
     os._exit(9)                         # killed mid-write: no finally, no cleanup
 cache.torch.save = crash
 cache.save_cache(sys.argv[1], "fp", {"x": 1})
