@@ -47,13 +47,17 @@ def _model_and_inputs(task_name: str, name: str):
     torch.manual_seed(0)
     model = task.build_model(name, cfg, info).eval()
     g = torch.Generator().manual_seed(0)
+    kwargs = {}
     if hasattr(model, "example_inputs"):
         inputs = tuple(model.example_inputs(g, dtype=torch.float32))
+        if len(inputs) == 2 and isinstance(inputs[0], tuple) and isinstance(inputs[1], dict):
+            inputs, kwargs = inputs  # the frames' convention: (args, kwargs)
     else:
         spec = task.audit_spec(name, model, info)
         inputs = tuple(x.float() if x.is_floating_point() else x for x in spec.inputs)
-    # the molecules' forces come from autograd, which dynamo does not trace: compile the energy
-    kwargs = {"compute_forces": False} if task_name == "molecules" else {}
+    if task_name == "molecules":
+        # the forces come from autograd, which dynamo does not trace in a forward: compile the energy
+        kwargs = {**kwargs, "compute_forces": False}
     return model, inputs, kwargs
 
 
