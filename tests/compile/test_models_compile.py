@@ -22,13 +22,21 @@ SMALL = {
 #: Models compiled in the default run (one cheap model per task family that compiles in seconds).
 DEFAULT = {("nbody", "mlp"), ("pointcloud", "pointnet")}
 RTOL, ATOL = 1e-5, 1e-6
+#: Known graph breaks, not yet fixed (issue 21): strict xfails, so a fix shows up as XPASS.
+BREAKS = {
+    ("pointcloud", "frame_avg"): "geomlin/frames/pca.py _work_needed uses nonzero (data-dependent shape)",
+    ("pointcloud", "canonical"): "geomlin/frames/pca.py _work_needed uses nonzero (data-dependent shape)",
+    ("molecules", "gaunt"): "geomlin/gaunt/tables.py gauss_legendre is called while tracing (a skipped function)",
+}
 
 
 def _cases():
     cases = []
     for task_name in SMALL:
         for name in get_task(task_name).models:
-            marks = () if (task_name, name) in DEFAULT else (pytest.mark.slow,)
+            marks = [] if (task_name, name) in DEFAULT else [pytest.mark.slow]
+            if (task_name, name) in BREAKS:
+                marks.append(pytest.mark.xfail(reason=BREAKS[task_name, name], strict=True))
             cases.append(pytest.param(task_name, name, marks=marks, id=f"{task_name}-{name}"))
     return cases
 
@@ -68,6 +76,8 @@ def _first(out):
 @pytest.mark.parametrize("task_name, name", _cases())
 def test_model_compiles_as_one_graph_equal_to_eager(task_name, name):
     model, inputs, kwargs = _model_and_inputs(task_name, name)
+    with torch.no_grad():
+        model(*inputs, **kwargs)  # fills the cached tables (built once, on the host) before tracing
     torch._dynamo.reset()
     explained = torch._dynamo.explain(model)(*inputs, **kwargs)
     assert explained.graph_break_count == 0, explained.break_reasons
