@@ -141,7 +141,7 @@ def test_failure_names_the_declared_group_and_hints_at_float32():
     ("batch_size", 0, ValueError, "batch_size must be >= 1"),
     ("dtype", torch.int64, TypeError, "dtype must be a floating"),
     ("kwargs", [1], TypeError, "kwargs must be a dict"),
-    ("batch", torch.zeros(3), TypeError, r"kwargs=\{'batch': \.\.\.\}"),
+    ("batch", torch.zeros(3), TypeError, "unexpected keyword argument 'batch'"),
 ])
 def test_bad_checker_options_are_refused(option, value, error, phrase):
     with pytest.raises(error, match=phrase):

@@ -320,7 +320,7 @@ def point_moments(pos: Tensor, translation: bool, mask: Tensor | None = None,
 
 
 def _require_points(counts: Tensor) -> None:
-    if counts.device.type != "cpu":
+    if counts.device.type != "cpu" or torch.compiler.is_compiling():
         check_condition(counts >= 1, "some point clouds have no points (a frame needs at least one point; "
                                      "check the mask or batch vector)")
         return
@@ -332,8 +332,9 @@ def _require_points(counts: Tensor) -> None:
 
 def _work_needed(flag: Tensor) -> bool:
     """Whether a per-item policy must be computed: always on an accelerator (then selected with
-    ``torch.where``, so the host never reads ``flag``), on the CPU only when some item needs it."""
-    return flag.device.type != "cpu" or bool(flag.any())
+    ``torch.where``, so the host never reads ``flag``) and inside a compiled graph (which cannot
+    branch on a value), on the CPU in eager mode only when some item needs it."""
+    return flag.device.type != "cpu" or torch.compiler.is_compiling() or bool(flag.any())
 
 
 def _cluster_masks(gap_bad: Tensor) -> tuple[Tensor, Tensor]:

@@ -24,8 +24,6 @@ DEFAULT = {("nbody", "mlp"), ("pointcloud", "pointnet")}
 RTOL, ATOL = 1e-5, 1e-6
 #: Known graph breaks, not yet fixed (issue 21): strict xfails, so a fix shows up as XPASS.
 BREAKS = {
-    ("pointcloud", "frame_avg"): "geomlin/frames/pca.py _work_needed uses nonzero (data-dependent shape)",
-    ("pointcloud", "canonical"): "geomlin/frames/pca.py _work_needed uses nonzero (data-dependent shape)",
     ("molecules", "gaunt"): "geomlin/gaunt/tables.py gauss_legendre is called while tracing (a skipped function)",
 }
 
