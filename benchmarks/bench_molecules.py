@@ -26,7 +26,6 @@ atomic-energy shift and scale set the same way as geomlin's.
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import os
@@ -37,10 +36,9 @@ import tempfile
 import time
 from pathlib import Path
 
+import harness
 import numpy as np
 import torch
-
-import harness
 
 ROOT = Path(__file__).resolve().parents[1]
 #: Molecules and their bundled trajectories.
@@ -216,7 +214,7 @@ def run_mace(python: str | None, split: dict, settings: dict, threads: int) -> d
         out = Path(tmp) / "mace.json"
         env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
         proc = subprocess.run([python, __file__, "--mace-worker", str(split_path), str(out)], env=env,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                              capture_output=True, text=True, check=False)
         if proc.returncode != 0:
             last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
             return f"failed ({last[:200]})"

@@ -40,7 +40,14 @@ from geomlin.algebra import CliffordAlgebra
 from geomlin.algebra.clifford import SUBSPACES, ConstantTables, _sparse, table_on
 from geomlin.algebra.versor_groups import PseudoOrthogonalGroup, as_algebra
 from geomlin.reps.types import Multivectors
-from geomlin.validation import check_broadcastable, check_choice, check_finite, check_float, check_positive_int, check_tensor
+from geomlin.validation import (
+    check_broadcastable,
+    check_choice,
+    check_finite,
+    check_float,
+    check_positive_int,
+    check_tensor,
+)
 
 
 def _check(algebra: CliffordAlgebra, x: Tensor, channels: int, where: str) -> None:

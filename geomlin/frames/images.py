@@ -32,7 +32,14 @@ from torch import Tensor, nn
 from geomlin.frames.canonicalization import Canonicalizer
 from geomlin.groups.rotations import working_dtype
 from geomlin.reps.types import Images, RegularFeatures, act_on_grid
-from geomlin.validation import check_condition, check_float, check_index, check_int, check_positive_int, check_tensor
+from geomlin.validation import (
+    check_condition,
+    check_float,
+    check_index,
+    check_int,
+    check_positive_int,
+    check_tensor,
+)
 
 #: Side of the square example images of :meth:`ImageCanonicalizer.example_inputs` and the group convolutions.
 EXAMPLE_SIZE = 9

@@ -30,7 +30,7 @@ from geomlin.groups.base import Group
 from geomlin.linear.layers import BlockLayout, EquivariantLinear, check_features
 from geomlin.linear.solver import METHODS, basis_method, block_basis, check_cache_dir
 from geomlin.linear.tables import ConstantTables
-from geomlin.reps.base import Rep, Scalar, SumRep, TensorRep, V, bind, common_group
+from geomlin.reps.base import Rep, Scalar, SumRep, TensorRep, bind, common_group
 from geomlin.reps.group_free import GroupFreeRep, T
 from geomlin.validation import check_choice, check_positive_int
 

@@ -7,11 +7,11 @@ from torch import nn
 
 from geomlin.algebra import CliffordAlgebra, CliffordGroup, Pin301, PseudoOrthogonalGroup
 from geomlin.clifford import (
+    GCAMLP,
     GAAttention,
     GAMultivectorAttention,
     GAVectorAttention,
     GCAGroupNorm,
-    GCAMLP,
     GeometricProductLayer,
     GroupActionLinear,
     MVLayerNorm,

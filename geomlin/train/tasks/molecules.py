@@ -407,8 +407,8 @@ class MoleculesTask(Task):
             lines = ["\nTest mean absolute error of the QM9 target:"]
             lines += [f"  {n:<6} {last[f'{n}/{TEST}_mae']:.4g}" for n in model_names if f"{n}/{TEST}_mae" in last]
             return lines
-        lines = ["\nTest mean absolute errors (energy per molecule, force per component, in the data's units: "
-                 "kcal/mol and kcal/mol/Angstrom for the bundled trajectories):"]
+        lines = [("\nTest mean absolute errors (energy per molecule, force per component, in the data's units: "
+                  "kcal/mol and kcal/mol/Angstrom for the bundled trajectories):")]
         for n in model_names:
             e, f = last.get(f"{n}/{TEST}_energy_mae"), last.get(f"{n}/{TEST}_force_mae")
             if e is not None:
