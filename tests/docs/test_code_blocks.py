@@ -39,6 +39,7 @@ def test_no_run_marks_are_few_and_justified():
 def test_page_blocks_run(page, tmp_path, monkeypatch):
     matplotlib.use("Agg")
     monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("HOME", str(tmp_path))  # blocks with cache_dir="~/..." must not write the real home
     namespace = {"__name__": "__main__"}
     for i, code, reason in _blocks(page):
         if reason is not None:
