@@ -30,6 +30,10 @@ CUDA_TABLE: tuple[tuple[int, str], ...] = ()
 
 #: What ``"auto"`` uses on a device without a measured table.
 DEFAULT_METHOD = "grid"
+#: What ``"auto"`` uses inside ``torch.compile`` / ``torch.export`` graphs: the plain sphere-grid GEMMs,
+#: functional operators that the compiler fuses (the grid route's reused workspaces write through
+#: ``out=`` views, which dynamo does not trace).
+TRACED_METHOD = "dense"
 
 
 def _lookup(table, lmax: int) -> str:
@@ -41,6 +45,8 @@ def _lookup(table, lmax: int) -> str:
 
 def choose_method(lmax1: int, lmax2: int, lmax_out: int, device_type: str, dtype: torch.dtype) -> str:
     """Method name ``"auto"`` resolves to for these sizes on ``device_type`` (``"cpu"``, ``"cuda"``)."""
+    if torch.compiler.is_compiling():
+        return TRACED_METHOD
     lmax = max(lmax1, lmax2, lmax_out)
     if device_type == "cuda":
         method = _lookup(CUDA_TABLE, lmax)

@@ -24,6 +24,7 @@ from torch import Tensor
 from geomlin.linear.tables import ConstantTables
 
 _BUILDERS: dict[str, Callable[..., tuple[Tensor, ...]]] = {}
+_HOST: dict = {}
 _CACHE: dict = {}
 
 
@@ -38,8 +39,17 @@ def table_builder(kind: str):
 
 
 def host_tables(key: tuple) -> tuple[Tensor, ...]:
-    """The CPU tables of ``key`` (cached by their builder; never write to them)."""
-    return _BUILDERS[key[0]](*key[1:])
+    """The CPU tables of ``key``, built once (never write to them).
+
+    Cached in a plain dictionary rather than by the builders' ``functools`` caches: ``torch.compile``
+    ignores those and would trace the builders (numpy code) again, while it reads a dictionary
+    entry as a constant. A module's :class:`RouteTables` builds its keys at construction, so a
+    compiled forward only finds them here.
+    """
+    hit = _HOST.get(key)
+    if hit is None:
+        hit = _HOST[key] = _BUILDERS[key[0]](*key[1:])
+    return hit
 
 
 def _convert(tables: Iterable[Tensor], device: torch.device, dtype: torch.dtype) -> tuple[Tensor, ...]:

@@ -28,7 +28,7 @@ from torch import Tensor, nn
 
 from geomlin.gaunt import grid as G
 from geomlin.gaunt import tables as T
-from geomlin.gaunt.cache import RouteTables
+from geomlin.gaunt.cache import RouteTables, device_tables, table_builder
 from geomlin.gaunt.precision import compute_dtype, full_precision
 from geomlin.gaunt.product import (
     METHODS,
@@ -226,14 +226,45 @@ def power_sum(x: Tensor, L: int, nu: int, lmax_out: int, weights: Tensor | None)
     synthesis, ``nu - 1`` pointwise products at ``phi`` and ``-phi``, one projection; exact
     (the grid integrates degree ``nu L + lmax_out``); differentiable (exact adjoints).
     """
-    num_theta, num_phi = G.exact_grid_size(nu * L + lmax_out)
     batch = x.shape[:-1]
     flat = x.reshape(-1, x.shape[-1])
     B = flat.shape[0]
     if B == 0:
         return x.new_zeros(*batch, T.num_coefficients(lmax_out))
     with full_precision(x):
+        if torch.compiler.is_compiling():
+            return _power_dense(flat, weights, batch, L, nu, lmax_out)
+        num_theta, num_phi = G.exact_grid_size(nu * L + lmax_out)
         return _power_on_grid(flat, weights, batch, L, nu, lmax_out, num_theta, num_phi)
+
+
+@table_builder("dense.power")
+def _dense_power_tables(L: int, nu: int, lmax_out: int) -> tuple[Tensor, Tensor]:
+    """``Y^T (D, P)`` of degree ``L`` and weighted ``W (P, Do)`` on the smallest sphere grid exact for
+    degree ``nu L + lmax_out`` (``P`` points), float64."""
+    Y, w = T.cached_sh_on_grid(max(L, lmax_out), nu * L + lmax_out)
+    return (Y[:, : T.num_coefficients(L)].T.contiguous(), (Y[:, : T.num_coefficients(lmax_out)] * w[:, None]).contiguous())
+
+
+def dense_power_key(L: int, nu: int, lmax_out: int) -> tuple:
+    """Cache key (:mod:`geomlin.gaunt.cache`) of the tables :func:`power_sum` reads inside compiled graphs."""
+    return ("dense.power", L, nu, lmax_out)
+
+
+def _power_dense(flat: Tensor, weights: Tensor | None, batch, L: int, nu: int, lmax_out: int) -> Tensor:
+    """:func:`power_sum` as plain GEMMs on the full sphere grid (what compiled graphs run; autograd
+    differentiates it): values ``f = x Y^T``, the (weighted) powers pointwise, projection ``@ W``."""
+    Y, W = device_tables(dense_power_key(L, nu, lmax_out), flat.device, flat.dtype)
+    f = flat @ Y                                                           # (B, P)
+    if weights is None:
+        total = f ** nu
+    else:
+        w = weights.expand(*batch, nu).reshape(-1, nu)                     # (B, nu)
+        term, total = f, w[:, :1] * f
+        for k in range(1, nu):
+            term = term * f
+            total = total + w[:, k: k + 1] * term
+    return (total @ W).reshape(*batch, T.num_coefficients(lmax_out))
 
 
 def _power_on_grid(flat: Tensor, weights: Tensor | None, batch, L: int, nu: int, lmax_out: int, num_theta: int,
@@ -366,7 +397,8 @@ class ManyBodyGaunt(nn.Module):
         self.weight_out = nn.Parameter(torch.ones(channels, lmax_out + 1))
         self.register_buffer("degree_in", _degree_index(lmax_in), persistent=False)
         self.register_buffer("degree_out", _degree_index(lmax_out), persistent=False)
-        self.tables = RouteTables(G.power_keys(self.lmax_in, self.correlation, self.lmax_out))
+        self.tables = RouteTables([*G.power_keys(self.lmax_in, self.correlation, self.lmax_out),
+                                   dense_power_key(self.lmax_in, self.correlation, self.lmax_out)])
         self.type_in = SphereCoefficients(self.lmax_in, channels)
         self.type_out = SphereCoefficients(self.lmax_out, channels)
 

@@ -250,14 +250,15 @@ def route_keys(method: str, lmax1: int, lmax2: int, lmax_out: int) -> list[tuple
 def table_keys(method: str, lmax1: int, lmax2: int, lmax_out: int) -> list[tuple]:
     """Keys of every table a product reads, forward and backward (twice differentiable).
 
-    ``method`` may be ``"auto"``: then the routes it picks on the CPU, on CUDA and on other
-    accelerators are all included (a module does not know where it will run).
+    ``method`` may be ``"auto"``: then the routes it picks on the CPU, on CUDA, on other
+    accelerators and inside compiled graphs are all included (a module does not know where it
+    will run).
     """
     if method == "auto":
-        from geomlin.gaunt.autotune import choose_method
+        from geomlin.gaunt.autotune import TRACED_METHOD, choose_method
 
-        methods = dict.fromkeys(choose_method(lmax1, lmax2, lmax_out, device, torch.float32)
-                                for device in ("cpu", "cuda", "accelerator"))
+        methods = dict.fromkeys([*(choose_method(lmax1, lmax2, lmax_out, device, torch.float32)
+                                   for device in ("cpu", "cuda", "accelerator")), TRACED_METHOD])
     else:
         methods = {method: None}
     lo = min(lmax_out, lmax1 + lmax2)

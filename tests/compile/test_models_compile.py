@@ -22,10 +22,8 @@ SMALL = {
 #: Models compiled in the default run (one cheap model per task family that compiles in seconds).
 DEFAULT = {("nbody", "mlp"), ("pointcloud", "pointnet")}
 RTOL, ATOL = 1e-5, 1e-6
-#: Known graph breaks, not yet fixed (issue 21): strict xfails, so a fix shows up as XPASS.
-BREAKS = {
-    ("molecules", "gaunt"): "geomlin/gaunt/tables.py gauss_legendre is called while tracing (a skipped function)",
-}
+#: Known graph breaks, not yet fixed: strict xfails, so a fix shows up as XPASS.
+BREAKS: dict = {}
 
 
 def _cases():
