@@ -16,6 +16,7 @@ import os
 import numpy as np
 
 from geomlin.datasets.elements import MAX_ATOMIC_NUMBER
+from geomlin.io_atomic import atomic_write
 from geomlin.validation import check_float, check_int, check_positive_float, check_positive_int
 
 BOHR_TO_ANGSTROM = 0.529177210903          # CODATA 2018
@@ -125,12 +126,5 @@ def langevin_trajectory(z, pos, num_frames: int, temperature: float = 500.0, dt_
 
 
 def write_trajectory(path: str | os.PathLike, trajectory: dict[str, np.ndarray]) -> None:
-    """Save a trajectory dict as a revised-MD17 ``.npz`` (atomically: temporary file, then rename)."""
-    path = os.fspath(path)
-    tmp = path + ".tmp.npz"
-    try:
-        np.savez(tmp, **trajectory)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
+    """Save a trajectory dict as a revised-MD17 ``.npz`` (atomically, :func:`geomlin.io_atomic.atomic_write`)."""
+    atomic_write(path, lambda fh: np.savez(fh, **trajectory))

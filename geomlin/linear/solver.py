@@ -35,12 +35,12 @@ from __future__ import annotations
 import hashlib
 import os
 import pickle
-import tempfile
 from pathlib import Path
 
 import torch
 from torch import Tensor
 
+from geomlin.io_atomic import atomic_write
 from geomlin.linear.diagram_solver import applies as diagrams_apply
 from geomlin.linear.diagram_solver import diagram_solution
 from geomlin.linear.sampled_solver import nullspace_sampled
@@ -226,16 +226,9 @@ def _read_cache_file(path: Path) -> dict | None:
 
 
 def _write_cache_file(path: Path, key, basis: Tensor) -> None:
-    """Write atomically: a temporary file in the same folder, then a rename (removed on failure)."""
+    """Write atomically (:func:`geomlin.io_atomic.atomic_write`), creating the folder."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
-    os.close(fd)
-    try:
-        torch.save({"key": repr(key), "basis": basis}, tmp)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
+    atomic_write(path, lambda fh: torch.save({"key": repr(key), "basis": basis}, fh))
 
 
 def equivariant_basis(rep_in: Rep, rep_out: Rep, cache_dir: str | os.PathLike | None = None,

@@ -15,12 +15,11 @@ def plot_curves(history: Sequence[dict], path: str | Path, title: str = "") -> N
     """Draw one panel per metric (``model/metric`` columns of ``history``) and save a PNG.
 
     ``history`` is the list of metric rows (``{"epoch": 1, "pointnet/train_loss": 0.7, ...}``).
-    Loss panels use a log scale. Uses matplotlib's Agg backend (no display needed).
+    Loss panels use a log scale. Draws on a figure of its own with the Agg canvas (no display
+    needed), so matplotlib's process-wide backend and pyplot's figure list are left alone.
     """
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
 
     epochs = [row["epoch"] for row in history]
     metrics: dict[str, dict[str, list[float]]] = {}
@@ -32,7 +31,9 @@ def plot_curves(history: Sequence[dict], path: str | Path, title: str = "") -> N
     n = max(1, len(metrics))
     cols = min(n, 3)
     rows = (n + cols - 1) // cols
-    fig, axes = plt.subplots(rows, cols, figsize=(4.2 * cols, 3.2 * rows), squeeze=False)
+    fig = Figure(figsize=(4.2 * cols, 3.2 * rows))
+    FigureCanvasAgg(fig)
+    axes = fig.subplots(rows, cols, squeeze=False)
     for ax, (metric, per_model) in zip(axes.flat, sorted(metrics.items())):
         for model, values in per_model.items():
             ax.plot(epochs, values, marker="o", markersize=3, label=model)
@@ -49,7 +50,4 @@ def plot_curves(history: Sequence[dict], path: str | Path, title: str = "") -> N
     fig.tight_layout()
     from geomlin.io_atomic import atomic_write
 
-    try:
-        atomic_write(path, lambda fh: fig.savefig(fh, format="png", dpi=110))
-    finally:
-        plt.close(fig)
+    atomic_write(path, lambda fh: fig.savefig(fh, format="png", dpi=110))
