@@ -1,4 +1,5 @@
-"""The Gaunt potential example runs in quick mode and its forces are equivariant."""
+"""The Gaunt potential example runs in quick mode, shows its point (the equivariant potential learns
+the forces, far below the zero-force baseline) and its forces are equivariant."""
 
 import importlib.util
 from pathlib import Path
@@ -12,4 +13,4 @@ def test_gaunt_potential_quick_run():
     spec.loader.exec_module(module)
     results = module.main(["--quick"])
     assert results["equivariance error"] < 1e-9
-    assert 0 < results["Gaunt potential"] < 3 * results["zero-force baseline"]
+    assert 0 < results["Gaunt potential"] < 0.6 * results["zero-force baseline"]
