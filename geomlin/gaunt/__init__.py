@@ -9,7 +9,8 @@ Fourier convolution), ``"dense"`` (sphere-grid GEMM, O(L^4)), ``"direct"`` (Gaun
 ``"triton"`` (the fast route as one fused GPU kernel), ``"auto"`` (measured table,
 :mod:`.autotune`).
 
-Modules: :class:`GauntTensorProduct` (also an e3nn drop-in, built from ``Irreps``),
+Modules: :class:`GauntTensorProduct` (the e3nn drop-in, built from ``Irreps``), :class:`SphereGauntProduct`
+(the channel-wise product on sphere coefficients),
 :class:`ManyBodyGaunt`, :class:`GauntConvolution`; helpers :func:`gaunt_power`,
 :func:`irreps_to_sphere`, :func:`sphere_to_irreps`, :func:`split_parity`,
 :func:`gaunt_parity_product`, :func:`spherical_harmonics`.
@@ -19,9 +20,9 @@ from geomlin.gaunt.conv import GauntConvolution
 from geomlin.gaunt.modules import (
     NATURAL,
     PSEUDO,
-    GauntIrrepsProduct,
     GauntTensorProduct,
     ManyBodyGaunt,
+    SphereGauntProduct,
     gaunt_parity_product,
     gaunt_power,
     irreps_to_sphere,
@@ -37,9 +38,9 @@ __all__ = [
     "NATURAL",
     "PSEUDO",
     "GauntConvolution",
-    "GauntIrrepsProduct",
     "GauntTensorProduct",
     "ManyBodyGaunt",
+    "SphereGauntProduct",
     "gaunt_parity_product",
     "gaunt_power",
     "gaunt_tensor",

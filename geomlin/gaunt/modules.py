@@ -305,39 +305,27 @@ def _check_layout(x, name: str, channels: int, lmax: int, shared_ok: bool = Fals
     return dtype
 
 
-def _is_irreps_like(value) -> bool:
-    """Everything but a degree (an int) is an Irreps spec: strings, ``o3.Irreps``, ``o3.Irrep``,
-    lists / tuples of ``(mul, (l, p))`` or ``(mul, "1o")``, the empty list; ``o3.Irreps`` judges them."""
-    return not isinstance(value, int) or isinstance(value, bool)
+class SphereGauntProduct(nn.Module):
+    """Channel-wise Gaunt product of sphere coefficients with learnable per-(channel, degree) weights.
 
+    ``out[c] = w_out[c, l] * gaunt(w1[c, l1] x1[c], w2[c, l2] x2[c])`` (weights broadcast over the
+    orders ``m`` of each degree): the e3nn "uuu" tensor product restricted to Gaunt paths,
+    reweighted through the degree weights (Luo et al., ICLR 2024, sec. 3.3). For e3nn's flat
+    irreps layout use :class:`GauntTensorProduct`.
 
-class GauntTensorProduct(nn.Module):
-    """Channel-wise Gaunt product with learnable per-(channel, degree) weights.
+    Parameters
+    ----------
+    lmax1, lmax2, lmax_out : int
+        Degrees of the two inputs and of the output.
+    channels : int
+        Channels ``C``, multiplied channel by channel.
+    method : str
+        One of :data:`~geomlin.gaunt.METHODS`.
 
-    Two ways to build it:
-
-    * ``GauntTensorProduct(lmax1, lmax2, lmax_out, channels)``: sphere layout.
-      ``out[c] = w_out[c, l] * gaunt(w1[c, l1] x1[c], w2[c, l2] x2[c])`` (weights broadcast
-      over the orders ``m`` of each degree): the e3nn "uuu" tensor product restricted to
-      Gaunt paths, reweighted through the degree weights (Luo et al., ICLR 2024, sec. 3.3).
-      Inputs ``x1 (..., C, (L1+1)**2)``, ``x2 (..., C or 1, (L2+1)**2)`` (a single channel is
-      shared by all, and transformed once), leading axes broadcast; output
-      ``(..., C, (Lo+1)**2)``; float32/float64.
-    * ``GauntTensorProduct(irreps_in1, irreps_in2, irreps_out)``: an e3nn drop-in for
-      ``o3.FullyConnectedTensorProduct`` / ``o3.TensorProduct`` on flat e3nn features
-      (``forward(x1 (..., irreps_in1.dim), x2 (..., irreps_in2.dim), weight=None) ->
-      (..., irreps_out.dim)``), any parities and multiplicities.  See
-      :class:`GauntIrrepsProduct` for what it computes.
-
-    ``method`` is one of :data:`~geomlin.gaunt.METHODS`.
+    Shapes: ``forward(x1 (..., C, (lmax1+1)**2), x2 (..., C or 1, (lmax2+1)**2)) -> (..., C,
+    (lmax_out+1)**2)``; a single channel of ``x2`` is shared by all (and transformed once), leading
+    axes broadcast; float32/float64.
     """
-
-    def __new__(cls, *args, **kwargs):
-        first = args[0] if args else kwargs.get("irreps_in1", kwargs.get("lmax1"))
-        if cls is GauntTensorProduct and ("irreps_in1" in kwargs or _is_irreps_like(first)):
-            # Python then runs GauntIrrepsProduct.__init__ with the same arguments
-            return super().__new__(GauntIrrepsProduct)
-        return super().__new__(cls)
 
     def __init__(self, lmax1: int, lmax2: int, lmax_out: int, channels: int, method: str = "auto"):
         super().__init__()
@@ -435,9 +423,11 @@ def _class_layout(irreps, parity: int) -> list[tuple[int, int, int]]:
     return out
 
 
-class GauntIrrepsProduct(GauntTensorProduct):
-    """The e3nn drop-in form of :class:`GauntTensorProduct` (build it as ``GauntTensorProduct(irreps_in1,
-    irreps_in2, irreps_out)``).
+class GauntTensorProduct(nn.Module):
+    """Gaunt tensor product of e3nn irreps features: a drop-in for ``o3.FullyConnectedTensorProduct``
+    / ``o3.TensorProduct`` (``GauntTensorProduct(irreps_in1, irreps_in2, irreps_out)``); every spec
+    ``o3.Irreps(...)`` accepts (strings, ``o3.Irreps``, lists of ``(mul, (l, p))``, zero
+    multiplicities, empty irreps, whose features have size 0 and give zeros).
 
     ``forward(x1 (..., irreps_in1.dim), x2 (..., irreps_in2.dim), weight=None) -> (..., irreps_out.dim)``
     in e3nn's flat layout, any parities and multiplicities:
@@ -460,18 +450,18 @@ class GauntIrrepsProduct(GauntTensorProduct):
 
     def __init__(self, irreps_in1, irreps_in2, irreps_out, channels: int | None = None,
                  shared_weights: bool = True, internal_weights: bool | None = None, method: str = "auto"):
-        nn.Module.__init__(self)
+        super().__init__()
         from geomlin.reps.irreps import IrrepsRep
+
+        if isinstance(irreps_in1, int) and not isinstance(irreps_in1, bool):
+            raise TypeError(f"irreps_in1 must be e3nn Irreps, got the int {irreps_in1}: for sphere coefficients "
+                            "of given degrees use SphereGauntProduct(lmax1, lmax2, lmax_out, channels)")
 
         self.irreps_in1 = _irreps(irreps_in1, "irreps_in1")
         self.irreps_in2 = _irreps(irreps_in2, "irreps_in2")
         self.irreps_out = _irreps(irreps_out, "irreps_out")
-        for name, irreps in (("irreps_in1", self.irreps_in1), ("irreps_in2", self.irreps_in2),
-                             ("irreps_out", self.irreps_out)):
-            if irreps.dim == 0:
-                raise ValueError(f"{name} is empty ({irreps!r}); give at least one irrep")
         muls = [mul for mul, _ in self.irreps_in1] + [mul for mul, _ in self.irreps_out]
-        self.channels = check_positive_int(max(muls) if channels is None else channels, "channels")
+        self.channels = check_positive_int(max(muls, default=0) or 1 if channels is None else channels, "channels")
         self.method = check_choice(method, "method", METHODS)
         if not isinstance(shared_weights, bool):
             raise TypeError(f"shared_weights must be a bool, got {shared_weights!r}")
@@ -479,7 +469,8 @@ class GauntIrrepsProduct(GauntTensorProduct):
         if internal and not shared_weights:
             raise ValueError("internal_weights=True needs shared_weights=True (as in e3nn)")
         self.shared_weights, self.internal_weights = shared_weights, bool(internal)
-        self.lmax1, self.lmax2, self.lmax_out = self.irreps_in1.lmax, self.irreps_in2.lmax, self.irreps_out.lmax
+        self.lmax1, self.lmax2, self.lmax_out = (max((ir.l for _, ir in irreps), default=0) for irreps in
+                                                 (self.irreps_in1, self.irreps_in2, self.irreps_out))
         C = self.channels
         self.classes1 = [p for p in (NATURAL, PSEUDO) if _class_layout(self.irreps_in1, p)]
         self.classes2 = [p for p in (NATURAL, PSEUDO) if _class_layout(self.irreps_in2, p)]
@@ -573,7 +564,7 @@ class GauntIrrepsProduct(GauntTensorProduct):
                 continue
             block = torch.einsum("...cd,cu->...ud", by_degree[cls][l], mix.to(x1.dtype))
             pieces.append(block.expand(*batch, mul, 2 * l + 1).flatten(-2))
-        return torch.cat(pieces, dim=-1)
+        return torch.cat(pieces, dim=-1) if pieces else x1.new_zeros(*batch, 0)
 
     def _index(self, lmax: int) -> Tensor:
         return getattr(self, f"degree_index_{lmax}")

@@ -2,9 +2,9 @@
 are what the next module expects.
 
 >>> from geomlin.reps import EquivariantSequential
->>> # EquivariantSequential(GATrBlock(...), GauntTensorProduct(...)) raises at construction:
+>>> # EquivariantSequential(GATrBlock(...), SphereGauntProduct(...)) raises at construction:
 >>> # "module 0 (GATrBlock) returns Multivectors(G(3,0,1), 8 channels) but module 1
->>> # (GauntTensorProduct) expects SphereCoefficients(lmax=2, 4 channels)"
+>>> # (SphereGauntProduct) expects SphereCoefficients(lmax=2, 4 channels)"
 """
 
 from __future__ import annotations

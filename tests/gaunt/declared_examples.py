@@ -3,7 +3,7 @@
 
 import torch
 
-from geomlin.gaunt import GauntConvolution, GauntIrrepsProduct, GauntTensorProduct, ManyBodyGaunt
+from geomlin.gaunt import GauntConvolution, GauntTensorProduct, ManyBodyGaunt, SphereGauntProduct
 from geomlin.gaunt.cache import RouteTables
 from geomlin.models.gaunt_potential import DegreeLinear, GauntPotential
 
@@ -16,8 +16,8 @@ def _randomized(module):
 
 
 EXAMPLES = {
-    GauntTensorProduct: [lambda: _randomized(GauntTensorProduct(2, 3, 3, channels=4, method="grid"))],
-    GauntIrrepsProduct: [
+    SphereGauntProduct: [lambda: _randomized(SphereGauntProduct(2, 3, 3, channels=4, method="grid"))],
+    GauntTensorProduct: [
         lambda: _randomized(GauntTensorProduct("4x0e+2x1o+1x1e+2x2e", "0e+1o+2e", "2x0e+1x0o+2x1o+1x1e", channels=3)),
         lambda: _randomized(GauntTensorProduct("2x0e+2x1e", "2x0o+1x1o", "2x1o+2x2e", shared_weights=False)),
     ],

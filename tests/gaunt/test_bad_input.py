@@ -7,6 +7,7 @@ from geomlin.gaunt import (
     GauntConvolution,
     GauntTensorProduct,
     ManyBodyGaunt,
+    SphereGauntProduct,
     gaunt_parity_product,
     gaunt_power,
     gaunt_tensor_product,
@@ -60,21 +61,20 @@ CASES = [
     ("parity 0", lambda: sphere_irreps(2, 3, parity=0), ValueError, "parity must be NATURAL"),
     ("sphere_irreps channels 0", lambda: sphere_irreps(2, 0), ValueError, "channels must be >= 1"),
     ("parity product not a pair", lambda: gaunt_parity_product(X9, (X9, X9)), TypeError, r"\(natural, pseudo\) pair"),
-    # GauntTensorProduct (sphere layout)
-    ("tp negative lmax", lambda: GauntTensorProduct(-1, 1, 1, 2), ValueError, "lmax1 must be >= 0"),
-    ("tp zero channels", lambda: GauntTensorProduct(1, 1, 1, 0), ValueError, "channels must be >= 1"),
-    ("tp float channels", lambda: GauntTensorProduct(1, 1, 1, 2.5), TypeError, "channels must be an int"),
-    ("tp bad method", lambda: GauntTensorProduct(1, 1, 1, 2, method="fast"), ValueError, "method must be one of"),
-    ("tp channel mismatch", lambda: GauntTensorProduct(1, 1, 1, 4)(torch.randn(2, 3, 4), torch.randn(2, 4, 4)),
+    # SphereGauntProduct
+    ("tp negative lmax", lambda: SphereGauntProduct(-1, 1, 1, 2), ValueError, "lmax1 must be >= 0"),
+    ("tp zero channels", lambda: SphereGauntProduct(1, 1, 1, 0), ValueError, "channels must be >= 1"),
+    ("tp float channels", lambda: SphereGauntProduct(1, 1, 1, 2.5), TypeError, "channels must be an int"),
+    ("tp bad method", lambda: SphereGauntProduct(1, 1, 1, 2, method="fast"), ValueError, "method must be one of"),
+    ("tp channel mismatch", lambda: SphereGauntProduct(1, 1, 1, 4)(torch.randn(2, 3, 4), torch.randn(2, 4, 4)),
      ValueError, "4 channels"),
-    ("tp wrong degree", lambda: GauntTensorProduct(1, 1, 1, 4)(torch.randn(2, 4, 9), torch.randn(2, 4, 4)),
+    ("tp wrong degree", lambda: SphereGauntProduct(1, 1, 1, 4)(torch.randn(2, 4, 9), torch.randn(2, 4, 4)),
      ValueError, "lmax 1"),
-    ("tp NaN", lambda: GauntTensorProduct(1, 1, 1, 2)(torch.full((2, 2, 4), float("nan")), torch.randn(2, 2, 4)),
+    ("tp NaN", lambda: SphereGauntProduct(1, 1, 1, 2)(torch.full((2, 2, 4), float("nan")), torch.randn(2, 2, 4)),
      ValueError, "NaN"),
-    ("tp integer input", lambda: GauntTensorProduct(1, 1, 1, 2)(torch.ones(2, 2, 4, dtype=torch.long),
+    ("tp integer input", lambda: SphereGauntProduct(1, 1, 1, 2)(torch.ones(2, 2, 4, dtype=torch.long),
                                                                  torch.randn(2, 2, 4)), TypeError, "x1 must have"),
     # GauntTensorProduct (e3nn drop-in)
-    ("irreps empty", lambda: GauntTensorProduct("", "0e", "0e"), ValueError, "irreps_in1 is empty"),
     ("irreps unparsable", lambda: GauntTensorProduct("2x0e+x", "0e", "0e"), ValueError, "could not be parsed"),
     ("irreps internal without shared", lambda: GauntTensorProduct("0e", "0e", "0e", shared_weights=False,
                                                                   internal_weights=True), ValueError, "internal_weights"),
@@ -126,7 +126,7 @@ def test_bad_input_is_refused_with_a_clear_message(name, call, error, phrase):
 def test_valid_inputs_still_work():
     assert gaunt_tensor_product(X9, X4).shape == (2, 16)
     assert gaunt_tensor_product(X9, X4, 0, method="direct").shape == (2, 1)
-    assert GauntTensorProduct(1, 1, 1, 2)(torch.randn(3, 2, 4), torch.randn(3, 1, 4)).shape == (3, 2, 4)
+    assert SphereGauntProduct(1, 1, 1, 2)(torch.randn(3, 2, 4), torch.randn(3, 1, 4)).shape == (3, 2, 4)
     assert GauntTensorProduct("2x0e+1x1o", "0e+1o", "1x1o")(torch.randn(3, 5), torch.randn(3, 4)).shape == (3, 3)
     pos, edge_index = _graph()
     assert GauntConvolution(1, 1, 2, 2)(torch.randn(4, 2, 4), pos, edge_index).shape == (4, 2, 9)

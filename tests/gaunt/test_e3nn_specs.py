@@ -32,3 +32,21 @@ def test_non_irreps_specs_are_refused_by_name():
         GauntTensorProduct("2x0q", "1x1o", "1x1o")
     with pytest.raises(TypeError, match="irreps_in2 must be e3nn Irreps"):
         GauntTensorProduct("1x0e", 1.5, "1x1o")
+
+
+@pytest.mark.parametrize("spec", [("", "1x1o", "2x0e + 1x1o"), ("2x0e", "", "1x0e"), ("1x0e + 1x1o", "1x1o", "")],
+                         ids=str)
+def test_empty_irreps_give_zero_features_like_e3nn(spec):
+    """Oracle: e3nn's FullyConnectedTensorProduct with the same (partly empty) irreps."""
+    tp = GauntTensorProduct(*spec).double()
+    e3 = o3.FullyConnectedTensorProduct(*spec).double()
+    x1 = torch.randn(3, o3.Irreps(spec[0]).dim, dtype=torch.float64)
+    x2 = torch.randn(3, o3.Irreps(spec[1]).dim, dtype=torch.float64)
+    out, expected = tp(x1, x2), e3(x1, x2)
+    assert out.shape == expected.shape == (3, o3.Irreps(spec[2]).dim)
+    assert torch.equal(out, torch.zeros_like(out)) and torch.equal(expected, torch.zeros_like(expected))
+
+
+def test_degrees_are_refused_with_the_sphere_layout_named():
+    with pytest.raises(TypeError, match="use SphereGauntProduct"):
+        GauntTensorProduct(2, 2, 2, 4)

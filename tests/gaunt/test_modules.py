@@ -6,9 +6,9 @@ from e3nn import o3
 
 from geomlin.gaunt import (
     PSEUDO,
-    GauntIrrepsProduct,
     GauntTensorProduct,
     ManyBodyGaunt,
+    SphereGauntProduct,
     gaunt_parity_product,
     gaunt_power,
     gaunt_tensor_product,
@@ -34,7 +34,7 @@ def _deg(L):
 
 
 def test_gaunt_tensor_product_module_matches_formula():
-    m = _randomize(GauntTensorProduct(2, 3, 4, channels=5))
+    m = _randomize(SphereGauntProduct(2, 3, 4, channels=5))
     x1 = torch.randn(7, 5, 9, dtype=torch.float64)
     x2 = torch.randn(7, 5, 16, dtype=torch.float64)
     ref = gaunt_tensor_product(x1 * m.weight1[:, _deg(2)], x2 * m.weight2[:, _deg(3)], 4, method="direct")
@@ -45,7 +45,7 @@ def test_gaunt_tensor_product_module_matches_formula():
 
 
 def test_gaunt_tensor_product_declares_sphere_types():
-    m = GauntTensorProduct(3, 2, 4, channels=3)
+    m = SphereGauntProduct(3, 2, 4, channels=3)
     assert m.type_in == (SphereCoefficients(3, 3), SphereCoefficients(2, 3))
     assert m.type_out == SphereCoefficients(4, 3)
     assert_equivariant(_randomize(m))
@@ -55,7 +55,7 @@ def test_irreps_drop_in_equals_sphere_product_for_natural_irreps():
     """Identity channel mixing and unit weights: the e3nn-layout module is the channel-wise Gaunt product."""
     C = 3
     tp = GauntTensorProduct(sphere_irreps(2, C), sphere_irreps(2, C), sphere_irreps(3, C)).double()
-    assert isinstance(tp, GauntIrrepsProduct) and tp.channels == C
+    assert isinstance(tp, GauntTensorProduct) and tp.channels == C
     with torch.no_grad():
         for p in list(tp.mix1) + list(tp.mix2) + list(tp.mix_out):
             p.copy_(torch.eye(C))
@@ -109,11 +109,11 @@ def test_module_deep_copies_and_pickles_as_the_irreps_form():
 
     tp = GauntTensorProduct("2x0e+2x1o", "0e+1o", "2x0e")
     clone = copy.deepcopy(tp)
-    assert isinstance(clone, GauntIrrepsProduct) and clone.irreps_out == tp.irreps_out
+    assert isinstance(clone, GauntTensorProduct) and clone.irreps_out == tp.irreps_out
     buffer = io.BytesIO()
     torch.save(tp, buffer)
     buffer.seek(0)
-    assert isinstance(torch.load(buffer, weights_only=False), GauntIrrepsProduct)
+    assert isinstance(torch.load(buffer, weights_only=False), GauntTensorProduct)
 
 
 def test_irreps_round_trip_and_layout():

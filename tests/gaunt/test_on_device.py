@@ -15,7 +15,7 @@ import torch
 
 from geomlin import validation
 from geomlin.gaunt import (
-    GauntTensorProduct,
+    SphereGauntProduct,
     gaunt_parity_product,
     gaunt_power,
     gaunt_tensor_product,
@@ -118,11 +118,11 @@ def test_half_precision_outside_autocast_is_refused_naming_precision():
     with pytest.raises(TypeError, match="precision"):
         spherical_harmonics(2, torch.randn(3, 3).half())
     with pytest.raises(TypeError, match="precision"):
-        GauntTensorProduct(2, 3, 3, 3)(x1.half(), x2.half())
+        SphereGauntProduct(2, 3, 3, 3)(x1.half(), x2.half())
 
 
 def test_module_tables_are_buffers_that_keep_float64_and_stay_out_of_the_state_dict():
-    tp = GauntTensorProduct(2, 3, 3, 3, method="grid")
+    tp = SphereGauntProduct(2, 3, 3, 3, method="grid")
     keys = set(tp.state_dict())
     assert keys == {"weight1", "weight2", "weight_out"}
     tp.float()
