@@ -1,18 +1,8 @@
 """Smoke tests of the Clifford examples: tiny runs by default, the documented ``--quick`` runs marked slow."""
 
-import importlib.util
-from pathlib import Path
-
 import pytest
 
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
-
-
-def load(name: str):
-    spec = importlib.util.spec_from_file_location(name, EXAMPLES / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+from tests.examples.helpers import load_example as load
 
 
 def check_glgenn(results):

@@ -1,16 +1,11 @@
 """The diagram-layer example runs (--quick): its 2-IGN is invariant to relabelling the nodes, and its
 one O(3) layer fits the equivariant map exactly but not a basis-dependent one."""
 
-import importlib.util
-from pathlib import Path
-
-EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "diagram_ign.py"
+from tests.examples.helpers import load_example
 
 
 def test_diagram_ign_quick_run():
-    spec = importlib.util.spec_from_file_location("diagram_ign", EXAMPLE)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = load_example("diagram_ign")
     results = module.main(["--quick"])
     graphs, orthogonal = results["graphs"], results["orthogonal"]
     assert graphs["relabelling change"] < 1e-4  # float32 round-off only

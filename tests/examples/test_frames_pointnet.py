@@ -1,16 +1,11 @@
 """The frames example runs (--quick) and shows its point: the invariant models are exactly invariant
 and keep their accuracy on rotated clouds, while the bare PointNet is not and does not."""
 
-import importlib.util
-from pathlib import Path
-
-EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "frames_pointnet.py"
+from tests.examples.helpers import load_example
 
 
 def test_frames_pointnet_quick_run():
-    spec = importlib.util.spec_from_file_location("frames_pointnet", EXAMPLE)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = load_example("frames_pointnet")
     results = module.main(["--quick"])
     assert len(results) == 4
     for name, r in results.items():

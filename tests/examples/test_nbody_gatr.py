@@ -1,16 +1,11 @@
 """The n-body GATr example runs in --quick mode: GATr trains (beats its untrained copy), its error
 does not move under E(3), the non-equivariant transformer's does."""
 
-import importlib.util
-from pathlib import Path
-
-EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "nbody_gatr.py"
+from tests.examples.helpers import load_example
 
 
 def test_nbody_gatr_quick_run():
-    spec = importlib.util.spec_from_file_location("nbody_gatr", EXAMPLE)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = load_example("nbody_gatr")
     results = module.main(["--quick"])
     gatr, untrained, transformer = results["GATr"], results["GATr (untrained)"], results["Transformer"]
     assert gatr["test_mse"] < untrained["test_mse"]
