@@ -6,7 +6,6 @@ some factories also check the Clifford group. The attention layers declare O(3) 
 depending on whether a pseudoscalar enters.
 """
 
-import torch
 from torch import nn
 
 from geomlin.algebra import CliffordAlgebra, CliffordGroup
@@ -25,18 +24,13 @@ from geomlin.clifford import (
     MVSiLU,
 )
 from geomlin.clifford.ga_attention import invariant_count
+from tests.randomized import randomized
 
 O5 = (1, 1, 1, 1, 1)
 LORENTZ = (1, 1, 1, -1)
 PGA = (0, 1, 1, 1)
 
 
-def randomized(module: nn.Module) -> nn.Module:
-    """Random parameters everywhere (biases, gates and norms included), so no symmetry hides a bug."""
-    with torch.no_grad():
-        for p in module.parameters():
-            p.copy_(torch.randn_like(p) * 0.5)
-    return module
 
 
 def mlp(d_in: int, d_out: int) -> nn.Module:
@@ -59,24 +53,24 @@ def _clifford_group(module, metric):
 
 EXAMPLES = {
     MVLinear: [
-        lambda: randomized(MVLinear(CliffordAlgebra(O5), 3, 2, subspaces="quaternion")),
-        lambda: randomized(MVLinear(CliffordAlgebra(PGA), 3, 2)),
+        lambda: randomized(MVLinear(CliffordAlgebra(O5), 3, 2, subspaces="quaternion"), 0.5),
+        lambda: randomized(MVLinear(CliffordAlgebra(PGA), 3, 2), 0.5),
     ],
     GeometricProductLayer: [
-        lambda: randomized(GeometricProductLayer(CliffordAlgebra(LORENTZ), 3, 2, subspaces="quaternion")),
-        lambda: randomized(GeometricProductLayer(CliffordAlgebra(PGA), 2, 3)),
-        lambda: _clifford_group(randomized(GeometricProductLayer(CliffordAlgebra(O5), 2, 2, "quaternion")), O5),
+        lambda: randomized(GeometricProductLayer(CliffordAlgebra(LORENTZ), 3, 2, subspaces="quaternion"), 0.5),
+        lambda: randomized(GeometricProductLayer(CliffordAlgebra(PGA), 2, 3), 0.5),
+        lambda: _clifford_group(randomized(GeometricProductLayer(CliffordAlgebra(O5), 2, 2, "quaternion"), 0.5), O5),
     ],
     MVSiLU: [
-        lambda: randomized(MVSiLU(CliffordAlgebra(PGA), 3, subspaces="quaternion")),
-        lambda: randomized(MVSiLU(CliffordAlgebra(LORENTZ), 3)),
+        lambda: randomized(MVSiLU(CliffordAlgebra(PGA), 3, subspaces="quaternion"), 0.5),
+        lambda: randomized(MVSiLU(CliffordAlgebra(LORENTZ), 3), 0.5),
     ],
-    MVLayerNorm: [lambda: randomized(MVLayerNorm(CliffordAlgebra(O5), 3))],
+    MVLayerNorm: [lambda: randomized(MVLayerNorm(CliffordAlgebra(O5), 3), 0.5)],
     CGENNBlock: [
-        lambda: randomized(CGENNBlock(CliffordAlgebra(PGA), 2, subspaces="quaternion")),
-        lambda: _clifford_group(randomized(CGENNBlock(CliffordAlgebra(LORENTZ), 2)), LORENTZ),
+        lambda: randomized(CGENNBlock(CliffordAlgebra(PGA), 2, subspaces="quaternion"), 0.5),
+        lambda: _clifford_group(randomized(CGENNBlock(CliffordAlgebra(LORENTZ), 2), 0.5), LORENTZ),
     ],
-    GCAGroupNorm: [lambda: randomized(GCAGroupNorm(CliffordAlgebra(PGA), 4, num_groups=2))],
+    GCAGroupNorm: [lambda: randomized(GCAGroupNorm(CliffordAlgebra(PGA), 4, num_groups=2), 0.5)],
     GAAttention: [
         lambda: _attention(GAAttention, rank=2, invariant_mode="full"),
         lambda: _attention(GAAttention, rank=3, invariant_mode="partial", reduce=False),

@@ -14,17 +14,12 @@ from geomlin.clifford.cgenn import (
 )
 from geomlin.groups import O
 from geomlin.testing import assert_equivariant
+from tests.randomized import randomized
 
 DT = torch.float64
 METRICS = [(1, 1, 1), (1, -1, -1, -1), (0, 1, 1, 1)]
 
 
-def randomize(module):
-    module = module.double()
-    with torch.no_grad():
-        for p in module.parameters():
-            p.copy_(torch.randn_like(p) * 0.5)
-    return module
 
 
 @pytest.mark.parametrize("metric", METRICS)
@@ -34,7 +29,7 @@ def test_layers_are_clifford_group_equivariant(metric):
     x = torch.randn(3, 4, alg.dim, dtype=DT)
     for layer in (MVLinear(alg, 4, 3), GeometricProductLayer(alg, 4, 2), MVSiLU(alg, 4), MVLayerNorm(alg, 4),
                   CGENNBlock(alg, 4)):
-        assert_equivariant(randomize(layer), group, group.action, group.action, inputs=x, num_samples=6)
+        assert_equivariant(randomized(layer, 0.5, torch.float64), group, group.action, group.action, inputs=x, num_samples=6)
 
 
 def test_weighted_product_with_unit_weights_is_the_geometric_product():
@@ -53,7 +48,7 @@ def test_weighted_product_with_unit_weights_is_the_geometric_product():
 def test_o3_vectors_through_the_euclidean_algebra():
     """O(3) acting on embedded vectors equals the versor action: a CGENN model on vectors is O(3)-equivariant."""
     alg = CliffordAlgebra((1, 1, 1))
-    block = randomize(CGENNBlock(alg, 2))
+    block = randomized(CGENNBlock(alg, 2), 0.5, torch.float64)
 
     def fn(v):  # (batch, 2, 3) vectors -> vector part of the output
         return block(alg.embed_vector(v))[..., alg.grade_slices[1]]

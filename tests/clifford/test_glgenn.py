@@ -9,6 +9,7 @@ import torch
 from geomlin.algebra import CliffordAlgebra, CliffordGroup, Pin301, PseudoOrthogonalGroup, pga
 from geomlin.clifford import CGENNBlock, GeometricProductLayer, MVLayerNorm, MVLinear, MVSiLU
 from geomlin.testing import assert_equivariant, equivariance_error
+from tests.randomized import randomized
 
 DT = torch.float64
 METRICS = [(1, 1, 1, 1, 1), (1, 1, 1, -1), (0, 1, 1, 1)]
@@ -21,12 +22,6 @@ LAYERS = {
 }
 
 
-def randomize(module):
-    module = module.double()
-    with torch.no_grad():
-        for p in module.parameters():
-            p.copy_(torch.randn_like(p) * 0.5)
-    return module
 
 
 def tie_to_grades(quaternion, grade, alg):
@@ -54,7 +49,7 @@ def tie_to_grades(quaternion, grade, alg):
 @pytest.mark.parametrize("name", sorted(LAYERS))
 def test_equivariant_under_outermorphisms_and_the_clifford_group(metric, subspaces, name):
     alg = CliffordAlgebra(metric)
-    layer = randomize(LAYERS[name](alg, subspaces))
+    layer = randomized(LAYERS[name](alg, subspaces), 0.5, torch.float64)
     x = torch.randn(4, 3, alg.dim, dtype=DT)
     group = PseudoOrthogonalGroup(alg)
     assert_equivariant(layer, group=group, inputs=x, num_samples=6, generator=torch.Generator().manual_seed(0))
@@ -71,7 +66,7 @@ def test_outermorphism_samples_scale_the_radical():
 @pytest.mark.parametrize("name", sorted(LAYERS))
 def test_quaternion_layers_are_grade_layers_with_tied_weights(metric, name):
     alg = CliffordAlgebra(metric)
-    quaternion = randomize(LAYERS[name](alg, "quaternion"))
+    quaternion = randomized(LAYERS[name](alg, "quaternion"), 0.5, torch.float64)
     grade = LAYERS[name](alg, "grade").double()
     tie_to_grades(quaternion, grade, alg)
     x = torch.randn(5, 3, alg.dim, dtype=DT)
@@ -124,6 +119,6 @@ def test_gatr_join_is_not_equivariant_to_similarities():
     assert equivariance_error(fn, similarity, [act, act], act, inputs=(x, y), num_samples=6) > 1e-2
     assert equivariance_error(join, similarity, [act, act], act, inputs=(x, y), num_samples=6) > 1e-2
     # the CGENN / GLGENN product is equivariant to both
-    layer = randomize(GeometricProductLayer(mv, 2, 2, subspaces="quaternion"))
+    layer = randomized(GeometricProductLayer(mv, 2, 2, subspaces="quaternion"), 0.5, torch.float64)
     assert_equivariant(layer, group=similarity, inputs=x, num_samples=6)
     assert math.isfinite(equivariance_error(layer, Pin301(), act, act, inputs=x))

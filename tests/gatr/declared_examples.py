@@ -17,18 +17,12 @@ from geomlin.gatr import (
     GeometricMLP,
     set_layout,
 )
-
-
-def _random(module: torch.nn.Module) -> torch.nn.Module:
-    with torch.no_grad():
-        for p in module.parameters():
-            p.copy_(torch.randn_like(p) * 0.4)
-    return module
+from tests.randomized import randomized
 
 
 def _flat_gatr():
-    model = _random(GATr(2, 1, 4, in_s_channels=2, out_s_channels=1, hidden_s_channels=4, num_blocks=2,
-                         num_heads=2)).double()
+    model = randomized(GATr(2, 1, 4, in_s_channels=2, out_s_channels=1, hidden_s_channels=4, num_blocks=2,
+                         num_heads=2), 0.4).double()
     batch = torch.tensor([0, 0, 0, 1, 1, 1, 1, 1, 2])
     mv = torch.randn(9, 2, 16, dtype=torch.float64)
     s = torch.randn(9, 2, dtype=torch.float64)
@@ -37,15 +31,15 @@ def _flat_gatr():
 
 
 EXAMPLES = {
-    EquiLinear: [lambda: _random(EquiLinear(3, 4, 2, 5)), lambda: _random(EquiLinear(2, 3))],
+    EquiLinear: [lambda: randomized(EquiLinear(3, 4, 2, 5), 0.4), lambda: randomized(EquiLinear(2, 3), 0.4)],
     EquiLayerNorm: [lambda: EquiLayerNorm(mv_channels=3, s_channels=2), lambda: EquiLayerNorm(mv_channels=2)],
-    GeometricBilinear: [lambda: _random(GeometricBilinear(3, 4, 2, 2))],
-    GeometricMLP: [lambda: _random(GeometricMLP(3, 2))],
-    GeometricAttention: [lambda: _random(GeometricAttention(3, 2, 4, 3, num_heads=2)),
-                         lambda: _random(GeometricAttention(2, 2, 0, 0, num_heads=2, multi_query=False))],
-    GATrBlock: [lambda: _random(GATrBlock(4, 3, num_heads=2))],
-    GATr: [lambda: _random(GATr(2, 1, 4, in_s_channels=3, out_s_channels=2, hidden_s_channels=4, num_blocks=2,
-                                num_heads=2)),
-           lambda: _random(GATr(1, 2, 4, num_blocks=1, num_heads=1)),
+    GeometricBilinear: [lambda: randomized(GeometricBilinear(3, 4, 2, 2), 0.4)],
+    GeometricMLP: [lambda: randomized(GeometricMLP(3, 2), 0.4)],
+    GeometricAttention: [lambda: randomized(GeometricAttention(3, 2, 4, 3, num_heads=2), 0.4),
+                         lambda: randomized(GeometricAttention(2, 2, 0, 0, num_heads=2, multi_query=False), 0.4)],
+    GATrBlock: [lambda: randomized(GATrBlock(4, 3, num_heads=2), 0.4)],
+    GATr: [lambda: randomized(GATr(2, 1, 4, in_s_channels=3, out_s_channels=2, hidden_s_channels=4, num_blocks=2,
+                                num_heads=2), 0.4),
+           lambda: randomized(GATr(1, 2, 4, num_blocks=1, num_heads=1), 0.4),
            _flat_gatr],
 }

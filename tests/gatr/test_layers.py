@@ -18,18 +18,12 @@ from geomlin.gatr import (
 from geomlin.gatr import primitives as P
 from geomlin.testing import assert_equivariant
 from tests.gatr import pga_oracle as O
+from tests.randomized import randomized
 
 DT = torch.float64
 TOL = {"rtol": 1e-10, "atol": 1e-10}
 
 
-def randomize(module: torch.nn.Module) -> torch.nn.Module:
-    """float64 with every parameter (biases included) random: odd functions hide bugs."""
-    module = module.double()
-    with torch.no_grad():
-        for p in module.parameters():
-            p.copy_(torch.randn_like(p) * 0.5)
-    return module
 
 
 # ------------------------------------------------------------------ the formulas written out
@@ -99,8 +93,8 @@ def attention_oracle(layer: GeometricAttention, x, s, keep):
 # ------------------------------------------------------------------ layers == their formulas
 def test_equi_linear_is_the_reference_formula():
     x, s = torch.randn(2, 6, 3, 16, dtype=DT), torch.randn(2, 6, 2, dtype=DT)
-    for layer, args in ((randomize(EquiLinear(3, 4, 2, 5)), (x, s)), (randomize(EquiLinear(3, 4, 0, 5)), (x, None)),
-                        (randomize(EquiLinear(3, 4, 2, 0)), (x, s)), (randomize(EquiLinear(3, 4)), (x, None))):
+    for layer, args in ((randomized(EquiLinear(3, 4, 2, 5), 0.5, torch.float64), (x, s)), (randomized(EquiLinear(3, 4, 0, 5), 0.5, torch.float64), (x, None)),
+                        (randomized(EquiLinear(3, 4, 2, 0), 0.5, torch.float64), (x, s)), (randomized(EquiLinear(3, 4), 0.5, torch.float64), (x, None))):
         got, want = layer(*args), linear_oracle(layer, *args)
         torch.testing.assert_close(got[0], want[0], **TOL)
         assert (got[1] is None) == (want[1] is None)
@@ -108,7 +102,7 @@ def test_equi_linear_is_the_reference_formula():
             torch.testing.assert_close(got[1], want[1], **TOL)
     dense = EquiLinear(3, 4, 2, 5, method="dense").double()
     dense.load_state_dict(layer.state_dict() if layer.in_s == 2 and layer.out_s == 5 else
-                          randomize(EquiLinear(3, 4, 2, 5)).state_dict())
+                          randomized(EquiLinear(3, 4, 2, 5), 0.5, torch.float64).state_dict())
     got, want = dense(x, s), linear_oracle(dense, x, s)
     torch.testing.assert_close(got[0], want[0], **TOL)
 
@@ -119,10 +113,10 @@ def test_layer_norm_bilinear_and_mlp_are_the_reference_formulas():
         torch.testing.assert_close(got, want, **TOL)
     ref = P.join_reference(x)
     for method in ("auto", "dense"):
-        bil = randomize(GeometricBilinear(3, 6, 4, 2, hidden_mv_channels=3, method=method))
+        bil = randomized(GeometricBilinear(3, 6, 4, 2, hidden_mv_channels=3, method=method), 0.5, torch.float64)
         for got, want in zip(bil(x, s, ref), bilinear_oracle(bil, x, s, ref)):
             torch.testing.assert_close(got, want, **TOL)
-    mlp = randomize(GeometricMLP(3, 4))
+    mlp = randomized(GeometricMLP(3, 4), 0.5, torch.float64)
     for got, want in zip(mlp(x, s, ref), mlp_oracle(mlp, x, s, ref)):
         torch.testing.assert_close(got, want, **TOL)
     # a reference per item (flat layout) works the same
@@ -133,7 +127,7 @@ def test_layer_norm_bilinear_and_mlp_are_the_reference_formulas():
 
 @pytest.mark.parametrize("multi_query", [True, False])
 def test_attention_is_the_reference_formula(multi_query):
-    att = randomize(GeometricAttention(3, 2, 4, 3, num_heads=2, multi_query=multi_query))
+    att = randomized(GeometricAttention(3, 2, 4, 3, num_heads=2, multi_query=multi_query), 0.5, torch.float64)
     x, s = torch.randn(2, 6, 3, 16, dtype=DT), torch.randn(2, 6, 4, dtype=DT)
     keep = torch.tensor([[1, 1, 1, 1, 0, 0], [1, 1, 1, 1, 1, 1]], dtype=torch.bool)
     want = attention_oracle(att, x, s, keep)
@@ -147,7 +141,7 @@ def test_attention_is_the_reference_formula(multi_query):
 
 
 def test_block_is_the_reference_formula():
-    block = randomize(GATrBlock(4, 3, num_heads=2))
+    block = randomized(GATrBlock(4, 3, num_heads=2), 0.5, torch.float64)
     x, s = torch.randn(2, 5, 4, 16, dtype=DT), torch.randn(2, 5, 3, dtype=DT)
     keep = torch.ones(2, 5, dtype=torch.bool)
     ref = P.join_reference(x)
@@ -159,7 +153,7 @@ def test_block_is_the_reference_formula():
     got = block(x, s, ref)
     torch.testing.assert_close(got[0], x1 + m, **TOL)
     torch.testing.assert_close(got[1], s1 + ms, **TOL)
-    no_scalars = randomize(GATrBlock(4, 0, num_heads=2))
+    no_scalars = randomized(GATrBlock(4, 0, num_heads=2), 0.5, torch.float64)
     out, out_s = no_scalars(x, None, ref)
     assert out.shape == x.shape and out_s is None
 
@@ -170,11 +164,11 @@ def test_block_is_the_reference_formula():
     lambda: GeometricBilinear(3, 4, 2, 2), lambda: GeometricMLP(3, 2), lambda: GeometricAttention(3, 2, 4, 3, 2),
     lambda: GeometricAttention(3, 2, 4, 3, 2, multi_query=False), lambda: GATrBlock(4, 3, num_heads=2)])
 def test_layers_are_equivariant_from_their_declarations(make):
-    assert_equivariant(randomize(make()))
+    assert_equivariant(randomized(make(), 0.5, torch.float64))
 
 
 def test_padding_does_not_leak():
-    att = randomize(GeometricAttention(3, 2, 4, 3, num_heads=2))
+    att = randomized(GeometricAttention(3, 2, 4, 3, num_heads=2), 0.5, torch.float64)
     x, s = torch.randn(2, 6, 3, 16, dtype=DT), torch.randn(2, 6, 4, dtype=DT)
     keep = torch.tensor([[1, 1, 1, 1, 0, 0], [1, 1, 1, 1, 1, 1]], dtype=torch.bool)
     x2, s2 = x.clone(), s.clone()

@@ -1,29 +1,21 @@
 """Equivariance examples of the module classes in :mod:`geomlin.gaunt` and the Gaunt potential
 (see tests/test_declarations.py)."""
 
-import torch
 
 from geomlin.gaunt import GauntConvolution, GauntTensorProduct, ManyBodyGaunt, SphereGauntProduct
 from geomlin.gaunt.cache import RouteTables
 from geomlin.models.gaunt_potential import DegreeLinear, GauntPotential
-
-
-def _randomized(module):
-    with torch.no_grad():
-        for p in module.parameters():
-            p.copy_(torch.randn_like(p))
-    return module
-
+from tests.randomized import randomized
 
 EXAMPLES = {
-    SphereGauntProduct: [lambda: _randomized(SphereGauntProduct(2, 3, 3, channels=4, method="grid"))],
+    SphereGauntProduct: [lambda: randomized(SphereGauntProduct(2, 3, 3, channels=4, method="grid"))],
     GauntTensorProduct: [
-        lambda: _randomized(GauntTensorProduct("4x0e+2x1o+1x1e+2x2e", "0e+1o+2e", "2x0e+1x0o+2x1o+1x1e", channels=3)),
-        lambda: _randomized(GauntTensorProduct("2x0e+2x1e", "2x0o+1x1o", "2x1o+2x2e", shared_weights=False)),
+        lambda: randomized(GauntTensorProduct("4x0e+2x1o+1x1e+2x2e", "0e+1o+2e", "2x0e+1x0o+2x1o+1x1e", channels=3)),
+        lambda: randomized(GauntTensorProduct("2x0e+2x1e", "2x0o+1x1o", "2x1o+2x2e", shared_weights=False)),
     ],
-    ManyBodyGaunt: [lambda: _randomized(ManyBodyGaunt(2, 3, channels=3, correlation=3))],
-    GauntConvolution: [lambda: _randomized(GauntConvolution(1, 2, 2, channels=3, cutoff=4.0, avg_degree=3.0))],
-    DegreeLinear: [lambda: _randomized(DegreeLinear(3, 2))],
+    ManyBodyGaunt: [lambda: randomized(ManyBodyGaunt(2, 3, channels=3, correlation=3))],
+    GauntConvolution: [lambda: randomized(GauntConvolution(1, 2, 2, channels=3, cutoff=4.0, avg_degree=3.0))],
+    DegreeLinear: [lambda: randomized(DegreeLinear(3, 2))],
     GauntPotential: [lambda: GauntPotential(num_species=4, hidden_channels=4, lmax=2, num_blocks=2)],
 }
 

@@ -20,13 +20,7 @@ from geomlin.gaunt import (
 from geomlin.groups import O
 from geomlin.reps import NATURAL, SphereCoefficients
 from geomlin.testing import assert_equivariant
-
-
-def _randomize(module):
-    with torch.no_grad():
-        for p in module.parameters():
-            p.copy_(torch.randn_like(p))
-    return module.double()
+from tests.randomized import randomized
 
 
 def _deg(L):
@@ -34,7 +28,7 @@ def _deg(L):
 
 
 def test_gaunt_tensor_product_module_matches_formula():
-    m = _randomize(SphereGauntProduct(2, 3, 4, channels=5))
+    m = randomized(SphereGauntProduct(2, 3, 4, channels=5)).double()
     x1 = torch.randn(7, 5, 9, dtype=torch.float64)
     x2 = torch.randn(7, 5, 16, dtype=torch.float64)
     ref = gaunt_tensor_product(x1 * m.weight1[:, _deg(2)], x2 * m.weight2[:, _deg(3)], 4, method="direct")
@@ -48,7 +42,7 @@ def test_gaunt_tensor_product_declares_sphere_types():
     m = SphereGauntProduct(3, 2, 4, channels=3)
     assert m.type_in == (SphereCoefficients(3, 3), SphereCoefficients(2, 3))
     assert m.type_out == SphereCoefficients(4, 3)
-    assert_equivariant(_randomize(m))
+    assert_equivariant(randomized(m).double())
 
 
 def test_irreps_drop_in_equals_sphere_product_for_natural_irreps():
@@ -80,8 +74,8 @@ def test_irreps_drop_in_pseudo_parity_goes_to_pseudo_outputs():
 
 @pytest.mark.parametrize("shared_weights", [True, False])
 def test_irreps_drop_in_is_o3_equivariant_for_any_parities(shared_weights):
-    tp = _randomize(GauntTensorProduct("3x0e+2x1o+1x1e+2x2e+1x2o", "1x0e+1x1o+1x2e+1x1e", "2x0e+2x0o+3x1o+1x1e+2x2e",
-                                       channels=4, shared_weights=shared_weights))
+    tp = randomized(GauntTensorProduct("3x0e+2x1o+1x1e+2x2e+1x2o", "1x0e+1x1o+1x2e+1x1e", "2x0e+2x0o+3x1o+1x1e+2x2e",
+                                       channels=4, shared_weights=shared_weights)).double()
     assert tp.weight_numel == 4 * 3 + 4 * 3
     assert_equivariant(tp)
     x1 = torch.randn(5, tp.irreps_in1.dim, dtype=torch.float64)
@@ -153,14 +147,14 @@ def test_gaunt_power_matches_repeated_products(nu):
 
 
 def test_many_body_matches_sum_of_powers_and_is_equivariant():
-    m = _randomize(ManyBodyGaunt(2, 3, channels=2, correlation=3))
+    m = randomized(ManyBodyGaunt(2, 3, channels=2, correlation=3)).double()
     assert m.type_in == SphereCoefficients(2, 2, NATURAL)
     x = torch.randn(4, 2, 9, dtype=torch.float64)
     a = x * m.weight_in[:, _deg(2)]
     ref = sum(m.weight_nu[:, k, None] * gaunt_power(a, k + 1, 3, method="direct") for k in range(3))
     torch.testing.assert_close(m(x), ref * m.weight_out[:, _deg(3)], atol=1e-10, rtol=0)
     assert_equivariant(m)
-    small = _randomize(ManyBodyGaunt(1, 1, 1, 2))
+    small = randomized(ManyBodyGaunt(1, 1, 1, 2)).double()
     t = torch.randn(2, 1, 4, dtype=torch.float64, requires_grad=True)
     assert torch.autograd.gradcheck(small, (t,))
     assert torch.autograd.gradgradcheck(small, (t,))
