@@ -11,6 +11,7 @@ from geomlin.frames import (
 )
 from geomlin.groups import E3, SE3, SO, Euclidean, O
 from geomlin.testing import assert_equivariant, equivariance_error
+from tests.frames.prior_training import train_on_prior
 
 GROUPS = [("SO3", SO(3)), ("O3", O(3)), ("SE3", SE3()), ("E3", E3())]
 OUT_DIM = {"invariant": 4, "vector": 3, "position": 3}
@@ -114,14 +115,7 @@ def test_prior_loss_drives_upright_data_to_the_identity(name):
                                                                                         dtype=torch.float64)
     pos = template + 0.05 * torch.randn(8, 16, 3, generator=gen, dtype=torch.float64)
     can = PointCloudCanonicalizer(name, hidden_channels=8).double()
-    opt = torch.optim.Adam(can.parameters(), lr=3e-2)
-    losses = []
-    for _ in range(60):
-        loss = can.prior_loss(can(pos))
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-        losses.append(loss.item())
+    losses = train_on_prior(can, pos, 60)
     assert losses[-1] < 0.1 * losses[0], losses[::10]
     assert min(losses[-10:]) < min(losses[:10])
     if name == "SO3":
@@ -213,13 +207,6 @@ def test_prior_reaches_the_identity_with_procrustes_and_the_moment_frame(name):
     pos = template + 0.05 * torch.randn(8, 16, 3, generator=gen, dtype=torch.float64)
     torch.manual_seed(0)
     can = PointCloudCanonicalizer(name, 8, orthogonalization="procrustes", moment_frame=True).double()
-    opt = torch.optim.Adam(can.parameters(), lr=3e-2)
-    losses = []
-    for _ in range(60):
-        loss = can.prior_loss(can(pos))
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-        losses.append(loss.item())
+    losses = train_on_prior(can, pos, 60)
     assert losses[-1] < 0.1 * losses[0], losses[::10]
     assert can.identity_metric(can(pos)) == 1

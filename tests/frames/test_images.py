@@ -18,6 +18,7 @@ from geomlin.frames.images import (
 )
 from geomlin.groups import C, D
 from geomlin.testing import assert_equivariant, equivariance_error
+from tests.frames.prior_training import train_on_prior
 
 GROUPS = [("C4", C(4)), ("D4", D(4))]
 
@@ -159,14 +160,8 @@ def test_prior_loss_drives_upright_images_to_the_identity():
     template = torch.randn(1, 1, 9, 9, generator=gen)
     x = template + 0.1 * torch.randn(16, 1, 9, 9, generator=gen)
     can = ImageCanonicalizer("D4", hidden_channels=4, num_blocks=1)
-    opt = torch.optim.Adam(can.parameters(), lr=3e-2)
-    losses, metric0 = [], can.identity_metric(can(x)).item()
-    for _ in range(40):
-        loss = can.prior_loss(can(x))
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-        losses.append(loss.item())
+    metric0 = can.identity_metric(can(x)).item()
+    losses = train_on_prior(can, x, 40)
     assert losses[-1] < 0.25 * losses[0], losses[::8]
     assert can.identity_metric(can(x)).item() == 1.0 >= metric0
 
