@@ -61,14 +61,24 @@ def test_parameter_count_equals_basis_dimension():
     assert sum(p.numel() for p in layer.parameters()) == layer.num_coefficients
 
 
-def test_weight_spans_the_basis():
+def test_weights_fill_the_commutant_whose_dimension_schur_gives():
+    """Oracle: Schur's lemma. V + 1 = l1 + l0 and V (x) V = l0 + l1 + l2 for SO(3), so the maps between
+    them form a space of dimension 1 + 1 = 2; layers with random coefficients commute with the group
+    and span exactly that space."""
     G = SO(3)
     rin, rout = V(G) + Scalar, V(G) ** 2
-    layer = EquivariantLinear(rin, rout, bias=False).double()
-    B = equivariant_basis(rin, rout)
-    W = layer.weight()
-    coords = torch.einsum("rij,ij->r", B, W)
-    assert torch.allclose(torch.einsum("r,rij->ij", coords, B), W, atol=1e-12)
+    weights = []
+    for seed in range(5):
+        torch.manual_seed(seed)
+        layer = EquivariantLinear(rin, rout, bias=False).double()
+        with torch.no_grad():
+            for p in layer.parameters():
+                p.normal_()
+        weights.append(layer.weight())
+    g = G.sample(4, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    for W in weights:
+        assert torch.allclose(rout.rho(g) @ W, W @ rin.rho(g), atol=1e-12)
+    assert torch.linalg.matrix_rank(torch.stack([W.flatten() for W in weights])) == 2
 
 
 def test_dtype_round_trip_keeps_float64_exactness():
