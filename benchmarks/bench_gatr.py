@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import subprocess
 import sys
 import time
 import types
@@ -73,6 +74,17 @@ def import_reference():
     except ImportError as err:
         return None, (f"reference GATr not importable ({err}); set {REFERENCE_PATH_VARIABLE} to a checkout of "
                       "github.com/Qualcomm-AI-research/geometric-algebra-transformer")
+
+
+def reference_source(ref_pkg) -> str:
+    """Where the reference came from, without this machine's paths: a checkout's commit, or "installed"."""
+    folder = os.path.dirname(os.path.dirname(ref_pkg.__file__))
+    try:
+        commit = subprocess.run(["git", "-C", folder, "rev-parse", "--short", "HEAD"], capture_output=True,
+                                text=True, check=True, timeout=10).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return "installed package"
+    return f"a checkout at commit {commit}"
 
 
 def build(ref_pkg, mv: int, s: int, blocks: int, heads: int):
@@ -123,9 +135,8 @@ def main(argv=None) -> None:
     ref_pkg, missing = import_reference()
     print(header("GATr: geomlin vs the reference implementation", args, repeats))
     if ref_pkg is not None:
-        print(f"Reference: gatr {getattr(ref_pkg, '__version__', '?')} from "
-              f"`{os.path.dirname(os.path.dirname(ref_pkg.__file__))}`; geomlin's model is loaded from its "
-              "weights (same function, same parameter count).\n")
+        print(f"Reference: gatr {getattr(ref_pkg, '__version__', '?')} ({reference_source(ref_pkg)}); geomlin's "
+              "model is loaded from its weights (same function, same parameter count).\n")
     else:
         print(f"**{missing}** — geomlin alone below.\n")
 
