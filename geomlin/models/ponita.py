@@ -45,6 +45,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
+from geomlin.gaunt.conv import polynomial_cutoff
 from geomlin.models.graphs import count_graphs, dense_edge_index, graph_edges, scatter_sum
 from geomlin.models.ponita_grid import GRID_METHODS, grid_symmetry_group, orientation_grid
 from geomlin.validation import (
@@ -128,16 +129,6 @@ def polynomial_features(a: Tensor, degree: int) -> Tensor:
         term = (term[..., :, None] * a[..., None, :]).flatten(-2)
         out.append(term)
     return torch.cat(out, dim=-1)
-
-
-def polynomial_cutoff(dist: Tensor, radius: float | None, p: int = CUTOFF_EXPONENT) -> Tensor:
-    """Smooth window ``1 - (p+1)(p+2)/2 u^p + p(p+2) u^(p+1) - p(p+1)/2 u^(p+2)`` for ``u = d / radius < 1``,
-    0 beyond (Klicpera et al. 2020, Eq. 8); all ones without a radius. Same shape as ``dist``."""
-    if radius is None:
-        return torch.ones_like(dist)
-    u = dist / radius
-    env = 1 - (p + 1) * (p + 2) / 2 * u ** p + p * (p + 2) * u ** (p + 1) - p * (p + 1) / 2 * u ** (p + 2)
-    return torch.where(u < 1, env, torch.zeros_like(env))
 
 
 def sphere_to_scalar(f: Tensor) -> Tensor:
@@ -414,7 +405,7 @@ class Ponita(nn.Module):
         src, dst = edge_index
         rel = pos[src] - pos[dst]  # x = p_j - p_i for the message j -> i
         dist = safe_norm(rel, keepdim=True)  # (E, 1)
-        window = polynomial_cutoff(dist, self.radius)
+        window = torch.ones_like(dist) if self.radius is None else polynomial_cutoff(dist, self.radius, CUTOFF_EXPONENT)
         feats = [] if x is None else [x.to(pos.dtype)]
         if self.mode == "bundle":
             grid = self.grid.to(pos.dtype)

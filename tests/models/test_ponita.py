@@ -10,14 +10,15 @@ import math
 import pytest
 import torch
 
+from geomlin.gaunt.conv import polynomial_cutoff
 from geomlin.groups import E3, SE3
 from geomlin.models import Ponita, PonitaDynamics, PonitaPotential, grid_symmetries, orientation_grid
 from geomlin.models.ponita import (
+    CUTOFF_EXPONENT,
     bundle_pair_attributes,
     complete_attributes,
     fiber_attributes,
     point_attributes,
-    polynomial_cutoff,
     polynomial_features,
     spatial_attributes,
     sphere_to_scalar,
@@ -161,12 +162,11 @@ def test_polynomial_features_and_cutoff():
     assert polynomial_features(a, 3).shape == (1, 2 + 4 + 8)
     d = torch.cat([torch.linspace(0, 2.5, 251, dtype=F64), torch.tensor([2.0 - 1e-3, 2.0 + 1e-3], dtype=F64)])
     d.requires_grad_(True)
-    w = polynomial_cutoff(d, 2.0)
+    w = polynomial_cutoff(d, 2.0, CUTOFF_EXPONENT)
     (grad,) = torch.autograd.grad(w.sum(), d)
     assert w[0] == 1 and (w[:251][d[:251] >= 2.0] == 0).all() and ((w[1:251] - w[:250]) <= 1e-15).all()
     # smooth at the radius: value ~ (1 - u)^3 and slope ~ (1 - u)^2 vanish from both sides
     assert w[-2] < 1e-6 and grad[-2].abs() < 1e-3 and w[-1] == 0 and grad[-1] == 0
-    assert torch.equal(polynomial_cutoff(d, None), torch.ones_like(d))
 
 
 def test_sphere_readouts():
