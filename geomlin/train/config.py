@@ -67,6 +67,7 @@ COMMON_OPTIONS: tuple[Option, ...] = (
     Option("batch_size", int, 32, "batch size per process", minimum=1),
     Option("lr", float, 1e-3, "learning rate (AdamW)", minimum=0.0, strict=True),
     Option("weight_decay", float, 0.0, "weight decay (AdamW)", minimum=0.0),
+    Option("schedule", str, "cosine", "learning-rate schedule", ("cosine", "constant")),
     Option("device", str, "auto", "auto (cuda when available, else cpu), cpu, cuda, cuda:N, or another accelerator "
            "PyTorch has available (xpu, mps, ...); under torchrun cuda means cuda:LOCAL_RANK", None),
     Option("precision", str, "fp32", "fp32, or bf16: forward passes and losses under bfloat16 autocast "
@@ -77,6 +78,7 @@ COMMON_OPTIONS: tuple[Option, ...] = (
     Option("threads", int, 1, "torch CPU threads per process (0 = PyTorch's default, all cores; 1 is robust on "
            "busy or small machines)", minimum=0),
     Option("progress", bool, True, "show tqdm progress bars"),
+    Option("stop_after", int, 0, "stop after this epoch as if interrupted (0 = never; for resume tests)", minimum=0),
 )
 
 #: Options a resumed run may change (everything else must equal the checkpoint's value, since it

@@ -178,9 +178,6 @@ class MoleculesTask(Task):
         Option("num_test", int, 200, "test examples", minimum=1),
         Option("force_weight", float, 10.0, "weight of the force term of the loss (0 = energy only; --dataset md)",
                minimum=0.0),
-        Option("schedule", str, "cosine", "learning-rate schedule", ("cosine", "constant")),
-        Option("stop_after", int, 0, "stop after this epoch as if interrupted (0 = never; for resume tests)",
-               minimum=0),
     )
     default_models = ("gaunt", "egnn")
     models: ClassVar[dict[str, str]] = {

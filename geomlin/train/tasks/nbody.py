@@ -122,9 +122,6 @@ class NBodyTask(Task):
         Option("num_particles", int, 5, "particles per system", minimum=2),
         Option("burn_in_steps", int, 1000, "integration steps before the input frame (EGNN uses 3000)", minimum=0),
         Option("horizon_steps", int, 1000, "integration steps (of dt = 0.001) between input and target", minimum=1),
-        Option("schedule", str, "cosine", "learning-rate schedule", ("cosine", "constant")),
-        Option("stop_after", int, 0, "stop after this epoch as if interrupted (0 = never; for resume tests)",
-               minimum=0),
     )
     default_models = ("gatr", "egnn", "mlp")
     models: ClassVar[dict[str, str]] = {

@@ -188,9 +188,6 @@ class PointCloudTask(Task):
         Option("prior_weight", float, 0.1, "weight of the canonicalization prior |R - I|^2 (canonical model)",
                minimum=0.0),
         Option("vn_width", int, 8, "vector channels of the vector-neuron classifier (vn_pointnet)", minimum=1),
-        Option("schedule", str, "cosine", "learning-rate schedule", ("cosine", "constant")),
-        Option("stop_after", int, 0, "stop after this epoch as if interrupted (0 = never; for resume tests)",
-               minimum=0),
     )
     default_models = ("pointnet", "frame_avg", "canonical", "vn_pointnet")
     models: ClassVar[dict[str, str]] = {
