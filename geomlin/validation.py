@@ -75,6 +75,16 @@ class FileFormatError(ValueError):
         self.record = record
 
 
+#: Characters of a file's line quoted in an error message (longer lines are cut, with "...").
+QUOTED_LINE_LIMIT = 80
+
+
+def quote_line(line: bytes | str, limit: int = QUOTED_LINE_LIMIT) -> str:
+    """A file's line for an error message: decoded (undecodable bytes replaced), cut at ``limit``, repr'd."""
+    text = line.decode("utf-8", errors="replace") if isinstance(line, bytes) else line
+    return repr(text if len(text) <= limit else text[:limit] + "...")
+
+
 def tolerance(dtype: torch.dtype) -> float:
     """The :data:`GEOMETRY_TOLERANCE` of ``dtype`` (float32's for unknown dtypes)."""
     return GEOMETRY_TOLERANCE.get(dtype, GEOMETRY_TOLERANCE[torch.float32])

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from geomlin.datasets.elements import ATOMIC_NUMBERS
-from geomlin.validation import FileFormatError
+from geomlin.validation import FileFormatError, quote_line
 
 #: The 15 properties of line 2, in file order, and their units.
 PROPERTY_NAMES = ("A", "B", "C", "mu", "alpha", "homo", "lumo", "gap", "r2", "zpve", "U0", "U", "H", "G", "Cv")
@@ -285,7 +285,7 @@ def parse_qm9_xyz(files: Iterable[tuple[str, bytes]]) -> GDB9Records:
         try:
             n = int(lines[0])
         except ValueError:
-            raise FileFormatError(name, f"expected the number of atoms, got {_show(lines[0])}", line=1) from None
+            raise FileFormatError(name, f"expected the number of atoms, got {quote_line(lines[0])}", line=1) from None
         if n < 1:
             raise FileFormatError(name, f"the number of atoms must be >= 1, got {n}", line=1)
         if len(lines) < n + EXTRA_LINES or not lines[n + EXTRA_LINES - 1].strip():
@@ -294,11 +294,11 @@ def parse_qm9_xyz(files: Iterable[tuple[str, bytes]]) -> GDB9Records:
                                   f"{len([ln for ln in lines if ln.strip()])}", line=1)
         head = lines[1].split(None, 2)
         if len(head) < 3 or head[0] != GDB_TAG or not head[1].isdigit():
-            raise FileFormatError(name, f"expected 'gdb <index>' and 15 properties, got {_show(lines[1])}", line=2)
+            raise FileFormatError(name, f"expected 'gdb <index>' and 15 properties, got {quote_line(lines[1])}", line=2)
         freq = lines[n + 2].split(None, 1)
         if not freq or not _is_number(freq[0]):
             raise FileFormatError(name, f"expected the harmonic frequencies after the {n} atom lines, got "
-                                  f"{_show(lines[n + 2])} (is the atom count on line 1 right?)", line=n + 3)
+                                  f"{quote_line(lines[n + 2])} (is the atom count on line 1 right?)", line=n + 3)
         names.append(name)
         counts.append(n)
         indices.append(int(head[1]))
@@ -354,10 +354,10 @@ def _load(lines: list[bytes], width: int | None, where, what: str) -> np.ndarray
         tokens = line.replace(MATHEMATICA_EXPONENT, b"e").split()
         numbers = tokens[1:] if width is None else tokens
         if len(tokens) != need:
-            raise _error(where(k), f"expected {need} columns ({what}), got {len(tokens)}: {_show(line)}")
+            raise _error(where(k), f"expected {need} columns ({what}), got {len(tokens)}: {quote_line(line)}")
         bad = [t for t in numbers if not _is_number(t)]
         if bad:
-            raise _error(where(k), f"malformed number {_show(bad[0])} in the {what}")
+            raise _error(where(k), f"malformed number {quote_line(bad[0])} in the {what}")
     raise _error(where(0), f"could not read the {what}s")
 
 
@@ -374,6 +374,3 @@ def _is_number(token: bytes) -> bool:
     return True
 
 
-def _show(line: bytes, limit: int = 80) -> str:
-    text = line.decode("utf-8", errors="replace")
-    return repr(text if len(text) <= limit else text[:limit] + "...")

@@ -33,7 +33,7 @@ import numpy as np
 
 from geomlin.datasets.elements import ATOMIC_NUMBERS
 from geomlin.datasets.io.dsgdb9nsd import PROPERTY_NAMES, GDB9Records
-from geomlin.validation import FileFormatError
+from geomlin.validation import FileFormatError, quote_line
 
 #: Header of every ``qm9_part<k>.csv``.
 COLUMNS = ("XYZ_file", "Index", "SMILES", "InChi", "N_atoms", "Stoichiometry", "Elements", "XYZ_Ang",
@@ -139,7 +139,7 @@ def read_qm9pack(paths: list[str | os.PathLike]) -> GDB9Records:
     expected = [b"dsgdb9nsd_%06d.xyz" % i for i in index.tolist()]
     if cols["name"] != expected:
         k = next(k for k, (a, b) in enumerate(zip(cols["name"], expected)) if a != b)
-        raise _error(where(k), f"XYZ_file {_show(cols['name'][k])} does not match Index {index[k]} "
+        raise _error(where(k), f"XYZ_file {quote_line(cols['name'][k])} does not match Index {index[k]} "
                      f"(expected {expected[k].decode()!r})")
     num_elements = np.array([e.count(b",") + 1 for e in cols["elements"]])
     num_xyz = np.array([x.count(b"],[") + 1 for x in cols["xyz"]])
@@ -158,7 +158,7 @@ def read_qm9pack(paths: list[str | os.PathLike]) -> GDB9Records:
         z = np.array([SYMBOL_TO_Z[s] for s in symbols], dtype=np.int64)
     except KeyError as err:
         k = int(atom_mol[symbols.index(err.args[0])])
-        raise _error(where(k), f"unknown element symbol {_show(err.args[0])} in Elements") from None
+        raise _error(where(k), f"unknown element symbol {quote_line(err.args[0])} in Elements") from None
     return GDB9Records(index, num_atoms, z, pos, properties, files, lines_no, lines_per_atom=0)
 
 
@@ -178,7 +178,7 @@ def _split_lines(path: str, data: bytes) -> tuple[list[int], list[list[bytes]]]:
                 or not all(p[k][:1] == b"," and p[k][-1:] == b"," for k in (INDEX_PIECE, ATOMS_PIECE))):
             raise FileFormatError(path, f"expected a row of {len(COLUMNS)} fields with qm9pack's quoting "
                                   "(XYZ_file, SMILES, InChi, Stoichiometry, Elements, XYZ_Ang, Mulliken_pop and "
-                                  f"Harmonic_Freq_cmi in double quotes), got {_show(line)}", line=no)
+                                  f"Harmonic_Freq_cmi in double quotes), got {quote_line(line)}", line=no)
         numbers.append(no)
         for out, piece in zip(fields, (p[NAME_PIECE], p[INDEX_PIECE][1:-1], p[ATOMS_PIECE][1:-1],
                                        p[ELEMENTS_PIECE], p[XYZ_PIECE], p[TAIL_PIECE])):
@@ -191,7 +191,7 @@ def _integers(texts: list[bytes], where, what: str) -> np.ndarray:
         return np.array(texts, dtype="S").astype(np.int64)
     except ValueError:
         k = next(k for k, t in enumerate(texts) if not t.strip().isdigit())
-        raise _error(where(k), f"{what} must be an integer, got {_show(texts[k])}") from None
+        raise _error(where(k), f"{what} must be an integer, got {quote_line(texts[k])}") from None
 
 
 def _loadtxt(chunks: list[bytes], width: int, where, what: str, per_item: np.ndarray | None = None) -> np.ndarray:
@@ -216,7 +216,7 @@ def _loadtxt(chunks: list[bytes], width: int, where, what: str, per_item: np.nda
             fields = part.split(b",")
             bad = [f for f in fields if not _is_number(f)]
             if len(fields) != width or bad:
-                detail = f"malformed number {_show(bad[0])}" if bad else f"{len(fields)} values instead of {width}"
+                detail = f"malformed number {quote_line(bad[0])}" if bad else f"{len(fields)} values instead of {width}"
                 raise _error(where(row), f"{detail} in the {what}")
             row += 1
     raise _error(where(0), f"could not read the {what}")
@@ -234,6 +234,3 @@ def _is_number(token: bytes) -> bool:
     return True
 
 
-def _show(text: bytes, limit: int = 80) -> str:
-    s = text.decode("utf-8", errors="replace")
-    return repr(s if len(s) <= limit else s[:limit] + "...")
