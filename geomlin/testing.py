@@ -221,20 +221,29 @@ def equivariance_check(fn: Callable, group=None, reps_in=None, reps_out=None, in
 
     Parameters
     ----------
-    fn: callable taking ``len(reps_in)`` positional tensors (plus ``kwargs``).
-    group: a group or group-like sampler; default: the group of ``fn``'s declared types.
-    reps_in, reps_out: one action spec or a sequence of them, one per
+    fn : Callable
+        callable taking ``len(reps_in)`` positional tensors (plus ``kwargs``).
+    group
+        a group or group-like sampler; default: the group of ``fn``'s declared types.
+    reps_in, reps_out
+        one action spec or a sequence of them, one per
         positional input / output (outputs may be a tuple); default: ``fn.type_in`` /
         ``fn.type_out``.
-    inputs: a tensor or tuple of tensors; when omitted, ``fn.example_inputs()`` for a
+    inputs
+        a tensor or tuple of tensors; when omitted, ``fn.example_inputs()`` for a
         module with declared types, else ``(batch, ...)`` standard normals of each
         feature type.
-    num_samples: number of random group elements.
-    batch_size: leading batch size of generated inputs (ignored when ``inputs`` are given).
-    dtype: dtype of the check: generated inputs, group elements, floating inputs and a module's
+    num_samples : int
+        number of random group elements.
+    batch_size : int
+        leading batch size of generated inputs (ignored when ``inputs`` are given).
+    dtype : torch.dtype
+        dtype of the check: generated inputs, group elements, floating inputs and a module's
         floating parameters (a cast copy; float64 by default).
-    atol: output norms below ``atol`` are compared absolutely (> 0).
-    kwargs: keyword inputs of ``fn`` (masks, batch vectors, edge indices) as one dictionary.
+    atol : float
+        output norms below ``atol`` are compared absolutely (> 0).
+    kwargs : dict | None
+        keyword inputs of ``fn`` (masks, batch vectors, edge indices) as one dictionary.
 
     Returns
     -------

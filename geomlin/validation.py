@@ -131,16 +131,24 @@ def check_tensor(x, name: str, *, shape: Sequence | None = None, ndim: int | Non
 
     Parameters
     ----------
-    x: the value to check.
-    name: the argument's name, used in the message.
-    shape: a pattern such as ``(..., 16)``, ``(None, 3)`` or ``(B, N, 3)``: ints must match,
+    x
+        the value to check.
+    name : str
+        the argument's name, used in the message.
+    shape : Sequence | None
+        a pattern such as ``(..., 16)``, ``(None, 3)`` or ``(B, N, 3)``: ints must match,
         ``None`` matches any size, one ``...`` matches any number of leading/middle axes.
-    ndim, min_ndim: exact or minimum number of dimensions.
-    dtype: ``"float"`` (real floating point; the default), ``"int"``, ``"index"`` (int64/int32),
+    ndim, min_ndim : int | None
+        exact or minimum number of dimensions.
+    dtype
+        ``"float"`` (real floating point; the default), ``"int"``, ``"index"`` (int64/int32),
         ``"bool"``, ``"any"``, a ``torch.dtype`` or a tuple of these.
-    finite: also refuse NaN and inf (see :func:`check_finite`).
-    nonempty: refuse tensors with zero elements.
-    what: a short description appended to shape errors (``"a G(3,0,1) multivector"``).
+    finite : bool
+        also refuse NaN and inf (see :func:`check_finite`).
+    nonempty : bool
+        refuse tensors with zero elements.
+    what : str | None
+        a short description appended to shape errors (``"a G(3,0,1) multivector"``).
     """
     if not isinstance(x, Tensor):
         raise TypeError(f"{name} must be a torch.Tensor, got {type(x).__name__}")

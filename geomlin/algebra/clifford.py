@@ -276,7 +276,8 @@ class ConstantTables(nn.Module):
 
     Parameters
     ----------
-    tables: ``{key: tensor or tuple of tensors}``. Floating tables are stored in the default dtype
+    tables : Mapping[str, Tensor | tuple[Tensor, ...]]
+        ``{key: tensor or tuple of tensors}``. Floating tables are stored in the default dtype
         and cast to the input's dtype on use (every table geomlin stores this way holds small
         dyadic numbers such as ``0, +-1, +-1/2, +-2``, exact in every floating dtype).
     """
@@ -345,11 +346,16 @@ def scaling_and_squaring(x: Tensor, size: Tensor, multiply: Callable[[Tensor, Te
 
     Parameters
     ----------
-    x: ``(*batch, *element)`` elements (multivectors ``(..., dim)``, matrices ``(..., m, m)``).
-    size: ``(*batch, *ones)`` a bound of each element's norm (broadcastable to ``x``), no gradient.
-    multiply: the algebra's product of two ``x``-shaped tensors.
-    one: the unit, broadcastable to ``x``.
-    terms: number of Taylor terms (``14`` is float64 round-off at ``size <= 1/2``).
+    x : Tensor of shape (*batch, *element)
+        elements (multivectors ``(..., dim)``, matrices ``(..., m, m)``).
+    size : Tensor of shape (*batch, *ones)
+        a bound of each element's norm (broadcastable to ``x``), no gradient.
+    multiply : Callable[[Tensor, Tensor], Tensor]
+        the algebra's product of two ``x``-shaped tensors.
+    one : Tensor
+        the unit, broadcastable to ``x``.
+    terms : int
+        number of Taylor terms (``14`` is float64 round-off at ``size <= 1/2``).
     """
     size = size.detach()
     s = torch.ceil(torch.log2(size.clamp_min(torch.finfo(size.dtype).tiny) / EXP_SCALED_SIZE))
@@ -392,18 +398,27 @@ class CliffordAlgebra:
 
     Parameters
     ----------
-    metric: sequence of ``n`` numbers in ``{1, -1, 0}``, ``1 <= n <= 8``.
-    first_index: label of the first basis vector in :attr:`blade_names` (``e0`` or ``e1``);
+    metric : Sequence[float]
+        sequence of ``n`` numbers in ``{1, -1, 0}``, ``1 <= n <= 8``.
+    first_index : int
+        label of the first basis vector in :attr:`blade_names` (``e0`` or ``e1``);
         naming only.
 
     Attributes
     ----------
-    n: number of basis vectors; ``dim = 2**n`` components per multivector.
-    blades: index tuples of the basis blades in storage order.
-    grades: ``(dim,)`` long tensor, the grade of each component.
-    grade_slices: ``slice`` of the components of each grade ``0..n``.
-    quaternion_types: ``(dim,)`` long tensor, the quaternion type ``grade mod 4`` of each component.
+    n
+        number of basis vectors; ``dim = 2**n`` components per multivector.
+    blades
+        index tuples of the basis blades in storage order.
+    grades
+        ``(dim,)`` long tensor, the grade of each component.
+    grade_slices
+        ``slice`` of the components of each grade ``0..n``.
+    quaternion_types
+        ``(dim,)`` long tensor, the quaternion type ``grade mod 4`` of each component.
 
+    Notes
+    -----
     All methods take multivectors ``(..., dim)`` of a floating dtype and broadcast their
     leading dimensions.
 

@@ -120,9 +120,12 @@ class Pin301:
 
     Parameters
     ----------
-    max_planes: largest number of plane reflections multiplied together (1..4).
-    offset_scale: standard deviation of the plane offsets (controls translations).
-    parity: ``None`` for both, ``"even"`` (motions) or ``"odd"`` (improper motions).
+    max_planes : int
+        largest number of plane reflections multiplied together (1..4).
+    offset_scale : float
+        standard deviation of the plane offsets (controls translations).
+    parity : str | None
+        ``None`` for both, ``"even"`` (motions) or ``"odd"`` (improper motions).
     """
 
     def __init__(self, max_planes: int = 4, offset_scale: float = 1.0, parity: str | None = None):

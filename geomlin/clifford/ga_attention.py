@@ -519,17 +519,26 @@ class GAAttention(_GAAttentionBase):
 
     Parameters
     ----------
-    n_dim: width of the item values ``v`` and of the output.
-    score_net: ``(..., n_dim) -> (..., 1)`` attention logits.
-    value_net: ``(..., invariant_dims) -> (..., n_dim)``; see :attr:`invariant_dims`.
-    rank: tuple size (1, 2, 3, ...); cost ``O(N^rank)``.
-    invariant_mode: ``"single"``, ``"partial"`` or ``"full"`` (module docstring).
-    reduce: sum over all tuples (permutation invariant) or over the tuples starting at each item
+    n_dim : int
+        width of the item values ``v`` and of the output.
+    score_net : Callable
+        ``(..., n_dim) -> (..., 1)`` attention logits.
+    value_net : Callable
+        ``(..., invariant_dims) -> (..., n_dim)``; see :attr:`invariant_dims`.
+    rank : int
+        tuple size (1, 2, 3, ...); cost ``O(N^rank)``.
+    invariant_mode : str
+        ``"single"``, ``"partial"`` or ``"full"`` (module docstring).
+    reduce : bool
+        sum over all tuples (permutation invariant) or over the tuples starting at each item
         (permutation equivariant).
-    merge_fun, join_fun: ``"mean"`` or ``"concat"`` (learned ``n_dim x n_dim`` matrices).
-    parity_invariant: ``|det|`` instead of ``det`` for odd ranks >= 3: O(3)- instead of
+    merge_fun, join_fun : str
+        ``"mean"`` or ``"concat"`` (learned ``n_dim x n_dim`` matrices).
+    parity_invariant : bool
+        ``|det|`` instead of ``det`` for odd ranks >= 3: O(3)- instead of
         SO(3)-invariant (ranks <= 2 are O(3)-invariant anyway).
-    include_normalized_products: also feed the invariants of the normalised products.
+    include_normalized_products : bool
+        also feed the invariants of the normalised products.
     """
 
     def __init__(self, n_dim: int, score_net: Callable, value_net: Callable, rank: int = 2,

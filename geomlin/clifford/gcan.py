@@ -164,12 +164,17 @@ class GroupActionLinear(nn.Module):
 
     Parameters
     ----------
-    algebra: a :class:`~geomlin.algebra.CliffordAlgebra` or its metric (``pga.PGA`` for rigid motions).
-    in_channels, out_channels: multivector channels.
-    versor: ``"exp"`` (default), ``"even"`` (``n <= 4``) or ``"reflections"``; see the module docstring.
-    num_reflections: unit vectors per versor for ``versor="reflections"`` (default ``n``; odd
+    algebra
+        a :class:`~geomlin.algebra.CliffordAlgebra` or its metric (``pga.PGA`` for rigid motions).
+    in_channels, out_channels : int
+        multivector channels.
+    versor : str
+        ``"exp"`` (default), ``"even"`` (``n <= 4``) or ``"reflections"``; see the module docstring.
+    num_reflections : int | None
+        unit vectors per versor for ``versor="reflections"`` (default ``n``; odd
         counts give improper elements).
-    init_scale: standard deviation of the initial bivectors / perturbations of the identity.
+    init_scale : float
+        standard deviation of the initial bivectors / perturbations of the identity.
     """
 
     def __init__(self, algebra, in_channels: int, out_channels: int, versor: str = "exp",

@@ -144,15 +144,26 @@ def radius_pairs(pos: Tensor, r, batch: Tensor | None = None, loop: bool = False
 
     Parameters
     ----------
-    pos: ``(N, d)`` float positions.  r: the radius (> 0; a float, or a 0-d tensor on ``pos``'s
-    device).  batch: optional ``(N,)`` graph indices.  loop: include ``(i, i)``.
-    targets: optional ``(T,)`` int64 target indices (default: every point).
+    pos : Tensor of shape (N, d)
+        float positions.
+    r : float or Tensor
+        the radius (> 0; a float, or a 0-d tensor on ``pos``'s device).
+    batch : Tensor of shape (N,), optional
+        graph indices.
+    loop : bool
+        include ``(i, i)``.
+    targets : Tensor of shape (T,), optional
+        int64 target indices (default: every point).
 
     Returns
     -------
-    ``src (E,)``, ``dst (E,)`` int64 and squared distances ``d2 (E,)`` float64, sorted by target,
-    then distance, then source.
+    src, dst : Tensor of shape (E,)
+        int64 source and target indices, sorted by target, then distance, then source.
+    d2 : Tensor of shape (E,)
+        float64 squared distances.
 
+    Notes
+    -----
     With every point a target, only half of the neighbouring cells are searched (those with a
     positive key offset, plus the point's own cell) and each pair found there is used in both
     directions. Host syncs on accelerators: two, or three beyond :data:`CANDIDATE_BUDGET`

@@ -127,16 +127,28 @@ class SDFDataset(InMemoryList):
 
     Parameters
     ----------
-    sdf_path: the ``.sdf`` file (parsed by :func:`geomlin.datasets.io.sdf.read_sdf`).
-    csv_path: optional label table with one row per SDF record, in the same order.
-    target_columns: CSV columns (or, without a CSV, SDF ``> <tag>`` data items) stacked into
+    sdf_path : str | os.PathLike
+        the ``.sdf`` file (parsed by :func:`geomlin.datasets.io.sdf.read_sdf`).
+    csv_path : str | os.PathLike | None
+        optional label table with one row per SDF record, in the same order.
+    target_columns : Sequence[str] | None
+        CSV columns (or, without a CSV, SDF ``> <tag>`` data items) stacked into
         ``y (1, T)``; default: every numeric CSV column except ``id_column``.
-    id_column: optional CSV column whose values must equal the record names (checked).
-    cache_dir: if given, the processed set is cached there (atomic write, fingerprinted).
+    id_column : str | None
+        optional CSV column whose values must equal the record names (checked).
+    cache_dir : str | os.PathLike | None
+        if given, the processed set is cached there (atomic write, fingerprinted).
 
-    Fields: ``z (N,)`` int64, ``pos (N, 3)`` (the file's unit, usually Angstrom), ``edge_index
-    (2, 2B)`` and ``edge_attr (2B, 4)`` from the bond block, ``name``, ``idx`` and ``y``. When the
-    SDF records and CSV rows do not pair up, ValueError states both counts.
+    Raises
+    ------
+    ValueError
+        When the SDF records and CSV rows do not pair up (the message states both counts).
+
+    Notes
+    -----
+    Fields: ``z (N,)`` int64, ``pos (N, 3)`` (the file's unit, usually Angstrom),
+    ``edge_index (2, 2B)`` and ``edge_attr (2B, 4)`` from the bond block, ``name``, ``idx`` and
+    ``y``.
     """
 
     def __init__(self, sdf_path: str | os.PathLike, csv_path: str | os.PathLike | None = None,

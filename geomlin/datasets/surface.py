@@ -44,11 +44,16 @@ def sample_surface(vertices: Tensor, faces: Tensor, num_points: int, generator: 
 
     Parameters
     ----------
-    vertices: ``(V, 3)`` float positions.
-    faces: ``(F, 3)`` integer triangle indices.
-    num_points: how many points to draw (with replacement over triangles).
-    generator: optional ``torch.Generator`` on the mesh's device, for reproducibility.
-    include_normals: also return the unit normal of the triangle each point lies on
+    vertices : Tensor of shape (V, 3)
+        float positions.
+    faces : Tensor of shape (F, 3)
+        integer triangle indices.
+    num_points : int
+        how many points to draw (with replacement over triangles).
+    generator : torch.Generator | None
+        optional ``torch.Generator`` on the mesh's device, for reproducibility.
+    include_normals : bool
+        also return the unit normal of the triangle each point lies on
 
     Returns
     -------

@@ -289,10 +289,14 @@ def coulomb_forces(pos: Tensor, charges: Tensor, strength: float = 1.0, max_forc
 
     Parameters
     ----------
-    pos: ``(..., n, 3)`` float positions.
-    charges: ``(..., n, 1)`` float charges.
-    strength: the constant ``k``.
-    max_force: if given, each particle's force is rescaled to at most this norm (a rotation-
+    pos : Tensor of shape (..., n, 3)
+        float positions.
+    charges : Tensor of shape (..., n, 1)
+        float charges.
+    strength : float
+        the constant ``k``.
+    max_force : float | None
+        if given, each particle's force is rescaled to at most this norm (a rotation-
         equivariant version of NRI's per-component clipping, which keeps close encounters stable).
 
     Returns
@@ -314,8 +318,12 @@ def simulate_charged_particles(pos: Tensor, vel: Tensor, charges: Tensor, num_st
 
     Parameters
     ----------
-    pos, vel: ``(..., n, 3)`` float.  charges: ``(..., n, 1)`` float.
-    progress: show a tqdm bar over the steps.
+    pos, vel : Tensor of shape (..., n, 3)
+        float.
+    charges : Tensor of shape (..., n, 1)
+        float.
+    progress : bool
+        show a tqdm bar over the steps.
 
     Returns
     -------

@@ -207,9 +207,17 @@ def radius_graph(pos: Tensor, r: float, batch: Tensor | None = None, loop: bool 
 
     Parameters
     ----------
-    pos: ``(N, d)`` float positions.  batch: optional ``(N,)`` graph index of each node.
-    loop: include self-loops.  max_num_neighbors: keep at most this many nearest sources per target.
+    pos : Tensor of shape (N, d)
+        float positions.
+    batch : Tensor | None
+        optional ``(N,)`` graph index of each node.
+    loop : bool
+        include self-loops.
+    max_num_neighbors : int | None
+        keep at most this many nearest sources per target.
 
+    Notes
+    -----
     Edges are sorted by target, then by distance (ties by source index). Exact: a cell-list search
     (:func:`geomlin.datasets.neighbors.radius_pairs`) with float64 distances, no compiled extension.
     On an accelerator it reads two or three sizes back (one more with ``max_num_neighbors``).

@@ -91,29 +91,38 @@ class FrameAveraging(nn.Module):
 
     Parameters
     ----------
-    backbone: any module; called once on all frames folded into the batch dimension (or once per
+    backbone : nn.Module
+        any module; called once on all frames folded into the batch dimension (or once per
         chunk of ``frames_per_call`` frames) as
         ``backbone(pos, *extras)`` (padded, no mask; a backbone without a ``mask`` keyword,
         e.g. an ``nn.Sequential``, takes only these), ``backbone(pos, *extras, mask=mask)``
         (padded ``(B * F, N, d)``), or ``backbone(pos, *extras, batch=batch)``
         (flat ``(F * N_total, d)``; plus ``edge_index=`` when given).
-    group: ``"E3"`` (default), ``"SE3"``, ``"O3"``, ``"SO3"`` or the ``(n)`` versions; see
+    group
+        ``"E3"`` (default), ``"SE3"``, ``"O3"``, ``"SO3"`` or the ``(n)`` versions; see
         :func:`~geomlin.frames.pca.as_frame_group`.
-    output: kind of the backbone's output, or a tuple of kinds for tuple outputs:
+    output
+        kind of the backbone's output, or a tuple of kinds for tuple outputs:
         ``"invariant"`` (any shape), ``"vector"`` (``(..., d)``, rotated back) or
         ``"position"`` (``(..., d)``, rotated and translated back).
-    inputs: kinds of the extra positional inputs after ``pos``: ``"invariant"`` (passed
+    inputs : Sequence[str] | str
+        kinds of the extra positional inputs after ``pos``: ``"invariant"`` (passed
         through, repeated per frame) or ``"vector"`` (``(..., d)``, rotated into each
         frame). Default: all invariant.
-    stochastic: while ``self.training``, use one uniformly random frame element per input
+    stochastic : bool
+        while ``self.training``, use one uniformly random frame element per input
         instead of all ``|F|`` (equivariant in expectation, ``|F|`` times cheaper). In
         eval mode the full frame is always used.
-    on_degenerate: ``"raise" | "warn" | "sample" | "moments" | "ignore"`` for degenerate spectra
+    on_degenerate : str
+        ``"raise" | "warn" | "sample" | "moments" | "ignore"`` for degenerate spectra
         (``"moments"``: axes from third and fourth moments, exact; see :mod:`geomlin.frames.pca`).
-    gap_tol: relative eigenvalue gap below which a spectrum is degenerate.
-    signs: ``"all"`` (every sign pattern: ``|F| = 2^d`` or ``2^(d-1)``) or ``"skewness"`` (one
+    gap_tol : float
+        relative eigenvalue gap below which a spectrum is degenerate.
+    signs : str
+        ``"all"`` (every sign pattern: ``|F| = 2^d`` or ``2^(d-1)``) or ``"skewness"`` (one
         element, axes signed by third moments: ``|F| = 1``); see :func:`~geomlin.frames.pca_frames`.
-    frames_per_call: ``None`` calls the backbone once on all ``|F|`` frames folded into
+    frames_per_call : int | str | None
+        ``None`` calls the backbone once on all ``|F|`` frames folded into
         the batch (the fast path on GPUs); an int ``k`` calls it ``ceil(|F| / k)`` times on
         ``B * k`` inputs (bounds peak memory). ``"auto"`` (default): ``None`` on
         accelerators, ``CPU_FRAMES_PER_CALL`` on CPUs, where a ``|F|`` times larger batch

@@ -76,7 +76,8 @@ def gram_schmidt_rotation(v1: Tensor, v2: Tensor, v3: Tensor | None = None) -> T
 
     Parameters
     ----------
-    v1, v2, v3: ``(..., 3)`` vectors.
+    v1, v2, v3
+        ``(..., 3)`` vectors.
 
     Returns
     -------
@@ -195,12 +196,18 @@ class PointCloudCanonicalizer(Canonicalizer):
 
     Parameters
     ----------
-    group: ``"SO3" | "O3" | "SE3" | "E3"`` (or the ``(n)`` forms, geomlin groups, samplers).
-    hidden_channels, num_blocks: width and depth of the vector-neuron network.
-    orthogonalization: ``"gram_schmidt"`` (default) or ``"procrustes"``.
-    pooling: ``"mean"`` (default) or ``"attention"`` (softmax over invariant point scores: can
+    group
+        ``"SO3" | "O3" | "SE3" | "E3"`` (or the ``(n)`` forms, geomlin groups, samplers).
+    hidden_channels, num_blocks : int
+        width and depth of the vector-neuron network.
+    orthogonalization : str
+        ``"gram_schmidt"`` (default) or ``"procrustes"``.
+    pooling : str
+        ``"mean"`` (default) or ``"attention"`` (softmax over invariant point scores: can
         single out corners of symmetric shapes; see :class:`~geomlin.frames.VNPointNet`).
 
+    Notes
+    -----
     Group elements are :class:`~geomlin.groups.RigidTransform` with ``R (B, d, d)``, ``t (B, d)``;
     ``forward(..., as_tensors=True)`` returns the tuple ``(R, t)`` instead (declared as
     ``type_out = (Frames(d), Positions(d))``). Inputs: padded ``(B, N, d)`` with optional
@@ -349,16 +356,23 @@ class Canonicalization(nn.Module):
 
     Parameters
     ----------
-    canonicalizer: a :class:`Canonicalizer` (e.g. :class:`PointCloudCanonicalizer`,
+    canonicalizer : Canonicalizer
+        a :class:`Canonicalizer` (e.g. :class:`PointCloudCanonicalizer`,
         :class:`~geomlin.frames.images.ImageCanonicalizer`).
-    backbone: any module; called as ``backbone(x_canonical, *extras, **kwargs)`` with the
+    backbone : nn.Module
+        any module; called as ``backbone(x_canonical, *extras, **kwargs)`` with the
         same keyword arguments (``mask=``, ``batch=``) as :meth:`forward`.
-    output: kind of the backbone's output (``"invariant" | "vector" | "position" | "regular"``
+    output
+        kind of the backbone's output (``"invariant" | "vector" | "position" | "regular"``
         or another kind the canonicalizer supports, e.g. ``"image"``), or a tuple of kinds.
-    inputs: kinds of extra positional inputs (``"invariant"`` or ``"vector"``), canonicalized too.
-    freeze_backbone: set ``requires_grad=False`` on the backbone (pretrained models); gradients
+    inputs : Sequence[str] | str
+        kinds of extra positional inputs (``"invariant"`` or ``"vector"``), canonicalized too.
+    freeze_backbone : bool
+        set ``requires_grad=False`` on the backbone (pretrained models); gradients
         still reach the canonicalizer through the canonical input.
 
+    Notes
+    -----
     ``forward(x, ..., return_elements=True)`` also returns ``g`` for ``prior_loss(g)``.
 
     Declared types: ``type_in`` is the canonicalizer's input type followed by one type per extra

@@ -311,9 +311,12 @@ class DiscreteElements:
 
     Attributes
     ----------
-    index: ``(B,)`` int64 element indices (argmax of ``logits``).
-    weights: ``(B, |G|)`` one-hot values with the softmax's gradient (straight-through).
-    logits: ``(B, |G|)`` raw scores (used by the prior loss).
+    index : Tensor of shape (B,)
+        int64 element indices (argmax of ``logits``).
+    weights : Tensor of shape (B, |G|)
+        one-hot values with the softmax's gradient (straight-through).
+    logits : Tensor of shape (B, |G|)
+        raw scores (used by the prior loss).
     """
 
     index: Tensor
@@ -326,13 +329,21 @@ class ImageCanonicalizer(Canonicalizer):
 
     Parameters
     ----------
-    group: ``"C4" | "D4"`` or ``geomlin.groups.C(4)`` / ``D(4)``.
-    in_channels: image channels.
-    hidden_channels: channels per group element of the hidden layers.
-    num_blocks: number of group convolutions after the lifting layer.
-    kernel_size: odd filter size.
-    temperature: softmax temperature of the straight-through gradient.
+    group
+        ``"C4" | "D4"`` or ``geomlin.groups.C(4)`` / ``D(4)``.
+    in_channels : int
+        image channels.
+    hidden_channels : int
+        channels per group element of the hidden layers.
+    num_blocks : int
+        number of group convolutions after the lifting layer.
+    kernel_size : int
+        odd filter size.
+    temperature : float
+        softmax temperature of the straight-through gradient.
 
+    Notes
+    -----
     ``forward`` returns :class:`DiscreteElements`; ``canonicalize(x, g)`` is
     ``sum_a w_a (a^{-1} . x)`` with the straight-through one-hot weights ``w`` (exactly
     ``g^{-1} . x`` in value). ``invert`` supports ``"invariant"``, ``"regular"``

@@ -116,9 +116,12 @@ class FrameGroup:
 
     Attributes
     ----------
-    d: dimension of the point space.
-    special: True for SO(d) / SE(d) (det +1 frames only).
-    translation: True for E(d) / SE(d) (frames are centred at the centroid).
+    d : int
+        dimension of the point space.
+    special : bool
+        True for SO(d) / SE(d) (det +1 frames only).
+    translation : bool
+        True for E(d) / SE(d) (frames are centred at the centroid).
     """
 
     d: int
@@ -215,11 +218,16 @@ class PCAFrames(NamedTuple):
 
     Attributes
     ----------
-    frames: ``(B, F, d, d)`` orthogonal matrices ``Q``; columns are the signed principal axes.
-    centroid: ``(B, d)`` centroids ``c`` (zero for O(d)/SO(d)).
-    gaps: ``(B, d - 1)`` relative eigenvalue gaps ``(lambda_i - lambda_{i+1}) / lambda_1``.
-    eigenvalues: ``(B, d)`` covariance eigenvalues, decreasing.
-    degenerate: ``(B,)`` bool, True where some gap is below ``gap_tol``.
+    frames : Tensor of shape (B, F, d, d)
+        orthogonal matrices ``Q``; columns are the signed principal axes.
+    centroid : Tensor of shape (B, d)
+        centroids ``c`` (zero for O(d)/SO(d)).
+    gaps : Tensor of shape (B, d - 1)
+        relative eigenvalue gaps ``(lambda_i - lambda_{i+1}) / lambda_1``.
+    eigenvalues : Tensor of shape (B, d)
+        covariance eigenvalues, decreasing.
+    degenerate : Tensor of shape (B,)
+        bool, True where some gap is below ``gap_tol``.
     """
 
     frames: Tensor
@@ -394,8 +402,10 @@ def moment_axes(y: Tensor, weight: Tensor) -> Tensor:
 
     Parameters
     ----------
-    y: ``(B, N, k)`` float64 centred coordinates (inside one eigenspace of the covariance).
-    weight: ``(B, N)`` non-negative point weights (0 = padding).
+    y : Tensor of shape (B, N, k)
+        float64 centred coordinates (inside one eigenspace of the covariance).
+    weight : Tensor of shape (B, N)
+        non-negative point weights (0 = padding).
 
     Returns
     -------
@@ -556,20 +566,27 @@ def pca_frames(pos: Tensor, group="E3", mask: Tensor | None = None, batch: Tenso
 
     Parameters
     ----------
-    pos: ``(B, N, d)`` padded batch (with optional ``mask (B, N)`` bool, True = real
+    pos : Tensor of shape (B, N, d)
+        padded batch (with optional ``mask (B, N)`` bool, True = real
         point), or ``(N_total, d)`` flat PyG-style batch with ``batch (N_total,)`` int64.
-    group: ``"O3" | "SO3" | "E3" | "SE3"``, ``"O(n)" | "SO(n)" | "E(n)" | "SE(n)"``, a
+    group
+        ``"O3" | "SO3" | "E3" | "SE3"``, ``"O(n)" | "SO(n)" | "E(n)" | "SE(n)"``, a
         geomlin ``O(n)``/``SO(n)`` or an ``E3()``/``SE3()`` sampler.
-    num_graphs: number of clouds of a flat batch (default ``batch.max() + 1``).
-    on_degenerate: ``"raise" | "warn" | "sample" | "moments" | "ignore"`` (see the module docstring).
-    gap_tol: relative eigenvalue gap below which a spectrum counts as degenerate.
-    signs: ``"all"`` (default): every sign pattern of the axes, ``2^d`` (O/E) or ``2^(d-1)``
+    num_graphs : int | None
+        number of clouds of a flat batch (default ``batch.max() + 1``).
+    on_degenerate : str
+        ``"raise" | "warn" | "sample" | "moments" | "ignore"`` (see the module docstring).
+    gap_tol : float
+        relative eigenvalue gap below which a spectrum counts as degenerate.
+    signs : str
+        ``"all"`` (default): every sign pattern of the axes, ``2^d`` (O/E) or ``2^(d-1)``
         (SO/SE) frame elements; ``"skewness"``: one element, each axis signed so that the
         cloud's third moment along it is positive (for SO/SE the last axis completes a
         rotation). Exactly equivariant wherever no third moment vanishes; a centrosymmetric
         cloud (zero skewness) gets noise-decided signs. ``|F| = 1`` makes frame averaging a
         deterministic canonicalization: ``|F|`` times cheaper, and training sees one pose per shape.
-    generator: random generator for ``on_degenerate="sample"``, on ``pos``'s device.
+    generator : torch.Generator | None
+        random generator for ``on_degenerate="sample"``, on ``pos``'s device.
 
     Returns
     -------

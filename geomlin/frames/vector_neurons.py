@@ -162,13 +162,20 @@ class VNPointNet(nn.Module):
 
     Parameters
     ----------
-    out_channels: number of output vectors.
-    hidden_channels: vector channels of the hidden layers.
-    num_blocks: number of blocks after the input layer.
-    pooling: ``"mean"`` or ``"attention"``.
-    d: dimension of the points.
+    out_channels : int
+        number of output vectors.
+    hidden_channels : int
+        vector channels of the hidden layers.
+    num_blocks : int
+        number of blocks after the input layer.
+    pooling : str
+        ``"mean"`` or ``"attention"``.
+    d : int
+        dimension of the points.
 
-    Input: ``x (B, N, d)`` (with optional ``mask (B, N)`` bool) or flat ``(N_total, d)`` with
+    Shapes
+    ------
+    Input ``x (B, N, d)`` (with optional ``mask (B, N)`` bool) or flat ``(N_total, d)`` with
     ``batch (N_total,)``, already centred when translations matter. Output: ``(B, out_channels, d)``.
     O(d)-equivariant: ``f(x R^T) = f(x) R^T`` for every orthogonal ``R``.
     """

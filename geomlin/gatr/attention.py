@@ -155,16 +155,22 @@ def set_layout(mask: Tensor | None = None, batch: Tensor | None = None, method: 
 
     Parameters
     ----------
-    mask, batch: see above; give ``batch`` for a flat batch.
-    method: flat batches: ``"auto"`` (``"padded"`` when ``max_items`` is given, else
+    mask, batch : Tensor | None
+        see above; give ``batch`` for a flat batch.
+    method : str
+        flat batches: ``"auto"`` (``"padded"`` when ``max_items`` is given, else
         ``"bucketed"``), ``"bucketed"``, ``"chunked"``, ``"dense"``, ``"padded"``; see the module
         docstring.
-    num_items: the number of items ``batch`` must describe (default: its length).
-    num_sets, max_items: upper bounds of the number of sets (``batch.max() + 1``) and of the
+    num_items : int | None
+        the number of items ``batch`` must describe (default: its length).
+    num_sets, max_items : int | None
+        upper bounds of the number of sets (``batch.max() + 1``) and of the
         items in one set. With both, ``method="padded"`` is planned on ``batch``'s device without
         reading it (a set larger than ``max_items`` or an id ``>= num_sets`` is an error, deferred
         on accelerators, see :mod:`geomlin.validation`).
 
+    Notes
+    -----
     A padded row without any real item attends to all its items (its outputs are finite and
     meaningless) instead of producing NaN. Plan at the data boundary: a batch vector on an
     accelerator without ``max_items`` is read to the host here (one synchronisation).

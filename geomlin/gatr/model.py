@@ -75,21 +75,33 @@ class GATr(nn.Module):
 
     Parameters
     ----------
-    in_mv_channels, out_mv_channels, hidden_mv_channels: multivector channels.
-    in_s_channels, out_s_channels, hidden_s_channels: scalar channels (0 for none).
-    num_blocks: number of :class:`GATrBlock`.
-    num_heads: attention heads; ``head_mv_channels`` / ``head_s_channels`` per head
+    in_mv_channels, out_mv_channels, hidden_mv_channels : int
+        multivector channels.
+    in_s_channels, out_s_channels, hidden_s_channels : int
+        scalar channels (0 for none).
+    num_blocks : int
+        number of :class:`GATrBlock`.
+    num_heads : int
+        attention heads; ``head_mv_channels`` / ``head_s_channels`` per head
         (default ``max(2 hidden_mv / num_heads, 1)`` and ``max(2 hidden_s / num_heads, 4)``, the
         reference's).
-    dropout: grade dropout (multivectors) and dropout (scalars) in the blocks.
-    use_distance: distance-aware attention features.
-    method: ``"auto"`` (fast primitives) or ``"dense"`` (reference-style einsums).
-    multi_query: one key/value head shared by all query heads (the reference's default).
-    attention_method: how flat (``batch=``) inputs are grouped: ``"auto"``, ``"bucketed"``,
+    dropout : float
+        grade dropout (multivectors) and dropout (scalars) in the blocks.
+    use_distance : bool
+        distance-aware attention features.
+    method : str
+        ``"auto"`` (fast primitives) or ``"dense"`` (reference-style einsums).
+    multi_query : bool
+        one key/value head shared by all query heads (the reference's default).
+    attention_method : str
+        how flat (``batch=``) inputs are grouped: ``"auto"``, ``"bucketed"``,
         ``"chunked"``, ``"dense"`` (see :mod:`geomlin.gatr.attention`; ``"padded"`` needs bounds,
         so it comes with a ``layout=`` from :func:`~geomlin.gatr.attention.set_layout`).
-    checkpoint: recompute each block in the backward pass (less memory, more time).
+    checkpoint : bool
+        recompute each block in the backward pass (less memory, more time).
 
+    Notes
+    -----
     The architecture, initialisation and conventions are the reference GATr's (v1.4); a
     reference ``state_dict`` loads with :func:`geomlin.gatr.reference.load_reference_state_dict`.
     """
@@ -167,15 +179,20 @@ class GATr(nn.Module):
 
         Parameters
         ----------
-        mv: ``(..., items, in_mv_channels, 16)`` float.
-        scalars: ``(..., items, in_s_channels)`` or ``None``.
-        mask: ``(..., items)`` bool, True = real item (padded layout). Float masks are refused.
-        batch: ``(items,)`` integer set index per item, sorted (flat layout, ``mv (items, channels, 16)``),
+        mv : Tensor of shape (..., items, in_mv_channels, 16)
+            float.
+        scalars : Tensor of shape (..., items, in_s_channels), optional
+        mask : Tensor of shape (..., items), optional
+            bool, True = real item (padded layout). Float masks are refused.
+        batch : Tensor of shape (items,), optional
+            integer set index per item, sorted (flat layout, ``mv (items, channels, 16)``),
             on the CPU; on an accelerator pass ``layout=`` instead.
-        join_reference: ``None`` / ``"data"`` (the per-set mean of ``mv``), ``"canonical"``
+        join_reference : Tensor | str | None
+            ``None`` / ``"data"`` (the per-set mean of ``mv``), ``"canonical"``
             (``e123 + e0123``, SE(3) only) or a tensor broadcastable against
             ``(..., items, channels, 16)``; see the module docstring.
-        layout: the attention plan of a padded or flat batch from
+        layout : SetLayout | None
+            the attention plan of a padded or flat batch from
             :func:`~geomlin.gatr.attention.set_layout`, made at the data boundary and moved to
             ``mv``'s device; replaces ``mask`` and ``batch`` (give one or the other). Needed for a
             flat batch on an accelerator.

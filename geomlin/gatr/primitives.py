@@ -497,25 +497,32 @@ def geometric_attention(q_mv: Tensor, k_mv: Tensor, v_mv: Tensor,
 
     Parameters
     ----------
-    q_mv: ``(..., heads, items, channels, 16)``.
-    k_mv, v_mv: ``(..., kv_heads, key_items, channels, 16)``, ``kv_heads`` 1 (multi-query, the
+    q_mv : Tensor
+        ``(..., heads, items, channels, 16)``.
+    k_mv, v_mv : Tensor
+        ``(..., kv_heads, key_items, channels, 16)``, ``kv_heads`` 1 (multi-query, the
         reference's default) or ``heads``; ``key_items`` may differ from ``items``
         (cross-attention: every query attends to the keys).
-    q_s, k_s, v_s: ``(..., heads or kv_heads, items, s_channels)`` or ``None``.
-    attn_mask: ``None``; a boolean tensor broadcastable to ``(..., heads, items, key_items)``
+    q_s, k_s, v_s : Tensor of shape (..., heads or kv_heads, items, s_channels), optional
+    attn_mask : Tensor | SetLayout | None
+        ``None``; a boolean tensor broadcastable to ``(..., heads, items, key_items)``
         (``True`` = attend; a float mask is refused: it would read as an additive bias); or a
         :class:`~geomlin.gatr.attention.SetLayout` (padding mask or PyG batch vector, no dense
         ``items x items`` mask).
-    use_distance: add the distance-aware trivector features.
-    distance_weights: ``(heads, channels)``-broadcastable non-negative weights of the distance
+    use_distance : bool
+        add the distance-aware trivector features.
+    distance_weights : Tensor | None
+        ``(heads, channels)``-broadcastable non-negative weights of the distance
         features per query channel (the reference's ``exp(log_weights)``).
-
-    The attention logit is ``(sum_c [<q_c, k_c>_7 + w_c d(q_c) . d(k_c)] + q_s . k_s) / sqrt(n)``
-    with ``n = 12 channels + s_channels`` features (the reference's ``geometric_attention``).
 
     Returns
     -------
     ``(mv (..., heads, items, v_channels, 16), scalars (..., heads, items, v_s_channels) or None)``.
+
+    Notes
+    -----
+    The attention logit is ``(sum_c [<q_c, k_c>_7 + w_c d(q_c) . d(k_c)] + q_s . k_s) / sqrt(n)``
+    with ``n = 12 channels + s_channels`` features (the reference's ``geometric_attention``).
     """
     for name, t in (("q_mv", q_mv), ("k_mv", k_mv), ("v_mv", v_mv)):
         _mv(t, name, 4)

@@ -103,16 +103,18 @@ class Group:
 
     Parameters
     ----------
-    lie_algebra:
-        ``(k, d, d)`` generators of the Lie algebra (``k`` may be 0).
-    discrete_generators:
-        ``(m, d, d)`` discrete generators (``m`` may be 0).
-    name:
+    lie_algebra : Tensor or array_like of shape (k, d, d), optional
+        Generators of the Lie algebra (``k`` may be 0).
+    discrete_generators : Tensor or array_like of shape (m, d, d), optional
+        Discrete generators (``m`` may be 0).
+    name : str, optional
         Readable name used by ``repr`` and error messages.
-    d:
+    d : int, optional
         Dimension of the defining representation; inferred from the
         generators when omitted.
 
+    Notes
+    -----
     A user-defined group is either ``Group(lie_algebra=..., discrete_generators=...,
     name=...)`` or a subclass that passes its generators to ``super().__init__``.
     Elements are float64 ``(d, d)`` matrices acting on column vectors.

@@ -22,8 +22,10 @@ class RigidTransform:
 
     Attributes
     ----------
-    R: ``(..., d, d)`` orthogonal matrices (det +-1).
-    t: ``(..., d)`` translations.
+    R : Tensor of shape (..., d, d)
+        orthogonal matrices (det +-1).
+    t : Tensor of shape (..., d)
+        translations.
     """
 
     R: Tensor

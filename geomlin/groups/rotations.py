@@ -197,9 +197,11 @@ def symmetric_eigh(A: Tensor, method: str = "auto") -> tuple[Tensor, Tensor]:
 
     Parameters
     ----------
-    A: ``(..., d, d)`` real symmetric (only the lower triangle is read); float64 is computed in
+    A : Tensor of shape (..., d, d)
+        real symmetric (only the lower triangle is read); float64 is computed in
         float64, other dtypes in float32, with autocast off.
-    method: ``"auto"`` (LAPACK on the CPU, Jacobi elsewhere), ``"jacobi"`` or ``"lapack"``
+    method : str
+        ``"auto"`` (LAPACK on the CPU, Jacobi elsewhere), ``"jacobi"`` or ``"lapack"``
         (``torch.linalg.eigh``, a host synchronisation on CUDA).
 
     Returns
@@ -300,8 +302,10 @@ def rotation_6d_to_matrix(d6: Tensor, convention: str = "columns") -> Tensor:
 
     Parameters
     ----------
-    d6: ``(..., 6)`` real: two 3-vectors ``a1 = d6[..., :3]``, ``a2 = d6[..., 3:]``.
-    convention: ``"columns"`` (default, the paper's): ``b1 = a1/|a1|``,
+    d6 : Tensor of shape (..., 6)
+        real: two 3-vectors ``a1 = d6[..., :3]``, ``a2 = d6[..., 3:]``.
+    convention : str
+        ``"columns"`` (default, the paper's): ``b1 = a1/|a1|``,
         ``b2 = (a2 - <b1,a2> b1)/|.|``, ``b3 = b1 x b2`` are the *columns* of ``R``, so
         ``rotation_6d_to_matrix(Q . d6) = Q R`` for ``Q`` in SO(3) (each vector rotated).
         ``"rows"``: the same vectors as the rows (``R^T``), which is pytorch3d's
@@ -415,11 +419,15 @@ def special_procrustes(M: Tensor, special: bool = True, *, gradient_eps: float =
 
     Parameters
     ----------
-    M: ``(..., d, d)`` real; float64 is computed in float64, other dtypes (bfloat16, float16
+    M : Tensor of shape (..., d, d)
+        real; float64 is computed in float64, other dtypes (bfloat16, float16
         included) in float32, with autocast off.
-    special: rotations (SO(d)) or any orthogonal matrix (O(d)).
-    gradient_eps: damping of the backward pass where ``s_i + s_j`` vanishes (see :class:`_Procrustes`).
-    method: ``"auto"`` (LAPACK on the CPU, Jacobi elsewhere), ``"jacobi"`` or ``"lapack"``.
+    special : bool
+        rotations (SO(d)) or any orthogonal matrix (O(d)).
+    gradient_eps : float
+        damping of the backward pass where ``s_i + s_j`` vanishes (see :class:`_Procrustes`).
+    method : str
+        ``"auto"`` (LAPACK on the CPU, Jacobi elsewhere), ``"jacobi"`` or ``"lapack"``.
 
     Returns
     -------

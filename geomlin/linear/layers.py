@@ -35,12 +35,18 @@ class BlockLayout:
 
     Attributes
     ----------
-    types: distinct non-sum reps, in order of first appearance.
-    index: ``(size,)`` long CPU tensor; ``x[..., index]`` lists the coordinates
+    types
+        distinct non-sum reps, in order of first appearance.
+    index
+        ``(size,)`` long CPU tensor; ``x[..., index]`` lists the coordinates
         type by type, copy by copy (``types[0]`` copy 0, copy 1, ..., then ``types[1]`` ...).
-    inverse: ``(size,)`` the inverse permutation.
-    multiplicity: number of copies of each type.
+    inverse
+        ``(size,)`` the inverse permutation.
+    multiplicity
+        number of copies of each type.
 
+    Notes
+    -----
     A layer keeps ``index`` and ``inverse`` on its device (:meth:`add_to`) and passes them to
     :meth:`sort` / :meth:`unsort`.
     """
@@ -93,15 +99,22 @@ class EquivariantLinear(nn.Module):
 
     Parameters
     ----------
-    rep_in, rep_out: representations of one group (or group-free reps such as ``T(2)`` with
+    rep_in, rep_out : Rep
+        representations of one group (or group-free reps such as ``T(2)`` with
         ``group=``).
-    bias: add a learnable bias restricted to the invariant subspace of ``rep_out``.
-    group: binds group-free reps (a geomlin Group or a name such as ``"O(3)"``).
-    cache_dir: folder of an on-disk basis cache (see :func:`~geomlin.linear.equivariant_basis`):
+    bias : bool
+        add a learnable bias restricted to the invariant subspace of ``rep_out``.
+    group
+        binds group-free reps (a geomlin Group or a name such as ``"O(3)"``).
+    cache_dir
+        folder of an on-disk basis cache (see :func:`~geomlin.linear.equivariant_basis`):
         the first process solves and writes, later ones read.
-    method: basis solver, ``"auto"`` or one of :data:`geomlin.linear.solver.METHODS`.
+    method : str
+        basis solver, ``"auto"`` or one of :data:`geomlin.linear.solver.METHODS`.
 
-    Shapes: ``forward(x)`` maps ``(..., rep_in.size)`` to ``(..., rep_out.size)``
+    Shapes
+    ------
+    ``forward(x)`` maps ``(..., rep_in.size)`` to ``(..., rep_out.size)``
     in ``x``'s dtype and device. Parameters are the coefficients on the basis
     (``num_coefficients`` of them), so every value of the parameters gives an
     exactly equivariant map. Declares ``type_in = rep_in`` and ``type_out = rep_out``.

@@ -94,11 +94,15 @@ def uniform_rep(channels: int, group: Group | None = None) -> Rep | GroupFreeRep
 
     Parameters
     ----------
-    channels: total size of the rep (EMLP's ``ch``).
-    group: the group (a geomlin Group or a name such as ``"O(5)"``); ``None`` returns the
+    channels : int
+        total size of the rep (EMLP's ``ch``).
+    group : Group | None
+        the group (a geomlin Group or a name such as ``"O(5)"``); ``None`` returns the
         group-free rep (``T(r)`` sums, bound later by ``rep(G)``) -- then orthogonal groups are
         assumed, see below.
 
+    Notes
+    -----
     Ranks come from :func:`rank_counts` (``d = group.d``). For orthogonal groups every rank-``r``
     tensor is ``T(r)``; otherwise rank ``r`` is split binomially into ``T(p, r - p)`` (EMLP's
     ``binomial_allocation``, with a deterministic remainder). Types are grouped and sorted by
@@ -193,14 +197,19 @@ class EquivariantBilinear(nn.Module):
 
     Parameters
     ----------
-    rep: the representation (or a group-free one with ``group=``).
-    max_unknowns: triples ``(a, b, c)`` of block types whose ``Hom(a (x) b, c)`` has more unknowns
+    rep : Rep
+        the representation (or a group-free one with ``group=``).
+    max_unknowns : int
+        triples ``(a, b, c)`` of block types whose ``Hom(a (x) b, c)`` has more unknowns
         are left out with a ``UserWarning`` naming them (``dropped`` lists them), unless the diagram
         solver reads their basis off directly. Raise it to include them (solved once; keep them
         with ``cache_dir=``).
-    cache_dir, method: as for :class:`EquivariantLinear`.
+    cache_dir, method
+        as for :class:`EquivariantLinear`.
 
-    Shapes: ``(..., rep.size) -> (..., rep.size)``; ``type_in = type_out = rep``.
+    Shapes
+    ------
+    ``(..., rep.size) -> (..., rep.size)``; ``type_in = type_out = rep``.
     """
 
     def __init__(self, rep: Rep, max_unknowns: int = BILINEAR_MAX_UNKNOWNS, *, group=None, cache_dir=None,
@@ -340,19 +349,28 @@ class EquivariantMLP(nn.Module):
 
     Parameters
     ----------
-    rep_in, rep_out: representations of one group, or group-free reps (``4 * T(0) + T(1)``)
+    rep_in, rep_out : Rep
+        representations of one group, or group-free reps (``4 * T(0) + T(1)``)
         with ``group=``.
-    hidden_channels: the hidden layers, as EMLP's ``ch``: an int is the *total size* of each
+    hidden_channels : int | Rep | Sequence
+        the hidden layers, as EMLP's ``ch``: an int is the *total size* of each
         hidden rep, allocated over tensor ranks by :func:`uniform_rep` (``384`` on O(5) gives
         ``134*Scalar + 25*V + 5*V**2``); a Rep (or group-free rep) is used as it is; a sequence
         of ints / reps gives one per hidden block.
-    num_blocks: number of hidden blocks (default 2; the length of a ``hidden_channels`` sequence).
-    group: binds group-free reps (a geomlin Group or a name such as ``"O(5)"``).
-    cache_dir: folder of an on-disk cache of the solved bases, shared by every layer and process.
-    method: basis solver (``"auto"``, ``"dense"``, ``"sampled"``, ``"diagrams"``).
-    bilinear_max_unknowns: passed to every :class:`EquivariantBilinear` (products above it are
+    num_blocks : int | None
+        number of hidden blocks (default 2; the length of a ``hidden_channels`` sequence).
+    group
+        binds group-free reps (a geomlin Group or a name such as ``"O(5)"``).
+    cache_dir
+        folder of an on-disk cache of the solved bases, shared by every layer and process.
+    method : str
+        basis solver (``"auto"``, ``"dense"``, ``"sampled"``, ``"diagrams"``).
+    bilinear_max_unknowns : int
+        passed to every :class:`EquivariantBilinear` (products above it are
         left out with a warning, unless read off from diagrams).
 
+    Notes
+    -----
     ``parameter_counts()`` splits the parameters into linear and bilinear parts. Declares
     ``type_in = rep_in``, ``type_out = rep_out``.
     """

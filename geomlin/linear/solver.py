@@ -237,12 +237,16 @@ def equivariant_basis(rep_in: Rep, rep_out: Rep, cache_dir: str | os.PathLike | 
 
     Parameters
     ----------
-    rep_in, rep_out: representations of the same group (``Scalar`` combines with any); group-free
+    rep_in, rep_out : Rep
+        representations of the same group (``Scalar`` combines with any); group-free
         reps (``T(2)``, ``V ** 2``) need ``group``.
-    cache_dir: optional folder for an on-disk cache of the block bases (written atomically); a later
+    cache_dir : str | os.PathLike | None
+        optional folder for an on-disk cache of the block bases (written atomically); a later
         process with the same ``cache_dir`` reads them instead of solving.
-    method: ``"auto"`` (default), ``"dense"``, ``"sampled"`` or ``"diagrams"`` (module docstring).
-    group: binds group-free reps (a geomlin Group or a name such as ``"O(3)"``).
+    method : str
+        ``"auto"`` (default), ``"dense"``, ``"sampled"`` or ``"diagrams"`` (module docstring).
+    group
+        binds group-free reps (a geomlin Group or a name such as ``"O(3)"``).
 
     Returns
     -------

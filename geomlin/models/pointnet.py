@@ -87,8 +87,6 @@ class PointNet(nn.Module):
     dropout : float
         Dropout in the head (0 = off).
 
-    Every linear layer has a bias (the network is deliberately not odd).
-
     Shapes
     ------
     ``forward(pos, batch=None, mask=None, features=None, num_graphs=None)``:
@@ -105,6 +103,10 @@ class PointNet(nn.Module):
     >>> net = PointNet(num_classes=5)
     >>> net(torch.randn(2, 64, 3)).shape
     torch.Size([2, 5])
+
+    Notes
+    -----
+    Every linear layer has a bias (the network is deliberately not odd).
     """
 
     def __init__(self, num_classes: int, in_dim: int = 3, feature_dim: int = 0,

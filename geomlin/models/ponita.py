@@ -233,23 +233,39 @@ class Ponita(nn.Module):
 
     Parameters
     ----------
-    in_channels: scalar input features per node (``x (N, in_channels)``).
-    hidden_channels: channels of every block (and of the kernel MLPs).
-    out_channels: scalar outputs (0 for none).
-    num_blocks: ConvNeXt blocks.
-    in_vector_channels: vector inputs per node (``vec (N, in_vector_channels, 3)``); bundle mode lifts
+    in_channels : int
+        scalar input features per node (``x (N, in_channels)``).
+    hidden_channels : int
+        channels of every block (and of the kernel MLPs).
+    out_channels : int
+        scalar outputs (0 for none).
+    num_blocks : int
+        ConvNeXt blocks.
+    in_vector_channels : int
+        vector inputs per node (``vec (N, in_vector_channels, 3)``); bundle mode lifts
         them to the sphere as ``v . o``, points mode adds ``|v|`` to the scalars (invariant).
-    out_vector_channels: vector outputs (0 for none).
-    mode: ``"points"`` or ``"bundle"``.
-    num_ori: orientations of the bundle grid; grid: ``"fibonacci" | "repulsion" | "icosahedral"``;
+    out_vector_channels : int
+        vector outputs (0 for none).
+    mode : str
+        ``"points"`` or ``"bundle"``.
+    num_ori : int
+        orientations of the bundle grid; grid: ``"fibonacci" | "repulsion" | "icosahedral"``;
         grid_seed: seed of the repulsion grid.
-    complete: bundle mode only: the non-separable kernel on the five complete pair attributes.
-    radius: cutoff of the graph and of the smooth window (None: all pairs, no window).
-    basis_dim: basis functions per kernel (default ``hidden_channels``); degree: of the polynomial features.
-    widening_factor, layer_scale: of the ConvNeXt blocks.
-    task_level: ``"graph"`` (sum over each graph's nodes) or ``"node"``.
-    multiple_readouts: read out after every block and average (the reference's default), or only at the end.
+    complete : bool
+        bundle mode only: the non-separable kernel on the five complete pair attributes.
+    radius : float | None
+        cutoff of the graph and of the smooth window (None: all pairs, no window).
+    basis_dim : int | None
+        basis functions per kernel (default ``hidden_channels``); degree: of the polynomial features.
+    widening_factor, layer_scale
+        of the ConvNeXt blocks.
+    task_level : str
+        ``"graph"`` (sum over each graph's nodes) or ``"node"``.
+    multiple_readouts : bool
+        read out after every block and average (the reference's default), or only at the end.
 
+    Notes
+    -----
     ``forward(x, pos, vec=None, *, batch=None, edge_index=None, num_graphs=None)`` returns
     ``(scalars, vectors)``: ``(G, out_channels)`` and ``(G, out_vector_channels, 3)`` with ``G`` the
     number of graphs (``task_level="graph"``) or nodes; an output with zero channels is ``None``.

@@ -107,10 +107,15 @@ def orientation_grid(num_ori: int, method: str = "fibonacci", seed: int = 0) -> 
 
     Parameters
     ----------
-    num_ori: number of orientations (``12``, ``20`` or ``30`` for ``"icosahedral"``).
-    method: ``"fibonacci"`` (default), ``"repulsion"`` or ``"icosahedral"`` (see the module docstring).
-    seed: start of the repulsion grid (ignored by the other methods).
+    num_ori : int
+        number of orientations (``12``, ``20`` or ``30`` for ``"icosahedral"``).
+    method : str
+        ``"fibonacci"`` (default), ``"repulsion"`` or ``"icosahedral"`` (see the module docstring).
+    seed : int
+        start of the repulsion grid (ignored by the other methods).
 
+    Notes
+    -----
     Returns a fresh copy (the cached grid is never handed out). ``"repulsion"`` needs
     ``O(num_ori^2)`` memory and refuses grids above :data:`geomlin.validation.MEMORY_LIMIT_BYTES`.
     """

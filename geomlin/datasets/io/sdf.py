@@ -38,15 +38,24 @@ class SDFRecords:
 
     Attributes
     ----------
-    names: record titles (first line of each record), length ``M``.
-    num_atoms: ``(M,)`` int64 atoms per record.  num_bonds: ``(M,)`` int64 bonds per record.
-    pos: ``(A, 3)`` float64 coordinates in the file's unit (Angstrom for QM9 / PubChem),
+    names : list[str]
+        record titles (first line of each record), length ``M``.
+    num_atoms : np.ndarray
+        ``(M,)`` int64 atoms per record.
+    num_bonds : np.ndarray
+        ``(M,)`` int64 bonds per record.
+    pos : np.ndarray
+        ``(A, 3)`` float64 coordinates in the file's unit (Angstrom for QM9 / PubChem),
         ``A = num_atoms.sum()``.
-    z: ``(A,)`` int64 atomic numbers.
-    bonds: ``(B, 3)`` int64 rows ``(i, j, type)`` with record-local 0-based atom indices and
+    z : np.ndarray
+        ``(A,)`` int64 atomic numbers.
+    bonds : np.ndarray
+        ``(B, 3)`` int64 rows ``(i, j, type)`` with record-local 0-based atom indices and
         the V2000 bond type (1 single, 2 double, 3 triple, 4 aromatic).
-    properties: per record, the ``> <tag>`` data items as ``{tag: value string}``.
-    atom_lines: ``(M,)`` int64 1-based line of each record's first atom line, for messages.
+    properties : list[dict[str, str]]
+        per record, the ``> <tag>`` data items as ``{tag: value string}``.
+    atom_lines : np.ndarray | None
+        ``(M,)`` int64 1-based line of each record's first atom line, for messages.
     """
 
     names: list[str]
@@ -86,9 +95,12 @@ def read_sdf(path: str | os.PathLike, parse_properties: bool = True, progress: b
 
     Parameters
     ----------
-    path: the ``.sdf`` file.
-    parse_properties: also collect ``> <tag>`` data items (set False to skip them).
-    progress: show a tqdm bar over records (default: for files over 16 MB, e.g. full QM9).
+    path : str | os.PathLike
+        the ``.sdf`` file.
+    parse_properties : bool
+        also collect ``> <tag>`` data items (set False to skip them).
+    progress : bool | None
+        show a tqdm bar over records (default: for files over 16 MB, e.g. full QM9).
 
     Returns
     -------

@@ -51,12 +51,18 @@ class BottomOp:
 
     Attributes
     ----------
-    k: input order.
-    traced: input axes of the blocks living only on the bottom row (summed out).
-    passing: input axes of each propagating block, in the order of the ``c`` kept axes.
-    eps_in: input axes joined to the Levi-Civita symbol (SO(n)).
-    eps_out: number ``s`` of top free vertices the symbol produces (axes after the ``c``).
-    twist: input axes to which ``J`` is applied before tracing (Sp(n) bottom pairs).
+    k : int
+        input order.
+    traced : tuple[tuple[int, ...], ...]
+        input axes of the blocks living only on the bottom row (summed out).
+    passing : tuple[tuple[int, ...], ...]
+        input axes of each propagating block, in the order of the ``c`` kept axes.
+    eps_in : tuple[int, ...]
+        input axes joined to the Levi-Civita symbol (SO(n)).
+    eps_out : int
+        number ``s`` of top free vertices the symbol produces (axes after the ``c``).
+    twist : tuple[int, ...]
+        input axes to which ``J`` is applied before tracing (Sp(n) bottom pairs).
     """
 
     k: int
@@ -77,11 +83,16 @@ class TopOp:
 
     Attributes
     ----------
-    l: output order.
-    passing: output axes of each propagating block (z axes ``0..c-1``).
-    eps_out: output axes of the top free vertices (z axes ``c..c+s-1``).
-    broadcast: output axes of the blocks living only on the top row.
-    symplectic: top-only pairs carry ``J`` instead of ``δ`` (Sp(n)).
+    l : int
+        output order.
+    passing : tuple[tuple[int, ...], ...]
+        output axes of each propagating block (z axes ``0..c-1``).
+    eps_out : tuple[int, ...]
+        output axes of the top free vertices (z axes ``c..c+s-1``).
+    broadcast : tuple[tuple[int, ...], ...]
+        output axes of the blocks living only on the top row.
+    symplectic : bool
+        top-only pairs carry ``J`` instead of ``δ`` (Sp(n)).
     """
 
     l: int
@@ -193,9 +204,12 @@ def bottom_apply(op: BottomOp, x: Tensor, n: int, levi_civita: Tensor | None = N
 
     Parameters
     ----------
-    op: the :class:`BottomOp`.
-    x: ``(..., n, .., n)`` with ``op.k`` trailing axes, floating point.
-    levi_civita: for SO(n) halves with ε, :func:`levi_civita_matrix` ``(n, op.eps_out)`` on ``x``'s
+    op : BottomOp
+        the :class:`BottomOp`.
+    x : Tensor of shape (..., n, .., n)
+        with ``op.k`` trailing axes, floating point.
+    levi_civita : Tensor | None
+        for SO(n) halves with ε, :func:`levi_civita_matrix` ``(n, op.eps_out)`` on ``x``'s
         device (a layer keeps it as a buffer); ``None`` reads it from :func:`levi_civita_on`.
 
     Returns
@@ -226,10 +240,14 @@ def top_add(op: TopOp, out: Tensor, z: Tensor, n: int, alpha: float = 1.0) -> Te
 
     Parameters
     ----------
-    op: the :class:`TopOp`.
-    out: contiguous ``(..., n, .., n)`` with ``op.l`` trailing axes.
-    z: ``(..., n, .., n)`` with ``op.in_axes`` trailing axes; leading shape equal to out's.
-    alpha: scalar factor.
+    op : TopOp
+        the :class:`TopOp`.
+    out : Tensor
+        contiguous ``(..., n, .., n)`` with ``op.l`` trailing axes.
+    z : Tensor of shape (..., n, .., n)
+        with ``op.in_axes`` trailing axes; leading shape equal to out's.
+    alpha : float
+        scalar factor.
     """
     l = op.l
     lead = out.shape[: out.ndim - l]
@@ -275,11 +293,16 @@ def apply_diagram(diagram: Diagram, x: Tensor, n: int, group, orbit: bool = Fals
 
     Parameters
     ----------
-    diagram: a :class:`Diagram` with ``k`` bottom and ``l`` top vertices valid for ``group``.
-    x: ``(..., n, .., n)`` with ``k`` trailing axes of size ``n``, floating point.
-    n: dimension of R^n.
-    group: ``"S"``, ``"O"``, ``"SO"``, ``"Sp"`` (or a geomlin group instance).
-    orbit: S only: apply the orbit basis element ``X_π`` (Möbius sum of diagram
+    diagram : Diagram
+        a :class:`Diagram` with ``k`` bottom and ``l`` top vertices valid for ``group``.
+    x : Tensor of shape (..., n, .., n)
+        with ``k`` trailing axes of size ``n``, floating point.
+    n : int
+        dimension of R^n.
+    group
+        ``"S"``, ``"O"``, ``"SO"``, ``"Sp"`` (or a geomlin group instance).
+    orbit : bool
+        S only: apply the orbit basis element ``X_π`` (Möbius sum of diagram
         basis elements over the coarsenings of ``π``).
 
     Returns

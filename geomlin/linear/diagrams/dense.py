@@ -53,11 +53,15 @@ def diagram_matrix(diagram: Diagram, n: int, group, orbit: bool = False,
 
     Parameters
     ----------
-    diagram: a :class:`Diagram` valid for ``group``.
-    n: dimension of R^n (even for ``"Sp"``; equal to the number of free
+    diagram : Diagram
+        a :class:`Diagram` valid for ``group``.
+    n : int
+        dimension of R^n (even for ``"Sp"``; equal to the number of free
         vertices for an SO determinant diagram).
-    group: ``"S"``, ``"O"``, ``"SO"``, ``"Sp"`` or a geomlin group instance.
-    orbit: S only: the orbit basis element ``X_π`` instead of the diagram
+    group
+        ``"S"``, ``"O"``, ``"SO"``, ``"Sp"`` or a geomlin group instance.
+    orbit : bool
+        S only: the orbit basis element ``X_π`` instead of the diagram
         basis element ``D_π``.
 
     Returns

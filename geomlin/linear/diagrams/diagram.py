@@ -49,12 +49,18 @@ class Diagram:
 
     Parameters
     ----------
-    k: number of bottom vertices = input tensor order.
-    l: number of top vertices = output tensor order.
-    blocks: the blocks of the partition of the non-free vertices, as
+    k : int
+        number of bottom vertices = input tensor order.
+    l : int
+        number of top vertices = output tensor order.
+    blocks : tuple[tuple[int, ...], ...]
+        the blocks of the partition of the non-free vertices, as
         iterables of vertex labels (``0..l-1`` top, ``l..l+k-1`` bottom).
-    free: vertices joined to the Levi-Civita symbol (SO(n) diagrams), any order.
+    free : tuple[int, ...]
+        vertices joined to the Levi-Civita symbol (SO(n) diagrams), any order.
 
+    Notes
+    -----
     Use :meth:`from_blocks` to build one from unsorted blocks; the constructor
     canonicalises too, so ``Diagram(2, 2, [[3, 0], [1, 2]])`` is valid.
     """

@@ -62,14 +62,20 @@ class DiagramLinear(nn.Module):
 
     Parameters
     ----------
-    group: ``"S"``, ``"O"``, ``"SO"``, ``"Sp"`` (or a geomlin ``S(n)/O(n)/SO(n)/Sp(m)``).
+    group
+        ``"S"``, ``"O"``, ``"SO"``, ``"Sp"`` (or a geomlin ``S(n)/O(n)/SO(n)/Sp(m)``).
         The group acts on every tensor axis by its ``n x n`` matrices;
         ``"Sp"`` uses ``J = symplectic_form(n // 2)`` in the basis ``(q_1..q_m, p_1..p_m)``.
-    n: dimension of R^n (even for Sp).
-    k: input tensor order (number of trailing ``n``-axes of the input), ``>= 0``.
-    l: output tensor order, ``>= 0``.
-    in_channels, out_channels: channel counts (the axis just before the tensor axes).
-    bias: add the equivariant bias spanned by the ``(0, l)`` basis diagrams.
+    n : int
+        dimension of R^n (even for Sp).
+    k : int
+        input tensor order (number of trailing ``n``-axes of the input), ``>= 0``.
+    l : int
+        output tensor order, ``>= 0``.
+    in_channels, out_channels : int
+        channel counts (the axis just before the tensor axes).
+    bias : bool
+        add the equivariant bias spanned by the ``(0, l)`` basis diagrams.
 
     Parameters of the module
     ------------------------
