@@ -247,7 +247,8 @@ def equivariance_check(fn: Callable, group=None, reps_in=None, reps_out=None, in
 
     Returns
     -------
-    EquivarianceReport with the worst relative error over samples and outputs.
+    EquivarianceReport
+        EquivarianceReport with the worst relative error over samples and outputs.
     """
     from geomlin.validation import check_positive_float, check_positive_int
 

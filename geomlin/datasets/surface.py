@@ -57,8 +57,10 @@ def sample_surface(vertices: Tensor, faces: Tensor, num_points: int, generator: 
 
     Returns
     -------
-    ``pos (num_points, 3)`` in the dtype of ``vertices`` on its device, and ``normal (num_points, 3)``
-    when asked. No host sync on accelerators (the mesh checks are deferred).
+    pos : Tensor of shape (num_points, 3)
+        in the dtype of ``vertices`` on its device.
+    normal : Tensor of shape (num_points, 3)
+        only when ``include_normals``. No host sync on accelerators (the mesh checks are deferred).
     """
     faces = check_mesh(vertices, faces)
     num_points = check_positive_int(num_points, "num_points")

@@ -173,11 +173,13 @@ def synthetic_shapes(num_per_class: int, num_points: int = 1024, seed: int = 0,
 
     Returns
     -------
-    pos: ``(M, num_points, 3)`` in ``dtype``, ``M = num_per_class * len(classes)``; each cloud is
+    pos : Tensor of shape (M, num_points, 3)
+        in ``dtype``, ``M = num_per_class * len(classes)``; each cloud is
         centred at its mean, scaled by a uniform factor from ``scale_range``, optionally rotated
         (``rotation="SO3"`` Haar rotations, ``"O3"`` rotations and reflections) and jittered with
         isotropic Gaussian noise of standard deviation ``jitter``.
-    y: ``(M,)`` int64 labels, the index of the class in ``classes`` (default :data:`SHAPE_CLASSES`).
+    y : Tensor of shape (M,)
+        int64 labels, the index of the class in ``classes`` (default :data:`SHAPE_CLASSES`).
     """
     check_positive_int(num_per_class, "num_per_class")
     check_positive_int(num_points, "num_points")
@@ -301,7 +303,8 @@ def coulomb_forces(pos: Tensor, charges: Tensor, strength: float = 1.0, max_forc
 
     Returns
     -------
-    ``(..., n, 3)`` forces, same dtype as ``pos``.
+    Tensor
+        ``(..., n, 3)`` forces, same dtype as ``pos``.
     """
     _check_charges(pos, charges)
     pt = pos.movedim(-1, 0)
@@ -327,7 +330,8 @@ def simulate_charged_particles(pos: Tensor, vel: Tensor, charges: Tensor, num_st
 
     Returns
     -------
-    ``(pos, vel)`` after ``num_steps * dt`` time units, each ``(..., n, 3)``.
+    tuple[Tensor, Tensor]
+        ``(pos, vel)`` after ``num_steps * dt`` time units, each ``(..., n, 3)``.
     """
     check_tensor(pos, "pos", shape=(..., None, 3), finite=True)
     check_tensor(vel, "vel", shape=tuple(pos.shape), finite=True)
@@ -360,7 +364,8 @@ def nbody(num_samples: int, num_particles: int = 5, seed: int = 0, burn_in_steps
 
     Returns
     -------
-    dict with ``pos, vel, target_pos, target_vel`` ``(M, n, 3)`` and ``charges`` ``(M, n, 1)``, float64.
+    dict[str, Tensor]
+        dict with ``pos, vel, target_pos, target_vel`` ``(M, n, 3)`` and ``charges`` ``(M, n, 1)``, float64.
     """
     check_positive_int(num_samples, "num_samples")
     num_particles = check_int(num_particles, "num_particles", minimum=2)

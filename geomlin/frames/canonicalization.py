@@ -81,10 +81,11 @@ def gram_schmidt_rotation(v1: Tensor, v2: Tensor, v3: Tensor | None = None) -> T
 
     Returns
     -------
-    ``(..., 3, 3)`` with columns ``e1, e2, e3``; ``R(Q v) = Q R(v)`` for ``Q`` in SO(3)
-    (``v3`` None) or O(3) (``v3`` given). Always orthogonal: a vanishing ``v1`` is replaced by
-    ``e_x`` and a ``v2`` parallel to ``v1`` by a fixed perpendicular (not equivariant there, but
-    never the singular "rotation" a plain division would give).
+    Tensor
+        ``(..., 3, 3)`` with columns ``e1, e2, e3``; ``R(Q v) = Q R(v)`` for ``Q`` in SO(3)
+        (``v3`` None) or O(3) (``v3`` given). Always orthogonal: a vanishing ``v1`` is replaced by
+        ``e_x`` and a ``v2`` parallel to ``v1`` by a fixed perpendicular (not equivariant there, but
+        never the singular "rotation" a plain division would give).
     """
     if v1.shape[-1] != 3 or v2.shape != v1.shape or (v3 is not None and v3.shape != v1.shape):
         raise ValueError(f"gram_schmidt_rotation needs matching (..., 3) vectors, got "

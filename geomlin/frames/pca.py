@@ -295,9 +295,14 @@ def point_moments(pos: Tensor, translation: bool, mask: Tensor | None = None,
 
     Returns
     -------
-    centroid ``(B, d)`` in ``pos``'s dtype; covariance ``(B, d, d)``, counts ``(B,)`` and the mean
-    squared norm ``(B,)`` of the points (a scale for degeneracy tests) in the working dtype
-    (``pos``'s, float32 for half precisions).
+    centroid : Tensor of shape (B, d)
+        in ``pos``'s dtype.
+    covariance : Tensor of shape (B, d, d)
+        in the working dtype (``pos``'s, float32 for half precisions), as are the next two.
+    counts : Tensor of shape (B,)
+        points per cloud.
+    mean_square : Tensor of shape (B,)
+        the mean squared norm of the points (a scale for degeneracy tests).
     """
     d = pos.shape[-1]
     with full_precision(pos):
@@ -409,13 +414,14 @@ def moment_axes(y: Tensor, weight: Tensor) -> Tensor:
 
     Returns
     -------
-    ``(B, k, k)`` orthogonal, columns ``u_1, ..., u_k``: ``u_1`` maximises
-    ``h(u) = sum_i w_i h(u.y_i, 0)`` (:func:`_moment_score`; ``y`` scaled to unit RMS radius)
-    among the directions of the ``MOMENT_CANDIDATES`` points farthest from the centre, refined by ``MOMENT_REFINE_STEPS`` steps of the shifted
-    power iteration ``u <- normalise(grad h(u) + MOMENT_SHIFT u)``; ``u_2`` maximises
-    ``sum_i w_i h(u.y_i, u_1.y_i)`` the same way in the orthogonal complement of ``u_1``, and so
-    on. O(k)-equivariant: ``moment_axes(y Q) = Q^T moment_axes(y)`` up to the signs of the columns
-    (ties between points aside). Items without a usable point (all ``y = 0``) get the identity.
+    Tensor
+        ``(B, k, k)`` orthogonal, columns ``u_1, ..., u_k``: ``u_1`` maximises
+        ``h(u) = sum_i w_i h(u.y_i, 0)`` (:func:`_moment_score`; ``y`` scaled to unit RMS radius)
+        among the directions of the ``MOMENT_CANDIDATES`` points farthest from the centre, refined by ``MOMENT_REFINE_STEPS`` steps of the shifted
+        power iteration ``u <- normalise(grad h(u) + MOMENT_SHIFT u)``; ``u_2`` maximises
+        ``sum_i w_i h(u.y_i, u_1.y_i)`` the same way in the orthogonal complement of ``u_1``, and so
+        on. O(k)-equivariant: ``moment_axes(y Q) = Q^T moment_axes(y)`` up to the signs of the columns
+        (ties between points aside). Items without a usable point (all ``y = 0``) get the identity.
     """
     B, N, k = y.shape
     tiny = torch.finfo(y.dtype).tiny
@@ -590,13 +596,14 @@ def pca_frames(pos: Tensor, group="E3", mask: Tensor | None = None, batch: Tenso
 
     Returns
     -------
-    :class:`PCAFrames` with frames ``(B, F, d, d)``, centroid ``(B, d)``, gaps ``(B, d-1)``,
-    eigenvalues ``(B, d)`` and degenerate ``(B,)``; float tensors in ``pos``'s dtype (float16 and
-    bfloat16 clouds are computed in float32, and their eigenvalues stay float32, since squared
-    lengths overflow float16).
-    ``F = 2^d`` (O/E) or ``2^(d-1)`` (SO/SE). Never NaN or inf for finite input.
-    Differentiable in ``pos`` except on degenerate items (their frames are detached,
-    since eigenvector derivatives are unbounded there).
+    PCAFrames
+        :class:`PCAFrames` with frames ``(B, F, d, d)``, centroid ``(B, d)``, gaps ``(B, d-1)``,
+        eigenvalues ``(B, d)`` and degenerate ``(B,)``; float tensors in ``pos``'s dtype (float16 and
+        bfloat16 clouds are computed in float32, and their eigenvalues stay float32, since squared
+        lengths overflow float16).
+        ``F = 2^d`` (O/E) or ``2^(d-1)`` (SO/SE). Never NaN or inf for finite input.
+        Differentiable in ``pos`` except on degenerate items (their frames are detached,
+        since eigenvector derivatives are unbounded there).
     """
     fg = as_frame_group(group)
     check_choice(on_degenerate, "on_degenerate", DEGENERATE_POLICIES)

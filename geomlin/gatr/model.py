@@ -199,7 +199,8 @@ class GATr(nn.Module):
 
         Returns
         -------
-        ``(mv (..., items, out_mv_channels, 16), scalars (..., items, out_s_channels) or None)``.
+        tuple[Tensor, Tensor | None]
+            ``(mv (..., items, out_mv_channels, 16), scalars (..., items, out_s_channels) or None)``.
         """
         if layout is not None:
             if not isinstance(layout, SetLayout):

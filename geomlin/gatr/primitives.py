@@ -503,7 +503,8 @@ def geometric_attention(q_mv: Tensor, k_mv: Tensor, v_mv: Tensor,
         ``(..., kv_heads, key_items, channels, 16)``, ``kv_heads`` 1 (multi-query, the
         reference's default) or ``heads``; ``key_items`` may differ from ``items``
         (cross-attention: every query attends to the keys).
-    q_s, k_s, v_s : Tensor of shape (..., heads or kv_heads, items, s_channels), optional
+    q_s, k_s, v_s : Tensor, optional
+        scalar channels ``(..., heads or kv_heads, items, s_channels)``.
     attn_mask : Tensor | SetLayout | None
         ``None``; a boolean tensor broadcastable to ``(..., heads, items, key_items)``
         (``True`` = attend; a float mask is refused: it would read as an additive bias); or a
@@ -517,7 +518,8 @@ def geometric_attention(q_mv: Tensor, k_mv: Tensor, v_mv: Tensor,
 
     Returns
     -------
-    ``(mv (..., heads, items, v_channels, 16), scalars (..., heads, items, v_s_channels) or None)``.
+    tuple[Tensor, Tensor | None]
+        ``(mv (..., heads, items, v_channels, 16), scalars (..., heads, items, v_s_channels) or None)``.
 
     Notes
     -----

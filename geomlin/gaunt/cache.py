@@ -73,7 +73,8 @@ class RouteTables(ConstantTables):
 
     Parameters
     ----------
-    keys : table keys (see the module docstring); repeats are dropped.
+    keys : Iterable[tuple]
+        table keys (see the module docstring); repeats are dropped.
     """
 
     def __init__(self, keys: Iterable[tuple]):

@@ -64,13 +64,20 @@ class GauntConvolution(MessagePassing):
 
     Parameters
     ----------
-    lmax_in, lmax_sh, lmax_out : degrees of node features, edge harmonics and output.
-    channels : int, channels of the node features (kept).
-    num_radial : int, size of the Bessel basis.
-    cutoff : float, radius beyond which edges contribute nothing.
-    avg_degree : float, messages are summed and divided by this.
-    hidden_channels : int, width of the radial MLP.
-    method : Gaunt method (see :func:`~geomlin.gaunt.gaunt_tensor_product`).
+    lmax_in, lmax_sh, lmax_out : int
+        degrees of node features, edge harmonics and output.
+    channels : int
+        channels of the node features (kept).
+    num_radial : int
+        size of the Bessel basis.
+    cutoff : float
+        radius beyond which edges contribute nothing.
+    avg_degree : float
+        messages are summed and divided by this.
+    hidden_channels : int
+        width of the radial MLP.
+    method : str
+        Gaunt method (see :func:`~geomlin.gaunt.gaunt_tensor_product`).
 
     Forward
     -------

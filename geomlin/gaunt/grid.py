@@ -491,17 +491,25 @@ def gaunt_on_grid(x1: Tensor, x2: Tensor, lmax1: int, lmax2: int, lmax_out: int,
 
     Parameters
     ----------
-    x1 : ``(A * c1, D1)``; x2 : ``(A * c2, D2)`` where ``c1 = 1`` if ``shared == 1`` else
-        ``channels``, and ``c2 = 1`` if ``shared == 2`` else ``channels`` (rows ``a * c + c'``).
-    channels : the number ``C`` of channels per row group ``a``.
-    shared : 0 (no input shared), 1 or 2 (that input has one row per group, used by every
+    x1 : Tensor of shape (A * c1, D1)
+        first factor; ``c1 = 1`` if ``shared == 1`` else ``channels`` (rows ``a * c + c'``).
+    x2 : Tensor of shape (A * c2, D2)
+        second factor; ``c2 = 1`` if ``shared == 2`` else ``channels``.
+    channels : int
+        the number ``C`` of channels per row group ``a``.
+    shared : int
+        0 (no input shared), 1 or 2 (that input has one row per group, used by every
         channel: transformed once, broadcast in the product).
-    reduce : sum the products over the ``C`` channels of each group before the projection.
+    reduce : bool
+        sum the products over the ``C`` channels of each group before the projection.
 
     Returns
     -------
-    ``(A * C, Do)``, or ``(A, Do)`` when ``reduce``; same dtype and device as the inputs.
+    Tensor of shape (A * C, Do)
+        or ``(A, Do)`` when ``reduce``; same dtype and device as the inputs.
 
+    Notes
+    -----
     The longitude transform runs on the quarter circle (:func:`_quarter_tables`); the product
     of the two functions' classes is the Z2 x Z2 convolution ``P[j] = sum_i X1[i] X2[i ^ j]``
     (``P[0]`` carries the cosine coefficients of even order, ``P[1]`` of odd order, ``P[2]``,

@@ -188,14 +188,19 @@ def gaunt_power(x: Tensor, nu: int, lmax_out: int | None = None, method: str = "
 
     Parameters
     ----------
-    x : Tensor ``(..., (L+1)**2)``, float32/float64 (half precision under autocast: computed in float32).
-    nu : int >= 1.
-    lmax_out : int, default ``nu * L``.
-    method : one of :data:`~geomlin.gaunt.METHODS`.
+    x : Tensor of shape (..., (L+1)**2)
+        float32/float64 (half precision under autocast: computed in float32).
+    nu : int
+        the power, ``>= 1``.
+    lmax_out : int, optional
+        default ``nu * L``.
+    method : str
+        one of :data:`~geomlin.gaunt.METHODS`.
 
     Returns
     -------
-    Tensor ``(..., (lmax_out+1)**2)``.
+    Tensor of shape (..., (lmax_out+1)**2)
+        .
     """
     L = _check_coefficients(x, "x")
     x = x.to(compute_dtype(x, "x"))

@@ -329,9 +329,11 @@ def gaunt_tensor_product(x1: Tensor, x2: Tensor, lmax_out: int | None = None, me
 
     Parameters
     ----------
-    x1 : Tensor ``(..., (L1+1)**2)``, float32/float64, e3nn real SH layout (under ``torch.autocast``
+    x1 : Tensor of shape (..., (L1+1)**2)
+        float32/float64, e3nn real SH layout (under ``torch.autocast``
         also float16/bfloat16, computed in float32).
-    x2 : Tensor ``(..., (L2+1)**2)``, same dtype and device; leading axes broadcast.  An input
+    x2 : Tensor of shape (..., (L2+1)**2)
+        same dtype and device; leading axes broadcast.  An input
         whose trailing leading axes have size 1 (``(N, 1, D2)`` against ``(N, C, D1)``) is
         transformed once per row and shared by the channels (grid and Triton routes).
     lmax_out : int, optional
@@ -341,9 +343,10 @@ def gaunt_tensor_product(x1: Tensor, x2: Tensor, lmax_out: int | None = None, me
 
     Returns
     -------
-    Tensor ``(broadcast(...), (lmax_out+1)**2)``, dtype of the inputs (float32 for half-precision
-    inputs under autocast), device of the inputs.  No host synchronisation on any device.
-    An output above :data:`geomlin.validation.MEMORY_LIMIT_BYTES` is refused with its estimate.
+    Tensor of shape (broadcast(...), (lmax_out+1)**2)
+        dtype of the inputs (float32 for half-precision
+        inputs under autocast), device of the inputs.  No host synchronisation on any device.
+        An output above :data:`geomlin.validation.MEMORY_LIMIT_BYTES` is refused with its estimate.
     """
     lmax1 = _check_coefficients(x1, "x1")
     lmax2 = _check_coefficients(x2, "x2")

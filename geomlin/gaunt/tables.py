@@ -108,7 +108,8 @@ def spherical_harmonics(lmax: int, vectors: Tensor, normalize: bool = True) -> T
     Parameters
     ----------
     lmax : int
-    vectors : Tensor ``(..., 3)``, float32/float64 (half precision under ``torch.autocast``: computed
+    vectors : Tensor of shape (..., 3)
+        float32/float64 (half precision under ``torch.autocast``: computed
         in float32).
     normalize : bool
         ``True``: functions of the direction only, ``Y_l(r / |r|)``; ``False``: the homogeneous
@@ -117,8 +118,9 @@ def spherical_harmonics(lmax: int, vectors: Tensor, normalize: bool = True) -> T
 
     Returns
     -------
-    Tensor ``(..., (lmax + 1)**2)``, same dtype (float32 for half precision under autocast) and
-    device as ``vectors``; no host synchronisation.
+    Tensor of shape (..., (lmax + 1)**2)
+        same dtype (float32 for half precision under autocast) and
+        device as ``vectors``; no host synchronisation.
     """
     lmax = check_nonnegative_int(lmax, "lmax")
     check_tensor(vectors, "vectors", shape=(..., 3), dtype="any", what="3D vectors")

@@ -259,13 +259,14 @@ class Group:
 
         Returns
         -------
-        Tensor of shape ``(n, d, d)`` and the requested dtype.
+        Tensor
+            Tensor of shape ``(n, d, d)`` and the requested dtype.
 
-        Finite groups: exactly uniform when the order is at most
-        ``MAX_ENUMERATED_ORDER`` (the group is enumerated once), otherwise a
-        long random word in the generators. Groups with a Lie algebra: the
-        exponential of a random algebra element times a random word in the
-        discrete generators. Subclasses with a known Haar measure override this.
+            Finite groups: exactly uniform when the order is at most
+            ``MAX_ENUMERATED_ORDER`` (the group is enumerated once), otherwise a
+            long random word in the generators. Groups with a Lie algebra: the
+            exponential of a random algebra element times a random word in the
+            discrete generators. Subclasses with a known Haar measure override this.
         """
         n = _check_count(n)
         _check_sample_dtype(dtype)

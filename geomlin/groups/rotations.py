@@ -206,12 +206,13 @@ def symmetric_eigh(A: Tensor, method: str = "auto") -> tuple[Tensor, Tensor]:
 
     Returns
     -------
-    ``L (..., d)`` eigenvalues in ascending order (ties keep their Jacobi order) and
-    ``V (..., d, d)`` orthonormal eigenvectors as columns, ``A = V diag(L) V^T``, in ``A``'s dtype.
-    Each eigenvector is signed so that its entry of largest magnitude is positive (whichever
-    solver ran; ``det V`` is then ``+-1``). Where eigenvalues coincide the eigenvectors are an arbitrary basis
-    of the eigenspace and their derivative is taken as zero (detach them there). Derivatives of
-    any order.
+    tuple[Tensor, Tensor]
+        ``L (..., d)`` eigenvalues in ascending order (ties keep their Jacobi order) and
+        ``V (..., d, d)`` orthonormal eigenvectors as columns, ``A = V diag(L) V^T``, in ``A``'s dtype.
+        Each eigenvector is signed so that its entry of largest magnitude is positive (whichever
+        solver ran; ``det V`` is then ``+-1``). Where eigenvalues coincide the eigenvectors are an arbitrary basis
+        of the eigenspace and their derivative is taken as zero (detach them there). Derivatives of
+        any order.
     """
     check_tensor(A, "A", min_ndim=2)
     if A.shape[-1] != A.shape[-2] or A.shape[-1] < 1:
@@ -313,8 +314,9 @@ def rotation_6d_to_matrix(d6: Tensor, convention: str = "columns") -> Tensor:
 
     Returns
     -------
-    ``(..., 3, 3)`` in SO(3), same dtype. A vanishing first vector or a second vector parallel to
-    it (norms at or below ``GRAM_SCHMIDT_EPS``) defines no rotation and raises ``ValueError``.
+    Tensor
+        ``(..., 3, 3)`` in SO(3), same dtype. A vanishing first vector or a second vector parallel to
+        it (norms at or below ``GRAM_SCHMIDT_EPS``) defines no rotation and raises ``ValueError``.
     """
     check_tensor(d6, "d6", shape=(..., 6))
     check_finite(d6, "d6")
@@ -431,9 +433,10 @@ def special_procrustes(M: Tensor, special: bool = True, *, gradient_eps: float =
 
     Returns
     -------
-    ``(..., d, d)``, same dtype. The backward pass is finite at exact rotations and repeated
-    singular values (e.g. ``M = R`` or ``M = c R``), unlike autograd through ``torch.linalg.svd``.
-    Only first derivatives are supported (``once_differentiable``).
+    Tensor
+        ``(..., d, d)``, same dtype. The backward pass is finite at exact rotations and repeated
+        singular values (e.g. ``M = R`` or ``M = c R``), unlike autograd through ``torch.linalg.svd``.
+        Only first derivatives are supported (``once_differentiable``).
     """
     check_tensor(M, "M", min_ndim=2, finite=True)
     if M.shape[-1] != M.shape[-2] or M.shape[-1] < 1:

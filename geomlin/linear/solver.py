@@ -250,9 +250,10 @@ def equivariant_basis(rep_in: Rep, rep_out: Rep, cache_dir: str | os.PathLike | 
 
     Returns
     -------
-    Tensor ``(r, rep_out.size, rep_in.size)``, float64, orthonormal in the
-    Frobenius inner product; ``r`` is the dimension of the space. Each basis
-    element is supported on one pair of direct-sum blocks. A fresh tensor (caches stay private).
+    Tensor of shape (r, rep_out.size, rep_in.size)
+        float64, orthonormal in the
+        Frobenius inner product; ``r`` is the dimension of the space. Each basis
+        element is supported on one pair of direct-sum blocks. A fresh tensor (caches stay private).
     """
     rep_in = bind(rep_in, group, "rep_in")
     rep_out = bind(rep_out, group, "rep_out")

@@ -27,7 +27,8 @@ class ConstantTables(nn.Module):
 
     Parameters
     ----------
-    tables : mapping of buffer names to tensors; floating ones are stored in float64, integer and
+    tables : Mapping[str, Tensor] | None
+        mapping of buffer names to tensors; floating ones are stored in float64, integer and
         boolean ones as they are. More can be added with :meth:`add`.
     """
 

@@ -99,13 +99,14 @@ def graph_edges(pos: Tensor, batch: Tensor | None = None, num_graphs: int | None
     Returns
     -------
     Tensor
-        ``edge_index (2, E)`` int64 on ``pos``'s device, rows (source ``j``, target ``i``), ordered
-        by graph, then target, then source.
+        Tensor
+            ``edge_index (2, E)`` int64 on ``pos``'s device, rows (source ``j``, target ``i``), ordered
+            by graph, then target, then source.
 
-    Host syncs on an accelerator: one to read ``E`` (the number of same-graph pairs,
-    ``sum_b n_b^2``) and, with ``radius``, one for the pairs within it; the work and memory are
-    ``O(sum_b n_b^2)``. Build the edges once per batch (at the collate step, or on the device
-    before the forward) and hand them to the model.
+        Host syncs on an accelerator: one to read ``E`` (the number of same-graph pairs,
+        ``sum_b n_b^2``) and, with ``radius``, one for the pairs within it; the work and memory are
+        ``O(sum_b n_b^2)``. Build the edges once per batch (at the collate step, or on the device
+        before the forward) and hand them to the model.
     """
     check_tensor(pos, "pos", ndim=2, finite=True)
     N, device = pos.shape[0], pos.device

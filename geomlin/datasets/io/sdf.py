@@ -104,13 +104,17 @@ def read_sdf(path: str | os.PathLike, parse_properties: bool = True, progress: b
 
     Returns
     -------
-    :class:`SDFRecords` with flat float64 positions, int64 atomic numbers and bonds.
+    SDFRecords
+        :class:`SDFRecords` with flat float64 positions, int64 atomic numbers and bonds.
 
     Raises
     ------
-    FileNotFoundError if the file is missing; ValueError naming the file, the record index,
-    its name and the line for a truncated record, a malformed counts / atom / bond line, a V3000
-    record, an unknown element symbol or a non-finite coordinate.
+    FileNotFoundError
+        If the file is missing.
+    ValueError
+        Naming the file, the record index, its name and the line, for a truncated record, a
+        malformed counts / atom / bond line, a V3000 record, an unknown element symbol or a
+        non-finite coordinate.
     """
     path = os.fspath(check_file(path, "path"))
     with open(path, encoding="utf-8", errors="replace") as f:

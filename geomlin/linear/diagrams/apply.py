@@ -214,7 +214,8 @@ def bottom_apply(op: BottomOp, x: Tensor, n: int, levi_civita: Tensor | None = N
 
     Returns
     -------
-    ``(..., n, .., n)`` with ``op.out_axes`` trailing axes, same dtype and device.
+    Tensor
+        ``(..., n, .., n)`` with ``op.out_axes`` trailing axes, same dtype and device.
     """
     k = op.k
     for a in op.twist:
@@ -307,8 +308,9 @@ def apply_diagram(diagram: Diagram, x: Tensor, n: int, group, orbit: bool = Fals
 
     Returns
     -------
-    ``(..., n, .., n)`` with ``l`` trailing axes, dtype and device of ``x``; no host
-    synchronisation (SO(n): ε is uploaded once per device and dtype).
+    Tensor
+        ``(..., n, .., n)`` with ``l`` trailing axes, dtype and device of ``x``; no host
+        synchronisation (SO(n): ε is uploaded once per device and dtype).
     """
     name = group_name(group, n)
     check_n(name, n)

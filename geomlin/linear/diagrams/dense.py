@@ -66,8 +66,9 @@ def diagram_matrix(diagram: Diagram, n: int, group, orbit: bool = False,
 
     Returns
     -------
-    Tensor ``(n^l, n^k)`` of ``dtype`` (float64 default); ``(1, 1)`` for ``k = l = 0``.
-    For tests and small cases: it has ``n^(k+l)`` entries.
+    Tensor of shape (n^l, n^k)
+        of ``dtype`` (float64 default); ``(1, 1)`` for ``k = l = 0``.
+        For tests and small cases: it has ``n^(k+l)`` entries.
     """
     name = group_name(group, n)
     check_n(name, n)

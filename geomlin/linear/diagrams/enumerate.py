@@ -139,7 +139,8 @@ def levi_civita_diagrams(k: int, l: int, n: int) -> list[Diagram]:
 
     Raises
     ------
-    ValueError: when ``n > k + l`` (a determinant diagram needs ``n`` vertices)
+    ValueError
+        When ``n > k + l`` (a determinant diagram needs ``n`` vertices)
         or ``n < 1``.
     """
     k = _check_count(k, "k")
