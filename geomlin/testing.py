@@ -8,20 +8,20 @@ group elements ``g`` and measures, for every output of ``fn``,
 in float64. ``assert_equivariant`` raises when the worst case exceeds ``rtol``.
 
 For a module that declares its feature types (``type_in`` / ``type_out``, see
-:mod:`geomlin.reps.feature_type`) everything can be left out::
+[`geomlin.reps.feature_type`][geomlin.reps.feature_type]) everything can be left out::
 
     assert_equivariant(module)               # group, actions and inputs from the declarations
     assert_equivariant(module, group=G)      # the declared actions under another sampler
 
 What a "group" is
     Anything with ``sample(n, generator=None, dtype=...)`` returning ``n``
-    elements indexable as ``elements[i]``: a :class:`geomlin.groups.Group`
-    (``(n, d, d)`` matrices), a :class:`geomlin.groups.Euclidean` sampler
-    (E(3)/SE(3), :class:`~geomlin.groups.RigidTransform`), or a group of the
-    later capabilities (Pin(3,0,1) versors in :mod:`geomlin.gatr`).
+    elements indexable as ``elements[i]``: a [`geomlin.groups.Group`][geomlin.groups.base.Group]
+    (``(n, d, d)`` matrices), a [`geomlin.groups.Euclidean`][geomlin.groups.euclidean.Euclidean] sampler
+    (E(3)/SE(3), [`RigidTransform`][geomlin.groups.euclidean.RigidTransform]), or a group of the
+    later capabilities (Pin(3,0,1) versors in [`geomlin.gatr`][geomlin.gatr]).
 
 What an action is (one per positional input / per output)
-    * a feature type (:class:`geomlin.reps.FeatureType`: a ``Rep``, ``Positions``,
+    * a feature type ([`geomlin.reps.FeatureType`][geomlin.reps.feature_type.FeatureType]: a ``Rep``, ``Positions``,
       ``Multivectors``, ...): its ``act(g, x)``; a ``Rep`` acts by ``x @ rho(g).T``;
     * e3nn ``o3.Irreps``: ``x @ D(g).T`` on the last axis (O(3) with parity);
     * ``"scalar"`` / ``"invariant"``: unchanged;
@@ -53,7 +53,7 @@ from torch import Tensor
 
 from geomlin.reps.feature_type import _is_irreps, apply_matrix, rotation_part, translation_part
 
-#: Default relative tolerance of :func:`assert_equivariant` (float64).
+#: Default relative tolerance of [`assert_equivariant`][] (float64).
 DEFAULT_RTOL = 1e-9
 #: Output norms below this are compared absolutely (avoids 0/0 for zero outputs).
 DEFAULT_ATOL = 1e-12
@@ -186,7 +186,7 @@ def _check_finite(name: str, t: Tensor) -> None:
 
 @dataclass(repr=False)
 class EquivarianceReport:
-    """Result of :func:`equivariance_check`: the worst relative error and where it occurred.
+    """Result of [`equivariance_check`][]: the worst relative error and where it occurred.
 
     ``errors[s][o]`` is the relative error of output ``o`` under group element ``s``; the repr
     shows the summary only.
@@ -323,7 +323,7 @@ def equivariance_check(fn: Callable, group=None, reps_in=None, reps_out=None, in
 
 def equivariance_error(fn: Callable, group=None, reps_in=None, reps_out=None, inputs=None,
                        **options) -> float:
-    """The worst relative equivariance error of ``fn`` (a float); options as in :func:`equivariance_check`."""
+    """The worst relative equivariance error of ``fn`` (a float); options as in [`equivariance_check`][]."""
     return equivariance_check(fn, group, reps_in, reps_out, inputs, **options).max_error
 
 
@@ -360,6 +360,6 @@ def assert_equivariant(fn: Callable, group=None, reps_in=None, reps_out=None, in
 
 def assert_invariant(fn: Callable, group, reps_in, inputs=None, *, n_outputs: int = 1,
                      **options) -> EquivarianceReport:
-    """Shorthand for :func:`assert_equivariant` with every output invariant."""
+    """Shorthand for [`assert_equivariant`][] with every output invariant."""
     outs: Sequence = ("invariant",) * n_outputs
     return assert_equivariant(fn, group, reps_in, outs, inputs, **options)

@@ -1,6 +1,6 @@
 """``SDFDataset``: molecules from any 3D V2000 SD file, with labels from a CSV table or SDF data items.
 
-``collate_molecules`` turns parsed :class:`~geomlin.datasets.io.sdf.SDFRecords` into collated
+``collate_molecules`` turns parsed [`SDFRecords`][] into collated
 InMemoryDataset storage with vectorised numpy (no per-molecule Python objects); QM9 uses it too.
 """
 
@@ -71,7 +71,7 @@ def _read_label_table(path: str, columns: Sequence[str] | None, id_column: str |
     """Ids (or None), column names and the ``(rows, T)`` float64 labels of a CSV label table.
 
     Every row needs the header's number of fields and a finite number in each target column;
-    errors are :class:`~geomlin.validation.FileFormatError` naming the file and line.
+    errors are [`FileFormatError`][] naming the file and line.
     """
     with open(path, newline="") as f:
         rows = [(no, r) for no, r in enumerate(csv.reader(f), start=1) if r]
@@ -128,7 +128,7 @@ class SDFDataset(InMemoryList):
     Parameters
     ----------
     sdf_path : str | os.PathLike
-        the ``.sdf`` file (parsed by :func:`geomlin.datasets.io.sdf.read_sdf`).
+        the ``.sdf`` file (parsed by [`geomlin.datasets.io.sdf.read_sdf`][geomlin.datasets.io.sdf.read_sdf]).
     csv_path : str | os.PathLike | None
         optional label table with one row per SDF record, in the same order.
     target_columns : Sequence[str] | None

@@ -21,7 +21,7 @@ from geomlin.datasets.surface import sample_surface
 from geomlin.groups import haar_orthogonal
 from geomlin.validation import check_float, check_int, check_positive_float, check_positive_int, check_tensor
 
-#: Class names of :class:`SyntheticShapes`, in label order.
+#: Class names of [`SyntheticShapes`][], in label order.
 SHAPE_CLASSES = ("sphere", "ellipsoid", "cube", "cylinder", "cone", "torus", "pyramid",
                  "octahedron", "tetrahedron", "helix")
 
@@ -169,7 +169,7 @@ def synthetic_shapes(num_per_class: int, num_points: int = 1024, seed: int = 0,
                      classes: Sequence[str] | None = None, scale_range: tuple[float, float] = (0.75, 1.25),
                      jitter: float = 0.01, rotation: str | None = None, shuffle: bool = True,
                      dtype: torch.dtype = torch.float32) -> tuple[Tensor, Tensor]:
-    """The whole :class:`SyntheticShapes` set as two tensors (fast path for batched training).
+    """The whole [`SyntheticShapes`][] set as two tensors (fast path for batched training).
 
     Returns
     -------
@@ -179,7 +179,7 @@ def synthetic_shapes(num_per_class: int, num_points: int = 1024, seed: int = 0,
         (``rotation="SO3"`` Haar rotations, ``"O3"`` rotations and reflections) and jittered with
         isotropic Gaussian noise of standard deviation ``jitter``.
     y : Tensor of shape (M,)
-        int64 labels, the index of the class in ``classes`` (default :data:`SHAPE_CLASSES`).
+        int64 labels, the index of the class in ``classes`` (default [`SHAPE_CLASSES`][]).
     """
     check_positive_int(num_per_class, "num_per_class")
     check_positive_int(num_points, "num_points")
@@ -216,10 +216,10 @@ class SyntheticShapes(InMemoryList):
     """Procedural point-cloud classification set: 10 analytic shape classes, no files needed.
 
     Each graph has ``pos (num_points, 3)`` (float32 by default) and ``y (1,)`` int64, the class
-    index into ``classes`` (:data:`SHAPE_CLASSES` by default: sphere, ellipsoid, cube, cylinder,
+    index into ``classes`` ([`SHAPE_CLASSES`][] by default: sphere, ellipsoid, cube, cylinder,
     cone, torus, pyramid, octahedron, tetrahedron, helix). Deterministic given ``seed``; the
     sample order is shuffled (``shuffle=True``) so any contiguous slice is class-balanced in
-    expectation. See :func:`synthetic_shapes` for the random scale, jitter and rotation.
+    expectation. See [`synthetic_shapes`][] for the random scale, jitter and rotation.
 
     >>> ds = SyntheticShapes(num_per_class=4, num_points=256, seed=0, rotation="SO3")
     >>> len(ds), ds[0].pos.shape, ds.num_classes

@@ -1,7 +1,7 @@
 """Frame averaging: make any point-cloud backbone exactly invariant or equivariant
 (Puny et al. 2022, "Frame Averaging for Invariant and Equivariant Network Design", Eq. 3-4).
 
-For a frame ``F(X)`` (here the PCA frames of :mod:`geomlin.frames.pca`) and a backbone
+For a frame ``F(X)`` (here the PCA frames of [`geomlin.frames.pca`][geomlin.frames.pca]) and a backbone
 ``phi``, the frame average is
 
     <phi>(X) = 1/|F(X)| sum_{g in F(X)} g . phi(g^{-1} . X)
@@ -30,7 +30,7 @@ from geomlin.frames.pca import (
 )
 from geomlin.validation import check_bool, check_choice, check_float, check_tensor
 
-#: Output kinds understood by :class:`FrameAveraging`.
+#: Output kinds understood by [`FrameAveraging`][].
 OUTPUT_KINDS = ("invariant", "vector", "position")
 #: Frames per backbone call on CPU with ``frames_per_call="auto"`` (measured in bench_frames).
 CPU_FRAMES_PER_CALL = 1
@@ -52,8 +52,8 @@ def _kinds(value, allowed: tuple, what: str) -> tuple[str, ...]:
 def point_type(kind: str, d: int, group, like=None):
     """The feature type of a point-cloud input or output of ``kind`` under ``group``.
 
-    ``"invariant"`` -> :class:`~geomlin.reps.Scalars` (the shape of ``like`` when it is an invariant
-    type), ``"vector"`` -> :class:`~geomlin.reps.Vectors`, ``"position"`` -> :class:`~geomlin.reps.Positions`.
+    ``"invariant"`` -> [`Scalars`][geomlin.reps.types.Scalars] (the shape of ``like`` when it is an invariant
+    type), ``"vector"`` -> [`Vectors`][geomlin.reps.types.Vectors], ``"position"`` -> [`Positions`][geomlin.reps.types.Positions].
     """
     from geomlin.reps.types import Positions, Scalars, Vectors
 
@@ -100,7 +100,7 @@ class FrameAveraging(nn.Module):
         (flat ``(F * N_total, d)``; plus ``edge_index=`` when given).
     group
         ``"E3"`` (default), ``"SE3"``, ``"O3"``, ``"SO3"`` or the ``(n)`` versions; see
-        :func:`~geomlin.frames.pca.as_frame_group`.
+        [`as_frame_group`][].
     output
         kind of the backbone's output, or a tuple of kinds for tuple outputs:
         ``"invariant"`` (any shape), ``"vector"`` (``(..., d)``, rotated back) or
@@ -115,12 +115,12 @@ class FrameAveraging(nn.Module):
         eval mode the full frame is always used.
     on_degenerate : str
         ``"raise" | "warn" | "sample" | "moments" | "ignore"`` for degenerate spectra
-        (``"moments"``: axes from third and fourth moments, exact; see :mod:`geomlin.frames.pca`).
+        (``"moments"``: axes from third and fourth moments, exact; see [`geomlin.frames.pca`][geomlin.frames.pca]).
     gap_tol : float
         relative eigenvalue gap below which a spectrum is degenerate.
     signs : str
         ``"all"`` (every sign pattern: ``|F| = 2^d`` or ``2^(d-1)``) or ``"skewness"`` (one
-        element, axes signed by third moments: ``|F| = 1``); see :func:`~geomlin.frames.pca_frames`.
+        element, axes signed by third moments: ``|F| = 1``); see [`pca_frames`][].
     frames_per_call : int | str | None
         ``None`` calls the backbone once on all ``|F|`` frames folded into
         the batch (the fast path on GPUs); an int ``k`` calls it ``ceil(|F| / k)`` times on
@@ -136,10 +136,10 @@ class FrameAveraging(nn.Module):
     (per point) or ``(B, ...)`` (per graph); outputs with leading ``F * B`` (per graph)
     or ``F * N_total`` (per point) come back as ``(B, ...)`` / ``(N_total, ...)``.
     Padded entries of the canonical positions are zero. On accelerators pass ``num_graphs`` with a
-    flat batch (otherwise ``batch.max()`` is read); see :mod:`geomlin.frames.pca` for what else
+    flat batch (otherwise ``batch.max()`` is read); see [`geomlin.frames.pca`][geomlin.frames.pca] for what else
     runs without host synchronisation.
 
-    Declared types (for :func:`geomlin.testing.assert_equivariant` and ``geomlin audit``):
+    Declared types (for [`geomlin.testing.assert_equivariant`][geomlin.testing.assert_equivariant] and ``geomlin audit``):
     ``type_in = (Positions(d), *extras)``, ``type_out`` one type per output kind, all under the
     frame group (``SE3`` -> ``SE3()``, ``O3`` -> ``O(3)``, ...); invariant outputs reuse the
     backbone's declared ``Scalars`` when it has one.
@@ -198,7 +198,7 @@ class FrameAveraging(nn.Module):
 
     def frames(self, pos: Tensor, mask: Tensor | None = None, batch: Tensor | None = None,
                num_graphs: int | None = None, generator: torch.Generator | None = None):
-        """The frames used by :meth:`forward`: ``(B, F', d, d)`` and centroid ``(B, d)``.
+        """The frames used by [`forward`][]: ``(B, F', d, d)`` and centroid ``(B, d)``.
 
         ``F' = 1`` in stochastic training mode, ``|F|`` otherwise.
         """

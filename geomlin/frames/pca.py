@@ -24,14 +24,14 @@ Degenerate spectra
     not of the implementation. Such inputs are detected from the relative eigenvalue gap
     ``(lambda_i - lambda_{i+1}) / lambda_1 < gap_tol`` and handled by ``on_degenerate``:
 
-    * ``"raise"``: :class:`DegenerateFrameError` (a ``ValueError``) naming the items;
+    * ``"raise"``: [`DegenerateFrameError`][] (a ``ValueError``) naming the items;
     * ``"warn"``: a ``UserWarning``; the eigensolver's arbitrary basis is used (finite,
       but not equivariant for those items);
     * ``"sample"``: each frame element gets an independent Haar-random element of the
       ambiguous subgroup (``O(k)`` on every ``k``-fold eigenspace), so the frame is
       equivariant in distribution (exact only in expectation);
     * ``"moments"``: inside every (near-)degenerate eigenspace the axes are chosen from
-      third and fourth moments of the cloud (:func:`moment_axes`): the direction ``u``
+      third and fourth moments of the cloud ([`moment_axes`][]): the direction ``u``
       maximising ``h(u) = mean_i (u.y_i)^3 + (u.y_i)^4`` (``y`` the standardised
       coordinates in the eigenspace) among the directions of the points themselves,
       refined by a shifted power iteration, then the same in the orthogonal complement.
@@ -50,11 +50,11 @@ Degenerate spectra
 
 Accelerators and mixed precision
     Nothing here makes the host wait for the device: the eigenvectors come from the sync-free
-    Jacobi solver :func:`geomlin.groups.rotations.symmetric_eigh` (``torch.linalg.eigh`` reads an
+    Jacobi solver [`geomlin.groups.rotations.symmetric_eigh`][geomlin.groups.rotations.symmetric_eigh] (``torch.linalg.eigh`` reads an
     error code back on CUDA), every policy is computed for all items and selected per item with
     ``torch.where``, and on an accelerator ``"raise"`` and ``"warn"`` are deferred checks
-    (:func:`geomlin.validation.check_condition`, reported by
-    :func:`~geomlin.validation.raise_deferred` without the item numbers, which would need a read).
+    ([`geomlin.validation.check_condition`][geomlin.validation.check_condition], reported by
+    [`raise_deferred`][geomlin.validation.raise_deferred] without the item numbers, which would need a read).
     On the CPU a policy's extra work is skipped when no item needs it. Flat batches read
     ``batch.max()`` unless ``num_graphs`` is given, and ``on_degenerate="moments"`` pads them to the
     largest cloud (one read of its size); padded batches read nothing. Moments and
@@ -97,9 +97,9 @@ MAX_FRAME_DIM = 10
 #: A largest eigenvalue below ``(ZERO_SPREAD_EPS * eps)^2 * mean |x|^2`` means all points
 #: coincide: rounding alone moves ``x - c`` by about ``eps |x|``.
 ZERO_SPREAD_EPS = 1e2
-#: Candidate directions for :func:`moment_axes` must have at least this norm (relative to the RMS radius).
+#: Candidate directions for [`moment_axes`][] must have at least this norm (relative to the RMS radius).
 MOMENT_MIN_CANDIDATE = 1e-3
-#: :func:`moment_axes` scores the directions of the points farthest from the centre only (corners,
+#: [`moment_axes`][] scores the directions of the points farthest from the centre only (corners,
 #: tips: where the maxima of the moments lie); the refinement then moves off the sampled points.
 MOMENT_CANDIDATES = 24
 #: Shifted power-iteration steps that refine a moment axis, and the shift (keeps the iteration ascending).
@@ -140,7 +140,7 @@ class FrameGroup:
 
     def sampler(self):
         """The geomlin group of this frame group: ``SO(d)``, ``O(d)`` or an E(d) / SE(d) sampler
-        (what declared feature types and :mod:`geomlin.testing` use)."""
+        (what declared feature types and [`geomlin.testing`][geomlin.testing] use)."""
         from geomlin.groups import SO, Euclidean, O
 
         if self.translation:
@@ -164,12 +164,12 @@ _GROUP_PATTERN = re.compile(r"^(SO|O|SE|E)\(?(\d+)\)?$")
 
 
 def as_frame_group(group) -> FrameGroup:
-    """Parse ``group`` into a :class:`FrameGroup`.
+    """Parse ``group`` into a [`FrameGroup`][].
 
     Accepts the strings ``"O3"``, ``"SO3"``, ``"E3"``, ``"SE3"`` and ``"O(n)"``,
     ``"SO(n)"``, ``"E(n)"``, ``"SE(n)"`` for any ``n >= 1``; a
-    :class:`geomlin.groups.Euclidean` sampler (``E3()``, ``SE3()``); a
-    :class:`geomlin.groups.O` or :class:`geomlin.groups.SO`; or a :class:`FrameGroup`.
+    [`geomlin.groups.Euclidean`][geomlin.groups.euclidean.Euclidean] sampler (``E3()``, ``SE3()``); a
+    [`geomlin.groups.O`][geomlin.groups.classical.O] or [`geomlin.groups.SO`][geomlin.groups.classical.SO]; or a [`FrameGroup`][].
     """
     from geomlin.groups import SO, Euclidean, O
 
@@ -214,7 +214,7 @@ def sign_patterns(d: int, special: bool, dtype=torch.float64, device=None) -> Te
 
 
 class PCAFrames(NamedTuple):
-    """Result of :func:`pca_frames`.
+    """Result of [`pca_frames`][].
 
     Attributes
     ----------
@@ -268,7 +268,7 @@ def num_graphs_of(batch: Tensor, num_graphs: int | None = None) -> int:
 
     Without ``num_graphs`` the largest index is read (a host synchronisation on an accelerator); on
     an accelerator the range of ``batch`` against a given ``num_graphs`` is checked by
-    :func:`_flat_graphs` (deferred, and clamped).
+    ``_flat_graphs`` (deferred, and clamped).
     """
     if num_graphs is not None:
         num_graphs = check_nonnegative_int(num_graphs, "num_graphs")
@@ -290,7 +290,7 @@ def point_moments(pos: Tensor, translation: bool, mask: Tensor | None = None,
                   batch: Tensor | None = None, num_graphs: int | None = None):
     """Centroid, covariance and point counts of padded or flat point clouds.
 
-    Computed with autocast off in at least float32 (:func:`~geomlin.groups.rotations.working_dtype`):
+    Computed with autocast off in at least float32 ([`working_dtype`][]):
     a covariance in bfloat16 would lose the frame.
 
     Returns
@@ -416,7 +416,7 @@ def moment_axes(y: Tensor, weight: Tensor) -> Tensor:
     -------
     Tensor
         ``(B, k, k)`` orthogonal, columns ``u_1, ..., u_k``: ``u_1`` maximises
-        ``h(u) = sum_i w_i h(u.y_i, 0)`` (:func:`_moment_score`; ``y`` scaled to unit RMS radius)
+        ``h(u) = sum_i w_i h(u.y_i, 0)`` (``_moment_score``; ``y`` scaled to unit RMS radius)
         among the directions of the ``MOMENT_CANDIDATES`` points farthest from the centre, refined by ``MOMENT_REFINE_STEPS`` steps of the shifted
         power iteration ``u <- normalise(grad h(u) + MOMENT_SHIFT u)``; ``u_2`` maximises
         ``sum_i w_i h(u.y_i, u_1.y_i)`` the same way in the orthogonal complement of ``u_1``, and so
@@ -493,10 +493,10 @@ def _padded(pos: Tensor, mask: Tensor | None, batch: Tensor | None, B: int) -> t
 
 def _moment_frames(V: Tensor, gap_bad: Tensor, pos: Tensor, centroid: Tensor,
                    mask: Tensor | None, batch: Tensor | None) -> Tensor:
-    """``V`` with the axes of every degenerate eigenspace replaced by :func:`moment_axes`.
+    """``V`` with the axes of every degenerate eigenspace replaced by [`moment_axes`][].
 
     Every contiguous block ``[lo, lo + k)`` of eigen-indices (``k >= 2``) that is a whole cluster of
-    some item is solved for all items at once (one :func:`moment_axes` call per size ``k``) and
+    some item is solved for all items at once (one [`moment_axes`][] call per size ``k``) and
     selected per item, so the host never reads which items are degenerate.
     """
     B, d = V.shape[0], V.shape[-1]
@@ -541,7 +541,7 @@ def _skewness_signed(V: Tensor, pos: Tensor, centroid: Tensor, mask: Tensor | No
 
 
 def _report_degenerate(degenerate: Tensor, policy: str, gap_tol: float) -> None:
-    """``"raise"``: :class:`DegenerateFrameError`; ``"warn"``: a ``UserWarning`` (deferred on accelerators)."""
+    """``"raise"``: [`DegenerateFrameError`][]; ``"warn"``: a ``UserWarning`` (deferred on accelerators)."""
     if policy not in ("raise", "warn"):
         return
     what = ("have a degenerate covariance spectrum (relative eigenvalue gap < "
@@ -597,7 +597,7 @@ def pca_frames(pos: Tensor, group="E3", mask: Tensor | None = None, batch: Tenso
     Returns
     -------
     PCAFrames
-        :class:`PCAFrames` with frames ``(B, F, d, d)``, centroid ``(B, d)``, gaps ``(B, d-1)``,
+        [`PCAFrames`][] with frames ``(B, F, d, d)``, centroid ``(B, d)``, gaps ``(B, d-1)``,
         eigenvalues ``(B, d)`` and degenerate ``(B,)``; float tensors in ``pos``'s dtype (float16 and
         bfloat16 clouds are computed in float32, and their eigenvalues stay float32, since squared
         lengths overflow float16).

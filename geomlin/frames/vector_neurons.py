@@ -27,9 +27,9 @@ from geomlin.validation import check_choice, check_nonnegative_int, check_positi
 VN_EPS = 1e-12
 #: Default negative slope of the vector-neuron leaky ReLU.
 VN_NEGATIVE_SLOPE = 0.2
-#: Input channels of :class:`VNPointNet`: ``x, C x, C^2 x`` (see :func:`moment_features`).
+#: Input channels of [`VNPointNet`][]: ``x, C x, C^2 x`` (see [`moment_features`][]).
 MOMENT_CHANNELS = 3
-#: Pooling of :class:`VNPointNet`'s output vectors.
+#: Pooling of [`VNPointNet`][]'s output vectors.
 POOLINGS = ("mean", "attention")
 #: Width of the invariant MLP that scores points for attention pooling.
 ATTENTION_HIDDEN = 16
@@ -215,7 +215,7 @@ class VNPointNet(nn.Module):
         """``(B, out_channels, d)`` vectors; see the class docstring.
 
         ``frame (B, frame_channels, d)``: per-cloud equivariant vectors (e.g. the moment axes of
-        :func:`~geomlin.frames.pca_frames`) added to every point's input channels.
+        [`pca_frames`][]) added to every point's input channels.
         """
         batch = _check_positions(x, self.d, mask, batch)
         if batch is not None:  # (without num_graphs the largest index is read)

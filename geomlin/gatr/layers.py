@@ -1,4 +1,4 @@
-"""GATr layers: thin ``nn.Module`` shells around :mod:`geomlin.gatr.primitives`.
+"""GATr layers: thin ``nn.Module`` shells around [`geomlin.gatr.primitives`][geomlin.gatr.primitives].
 
 Every layer maps ``(mv (..., items, mv_channels, 16), scalars (..., items, s_channels) | None)``
 to the same pair, and declares its feature types (``type_in`` / ``type_out``: multivectors of
@@ -8,7 +8,7 @@ implementations; ``"dense"`` reproduces the reference-style einsum path.
 
 The architecture is the reference GATr's (v1.4, ``gatr.layers``): the same maps, initialisation,
 multi-query attention with learnable distance weights, the same layer norm and gated GELU, so a
-reference ``state_dict`` loads (:func:`geomlin.gatr.reference.load_reference_state_dict`).
+reference ``state_dict`` loads ([`geomlin.gatr.reference.load_reference_state_dict`][geomlin.gatr.reference.load_reference_state_dict]).
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from geomlin.validation import (
     check_tensor,
 )
 
-#: Initialisation schemes of :class:`EquiLinear` (the reference's).
+#: Initialisation schemes of [`EquiLinear`][] (the reference's).
 INITIALIZATIONS = ("default", "small", "unit_scalar", "almost_unit_scalar")
 #: Per-basis-map factors of the reference's initialisation bound (``use_mv_heuristics``), for its
 #: normalised basis: they keep the variance of each output grade close to 1.
@@ -113,7 +113,7 @@ class EquiLinear(nn.Module):
 
     ``mv (..., in_mv, 16), scalars (..., in_s) -> mv (..., out_mv, 16), scalars (..., out_s)``.
 
-    Multivectors mix through the 9 equivariant basis maps (:func:`~geomlin.gatr.primitives.equi_linear`);
+    Multivectors mix through the 9 equivariant basis maps ([`equi_linear`][geomlin.gatr.primitives.equi_linear]);
     input scalars feed the output scalar components ``<mv>_0``; output scalars read input scalars
     and ``<mv>_0``. The multivector bias sits on the scalar component (the only invariant one).
     Missing scalar sides are ``0`` channels (``scalars=None``).
@@ -138,7 +138,7 @@ class EquiLinear(nn.Module):
         self.s_to_s = nn.Parameter(torch.empty(self.out_s, self.in_s)) if self.out_s and self.in_s else None
         self.bias_mv = nn.Parameter(torch.zeros(self.out_mv)) if bias else None
         self.bias_s = nn.Parameter(torch.zeros(self.out_s)) if bias and self.out_s else None
-        #: the index plan (and, for ``method="dense"``, the basis) as buffers, see :func:`~geomlin.gatr.planes.tables`
+        #: the index plan (and, for ``method="dense"``, the basis) as buffers, see [`tables`][geomlin.gatr.planes.tables]
         self.tables = PL.tables(*(("gatr:linear", "gatr:basis") if self.method == "dense" else ("gatr:linear",)))
         self.reset_parameters(initialization)
         self.type_in = (_mv_type(self.in_mv), _s_type(self.in_s))
@@ -224,7 +224,7 @@ class EquiLayerNorm(nn.Module):
     """Equivariant layer norm on multivector channels plus a plain layer norm on scalars.
 
     ``(mv (..., channels, 16), scalars (..., s) | None) -> same shapes``. The multivector part is
-    :func:`~geomlin.gatr.primitives.equi_layer_norm` (mean squared norm clamped below at ``eps``);
+    [`equi_layer_norm`][geomlin.gatr.primitives.equi_layer_norm] (mean squared norm clamped below at ``eps``);
     scalars get ``torch.nn.functional.layer_norm`` with ``s_eps``. ``mv_channels`` /
     ``s_channels`` declare the feature types (any channel count works when they are omitted).
     """
@@ -265,10 +265,10 @@ class GeometricBilinear(nn.Module):
     """Geometric product and equivariant join of learned projections (GATr sec. 3.2).
 
     ``mv (..., in_mv, 16), scalars (..., in_s), reference (..., 16)-broadcastable
-    -> mv (..., out_mv, 16), scalars (..., out_s)``. One :class:`EquiLinear` produces the four
+    -> mv (..., out_mv, 16), scalars (..., out_s)``. One [`EquiLinear`][] produces the four
     operands (``hidden_mv_channels`` channels each; the reference's ``hidden_mv_channels`` counts
     both products, twice this), the outputs ``x y`` and ``<ref>_{e123} (x' v y')`` are
-    concatenated and mixed by a second :class:`EquiLinear`. The join is active whenever the
+    concatenated and mixed by a second [`EquiLinear`][]. The join is active whenever the
     reference has an ``e123`` part (a point cloud's mean does).
     """
 
@@ -332,7 +332,7 @@ class GeometricAttention(nn.Module):
     ``max(2 in_s / num_heads, 4)``), as in the reference.
 
     ``attn_mask``: ``None`` (all items of a leading index attend to each other), a
-    :class:`~geomlin.gatr.attention.SetLayout` from :func:`~geomlin.gatr.attention.set_layout`
+    [`SetLayout`][] from [`set_layout`][]
     (padding mask or PyG batch vector; memory linear in items), or a boolean tensor
     broadcastable to ``(..., heads, items, items)``.
     """
@@ -469,8 +469,8 @@ class GATrBlock(nn.Module):
     """Pre-norm transformer block: ``x + Attn(LN(x))`` then ``x + MLP(LN(x))`` (the reference's ``GATrBlock``).
 
     ``mv (..., items, mv_channels, 16), scalars (..., items, s_channels) | None`` in and out;
-    ``reference`` for the join (see :func:`~geomlin.gatr.primitives.join_reference`),
-    ``attn_mask`` as in :class:`GeometricAttention`. ``checkpoint=True`` recomputes the block in
+    ``reference`` for the join (see [`join_reference`][geomlin.gatr.primitives.join_reference]),
+    ``attn_mask`` as in [`GeometricAttention`][]. ``checkpoint=True`` recomputes the block in
     the backward pass instead of storing its activations (training at scale).
     """
 

@@ -2,17 +2,17 @@
 
 ``GATr`` maps multivector channels ``(..., items, in_mv, 16)`` and optional scalar channels
 ``(..., items, in_s)`` to ``(..., items, out_mv, 16)`` and ``(..., items, out_s)``:
-an :class:`~geomlin.gatr.layers.EquiLinear` in, ``num_blocks`` :class:`~geomlin.gatr.layers.GATrBlock`,
-an :class:`~geomlin.gatr.layers.EquiLinear` out (the reference's ``gatr.nets.GATr``).
+an [`EquiLinear`][] in, ``num_blocks`` [`GATrBlock`][],
+an [`EquiLinear`][] out (the reference's ``gatr.nets.GATr``).
 
 Batches come in two layouts, both with attention memory linear in the number of items:
 
 * padded: ``mv (batch, items, channels, 16)`` with ``mask (batch, items)`` (True = real item);
 * flat (PyG): ``mv (items, channels, 16)`` with ``batch (items,)`` giving each item's set
-  (grouped by size into fused attention calls, :mod:`geomlin.gatr.attention`).
+  (grouped by size into fused attention calls, [`geomlin.gatr.attention`][geomlin.gatr.attention]).
 
 On accelerators no forward pass synchronises with the host. A flat batch's set sizes are settled
-once per batch at the data boundary, by a :class:`~geomlin.gatr.attention.SetLayout` passed as
+once per batch at the data boundary, by a [`SetLayout`][] passed as
 ``layout=``: ``set_layout(batch=batch)`` while the batch vector is still on the CPU (free), moved
 with ``.to(device)``, or ``set_layout(batch=batch, num_sets=..., max_items=...)`` on the device
 (upper bounds, planned there without reading the batch). A batch vector on an accelerator without
@@ -23,7 +23,7 @@ Join reference and what is guaranteed
     reference is the mean of each set's input multivectors (``join_reference="data"``), which
     transforms with the set: the model is then exactly Pin(3,0,1)-equivariant, reflections
     included, and on point clouds the join is active (a point's ``e123`` weight is 1).
-    Extracted points (:func:`~geomlin.algebra.pga.extract_point`) therefore follow every E(3)
+    Extracted points ([`extract_point`][geomlin.algebra.pga.extract_point]) therefore follow every E(3)
     motion exactly when the input is moved by the motion's versor (``pga.sandwich``, or
     ``pga.embed_point`` of the moved coordinates times ``det R``: a reflected PGA point has weight
     ``-1``). Re-embedding reflected coordinates with weight ``+1`` feeds a differently oriented
@@ -80,7 +80,7 @@ class GATr(nn.Module):
     in_s_channels, out_s_channels, hidden_s_channels : int
         scalar channels (0 for none).
     num_blocks : int
-        number of :class:`GATrBlock`.
+        number of [`GATrBlock`][].
     num_heads : int
         attention heads; ``head_mv_channels`` / ``head_s_channels`` per head
         (default ``max(2 hidden_mv / num_heads, 1)`` and ``max(2 hidden_s / num_heads, 4)``, the
@@ -95,15 +95,15 @@ class GATr(nn.Module):
         one key/value head shared by all query heads (the reference's default).
     attention_method : str
         how flat (``batch=``) inputs are grouped: ``"auto"``, ``"bucketed"``,
-        ``"chunked"``, ``"dense"`` (see :mod:`geomlin.gatr.attention`; ``"padded"`` needs bounds,
-        so it comes with a ``layout=`` from :func:`~geomlin.gatr.attention.set_layout`).
+        ``"chunked"``, ``"dense"`` (see [`geomlin.gatr.attention`][geomlin.gatr.attention]; ``"padded"`` needs bounds,
+        so it comes with a ``layout=`` from [`set_layout`][]).
     checkpoint : bool
         recompute each block in the backward pass (less memory, more time).
 
     Notes
     -----
     The architecture, initialisation and conventions are the reference GATr's (v1.4); a
-    reference ``state_dict`` loads with :func:`geomlin.gatr.reference.load_reference_state_dict`.
+    reference ``state_dict`` loads with [`geomlin.gatr.reference.load_reference_state_dict`][geomlin.gatr.reference.load_reference_state_dict].
     """
 
     def __init__(self, in_mv_channels: int, out_mv_channels: int, hidden_mv_channels: int,
@@ -193,7 +193,7 @@ class GATr(nn.Module):
             ``(..., items, channels, 16)``; see the module docstring.
         layout : SetLayout | None
             the attention plan of a padded or flat batch from
-            :func:`~geomlin.gatr.attention.set_layout`, made at the data boundary and moved to
+            [`set_layout`][], made at the data boundary and moved to
             ``mv``'s device; replaces ``mask`` and ``batch`` (give one or the other). Needed for a
             flat batch on an accelerator.
 

@@ -7,12 +7,12 @@ spherical functions given by real SH coefficients (e3nn layout and basis,
 route: blocked Legendre GEMMs and a half-circle real DFT), ``"fft"`` (the paper's 2D
 Fourier convolution), ``"dense"`` (sphere-grid GEMM, O(L^4)), ``"direct"`` (Gaunt tensor),
 ``"triton"`` (the fast route as one fused GPU kernel), ``"auto"`` (measured table,
-:mod:`.autotune`).
+``.autotune``).
 
-Modules: :class:`GauntTensorProduct` (also an e3nn drop-in, built from ``Irreps``),
-:class:`ManyBodyGaunt`, :class:`GauntConvolution`; helpers :func:`gaunt_power`,
-:func:`irreps_to_sphere`, :func:`sphere_to_irreps`, :func:`split_parity`,
-:func:`gaunt_parity_product`, :func:`spherical_harmonics`.
+Modules: [`GauntTensorProduct`][] (also an e3nn drop-in, built from ``Irreps``),
+[`ManyBodyGaunt`][], [`GauntConvolution`][]; helpers [`gaunt_power`][],
+[`irreps_to_sphere`][], [`sphere_to_irreps`][], [`split_parity`][],
+[`gaunt_parity_product`][], [`spherical_harmonics`][].
 """
 
 from geomlin.gaunt.conv import GauntConvolution

@@ -17,11 +17,11 @@ Conventions (fixed by issue #7)
     polynomials stop at ``l = 11``), so any ``lmax`` works.
 
 Tables (all float64, cached with ``functools.lru_cache`` by their integer key)
-    * :func:`legendre_table`: ``N_l^m P_l^m`` at Gauss-Legendre latitudes;
-    * :func:`theta_fourier_table`: the 1D Fourier series in ``theta`` of
+    * [`legendre_table`][]: ``N_l^m P_l^m`` at Gauss-Legendre latitudes;
+    * [`theta_fourier_table`][]: the 1D Fourier series in ``theta`` of
       ``N_l^m P_l^m(cos theta)`` (a trigonometric polynomial of degree ``l``
       with frequencies ``u = l, l-2, ...``), from an alias-free DFT;
-    * :func:`theta_projection_table`: ``int_0^pi e^{i u theta} N_l^m P_l^m sin(theta) dtheta``
+    * [`theta_projection_table`][]: ``int_0^pi e^{i u theta} N_l^m P_l^m sin(theta) dtheta``
       for the inverse map, using ``int_0^pi e^{i w theta} sin(theta) dtheta``
       = ``2 / (1 - w^2)`` (``w`` even), ``+- i pi / 2`` (``w = +-1``), ``0`` otherwise.
 """
@@ -291,7 +291,7 @@ def _sh_on_grid(lmax: int, lmax_exact: int) -> tuple[Tensor, Tensor]:
 
 
 def sh_on_grid(lmax: int, lmax_exact: int) -> tuple[Tensor, Tensor]:
-    r"""Real SH up to ``lmax`` on :func:`sphere_grid`\ ``(lmax_exact)``: ``(num_points, (lmax+1)**2)`` and
+    r"""Real SH up to ``lmax`` on [`sphere_grid`][]\ ``(lmax_exact)``: ``(num_points, (lmax+1)**2)`` and
     the weights ``(num_points,)``; float64 copies of a cached table (safe to modify)."""
     Y, w = _sh_on_grid(check_nonnegative_int(lmax, "lmax"), check_nonnegative_int(lmax_exact, "lmax_exact"))
     return Y.clone(), w.clone()
@@ -326,10 +326,10 @@ def gaunt_tensor(lmax1: int, lmax2: int, lmax_out: int) -> Tensor:
 
 
 def cached_gaunt_tensor(lmax1: int, lmax2: int, lmax_out: int) -> Tensor:
-    """The cached :func:`gaunt_tensor` itself, for library code that only reads it (never write to it)."""
+    """The cached [`gaunt_tensor`][] itself, for library code that only reads it (never write to it)."""
     return _gaunt_tensor(lmax1, lmax2, lmax_out)
 
 
 def cached_sh_on_grid(lmax: int, lmax_exact: int) -> tuple[Tensor, Tensor]:
-    """The cached :func:`sh_on_grid` itself, for library code that only reads it (never write to it)."""
+    """The cached [`sh_on_grid`][] itself, for library code that only reads it (never write to it)."""
     return _sh_on_grid(lmax, lmax_exact)

@@ -1,6 +1,6 @@
 """``EquivariantLinear``: a learnable map in the span of an equivariant basis.
 
-``W = sum_r c_r B_r`` with ``B_r`` the basis of :func:`equivariant_basis`.
+``W = sum_r c_r B_r`` with ``B_r`` the basis of [`equivariant_basis`][].
 The input and output reps are grouped by block type (all copies of ``V``
 together, all copies of ``V**2`` together, ...), so that each distinct pair of
 block types is solved once and contributes ``W_{ba} = sum_r C_r (x) B_r`` with a
@@ -25,7 +25,7 @@ def check_features(x: Tensor, size: int, name: str = "x", what: str = "rep_in") 
     """Raise a clear error unless ``x`` is a finite floating tensor ``(..., size)``.
 
     The finiteness check is a ``ValueError`` on the CPU and deferred on accelerators
-    (:func:`geomlin.validation.check_finite`), so GPU forwards never wait for the host.
+    ([`geomlin.validation.check_finite`][geomlin.validation.check_finite]), so GPU forwards never wait for the host.
     """
     check_tensor(x, name, shape=(..., size), finite=True, what=f"{what} of size {size}")
 
@@ -47,8 +47,8 @@ class BlockLayout:
 
     Notes
     -----
-    A layer keeps ``index`` and ``inverse`` on its device (:meth:`add_to`) and passes them to
-    :meth:`sort` / :meth:`unsort`.
+    A layer keeps ``index`` and ``inverse`` on its device ([`add_to`][]) and passes them to
+    [`sort`][] / [`unsort`][].
     """
 
     def __init__(self, rep: Rep):
@@ -78,11 +78,11 @@ class BlockLayout:
         tables.add(f"{prefix}_inverse", self.inverse)
 
     def sort(self, x: Tensor, index: Tensor) -> Tensor:
-        """Coordinates ``(..., size)`` in type-sorted order (``index``: :attr:`index` on ``x``'s device)."""
+        """Coordinates ``(..., size)`` in type-sorted order (``index``: ``index`` on ``x``'s device)."""
         return x if self.is_sorted else x.index_select(-1, index)
 
     def unsort(self, x: Tensor, inverse: Tensor, dim: int = -1) -> Tensor:
-        """Inverse of :meth:`sort` along ``dim`` (``inverse``: :attr:`inverse` on ``x``'s device)."""
+        """Inverse of [`sort`][] along ``dim`` (``inverse``: ``inverse`` on ``x``'s device)."""
         return x if self.is_sorted else x.index_select(dim, inverse)
 
     def type_slices(self) -> list[slice]:
@@ -107,10 +107,10 @@ class EquivariantLinear(nn.Module):
     group
         binds group-free reps (a geomlin Group or a name such as ``"O(3)"``).
     cache_dir
-        folder of an on-disk basis cache (see :func:`~geomlin.linear.equivariant_basis`):
+        folder of an on-disk basis cache (see [`equivariant_basis`][]):
         the first process solves and writes, later ones read.
     method : str
-        basis solver, ``"auto"`` or one of :data:`geomlin.linear.solver.METHODS`.
+        basis solver, ``"auto"`` or one of [`geomlin.linear.solver.METHODS`][geomlin.linear.solver.METHODS].
 
     Shapes
     ------

@@ -17,10 +17,10 @@ from Kronecker identities (no ``N x N`` matrix products):
 
 * ``"diagrams"``: tensor products of ``V`` and ``V*`` of S(n), O(n), SO(n), Sp(m) and the
   Lorentz groups, read off from Brauer / partition diagrams with no solve at all
-  (:mod:`geomlin.linear.diagram_solver`; exact and the same on every machine);
+  ([`geomlin.linear.diagram_solver`][geomlin.linear.diagram_solver]; exact and the same on every machine);
 * ``"dense"``: the Gram matrix above, for up to ``DENSE_MAX_UNKNOWNS`` unknowns;
 * ``"sampled"``: larger problems of compact or finite groups,
-  :func:`geomlin.linear.sampled_solver.nullspace_sampled` (averaging over random group elements,
+  [`geomlin.linear.sampled_solver.nullspace_sampled`][geomlin.linear.sampled_solver.nullspace_sampled] (averaging over random group elements,
   applied factor by factor, with an exact Rayleigh-Ritz check), which never forms the Gram matrix;
 * ``"dense"`` again for larger problems of non-compact groups, up to ``MAX_DENSE_UNKNOWNS``.
 
@@ -226,7 +226,7 @@ def _read_cache_file(path: Path) -> dict | None:
 
 
 def _write_cache_file(path: Path, key, basis: Tensor) -> None:
-    """Write atomically (:func:`geomlin.io_atomic.atomic_write`), creating the folder."""
+    """Write atomically ([`geomlin.io_atomic.atomic_write`][geomlin.io_atomic.atomic_write]), creating the folder."""
     path.parent.mkdir(parents=True, exist_ok=True)
     atomic_write(path, lambda fh: torch.save({"key": repr(key), "basis": basis}, fh))
 

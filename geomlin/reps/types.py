@@ -12,9 +12,9 @@ type                       layout                                      acted on 
 ``Tensors(G, k, C)``       ``(..., C, n, ..., n)`` (``k`` axes)        ``g`` on each of the ``k`` axes
 =========================  ==========================================  =================================
 
-plus :class:`~geomlin.reps.Rep` (``(..., size)``, ``x -> rho(g) x``). Each type knows its group
+plus [`Rep`][] (``(..., size)``, ``x -> rho(g) x``). Each type knows its group
 (``group``), its trailing ``shape`` and its action ``act(g, x)``; see
-:mod:`geomlin.reps.feature_type`.
+[`geomlin.reps.feature_type`][geomlin.reps.feature_type].
 
 >>> from geomlin.reps import Positions, Scalars
 >>> Positions(3)
@@ -104,7 +104,7 @@ class Labels(FeatureType):
         """Refuse ``x`` unless it holds integers in ``[0, num_classes)``; returns it.
 
         On an accelerator the range test is deferred and the returned labels are clamped into range
-        (:func:`geomlin.validation.check_index`): use the returned tensor, so that an embedding
+        ([`geomlin.validation.check_index`][geomlin.validation.check_index]): use the returned tensor, so that an embedding
         lookup never reads out of bounds before the error is raised.
         """
         check_tensor(x, name, dtype="int")
@@ -318,7 +318,7 @@ class Frames(FeatureType):
     """Frames ``(..., d, d)`` whose *columns* are vectors: ``R -> Q R``.
 
     The type of predicted rotations (a canonicalizer's ``R``), PCA frames and any matrix whose
-    columns transform as vectors. ``group`` as for :class:`Vectors` (E(d) by default; a rigid
+    columns transform as vectors. ``group`` as for [`Vectors`][] (E(d) by default; a rigid
     motion acts through its rotation, translations leave frames unchanged).
     """
 
@@ -351,7 +351,7 @@ def planar_element(g) -> tuple[int, int]:
     """``(k, m)`` of a 2x2 matrix ``g = Rot(k pi / 2) diag(1, -1)^m`` of C4 / D4.
 
     Raises ``ValueError`` for matrices that are not such an element, to the tolerance of ``g``'s
-    dtype (:func:`geomlin.validation.tolerance`). The pixel action needs ``(k, m)`` as Python ints,
+    dtype ([`geomlin.validation.tolerance`][geomlin.validation.tolerance]). The pixel action needs ``(k, m)`` as Python ints,
     so the four entries are read on the host (one synchronisation per action on an accelerator).
     """
     R = rotation_part(g)
@@ -403,7 +403,7 @@ class Images(FeatureType):
     """Square images ``(..., channels, side, side)`` under C4 or D4, acting by exact pixel permutations.
 
     The element ``Rot(k pi / 2) diag(1, -1)^m`` acts as ``rot90^k(flip^m(x))`` on the last two axes
-    (see :func:`act_on_grid`). ``group``: ``C(4)`` / ``D(4)`` or ``"C4"`` / ``"D4"``.
+    (see [`act_on_grid`][]). ``group``: ``C(4)`` / ``D(4)`` or ``"C4"`` / ``"D4"``.
     """
 
     def __init__(self, group, channels: int | None, side: int | None = None):
@@ -413,7 +413,7 @@ class Images(FeatureType):
 
     @property
     def shape(self) -> tuple:
-        """``(channels, side, side)``; ``None`` sides (any square image) match any size in :meth:`check`."""
+        """``(channels, side, side)``; ``None`` sides (any square image) match any size in ``check``."""
         return (self.channels, self.side, self.side)
 
     def random(self, lead=(EXAMPLE_BATCH,), generator=None, dtype=torch.float64) -> Tensor:
@@ -447,7 +447,7 @@ class RegularFeatures(FeatureType):
     """Functions on C4 / D4: ``(..., [channels,] |G|, [side, side])`` in the regular representation.
 
     ``(g . y)[..., a, :, :] = g . y[..., g^{-1} a, :, :]``: the group axis is permuted and, with a
-    grid (``side`` given, or ``grid=True`` for any side), the trailing square grid is acted on as by :class:`Images` (the features of
+    grid (``side`` given, or ``grid=True`` for any side), the trailing square grid is acted on as by [`Images`][] (the features of
     a group convolution); without a grid the layout is ``(..., [channels,] |G|)`` (one logit per
     element). Element index ``a = m * 4 + k`` for ``Rot(k pi / 2) diag(1, -1)^m``.
     """

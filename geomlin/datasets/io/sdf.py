@@ -105,7 +105,7 @@ def read_sdf(path: str | os.PathLike, parse_properties: bool = True, progress: b
     Returns
     -------
     SDFRecords
-        :class:`SDFRecords` with flat float64 positions, int64 atomic numbers and bonds.
+        [`SDFRecords`][] with flat float64 positions, int64 atomic numbers and bonds.
 
     Raises
     ------
@@ -132,7 +132,7 @@ def read_sdf(path: str | os.PathLike, parse_properties: bool = True, progress: b
 
 def parse_sdf_lines(lines: list[str], path: str = "<sdf>", parse_properties: bool = True,
                     bar=None) -> SDFRecords:
-    """Parse the lines of an SD file; see :func:`read_sdf` (``path`` is only used in messages).
+    """Parse the lines of an SD file; see [`read_sdf`][] (``path`` is only used in messages).
 
     ``bar`` is an optional tqdm bar advanced once per 4096 records.
     """

@@ -1,8 +1,8 @@
 """Dense matrices of diagrams: the reference for tests and small cases.
 
-:func:`diagram_matrix` builds the ``n^l x n^k`` matrix of a diagram entry by
+[`diagram_matrix`][] builds the ``n^l x n^k`` matrix of a diagram entry by
 entry from its definition, independently of the fast product in
-:mod:`geomlin.linear.diagrams.apply`. Row index = output multi-index
+[`geomlin.linear.diagrams.apply`][geomlin.linear.diagrams.apply]. Row index = output multi-index
 ``(i_1..i_l)``, column index = input multi-index ``(j_1..j_k)``, both
 row-major (last axis fastest), matching ``geomlin.reps`` ``V(G)**k``.
 
@@ -54,7 +54,7 @@ def diagram_matrix(diagram: Diagram, n: int, group, orbit: bool = False,
     Parameters
     ----------
     diagram : Diagram
-        a :class:`Diagram` valid for ``group``.
+        a [`Diagram`][] valid for ``group``.
     n : int
         dimension of R^n (even for ``"Sp"``; equal to the number of free
         vertices for an SO determinant diagram).

@@ -61,7 +61,7 @@ class Diagram:
 
     Notes
     -----
-    Use :meth:`from_blocks` to build one from unsorted blocks; the constructor
+    Use [`from_blocks`][] to build one from unsorted blocks; the constructor
     canonicalises too, so ``Diagram(2, 2, [[3, 0], [1, 2]])`` is valid.
     """
 

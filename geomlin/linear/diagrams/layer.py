@@ -2,10 +2,10 @@
 
 ``y = Σ_d D_d ⊗ Λ_d`` (Pearce-Crump 2022/2023): one channel-mixing matrix
 ``Λ_d (out_channels, in_channels)`` per basis element ``D_d`` of
-``Hom_G((R^n)^{⊗k}, (R^n)^{⊗l})`` (see :mod:`geomlin.linear.diagrams.basis`),
+``Hom_G((R^n)^{⊗k}, (R^n)^{⊗l})`` (see [`geomlin.linear.diagrams.basis`][geomlin.linear.diagrams.basis]),
 plus a bias ``Σ_b β_b D_b`` from the basis of the ``(0, l)`` diagrams. The
 matrices ``D_d`` are never built: every diagram is applied with the factored
-product of :mod:`geomlin.linear.diagrams.apply`.
+product of [`geomlin.linear.diagrams.apply`][geomlin.linear.diagrams.apply].
 
 Execution plan (built once in ``__init__``): the diagrams actually applied
 (S_n: the diagram-basis elements the orbit basis expands into) are split into
@@ -141,7 +141,7 @@ class DiagramLinear(nn.Module):
             self.register_buffer(f"levi_civita_{s}", _levi_civita_matrix(n, s).clone(), persistent=False)
 
     def _bottom(self, op, x: Tensor) -> Tensor:
-        """:func:`bottom_apply` with this layer's ε table."""
+        """[`bottom_apply`][] with this layer's ε table."""
         table = getattr(self, f"levi_civita_{op.eps_out}") if op.eps_in or op.eps_out else None
         return bottom_apply(op, x, self.n, table)
 
