@@ -13,31 +13,34 @@ For a module that declares its feature types (``type_in`` / ``type_out``, see
     assert_equivariant(module)               # group, actions and inputs from the declarations
     assert_equivariant(module, group=G)      # the declared actions under another sampler
 
-What a "group" is
-    Anything with ``sample(n, generator=None, dtype=...)`` returning ``n``
-    elements indexable as ``elements[i]``: a [`geomlin.groups.Group`][geomlin.groups.base.Group]
-    (``(n, d, d)`` matrices), a [`geomlin.groups.Euclidean`][geomlin.groups.euclidean.Euclidean] sampler
-    (E(3)/SE(3), [`RigidTransform`][geomlin.groups.euclidean.RigidTransform]), or a group of the
-    later capabilities (Pin(3,0,1) versors in [`geomlin.gatr`][geomlin.gatr]).
+**What a "group" is**
 
-What an action is (one per positional input / per output)
-    * a feature type ([`geomlin.reps.FeatureType`][geomlin.reps.feature_type.FeatureType]: a ``Rep``, ``Positions``,
-      ``Multivectors``, ...): its ``act(g, x)``; a ``Rep`` acts by ``x @ rho(g).T``;
-    * e3nn ``o3.Irreps``: ``x @ D(g).T`` on the last axis (O(3) with parity);
-    * ``"scalar"`` / ``"invariant"``: unchanged;
-    * ``"vector"``: ``R x`` on the last axis (``R = g`` or the rotation of a rigid motion);
-    * ``"position"``: ``R x + t`` (``t = 0`` for linear groups);
-    * ``None``: the input or output is ignored (passed through unchanged, not compared);
-    * any callable ``action(g, x) -> x'`` for everything else.
+Anything with ``sample(n, generator=None, dtype=...)`` returning ``n``
+elements indexable as ``elements[i]``: a [`geomlin.groups.Group`][geomlin.groups.base.Group]
+(``(n, d, d)`` matrices), a [`geomlin.groups.Euclidean`][geomlin.groups.euclidean.Euclidean] sampler
+(E(3)/SE(3), [`RigidTransform`][geomlin.groups.euclidean.RigidTransform]), or a group of the
+later capabilities (Pin(3,0,1) versors in [`geomlin.gatr`][geomlin.gatr]).
+
+**What an action is (one per positional input / per output)**
+
+* a feature type ([`geomlin.reps.FeatureType`][geomlin.reps.feature_type.FeatureType]: a ``Rep``, ``Positions``,
+  ``Multivectors``, ...): its ``act(g, x)``; a ``Rep`` acts by ``x @ rho(g).T``;
+* e3nn ``o3.Irreps``: ``x @ D(g).T`` on the last axis (O(3) with parity);
+* ``"scalar"`` / ``"invariant"``: unchanged;
+* ``"vector"``: ``R x`` on the last axis (``R = g`` or the rotation of a rigid motion);
+* ``"position"``: ``R x + t`` (``t = 0`` for linear groups);
+* ``None``: the input or output is ignored (passed through unchanged, not compared);
+* any callable ``action(g, x) -> x'`` for everything else.
 
 Keyword inputs of ``fn`` (masks, PyG batch vectors, edge indices) go in one dictionary,
 ``kwargs={"batch": batch, "mask": mask}``, and are passed to ``fn`` unchanged, both for ``x``
 and for ``g . x`` (floating ones cast to the checker's dtype).
 
-Precision
-    Everything runs in ``dtype`` (float64 by default): a module whose floating parameters or
-    buffers have another dtype is checked on a cast deep copy (the module itself is untouched),
-    and floating inputs are cast.
+**Precision**
+
+Everything runs in ``dtype`` (float64 by default): a module whose floating parameters or
+buffers have another dtype is checked on a cast deep copy (the module itself is untouched),
+and floating inputs are cast.
 """
 
 from __future__ import annotations

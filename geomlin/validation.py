@@ -6,13 +6,14 @@ the argument, says what was expected and what was given::
 
     ValueError: x must have shape (..., 8, 16) (multivectors of G(3,0,1), 8 channels), got (4, 7, 15)
 
-Conventions
-    * ``TypeError`` for the wrong kind of object or dtype, ``ValueError`` for wrong values or
-      shapes, [`FileFormatError`][] (a ``ValueError``) for corrupt files, naming the file and
-      the line or record.
-    * Nothing here converts silently: integer, complex or boolean tensors are refused where a real
-      floating tensor is needed (call ``.to(torch.float64)`` yourself).
-    * Checks belong at public boundaries, never inside inner loops.
+**Conventions**
+
+* ``TypeError`` for the wrong kind of object or dtype, ``ValueError`` for wrong values or
+  shapes, [`FileFormatError`][] (a ``ValueError``) for corrupt files, naming the file and
+  the line or record.
+* Nothing here converts silently: integer, complex or boolean tensors are refused where a real
+  floating tensor is needed (call ``.to(torch.float64)`` yourself).
+* Checks belong at public boundaries, never inside inner loops.
 
 Checks that read values (NaN, ranges, order, "is this a rotation") and accelerators
     On the CPU a failed check raises at once. On an accelerator reading the answer would make the

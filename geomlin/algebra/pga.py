@@ -18,30 +18,33 @@ A point under an odd versor (a reflection) comes back as ``-P'``: PGA points are
 reflection reverses the orientation (the weight ``e123`` becomes ``-1``). [`extract_point`][]
 divides by the ``e123`` component, so it returns the reflected coordinates either way.
 
-Join
-    [`join`][] is the reference GATr's ``x v y = J(J(x) ^ J(y))`` with its dual ``J`` (a signed
-    reversal of the components, [`DUAL_SIGNS`][]; Dorst, "A Guided Tour to the Plane-Based
-    Geometric Algebra PGA", Table 4). It differs from the right-complement regressive product of
-    [`regressive_product`][geomlin.algebra.clifford.CliffordAlgebra.regressive_product] by signs that depend on the grades.
+**Join**
 
-Fast geometric product
-    G(3,0,1) = G(3) + e0 G(3) (dual numbers over G(3)), and G(3) is isomorphic to complex
-    2x2 matrices (Pauli: ``e_k -> sigma_k``). With ``x = a + e0 b``, ``y = c + e0 d``,
-    ``x y = a c + e0 (a^ d + b c)``: three complex 2x2 products instead of a 16^3 table.
-    The conversions are 16x24 / 24x16 real matrices built once from the algebra.
+[`join`][] is the reference GATr's ``x v y = J(J(x) ^ J(y))`` with its dual ``J`` (a signed
+reversal of the components, [`DUAL_SIGNS`][]; Dorst, "A Guided Tour to the Plane-Based
+Geometric Algebra PGA", Table 4). It differs from the right-complement regressive product of
+[`regressive_product`][geomlin.algebra.clifford.CliffordAlgebra.regressive_product] by signs that depend on the grades.
 
-Conventions that differ from the reference GATr (``gatr.interface``)
-    * quaternions are ``(w, x, y, z)`` (scalar first) in [`embed_rotation`][],
-      [`extract_rotation`][] and [`matrix_to_quaternion`][]; the reference uses
-      ``(x, y, z, w)`` (``ijkw``, Hamilton convention in both). Convert with
-      ``q[..., [1, 2, 3, 0]]`` (reference from geomlin) or ``q[..., [3, 0, 1, 2]]`` (the other way);
-    * [`extract_point`][] clamps a small weight ``|e123| < threshold`` to ``+-threshold`` keeping
-      its sign (so the result does not depend on the orientation a reflection gives the point);
-      the reference replaces it by ``+threshold`` whatever its sign;
-    * [`extract_oriented_plane`][] returns ``(normal, offset)``; the reference returns the
-      normal only;
-    * [`extract_translation`][] is equivariant only for pure translators (as in the reference,
-      where it is deprecated for that reason); it is kept for reading back [`embed_translation`][].
+**Fast geometric product**
+
+G(3,0,1) = G(3) + e0 G(3) (dual numbers over G(3)), and G(3) is isomorphic to complex
+2x2 matrices (Pauli: ``e_k -> sigma_k``). With ``x = a + e0 b``, ``y = c + e0 d``,
+``x y = a c + e0 (a^ d + b c)``: three complex 2x2 products instead of a 16^3 table.
+The conversions are 16x24 / 24x16 real matrices built once from the algebra.
+
+**Conventions that differ from the reference GATr (``gatr.interface``)**
+
+* quaternions are ``(w, x, y, z)`` (scalar first) in [`embed_rotation`][],
+  [`extract_rotation`][] and [`matrix_to_quaternion`][]; the reference uses
+  ``(x, y, z, w)`` (``ijkw``, Hamilton convention in both). Convert with
+  ``q[..., [1, 2, 3, 0]]`` (reference from geomlin) or ``q[..., [3, 0, 1, 2]]`` (the other way);
+* [`extract_point`][] clamps a small weight ``|e123| < threshold`` to ``+-threshold`` keeping
+  its sign (so the result does not depend on the orientation a reflection gives the point);
+  the reference replaces it by ``+threshold`` whatever its sign;
+* [`extract_oriented_plane`][] returns ``(normal, offset)``; the reference returns the
+  normal only;
+* [`extract_translation`][] is equivariant only for pure translators (as in the reference,
+  where it is deprecated for that reason); it is kept for reading back [`embed_translation`][].
 
 Everything else (basis order, point, plane, translation and scalar embeddings, products, join,
 inner product) is the reference's, tested component by component against its formulas.

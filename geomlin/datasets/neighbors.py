@@ -14,16 +14,17 @@ it for the points that have fewer than ``k`` neighbours inside, until all have e
 holding ``k`` points holds the ``k`` nearest). Both order the pairs by target, then distance,
 then source index, and compute distances in float64.
 
-Host syncs on accelerators
-    The number of pairs depends on the data, so an accelerator must report sizes back to the
-    host; everything else stays on the device. [`radius_pairs`][] reads back the number of
-    candidate pairs, the block boundaries when there is more than one block, and the number of
-    pairs kept: two syncs for up to [`CANDIDATE_BUDGET`][] candidates, three beyond (then
-    the candidates of each block are generated twice: once to count, once to keep). [`knn_pairs`][]
-    adds one sync per round of radius doubling (one round for evenly spread points; each round is
-    a [`radius_pairs`][] search). On the CPU the blocks are streamed and nothing is
-    recomputed. Run these once per batch at the data boundary (a dataset transform on the CPU, or
-    once on the device before the forward), never inside a model.
+**Host syncs on accelerators**
+
+The number of pairs depends on the data, so an accelerator must report sizes back to the
+host; everything else stays on the device. [`radius_pairs`][] reads back the number of
+candidate pairs, the block boundaries when there is more than one block, and the number of
+pairs kept: two syncs for up to [`CANDIDATE_BUDGET`][] candidates, three beyond (then
+the candidates of each block are generated twice: once to count, once to keep). [`knn_pairs`][]
+adds one sync per round of radius doubling (one round for evenly spread points; each round is
+a [`radius_pairs`][] search). On the CPU the blocks are streamed and nothing is
+recomputed. Run these once per batch at the data boundary (a dataset transform on the CPU, or
+once on the device before the forward), never inside a model.
 """
 
 from __future__ import annotations

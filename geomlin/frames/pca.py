@@ -14,52 +14,54 @@ its inverse gives the canonical coordinates ``z = Q^T (x - c)``. Because every s
 combination is listed, ``F(g X) = g F(X)`` holds exactly as a *set* whenever the
 eigenvalues are simple, whatever signs the eigensolver happens to return.
 
-Degenerate spectra
-    When two eigenvalues coincide (a regular tetrahedron or any shape with a rotational
-    symmetry of order > 2, points on a line, a single point), the eigenvectors are only
-    defined up to a rotation inside the eigenspace and the frame is no longer
-    equivariant (nor continuous). Dym et al. 2024 ("Equivariant Frames and the
-    Impossibility of Continuous Canonicalization") show that no continuous
-    canonicalization exists for these groups at all, so this is a limit of the method,
-    not of the implementation. Such inputs are detected from the relative eigenvalue gap
-    ``(lambda_i - lambda_{i+1}) / lambda_1 < gap_tol`` and handled by ``on_degenerate``:
+**Degenerate spectra**
 
-    * ``"raise"``: [`DegenerateFrameError`][] (a ``ValueError``) naming the items;
-    * ``"warn"``: a ``UserWarning``; the eigensolver's arbitrary basis is used (finite,
-      but not equivariant for those items);
-    * ``"sample"``: each frame element gets an independent Haar-random element of the
-      ambiguous subgroup (``O(k)`` on every ``k``-fold eigenspace), so the frame is
-      equivariant in distribution (exact only in expectation);
-    * ``"moments"``: inside every (near-)degenerate eigenspace the axes are chosen from
-      third and fourth moments of the cloud ([`moment_axes`][]): the direction ``u``
-      maximising ``h(u) = mean_i (u.y_i)^3 + (u.y_i)^4`` (``y`` the standardised
-      coordinates in the eigenspace) among the directions of the points themselves,
-      refined by a shifted power iteration, then the same in the orthogonal complement.
-      Every step is equivariant, so the frame stays exactly equivariant as a set; a cube,
-      an octahedron, a tetrahedron or a square pyramid gets its axes from its faces or
-      vertices instead of from sampling noise. Shapes with a continuous symmetry (a
-      cylinder) keep an arbitrary in-plane axis, which is harmless: rotating them about
-      that axis does not change them. With this policy a larger ``gap_tol`` (e.g. 0.1) is
-      useful: it also replaces the principal axes of *nearly* isotropic clouds, whose
-      eigenvectors are exactly equivariant but swing with the sampling noise;
-    * ``"ignore"``: like ``"warn"`` without the warning.
+When two eigenvalues coincide (a regular tetrahedron or any shape with a rotational
+symmetry of order > 2, points on a line, a single point), the eigenvectors are only
+defined up to a rotation inside the eigenspace and the frame is no longer
+equivariant (nor continuous). Dym et al. 2024 ("Equivariant Frames and the
+Impossibility of Continuous Canonicalization") show that no continuous
+canonicalization exists for these groups at all, so this is a limit of the method,
+not of the implementation. Such inputs are detected from the relative eigenvalue gap
+``(lambda_i - lambda_{i+1}) / lambda_1 < gap_tol`` and handled by ``on_degenerate``:
 
-    A planar cloud in 3D is *not* degenerate by itself (its normal is the simple
-    eigenvalue 0); it is degenerate only when its in-plane spread is isotropic
-    (e.g. a regular polygon).
+* ``"raise"``: [`DegenerateFrameError`][] (a ``ValueError``) naming the items;
+* ``"warn"``: a ``UserWarning``; the eigensolver's arbitrary basis is used (finite,
+  but not equivariant for those items);
+* ``"sample"``: each frame element gets an independent Haar-random element of the
+  ambiguous subgroup (``O(k)`` on every ``k``-fold eigenspace), so the frame is
+  equivariant in distribution (exact only in expectation);
+* ``"moments"``: inside every (near-)degenerate eigenspace the axes are chosen from
+  third and fourth moments of the cloud ([`moment_axes`][]): the direction ``u``
+  maximising ``h(u) = mean_i (u.y_i)^3 + (u.y_i)^4`` (``y`` the standardised
+  coordinates in the eigenspace) among the directions of the points themselves,
+  refined by a shifted power iteration, then the same in the orthogonal complement.
+  Every step is equivariant, so the frame stays exactly equivariant as a set; a cube,
+  an octahedron, a tetrahedron or a square pyramid gets its axes from its faces or
+  vertices instead of from sampling noise. Shapes with a continuous symmetry (a
+  cylinder) keep an arbitrary in-plane axis, which is harmless: rotating them about
+  that axis does not change them. With this policy a larger ``gap_tol`` (e.g. 0.1) is
+  useful: it also replaces the principal axes of *nearly* isotropic clouds, whose
+  eigenvectors are exactly equivariant but swing with the sampling noise;
+* ``"ignore"``: like ``"warn"`` without the warning.
 
-Accelerators and mixed precision
-    Nothing here makes the host wait for the device: the eigenvectors come from the sync-free
-    Jacobi solver [`geomlin.groups.rotations.symmetric_eigh`][geomlin.groups.rotations.symmetric_eigh] (``torch.linalg.eigh`` reads an
-    error code back on CUDA), every policy is computed for all items and selected per item with
-    ``torch.where``, and on an accelerator ``"raise"`` and ``"warn"`` are deferred checks
-    ([`geomlin.validation.check_condition`][geomlin.validation.check_condition], reported by
-    [`raise_deferred`][geomlin.validation.raise_deferred] without the item numbers, which would need a read).
-    On the CPU a policy's extra work is skipped when no item needs it. Flat batches read
-    ``batch.max()`` unless ``num_graphs`` is given, and ``on_degenerate="moments"`` pads them to the
-    largest cloud (one read of its size); padded batches read nothing. Moments and
-    eigenvectors are computed with autocast off (covariances in at least float32, the
-    eigenproblem in float64), so the frames are as accurate under ``torch.autocast`` as without.
+A planar cloud in 3D is *not* degenerate by itself (its normal is the simple
+eigenvalue 0); it is degenerate only when its in-plane spread is isotropic
+(e.g. a regular polygon).
+
+**Accelerators and mixed precision**
+
+Nothing here makes the host wait for the device: the eigenvectors come from the sync-free
+Jacobi solver [`geomlin.groups.rotations.symmetric_eigh`][geomlin.groups.rotations.symmetric_eigh] (``torch.linalg.eigh`` reads an
+error code back on CUDA), every policy is computed for all items and selected per item with
+``torch.where``, and on an accelerator ``"raise"`` and ``"warn"`` are deferred checks
+([`geomlin.validation.check_condition`][geomlin.validation.check_condition], reported by
+[`raise_deferred`][geomlin.validation.raise_deferred] without the item numbers, which would need a read).
+On the CPU a policy's extra work is skipped when no item needs it. Flat batches read
+``batch.max()`` unless ``num_graphs`` is given, and ``on_degenerate="moments"`` pads them to the
+largest cloud (one read of its size); padded batches read nothing. Moments and
+eigenvectors are computed with autocast off (covariances in at least float32, the
+eigenproblem in float64), so the frames are as accurate under ``torch.autocast`` as without.
 """
 
 from __future__ import annotations

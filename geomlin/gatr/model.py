@@ -18,24 +18,25 @@ with ``.to(device)``, or ``set_layout(batch=batch, num_sets=..., max_items=...)`
 (upper bounds, planned there without reading the batch). A batch vector on an accelerator without
 a layout is refused, since planning it would read it back on every call.
 
-Join reference and what is guaranteed
-    The bilinear layers use the equivariant join ``<ref>_{e123} (x v y)``. By default the
-    reference is the mean of each set's input multivectors (``join_reference="data"``), which
-    transforms with the set: the model is then exactly Pin(3,0,1)-equivariant, reflections
-    included, and on point clouds the join is active (a point's ``e123`` weight is 1).
-    Extracted points ([`extract_point`][geomlin.algebra.pga.extract_point]) therefore follow every E(3)
-    motion exactly when the input is moved by the motion's versor (``pga.sandwich``, or
-    ``pga.embed_point`` of the moved coordinates times ``det R``: a reflected PGA point has weight
-    ``-1``). Re-embedding reflected coordinates with weight ``+1`` feeds a differently oriented
-    input; with the join active no GATr (the reference's included) maps the two orientations to
-    the same points, so that is equivariant only up to a small error (measured in the tests), and
-    exact for proper motions.
+**Join reference and what is guaranteed**
 
-    ``join_reference`` may also be a tensor broadcastable to ``(..., items, channels, 16)``:
-    exact Pin(3,0,1) equivariance holds when it is transformed with the input (only its ``e123``
-    component is used, so a pseudoscalar part is ignored); a constant one, such as
-    ``"canonical"`` (``e123 + e0123``, the reference's option), is invariant under SE(3) only,
-    which makes the model SE(3)-equivariant and reflections flip its join term.
+The bilinear layers use the equivariant join ``<ref>_{e123} (x v y)``. By default the
+reference is the mean of each set's input multivectors (``join_reference="data"``), which
+transforms with the set: the model is then exactly Pin(3,0,1)-equivariant, reflections
+included, and on point clouds the join is active (a point's ``e123`` weight is 1).
+Extracted points ([`extract_point`][geomlin.algebra.pga.extract_point]) therefore follow every E(3)
+motion exactly when the input is moved by the motion's versor (``pga.sandwich``, or
+``pga.embed_point`` of the moved coordinates times ``det R``: a reflected PGA point has weight
+``-1``). Re-embedding reflected coordinates with weight ``+1`` feeds a differently oriented
+input; with the join active no GATr (the reference's included) maps the two orientations to
+the same points, so that is equivariant only up to a small error (measured in the tests), and
+exact for proper motions.
+
+``join_reference`` may also be a tensor broadcastable to ``(..., items, channels, 16)``:
+exact Pin(3,0,1) equivariance holds when it is transformed with the input (only its ``e123``
+component is used, so a pseudoscalar part is ignored); a constant one, such as
+``"canonical"`` (``e123 + e0123``, the reference's option), is invariant under SE(3) only,
+which makes the model SE(3)-equivariant and reflections flip its join term.
 """
 
 from __future__ import annotations

@@ -1,22 +1,24 @@
 """Gaunt layers: channel-wise products, many-body powers, and the e3nn Irreps layout bridge.
 
-Layout
-    Layers work on ``(..., channels, (L+1)**2)``: one spherical function per
-    channel, in e3nn's real SH basis ([`SphereCoefficients`][]).
-    [`irreps_to_sphere`][] / [`sphere_to_irreps`][] move between this layout
-    and e3nn's flat layout ``"C x 0e + C x 1o + C x 2e + ..."``.
+**Layout**
 
-Parity
-    A spherical function's degree-``l`` coefficients have parity ``(-1)^l`` under
-    inversion (``NATURAL``: ``0e, 1o, 2e, ...``).  The Gaunt product of
-    two natural functions is natural, so every layer here is O(3)-equivariant on
-    natural features.  Features of the other parity (``PSEUDO``:
-    ``0o, 1e, 2o, ...``) are handled by *splitting into parity classes*:
-    [`split_parity`][] returns the natural and pseudo parts as two sphere tensors,
-    and [`gaunt_parity_product`][] multiplies such pairs with
-    ``natural * natural + pseudo * pseudo -> natural`` and
-    ``natural * pseudo + pseudo * natural -> pseudo``.  [`GauntTensorProduct`][]
-    built from e3nn ``Irreps`` does this for any parities.
+Layers work on ``(..., channels, (L+1)**2)``: one spherical function per
+channel, in e3nn's real SH basis ([`SphereCoefficients`][]).
+[`irreps_to_sphere`][] / [`sphere_to_irreps`][] move between this layout
+and e3nn's flat layout ``"C x 0e + C x 1o + C x 2e + ..."``.
+
+**Parity**
+
+A spherical function's degree-``l`` coefficients have parity ``(-1)^l`` under
+inversion (``NATURAL``: ``0e, 1o, 2e, ...``).  The Gaunt product of
+two natural functions is natural, so every layer here is O(3)-equivariant on
+natural features.  Features of the other parity (``PSEUDO``:
+``0o, 1e, 2o, ...``) are handled by *splitting into parity classes*:
+[`split_parity`][] returns the natural and pseudo parts as two sphere tensors,
+and [`gaunt_parity_product`][] multiplies such pairs with
+``natural * natural + pseudo * pseudo -> natural`` and
+``natural * pseudo + pseudo * natural -> pseudo``.  [`GauntTensorProduct`][]
+built from e3nn ``Irreps`` does this for any parities.
 """
 
 from __future__ import annotations

@@ -11,20 +11,21 @@ paths with ``l1 + l2 + l3`` even, path ``(l1, l2, l3)`` weighted by
 Krishnapriyan, "Enabling Efficient Equivariant Operations in the Fourier Basis
 via Gaunt Tensor Products", ICLR 2024, eq. 3-6).
 
-Methods (all exact; they agree to ~1e-13 in float64)
-    ``"grid"``   the fast route, O(L^3): per-m Legendre GEMMs to Gauss-Legendre
-                 latitudes, real DFT GEMM on the half longitude circle, pointwise
-                 product, the adjoint transforms back ([`geomlin.gaunt.grid`][geomlin.gaunt.grid]).
-    ``"fft"``    the paper's route: SH -> 2D Fourier coefficients on
-                 ``e^{i(u theta + v phi)}`` (sparse per-m tables), 2D convolution by
-                 zero-padded ``irfft2`` / ``rfft2`` at the alias-free size, and the
-                 inverse table built from ``int_0^pi e^{i w theta} sin(theta)``
-                 ([`geomlin.gaunt.fourier`][geomlin.gaunt.fourier]).
-    ``"dense"``  the plain sphere-grid GEMM, O(L^4): three dense matrix products.
-    ``"direct"`` contraction with the dense Gaunt tensor, O(L^6); small L only.
-    ``"triton"`` the fast route as one fused Triton kernel (CUDA; CPU under
-                 ``TRITON_INTERPRET=1``), [`geomlin.gaunt.kernels`][geomlin.gaunt.kernels].
-    ``"auto"``   picks from [`geomlin.gaunt.autotune`][geomlin.gaunt.autotune] (measured per device).
+**Methods (all exact; they agree to ~1e-13 in float64)**
+
+``"grid"``   the fast route, O(L^3): per-m Legendre GEMMs to Gauss-Legendre
+             latitudes, real DFT GEMM on the half longitude circle, pointwise
+             product, the adjoint transforms back ([`geomlin.gaunt.grid`][geomlin.gaunt.grid]).
+``"fft"``    the paper's route: SH -> 2D Fourier coefficients on
+             ``e^{i(u theta + v phi)}`` (sparse per-m tables), 2D convolution by
+             zero-padded ``irfft2`` / ``rfft2`` at the alias-free size, and the
+             inverse table built from ``int_0^pi e^{i w theta} sin(theta)``
+             ([`geomlin.gaunt.fourier`][geomlin.gaunt.fourier]).
+``"dense"``  the plain sphere-grid GEMM, O(L^4): three dense matrix products.
+``"direct"`` contraction with the dense Gaunt tensor, O(L^6); small L only.
+``"triton"`` the fast route as one fused Triton kernel (CUDA; CPU under
+             ``TRITON_INTERPRET=1``), [`geomlin.gaunt.kernels`][geomlin.gaunt.kernels].
+``"auto"``   picks from [`geomlin.gaunt.autotune`][geomlin.gaunt.autotune] (measured per device).
 
 The transform routes share one autograd rule: ``G`` is symmetric in its three indices,
 so the gradient of a Gaunt product is a Gaunt product again (two per backward,

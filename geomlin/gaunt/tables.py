@@ -1,29 +1,31 @@
 """Real spherical harmonics in e3nn's basis and their tables for Gaunt products.
 
-Conventions (fixed by issue #7)
-    Coefficients of a spherical function up to degree ``L`` are stored in
-    e3nn's flat layout: index ``l**2 + l + m`` for ``l = 0..L``, ``m = -l..l``,
-    in the real, orthonormal (``normalization="integral"``) basis of
-    ``e3nn.o3.spherical_harmonics``.  That basis is the standard real basis
-    (no Condon-Shortley phase) with the polar axis along e3nn's ``y``: with
-    ``cos(theta) = y`` and ``sin(theta) e^{i phi} = z + i x``
+**Conventions (fixed by issue #7)**
 
-        Y_{l, 0}  = N_l^0 P_l(cos theta)
-        Y_{l, m}  = sqrt(2) N_l^m P_l^m(cos theta) cos(m phi)     (m > 0)
-        Y_{l, -m} = sqrt(2) N_l^m P_l^m(cos theta) sin(m phi)     (m > 0)
+Coefficients of a spherical function up to degree ``L`` are stored in
+e3nn's flat layout: index ``l**2 + l + m`` for ``l = 0..L``, ``m = -l..l``,
+in the real, orthonormal (``normalization="integral"``) basis of
+``e3nn.o3.spherical_harmonics``.  That basis is the standard real basis
+(no Condon-Shortley phase) with the polar axis along e3nn's ``y``: with
+``cos(theta) = y`` and ``sin(theta) e^{i phi} = z + i x``
 
-    Every table here comes from that closed form, evaluated in float64 with the
-    stable normalized three-term recurrence; nothing depends on e3nn (whose
-    polynomials stop at ``l = 11``), so any ``lmax`` works.
+    Y_{l, 0}  = N_l^0 P_l(cos theta)
+    Y_{l, m}  = sqrt(2) N_l^m P_l^m(cos theta) cos(m phi)     (m > 0)
+    Y_{l, -m} = sqrt(2) N_l^m P_l^m(cos theta) sin(m phi)     (m > 0)
 
-Tables (all float64, cached with ``functools.lru_cache`` by their integer key)
-    * [`legendre_table`][]: ``N_l^m P_l^m`` at Gauss-Legendre latitudes;
-    * [`theta_fourier_table`][]: the 1D Fourier series in ``theta`` of
-      ``N_l^m P_l^m(cos theta)`` (a trigonometric polynomial of degree ``l``
-      with frequencies ``u = l, l-2, ...``), from an alias-free DFT;
-    * [`theta_projection_table`][]: ``int_0^pi e^{i u theta} N_l^m P_l^m sin(theta) dtheta``
-      for the inverse map, using ``int_0^pi e^{i w theta} sin(theta) dtheta``
-      = ``2 / (1 - w^2)`` (``w`` even), ``+- i pi / 2`` (``w = +-1``), ``0`` otherwise.
+Every table here comes from that closed form, evaluated in float64 with the
+stable normalized three-term recurrence; nothing depends on e3nn (whose
+polynomials stop at ``l = 11``), so any ``lmax`` works.
+
+**Tables (all float64, cached with ``functools.lru_cache`` by their integer key)**
+
+* [`legendre_table`][]: ``N_l^m P_l^m`` at Gauss-Legendre latitudes;
+* [`theta_fourier_table`][]: the 1D Fourier series in ``theta`` of
+  ``N_l^m P_l^m(cos theta)`` (a trigonometric polynomial of degree ``l``
+  with frequencies ``u = l, l-2, ...``), from an alias-free DFT;
+* [`theta_projection_table`][]: ``int_0^pi e^{i u theta} N_l^m P_l^m sin(theta) dtheta``
+  for the inverse map, using ``int_0^pi e^{i w theta} sin(theta) dtheta``
+  = ``2 / (1 - w^2)`` (``w`` even), ``+- i pi / 2`` (``w = +-1``), ``0`` otherwise.
 """
 
 from __future__ import annotations

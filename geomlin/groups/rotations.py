@@ -9,16 +9,17 @@
 * the small-matrix solvers behind them and behind PCA frames: [`symmetric_eigh`][] (cyclic
   Jacobi) and a two-sided (Kogbetliantz) Jacobi SVD.
 
-Device rules
-    ``torch.linalg.eigh`` and ``torch.linalg.svd`` read an error code back from the device on
-    CUDA (a host synchronisation in every call) and have no half-precision kernels. On
-    accelerators the solvers here are plain tensor arithmetic with a fixed number of sweeps (no
-    data-dependent branch, no host read); on the CPU, where reading back costs nothing, LAPACK is
-    faster for these tiny matrices and is used instead (``method="auto"``; ``"jacobi"`` and
-    ``"lapack"`` force one). Both run with autocast switched off in at least float32
-    ([`full_precision`][]) and return the same conventions (ascending eigenvalues; ``U, V`` in
-    SO(d) with signed singular values), so results agree to rounding on every device. Every Jacobi
-    rotation is in SO(2), so the orthogonal factors are orthogonal to rounding by construction.
+**Device rules**
+
+``torch.linalg.eigh`` and ``torch.linalg.svd`` read an error code back from the device on
+CUDA (a host synchronisation in every call) and have no half-precision kernels. On
+accelerators the solvers here are plain tensor arithmetic with a fixed number of sweeps (no
+data-dependent branch, no host read); on the CPU, where reading back costs nothing, LAPACK is
+faster for these tiny matrices and is used instead (``method="auto"``; ``"jacobi"`` and
+``"lapack"`` force one). Both run with autocast switched off in at least float32
+([`full_precision`][]) and return the same conventions (ascending eigenvalues; ``U, V`` in
+SO(d) with signed singular values), so results agree to rounding on every device. Every Jacobi
+rotation is in SO(2), so the orthogonal factors are orthogonal to rounding by construction.
 
 Equivariance (checked in ``tests/groups/test_rotations.py``): for ``Q`` in SO(3)
 ``rotation_6d_to_matrix(Q . d6) = Q rotation_6d_to_matrix(d6)`` (both vectors rotated) and
