@@ -6,7 +6,7 @@ reader -- or a process killed at any instant -- sees either the previous complet
 new complete file, never a partial one. The temporary file is removed on any failure.
 Temporary files are named ``.<name>.<host>.<pid>.<random>.tmp`` ([`temporary_name`][]), so a
 later writer can recognise those of killed processes
-([`geomlin.datasets.cache.remove_stale_temporaries`][geomlin.datasets.cache.remove_stale_temporaries]).
+([`geomlin.datasets.cache.remove_stale_temporaries`][]).
 """
 
 from __future__ import annotations

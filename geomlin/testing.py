@@ -8,7 +8,7 @@ group elements ``g`` and measures, for every output of ``fn``,
 in float64. ``assert_equivariant`` raises when the worst case exceeds ``rtol``.
 
 For a module that declares its feature types (``type_in`` / ``type_out``, see
-[`geomlin.reps.feature_type`][geomlin.reps.feature_type]) everything can be left out::
+[`geomlin.reps.feature_type`][]) everything can be left out::
 
     assert_equivariant(module)               # group, actions and inputs from the declarations
     assert_equivariant(module, group=G)      # the declared actions under another sampler
@@ -19,12 +19,12 @@ Anything with ``sample(n, generator=None, dtype=...)`` returning ``n``
 elements indexable as ``elements[i]``: a [`geomlin.groups.Group`][geomlin.groups.base.Group]
 (``(n, d, d)`` matrices), a [`geomlin.groups.Euclidean`][geomlin.groups.euclidean.Euclidean] sampler
 (E(3)/SE(3), [`RigidTransform`][geomlin.groups.euclidean.RigidTransform]), or a group of the
-later capabilities (Pin(3,0,1) versors in [`geomlin.gatr`][geomlin.gatr]).
+later capabilities (Pin(3,0,1) versors in [`geomlin.gatr`][]).
 
 **What an action is (one per positional input / per output)**
 
-* a feature type ([`geomlin.reps.FeatureType`][geomlin.reps.feature_type.FeatureType]: a ``Rep``, ``Positions``,
-  ``Multivectors``, ...): its ``act(g, x)``; a ``Rep`` acts by ``x @ rho(g).T``;
+* a feature type ([`geomlin.reps.FeatureType`][geomlin.reps.feature_type.FeatureType]: a ``Rep``,
+  ``Positions``, ``Multivectors``, ...): its ``act(g, x)``; a ``Rep`` acts by ``x @ rho(g).T``;
 * e3nn ``o3.Irreps``: ``x @ D(g).T`` on the last axis (O(3) with parity);
 * ``"scalar"`` / ``"invariant"``: unchanged;
 * ``"vector"``: ``R x`` on the last axis (``R = g`` or the rotation of a rigid motion);
@@ -226,13 +226,13 @@ def equivariance_check(fn: Callable, group=None, reps_in=None, reps_out=None, in
     ----------
     fn : Callable
         callable taking ``len(reps_in)`` positional tensors (plus ``kwargs``).
-    group
+    group : Group or sampler, optional
         a group or group-like sampler; default: the group of ``fn``'s declared types.
     reps_in, reps_out
         one action spec or a sequence of them, one per
         positional input / output (outputs may be a tuple); default: ``fn.type_in`` /
         ``fn.type_out``.
-    inputs
+    inputs : Tensor or tuple of Tensor, optional
         a tensor or tuple of tensors; when omitted, ``fn.example_inputs()`` for a
         module with declared types, else ``(batch, ...)`` standard normals of each
         feature type.

@@ -132,7 +132,7 @@ def check_tensor(x, name: str, *, shape: Sequence | None = None, ndim: int | Non
 
     Parameters
     ----------
-    x
+    x : Tensor
         the value to check.
     name : str
         the argument's name, used in the message.
@@ -141,7 +141,7 @@ def check_tensor(x, name: str, *, shape: Sequence | None = None, ndim: int | Non
         ``None`` matches any size, one ``...`` matches any number of leading/middle axes.
     ndim, min_ndim : int | None
         exact or minimum number of dimensions.
-    dtype
+    dtype : str or torch.dtype
         ``"float"`` (real floating point; the default), ``"int"``, ``"index"`` (int64/int32),
         ``"bool"``, ``"any"``, a ``torch.dtype`` or a tuple of these.
     finite : bool

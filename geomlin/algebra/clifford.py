@@ -24,7 +24,7 @@ Products have two implementations:
   ``nnz = 81`` of ``256`` pairs, a degenerate geometric product ``192``.
 
 ``method="auto"`` picks ``sparse`` when at most half the pairs are non-zero, else ``dense``.
-[`geomlin.algebra.pga`][geomlin.algebra.pga] adds a faster G(3,0,1) geometric product.
+[`geomlin.algebra.pga`][] adds a faster G(3,0,1) geometric product.
 
 Subspaces. Besides the ``n + 1`` grades, the algebra splits into the four subspaces of
 *quaternion type* (Filimoshina and Shirokov, GLGENN, ICML 2025, Sec. 3): type ``t`` holds the
@@ -406,16 +406,16 @@ class CliffordAlgebra:
 
     Attributes
     ----------
-    n
+    n : int
         number of basis vectors; ``dim = 2**n`` components per multivector.
-    blades
+    blades : tuple of tuple of int
         index tuples of the basis blades in storage order.
-    grades
-        ``(dim,)`` long tensor, the grade of each component.
-    grade_slices
+    grades : Tensor of shape (dim,)
+        long, the grade of each component.
+    grade_slices : tuple of slice
         ``slice`` of the components of each grade ``0..n``.
-    quaternion_types
-        ``(dim,)`` long tensor, the quaternion type ``grade mod 4`` of each component.
+    quaternion_types : Tensor of shape (dim,)
+        long, the quaternion type ``grade mod 4`` of each component.
 
     Notes
     -----
@@ -714,7 +714,7 @@ class CliffordAlgebra:
         Raises ``ValueError`` for null versors: ``|<v ~v>_0| <= 16 eps(dtype) |v|^2`` (the zero
         multivector, null vectors, ideal elements), with the threshold taken in ``v``'s own dtype
         (so float32 refuses what float64 refuses). On accelerators the test is deferred (no host
-        synchronisation, see [`geomlin.validation.check_condition`][geomlin.validation.check_condition]).
+        synchronisation, see [`geomlin.validation.check_condition`][]).
         """
         self.check(v, "v")
         nsq = self.norm_squared(v, tables=tables)
@@ -753,9 +753,9 @@ class CliffordAlgebra:
 
         * ``g (dim,)``: a versor, acting by [`sandwich`][] (Clifford / Pin group);
         * ``g (n, n)``: an orthogonal transformation of the quadratic form
-          (``g^T diag(metric) g = diag(metric)``, checked to [`geomlin.validation.tolerance`][geomlin.validation.tolerance]),
-          acting by its [`outermorphism`][] (the full group O(p,q,r), e.g.
-          [`PseudoOrthogonalGroup`][]).
+          (``g^T diag(metric) g = diag(metric)``, checked to
+          [`geomlin.validation.tolerance`][]), acting by its [`outermorphism`][]
+          (the full group O(p,q,r), e.g. [`PseudoOrthogonalGroup`][]).
 
         The ``(dim, dim)`` matrix of the map is built once, so ``x`` of any leading shape costs one
         matrix product.
@@ -775,11 +775,13 @@ class CliffordAlgebra:
 
     def check_orthogonal(self, A: Tensor, name: str = "A") -> Tensor:
         """Refuse ``A (..., n, n)`` unless ``A^T G A = G`` for ``G = diag(metric)`` and ``A`` is
-        invertible, to [`geomlin.validation.tolerance`][geomlin.validation.tolerance] of its dtype; returns ``A``.
+        invertible, to [`geomlin.validation.tolerance`][] of its dtype; returns
+        ``A``.
 
         For degenerate metrics this leaves the radical free: in G(3,0,1) ``A`` may scale ``e0``
         by any ``lambda != 0`` and add ``e0`` parts to ``e1, e2, e3`` (similarities). On
-        accelerators the test is deferred ([`geomlin.validation.check_condition`][geomlin.validation.check_condition]).
+        accelerators the test is deferred
+        ([`geomlin.validation.check_condition`][]).
         """
         check_tensor(A, name, shape=(..., self.n, self.n), what=f"a linear map of the {self.n} basis vectors")
         if A.numel() == 0:

@@ -23,7 +23,8 @@ divides by the ``e123`` component, so it returns the reflected coordinates eithe
 [`join`][] is the reference GATr's ``x v y = J(J(x) ^ J(y))`` with its dual ``J`` (a signed
 reversal of the components, [`DUAL_SIGNS`][]; Dorst, "A Guided Tour to the Plane-Based
 Geometric Algebra PGA", Table 4). It differs from the right-complement regressive product of
-[`regressive_product`][geomlin.algebra.clifford.CliffordAlgebra.regressive_product] by signs that depend on the grades.
+[`regressive_product`][geomlin.algebra.clifford.CliffordAlgebra.regressive_product] by signs that depend on
+the grades.
 
 **Fast geometric product**
 
@@ -318,8 +319,8 @@ def join(x: Tensor, y: Tensor, method: str = "auto", *, tables: ConstantTables |
     ``"sparse"`` (the 81 non-zero pairs: ``((x S_x) * (y S_y)) R`` with 0/+-1 selection
     matrices) or ``"dense"`` (the ``16^3``
     einsum). The join flips sign under odd versors; see
-    [`geomlin.gatr.primitives.equivariant_join`][geomlin.gatr.primitives.equivariant_join]. ``tables``: a module's [`tables`][]
-    (``"pga:join"`` / ``"pga:join_table"``); ``None`` reads a per-(device, dtype) cache.
+    [`geomlin.gatr.primitives.equivariant_join`][]. ``tables``: a
+    module's [`tables`][] (``"pga:join"`` / ``"pga:join_table"``); ``None`` reads a per-(device, dtype) cache.
     """
     check_mv(x, "x")
     check_mv(y, "y")
@@ -585,7 +586,7 @@ def matrix_to_quaternion(R: Tensor) -> Tensor:
 
     Scalar first, unlike the reference GATr's ``(x, y, z, w)``. Shepperd's method: branch on the
     largest of ``trace, R00, R11, R22`` for stability. Refuses non-orthogonal and improper
-    matrices ([`geomlin.validation.check_orthogonal`][geomlin.validation.check_orthogonal]).
+    matrices ([`geomlin.validation.check_orthogonal`][]).
     """
     check_tensor(R, "R", shape=(..., 3, 3), what="rotation matrices")
     check_orthogonal(R, "R", special=True)
@@ -608,8 +609,8 @@ def embed_rigid_motion(R: Tensor, t: Tensor) -> Tensor:
     Proper rotations give even motors ``T * rotor``; improper ones (det -1) are written as
     ``R = R' H`` with ``H`` the reflection in the plane ``x = 0`` and give odd versors
     ``T * rotor(R') * e1``. ``R`` must be orthogonal to the dtype's tolerance
-    ([`geomlin.validation.check_orthogonal`][geomlin.validation.check_orthogonal]): a shear or a scaled rotation is refused rather
-    than turned into some unrelated rotation.
+    ([`geomlin.validation.check_orthogonal`][]): a shear or a scaled
+    rotation is refused rather than turned into some unrelated rotation.
     """
     check_tensor(R, "R", shape=(..., 3, 3), what="orthogonal matrices")
     check_orthogonal(R, "R")

@@ -1,4 +1,4 @@
-"""Samplers of the groups acting on multivectors, for [`geomlin.testing`][geomlin.testing] and [`geomlin.reps`][geomlin.reps].
+"""Samplers of the groups acting on multivectors, for [`geomlin.testing`][] and [`geomlin.reps`][].
 
 * [`CliffordGroup`][] — products of random invertible vectors of any [`CliffordAlgebra`][];
 * [`Pin301`][] — Pin(3,0,1), the double cover of E(3): products of 1..4 reflections in planes;
@@ -8,8 +8,8 @@
   ``p -> lambda R p + t``, which no versor realises (GLGENN, Filimoshina and Shirokov 2025).
 
 Versors act by the twisted sandwich ``v x^ v^-1`` ([`CliffordAlgebra.sandwich`][],
-[`geomlin.algebra.pga.sandwich`][geomlin.algebra.pga.sandwich]), so odd versors act as reflections on every grade; matrices
-by [`CliffordAlgebra.outermorphism`][]. [`CliffordAlgebra.act`][] takes either.
+[`geomlin.algebra.pga.sandwich`][]), so odd versors act as reflections on every
+grade; matrices by [`CliffordAlgebra.outermorphism`][]. [`CliffordAlgebra.act`][] takes either.
 
 >>> from geomlin.algebra import Pin301, pin_action
 >>> g = Pin301().sample(3)              # (3, 16) versors
@@ -52,7 +52,7 @@ def _counts(max_count: int, parity: str | None) -> list[int]:
 
 
 class CliffordGroup:
-    """Sampler of Clifford-group versors of ``algebra`` for [`geomlin.testing`][geomlin.testing].
+    """Sampler of Clifford-group versors of ``algebra`` for [`geomlin.testing`][].
 
     ``sample(n)`` returns ``(n, dim)`` products of 1..``max_vectors`` random vectors whose
     squares satisfy ``|v^2| >= min_square`` (so the versors are well conditioned).
@@ -112,7 +112,7 @@ class CliffordGroup:
 
 
 class Pin301:
-    """Sampler of random Pin(3,0,1) versors, for [`geomlin.testing.assert_equivariant`][geomlin.testing.assert_equivariant].
+    """Sampler of random Pin(3,0,1) versors, for [`geomlin.testing.assert_equivariant`][].
 
     Every element of Pin(3,0,1) is a product of at most four reflections in planes; ``sample``
     draws ``k`` planes with ``k`` uniform in ``1..max_planes``, random unit normals and random

@@ -11,13 +11,13 @@ Two kinds of target:
 What is checked, in this order: an ``equivariance_spec()`` method of the module (returning an
 [`AuditSpec`][]); else the module's declared feature types
 (``type_in`` / ``type_out``, or e3nn ``irreps_in`` / ``irreps_out``; see
-[`geomlin.reps.feature_type`][geomlin.reps.feature_type]): the group of the declared types
+[`geomlin.reps.feature_type`][]): the group of the declared types
 ([`declared_group`][geomlin.reps.feature_type.declared_group]) acting on the module's own
-[`example_inputs`][geomlin.reps.feature_type.example_inputs]; else, for a checkpoint's model that declares nothing (the
-non-equivariant baselines), the symmetry its task claims
+[`example_inputs`][geomlin.reps.feature_type.example_inputs]; else, for a checkpoint's model that declares
+nothing (the non-equivariant baselines), the symmetry its task claims
 ([`audit_spec`][geomlin.train.tasks.base.Task.audit_spec]), which such a model is expected to fail;
 else ``rep_in`` / ``rep_out`` attributes. The measurement is
-[`geomlin.testing.equivariance_check`][geomlin.testing.equivariance_check] in float64.
+[`geomlin.testing.equivariance_check`][] in float64.
 """
 
 from __future__ import annotations

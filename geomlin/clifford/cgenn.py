@@ -1,8 +1,8 @@
 """Clifford-group equivariant layers for any metric (CGENN), with GLGENN weight sharing.
 
 Ruhe, Brandstetter, Forre, "Clifford Group Equivariant Neural Networks", NeurIPS 2023.
-The Clifford group of a [`CliffordAlgebra`][geomlin.algebra.clifford.CliffordAlgebra] acts on multivectors by the
-twisted adjoint ``rho_v(x) = v x^ v^-1``, an algebra automorphism that preserves grades and
+The Clifford group of a [`CliffordAlgebra`][geomlin.algebra.clifford.CliffordAlgebra] acts on multivectors by
+the twisted adjoint ``rho_v(x) = v x^ v^-1``, an algebra automorphism that preserves grades and
 each grade's quadratic form ``<x_k ~x_k>_0``. So are equivariant:
 
 * grade-wise channel mixing ([`MVLinear`][], Sec. 4 "linear layers");
@@ -98,7 +98,8 @@ def cgenn_tables(algebra: CliffordAlgebra, subspaces: str, *keys: str) -> Consta
     ``"cgenn:grade_of"`` (``(dim,)`` grade of each component), ``"cgenn:grade_slot"`` (``(n + 1,)``
     weight slot of each grade), ``"cgenn:paths"`` (the sparse product terms and their paths, see
     [`weighted_geometric_product`][]), ``"cgenn:path_index"`` (``(num_paths,)`` flat index of the
-    non-empty paths), or any key of [`CliffordAlgebra.tables`][geomlin.algebra.clifford.CliffordAlgebra.tables].
+    non-empty paths), or any key of
+    [`CliffordAlgebra.tables`][geomlin.algebra.clifford.CliffordAlgebra.tables].
     """
     builders = {
         "cgenn:subspace_of": lambda: algebra.subspace_index(subspaces),
@@ -219,9 +220,9 @@ class GeometricProductLayer(nn.Module):
     per-grade operand normalisation of the reference and ``P`` an [`MVLinear`][] to
     ``out_channels`` (only when ``out_channels != in_channels``).
 
-    One weight per channel and non-empty path ([`CliffordAlgebra.product_paths`][geomlin.algebra.clifford.CliffordAlgebra.product_paths]): grade paths
-    ``(i, j, k)`` (56 / 84 / 165 for Euclidean ``n = 5 / 6 / 8``), or quaternion-type paths with
-    ``subspaces="quaternion"`` (at most 32, GLGENN); the linear sublayers and the normalisation
+    One weight per channel and non-empty path
+    ([`CliffordAlgebra.product_paths`][geomlin.algebra.clifford.CliffordAlgebra.product_paths]): grade paths
+    ``(i, j, k)`` (56 / 84 / 165 for Euclidean ``n = 5 / 6 / 8``), or quaternion-type paths with ``subspaces="quaternion"`` (at most 32, GLGENN); the linear sublayers and the normalisation
     share weights the same way.
     """
 

@@ -52,7 +52,8 @@ radius in ``neighbors.mask``) get zero weight. Where *every* tuple of a softmax 
 masked cloud with ``reduce=True``; with ``reduce=False`` a masked item, or an item with no
 neighbour in the radius) the output there is **zero**: the layer never attends to padding. ``r``
 and ``v`` must be finite (``ValueError``, deferred on accelerators), and a tuple count whose
-largest tensor would exceed [`geomlin.validation.MEMORY_LIMIT_BYTES`][geomlin.validation.MEMORY_LIMIT_BYTES] is refused up front.
+largest tensor would exceed [`geomlin.validation.MEMORY_LIMIT_BYTES`][]
+is refused up front.
 """
 
 from __future__ import annotations

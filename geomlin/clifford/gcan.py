@@ -70,8 +70,8 @@ def matrix_exp(A: Tensor) -> Tensor:
     """``exp(A)`` of square matrices ``A (..., m, m)`` without a host synchronisation.
 
     Scaling and squaring with a Taylor polynomial, per matrix
-    ([`geomlin.algebra.clifford.scaling_and_squaring`][geomlin.algebra.clifford.scaling_and_squaring], scaled by the 1-norm); differentiable,
-    exact to round-off for 1-norms up to about ``5e5``. ``torch.linalg.matrix_exp`` reads the
+    ([`geomlin.algebra.clifford.scaling_and_squaring`][], scaled
+    by the 1-norm); differentiable, exact to round-off for 1-norms up to about ``5e5``. ``torch.linalg.matrix_exp`` reads the
     norms back to the host on CUDA to choose its degree, which this avoids.
     """
     size = A.detach().abs().sum(-2).amax(-1)[..., None, None]
@@ -164,8 +164,9 @@ class GroupActionLinear(nn.Module):
 
     Parameters
     ----------
-    algebra
-        a [`CliffordAlgebra`][geomlin.algebra.clifford.CliffordAlgebra] or its metric (``pga.PGA`` for rigid motions).
+    algebra : CliffordAlgebra or sequence of float
+        a [`CliffordAlgebra`][geomlin.algebra.clifford.CliffordAlgebra] or its metric (``pga.PGA`` for rigid
+        motions).
     in_channels, out_channels : int
         multivector channels.
     versor : str

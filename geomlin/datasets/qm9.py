@@ -1,10 +1,10 @@
 """QM9 (Ramakrishnan et al. 2014) from MoleculeNet's SDF + CSV, the original XYZ files, or qm9pack.
 
 Same 19 targets, order and units as PyTorch Geometric's ``QM9`` from every source, parsed by
-geomlin's own readers ([`geomlin.datasets.io.sdf`][geomlin.datasets.io.sdf], [`geomlin.datasets.io.dsgdb9nsd`][geomlin.datasets.io.dsgdb9nsd],
-[`geomlin.datasets.io.qm9pack`][geomlin.datasets.io.qm9pack]), so RDKit is not needed. Processing builds the collated
-storage directly from the flat arrays (no per-molecule Python objects) and caches it atomically
-with a fingerprint.
+geomlin's own readers ([`geomlin.datasets.io.sdf`][],
+[`geomlin.datasets.io.dsgdb9nsd`][],
+[`geomlin.datasets.io.qm9pack`][]), so RDKit is not needed. Processing builds the
+collated storage directly from the flat arrays (no per-molecule Python objects) and caches it atomically with a fingerprint.
 """
 
 from __future__ import annotations

@@ -128,7 +128,7 @@ class SDFDataset(InMemoryList):
     Parameters
     ----------
     sdf_path : str | os.PathLike
-        the ``.sdf`` file (parsed by [`geomlin.datasets.io.sdf.read_sdf`][geomlin.datasets.io.sdf.read_sdf]).
+        the ``.sdf`` file (parsed by [`geomlin.datasets.io.sdf.read_sdf`][]).
     csv_path : str | os.PathLike | None
         optional label table with one row per SDF record, in the same order.
     target_columns : Sequence[str] | None

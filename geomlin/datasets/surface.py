@@ -27,7 +27,8 @@ def check_mesh(vertices: Tensor, faces: Tensor, where: str = "mesh") -> Tensor:
     """Raise unless ``vertices (V, 3)`` float and ``faces (F, 3)`` integer form a usable, non-empty mesh.
 
     Returns ``faces`` as int64 (clamped into range on accelerators, where the value checks are
-    deferred: [`geomlin.validation.check_finite`][geomlin.validation.check_finite], [`geomlin.validation.check_index`][geomlin.validation.check_index]).
+    deferred: [`geomlin.validation.check_finite`][],
+    [`geomlin.validation.check_index`][]).
     """
     check_tensor(vertices, f"{where}: vertices", shape=(None, 3), what="V vertices in 3D")
     check_tensor(faces, f"{where}: faces", shape=(None, 3), dtype="int", what="F triangles")

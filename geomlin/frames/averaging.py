@@ -1,7 +1,7 @@
 """Frame averaging: make any point-cloud backbone exactly invariant or equivariant
 (Puny et al. 2022, "Frame Averaging for Invariant and Equivariant Network Design", Eq. 3-4).
 
-For a frame ``F(X)`` (here the PCA frames of [`geomlin.frames.pca`][geomlin.frames.pca]) and a backbone
+For a frame ``F(X)`` (here the PCA frames of [`geomlin.frames.pca`][]) and a backbone
 ``phi``, the frame average is
 
     <phi>(X) = 1/|F(X)| sum_{g in F(X)} g . phi(g^{-1} . X)
@@ -53,7 +53,8 @@ def point_type(kind: str, d: int, group, like=None):
     """The feature type of a point-cloud input or output of ``kind`` under ``group``.
 
     ``"invariant"`` -> [`Scalars`][geomlin.reps.types.Scalars] (the shape of ``like`` when it is an invariant
-    type), ``"vector"`` -> [`Vectors`][geomlin.reps.types.Vectors], ``"position"`` -> [`Positions`][geomlin.reps.types.Positions].
+    type), ``"vector"`` -> [`Vectors`][geomlin.reps.types.Vectors], ``"position"`` ->
+    [`Positions`][geomlin.reps.types.Positions].
     """
     from geomlin.reps.types import Positions, Scalars, Vectors
 
@@ -98,10 +99,10 @@ class FrameAveraging(nn.Module):
         e.g. an ``nn.Sequential``, takes only these), ``backbone(pos, *extras, mask=mask)``
         (padded ``(B * F, N, d)``), or ``backbone(pos, *extras, batch=batch)``
         (flat ``(F * N_total, d)``; plus ``edge_index=`` when given).
-    group
+    group : str or Group or Euclidean
         ``"E3"`` (default), ``"SE3"``, ``"O3"``, ``"SO3"`` or the ``(n)`` versions; see
         [`as_frame_group`][].
-    output
+    output : str or tuple of str
         kind of the backbone's output, or a tuple of kinds for tuple outputs:
         ``"invariant"`` (any shape), ``"vector"`` (``(..., d)``, rotated back) or
         ``"position"`` (``(..., d)``, rotated and translated back).
@@ -115,7 +116,8 @@ class FrameAveraging(nn.Module):
         eval mode the full frame is always used.
     on_degenerate : str
         ``"raise" | "warn" | "sample" | "moments" | "ignore"`` for degenerate spectra
-        (``"moments"``: axes from third and fourth moments, exact; see [`geomlin.frames.pca`][geomlin.frames.pca]).
+        (``"moments"``: axes from third and fourth moments, exact; see
+        [`geomlin.frames.pca`][]).
     gap_tol : float
         relative eigenvalue gap below which a spectrum is degenerate.
     signs : str
@@ -136,11 +138,11 @@ class FrameAveraging(nn.Module):
     (per point) or ``(B, ...)`` (per graph); outputs with leading ``F * B`` (per graph)
     or ``F * N_total`` (per point) come back as ``(B, ...)`` / ``(N_total, ...)``.
     Padded entries of the canonical positions are zero. On accelerators pass ``num_graphs`` with a
-    flat batch (otherwise ``batch.max()`` is read); see [`geomlin.frames.pca`][geomlin.frames.pca] for what else
-    runs without host synchronisation.
+    flat batch (otherwise ``batch.max()`` is read); see [`geomlin.frames.pca`][] for what
+    else runs without host synchronisation.
 
-    Declared types (for [`geomlin.testing.assert_equivariant`][geomlin.testing.assert_equivariant] and ``geomlin audit``):
-    ``type_in = (Positions(d), *extras)``, ``type_out`` one type per output kind, all under the
+    Declared types (for [`geomlin.testing.assert_equivariant`][] and
+    ``geomlin audit``): ``type_in = (Positions(d), *extras)``, ``type_out`` one type per output kind, all under the
     frame group (``SE3`` -> ``SE3()``, ``O3`` -> ``O(3)``, ...); invariant outputs reuse the
     backbone's declared ``Scalars`` when it has one.
     """

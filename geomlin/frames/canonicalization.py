@@ -23,7 +23,7 @@ The contract (explicit values, no hidden state) every canonicalizer here follows
 * ``identity_metric(g)``: fraction of predictions at (or near) the identity.
 
 Point clouds use [`PointCloudCanonicalizer`][] (vector neurons, SO(d)/O(d)/SE(d)/E(d));
-images use [`geomlin.frames.images.ImageCanonicalizer`][geomlin.frames.images.ImageCanonicalizer] (C4/D4).
+images use [`geomlin.frames.images.ImageCanonicalizer`][] (C4/D4).
 
 Every canonicalizer declares ``type_in`` and, for ``forward(..., as_tensors=True)`` (the group
 elements as plain tensors), ``type_out``; ``feature_type(kind)`` gives the type of an input or
@@ -197,7 +197,7 @@ class PointCloudCanonicalizer(Canonicalizer):
 
     Parameters
     ----------
-    group
+    group : str or Group or Euclidean
         ``"SO3" | "O3" | "SE3" | "E3"`` (or the ``(n)`` forms, geomlin groups, samplers).
     hidden_channels, num_blocks : int
         width and depth of the vector-neuron network.
@@ -209,8 +209,8 @@ class PointCloudCanonicalizer(Canonicalizer):
 
     Notes
     -----
-    Group elements are [`RigidTransform`][geomlin.groups.euclidean.RigidTransform] with ``R (B, d, d)``, ``t (B, d)``;
-    ``forward(..., as_tensors=True)`` returns the tuple ``(R, t)`` instead (declared as
+    Group elements are [`RigidTransform`][geomlin.groups.euclidean.RigidTransform] with ``R (B, d, d)``,
+    ``t (B, d)``; ``forward(..., as_tensors=True)`` returns the tuple ``(R, t)`` instead (declared as
     ``type_out = (Frames(d), Positions(d))``). Inputs: padded ``(B, N, d)`` with optional
     ``mask (B, N)``, or flat ``(N_total, d)`` with ``batch``. A cloud whose points coincide has
     every rotation as a symmetry; it gets ``R = I`` (its canonical cloud is the same for any
@@ -363,7 +363,7 @@ class Canonicalization(nn.Module):
     backbone : nn.Module
         any module; called as ``backbone(x_canonical, *extras, **kwargs)`` with the
         same keyword arguments (``mask=``, ``batch=``) as [`forward`][].
-    output
+    output : str or tuple of str
         kind of the backbone's output (``"invariant" | "vector" | "position" | "regular"``
         or another kind the canonicalizer supports, e.g. ``"image"``), or a tuple of kinds.
     inputs : Sequence[str] | str

@@ -3,8 +3,9 @@
 Group elements ``(k, m)`` (``k`` quarter turns, ``m`` flips) act on images
 ``(..., H, W)`` as ``rot90^k(flip^m(x))`` with ``rot90 = torch.rot90(., 1, (-2, -1))`` and
 ``flip = torch.flip(., (-1,))``; as 2x2 matrices they are ``Rot(k pi/2) diag(1, -1)^m``
-(the elements of [`geomlin.groups.C`][geomlin.groups.classical.C] ``(4)`` / [`geomlin.groups.D`][geomlin.groups.classical.D] ``(4)``).
-Element index ``i = m * 4 + k``; index 0 is the identity.
+(the elements of [`geomlin.groups.C`][geomlin.groups.classical.C] ``(4)`` /
+[`geomlin.groups.D`][geomlin.groups.classical.D] ``(4)``). Element index ``i = m * 4 + k``; index 0 is the
+identity.
 
 The canonicalizer is a rotated-filter group convolution network (Cohen & Welling 2016,
 "Group Equivariant Convolutional Networks", Eq. 10-11): a lifting convolution with the
@@ -125,7 +126,7 @@ def regular_index(group: ImageGroup, device=None) -> Tensor:
 
 def _element_index(g: Tensor, group: ImageGroup) -> Tensor:
     """The index of a ``(2, 2)`` C4/D4 matrix as a 0-dim int64 tensor on ``g``'s device (no host
-    read; a matrix outside the group is refused through [`geomlin.validation.check_condition`][geomlin.validation.check_condition])."""
+    read; a matrix outside the group is refused through [`geomlin.validation.check_condition`][])."""
     check_tensor(g, "g", shape=(2, 2))
     mats = element_matrices(group, g.device, working_dtype(g.dtype))
     dist = (mats - g.detach().to(mats.dtype)).abs().flatten(1).amax(1)
@@ -169,7 +170,7 @@ def inverse_table(group) -> Tensor:
 
 def act_on_image(x: Tensor, index, group) -> Tensor:
     """Element ``index`` acting on images ``(..., H, W)``: ``rot90^k(flip^m(x))``
-    ([`geomlin.reps.types.act_on_grid`][geomlin.reps.types.act_on_grid], the action of the [`Images`][] type).
+    ([`geomlin.reps.types.act_on_grid`][], the action of the [`Images`][] type).
 
     ``index`` is a Python int, or a 0-dim int64 tensor on ``x``'s device: then every element's image
     is formed and the one at ``index`` is selected, so the host never reads the index. An index
@@ -188,7 +189,7 @@ def act_on_image(x: Tensor, index, group) -> Tensor:
 
 
 def image_action(group):
-    """An action ``action(g, x)`` for [`geomlin.testing`][geomlin.testing]: ``g`` a 2x2 C4/D4 matrix,
+    """An action ``action(g, x)`` for [`geomlin.testing`][]: ``g`` a 2x2 C4/D4 matrix,
     ``x (..., H, W)`` images (``g`` and ``x`` on one device; no host read)."""
     grp = as_image_group(group)
     return lambda g, x: act_on_image(x, _element_index(g, grp), grp)
@@ -329,7 +330,7 @@ class ImageCanonicalizer(Canonicalizer):
 
     Parameters
     ----------
-    group
+    group : str or Group
         ``"C4" | "D4"`` or ``geomlin.groups.C(4)`` / ``D(4)``.
     in_channels : int
         image channels.

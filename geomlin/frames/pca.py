@@ -52,10 +52,10 @@ eigenvalue 0); it is degenerate only when its in-plane spread is isotropic
 **Accelerators and mixed precision**
 
 Nothing here makes the host wait for the device: the eigenvectors come from the sync-free
-Jacobi solver [`geomlin.groups.rotations.symmetric_eigh`][geomlin.groups.rotations.symmetric_eigh] (``torch.linalg.eigh`` reads an
-error code back on CUDA), every policy is computed for all items and selected per item with
+Jacobi solver [`geomlin.groups.rotations.symmetric_eigh`][]
+(``torch.linalg.eigh`` reads an error code back on CUDA), every policy is computed for all items and selected per item with
 ``torch.where``, and on an accelerator ``"raise"`` and ``"warn"`` are deferred checks
-([`geomlin.validation.check_condition`][geomlin.validation.check_condition], reported by
+([`geomlin.validation.check_condition`][], reported by
 [`raise_deferred`][geomlin.validation.raise_deferred] without the item numbers, which would need a read).
 On the CPU a policy's extra work is skipped when no item needs it. Flat batches read
 ``batch.max()`` unless ``num_graphs`` is given, and ``on_degenerate="moments"`` pads them to the
@@ -142,7 +142,7 @@ class FrameGroup:
 
     def sampler(self):
         """The geomlin group of this frame group: ``SO(d)``, ``O(d)`` or an E(d) / SE(d) sampler
-        (what declared feature types and [`geomlin.testing`][geomlin.testing] use)."""
+        (what declared feature types and [`geomlin.testing`][] use)."""
         from geomlin.groups import SO, Euclidean, O
 
         if self.translation:
@@ -171,7 +171,8 @@ def as_frame_group(group) -> FrameGroup:
     Accepts the strings ``"O3"``, ``"SO3"``, ``"E3"``, ``"SE3"`` and ``"O(n)"``,
     ``"SO(n)"``, ``"E(n)"``, ``"SE(n)"`` for any ``n >= 1``; a
     [`geomlin.groups.Euclidean`][geomlin.groups.euclidean.Euclidean] sampler (``E3()``, ``SE3()``); a
-    [`geomlin.groups.O`][geomlin.groups.classical.O] or [`geomlin.groups.SO`][geomlin.groups.classical.SO]; or a [`FrameGroup`][].
+    [`geomlin.groups.O`][geomlin.groups.classical.O] or [`geomlin.groups.SO`][geomlin.groups.classical.SO]; or
+    a [`FrameGroup`][].
     """
     from geomlin.groups import SO, Euclidean, O
 
@@ -577,7 +578,7 @@ def pca_frames(pos: Tensor, group="E3", mask: Tensor | None = None, batch: Tenso
     pos : Tensor of shape (B, N, d)
         padded batch (with optional ``mask (B, N)`` bool, True = real
         point), or ``(N_total, d)`` flat PyG-style batch with ``batch (N_total,)`` int64.
-    group
+    group : str or Group or Euclidean
         ``"O3" | "SO3" | "E3" | "SE3"``, ``"O(n)" | "SO(n)" | "E(n)" | "SE(n)"``, a
         geomlin ``O(n)``/``SO(n)`` or an ``E3()``/``SE3()`` sampler.
     num_graphs : int | None

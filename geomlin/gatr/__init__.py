@@ -6,8 +6,9 @@ Layers: [`primitives`][] (pure functions on ``(..., 16)``) ->
 [`planes`][] (the component-major kernels the layers run on) and
 [`reference`][] (loading the reference implementation's weights) and
 [`orientations`][] (exact reflections for models on coordinates).
-Pin(3,0,1), the group GATr is equivariant to, is sampled by [`geomlin.algebra.Pin301`][geomlin.algebra.versor_groups.Pin301]
-(re-exported here). Layers for any Clifford algebra (CGENN) live in [`geomlin.clifford`][geomlin.clifford].
+Pin(3,0,1), the group GATr is equivariant to, is sampled by
+[`geomlin.algebra.Pin301`][geomlin.algebra.versor_groups.Pin301] (re-exported here). Layers for any Clifford
+algebra (CGENN) live in [`geomlin.clifford`][].
 
 >>> import torch
 >>> from geomlin.algebra import pga

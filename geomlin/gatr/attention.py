@@ -167,7 +167,7 @@ def set_layout(mask: Tensor | None = None, batch: Tensor | None = None, method: 
         upper bounds of the number of sets (``batch.max() + 1``) and of the
         items in one set. With both, ``method="padded"`` is planned on ``batch``'s device without
         reading it (a set larger than ``max_items`` or an id ``>= num_sets`` is an error, deferred
-        on accelerators, see [`geomlin.validation`][geomlin.validation]).
+        on accelerators, see [`geomlin.validation`][]).
 
     Notes
     -----

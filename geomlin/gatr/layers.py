@@ -1,4 +1,4 @@
-"""GATr layers: thin ``nn.Module`` shells around [`geomlin.gatr.primitives`][geomlin.gatr.primitives].
+"""GATr layers: thin ``nn.Module`` shells around [`geomlin.gatr.primitives`][].
 
 Every layer maps ``(mv (..., items, mv_channels, 16), scalars (..., items, s_channels) | None)``
 to the same pair, and declares its feature types (``type_in`` / ``type_out``: multivectors of
@@ -8,7 +8,8 @@ implementations; ``"dense"`` reproduces the reference-style einsum path.
 
 The architecture is the reference GATr's (v1.4, ``gatr.layers``): the same maps, initialisation,
 multi-query attention with learnable distance weights, the same layer norm and gated GELU, so a
-reference ``state_dict`` loads ([`geomlin.gatr.reference.load_reference_state_dict`][geomlin.gatr.reference.load_reference_state_dict]).
+reference ``state_dict`` loads
+([`geomlin.gatr.reference.load_reference_state_dict`][]).
 """
 
 from __future__ import annotations
@@ -113,9 +114,9 @@ class EquiLinear(nn.Module):
 
     ``mv (..., in_mv, 16), scalars (..., in_s) -> mv (..., out_mv, 16), scalars (..., out_s)``.
 
-    Multivectors mix through the 9 equivariant basis maps ([`equi_linear`][geomlin.gatr.primitives.equi_linear]);
-    input scalars feed the output scalar components ``<mv>_0``; output scalars read input scalars
-    and ``<mv>_0``. The multivector bias sits on the scalar component (the only invariant one).
+    Multivectors mix through the 9 equivariant basis maps
+    ([`equi_linear`][geomlin.gatr.primitives.equi_linear]); input scalars feed the output scalar components
+    ``<mv>_0``; output scalars read input scalars and ``<mv>_0``. The multivector bias sits on the scalar component (the only invariant one).
     Missing scalar sides are ``0`` channels (``scalars=None``).
 
     ``initialization``: the reference's schemes (``"default"``: variance preserving with its
@@ -138,7 +139,8 @@ class EquiLinear(nn.Module):
         self.s_to_s = nn.Parameter(torch.empty(self.out_s, self.in_s)) if self.out_s and self.in_s else None
         self.bias_mv = nn.Parameter(torch.zeros(self.out_mv)) if bias else None
         self.bias_s = nn.Parameter(torch.zeros(self.out_s)) if bias and self.out_s else None
-        #: the index plan (and, for ``method="dense"``, the basis) as buffers, see [`tables`][geomlin.gatr.planes.tables]
+        #: the index plan (and, for ``method="dense"``, the basis) as buffers, see
+        #: [`tables`][geomlin.gatr.planes.tables]
         self.tables = PL.tables(*(("gatr:linear", "gatr:basis") if self.method == "dense" else ("gatr:linear",)))
         self.reset_parameters(initialization)
         self.type_in = (_mv_type(self.in_mv), _s_type(self.in_s))

@@ -9,7 +9,7 @@ Batches come in two layouts, both with attention memory linear in the number of 
 
 * padded: ``mv (batch, items, channels, 16)`` with ``mask (batch, items)`` (True = real item);
 * flat (PyG): ``mv (items, channels, 16)`` with ``batch (items,)`` giving each item's set
-  (grouped by size into fused attention calls, [`geomlin.gatr.attention`][geomlin.gatr.attention]).
+  (grouped by size into fused attention calls, [`geomlin.gatr.attention`][]).
 
 On accelerators no forward pass synchronises with the host. A flat batch's set sizes are settled
 once per batch at the data boundary, by a [`SetLayout`][] passed as
@@ -96,15 +96,16 @@ class GATr(nn.Module):
         one key/value head shared by all query heads (the reference's default).
     attention_method : str
         how flat (``batch=``) inputs are grouped: ``"auto"``, ``"bucketed"``,
-        ``"chunked"``, ``"dense"`` (see [`geomlin.gatr.attention`][geomlin.gatr.attention]; ``"padded"`` needs bounds,
-        so it comes with a ``layout=`` from [`set_layout`][]).
+        ``"chunked"``, ``"dense"`` (see [`geomlin.gatr.attention`][]; ``"padded"`` needs
+        bounds, so it comes with a ``layout=`` from [`set_layout`][]).
     checkpoint : bool
         recompute each block in the backward pass (less memory, more time).
 
     Notes
     -----
     The architecture, initialisation and conventions are the reference GATr's (v1.4); a
-    reference ``state_dict`` loads with [`geomlin.gatr.reference.load_reference_state_dict`][geomlin.gatr.reference.load_reference_state_dict].
+    reference ``state_dict`` loads with
+    [`geomlin.gatr.reference.load_reference_state_dict`][].
     """
 
     def __init__(self, in_mv_channels: int, out_mv_channels: int, hidden_mv_channels: int,

@@ -7,14 +7,14 @@ of the algebra is one contiguous ``(M, channels)`` matrix. In this layout
 * an equivariant linear map is two batched matmuls over planes (grade weights, ``e0`` maps)
   with no transposes around them;
 * the geometric product and the join are products of ``(16, R)`` matrices with small tables
-  ([`geomlin.algebra.pga`][geomlin.algebra.pga]'s complex 2x2 representation; the 81-pair join table), run over
-  column chunks that stay in cache;
+  ([`geomlin.algebra.pga`][]'s complex 2x2 representation; the 81-pair join table), run
+  over column chunks that stay in cache;
 * layer norm, gating, residuals and the attention features are elementwise on planes.
 
 [`GATr`][] converts its input once ([`to_planes`][]) and its output once
 ([`from_planes`][]); the layers' public ``forward`` methods convert at their boundary. Every
-function here is the same map as its counterpart in [`geomlin.gatr.primitives`][geomlin.gatr.primitives] (tested).
-Scalars stay ``(M, s_channels)``. The kernels check shapes and dtypes only (no finiteness: they
+function here is the same map as its counterpart in [`geomlin.gatr.primitives`][]
+(tested). Scalars stay ``(M, s_channels)``. The kernels check shapes and dtypes only (no finiteness: they
 run inside every block).
 """
 
@@ -49,8 +49,8 @@ def tables(*keys: str) -> ConstantTables:
     """The constant tables the planes kernels read through ``tables=``, as a module's buffers.
 
     ``keys``: ``"planes:geometric_product"`` ([`geometric_product`][]), ``"planes:join"``
-    ([`join`][]), or any key of [`geomlin.gatr.primitives.tables`][geomlin.gatr.primitives.tables] (``"gatr:linear"`` for
-    [`linear`][] and [`sources`][], ``"gatr:nondegenerate"`` for [`norm_squared`][] and
+    ([`join`][]), or any key of [`geomlin.gatr.primitives.tables`][]
+    (``"gatr:linear"`` for [`linear`][] and [`sources`][], ``"gatr:nondegenerate"`` for [`norm_squared`][] and
     [`layer_norm`][], ``"gatr:grades"`` for [`grade_dropout`][], ``"gatr:attention"`` for
     [`attention_features`][]). Without ``tables=`` the kernels read a per-(device, dtype) cache.
     """
@@ -165,8 +165,9 @@ def _split(t: Tensor) -> tuple[Tensor, ...]:
 def geometric_product(a: Tensor, b: Tensor, tables: ConstantTables | None = None) -> Tensor:
     """Geometric product of planes ``(16, M, C) x (16, M, C) -> (16, M, C)``.
 
-    The complex 2x2 representation of [`geomlin.algebra.pga.geometric_product`][geomlin.algebra.pga.geometric_product], computed
-    with complex elementwise products over column chunks (float32 / float64).
+    The complex 2x2 representation of
+    [`geomlin.algebra.pga.geometric_product`][], computed with complex
+    elementwise products over column chunks (float32 / float64).
     """
     _p(a, "a")
     _p(b, "b")
@@ -187,7 +188,7 @@ def geometric_product(a: Tensor, b: Tensor, tables: ConstantTables | None = None
 
 
 def join(a: Tensor, b: Tensor, tables: ConstantTables | None = None) -> Tensor:
-    """Join [`geomlin.algebra.pga.join`][geomlin.algebra.pga.join] of planes ``(16, M, C)`` (81-pair table, column chunks)."""
+    """Join [`geomlin.algebra.pga.join`][] of planes ``(16, M, C)`` (81-pair table, column chunks)."""
     _p(a, "a")
     _p(b, "b")
     sx, sy, r = (_table("planes:join", a.device, a.dtype, i, tables) for i in range(3))

@@ -12,7 +12,7 @@ its reference implementation (``gatr.primitives``, v1.4), whose formulas these f
 * equivariant layer norm (eq. 5), scalar-gated GELU (sec. 3.2), grade dropout;
 * attention on inner-product and distance-aware features (sec. 3.3, the reference's
   ``geometric_attention``) in one fused ``scaled_dot_product_attention`` per set group:
-  [`geometric_attention`][] (see [`geomlin.gatr.attention`][geomlin.gatr.attention] for the set layouts).
+  [`geometric_attention`][] (see [`geomlin.gatr.attention`][] for the set layouts).
 
 Every function takes plain tensors, validates nothing inside hot loops and states its shapes.
 ``method="dense"`` selects the Cayley-table einsum path (the reference-style implementation the
@@ -162,8 +162,8 @@ def tables(*keys: str) -> ConstantTables:
     ``keys``: ``"gatr:linear"`` (index plan of [`equi_linear`][]), ``"gatr:basis"``
     (``method="dense"``), ``"gatr:nondegenerate"`` ([`inner_product`][], [`equi_layer_norm`][]),
     ``"gatr:grades"`` ([`grade_dropout`][]), ``"gatr:attention"`` ([`attention_features`][]),
-    or any key of [`geomlin.algebra.pga.tables`][geomlin.algebra.pga.tables]. Without ``tables=`` the functions read a
-    per-(device, dtype) cache filled on the first call.
+    or any key of [`geomlin.algebra.pga.tables`][]. Without ``tables=`` the
+    functions read a per-(device, dtype) cache filled on the first call.
     """
     return ConstantTables(dict(build_table(key) for key in keys))
 
@@ -235,9 +235,9 @@ def equi_linear(x: Tensor, weight: Tensor, method: str = "auto", scalar_bias: Te
 def geometric_product(x: Tensor, y: Tensor, method: str = "auto", *, tables: ConstantTables | None = None) -> Tensor:
     """Geometric product of ``(..., 16)`` tensors (broadcasting).
 
-    ``fast``/``auto``: the complex-matrix product of [`geomlin.algebra.pga.geometric_product`][geomlin.algebra.pga.geometric_product]
-    (under autocast in float32 or float64, with autocast off: there is no complex bfloat16;
-    half-precision inputs outside autocast use the sparse Cayley table); ``dense``: the ``16^3``
+    ``fast``/``auto``: the complex-matrix product of
+    [`geomlin.algebra.pga.geometric_product`][] (under autocast in
+    float32 or float64, with autocast off: there is no complex bfloat16; half-precision inputs outside autocast use the sparse Cayley table); ``dense``: the ``16^3``
     Cayley einsum. ``tables``: see [`tables`][].
     """
     method = _check_method(method)
@@ -257,7 +257,7 @@ def outer_product(x: Tensor, y: Tensor, method: str = "auto", *, tables: Constan
 
 
 def join(x: Tensor, y: Tensor, method: str = "auto", *, tables: ConstantTables | None = None) -> Tensor:
-    """Join ``x v y = J(J(x) ^ J(y))`` of ``(..., 16)`` tensors ([`geomlin.algebra.pga.join`][geomlin.algebra.pga.join]).
+    """Join ``x v y = J(J(x) ^ J(y))`` of ``(..., 16)`` tensors ([`geomlin.algebra.pga.join`][]).
 
     Equivariant only up to sign: odd versors flip it. [`equivariant_join`][] fixes that.
     """
@@ -284,7 +284,8 @@ def inner_product(x: Tensor, y: Tensor, *, tables: ConstantTables | None = None)
     """Invariant inner product ``<~x y>_0`` on the 8 components without ``e0``: ``(..., 16) -> (..., 1)``.
 
     In G(3,0,1) every e0-free blade squares (with reversion) to ``+1``, so this is a plain
-    dot product over [`geomlin.algebra.pga.NONDEGENERATE`][geomlin.algebra.pga.NONDEGENERATE] (a masked sum, no gather).
+    dot product over [`geomlin.algebra.pga.NONDEGENERATE`][] (a masked sum,
+    no gather).
     """
     _mv(x, "x")
     _mv(y, "y")

@@ -1,7 +1,7 @@
 """Compatibility with the reference GATr (Qualcomm's ``geometric-algebra-transformer``, v1.4).
 
-[`geomlin.gatr.GATr`][geomlin.gatr.model.GATr] is the reference's ``gatr.nets.GATr`` architecture: the same layers,
-initialisation, multi-query attention with learnable distance weights, layer norm, gated GELU
+[`geomlin.gatr.GATr`][geomlin.gatr.model.GATr] is the reference's ``gatr.nets.GATr`` architecture: the same
+layers, initialisation, multi-query attention with learnable distance weights, layer norm, gated GELU
 and join. A reference ``state_dict`` therefore loads without retraining:
 
 >>> from geomlin.gatr.reference import gatr_from_reference   # doctest: +SKIP
@@ -26,7 +26,7 @@ What cannot map (the loader refuses it with the reason): rotary positional encod
 geomlin has no such layers. A reference model without scalar channels cannot be built by the
 reference itself (its attention needs them), so it does not arise.
 
-Conventions that differ (see [`geomlin.algebra.pga`][geomlin.algebra.pga]): quaternions ``(w, x, y, z)`` here,
+Conventions that differ (see [`geomlin.algebra.pga`][]): quaternions ``(w, x, y, z)`` here,
 ``(x, y, z, w)`` there; [`extract_point`][geomlin.algebra.pga.extract_point] keeps the sign of a clamped
 small weight; the attention ``mask`` is boolean only and PyG batch vectors are supported
 directly (the reference needs xformers block masks for them).

@@ -40,7 +40,7 @@ An input that is shared by several channels (the spherical harmonics of an edge 
 convolution, multiplied with every channel of the node features) is transformed once per
 shared row and broadcast in the pointwise product.
 
-These functions compute values only (no autograd); [`geomlin.gaunt.product`][geomlin.gaunt.product] wraps them
+These functions compute values only (no autograd); [`geomlin.gaunt.product`][] wraps them
 in autograd functions whose backward is the same route (the exact adjoint).
 """
 
@@ -282,7 +282,7 @@ def _weights_host(num_theta: int, num_phi: int) -> tuple[Tensor]:
 
 
 def synthesis_key(lmax: int, num_theta: int, num_phi: int) -> tuple:
-    """Cache key ([`geomlin.gaunt.cache`][geomlin.gaunt.cache]) of the synthesis tables of ``lmax`` on a half grid."""
+    """Cache key ([`geomlin.gaunt.cache`][]) of the synthesis tables of ``lmax`` on a half grid."""
     return ("grid.synthesis", lmax, num_theta, num_phi)
 
 
@@ -304,7 +304,7 @@ def product_keys(lmax1: int, lmax2: int, lmax_out: int) -> list[tuple]:
 
 
 def power_keys(lmax: int, nu: int, lmax_out: int) -> list[tuple]:
-    """Keys of every table the grid power ([`geomlin.gaunt.modules.power_sum`][geomlin.gaunt.modules.power_sum]) reads, forward and
+    """Keys of every table the grid power ([`geomlin.gaunt.modules.power_sum`][]) reads, forward and
     backward (twice differentiable)."""
     nt, nphi = exact_grid_size(nu * lmax + lmax_out)
     return [synthesis_key(lmax, nt, nphi), synthesis_key(lmax_out, nt, nphi), projection_key(lmax_out, nt, nphi),

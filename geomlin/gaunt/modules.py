@@ -254,7 +254,7 @@ def _dense_power_tables(L: int, nu: int, lmax_out: int) -> tuple[Tensor, Tensor]
 
 
 def dense_power_key(L: int, nu: int, lmax_out: int) -> tuple:
-    """Cache key ([`geomlin.gaunt.cache`][geomlin.gaunt.cache]) of the tables [`power_sum`][] reads inside compiled graphs."""
+    """Cache key ([`geomlin.gaunt.cache`][]) of the tables [`power_sum`][] reads inside compiled graphs."""
     return ("dense.power", L, nu, lmax_out)
 
 

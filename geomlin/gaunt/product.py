@@ -15,17 +15,17 @@ via Gaunt Tensor Products", ICLR 2024, eq. 3-6).
 
 ``"grid"``   the fast route, O(L^3): per-m Legendre GEMMs to Gauss-Legendre
              latitudes, real DFT GEMM on the half longitude circle, pointwise
-             product, the adjoint transforms back ([`geomlin.gaunt.grid`][geomlin.gaunt.grid]).
+             product, the adjoint transforms back ([`geomlin.gaunt.grid`][]).
 ``"fft"``    the paper's route: SH -> 2D Fourier coefficients on
              ``e^{i(u theta + v phi)}`` (sparse per-m tables), 2D convolution by
              zero-padded ``irfft2`` / ``rfft2`` at the alias-free size, and the
              inverse table built from ``int_0^pi e^{i w theta} sin(theta)``
-             ([`geomlin.gaunt.fourier`][geomlin.gaunt.fourier]).
+             ([`geomlin.gaunt.fourier`][]).
 ``"dense"``  the plain sphere-grid GEMM, O(L^4): three dense matrix products.
 ``"direct"`` contraction with the dense Gaunt tensor, O(L^6); small L only.
 ``"triton"`` the fast route as one fused Triton kernel (CUDA; CPU under
-             ``TRITON_INTERPRET=1``), [`geomlin.gaunt.kernels`][geomlin.gaunt.kernels].
-``"auto"``   picks from [`geomlin.gaunt.autotune`][geomlin.gaunt.autotune] (measured per device).
+             ``TRITON_INTERPRET=1``), [`geomlin.gaunt.kernels`][].
+``"auto"``   picks from [`geomlin.gaunt.autotune`][] (measured per device).
 
 The transform routes share one autograd rule: ``G`` is symmetric in its three indices,
 so the gradient of a Gaunt product is a Gaunt product again (two per backward,
@@ -162,8 +162,8 @@ def gaunt_rows(x1: Tensor, x2: Tensor, lmax1: int, lmax2: int, lmax_out: int, me
     """Gaunt products of rows: the differentiable core behind [`gaunt_tensor_product`][].
 
     ``x1 (A * c1, D1)``, ``x2 (A * c2, D2)`` with ``c1, c2`` as in
-    [`geomlin.gaunt.grid.gaunt_on_grid`][geomlin.gaunt.grid.gaunt_on_grid] (``shared`` in 0, 1, 2; ``reduce`` sums over the
-    ``channels`` of each group); returns ``(A * channels, Do)`` (``(A, Do)`` when ``reduce``),
+    [`geomlin.gaunt.grid.gaunt_on_grid`][] (``shared`` in 0, 1, 2; ``reduce``
+    sums over the ``channels`` of each group); returns ``(A * channels, Do)`` (``(A, Do)`` when ``reduce``),
     zero above degree ``lmax1 + lmax2``.  ``method`` is a concrete method (not ``"auto"``).
     """
     lo = min(lmax_out, lmax1 + lmax2)
@@ -225,7 +225,7 @@ def _transposed(grad, other, lmax_grad, lmax_other, lmax_want, method, C, shared
 
 # ---------------------------------------------------------------- tables of modules
 def route_keys(method: str, lmax1: int, lmax2: int, lmax_out: int) -> list[tuple]:
-    """Cache keys ([`geomlin.gaunt.cache`][geomlin.gaunt.cache]) of the tables one product on a concrete route reads."""
+    """Cache keys ([`geomlin.gaunt.cache`][]) of the tables one product on a concrete route reads."""
     lo = min(lmax_out, lmax1 + lmax2)
     if method == "grid":
         return G.product_keys(lmax1, lmax2, lo)  # with those of the fused first-order backward
@@ -347,7 +347,8 @@ def gaunt_tensor_product(x1: Tensor, x2: Tensor, lmax_out: int | None = None, me
     Tensor of shape (broadcast(...), (lmax_out+1)**2)
         dtype of the inputs (float32 for half-precision
         inputs under autocast), device of the inputs.  No host synchronisation on any device.
-        An output above [`geomlin.validation.MEMORY_LIMIT_BYTES`][geomlin.validation.MEMORY_LIMIT_BYTES] is refused with its estimate.
+        An output above [`geomlin.validation.MEMORY_LIMIT_BYTES`][] is
+        refused with its estimate.
     """
     lmax1 = _check_coefficients(x1, "x1")
     lmax2 = _check_coefficients(x2, "x2")

@@ -214,12 +214,13 @@ class Group:
         """Refuse ``g`` unless it is a float tensor ``(..., d, d)`` of elements of this group.
 
         Checks the shape and dtype, finiteness and a cheap membership test to the tolerance of
-        ``g``'s dtype ([`geomlin.validation.tolerance`][geomlin.validation.tolerance], relative to ``|g|^2`` for non-compact
-        groups): the group's invariant form ``g^T B g = B`` when it has one (orthogonality for
+        ``g``'s dtype ([`geomlin.validation.tolerance`][], relative to ``|g|^2``
+        for non-compact groups): the group's invariant form ``g^T B g = B`` when it has one (orthogonality for
         orthogonal groups), plus what a subclass adds (determinant, permutation entries). Groups
         without a known form only check invertibility. On the CPU a failure raises at once (in
         float64, with the offending value); on an accelerator the value tests are deferred
-        ([`geomlin.validation.check_condition`][geomlin.validation.check_condition]: no host synchronisation). Returns ``g``.
+        ([`geomlin.validation.check_condition`][]: no host synchronisation).
+        Returns ``g``.
         """
         check_tensor(g, name, shape=(..., self.d, self.d), what=f"elements of {self}")
         if g.numel() == 0 or g.device.type == "meta" or torch.compiler.is_compiling():
@@ -323,7 +324,7 @@ def _require(ok: Tensor, message: str, detail: Callable[[], str] | None = None) 
 
     On the CPU a ``ValueError(message + detail())`` is raised at once (``detail`` may read the
     values); on an accelerator the test is deferred with ``message`` alone
-    ([`geomlin.validation.check_condition`][geomlin.validation.check_condition]).
+    ([`geomlin.validation.check_condition`][]).
     """
     if ok.device.type != "cpu":
         check_condition(ok, message)

@@ -359,7 +359,8 @@ def as_group(group, name: str = "group") -> Group:
 
     Strings: ``"O3"`` / ``"O(3)"``, ``"SO3"`` / ``"SO(3)"``, ``"S4"`` / ``"S(4)"``, ``"Sp(2)"``,
     ``"SL(3)"``, ``"C6"``, ``"D4"``, ``"Trivial(2)"``, ``"Lorentz"`` / ``"O(1,3)"`` and
-    ``"SO+(1,3)"``. E(n) and SE(n) are not linear groups (see [`geomlin.groups.Euclidean`][geomlin.groups.euclidean.Euclidean]).
+    ``"SO+(1,3)"``. E(n) and SE(n) are not linear groups (see
+    [`geomlin.groups.Euclidean`][geomlin.groups.euclidean.Euclidean]).
     """
     if isinstance(group, Group):
         return group

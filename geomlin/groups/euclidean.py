@@ -2,7 +2,7 @@
 
 E(d) is not a linear group on R^d, so it is not a [`Group`][]; it is a
 sampler with the same ``sample(n, generator, dtype)`` signature that returns
-[`RigidTransform`][] batches, understood by [`geomlin.testing`][geomlin.testing].
+[`RigidTransform`][] batches, understood by [`geomlin.testing`][].
 """
 
 from __future__ import annotations

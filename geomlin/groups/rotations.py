@@ -72,7 +72,8 @@ SVD_SWEEPS = {1: 0, 2: 1, 3: 6, 4: 6, 5: 7, 6: 7, 7: 8, 8: 8, 9: 8, 10: 8}
 
 def full_precision(x: Tensor):
     """A context without autocast on ``x``'s device type (a no-op where autocast is off or unknown;
-    the same rule as [`geomlin.gaunt.precision.full_precision`][geomlin.gaunt.precision.full_precision], which lives on a higher floor).
+    the same rule as [`geomlin.gaunt.precision.full_precision`][], which
+    lives on a higher floor).
 
     Geometry that needs its precision (eigenvectors, nearest rotations, orthogonality tests) runs
     inside, in at least float32 ([`working_dtype`][]), also when the caller runs under
@@ -284,7 +285,7 @@ def _gram_schmidt_columns(a1: Tensor, a2: Tensor, name: str | None = None) -> Te
 
     With ``name``, a vanishing ``a1`` or an ``a2`` parallel to it (norms at or below
     ``GRAM_SCHMIDT_EPS``, where the result would not be a rotation) raises ``ValueError`` (deferred on
-    accelerators, see [`geomlin.validation.check_condition`][geomlin.validation.check_condition]).
+    accelerators, see [`geomlin.validation.check_condition`][]).
     """
     n1 = a1.norm(dim=-1, keepdim=True)
     b1 = a1 / n1.clamp_min(GRAM_SCHMIDT_EPS)
@@ -478,9 +479,9 @@ def geodesic_distance(R1: Tensor, R2: Tensor) -> Tensor:
 
     Computed as ``2 asin(|R1 - R2|_F / (2 sqrt 2))`` (accurate for small angles, unlike
     ``acos((tr - 1) / 2)``); the derivative is finite at 0 and, below pi, everywhere. Both inputs must
-    be rotations to the tolerance of their dtype ([`geomlin.validation.check_orthogonal`][geomlin.validation.check_orthogonal], tested
-    with autocast off, so float32 rotations pass under ``torch.autocast`` and bfloat16 ones pass
-    with bfloat16's tolerance; deferred on accelerators). Computed in at least float32, returned in
+    be rotations to the tolerance of their dtype
+    ([`geomlin.validation.check_orthogonal`][], tested with autocast off,
+    so float32 rotations pass under ``torch.autocast`` and bfloat16 ones pass with bfloat16's tolerance; deferred on accelerators). Computed in at least float32, returned in
     the promoted dtype of ``R1`` and ``R2``.
     """
     check_tensor(R1, "R1", shape=(..., 3, 3))

@@ -25,7 +25,8 @@ def check_features(x: Tensor, size: int, name: str = "x", what: str = "rep_in") 
     """Raise a clear error unless ``x`` is a finite floating tensor ``(..., size)``.
 
     The finiteness check is a ``ValueError`` on the CPU and deferred on accelerators
-    ([`geomlin.validation.check_finite`][geomlin.validation.check_finite]), so GPU forwards never wait for the host.
+    ([`geomlin.validation.check_finite`][]), so GPU forwards never wait for the
+    host.
     """
     check_tensor(x, name, shape=(..., size), finite=True, what=f"{what} of size {size}")
 
@@ -35,14 +36,14 @@ class BlockLayout:
 
     Attributes
     ----------
-    types
+    types : list of Rep
         distinct non-sum reps, in order of first appearance.
-    index
-        ``(size,)`` long CPU tensor; ``x[..., index]`` lists the coordinates
+    index : Tensor of shape (size,)
+        long, on the CPU; ``x[..., index]`` lists the coordinates
         type by type, copy by copy (``types[0]`` copy 0, copy 1, ..., then ``types[1]`` ...).
-    inverse
-        ``(size,)`` the inverse permutation.
-    multiplicity
+    inverse : Tensor of shape (size,)
+        the inverse permutation.
+    multiplicity : list of int
         number of copies of each type.
 
     Notes
@@ -104,13 +105,13 @@ class EquivariantLinear(nn.Module):
         ``group=``).
     bias : bool
         add a learnable bias restricted to the invariant subspace of ``rep_out``.
-    group
+    group : Group or str, optional
         binds group-free reps (a geomlin Group or a name such as ``"O(3)"``).
-    cache_dir
+    cache_dir : str or os.PathLike, optional
         folder of an on-disk basis cache (see [`equivariant_basis`][]):
         the first process solves and writes, later ones read.
     method : str
-        basis solver, ``"auto"`` or one of [`geomlin.linear.solver.METHODS`][geomlin.linear.solver.METHODS].
+        basis solver, ``"auto"`` or one of [`geomlin.linear.solver.METHODS`][].
 
     Shapes
     ------

@@ -204,7 +204,9 @@ class EquivariantBilinear(nn.Module):
         are left out with a ``UserWarning`` naming them (``dropped`` lists them), unless the diagram
         solver reads their basis off directly. Raise it to include them (solved once; keep them
         with ``cache_dir=``).
-    cache_dir, method
+    cache_dir : str or os.PathLike, optional
+        as for [`EquivariantLinear`][].
+    method : str
         as for [`EquivariantLinear`][].
 
     Shapes
@@ -359,9 +361,9 @@ class EquivariantMLP(nn.Module):
         of ints / reps gives one per hidden block.
     num_blocks : int | None
         number of hidden blocks (default 2; the length of a ``hidden_channels`` sequence).
-    group
+    group : Group or str, optional
         binds group-free reps (a geomlin Group or a name such as ``"O(5)"``).
-    cache_dir
+    cache_dir : str or os.PathLike, optional
         folder of an on-disk cache of the solved bases, shared by every layer and process.
     method : str
         basis solver (``"auto"``, ``"dense"``, ``"sampled"``, ``"diagrams"``).

@@ -17,11 +17,11 @@ from Kronecker identities (no ``N x N`` matrix products):
 
 * ``"diagrams"``: tensor products of ``V`` and ``V*`` of S(n), O(n), SO(n), Sp(m) and the
   Lorentz groups, read off from Brauer / partition diagrams with no solve at all
-  ([`geomlin.linear.diagram_solver`][geomlin.linear.diagram_solver]; exact and the same on every machine);
+  ([`geomlin.linear.diagram_solver`][]; exact and the same on every machine);
 * ``"dense"``: the Gram matrix above, for up to ``DENSE_MAX_UNKNOWNS`` unknowns;
 * ``"sampled"``: larger problems of compact or finite groups,
-  [`geomlin.linear.sampled_solver.nullspace_sampled`][geomlin.linear.sampled_solver.nullspace_sampled] (averaging over random group elements,
-  applied factor by factor, with an exact Rayleigh-Ritz check), which never forms the Gram matrix;
+  [`geomlin.linear.sampled_solver.nullspace_sampled`][]
+  (averaging over random group elements, applied factor by factor, with an exact Rayleigh-Ritz check), which never forms the Gram matrix;
 * ``"dense"`` again for larger problems of non-compact groups, up to ``MAX_DENSE_UNKNOWNS``.
 
 ``method=`` forces one of them. Direct sums are solved block by block
@@ -226,7 +226,7 @@ def _read_cache_file(path: Path) -> dict | None:
 
 
 def _write_cache_file(path: Path, key, basis: Tensor) -> None:
-    """Write atomically ([`geomlin.io_atomic.atomic_write`][geomlin.io_atomic.atomic_write]), creating the folder."""
+    """Write atomically ([`geomlin.io_atomic.atomic_write`][]), creating the folder."""
     path.parent.mkdir(parents=True, exist_ok=True)
     atomic_write(path, lambda fh: torch.save({"key": repr(key), "basis": basis}, fh))
 
@@ -245,7 +245,7 @@ def equivariant_basis(rep_in: Rep, rep_out: Rep, cache_dir: str | os.PathLike | 
         process with the same ``cache_dir`` reads them instead of solving.
     method : str
         ``"auto"`` (default), ``"dense"``, ``"sampled"`` or ``"diagrams"`` (module docstring).
-    group
+    group : Group or str, optional
         binds group-free reps (a geomlin Group or a name such as ``"O(3)"``).
 
     Returns

@@ -5,11 +5,11 @@
 * [`EGNNPotential`][], [`EGNNDynamics`][] — dense E(n)-equivariant graph networks for
   molecular energies/forces and n-body dynamics;
 * [`GauntPotential`][] — an interatomic potential from Gaunt convolutions and many-body
-  Gaunt powers ([`geomlin.gaunt`][geomlin.gaunt]);
+  Gaunt powers ([`geomlin.gaunt`][]);
 * [`VNPointNetClassifier`][] — an E(3)-invariant vector-neuron point-cloud classifier;
 * [`Ponita`][] (+ [`PonitaPotential`][], [`PonitaDynamics`][]) — SE(3) weight sharing in
   position-orientation space (Bekkers et al. 2024), in point-cloud and fiber-bundle mode;
-* [`geomlin.models.graphs`][geomlin.models.graphs] — the edges of a batch, built once at the data boundary
+* [`geomlin.models.graphs`][] — the edges of a batch, built once at the data boundary
   ([`graph_edges`][], [`dense_edge_index`][]), so that the forwards never wait for an accelerator.
 """
 

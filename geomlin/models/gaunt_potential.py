@@ -1,4 +1,4 @@
-"""A MACE-flavoured interatomic potential built on [`geomlin.gaunt`][geomlin.gaunt] (Luo et al., ICLR 2024).
+"""A MACE-flavoured interatomic potential built on [`geomlin.gaunt`][] (Luo et al., ICLR 2024).
 
 Atoms carry ``C`` channels of spherical functions (real SH coefficients up to
 degree ``L``, natural parity ``0e, 1o, 2e, ...``). Each interaction block is

@@ -2,8 +2,8 @@
 
 The number of edges of a batch depends on its data (graph sizes, which pairs lie within a
 radius), and on an accelerator reading such a size makes the host wait for the device. So the
-models of [`geomlin.models`][geomlin.models] never find their graph in ``forward``: they take ``edge_index`` (and
-``num_graphs``) from the caller, and this module builds them once per batch, before the forward:
+models of [`geomlin.models`][] never find their graph in ``forward``: they take ``edge_index``
+(and ``num_graphs``) from the caller, and this module builds them once per batch, before the forward:
 
 * [`dense_edge_index`][]: all pairs of ``B`` graphs of ``N`` nodes each (padded batches). Its size
   ``B N (N - 1)`` (or ``B N^2``) is known from the shapes, so it is built on any device without

@@ -1,7 +1,7 @@
 """PointNet (Qi et al., CVPR 2017): a shared per-point MLP, a symmetric max pool, an MLP head.
 
 The non-equivariant baseline of ``geomlin train pointcloud`` and the backbone
-that [`geomlin.frames`][geomlin.frames] wraps into frame-averaged / canonicalized models.
+that [`geomlin.frames`][] wraps into frame-averaged / canonicalized models.
 It is permutation invariant (max pooling) but *not* rotation invariant.
 
 Two input layouts, the same network:

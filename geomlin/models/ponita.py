@@ -10,7 +10,8 @@ Two modes, one architecture (embedding -> ConvNeXt blocks -> readouts):
     vector outputs are ``sum_j w_ij (p_j - p_i)`` with invariant weights, exactly equivariant.
 ``mode="bundle"`` (the fiber bundle R^3 x S^2)
     Every point carries a function on a grid of orientations ``o_1 .. o_O`` (see
-    [`geomlin.models.ponita_grid`][geomlin.models.ponita_grid]). Pair attributes of ``(p_i, o_i)`` and ``(p_j, o_j)``:
+    [`geomlin.models.ponita_grid`][]). Pair attributes of ``(p_i, o_i)`` and
+    ``(p_j, o_j)``:
 
     * separable (default; the reference's fast path): the spatial step at a fixed orientation
       ``o`` uses ``(o.x, |x - (o.x) o|)``, then the spherical step mixes orientations with a
@@ -281,7 +282,7 @@ class Ponita(nn.Module):
     [`count_graphs`][]): convenient, but on an accelerator that is one
     to three host syncs per call. ``edge_index`` may hold pairs beyond ``radius`` (all pairs of a
     padded batch, say): the smooth window gives them exactly zero weight. Indices are checked by
-    [`geomlin.validation.check_index`][geomlin.validation.check_index] (deferred and clamped on accelerators).
+    [`geomlin.validation.check_index`][] (deferred and clamped on accelerators).
 
     Declared types: ``(Scalars, Positions[, Vectors]) -> (Scalars, Vectors)`` under E(3) (points
     mode) or under the rotations that permute the grid (bundle mode; see [`grid_symmetries`][]).

@@ -117,7 +117,8 @@ def orientation_grid(num_ori: int, method: str = "fibonacci", seed: int = 0) -> 
     Notes
     -----
     Returns a fresh copy (the cached grid is never handed out). ``"repulsion"`` needs
-    ``O(num_ori^2)`` memory and refuses grids above [`geomlin.validation.MEMORY_LIMIT_BYTES`][geomlin.validation.MEMORY_LIMIT_BYTES].
+    ``O(num_ori^2)`` memory and refuses grids above
+    [`geomlin.validation.MEMORY_LIMIT_BYTES`][].
     """
     num_ori = check_positive_int(num_ori, "num_ori")
     check_choice(method, "method", GRID_METHODS)

@@ -1,8 +1,9 @@
 """Feature types: how tensors transform, and the representation algebra.
 
 Every equivariant module declares ``type_in`` / ``type_out`` with these types
-([`geomlin.reps.feature_type`][geomlin.reps.feature_type]), so [`geomlin.testing.assert_equivariant`][geomlin.testing.assert_equivariant],
-``geomlin audit`` and [`EquivariantSequential`][] need nothing else.
+([`geomlin.reps.feature_type`][]), so
+[`geomlin.testing.assert_equivariant`][], ``geomlin audit`` and
+[`EquivariantSequential`][] need nothing else.
 
 * the representation algebra: ``V(G)``, ``Scalar``, sums, tensor products, duals, e3nn Irreps;
   group-free reps (EMLP's ``T(p, q)``, ``V ** 2 + 3 * T(1)``) bound later by ``rep(G)``;

@@ -13,7 +13,8 @@ the identity). New reps are built with the operator algebra of EMLP
 
 Reps may also be written before their group, as in EMLP: ``V ** 2 + 3 * T(1)`` is a
 [`GroupFreeRep`][] and ``rep(G)`` binds it (see
-[`geomlin.reps.group_free`][geomlin.reps.group_free]). ``rep(G)`` on a bound rep checks the group and returns it.
+[`geomlin.reps.group_free`][]). ``rep(G)`` on a bound rep checks the group and returns
+it.
 
 Reps are immutable and hashable by a canonical key, so bases can be cached.
 """
@@ -89,7 +90,8 @@ class Rep(FeatureType):
         """Group action: ``g`` ``(..., d, d)`` -> ``(..., size, size)`` in ``g``'s dtype.
 
         Checks once that ``g`` holds elements of the group (shape, dtype and, on the CPU,
-        membership: [`geomlin.groups.Group.check_element`][geomlin.groups.base.Group.check_element]), then evaluates ``_rho``.
+        membership: [`geomlin.groups.Group.check_element`][geomlin.groups.base.Group.check_element]), then
+        evaluates ``_rho``.
         """
         _check_element(g, self.group)
         return self._rho(g)

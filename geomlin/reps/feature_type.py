@@ -18,7 +18,7 @@ With these, [`geomlin.testing.assert_equivariant(module)`][geomlin.testing.asser
 ``geomlin audit`` and [`EquivariantSequential`][] need nothing else.
 
 The concrete types: [`Rep`][] (the representation algebra), and in
-[`geomlin.reps.types`][geomlin.reps.types] [`Scalars`][], [`Labels`][],
+[`geomlin.reps.types`][] [`Scalars`][], [`Labels`][],
 [`Vectors`][], [`Positions`][],
 [`Multivectors`][], [`SphereCoefficients`][] and
 [`Tensors`][].

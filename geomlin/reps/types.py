@@ -14,7 +14,7 @@ type                       layout                                      acted on 
 
 plus [`Rep`][] (``(..., size)``, ``x -> rho(g) x``). Each type knows its group
 (``group``), its trailing ``shape`` and its action ``act(g, x)``; see
-[`geomlin.reps.feature_type`][geomlin.reps.feature_type].
+[`geomlin.reps.feature_type`][].
 
 >>> from geomlin.reps import Positions, Scalars
 >>> Positions(3)
@@ -104,8 +104,8 @@ class Labels(FeatureType):
         """Refuse ``x`` unless it holds integers in ``[0, num_classes)``; returns it.
 
         On an accelerator the range test is deferred and the returned labels are clamped into range
-        ([`geomlin.validation.check_index`][geomlin.validation.check_index]): use the returned tensor, so that an embedding
-        lookup never reads out of bounds before the error is raised.
+        ([`geomlin.validation.check_index`][]): use the returned tensor, so that
+        an embedding lookup never reads out of bounds before the error is raised.
         """
         check_tensor(x, name, dtype="int")
         if x.device.type == "cpu" and x.numel():
@@ -351,8 +351,8 @@ def planar_element(g) -> tuple[int, int]:
     """``(k, m)`` of a 2x2 matrix ``g = Rot(k pi / 2) diag(1, -1)^m`` of C4 / D4.
 
     Raises ``ValueError`` for matrices that are not such an element, to the tolerance of ``g``'s
-    dtype ([`geomlin.validation.tolerance`][geomlin.validation.tolerance]). The pixel action needs ``(k, m)`` as Python ints,
-    so the four entries are read on the host (one synchronisation per action on an accelerator).
+    dtype ([`geomlin.validation.tolerance`][]). The pixel action needs ``(k, m)``
+    as Python ints, so the four entries are read on the host (one synchronisation per action on an accelerator).
     """
     R = rotation_part(g)
     tol = tolerance(R.dtype)
@@ -447,9 +447,9 @@ class RegularFeatures(FeatureType):
     """Functions on C4 / D4: ``(..., [channels,] |G|, [side, side])`` in the regular representation.
 
     ``(g . y)[..., a, :, :] = g . y[..., g^{-1} a, :, :]``: the group axis is permuted and, with a
-    grid (``side`` given, or ``grid=True`` for any side), the trailing square grid is acted on as by [`Images`][] (the features of
-    a group convolution); without a grid the layout is ``(..., [channels,] |G|)`` (one logit per
-    element). Element index ``a = m * 4 + k`` for ``Rot(k pi / 2) diag(1, -1)^m``.
+    grid (``side`` given, or ``grid=True`` for any side), the trailing square grid is acted on as by
+    [`Images`][] (the features of a group convolution); without a grid the layout is
+    ``(..., [channels,] |G|)`` (one logit per element). Element index ``a = m * 4 + k`` for ``Rot(k pi / 2) diag(1, -1)^m``.
     """
 
     def __init__(self, group, channels: int | None = None, side: int | None = None, grid: bool | None = None):

@@ -1,10 +1,10 @@
 """Training: the loop, distributed setup, checkpoints, configs and the tasks.
 
 * [`run_training`][] — train a task's models (single process or under ``torchrun``);
-* [`geomlin.train.tasks`][geomlin.train.tasks] — ``pointcloud``, ``molecules``, ``nbody``;
+* [`geomlin.train.tasks`][] — ``pointcloud``, ``molecules``, ``nbody``;
 * [`UserError`][] — the error the command reports in one line.
 
-The ``geomlin`` command itself (argument parsing, ``bench``, ``audit``) lives in [`geomlin.cli`][geomlin.cli].
+The ``geomlin`` command itself (argument parsing, ``bench``, ``audit``) lives in [`geomlin.cli`][].
 """
 
 from geomlin.train.errors import UserError

@@ -3,8 +3,8 @@
 A checkpoint is a ``torch.save`` dict with [`CHECKPOINT_FORMAT`][] and
 [`CHECKPOINT_VERSION`][]; [`load_checkpoint`][] rejects anything else with a
 [`UserError`][] (one line, no traceback on the command line).
-Files are written atomically ([`geomlin.io_atomic.atomic_write`][geomlin.io_atomic.atomic_write]), so an interrupted run
-never leaves a half-written checkpoint behind.
+Files are written atomically ([`geomlin.io_atomic.atomic_write`][]), so an
+interrupted run never leaves a half-written checkpoint behind.
 
 A checkpoint holds only tensors and plain data (dicts, lists, tuples, strings, numbers, None):
 the numpy RNG state is stored as a tensor. It is read with ``torch.load(weights_only=True)``,

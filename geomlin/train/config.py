@@ -9,7 +9,7 @@ is a plain ``dict`` built in this order (later wins):
 4. the options given explicitly on the command line.
 
 Keys that no option declares are rejected with the list of valid keys. Every value is checked
-against its option (type, choices, bounds) through [`geomlin.validation`][geomlin.validation] before any work
+against its option (type, choices, bounds) through [`geomlin.validation`][] before any work
 starts, so ``--num-train 0`` or ``--lr nan`` end as one-line [`UserError`][] messages.
 """
 

@@ -318,7 +318,8 @@ def run_training(task: Task, cfg: dict[str, Any], resume_from: str | Path | None
     evaluation examples. Problems raise [`UserError`][]; a loss that
     turns NaN raises [`TrainingDiverged`][]. Process-wide settings
     (the number of torch threads) are the caller's: the ``geomlin`` command sets ``--threads``;
-    the training device is made current only for the run ([`device_scope`][geomlin.train.distributed.device_scope]).
+    the training device is made current only for the run
+    ([`device_scope`][geomlin.train.distributed.device_scope]).
     """
     from geomlin.train.config import validate_config
 

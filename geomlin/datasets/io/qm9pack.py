@@ -4,7 +4,8 @@ qm9pack 1.0.3 (R. Ramakrishnan, MIT licence) holds the whole of QM9 as CSV files
 ``qm9pack/data/`` folder: ``qm9_part1.csv``, ``qm9_part2.csv``, ``qm9_part3.csv`` (the molecules
 in index order, 130,831 rows in all) and ``qm9_polarizability.csv`` (polarizability tensors,
 not read here). Each part has the header [`COLUMNS`][] and one row per molecule, the fields
-of its ``dsgdb9nsd_NNNNNN.xyz`` file ([`geomlin.datasets.io.dsgdb9nsd`][geomlin.datasets.io.dsgdb9nsd]), text fields quoted::
+of its ``dsgdb9nsd_NNNNNN.xyz`` file ([`geomlin.datasets.io.dsgdb9nsd`][]), text
+fields quoted::
 
     "dsgdb9nsd_000001.xyz",1,"C","InChI=1S/CH4/h1H4",5,"[4,1,0,0,0]","['C','H','H','H','H']",
     "[[-0.0126981359,1.0858041578,0.0080009958],...]","[-0.535689,...]","[1341.307,...]",
@@ -18,7 +19,8 @@ in the tables: their ``Index`` values are simply missing.
 The package is located without importing it ([`installed_data_folder`][]; qm9pack's own
 ``get_data`` needs pandas and setuptools' ``pkg_resources``), and the files are parsed with a
 split of each line at the quote character and vectorised ``numpy.loadtxt`` calls rather than
-a general CSV parser, so the rows must keep the quoting above (as qm9pack ships them). Every error is a [`FileFormatError`][] naming the file and line.
+a general CSV parser, so the rows must keep the quoting above (as qm9pack ships them). Every error is a
+[`FileFormatError`][] naming the file and line.
 """
 
 from __future__ import annotations

@@ -27,7 +27,7 @@ def triton_supports(lmax1: int, lmax2: int, lmax_out: int, dtype) -> bool:
 
 
 def gaunt_grid_triton(x1, x2, lmax1, lmax2, lmax_out, channels=1, shared=0, reduce=False):
-    """The fast route as Triton kernels; see [`geomlin.gaunt.kernels.triton_grid.gaunt_grid_triton`][geomlin.gaunt.kernels.triton_grid.gaunt_grid_triton]."""
+    """The fast route as Triton kernels; see [`geomlin.gaunt.kernels.triton_grid.gaunt_grid_triton`][]."""
     from geomlin.gaunt.kernels.triton_grid import gaunt_grid_triton as impl
 
     return impl(x1, x2, lmax1, lmax2, lmax_out, channels, shared, reduce)

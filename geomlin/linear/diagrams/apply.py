@@ -290,7 +290,7 @@ def apply_diagram(diagram: Diagram, x: Tensor, n: int, group, orbit: bool = Fals
     """Multiply ``x`` by the diagram's matrix without building it (fast factored product).
 
     Equals ``(diagram_matrix(diagram, n, group, orbit) @ x.reshape(..., n^k).T)``
-    reshaped, see [`geomlin.linear.diagrams.dense`][geomlin.linear.diagrams.dense] for the entry conventions.
+    reshaped, see [`geomlin.linear.diagrams.dense`][] for the entry conventions.
 
     Parameters
     ----------
@@ -300,7 +300,7 @@ def apply_diagram(diagram: Diagram, x: Tensor, n: int, group, orbit: bool = Fals
         with ``k`` trailing axes of size ``n``, floating point.
     n : int
         dimension of R^n.
-    group
+    group : str or Group
         ``"S"``, ``"O"``, ``"SO"``, ``"Sp"`` (or a geomlin group instance).
     orbit : bool
         S only: apply the orbit basis element ``X_π`` (Möbius sum of diagram

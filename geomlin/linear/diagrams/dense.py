@@ -2,7 +2,7 @@
 
 [`diagram_matrix`][] builds the ``n^l x n^k`` matrix of a diagram entry by
 entry from its definition, independently of the fast product in
-[`geomlin.linear.diagrams.apply`][geomlin.linear.diagrams.apply]. Row index = output multi-index
+[`geomlin.linear.diagrams.apply`][]. Row index = output multi-index
 ``(i_1..i_l)``, column index = input multi-index ``(j_1..j_k)``, both
 row-major (last axis fastest), matching ``geomlin.reps`` ``V(G)**k``.
 
@@ -58,7 +58,7 @@ def diagram_matrix(diagram: Diagram, n: int, group, orbit: bool = False,
     n : int
         dimension of R^n (even for ``"Sp"``; equal to the number of free
         vertices for an SO determinant diagram).
-    group
+    group : str or Group
         ``"S"``, ``"O"``, ``"SO"``, ``"Sp"`` or a geomlin group instance.
     orbit : bool
         S only: the orbit basis element ``X_π`` instead of the diagram

@@ -2,10 +2,10 @@
 
 ``y = Σ_d D_d ⊗ Λ_d`` (Pearce-Crump 2022/2023): one channel-mixing matrix
 ``Λ_d (out_channels, in_channels)`` per basis element ``D_d`` of
-``Hom_G((R^n)^{⊗k}, (R^n)^{⊗l})`` (see [`geomlin.linear.diagrams.basis`][geomlin.linear.diagrams.basis]),
+``Hom_G((R^n)^{⊗k}, (R^n)^{⊗l})`` (see [`geomlin.linear.diagrams.basis`][]),
 plus a bias ``Σ_b β_b D_b`` from the basis of the ``(0, l)`` diagrams. The
 matrices ``D_d`` are never built: every diagram is applied with the factored
-product of [`geomlin.linear.diagrams.apply`][geomlin.linear.diagrams.apply].
+product of [`geomlin.linear.diagrams.apply`][].
 
 Execution plan (built once in ``__init__``): the diagrams actually applied
 (S_n: the diagram-basis elements the orbit basis expands into) are split into
@@ -62,7 +62,7 @@ class DiagramLinear(nn.Module):
 
     Parameters
     ----------
-    group
+    group : str or Group
         ``"S"``, ``"O"``, ``"SO"``, ``"Sp"`` (or a geomlin ``S(n)/O(n)/SO(n)/Sp(m)``).
         The group acts on every tensor axis by its ``n x n`` matrices;
         ``"Sp"`` uses ``J = symplectic_form(n // 2)`` in the basis ``(q_1..q_m, p_1..p_m)``.

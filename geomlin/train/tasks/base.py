@@ -11,7 +11,7 @@ Statistics are ``{name: (sum, count)}`` pairs, summed over batches and ranks bef
 that the reported mean is exact for any number of processes. A sum computed from the model's output
 stays a 0-d tensor on the training device and a count known on the host (a batch size) stays a
 Python number ([`stat`][]): the loop adds them up without reading the device and reads all of an
-epoch's statistics at once (see [`geomlin.train.loop`][geomlin.train.loop]).
+epoch's statistics at once (see [`geomlin.train.loop`][]).
 
 Data stay on the CPU until a batch is taken: [`take`][] moves each batch to the training device
 once (the data boundary), where data-dependent sizes (the largest graph of a batch) are settled on
@@ -98,11 +98,12 @@ def stat(total: Tensor | float, count: Tensor | float) -> tuple[Tensor | float, 
 
 @dataclass
 class AuditSpec:
-    """How to check a model's declared symmetry with [`geomlin.testing`][geomlin.testing].
+    """How to check a model's declared symmetry with [`geomlin.testing`][].
 
     ``fn(*inputs, **kwargs)`` is checked against ``group`` with actions
-    ``reps_in`` / ``reps_out`` (see [`geomlin.testing.equivariance_check`][geomlin.testing.equivariance_check]).
-    ``inputs`` are float64 example inputs; ``description`` names the symmetry in words.
+    ``reps_in`` / ``reps_out`` (see
+    [`geomlin.testing.equivariance_check`][]). ``inputs`` are float64
+    example inputs; ``description`` names the symmetry in words.
     """
 
     fn: Callable

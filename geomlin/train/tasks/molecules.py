@@ -10,14 +10,14 @@ Two datasets:
   with ``scale`` the RMS force component and ``E = mean + scale * f(pos)``.
 * ``--dataset qm9``: molecules of different sizes, batched the PyTorch Geometric way (nodes
   concatenated, a ``batch`` vector; padded per batch for the dense models), fitting the QM9
-  property ``--target`` (default ``U0``; any of [`geomlin.datasets.QM9_TARGETS`][geomlin.datasets.qm9.QM9_TARGETS], in PyG's
-  units). Default data: the bundled 21-molecule sample ``datasets/qm9``; ``--root PATH`` reads
-  a full QM9 folder (``--source`` picks MoleculeNet's SDF, the original XYZ files or qm9pack's tables;
+  property ``--target`` (default ``U0``; any of
+  [`geomlin.datasets.QM9_TARGETS`][geomlin.datasets.qm9.QM9_TARGETS], in PyG's units). Default data: the
+  bundled 21-molecule sample ``datasets/qm9``; ``--root PATH`` reads a full QM9 folder (``--source`` picks MoleculeNet's SDF, the original XYZ files or qm9pack's tables;
   ``--source qm9pack`` without raw files in ``--root`` reads the installed ``qm9pack`` package and
   caches the processed set in ``--root``). ``--split standard`` is QM9's usual protocol, 110,000
-  training, 10,000 validation and the remaining test molecules ([`qm9_split`][geomlin.datasets.qm9.qm9_split]).
-  The target is ``E = b + sum_i w[z_i] + scale * f(pos, z)`` with the
-  per-element baseline ``w, b`` fitted by least squares on the training molecules (composition
+  training, 10,000 validation and the remaining test molecules
+  ([`qm9_split`][geomlin.datasets.qm9.qm9_split]). The target is ``E = b + sum_i w[z_i] + scale * f(pos, z)``
+  with the per-element baseline ``w, b`` fitted by least squares on the training molecules (composition
   alone explains most of an extensive property such as U0) and ``scale`` the RMS residual; the
   loss is ``MSE(E)/scale^2``.
 """

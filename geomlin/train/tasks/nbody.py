@@ -68,8 +68,8 @@ class GATrDynamics(nn.Module):
     token's point is read back with ``geomlin.algebra.pga.extract_point``. Channel names follow the
     reference GATr (``hidden_mv_channels`` / ``hidden_s_channels``). ``average_orientations``
     (default) runs both orientations of the embedded points and averages the extracted positions
-    ([`geomlin.gatr.orientations`][geomlin.gatr.orientations]), which makes the model exact under reflections of the
-    coordinates at twice the cost; without it reflections are exact only up to ~1e-6 relative.
+    ([`geomlin.gatr.orientations`][]), which makes the model exact under reflections
+    of the coordinates at twice the cost; without it reflections are exact only up to ~1e-6 relative.
     """
 
     def __init__(self, hidden_mv_channels: int = 8, hidden_s_channels: int = 16, num_blocks: int = 4,
