@@ -158,8 +158,10 @@ def radius_pairs(pos: Tensor, r, batch: Tensor | None = None, loop: bool = False
 
     Returns
     -------
-    src, dst : Tensor of shape (E,)
-        int64 source and target indices, sorted by target, then distance, then source.
+    src : Tensor of shape (E,)
+        int64 source indices; the pairs are sorted by target, then distance, then source.
+    dst : Tensor of shape (E,)
+        int64 target indices.
     d2 : Tensor of shape (E,)
         float64 squared distances.
 
