@@ -119,9 +119,21 @@ class EquiLinear(nn.Module):
     ``<mv>_0``; output scalars read input scalars and ``<mv>_0``. The multivector bias sits on the scalar component (the only invariant one).
     Missing scalar sides are ``0`` channels (``scalars=None``).
 
-    ``initialization``: the reference's schemes (``"default"``: variance preserving with its
-    per-grade factors; ``"small"``: outputs ten times smaller; ``"unit_scalar"`` /
-    ``"almost_unit_scalar"``: outputs near the unit scalar).
+    Parameters
+    ----------
+    in_mv_channels, out_mv_channels : int
+        multivector channels in and out.
+    in_s_channels, out_s_channels : int
+        scalar channels in and out (0 for none).
+    bias : bool
+        add a learnable bias on the scalar component of the multivector outputs (and on the
+        output scalars).
+    method : str
+        ``"auto"`` / ``"fast"`` (fast primitives) or ``"dense"`` (reference-style einsums).
+    initialization : str
+        the reference's schemes (``"default"``: variance preserving with its per-grade factors;
+        ``"small"``: outputs ten times smaller; ``"unit_scalar"`` / ``"almost_unit_scalar"``:
+        outputs near the unit scalar).
     """
 
     def __init__(self, in_mv_channels: int, out_mv_channels: int, in_s_channels: int = 0,
@@ -227,8 +239,18 @@ class EquiLayerNorm(nn.Module):
 
     ``(mv (..., channels, 16), scalars (..., s) | None) -> same shapes``. The multivector part is
     [`equi_layer_norm`][geomlin.gatr.primitives.equi_layer_norm] (mean squared norm clamped below at ``eps``);
-    scalars get ``torch.nn.functional.layer_norm`` with ``s_eps``. ``mv_channels`` /
-    ``s_channels`` declare the feature types (any channel count works when they are omitted).
+    scalars get ``torch.nn.functional.layer_norm`` with ``s_eps``.
+
+    Parameters
+    ----------
+    eps : float
+        lower clamp of the mean squared multivector norm.
+    mv_channels : int, optional
+        multivector channels, declared in the feature types (any count works when omitted).
+    s_channels : int
+        scalar channels, declared in the feature types.
+    s_eps : float
+        ``eps`` of the scalar layer norm.
     """
 
     def __init__(self, eps: float = P.LAYER_NORM_EPS, mv_channels: int | None = None, s_channels: int = 0,
@@ -272,6 +294,17 @@ class GeometricBilinear(nn.Module):
     both products, twice this), the outputs ``x y`` and ``<ref>_{e123} (x' v y')`` are
     concatenated and mixed by a second [`EquiLinear`][]. The join is active whenever the
     reference has an ``e123`` part (a point cloud's mean does).
+
+    Parameters
+    ----------
+    in_mv_channels, out_mv_channels : int
+        multivector channels in and out.
+    in_s_channels, out_s_channels : int
+        scalar channels in and out (0 for none).
+    hidden_mv_channels : int, optional
+        channels of each of the four operands (default ``max(1, out_mv_channels // 2)``).
+    method : str
+        ``"auto"`` / ``"fast"`` (fast primitives) or ``"dense"`` (reference-style einsums).
     """
 
     def __init__(self, in_mv_channels: int, out_mv_channels: int, in_s_channels: int = 0,
@@ -337,6 +370,26 @@ class GeometricAttention(nn.Module):
     [`SetLayout`][] from [`set_layout`][]
     (padding mask or PyG batch vector; memory linear in items), or a boolean tensor
     broadcastable to ``(..., heads, items, items)``.
+
+    Parameters
+    ----------
+    in_mv_channels, out_mv_channels : int
+        multivector channels in and out.
+    in_s_channels, out_s_channels : int
+        scalar channels in and out (0 for none).
+    num_heads : int
+        query heads.
+    head_mv_channels, head_s_channels : int, optional
+        multivector and scalar channels per head (defaults above).
+    use_distance : bool
+        add the distance-aware trivector features to queries and keys.
+    method : str
+        ``"auto"`` / ``"fast"`` (fast primitives) or ``"dense"`` (reference-style einsums).
+    multi_query : bool
+        one key/value head shared by all query heads.
+    distance_eps : float
+        ``eps`` of the distance features' normaliser (see
+        [`distance_features`][geomlin.gatr.primitives.distance_features]).
     """
 
     def __init__(self, in_mv_channels: int, out_mv_channels: int, in_s_channels: int = 0,
@@ -429,6 +482,17 @@ class GeometricMLP(nn.Module):
     ``mv (..., mv_channels, 16), scalars (..., s_channels), reference -> same shapes``;
     ``hidden_mv_channels`` (default ``2 mv_channels``) and ``hidden_s_channels`` (default
     ``2 s_channels``) in between.
+
+    Parameters
+    ----------
+    mv_channels : int
+        multivector channels in and out.
+    s_channels : int
+        scalar channels in and out (0 for none).
+    hidden_mv_channels, hidden_s_channels : int, optional
+        channels between the bilinear and the output linear layer (defaults above).
+    method : str
+        ``"auto"`` / ``"fast"`` (fast primitives) or ``"dense"`` (reference-style einsums).
     """
 
     def __init__(self, mv_channels: int, s_channels: int = 0, hidden_mv_channels: int | None = None,
@@ -472,8 +536,29 @@ class GATrBlock(nn.Module):
 
     ``mv (..., items, mv_channels, 16), scalars (..., items, s_channels) | None`` in and out;
     ``reference`` for the join (see [`join_reference`][geomlin.gatr.primitives.join_reference]),
-    ``attn_mask`` as in [`GeometricAttention`][]. ``checkpoint=True`` recomputes the block in
-    the backward pass instead of storing its activations (training at scale).
+    ``attn_mask`` as in [`GeometricAttention`][].
+
+    Parameters
+    ----------
+    mv_channels : int
+        multivector channels in and out.
+    s_channels : int
+        scalar channels in and out (0 for none).
+    num_heads, head_mv_channels, head_s_channels : int
+        as for [`GeometricAttention`][] (head widths optional).
+    mlp_hidden_mv_channels, mlp_hidden_s_channels : int, optional
+        the hidden widths of the [`GeometricMLP`][].
+    dropout : float
+        grade dropout (multivectors) and dropout (scalars) after attention and MLP.
+    use_distance : bool
+        distance-aware attention features.
+    method : str
+        ``"auto"`` / ``"fast"`` (fast primitives) or ``"dense"`` (reference-style einsums).
+    multi_query : bool
+        one key/value head shared by all query heads.
+    checkpoint : bool
+        recompute the block in the backward pass instead of storing its activations
+        (less memory, more time).
     """
 
     def __init__(self, mv_channels: int, s_channels: int = 0, num_heads: int = 4,
