@@ -336,8 +336,31 @@ def assert_equivariant(fn: Callable, group=None, reps_in=None, reps_out=None, in
     """Raise ``AssertionError`` when ``fn``'s relative equivariance error exceeds ``rtol``.
 
     Also fails when ``fn`` is trivially zero on the inputs (a test that cannot
-    fail proves nothing). Returns the report otherwise. ``assert_equivariant(module)``
-    alone checks a module that declares ``type_in`` / ``type_out``.
+    fail proves nothing). ``assert_equivariant(module)`` alone checks a module that declares
+    ``type_in`` / ``type_out``.
+
+    Parameters
+    ----------
+    fn, group, reps_in, reps_out, inputs
+        as for [`equivariance_check`][].
+    rtol : float
+        the largest relative error accepted (``>= 0``).
+    allow_zero : bool
+        accept outputs that are all zero (norms below ``atol``).
+    **options
+        ``num_samples``, ``batch_size``, ``dtype``, ``atol``, ``kwargs`` of
+        [`equivariance_check`][].
+
+    Returns
+    -------
+    EquivarianceReport
+        the report, when the check passes.
+
+    Raises
+    ------
+    AssertionError
+        Naming the group, the error, the output and the sample, when the error exceeds ``rtol``
+        or the outputs are all zero.
     """
     from geomlin.validation import check_float
 

@@ -223,8 +223,26 @@ def _multiplicity(n: int, rep: Rep) -> Rep:
 def bind(rep, group=None, name: str = "rep") -> Rep:
     """``rep`` as a bound [`Rep`][]: a group-free rep is bound to ``group``, a bound one checked.
 
-    Raises ``TypeError`` for anything else, and ``ValueError`` for a group-free rep without a group
-    or a rep of another group. ``group`` may be a geomlin Group or a name such as ``"O(3)"``.
+    Parameters
+    ----------
+    rep : Rep or group-free rep
+        the representation.
+    group : Group or str, optional
+        binds a group-free rep: a geomlin Group or a name such as ``"O(3)"``.
+    name : str
+        the argument's name in error messages.
+
+    Returns
+    -------
+    Rep
+        the bound representation.
+
+    Raises
+    ------
+    TypeError
+        For anything that is not a representation.
+    ValueError
+        For a group-free rep without a group, or a rep of another group than ``group``.
     """
     if isinstance(rep, GroupFreeRep):
         if group is None:
