@@ -200,8 +200,26 @@ def equi_linear(x: Tensor, weight: Tensor, method: str = "auto", scalar_bias: Te
     ``e0`` maps on the 8 components that have one (``8 in_ch out_ch``), against ``256 in_ch
     out_ch`` for a dense ``(in_ch*16, out_ch*16)`` matrix; no in-place writes, so the backward
     pass copies nothing extra. ``method="dense"`` is the reference einsum with the ``(9, 16, 16)``
-    basis. ``tables``: a module's [`tables`][] (``"gatr:linear"`` / ``"gatr:basis"``); ``None``
-    reads a per-device cache.
+    basis.
+
+    Parameters
+    ----------
+    x : Tensor of shape (..., in_ch, 16)
+        multivector channels, floating.
+    weight : Tensor of shape (out_ch, in_ch, 9)
+        coefficients of the basis maps.
+    method : str
+        ``"auto"`` / ``"fast"`` or ``"dense"`` (above).
+    scalar_bias : Tensor of shape (out_ch,), optional
+        added to the scalar component (or broadcastable to ``(..., out_ch)``).
+    tables : ConstantTables, optional
+        a module's [`tables`][] (``"gatr:linear"`` / ``"gatr:basis"``); ``None`` reads a
+        per-device cache.
+
+    Returns
+    -------
+    Tensor of shape (..., out_ch, 16)
+        in ``x``'s dtype and device.
     """
     method = _check_method(method)
     _mv(x, "x", 2)
@@ -238,7 +256,21 @@ def geometric_product(x: Tensor, y: Tensor, method: str = "auto", *, tables: Con
     ``fast``/``auto``: the complex-matrix product of
     [`geomlin.algebra.pga.geometric_product`][] (under autocast in
     float32 or float64, with autocast off: there is no complex bfloat16; half-precision inputs outside autocast use the sparse Cayley table); ``dense``: the ``16^3``
-    Cayley einsum. ``tables``: see [`tables`][].
+    Cayley einsum.
+
+    Parameters
+    ----------
+    x, y : Tensor of shape (..., 16)
+        multivectors; the leading axes broadcast.
+    method : str
+        ``"auto"`` / ``"fast"`` or ``"dense"`` (above).
+    tables : ConstantTables, optional
+        a module's [`tables`][]; ``None`` reads a per-(device, dtype) cache.
+
+    Returns
+    -------
+    Tensor of shape (..., 16)
+        ``x y``, leading axes broadcast.
     """
     method = _check_method(method)
     if method == "dense":
@@ -251,7 +283,22 @@ def geometric_product(x: Tensor, y: Tensor, method: str = "auto", *, tables: Con
 
 
 def outer_product(x: Tensor, y: Tensor, method: str = "auto", *, tables: ConstantTables | None = None) -> Tensor:
-    """Outer (wedge) product ``x ^ y`` of ``(..., 16)`` tensors (81 of 256 pairs; ``dense``: einsum)."""
+    """Outer (wedge) product ``x ^ y`` of ``(..., 16)`` tensors (81 of 256 pairs; ``dense``: einsum).
+
+    Parameters
+    ----------
+    x, y : Tensor of shape (..., 16)
+        multivectors; the leading axes broadcast.
+    method : str
+        ``"auto"`` / ``"fast"`` or ``"dense"``.
+    tables : ConstantTables, optional
+        a module's [`tables`][]; ``None`` reads a per-(device, dtype) cache.
+
+    Returns
+    -------
+    Tensor of shape (..., 16)
+        ``x ^ y``.
+    """
     method = _check_method(method)
     return pga.outer_product(x, y, "dense" if method == "dense" else "sparse", tables=tables)
 
@@ -260,6 +307,20 @@ def join(x: Tensor, y: Tensor, method: str = "auto", *, tables: ConstantTables |
     """Join ``x v y = J(J(x) ^ J(y))`` of ``(..., 16)`` tensors ([`geomlin.algebra.pga.join`][]).
 
     Equivariant only up to sign: odd versors flip it. [`equivariant_join`][] fixes that.
+
+    Parameters
+    ----------
+    x, y : Tensor of shape (..., 16)
+        multivectors; the leading axes broadcast.
+    method : str
+        ``"auto"`` / ``"fast"`` or ``"dense"``.
+    tables : ConstantTables, optional
+        a module's [`tables`][]; ``None`` reads a per-(device, dtype) cache.
+
+    Returns
+    -------
+    Tensor of shape (..., 16)
+        ``x v y``.
     """
     method = _check_method(method)
     return pga.join(x, y, "dense" if method == "dense" else "sparse", tables=tables)
@@ -273,7 +334,23 @@ def equivariant_join(x: Tensor, y: Tensor, reference: Tensor, method: str = "aut
     transforms with the data (for a point it is the homogeneous weight, ``-1`` after a
     reflection), so the product is equivariant. This is the reference GATr's choice; the
     pseudoscalar ``e0123`` would flip too but vanishes for point clouds (it would switch the
-    join off). ``x, y (..., 16)``; ``reference`` broadcastable ``(..., 16)``.
+    join off).
+
+    Parameters
+    ----------
+    x, y : Tensor of shape (..., 16)
+        multivectors; the leading axes broadcast.
+    reference : Tensor of shape (..., 16)
+        broadcastable against ``x`` and ``y`` (e.g. [`join_reference`][] of the input).
+    method : str
+        ``"auto"`` / ``"fast"`` or ``"dense"``.
+    tables : ConstantTables, optional
+        a module's [`tables`][]; ``None`` reads a per-(device, dtype) cache.
+
+    Returns
+    -------
+    Tensor of shape (..., 16)
+        ``<reference>_{e123} (x v y)``.
     """
     _mv(reference, "reference")
     return reference[..., pga.E123:pga.E123 + 1] * join(x, y, method, tables=tables)
@@ -286,6 +363,18 @@ def inner_product(x: Tensor, y: Tensor, *, tables: ConstantTables | None = None)
     In G(3,0,1) every e0-free blade squares (with reversion) to ``+1``, so this is a plain
     dot product over [`geomlin.algebra.pga.NONDEGENERATE`][] (a masked sum,
     no gather).
+
+    Parameters
+    ----------
+    x, y : Tensor of shape (..., 16)
+        multivectors; the leading axes broadcast.
+    tables : ConstantTables, optional
+        a module's [`tables`][]; ``None`` reads a per-(device, dtype) cache.
+
+    Returns
+    -------
+    Tensor of shape (..., 1)
+        the invariant inner product.
     """
     _mv(x, "x")
     _mv(y, "y")
@@ -294,7 +383,20 @@ def inner_product(x: Tensor, y: Tensor, *, tables: ConstantTables | None = None)
 
 
 def norm_squared(x: Tensor, *, tables: ConstantTables | None = None) -> Tensor:
-    """``inner_product(x, x)``, ``(..., 16) -> (..., 1)``."""
+    """``inner_product(x, x)``, ``(..., 16) -> (..., 1)``.
+
+    Parameters
+    ----------
+    x : Tensor of shape (..., 16)
+        multivectors.
+    tables : ConstantTables, optional
+        a module's [`tables`][]; ``None`` reads a per-(device, dtype) cache.
+
+    Returns
+    -------
+    Tensor of shape (..., 1)
+        the squared norm, invariant.
+    """
     return inner_product(x, x, tables=tables)
 
 
@@ -306,6 +408,22 @@ def equi_layer_norm(x: Tensor, channel_dim: int = -2, eps: float = LAYER_NORM_EP
     added ``eps``) is the reference's: components with ``e0`` do not enter the norm, so a
     multivector can be large with a tiny norm. Half-precision inputs are normalised in float32
     (autocast off) and returned in their own dtype.
+
+    Parameters
+    ----------
+    x : Tensor of shape (..., channels, 16)
+        multivector channels.
+    channel_dim : int
+        the axis the mean runs over.
+    eps : float
+        lower clamp of the mean squared norm.
+    tables : ConstantTables, optional
+        a module's [`tables`][]; ``None`` reads a per-(device, dtype) cache.
+
+    Returns
+    -------
+    Tensor of shape (..., channels, 16)
+        ``x`` normalised, in its own dtype.
     """
     _mv(x, "x", 2)
     eps = check_float(eps, "eps", minimum=0.0)
@@ -323,7 +441,19 @@ def _at_least_float32(x: Tensor) -> Tensor:
 def scalar_gated_gelu(x: Tensor, gates: Tensor | None = None, approximate: str = "tanh") -> Tensor:
     """Scalar-gated GELU: ``x * gelu(gates)`` with ``gates = <x>_0 (..., 1)`` by default.
 
-    ``approximate="tanh"`` as in the reference (``"none"`` for the exact GELU).
+    Parameters
+    ----------
+    x : Tensor of shape (..., 16)
+        multivectors.
+    gates : Tensor of shape (..., 1), optional
+        the gate values (default: the scalar components ``<x>_0``).
+    approximate : str
+        ``"tanh"`` as in the reference, or ``"none"`` for the exact GELU.
+
+    Returns
+    -------
+    Tensor of shape (..., 16)
+        ``x * gelu(gates)``.
     """
     _mv(x, "x")
     check_choice(approximate, "approximate", ("tanh", "none"))
@@ -340,6 +470,24 @@ def grade_dropout(x: Tensor, p: float, training: bool = True, generator: torch.G
 
     Survivors are scaled by ``1 / (1 - p)``. Equivariant for each fixed draw, since the
     Pin action preserves grades.
+
+    Parameters
+    ----------
+    x : Tensor of shape (..., 16)
+        multivectors.
+    p : float
+        probability of zeroing a grade, in ``[0, 1)``.
+    training : bool
+        apply the dropout (``False``: return ``x`` unchanged).
+    generator : torch.Generator, optional
+        the random generator of the draws, on ``x``'s device.
+    tables : ConstantTables, optional
+        a module's [`tables`][]; ``None`` reads a per-(device, dtype) cache.
+
+    Returns
+    -------
+    Tensor of shape (..., 16)
+        ``x`` with dropped grades zeroed.
     """
     _mv(x, "x")
     p = check_float(p, "dropout probability", minimum=0.0, maximum=1.0, strict_maximum=True)
@@ -369,6 +517,20 @@ def distance_features(x: Tensor, role: str, eps: float | None = DISTANCE_EPS) ->
     which is minus the squared Euclidean distance of two points (up to ``(1 + eps)^-4`` for unit
     weights). The product is Pin(3,0,1)-invariant, though the two factors are not; the
     normaliser is even in the trivector, so reflections (which negate it) leave it unchanged.
+
+    Parameters
+    ----------
+    x : Tensor of shape (..., 16)
+        multivectors.
+    role : str
+        ``"query"`` or ``"key"``.
+    eps : float or None
+        ``eps`` of the normaliser; ``None`` leaves the features unscaled.
+
+    Returns
+    -------
+    Tensor of shape (..., 5)
+        the features of ``x`` in its role.
     """
     _mv(x, "x")
     if eps is not None:
