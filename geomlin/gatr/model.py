@@ -184,6 +184,7 @@ class GATr(nn.Module):
         mv : Tensor of shape (..., items, in_mv_channels, 16)
             float.
         scalars : Tensor of shape (..., items, in_s_channels), optional
+            scalar channels (``None`` when ``in_s_channels`` is 0).
         mask : Tensor of shape (..., items), optional
             bool, True = real item (padded layout). Float masks are refused.
         batch : Tensor of shape (items,), optional

@@ -578,7 +578,29 @@ def attention_features(q_mv: Tensor, k_mv: Tensor, v_mv: Tensor, q_s: Tensor | N
     ([`ATTENTION_IP_COMPONENTS`][]) and the 5 [`distance_features`][] (8 components, the full
     inner product, with ``use_distance=False``); then the scalars. Queries, keys and values are
     zero-padded to one width (a multiple of [`HEAD_DIM_MULTIPLE`][]), so PyTorch's fused
-    attention kernels apply. Returns ``(q, k, v, scale)`` with ``scale = 1 / sqrt(#features)``.
+    attention kernels apply.
+
+    Parameters
+    ----------
+    q_mv, k_mv : Tensor of shape (..., channels, 16)
+        query and key multivectors (any leading layout).
+    v_mv : Tensor of shape (..., v_channels, 16)
+        value multivectors.
+    q_s, k_s, v_s : Tensor, optional
+        scalar channels ``(..., s_channels)`` of queries, keys and values.
+    use_distance : bool
+        add the distance features (else the full 8-component inner product).
+    distance_weights : Tensor, optional
+        broadcastable to ``q_mv.shape[:-1]``: one non-negative weight per query channel.
+    eps : float or None
+        ``eps`` of [`distance_features`][].
+
+    Returns
+    -------
+    q, k, v : Tensor
+        the flat, zero-padded features ``(..., width)``.
+    scale : float
+        ``1 / sqrt(#features)``, the softmax scale.
     """
     for name, t in (("q_mv", q_mv), ("k_mv", k_mv), ("v_mv", v_mv)):
         _mv(t, name, 2)
@@ -628,8 +650,32 @@ def geometric_attention_items_first(q_mv: Tensor, k_mv: Tensor, v_mv: Tensor, q_
     ``kv_heads`` 1 (multi-query) or ``heads`` and ``key_items`` any number (cross-attention when it
     differs from ``items``; the leading axes broadcast); scalars ``(..., items, heads, s_channels)``;
     ``layout`` from [`set_layout`][] (``None``: every query attends to
-    every key of its leading index; a padded layout's mask covers the keys). Returns
-    ``(mv (..., items, heads, v_channels, 16), scalars (..., items, heads, v_s_channels) or None)``.
+    every key of its leading index; a padded layout's mask covers the keys).
+
+    Parameters
+    ----------
+    q_mv : Tensor of shape (..., items, heads, channels, 16)
+        query multivectors.
+    k_mv, v_mv : Tensor of shape (..., key_items, kv_heads, channels, 16)
+        key and value multivectors (values may have their own channel count).
+    q_s, k_s, v_s : Tensor, optional
+        scalar channels ``(..., items, heads, s_channels)`` (keys and values: ``key_items``,
+        ``kv_heads``).
+    layout : SetLayout, optional
+        the attention plan from [`set_layout`][].
+    use_distance : bool
+        distance-aware features.
+    distance_weights : Tensor, optional
+        per-head, per-channel weights of the distance features.
+    eps : float or None
+        ``eps`` of [`distance_features`][].
+
+    Returns
+    -------
+    mv : Tensor of shape (..., items, heads, v_channels, 16)
+        attended multivectors.
+    scalars : Tensor of shape (..., items, heads, v_s_channels) or None
+        attended scalars (``None`` without value scalars).
     """
     if k_mv.shape[-4] != v_mv.shape[-4]:
         raise ValueError(f"k_mv and v_mv must have the same number of items, got shapes {tuple(k_mv.shape)} "
@@ -722,6 +768,22 @@ def join_reference(mv: Tensor, mask: Tensor | None = None, batch: Tensor | None 
       transformation. ``num_sets`` (an upper bound of ``batch.max() + 1``) sizes the per-set sums;
       without it the sets are numbered by their order in ``batch`` (at most ``items`` of them), so
       nothing is read back from the device.
+
+    Parameters
+    ----------
+    mv : Tensor of shape (..., items, channels, 16)
+        the input multivectors.
+    mask : Tensor of shape (..., items), optional
+        bool, True = real item.
+    batch : Tensor of shape (items,), optional
+        the set of each item (flat layout).
+    num_sets : int, optional
+        an upper bound of the number of sets of ``batch``.
+
+    Returns
+    -------
+    Tensor
+        ``(..., 1, 1, 16)``, or ``(items, 1, 16)`` for a flat batch.
     """
     _mv(mv, "mv", 3)
     if mask is not None:

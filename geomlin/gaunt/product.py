@@ -341,6 +341,7 @@ def gaunt_tensor_product(x1: Tensor, x2: Tensor, lmax_out: int | None = None, me
         Degree of the result; defaults to ``L1 + L2`` (the exact product).
         Degrees above ``L1 + L2`` are zero.
     method : {"auto", "grid", "fft", "dense", "direct", "triton"}
+        the route (all exact; see the module docstring).
 
     Returns
     -------

@@ -110,6 +110,7 @@ def spherical_harmonics(lmax: int, vectors: Tensor, normalize: bool = True) -> T
     Parameters
     ----------
     lmax : int
+        largest degree.
     vectors : Tensor of shape (..., 3)
         float32/float64 (half precision under ``torch.autocast``: computed
         in float32).
