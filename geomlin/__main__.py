@@ -1,4 +1,4 @@
-"""``python -m geomlin`` / ``geomlin``: the command-line entry point (see :mod:`geomlin.cli`)."""
+"""``python -m geomlin`` / ``geomlin``: the command-line entry point (see [`geomlin.cli`][])."""
 
 from __future__ import annotations
 

@@ -1,12 +1,12 @@
 """Atomic file writes: the one way geomlin writes a file.
 
-:func:`atomic_write` writes to a temporary file in the target's own folder, flushes and
+[`atomic_write`][] writes to a temporary file in the target's own folder, flushes and
 ``fsync``s it, then ``os.replace``s it onto the target (atomic on POSIX and Windows), so a
 reader -- or a process killed at any instant -- sees either the previous complete file or the
 new complete file, never a partial one. The temporary file is removed on any failure.
-Temporary files are named ``.<name>.<host>.<pid>.<random>.tmp`` (:func:`temporary_name`), so a
+Temporary files are named ``.<name>.<host>.<pid>.<random>.tmp`` ([`temporary_name`][]), so a
 later writer can recognise those of killed processes
-(:func:`geomlin.datasets.cache.remove_stale_temporaries`).
+([`geomlin.datasets.cache.remove_stale_temporaries`][]).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import uuid
 from collections.abc import Callable
 from typing import IO
 
-#: Suffix of every temporary file :func:`atomic_write` creates.
+#: Suffix of every temporary file [`atomic_write`][] creates.
 TMP_SUFFIX = ".tmp"
 
 
@@ -85,5 +85,5 @@ def atomic_write(path: str | os.PathLike, write: Callable[[IO], None], *, text: 
 
 
 def atomic_write_text(path: str | os.PathLike, content: str, *, hint: str = "") -> None:
-    """Write the string ``content`` to ``path`` atomically (see :func:`atomic_write`)."""
+    """Write the string ``content`` to ``path`` atomically (see [`atomic_write`][])."""
     atomic_write(path, lambda fh: fh.write(content), text=True, hint=hint)

@@ -8,36 +8,39 @@ group elements ``g`` and measures, for every output of ``fn``,
 in float64. ``assert_equivariant`` raises when the worst case exceeds ``rtol``.
 
 For a module that declares its feature types (``type_in`` / ``type_out``, see
-:mod:`geomlin.reps.feature_type`) everything can be left out::
+[`geomlin.reps.feature_type`][]) everything can be left out::
 
     assert_equivariant(module)               # group, actions and inputs from the declarations
     assert_equivariant(module, group=G)      # the declared actions under another sampler
 
-What a "group" is
-    Anything with ``sample(n, generator=None, dtype=...)`` returning ``n``
-    elements indexable as ``elements[i]``: a :class:`geomlin.groups.Group`
-    (``(n, d, d)`` matrices), a :class:`geomlin.groups.Euclidean` sampler
-    (E(3)/SE(3), :class:`~geomlin.groups.RigidTransform`), or a group of the
-    later capabilities (Pin(3,0,1) versors in :mod:`geomlin.gatr`).
+**What a "group" is**
 
-What an action is (one per positional input / per output)
-    * a feature type (:class:`geomlin.reps.FeatureType`: a ``Rep``, ``Positions``,
-      ``Multivectors``, ...): its ``act(g, x)``; a ``Rep`` acts by ``x @ rho(g).T``;
-    * e3nn ``o3.Irreps``: ``x @ D(g).T`` on the last axis (O(3) with parity);
-    * ``"scalar"`` / ``"invariant"``: unchanged;
-    * ``"vector"``: ``R x`` on the last axis (``R = g`` or the rotation of a rigid motion);
-    * ``"position"``: ``R x + t`` (``t = 0`` for linear groups);
-    * ``None``: the input or output is ignored (passed through unchanged, not compared);
-    * any callable ``action(g, x) -> x'`` for everything else.
+Anything with ``sample(n, generator=None, dtype=...)`` returning ``n``
+elements indexable as ``elements[i]``: a [`geomlin.groups.Group`][geomlin.groups.base.Group]
+(``(n, d, d)`` matrices), a [`geomlin.groups.Euclidean`][geomlin.groups.euclidean.Euclidean] sampler
+(E(3)/SE(3), [`RigidTransform`][geomlin.groups.euclidean.RigidTransform]), or a group of the
+later capabilities (Pin(3,0,1) versors in [`geomlin.gatr`][]).
+
+**What an action is (one per positional input / per output)**
+
+* a feature type ([`geomlin.reps.FeatureType`][geomlin.reps.feature_type.FeatureType]: a ``Rep``,
+  ``Positions``, ``Multivectors``, ...): its ``act(g, x)``; a ``Rep`` acts by ``x @ rho(g).T``;
+* e3nn ``o3.Irreps``: ``x @ D(g).T`` on the last axis (O(3) with parity);
+* ``"scalar"`` / ``"invariant"``: unchanged;
+* ``"vector"``: ``R x`` on the last axis (``R = g`` or the rotation of a rigid motion);
+* ``"position"``: ``R x + t`` (``t = 0`` for linear groups);
+* ``None``: the input or output is ignored (passed through unchanged, not compared);
+* any callable ``action(g, x) -> x'`` for everything else.
 
 Keyword inputs of ``fn`` (masks, PyG batch vectors, edge indices) go in one dictionary,
 ``kwargs={"batch": batch, "mask": mask}``, and are passed to ``fn`` unchanged, both for ``x``
 and for ``g . x`` (floating ones cast to the checker's dtype).
 
-Precision
-    Everything runs in ``dtype`` (float64 by default): a module whose floating parameters or
-    buffers have another dtype is checked on a cast deep copy (the module itself is untouched),
-    and floating inputs are cast.
+**Precision**
+
+Everything runs in ``dtype`` (float64 by default): a module whose floating parameters or
+buffers have another dtype is checked on a cast deep copy (the module itself is untouched),
+and floating inputs are cast.
 """
 
 from __future__ import annotations
@@ -53,7 +56,7 @@ from torch import Tensor
 
 from geomlin.reps.feature_type import _is_irreps, apply_matrix, rotation_part, translation_part
 
-#: Default relative tolerance of :func:`assert_equivariant` (float64).
+#: Default relative tolerance of [`assert_equivariant`][] (float64).
 DEFAULT_RTOL = 1e-9
 #: Output norms below this are compared absolutely (avoids 0/0 for zero outputs).
 DEFAULT_ATOL = 1e-12
@@ -186,7 +189,7 @@ def _check_finite(name: str, t: Tensor) -> None:
 
 @dataclass(repr=False)
 class EquivarianceReport:
-    """Result of :func:`equivariance_check`: the worst relative error and where it occurred.
+    """Result of [`equivariance_check`][]: the worst relative error and where it occurred.
 
     ``errors[s][o]`` is the relative error of output ``o`` under group element ``s``; the repr
     shows the summary only.
@@ -221,24 +224,34 @@ def equivariance_check(fn: Callable, group=None, reps_in=None, reps_out=None, in
 
     Parameters
     ----------
-    fn: callable taking ``len(reps_in)`` positional tensors (plus ``kwargs``).
-    group: a group or group-like sampler; default: the group of ``fn``'s declared types.
-    reps_in, reps_out: one action spec or a sequence of them, one per
+    fn : Callable
+        callable taking ``len(reps_in)`` positional tensors (plus ``kwargs``).
+    group : Group or sampler, optional
+        a group or group-like sampler; default: the group of ``fn``'s declared types.
+    reps_in, reps_out
+        one action spec or a sequence of them, one per
         positional input / output (outputs may be a tuple); default: ``fn.type_in`` /
         ``fn.type_out``.
-    inputs: a tensor or tuple of tensors; when omitted, ``fn.example_inputs()`` for a
+    inputs : Tensor or tuple of Tensor, optional
+        a tensor or tuple of tensors; when omitted, ``fn.example_inputs()`` for a
         module with declared types, else ``(batch, ...)`` standard normals of each
         feature type.
-    num_samples: number of random group elements.
-    batch_size: leading batch size of generated inputs (ignored when ``inputs`` are given).
-    dtype: dtype of the check: generated inputs, group elements, floating inputs and a module's
+    num_samples : int
+        number of random group elements.
+    batch_size : int
+        leading batch size of generated inputs (ignored when ``inputs`` are given).
+    dtype : torch.dtype
+        dtype of the check: generated inputs, group elements, floating inputs and a module's
         floating parameters (a cast copy; float64 by default).
-    atol: output norms below ``atol`` are compared absolutely (> 0).
-    kwargs: keyword inputs of ``fn`` (masks, batch vectors, edge indices) as one dictionary.
+    atol : float
+        output norms below ``atol`` are compared absolutely (> 0).
+    kwargs : dict | None
+        keyword inputs of ``fn`` (masks, batch vectors, edge indices) as one dictionary.
 
     Returns
     -------
-    EquivarianceReport with the worst relative error over samples and outputs.
+    EquivarianceReport
+        EquivarianceReport with the worst relative error over samples and outputs.
     """
     from geomlin.validation import check_positive_float, check_positive_int
 
@@ -313,7 +326,7 @@ def equivariance_check(fn: Callable, group=None, reps_in=None, reps_out=None, in
 
 def equivariance_error(fn: Callable, group=None, reps_in=None, reps_out=None, inputs=None,
                        **options) -> float:
-    """The worst relative equivariance error of ``fn`` (a float); options as in :func:`equivariance_check`."""
+    """The worst relative equivariance error of ``fn`` (a float); options as in [`equivariance_check`][]."""
     return equivariance_check(fn, group, reps_in, reps_out, inputs, **options).max_error
 
 
@@ -323,8 +336,31 @@ def assert_equivariant(fn: Callable, group=None, reps_in=None, reps_out=None, in
     """Raise ``AssertionError`` when ``fn``'s relative equivariance error exceeds ``rtol``.
 
     Also fails when ``fn`` is trivially zero on the inputs (a test that cannot
-    fail proves nothing). Returns the report otherwise. ``assert_equivariant(module)``
-    alone checks a module that declares ``type_in`` / ``type_out``.
+    fail proves nothing). ``assert_equivariant(module)`` alone checks a module that declares
+    ``type_in`` / ``type_out``.
+
+    Parameters
+    ----------
+    fn, group, reps_in, reps_out, inputs
+        as for [`equivariance_check`][].
+    rtol : float
+        the largest relative error accepted (``>= 0``).
+    allow_zero : bool
+        accept outputs that are all zero (norms below ``atol``).
+    **options
+        ``num_samples``, ``batch_size``, ``dtype``, ``atol``, ``kwargs`` of
+        [`equivariance_check`][].
+
+    Returns
+    -------
+    EquivarianceReport
+        the report, when the check passes.
+
+    Raises
+    ------
+    AssertionError
+        Naming the group, the error, the output and the sample, when the error exceeds ``rtol``
+        or the outputs are all zero.
     """
     from geomlin.validation import check_float
 
@@ -350,6 +386,6 @@ def assert_equivariant(fn: Callable, group=None, reps_in=None, reps_out=None, in
 
 def assert_invariant(fn: Callable, group, reps_in, inputs=None, *, n_outputs: int = 1,
                      **options) -> EquivarianceReport:
-    """Shorthand for :func:`assert_equivariant` with every output invariant."""
+    """Shorthand for [`assert_equivariant`][] with every output invariant."""
     outs: Sequence = ("invariant",) * n_outputs
     return assert_equivariant(fn, group, reps_in, outs, inputs, **options)

@@ -6,24 +6,25 @@ the argument, says what was expected and what was given::
 
     ValueError: x must have shape (..., 8, 16) (multivectors of G(3,0,1), 8 channels), got (4, 7, 15)
 
-Conventions
-    * ``TypeError`` for the wrong kind of object or dtype, ``ValueError`` for wrong values or
-      shapes, :class:`FileFormatError` (a ``ValueError``) for corrupt files, naming the file and
-      the line or record.
-    * Nothing here converts silently: integer, complex or boolean tensors are refused where a real
-      floating tensor is needed (call ``.to(torch.float64)`` yourself).
-    * Checks belong at public boundaries, never inside inner loops.
+**Conventions**
+
+* ``TypeError`` for the wrong kind of object or dtype, ``ValueError`` for wrong values or
+  shapes, [`FileFormatError`][] (a ``ValueError``) for corrupt files, naming the file and
+  the line or record.
+* Nothing here converts silently: integer, complex or boolean tensors are refused where a real
+  floating tensor is needed (call ``.to(torch.float64)`` yourself).
+* Checks belong at public boundaries, never inside inner loops.
 
 Checks that read values (NaN, ranges, order, "is this a rotation") and accelerators
     On the CPU a failed check raises at once. On an accelerator reading the answer would make the
     host wait for the device on every call, and a device-side assert (``torch._assert_async``)
-    leaves a CUDA context unusable for the rest of the process. So there :func:`check_condition`
+    leaves a CUDA context unusable for the rest of the process. So there [`check_condition`][]
     computes the answer on the device and *defers* it: the flag stays on the device (no host
-    sync) until :func:`raise_deferred` reads every pending flag at once and raises the same
+    sync) until [`raise_deferred`][] reads every pending flag at once and raises the same
     ``ValueError`` the CPU would have raised. The training loop calls it after its first step and
     once per epoch, where it reads its metrics anyway; call it yourself (or use
-    :func:`deferred_checks`) around your own loops. Indices that would make a kernel read out of
-    bounds are clamped by the checks that defer (:func:`check_index`), so a bad index never
+    [`deferred_checks`][]) around your own loops. Indices that would make a kernel read out of
+    bounds are clamped by the checks that defer ([`check_index`][]), so a bad index never
     becomes a fatal device-side assert before its error is raised. Value checks are skipped on the
     meta device and while ``torch.compile`` traces.
 """
@@ -46,11 +47,11 @@ from torch import Tensor
 GEOMETRY_TOLERANCE = {torch.float64: 1e-6, torch.float32: 1e-3, torch.float16: 2e-2, torch.bfloat16: 5e-2}
 
 #: Largest memory (bytes) a constructor or function may plan for one of its tensors before it refuses:
-#: :func:`check_memory` raises with the estimate above this (8 GiB), instead of an allocator error
+#: [`check_memory`][] raises with the estimate above this (8 GiB), instead of an allocator error
 #: (or an hour of swapping) later.
 MEMORY_LIMIT_BYTES = 8 * 2**30
 
-#: Readable names of the dtype families accepted by :func:`check_tensor`.
+#: Readable names of the dtype families accepted by [`check_tensor`][].
 DTYPE_FAMILIES = ("float", "int", "bool", "index", "any")
 
 
@@ -86,7 +87,7 @@ def quote_line(line: bytes | str, limit: int = QUOTED_LINE_LIMIT) -> str:
 
 
 def tolerance(dtype: torch.dtype) -> float:
-    """The :data:`GEOMETRY_TOLERANCE` of ``dtype`` (float32's for unknown dtypes)."""
+    """The [`GEOMETRY_TOLERANCE`][] of ``dtype`` (float32's for unknown dtypes)."""
     return GEOMETRY_TOLERANCE.get(dtype, GEOMETRY_TOLERANCE[torch.float32])
 
 
@@ -141,16 +142,24 @@ def check_tensor(x, name: str, *, shape: Sequence | None = None, ndim: int | Non
 
     Parameters
     ----------
-    x: the value to check.
-    name: the argument's name, used in the message.
-    shape: a pattern such as ``(..., 16)``, ``(None, 3)`` or ``(B, N, 3)``: ints must match,
+    x : Tensor
+        the value to check.
+    name : str
+        the argument's name, used in the message.
+    shape : Sequence | None
+        a pattern such as ``(..., 16)``, ``(None, 3)`` or ``(B, N, 3)``: ints must match,
         ``None`` matches any size, one ``...`` matches any number of leading/middle axes.
-    ndim, min_ndim: exact or minimum number of dimensions.
-    dtype: ``"float"`` (real floating point; the default), ``"int"``, ``"index"`` (int64/int32),
+    ndim, min_ndim : int | None
+        exact or minimum number of dimensions.
+    dtype : str or torch.dtype
+        ``"float"`` (real floating point; the default), ``"int"``, ``"index"`` (int64/int32),
         ``"bool"``, ``"any"``, a ``torch.dtype`` or a tuple of these.
-    finite: also refuse NaN and inf (see :func:`check_finite`).
-    nonempty: refuse tensors with zero elements.
-    what: a short description appended to shape errors (``"a G(3,0,1) multivector"``).
+    finite : bool
+        also refuse NaN and inf (see [`check_finite`][]).
+    nonempty : bool
+        refuse tensors with zero elements.
+    what : str | None
+        a short description appended to shape errors (``"a G(3,0,1) multivector"``).
     """
     if not isinstance(x, Tensor):
         raise TypeError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
@@ -192,7 +201,7 @@ def check_condition(ok: Tensor, message: str, *, error: type = ValueError) -> No
     """Refuse unless every element of the boolean tensor ``ok`` is True.
 
     On the CPU ``error(message)`` is raised at once. On an accelerator the test stays on the
-    device and is raised later by :func:`raise_deferred` (no host synchronisation; see the module
+    device and is raised later by [`raise_deferred`][] (no host synchronisation; see the module
     docstring). ``message`` must not depend on tensor values (those cannot be read without a sync).
     ``error`` is the exception class (default ``ValueError``); a ``Warning`` subclass warns instead
     of raising.
@@ -220,7 +229,7 @@ def _fail(error: type, message: str, stacklevel: int) -> None:
 
 
 def pending_checks() -> int:
-    """Number of distinct deferred checks waiting for :func:`raise_deferred` in this thread."""
+    """Number of distinct deferred checks waiting for [`raise_deferred`][] in this thread."""
     return len(_pending())
 
 
@@ -255,7 +264,7 @@ def raise_deferred() -> None:
 
 @contextlib.contextmanager
 def deferred_checks():
-    """Run a block, then raise what its deferred device checks found (see :func:`raise_deferred`)."""
+    """Run a block, then raise what its deferred device checks found (see [`raise_deferred`][])."""
     yield
     raise_deferred()
 
@@ -273,7 +282,7 @@ def _all_finite_cpu(x: Tensor) -> bool:
 
 
 def check_finite(x: Tensor, name: str) -> Tensor:
-    """Refuse NaN and inf in a floating tensor (deferred on accelerators, see :func:`check_condition`); return ``x``."""
+    """Refuse NaN and inf in a floating tensor (deferred on accelerators, see [`check_condition`][]); return ``x``."""
     if not x.is_floating_point() and not x.is_complex():
         return x
     message = f"{name} contains NaN or inf values"
@@ -291,7 +300,7 @@ def check_index(index: Tensor, name: str, size: int, what: str = "items") -> Ten
     """Integer ``index`` with every entry in ``[0, size)``; returns it (clamped on accelerators).
 
     On the CPU an out-of-range entry raises at once. On an accelerator the range test is deferred
-    (:func:`check_condition`) and the returned index is clamped into range, so no kernel reads out
+    ([`check_condition`][]) and the returned index is clamped into range, so no kernel reads out
     of bounds (which would be a fatal device-side assert) before the error is raised.
     """
     check_tensor(index, name, dtype="int")
@@ -387,7 +396,7 @@ def check_batch_vector(batch, name: str, num_items: int, *, num_graphs: int | No
     """A PyG batch vector: 1-D integer ``(num_items,)``, non-negative and sorted (non-decreasing).
 
     Returns it; on accelerators the value tests are deferred and the returned vector is clamped
-    into ``[0, num_graphs)`` (see :func:`check_index`).
+    into ``[0, num_graphs)`` (see [`check_index`][]).
     """
     check_tensor(batch, name, ndim=1, dtype="int")
     if batch.shape[0] != num_items:
@@ -426,7 +435,7 @@ def check_generator(generator, name: str, device: torch.device):
 
 
 def check_memory(nbytes: int, what: str, hint: str = "") -> int:
-    """Refuse a planned allocation of about ``nbytes`` bytes above :data:`MEMORY_LIMIT_BYTES`.
+    """Refuse a planned allocation of about ``nbytes`` bytes above [`MEMORY_LIMIT_BYTES`][].
 
     ``what`` names the tensor and the arguments that size it; ``hint`` says how to use less.
     The ``ValueError`` prints the estimate and the limit. Returns ``nbytes``. Skipped while
@@ -466,7 +475,7 @@ def check_orthogonal(R, name: str, *, special: bool | None = None, atol: float |
     """``R (..., d, d)`` must be orthogonal (``R R^T = I``) to a dtype tolerance.
 
     ``special=True`` also requires ``det R = +1`` (rotations), ``special=False`` ``det R = -1``;
-    ``None`` accepts both. On accelerators the test is deferred (:func:`check_condition`).
+    ``None`` accepts both. On accelerators the test is deferred ([`check_condition`][]).
     """
     check_tensor(R, name, min_ndim=2, dtype="float")
     if R.shape[-1] != R.shape[-2]:

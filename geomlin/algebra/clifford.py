@@ -24,7 +24,7 @@ Products have two implementations:
   ``nnz = 81`` of ``256`` pairs, a degenerate geometric product ``192``.
 
 ``method="auto"`` picks ``sparse`` when at most half the pairs are non-zero, else ``dense``.
-:mod:`geomlin.algebra.pga` adds a faster G(3,0,1) geometric product.
+[`geomlin.algebra.pga`][] adds a faster G(3,0,1) geometric product.
 
 Subspaces. Besides the ``n + 1`` grades, the algebra splits into the four subspaces of
 *quaternion type* (Filimoshina and Shirokov, GLGENN, ICML 2025, Sec. 3): type ``t`` holds the
@@ -32,11 +32,11 @@ grades ``k = t (mod 4)``, the subspace on which (grade involution, reversion) ac
 ``(+, +)``, ``(-, +)``, ``(+, -)``, ``(-, -)`` for ``t = 0, 1, 2, 3``. Every orthogonal
 transformation of the quadratic form preserves each grade, hence each type.
 
-Group actions. :meth:`CliffordAlgebra.act` applies one element of a group acting on
+Group actions. [`CliffordAlgebra.act`][] applies one element of a group acting on
 multivectors: a versor ``v (dim,)`` by the twisted sandwich ``v x^ v^-1``, or an ``(n, n)``
 matrix ``A`` that preserves the quadratic form (``A^T diag(metric) A = diag(metric)``) by its
 outermorphism ``e_{i1} ^ ... ^ e_{ik} -> A e_{i1} ^ ... ^ A e_{ik}``, an algebra automorphism
-(:meth:`CliffordAlgebra.outermorphism`). For degenerate metrics the matrices include maps no
+([`CliffordAlgebra.outermorphism`][]). For degenerate metrics the matrices include maps no
 versor realises, e.g. the similarities ``p -> lambda R p + t`` of G(3,0,1).
 """
 
@@ -74,9 +74,9 @@ NUM_QUATERNION_TYPES = 4
 SUBSPACES = ("grade", "quaternion")
 #: A versor ``v`` is refused as non-invertible when ``|<v ~v>_0| <= ZERO_VERSOR_EPS * eps(dtype) * |v|^2``.
 ZERO_VERSOR_EPS = 16.0
-#: :func:`scaling_and_squaring` scales its argument to at most this size before the Taylor series.
+#: [`scaling_and_squaring`][] scales its argument to at most this size before the Taylor series.
 EXP_SCALED_SIZE = 0.5
-#: Most squarings of :func:`scaling_and_squaring`: sizes up to ``EXP_SCALED_SIZE * 2**MAX_SQUARINGS``
+#: Most squarings of [`scaling_and_squaring`][]: sizes up to ``EXP_SCALED_SIZE * 2**MAX_SQUARINGS``
 #: (about 5e5) are exact to round-off; on accelerators every call runs this many (masked) squarings,
 #: so the count of squarings never has to be read back from the device.
 MAX_SQUARINGS = 20
@@ -254,7 +254,7 @@ def cached_constant(key: tuple, build) -> Tensor:
 
 def _parts(metric: tuple[float, ...], key: str) -> tuple[Tensor, ...]:
     """The float64 CPU table(s) of ``key``: a product kind, ``"sparse:" + kind`` (a triple) or a
-    per-component vector of :func:`_vectors`."""
+    per-component vector of ``_vectors``."""
     if key.startswith("sparse:"):
         return _sparse(metric, key[len("sparse:"):])
     return (_tables_get(metric, key),)
@@ -271,12 +271,13 @@ class ConstantTables(nn.Module):
 
     A module whose forward pass reads constant tables holds one, so ``module.to(device)`` moves the
     tables with the parameters: no forward pass fills a cache or uploads a constant, and the
-    module's ``state_dict`` does not change. :class:`CliffordAlgebra` methods read their tables from
-    it when given ``tables=`` (:meth:`CliffordAlgebra.tables` builds one).
+    module's ``state_dict`` does not change. [`CliffordAlgebra`][] methods read their tables from
+    it when given ``tables=`` ([`CliffordAlgebra.tables`][] builds one).
 
     Parameters
     ----------
-    tables: ``{key: tensor or tuple of tensors}``. Floating tables are stored in the default dtype
+    tables : Mapping[str, Tensor | tuple[Tensor, ...]]
+        ``{key: tensor or tuple of tensors}``. Floating tables are stored in the default dtype
         and cast to the input's dtype on use (every table geomlin stores this way holds small
         dyadic numbers such as ``0, +-1, +-1/2, +-2``, exact in every floating dtype).
     """
@@ -341,15 +342,20 @@ def scaling_and_squaring(x: Tensor, size: Tensor, multiply: Callable[[Tensor, Te
     to ``[0, MAX_SQUARINGS]``, summed as a Taylor polynomial of ``terms`` terms and squared ``s``
     times (Higham, "The scaling and squaring method for the matrix exponential revisited", 2005).
     The squarings are masked per element, so their count is a Python number: on the CPU the largest
-    ``s`` (read for free), elsewhere :data:`MAX_SQUARINGS`.
+    ``s`` (read for free), elsewhere [`MAX_SQUARINGS`][].
 
     Parameters
     ----------
-    x: ``(*batch, *element)`` elements (multivectors ``(..., dim)``, matrices ``(..., m, m)``).
-    size: ``(*batch, *ones)`` a bound of each element's norm (broadcastable to ``x``), no gradient.
-    multiply: the algebra's product of two ``x``-shaped tensors.
-    one: the unit, broadcastable to ``x``.
-    terms: number of Taylor terms (``14`` is float64 round-off at ``size <= 1/2``).
+    x : Tensor of shape (*batch, *element)
+        elements (multivectors ``(..., dim)``, matrices ``(..., m, m)``).
+    size : Tensor of shape (*batch, *ones)
+        a bound of each element's norm (broadcastable to ``x``), no gradient.
+    multiply : Callable[[Tensor, Tensor], Tensor]
+        the algebra's product of two ``x``-shaped tensors.
+    one : Tensor
+        the unit, broadcastable to ``x``.
+    terms : int
+        number of Taylor terms (``14`` is float64 round-off at ``size <= 1/2``).
     """
     size = size.detach()
     s = torch.ceil(torch.log2(size.clamp_min(torch.finfo(size.dtype).tiny) / EXP_SCALED_SIZE))
@@ -392,23 +398,32 @@ class CliffordAlgebra:
 
     Parameters
     ----------
-    metric: sequence of ``n`` numbers in ``{1, -1, 0}``, ``1 <= n <= 8``.
-    first_index: label of the first basis vector in :attr:`blade_names` (``e0`` or ``e1``);
+    metric : Sequence[float]
+        sequence of ``n`` numbers in ``{1, -1, 0}``, ``1 <= n <= 8``.
+    first_index : int
+        label of the first basis vector in ``blade_names`` (``e0`` or ``e1``);
         naming only.
 
     Attributes
     ----------
-    n: number of basis vectors; ``dim = 2**n`` components per multivector.
-    blades: index tuples of the basis blades in storage order.
-    grades: ``(dim,)`` long tensor, the grade of each component.
-    grade_slices: ``slice`` of the components of each grade ``0..n``.
-    quaternion_types: ``(dim,)`` long tensor, the quaternion type ``grade mod 4`` of each component.
+    n : int
+        number of basis vectors; ``dim = 2**n`` components per multivector.
+    blades : tuple of tuple of int
+        index tuples of the basis blades in storage order.
+    grades : Tensor of shape (dim,)
+        long, the grade of each component.
+    grade_slices : tuple of slice
+        ``slice`` of the components of each grade ``0..n``.
+    quaternion_types : Tensor of shape (dim,)
+        long, the quaternion type ``grade mod 4`` of each component.
 
+    Notes
+    -----
     All methods take multivectors ``(..., dim)`` of a floating dtype and broadcast their
     leading dimensions.
 
     Tables on devices. Methods that read constant tables (products, involutions, norms) take
-    ``tables=``: a :class:`ConstantTables` from :meth:`tables` held by the calling module (its
+    ``tables=``: a [`ConstantTables`][] from [`tables`][] held by the calling module (its
     buffers move with ``module.to(device)``). Without it they read a per-(device, dtype) cache,
     filled on the first call for each device and dtype (one upload). No method synchronises with
     the device.
@@ -506,13 +521,13 @@ class CliffordAlgebra:
     def tables(self, *keys: str) -> ConstantTables:
         """The tables that methods called with ``tables=`` read, as buffers of a module.
 
-        ``keys``: product kinds (:data:`PRODUCTS`: the table ``method="auto"`` uses;
+        ``keys``: product kinds ([`PRODUCTS`][]: the table ``method="auto"`` uses;
         ``"sparse:" + kind`` or ``"dense:" + kind`` for the other one) and per-component tables
         (``"square"``, ``"quadratic_form"``, ``"complement"``, ``"uncomplement"``). Which method
-        reads which: :meth:`product` and its named forms the product kind; :meth:`scalar_product`
-        ``"square"``; :meth:`norm_squared`, :meth:`norm`, :meth:`grade_quadratic_forms`,
-        :meth:`grade_norms`, :meth:`inverse_versor` ``"quadratic_form"``; :meth:`complement` /
-        :meth:`uncomplement` theirs. The involutions (:meth:`reverse`, ...) and :meth:`parity`
+        reads which: [`product`][] and its named forms the product kind; [`scalar_product`][]
+        ``"square"``; [`norm_squared`][], [`norm`][], [`grade_quadratic_forms`][],
+        [`grade_norms`][], [`inverse_versor`][] ``"quadratic_form"``; [`complement`][] /
+        [`uncomplement`][] theirs. The involutions ([`reverse`][], ...) and [`parity`][]
         read no table (grades are contiguous slices).
         """
         return ConstantTables({self._table_key(key): self._table_parts(self._table_key(key)) for key in keys})
@@ -524,7 +539,7 @@ class CliffordAlgebra:
         return self._product_key(key, "auto") if key in PRODUCTS else key
 
     def _table_parts(self, key: str) -> Tensor | tuple[Tensor, ...]:
-        """The float64 CPU table (or sparse triple) of a key :meth:`_tab` reads."""
+        """The float64 CPU table (or sparse triple) of a key ``_tab`` reads."""
         if key.startswith("sparse:"):
             self._check_kind(key[len("sparse:"):])
             return _parts(self.metric, key)
@@ -559,7 +574,7 @@ class CliffordAlgebra:
                 tables: ConstantTables | None = None) -> Tensor:
         """Bilinear product ``kind`` of ``a (..., dim)`` and ``b (..., dim)`` -> ``(..., dim)``.
 
-        ``kind`` is one of :data:`PRODUCTS`; ``method`` one of ``auto``, ``sparse``, ``dense``
+        ``kind`` is one of [`PRODUCTS`][]; ``method`` one of ``auto``, ``sparse``, ``dense``
         (see the module docstring); ``tables`` see the class docstring.
         """
         self._check_kind(kind)
@@ -645,7 +660,7 @@ class CliffordAlgebra:
         return self.check(x) @ self._tab("complement", x, tables=tables)
 
     def uncomplement(self, x: Tensor, *, tables: ConstantTables | None = None) -> Tensor:
-        """Inverse of :meth:`complement`."""
+        """Inverse of [`complement`][]."""
         return self.check(x) @ self._tab("uncomplement", x, tables=tables)
 
     def pseudoscalar(self, dtype=torch.float64, device=None) -> Tensor:
@@ -689,7 +704,7 @@ class CliffordAlgebra:
         """Per-grade ``sqrt(|<x_k ~x_k>_0| + eps)`` as ``(..., n + 1)`` (CGENN gating features).
 
         Differentiable everywhere: where a grade vanishes the gradient is 0, not NaN. Half-precision
-        inputs give float32 norms (:meth:`grade_quadratic_forms`).
+        inputs give float32 norms ([`grade_quadratic_forms`][]).
         """
         return _safe_sqrt(self.grade_quadratic_forms(x, tables=tables).abs() + eps)
 
@@ -699,7 +714,7 @@ class CliffordAlgebra:
         Raises ``ValueError`` for null versors: ``|<v ~v>_0| <= 16 eps(dtype) |v|^2`` (the zero
         multivector, null vectors, ideal elements), with the threshold taken in ``v``'s own dtype
         (so float32 refuses what float64 refuses). On accelerators the test is deferred (no host
-        synchronisation, see :func:`geomlin.validation.check_condition`).
+        synchronisation, see [`geomlin.validation.check_condition`][]).
         """
         self.check(v, "v")
         nsq = self.norm_squared(v, tables=tables)
@@ -736,11 +751,11 @@ class CliffordAlgebra:
     def act(self, g: Tensor, x: Tensor) -> Tensor:
         """The action of one group element ``g`` on multivectors ``x (..., dim)``.
 
-        * ``g (dim,)``: a versor, acting by :meth:`sandwich` (Clifford / Pin group);
+        * ``g (dim,)``: a versor, acting by [`sandwich`][] (Clifford / Pin group);
         * ``g (n, n)``: an orthogonal transformation of the quadratic form
-          (``g^T diag(metric) g = diag(metric)``, checked to :func:`geomlin.validation.tolerance`),
-          acting by its :meth:`outermorphism` (the full group O(p,q,r), e.g.
-          :class:`~geomlin.algebra.PseudoOrthogonalGroup`).
+          (``g^T diag(metric) g = diag(metric)``, checked to
+          [`geomlin.validation.tolerance`][]), acting by its [`outermorphism`][]
+          (the full group O(p,q,r), e.g. [`PseudoOrthogonalGroup`][]).
 
         The ``(dim, dim)`` matrix of the map is built once, so ``x`` of any leading shape costs one
         matrix product.
@@ -760,11 +775,13 @@ class CliffordAlgebra:
 
     def check_orthogonal(self, A: Tensor, name: str = "A") -> Tensor:
         """Refuse ``A (..., n, n)`` unless ``A^T G A = G`` for ``G = diag(metric)`` and ``A`` is
-        invertible, to :func:`geomlin.validation.tolerance` of its dtype; returns ``A``.
+        invertible, to [`geomlin.validation.tolerance`][] of its dtype; returns
+        ``A``.
 
         For degenerate metrics this leaves the radical free: in G(3,0,1) ``A`` may scale ``e0``
         by any ``lambda != 0`` and add ``e0`` parts to ``e1, e2, e3`` (similarities). On
-        accelerators the test is deferred (:func:`geomlin.validation.check_condition`).
+        accelerators the test is deferred
+        ([`geomlin.validation.check_condition`][]).
         """
         check_tensor(A, name, shape=(..., self.n, self.n), what=f"a linear map of the {self.n} basis vectors")
         if A.numel() == 0:
@@ -815,8 +832,8 @@ class CliffordAlgebra:
         return out
 
     def versor_group(self):
-        """The group of versors acting on this algebra's multivectors: :class:`~geomlin.algebra.Pin301`
-        for G(3,0,1), :class:`~geomlin.algebra.CliffordGroup` otherwise."""
+        """The group of versors acting on this algebra's multivectors: [`Pin301`][]
+        for G(3,0,1), [`CliffordGroup`][] otherwise."""
         from geomlin.algebra.versor_groups import CliffordGroup, Pin301
 
         if self.metric == (0.0, 1.0, 1.0, 1.0):
@@ -826,7 +843,7 @@ class CliffordAlgebra:
     def exp(self, x: Tensor, terms: int = 14, *, tables: ConstantTables | None = None) -> Tensor:
         """Exponential of a multivector (typically a bivector) ``(..., dim)``.
 
-        Scaling and squaring with a Taylor polynomial (:func:`scaling_and_squaring`):
+        Scaling and squaring with a Taylor polynomial ([`scaling_and_squaring`][]):
         ``exp(x) = exp(x / 2^s)^(2^s)`` with ``s`` chosen per multivector so that
         ``|x|_1 / 2^s <= 1/2``; exact to float64 round-off for sizes up to ``5e5``. No host
         synchronisation. ``x`` must be finite (``ValueError``, deferred on accelerators): the

@@ -15,33 +15,37 @@ Algebra Transformer", NeurIPS 2023, Table 1):
   themselves, rotations are even rotors, translations ``1 + t e0 / 2``).
 
 A point under an odd versor (a reflection) comes back as ``-P'``: PGA points are oriented, and a
-reflection reverses the orientation (the weight ``e123`` becomes ``-1``). :func:`extract_point`
+reflection reverses the orientation (the weight ``e123`` becomes ``-1``). [`extract_point`][]
 divides by the ``e123`` component, so it returns the reflected coordinates either way.
 
-Join
-    :func:`join` is the reference GATr's ``x v y = J(J(x) ^ J(y))`` with its dual ``J`` (a signed
-    reversal of the components, :data:`DUAL_SIGNS`; Dorst, "A Guided Tour to the Plane-Based
-    Geometric Algebra PGA", Table 4). It differs from the right-complement regressive product of
-    :meth:`~geomlin.algebra.CliffordAlgebra.regressive_product` by signs that depend on the grades.
+**Join**
 
-Fast geometric product
-    G(3,0,1) = G(3) + e0 G(3) (dual numbers over G(3)), and G(3) is isomorphic to complex
-    2x2 matrices (Pauli: ``e_k -> sigma_k``). With ``x = a + e0 b``, ``y = c + e0 d``,
-    ``x y = a c + e0 (a^ d + b c)``: three complex 2x2 products instead of a 16^3 table.
-    The conversions are 16x24 / 24x16 real matrices built once from the algebra.
+[`join`][] is the reference GATr's ``x v y = J(J(x) ^ J(y))`` with its dual ``J`` (a signed
+reversal of the components, [`DUAL_SIGNS`][]; Dorst, "A Guided Tour to the Plane-Based
+Geometric Algebra PGA", Table 4). It differs from the right-complement regressive product of
+[`regressive_product`][geomlin.algebra.clifford.CliffordAlgebra.regressive_product] by signs that depend on
+the grades.
 
-Conventions that differ from the reference GATr (``gatr.interface``)
-    * quaternions are ``(w, x, y, z)`` (scalar first) in :func:`embed_rotation`,
-      :func:`extract_rotation` and :func:`matrix_to_quaternion`; the reference uses
-      ``(x, y, z, w)`` (``ijkw``, Hamilton convention in both). Convert with
-      ``q[..., [1, 2, 3, 0]]`` (reference from geomlin) or ``q[..., [3, 0, 1, 2]]`` (the other way);
-    * :func:`extract_point` clamps a small weight ``|e123| < threshold`` to ``+-threshold`` keeping
-      its sign (so the result does not depend on the orientation a reflection gives the point);
-      the reference replaces it by ``+threshold`` whatever its sign;
-    * :func:`extract_oriented_plane` returns ``(normal, offset)``; the reference returns the
-      normal only;
-    * :func:`extract_translation` is equivariant only for pure translators (as in the reference,
-      where it is deprecated for that reason); it is kept for reading back :func:`embed_translation`.
+**Fast geometric product**
+
+G(3,0,1) = G(3) + e0 G(3) (dual numbers over G(3)), and G(3) is isomorphic to complex
+2x2 matrices (Pauli: ``e_k -> sigma_k``). With ``x = a + e0 b``, ``y = c + e0 d``,
+``x y = a c + e0 (a^ d + b c)``: three complex 2x2 products instead of a 16^3 table.
+The conversions are 16x24 / 24x16 real matrices built once from the algebra.
+
+**Conventions that differ from the reference GATr (``gatr.interface``)**
+
+* quaternions are ``(w, x, y, z)`` (scalar first) in [`embed_rotation`][],
+  [`extract_rotation`][] and [`matrix_to_quaternion`][]; the reference uses
+  ``(x, y, z, w)`` (``ijkw``, Hamilton convention in both). Convert with
+  ``q[..., [1, 2, 3, 0]]`` (reference from geomlin) or ``q[..., [3, 0, 1, 2]]`` (the other way);
+* [`extract_point`][] clamps a small weight ``|e123| < threshold`` to ``+-threshold`` keeping
+  its sign (so the result does not depend on the orientation a reflection gives the point);
+  the reference replaces it by ``+threshold`` whatever its sign;
+* [`extract_oriented_plane`][] returns ``(normal, offset)``; the reference returns the
+  normal only;
+* [`extract_translation`][] is equivariant only for pure translators (as in the reference,
+  where it is deprecated for that reason); it is kept for reading back [`embed_translation`][].
 
 Everything else (basis order, point, plane, translation and scalar embeddings, products, join,
 inner product) is the reference's, tested component by component against its formulas.
@@ -74,7 +78,7 @@ BLADE_NAMES = PGA.blade_names
 GRADE_SLICES = PGA.grade_slices
 #: Components without an e0 factor: the ones the (degenerate) inner product sees.
 NONDEGENERATE = (SCALAR, E1, E2, E3, E12, E13, E23, E123)
-#: Components with an e0 factor, in the order of :data:`NONDEGENERATE` (``e0 * blade``).
+#: Components with an e0 factor, in the order of [`NONDEGENERATE`][] (``e0 * blade``).
 DEGENERATE = (E0, E01, E02, E03, E012, E013, E023, E0123)
 #: The point's ``(x, y, z)`` are ``(-e023, +e013, -e012) / e123``.
 POINT_COMPONENTS = (E023, E013, E012)
@@ -109,7 +113,7 @@ def _runs(components: tuple[int, ...]) -> tuple[tuple[int, int], ...]:
 
 
 def select_components(x: Tensor, components: tuple[int, ...], dim: int = -1) -> Tensor:
-    """The entries ``components`` (a tuple of indices such as :data:`NONDEGENERATE`) of ``x`` along
+    """The entries ``components`` (a tuple of indices such as [`NONDEGENERATE`][]) of ``x`` along
     ``dim``, in that order: ``(..., 16, ...) -> (..., len(components), ...)``.
 
     Taken as slices of the runs of consecutive indices (one view for a single run, one copy
@@ -189,22 +193,22 @@ def _matrix_maps_on(device: torch.device, dtype: torch.dtype, tables: ConstantTa
     return tuple(table_on("pga:matrix", _matrix_maps, device, dtype, i, tables) for i in range(3))
 
 
-#: Tables of this module by key, for :func:`tables` (builders of float64 CPU tensors).
+#: Tables of this module by key, for [`tables`][] (builders of float64 CPU tensors).
 _TABLES = {}
 
 
 def tables(*keys: str) -> ConstantTables:
     """The tables a module's forward pass reads through ``tables=``, as non-persistent buffers.
 
-    ``keys``: ``"pga:matrix"`` (:func:`geometric_product`, ``method="matrix"``), ``"pga:join"``
-    (:func:`join`), ``"pga:join_table"`` (``join(method="dense")``), or any key of
-    :meth:`CliffordAlgebra.tables` of :data:`PGA` (``"geometric"``, ``"outer"``, ``"reverse"``, ...).
+    ``keys``: ``"pga:matrix"`` ([`geometric_product`][], ``method="matrix"``), ``"pga:join"``
+    ([`join`][]), ``"pga:join_table"`` (``join(method="dense")``), or any key of
+    [`CliffordAlgebra.tables`][] of [`PGA`][] (``"geometric"``, ``"outer"``, ``"reverse"``, ...).
     """
     return ConstantTables(dict(build_table(key) for key in keys))
 
 
 def build_table(key: str) -> tuple[str, Tensor | tuple[Tensor, ...]]:
-    """``(key read by the functions, float64 / long CPU table)`` of a :func:`tables` key."""
+    """``(key read by the functions, float64 / long CPU table)`` of a [`tables`][] key."""
     if key in _TABLES:
         return key, _TABLES[key]()
     key = PGA._table_key(key)
@@ -216,8 +220,8 @@ def geometric_product(x: Tensor, y: Tensor, method: str = "auto", *, tables: Con
 
     ``method``: ``"matrix"`` (the complex 2x2 dual-number product of the module docstring,
     float32/float64), ``"sparse"`` or ``"dense"`` (Cayley table, see
-    :class:`~geomlin.algebra.clifford.CliffordAlgebra`). ``"auto"`` = ``"matrix"`` for
-    float32/float64, ``"sparse"`` otherwise. ``tables``: a module's :func:`tables` (``"pga:matrix"``
+    [`CliffordAlgebra`][]). ``"auto"`` = ``"matrix"`` for
+    float32/float64, ``"sparse"`` otherwise. ``tables``: a module's [`tables`][] (``"pga:matrix"``
     or the Cayley table); ``None`` reads a per-(device, dtype) cache.
     """
     if method == "auto":
@@ -258,9 +262,9 @@ JOIN_NNZ = 81
 
 
 def dual(x: Tensor) -> Tensor:
-    """The dual ``J(x)`` of ``(..., 16)``: components reversed, signs :data:`DUAL_SIGNS`.
+    """The dual ``J(x)`` of ``(..., 16)``: components reversed, signs [`DUAL_SIGNS`][].
 
-    Not equivariant by itself (it swaps e0-free and e0-carrying components); :func:`join` uses it
+    Not equivariant by itself (it swaps e0-free and e0-carrying components); [`join`][] uses it
     twice.
     """
     check_mv(x)
@@ -315,8 +319,8 @@ def join(x: Tensor, y: Tensor, method: str = "auto", *, tables: ConstantTables |
     ``"sparse"`` (the 81 non-zero pairs: ``((x S_x) * (y S_y)) R`` with 0/+-1 selection
     matrices) or ``"dense"`` (the ``16^3``
     einsum). The join flips sign under odd versors; see
-    :func:`geomlin.gatr.primitives.equivariant_join`. ``tables``: a module's :func:`tables`
-    (``"pga:join"`` / ``"pga:join_table"``); ``None`` reads a per-(device, dtype) cache.
+    [`geomlin.gatr.primitives.equivariant_join`][]. ``tables``: a
+    module's [`tables`][] (``"pga:join"`` / ``"pga:join_table"``); ``None`` reads a per-(device, dtype) cache.
     """
     check_mv(x, "x")
     check_mv(y, "y")
@@ -482,7 +486,7 @@ def embed_line(point: Tensor, direction: Tensor) -> Tensor:
 
 
 #: (e23, e13, e12) components of a line hold (direction_x, -direction_y, direction_z) up to
-#: the orientation set by the join; see :func:`extract_line`.
+#: the orientation set by the join; see [`extract_line`][].
 LINE_DIRECTION_COMPONENTS = (E23, E13, E12)
 
 
@@ -526,7 +530,7 @@ def embed_pluecker_ray(pluecker: Tensor) -> Tensor:
 
 
 def extract_pluecker_ray(x: Tensor) -> Tensor:
-    """Bivector ``(..., 16)`` -> Pluecker coordinates ``(..., 6)`` (inverse of :func:`embed_pluecker_ray`)."""
+    """Bivector ``(..., 16)`` -> Pluecker coordinates ``(..., 6)`` (inverse of [`embed_pluecker_ray`][])."""
     check_mv(x)
     return x @ _line_map_on(1, x.device, x.dtype)
 
@@ -582,7 +586,7 @@ def matrix_to_quaternion(R: Tensor) -> Tensor:
 
     Scalar first, unlike the reference GATr's ``(x, y, z, w)``. Shepperd's method: branch on the
     largest of ``trace, R00, R11, R22`` for stability. Refuses non-orthogonal and improper
-    matrices (:func:`geomlin.validation.check_orthogonal`).
+    matrices ([`geomlin.validation.check_orthogonal`][]).
     """
     check_tensor(R, "R", shape=(..., 3, 3), what="rotation matrices")
     check_orthogonal(R, "R", special=True)
@@ -605,8 +609,8 @@ def embed_rigid_motion(R: Tensor, t: Tensor) -> Tensor:
     Proper rotations give even motors ``T * rotor``; improper ones (det -1) are written as
     ``R = R' H`` with ``H`` the reflection in the plane ``x = 0`` and give odd versors
     ``T * rotor(R') * e1``. ``R`` must be orthogonal to the dtype's tolerance
-    (:func:`geomlin.validation.check_orthogonal`): a shear or a scaled rotation is refused rather
-    than turned into some unrelated rotation.
+    ([`geomlin.validation.check_orthogonal`][]): a shear or a scaled
+    rotation is refused rather than turned into some unrelated rotation.
     """
     check_tensor(R, "R", shape=(..., 3, 3), what="orthogonal matrices")
     check_orthogonal(R, "R")
@@ -628,5 +632,5 @@ _TABLES.update({"pga:matrix": _matrix_maps, "pga:join": _join_sparse, "pga:join_
 
 
 def rigid_motion_versor(g) -> Tensor:
-    """A :class:`geomlin.groups.RigidTransform` (single or batched) -> versor(s) ``(..., 16)``."""
+    """A [`geomlin.groups.RigidTransform`][geomlin.groups.euclidean.RigidTransform] (single or batched) -> versor(s) ``(..., 16)``."""
     return embed_rigid_motion(g.R, g.t)

@@ -1,15 +1,15 @@
-"""Samplers of the groups acting on multivectors, for :mod:`geomlin.testing` and :mod:`geomlin.reps`.
+"""Samplers of the groups acting on multivectors, for [`geomlin.testing`][] and [`geomlin.reps`][].
 
-* :class:`CliffordGroup` — products of random invertible vectors of any :class:`CliffordAlgebra`;
-* :class:`Pin301` — Pin(3,0,1), the double cover of E(3): products of 1..4 reflections in planes;
-* :class:`PseudoOrthogonalGroup` — the full orthogonal group O(p,q,r) of the quadratic form as
+* [`CliffordGroup`][] — products of random invertible vectors of any [`CliffordAlgebra`][];
+* [`Pin301`][] — Pin(3,0,1), the double cover of E(3): products of 1..4 reflections in planes;
+* [`PseudoOrthogonalGroup`][] — the full orthogonal group O(p,q,r) of the quadratic form as
   ``(n, n)`` matrices, acting by outermorphisms. For non-degenerate metrics it acts like the
   Clifford group; for degenerate ones it is larger: in G(3,0,1) it holds the similarities
   ``p -> lambda R p + t``, which no versor realises (GLGENN, Filimoshina and Shirokov 2025).
 
-Versors act by the twisted sandwich ``v x^ v^-1`` (:meth:`CliffordAlgebra.sandwich`,
-:func:`geomlin.algebra.pga.sandwich`), so odd versors act as reflections on every grade; matrices
-by :meth:`CliffordAlgebra.outermorphism`. :meth:`CliffordAlgebra.act` takes either.
+Versors act by the twisted sandwich ``v x^ v^-1`` ([`CliffordAlgebra.sandwich`][],
+[`geomlin.algebra.pga.sandwich`][]), so odd versors act as reflections on every
+grade; matrices by [`CliffordAlgebra.outermorphism`][]. [`CliffordAlgebra.act`][] takes either.
 
 >>> from geomlin.algebra import Pin301, pin_action
 >>> g = Pin301().sample(3)              # (3, 16) versors
@@ -34,7 +34,7 @@ PARITIES = (None, "even", "odd")
 
 
 def as_algebra(algebra) -> CliffordAlgebra:
-    """A :class:`CliffordAlgebra`, or one built from a metric such as ``(1, 1, 1)``."""
+    """A [`CliffordAlgebra`][], or one built from a metric such as ``(1, 1, 1)``."""
     if isinstance(algebra, CliffordAlgebra):
         return algebra
     return CliffordAlgebra(algebra)
@@ -52,12 +52,12 @@ def _counts(max_count: int, parity: str | None) -> list[int]:
 
 
 class CliffordGroup:
-    """Sampler of Clifford-group versors of ``algebra`` for :mod:`geomlin.testing`.
+    """Sampler of Clifford-group versors of ``algebra`` for [`geomlin.testing`][].
 
     ``sample(n)`` returns ``(n, dim)`` products of 1..``max_vectors`` random vectors whose
     squares satisfy ``|v^2| >= min_square`` (so the versors are well conditioned).
     ``parity="even"`` keeps products of an even number of vectors (the special Clifford group,
-    rotations), ``"odd"`` an odd number. Use :meth:`action` as the action callable.
+    rotations), ``"odd"`` an odd number. Use [`action`][] as the action callable.
     """
 
     def __init__(self, algebra, max_vectors: int = 4, min_square: float = 0.3, parity: str | None = None):
@@ -112,7 +112,7 @@ class CliffordGroup:
 
 
 class Pin301:
-    """Sampler of random Pin(3,0,1) versors, for :func:`geomlin.testing.assert_equivariant`.
+    """Sampler of random Pin(3,0,1) versors, for [`geomlin.testing.assert_equivariant`][].
 
     Every element of Pin(3,0,1) is a product of at most four reflections in planes; ``sample``
     draws ``k`` planes with ``k`` uniform in ``1..max_planes``, random unit normals and random
@@ -120,9 +120,12 @@ class Pin301:
 
     Parameters
     ----------
-    max_planes: largest number of plane reflections multiplied together (1..4).
-    offset_scale: standard deviation of the plane offsets (controls translations).
-    parity: ``None`` for both, ``"even"`` (motions) or ``"odd"`` (improper motions).
+    max_planes : int
+        largest number of plane reflections multiplied together (1..4).
+    offset_scale : float
+        standard deviation of the plane offsets (controls translations).
+    parity : str | None
+        ``None`` for both, ``"even"`` (motions) or ``"odd"`` (improper motions).
     """
 
     def __init__(self, max_planes: int = 4, offset_scale: float = 1.0, parity: str | None = None):
@@ -142,7 +145,7 @@ class Pin301:
         return ("Pin(3,0,1)", self.parity == "even")
 
     def is_subgroup_of(self, other) -> bool:
-        """Spin(3,0,1) lies in Pin(3,0,1); both lie in O(3,0,1) (:class:`PseudoOrthogonalGroup` of
+        """Spin(3,0,1) lies in Pin(3,0,1); both lie in O(3,0,1) ([`PseudoOrthogonalGroup`][] of
         G(3,0,1), which also holds the similarities) and in the Clifford group of G(3,0,1)."""
         if isinstance(other, Pin301):
             return other.parity is None or self.parity == "even"
@@ -189,7 +192,7 @@ def _haar_orthogonal(d: int, generator: torch.Generator | None) -> Tensor:
 
 class PseudoOrthogonalGroup:
     """Sampler of O(p,q,r), the linear maps ``A`` of the vector space with ``A^T G A = G``
-    (``G = diag(metric)``), acting on multivectors as outermorphisms (:meth:`CliffordAlgebra.act`).
+    (``G = diag(metric)``), acting on multivectors as outermorphisms ([`CliffordAlgebra.act`][]).
 
     Order the basis vectors as the null ones ``Z`` (radical, ``e_i^2 = 0``) and the rest ``N``.
     Every element has the block form ``A = [[L, B], [0, R]]``: ``R`` in O(p,q) acts on ``N``,
@@ -204,7 +207,7 @@ class PseudoOrthogonalGroup:
       random signs included;
     * ``B`` with standard deviation ``translation_scale`` (translations in G(3,0,1)).
 
-    Elements are ``(n, n)`` matrices; :meth:`action` is :meth:`CliffordAlgebra.act`. Every
+    Elements are ``(n, n)`` matrices; [`action`][] is [`CliffordAlgebra.act`][]. Every
     grade-preserving algebra automorphism commuting with reversion preserves grades and the
     quadratic forms ``<x_k ~x_k>_0``, so CGENN / GLGENN layers are equivariant to this group;
     operations that use the complement or the pseudoscalar (GATr's join) are not.

@@ -1,7 +1,7 @@
-"""The ``geomlin`` command: argument parsing (:mod:`~geomlin.cli.main`), ``geomlin bench``
-(:mod:`~geomlin.cli.bench`) and ``geomlin audit`` (:mod:`~geomlin.cli.audit`).
+"""The ``geomlin`` command: argument parsing ([`main`][]), ``geomlin bench``
+([`bench`][]) and ``geomlin audit`` ([`audit`][]).
 
-The training loop it drives lives in :mod:`geomlin.train`; this package only turns command
+The training loop it drives lives in [`geomlin.train`][]; this package only turns command
 lines into calls and errors into one-line messages with exit status 2.
 """
 

@@ -9,15 +9,15 @@ Two kinds of target:
   factory function.
 
 What is checked, in this order: an ``equivariance_spec()`` method of the module (returning an
-:class:`~geomlin.train.tasks.base.AuditSpec`); else the module's declared feature types
+[`AuditSpec`][]); else the module's declared feature types
 (``type_in`` / ``type_out``, or e3nn ``irreps_in`` / ``irreps_out``; see
-:mod:`geomlin.reps.feature_type`): the group of the declared types
-(:func:`~geomlin.reps.declared_group`) acting on the module's own
-:func:`~geomlin.reps.example_inputs`; else, for a checkpoint's model that declares nothing (the
-non-equivariant baselines), the symmetry its task claims
-(:meth:`~geomlin.train.tasks.base.Task.audit_spec`), which such a model is expected to fail;
+[`geomlin.reps.feature_type`][]): the group of the declared types
+([`declared_group`][geomlin.reps.feature_type.declared_group]) acting on the module's own
+[`example_inputs`][geomlin.reps.feature_type.example_inputs]; else, for a checkpoint's model that declares
+nothing (the non-equivariant baselines), the symmetry its task claims
+([`audit_spec`][geomlin.train.tasks.base.Task.audit_spec]), which such a model is expected to fail;
 else ``rep_in`` / ``rep_out`` attributes. The measurement is
-:func:`geomlin.testing.equivariance_check` in float64.
+[`geomlin.testing.equivariance_check`][] in float64.
 """
 
 from __future__ import annotations

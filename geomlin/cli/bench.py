@@ -16,7 +16,7 @@ carries its provenance and every ratio in it comes from one run).
 
 ``geomlin bench --device cuda [--quick] [--dry-run]`` runs the GPU check ``benchmarks/gpu_check.py``
 instead: the CUDA paths a CPU machine cannot exercise, as one table in under eight minutes
-(:func:`run_gpu_check`).
+([`run_gpu_check`][]).
 """
 
 from __future__ import annotations
@@ -91,7 +91,7 @@ def run_gpu_check(directory: str | Path | None, device: str, quick: bool = False
     """Run ``benchmarks/gpu_check.py --device DEVICE`` in its own process; return its exit status.
 
     Without a CUDA device (and without ``dry_run``, which only lists the steps) this is a
-    :class:`UserError` saying so, before anything starts.
+    [`UserError`][] saying so, before anything starts.
     """
     import torch
 
@@ -127,7 +127,7 @@ _LOOKS_LIKE = re.compile(r"^\s*<!--.*\bbench\b", re.IGNORECASE)
 def parse_page(page: Path, text: str | None = None) -> list[str]:
     """The ``bench`` commands of one page, in order, after checking every block of it.
 
-    Raises :class:`UserError` (one line naming the file and line) for a block without its
+    Raises [`UserError`][] (one line naming the file and line) for a block without its
     closing marker, a closing marker without a block, a mistyped marker, an unbalanced quote
     or an empty command.
     """
@@ -167,7 +167,7 @@ def parse_page(page: Path, text: str | None = None) -> list[str]:
 def _doc_blocks(docs: Path) -> dict[Path, list[str]]:
     """The ``bench`` commands requested by each markdown page under ``docs`` and by the README next to it.
 
-    Every block of every page is checked (:func:`parse_page`) before anything runs.
+    Every block of every page is checked ([`parse_page`][]) before anything runs.
     """
     out = {}
     readme = docs.parent / "README.md"

@@ -1,6 +1,6 @@
 """The ``geomlin`` command: ``train``, ``bench`` and ``audit`` sub-commands.
 
-User mistakes raise :class:`~geomlin.train.errors.UserError` (or an argparse
+User mistakes raise [`UserError`][] (or an argparse
 error) and end as one line on stderr with exit status 2; anything else is a bug
 and keeps its traceback.
 """

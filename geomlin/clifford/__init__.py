@@ -1,13 +1,14 @@
 """Layers on any Clifford algebra: CGENN, GLGENN weight sharing, GCAN group-action layers, and
 geometric-algebra attention.
 
-* :mod:`geomlin.clifford.cgenn` — Clifford-group equivariant layers (Ruhe et al. 2023); with
-  ``subspaces="quaternion"`` the GLGENN layers (Filimoshina and Shirokov 2025), equivariant to
-  O(p,q,r) (:class:`~geomlin.algebra.PseudoOrthogonalGroup`) with fewer weights;
-* :mod:`geomlin.clifford.gcan` — group action layers with learned versors (Ruhe et al. 2023b),
-  geometric templates that are not equivariant;
-* :mod:`geomlin.clifford.ga_attention` — attention over geometric products of tuples of points
-  in G(3) (Spellings 2021), rotation-invariant or covariant.
+* [`geomlin.clifford.cgenn`][] — Clifford-group equivariant layers (Ruhe et al. 2023);
+  with ``subspaces="quaternion"`` the GLGENN layers (Filimoshina and Shirokov 2025), equivariant to
+  O(p,q,r) ([`PseudoOrthogonalGroup`][geomlin.algebra.versor_groups.PseudoOrthogonalGroup]) with fewer
+  weights;
+* [`geomlin.clifford.gcan`][] — group action layers with learned versors (Ruhe et al.
+  2023b), geometric templates that are not equivariant;
+* [`geomlin.clifford.ga_attention`][] — attention over geometric products of
+  tuples of points in G(3) (Spellings 2021), rotation-invariant or covariant.
 
 Multivectors are ``(..., channels, algebra.dim)``.
 

@@ -1,20 +1,20 @@
 """Clifford-group equivariant layers for any metric (CGENN), with GLGENN weight sharing.
 
 Ruhe, Brandstetter, Forre, "Clifford Group Equivariant Neural Networks", NeurIPS 2023.
-The Clifford group of a :class:`~geomlin.algebra.CliffordAlgebra` acts on multivectors by the
-twisted adjoint ``rho_v(x) = v x^ v^-1``, an algebra automorphism that preserves grades and
+The Clifford group of a [`CliffordAlgebra`][geomlin.algebra.clifford.CliffordAlgebra] acts on multivectors by
+the twisted adjoint ``rho_v(x) = v x^ v^-1``, an algebra automorphism that preserves grades and
 each grade's quadratic form ``<x_k ~x_k>_0``. So are equivariant:
 
-* grade-wise channel mixing (:class:`MVLinear`, Sec. 4 "linear layers");
+* grade-wise channel mixing ([`MVLinear`][], Sec. 4 "linear layers");
 * any product restricted to grade paths ``<<x>_i <y>_j>_k``, here with a learned weight per
-  channel and path (:class:`GeometricProductLayer`, the "geometric product layer");
-* gating each grade by a function of invariants (:class:`MVSiLU`), and normalising by
-  invariant norms (:class:`MVLayerNorm`).
+  channel and path ([`GeometricProductLayer`][], the "geometric product layer");
+* gating each grade by a function of invariants ([`MVSiLU`][]), and normalising by
+  invariant norms ([`MVLayerNorm`][]).
 
 The same holds for every orthogonal transformation of the quadratic form acting as an
-outermorphism (:class:`~geomlin.algebra.PseudoOrthogonalGroup`, O(p,q,r)), which for degenerate
+outermorphism ([`PseudoOrthogonalGroup`][], O(p,q,r)), which for degenerate
 metrics is larger than what versors realise (similarities in G(3,0,1)); the layers declare that
-group, and are tested under it and under :class:`~geomlin.algebra.CliffordGroup`.
+group, and are tested under it and under [`CliffordGroup`][geomlin.algebra.versor_groups.CliffordGroup].
 
 **GLGENN weight sharing** (Filimoshina and Shirokov, "GLGENN", ICML 2025). ``subspaces=
 "quaternion"`` ties the weights of the grades that share a quaternion type ``k mod 4``: a linear
@@ -67,7 +67,7 @@ def _algebra(algebra) -> CliffordAlgebra:
 
 def multivector_type(algebra: CliffordAlgebra, channels: int) -> Multivectors:
     """The declared type of CGENN / GLGENN features: ``Multivectors(algebra, channels)`` acted on by
-    O(p,q,r) of the metric (:class:`~geomlin.algebra.PseudoOrthogonalGroup`)."""
+    O(p,q,r) of the metric ([`PseudoOrthogonalGroup`][])."""
     return Multivectors(algebra, channels, group=PseudoOrthogonalGroup(algebra))
 
 
@@ -97,8 +97,9 @@ def cgenn_tables(algebra: CliffordAlgebra, subspaces: str, *keys: str) -> Consta
     ``keys``: ``"cgenn:subspace_of"`` (``(dim,)`` weight slot of each component),
     ``"cgenn:grade_of"`` (``(dim,)`` grade of each component), ``"cgenn:grade_slot"`` (``(n + 1,)``
     weight slot of each grade), ``"cgenn:paths"`` (the sparse product terms and their paths, see
-    :func:`weighted_geometric_product`), ``"cgenn:path_index"`` (``(num_paths,)`` flat index of the
-    non-empty paths), or any key of :meth:`CliffordAlgebra.tables`.
+    [`weighted_geometric_product`][]), ``"cgenn:path_index"`` (``(num_paths,)`` flat index of the
+    non-empty paths), or any key of
+    [`CliffordAlgebra.tables`][geomlin.algebra.clifford.CliffordAlgebra.tables].
     """
     builders = {
         "cgenn:subspace_of": lambda: algebra.subspace_index(subspaces),
@@ -160,7 +161,7 @@ class MVLinear(nn.Module):
 
 def _path_plan(algebra: CliffordAlgebra, subspaces: str, device, dtype, tables: ConstantTables | None = None
                ) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
-    """:func:`_path_plan_cpu` on ``device`` (the matrices in ``dtype``), from ``tables`` or a cache."""
+    """``_path_plan_cpu`` on ``device`` (the matrices in ``dtype``), from ``tables`` or a cache."""
     key = f"cgenn:paths:{algebra.metric}:{subspaces}"
     if tables is not None:
         key = "cgenn:paths"
@@ -174,7 +175,7 @@ def weighted_geometric_product(algebra: CliffordAlgebra, x: Tensor, y: Tensor, p
 
     ``x, y (..., channels, dim)``, ``path_weights (channels, S, S, S)`` with ``S`` =
     ``algebra.num_subspaces(subspaces)``; only the non-zero Cayley terms are formed
-    (``((x S_a) * (y S_b) * w) R``). ``tables``: a module's :func:`cgenn_tables` with
+    (``((x S_a) * (y S_b) * w) R``). ``tables``: a module's [`cgenn_tables`][] with
     ``"cgenn:paths"`` (``None``: a per-(device, dtype) cache).
     """
     algebra.check(x, "x")
@@ -215,13 +216,13 @@ class GeometricProductLayer(nn.Module):
 
         y = (L(x) + P(sum_paths w_{c,ijk} <x_i N(R(x))_j>_k)) / sqrt(2)
 
-    with ``L`` an :class:`MVLinear` with bias (the first-order term), ``R`` one without, ``N`` the
-    per-grade operand normalisation of the reference and ``P`` an :class:`MVLinear` to
+    with ``L`` an [`MVLinear`][] with bias (the first-order term), ``R`` one without, ``N`` the
+    per-grade operand normalisation of the reference and ``P`` an [`MVLinear`][] to
     ``out_channels`` (only when ``out_channels != in_channels``).
 
-    One weight per channel and non-empty path (:meth:`CliffordAlgebra.product_paths`): grade paths
-    ``(i, j, k)`` (56 / 84 / 165 for Euclidean ``n = 5 / 6 / 8``), or quaternion-type paths with
-    ``subspaces="quaternion"`` (at most 32, GLGENN); the linear sublayers and the normalisation
+    One weight per channel and non-empty path
+    ([`CliffordAlgebra.product_paths`][geomlin.algebra.clifford.CliffordAlgebra.product_paths]): grade paths
+    ``(i, j, k)`` (56 / 84 / 165 for Euclidean ``n = 5 / 6 / 8``), or quaternion-type paths with ``subspaces="quaternion"`` (at most 32, GLGENN); the linear sublayers and the normalisation
     share weights the same way.
     """
 

@@ -3,7 +3,7 @@ for small point clouds", 2021).
 
 For every tuple ``(i, j, k, ...)`` of ``rank`` items the layer forms the geometric products of
 their vectors in G(3), ``p_i = r_i``, ``p_ij = r_i r_j``, ``p_ijk = r_i r_j r_k``, ... and reads
-rotation invariants off them (:func:`product_invariants`):
+rotation invariants off them ([`product_invariants`][]):
 
 =====  ==========================  ==============================================================
 rank   product                     invariants
@@ -21,9 +21,9 @@ rank   product                     invariants
 ``value_net`` maps the invariants to values, which are joined with the merged item values ``v``;
 a ``score_net`` turns them into attention logits; a softmax over the tuples (all of them with
 ``reduce=True``, the tuples starting at each item with ``reduce=False``) weights the sum
-(:class:`GAAttention`). :class:`GAVectorAttention` sums rotation-covariant vectors instead (the
+([`GAAttention`][]). [`GAVectorAttention`][] sums rotation-covariant vectors instead (the
 vector parts and bivector duals of the products, scaled by ``scale_net``), and
-:class:`GAMultivectorAttention` works on G(3) multivectors ``(..., N, 8)``.
+[`GAMultivectorAttention`][] works on G(3) multivectors ``(..., N, 8)``.
 
 The networks are the user's, as in the reference package ``geometric_algebra_attention``; the
 constructor arguments and the parameter names (``merge_kernels``, ``join_kernels``,
@@ -39,7 +39,7 @@ group it honours (``type_in`` / ``type_out``).
 
 **Cost.** A layer over ``N`` items forms ``N^rank`` products (memory too): rank 3 on 1,000
 points is 10^9 tuples. For larger clouds restrict the tuples to neighbourhoods
-(:func:`neighborhoods`): ``forward(r, v, neighbors=neighborhoods(pos, k=16))`` keeps the tuples
+([`neighborhoods`][]): ``forward(r, v, neighbors=neighborhoods(pos, k=16))`` keeps the tuples
 ``(i, j, k, ...)`` whose later members are neighbours of ``i``, ``O(N k^(rank - 1))``; with
 ``k = N`` (and ``include_self``) it is the dense layer.
 
@@ -52,7 +52,8 @@ radius in ``neighbors.mask``) get zero weight. Where *every* tuple of a softmax 
 masked cloud with ``reduce=True``; with ``reduce=False`` a masked item, or an item with no
 neighbour in the radius) the output there is **zero**: the layer never attends to padding. ``r``
 and ``v`` must be finite (``ValueError``, deferred on accelerators), and a tuple count whose
-largest tensor would exceed :data:`geomlin.validation.MEMORY_LIMIT_BYTES` is refused up front.
+largest tensor would exceed [`geomlin.validation.MEMORY_LIMIT_BYTES`][]
+is refused up front.
 """
 
 from __future__ import annotations
@@ -175,8 +176,8 @@ def _plan_key(rank: int) -> str:
 
 def ga_tables() -> ConstantTables:
     """The constant tables of the attention layers' products as non-persistent buffers: the plans of
-    :func:`vector_product` (``"ga:vector_product:vector" / ":odd" / ":even"``) and the G(3) Cayley
-    table (``"geometric"``, for :func:`tuple_products` of multivectors)."""
+    [`vector_product`][] (``"ga:vector_product:vector" / ":odd" / ":even"``) and the G(3) Cayley
+    table (``"geometric"``, for [`tuple_products`][] of multivectors)."""
     tables = {_plan_key(rank): _plan(_left_components(rank), VECTOR_COMPONENTS) for rank in (1, 2, 3)}
     key = G3._table_key("geometric")
     tables[key] = G3._table_parts(key)
@@ -186,7 +187,7 @@ def ga_tables() -> ConstantTables:
 def vector_product(p: Tensor, rank: int, r: Tensor, *, tables: ConstantTables | None = None) -> Tensor:
     """``p r`` for a product ``p (..., 8)`` of ``rank`` vectors and a vector ``r (..., 8)``, forming
     only the 12 non-zero terms (instead of 64); equal to ``G3.geometric_product(p, r)``.
-    ``tables``: a module's :func:`ga_tables` (``None``: a per-(device, dtype) cache)."""
+    ``tables``: a module's [`ga_tables`][] (``None``: a per-(device, dtype) cache)."""
     G3.check(p, "p")
     G3.check(r, "r")
     check_positive_int(rank, "rank")
@@ -201,7 +202,7 @@ def tuple_products(slots: list[Tensor], vectors: bool = False, *,
                    tables: ConstantTables | None = None) -> dict[str, list[tuple[int, Tensor]]]:
     """Products of the contiguous sub-tuples of ``slots`` (each ``(..., 8)``, broadcastable);
     ``vectors=True`` when the slots are vectors (a faster product with the same result).
-    ``tables``: a module's :func:`ga_tables`.
+    ``tables``: a module's [`ga_tables`][].
 
     Returns ``{"single": [(rank, p_0..R)], "partial": [(R, p_0..R), ..., (1, p_0)],
     "full": the partial list of every start 0, 1, ...}``, the reference package's order.
@@ -396,7 +397,7 @@ class _GAAttentionBase(nn.Module):
         return None
 
     def _check_memory(self, r: Tensor, neighbors) -> None:
-        """Refuse a tuple count whose largest tensor would exceed :data:`~geomlin.validation.MEMORY_LIMIT_BYTES`."""
+        """Refuse a tuple count whose largest tensor would exceed [`MEMORY_LIMIT_BYTES`][geomlin.validation.MEMORY_LIMIT_BYTES]."""
         n = r.shape[-2]
         lead = math.prod(r.shape[:-2])
         if isinstance(neighbors, Neighborhoods) and neighbors.index.ndim >= 1:
@@ -519,17 +520,26 @@ class GAAttention(_GAAttentionBase):
 
     Parameters
     ----------
-    n_dim: width of the item values ``v`` and of the output.
-    score_net: ``(..., n_dim) -> (..., 1)`` attention logits.
-    value_net: ``(..., invariant_dims) -> (..., n_dim)``; see :attr:`invariant_dims`.
-    rank: tuple size (1, 2, 3, ...); cost ``O(N^rank)``.
-    invariant_mode: ``"single"``, ``"partial"`` or ``"full"`` (module docstring).
-    reduce: sum over all tuples (permutation invariant) or over the tuples starting at each item
+    n_dim : int
+        width of the item values ``v`` and of the output.
+    score_net : Callable
+        ``(..., n_dim) -> (..., 1)`` attention logits.
+    value_net : Callable
+        ``(..., invariant_dims) -> (..., n_dim)``; see ``invariant_dims``.
+    rank : int
+        tuple size (1, 2, 3, ...); cost ``O(N^rank)``.
+    invariant_mode : str
+        ``"single"``, ``"partial"`` or ``"full"`` (module docstring).
+    reduce : bool
+        sum over all tuples (permutation invariant) or over the tuples starting at each item
         (permutation equivariant).
-    merge_fun, join_fun: ``"mean"`` or ``"concat"`` (learned ``n_dim x n_dim`` matrices).
-    parity_invariant: ``|det|`` instead of ``det`` for odd ranks >= 3: O(3)- instead of
+    merge_fun, join_fun : str
+        ``"mean"`` or ``"concat"`` (learned ``n_dim x n_dim`` matrices).
+    parity_invariant : bool
+        ``|det|`` instead of ``det`` for odd ranks >= 3: O(3)- instead of
         SO(3)-invariant (ranks <= 2 are O(3)-invariant anyway).
-    include_normalized_products: also feed the invariants of the normalised products.
+    include_normalized_products : bool
+        also feed the invariants of the normalised products.
     """
 
     def __init__(self, n_dim: int, score_net: Callable, value_net: Callable, rank: int = 2,
@@ -601,7 +611,7 @@ class GAVectorAttention(_CovariantMixin, _GAAttentionBase):
     ``scale_net(joined) * sum_n alpha_n vector(p_n)`` over the products ``p_n`` chosen by
     ``covariant_mode`` (vector parts of odd-rank products, bivector duals of even-rank ones).
     ``scale_net``: ``(..., n_dim) -> (..., 1)``; ``convex_covariants`` makes ``alpha`` a softmax
-    that includes the origin. Other parameters as in :class:`GAAttention`; ``parity_invariant``
+    that includes the origin. Other parameters as in [`GAAttention`][]; ``parity_invariant``
     also drops the pseudovector (even-rank) covariants, making the layer O(3)-covariant.
     """
 

@@ -21,11 +21,11 @@ group during training (the reference implementation's motors drift off it):
 * ``versor="reflections"``: the product of ``num_reflections`` learned unit vectors; an odd count
   gives improper elements (reflections, roto-reflections), ``<a ~a>_0 = +-1``.
 
-The nonlinearity and normalisation of Sec. 3.3: :class:`GCAGate` multiplies each channel by a
+The nonlinearity and normalisation of Sec. 3.3: [`GCAGate`][] multiplies each channel by a
 sigmoid of a learned *linear functional of all its components*, which is not invariant, so the
 gate is **not equivariant** (declared in ``tests/clifford/declared_examples.py``);
-:class:`GCAGroupNorm` divides channel groups by an invariant norm and is equivariant.
-:class:`GCAMLP` stacks them.
+[`GCAGroupNorm`][] divides channel groups by an invariant norm and is equivariant.
+[`GCAMLP`][] stacks them.
 
 >>> from geomlin.algebra import pga
 >>> layer = GroupActionLinear(pga.PGA, 1, 3, versor="exp")
@@ -45,7 +45,7 @@ from geomlin.algebra.clifford import ConstantTables, scaling_and_squaring, table
 from geomlin.clifford.cgenn import _algebra, _check, cgenn_tables, multivector_type
 from geomlin.validation import check_choice, check_float, check_int, check_positive_int
 
-#: The versor parametrisations of :class:`GroupActionLinear`.
+#: The versor parametrisations of [`GroupActionLinear`][].
 VERSORS = ("exp", "even", "reflections")
 
 
@@ -61,7 +61,7 @@ def _scatter(algebra: CliffordAlgebra, coeffs: Tensor, components: Tensor) -> Te
     return out
 
 
-#: Taylor terms of :func:`matrix_exp`: round-off after scaling to norm 1/2 (``0.5**15 / 15!`` for float64).
+#: Taylor terms of [`matrix_exp`][]: round-off after scaling to norm 1/2 (``0.5**15 / 15!`` for float64).
 EXP_TERMS = {torch.float64: 14}
 EXP_TERMS_DEFAULT = 8
 
@@ -70,8 +70,8 @@ def matrix_exp(A: Tensor) -> Tensor:
     """``exp(A)`` of square matrices ``A (..., m, m)`` without a host synchronisation.
 
     Scaling and squaring with a Taylor polynomial, per matrix
-    (:func:`geomlin.algebra.clifford.scaling_and_squaring`, scaled by the 1-norm); differentiable,
-    exact to round-off for 1-norms up to about ``5e5``. ``torch.linalg.matrix_exp`` reads the
+    ([`geomlin.algebra.clifford.scaling_and_squaring`][], scaled
+    by the 1-norm); differentiable, exact to round-off for 1-norms up to about ``5e5``. ``torch.linalg.matrix_exp`` reads the
     norms back to the host on CUDA to choose its degree, which this avoids.
     """
     size = A.detach().abs().sum(-2).amax(-1)[..., None, None]
@@ -81,7 +81,7 @@ def matrix_exp(A: Tensor) -> Tensor:
 
 def versor_exp(algebra: CliffordAlgebra, B: Tensor, *, tables: ConstantTables | None = None) -> Tensor:
     """``exp(B)`` for bivectors (any multivectors) ``B (..., dim)``: the first column of the matrix
-    exponential of left multiplication by ``B`` (:func:`matrix_exp`), differentiable and accurate
+    exponential of left multiplication by ``B`` ([`matrix_exp`][]), differentiable and accurate
     to round-off. ``tables``: a module's tables with the dense ``"geometric"`` product
     (``algebra.tables("dense:geometric")``); ``None`` reads a per-(device, dtype) cache."""
     algebra.check(B, "B")
@@ -164,12 +164,18 @@ class GroupActionLinear(nn.Module):
 
     Parameters
     ----------
-    algebra: a :class:`~geomlin.algebra.CliffordAlgebra` or its metric (``pga.PGA`` for rigid motions).
-    in_channels, out_channels: multivector channels.
-    versor: ``"exp"`` (default), ``"even"`` (``n <= 4``) or ``"reflections"``; see the module docstring.
-    num_reflections: unit vectors per versor for ``versor="reflections"`` (default ``n``; odd
+    algebra : CliffordAlgebra or sequence of float
+        a [`CliffordAlgebra`][geomlin.algebra.clifford.CliffordAlgebra] or its metric (``pga.PGA`` for rigid
+        motions).
+    in_channels, out_channels : int
+        multivector channels.
+    versor : str
+        ``"exp"`` (default), ``"even"`` (``n <= 4``) or ``"reflections"``; see the module docstring.
+    num_reflections : int | None
+        unit vectors per versor for ``versor="reflections"`` (default ``n``; odd
         counts give improper elements).
-    init_scale: standard deviation of the initial bivectors / perturbations of the identity.
+    init_scale : float
+        standard deviation of the initial bivectors / perturbations of the identity.
     """
 
     def __init__(self, algebra, in_channels: int, out_channels: int, versor: str = "exp",
@@ -241,7 +247,7 @@ class GroupActionLinear(nn.Module):
         """Per grade ``k``, the ``(out, in, m_k, m_k)`` matrices ``T`` of ``x_k -> a_oi x_k^ a_oi^-1``
         (row convention, ``x_k @ T``); versors keep grades, so these blocks are the whole map.
 
-        ``versor="exp"`` exponentiates the adjoint action grade by grade (:func:`adjoint_blocks`),
+        ``versor="exp"`` exponentiates the adjoint action grade by grade ([`adjoint_blocks`][]),
         without forming ``a``; the others build ``a`` and its sandwich.
         """
         alg = self.algebra
@@ -273,7 +279,7 @@ class GCAGate(nn.Module):
     ``u_c`` of all ``dim`` components of channel ``c``; ``(..., channels, dim)`` -> same.
 
     ``u_c . x_c`` is not an invariant, so this gate is **not equivariant** (use
-    :class:`~geomlin.clifford.MVSiLU` for an equivariant gate).
+    [`MVSiLU`][] for an equivariant gate).
     """
 
     def __init__(self, algebra, channels: int):
@@ -320,7 +326,7 @@ class GCAGroupNorm(nn.Module):
 
 class GCAMLP(nn.Module):
     """GCA-MLP: ``num_layers`` group action layers, each but the last followed by
-    :class:`GCAGroupNorm` and :class:`GCAGate`; ``(..., in_channels, dim) -> (..., out_channels, dim)``.
+    [`GCAGroupNorm`][] and [`GCAGate`][]; ``(..., in_channels, dim) -> (..., out_channels, dim)``.
 
     Channels are objects or parts (e.g. the particles of a system, each a point and a velocity);
     the network learns which rigid motions of which inputs to combine. Not equivariant (by design).

@@ -30,9 +30,12 @@ class InMemoryList(InMemoryDataset):
 
     Parameters
     ----------
-    data_list: the graphs (``torch_geometric.data.Data``), at least one.
-    transform: applied to every graph on access (PyG semantics).
-    pre_transform: applied once to every graph before collation.
+    data_list : Sequence[Data]
+        the graphs (``torch_geometric.data.Data``), at least one.
+    transform : Callable | None
+        applied to every graph on access (PyG semantics).
+    pre_transform : Callable | None
+        applied once to every graph before collation.
     """
 
     def __init__(self, data_list: Sequence[Data], transform: Callable | None = None,

@@ -9,9 +9,9 @@ while processing never leaves a half-written cache; a cache that fails to load
 is treated as missing and rebuilt.
 
 A process killed in the middle of a write cannot remove its temporary file; the next
-:func:`load_cache` or :func:`save_cache` of the same cache removes it. Temporary files are named
+[`load_cache`][] or [`save_cache`][] of the same cache removes it. Temporary files are named
 ``.<cache>.<host>.<pid>.<random>.tmp``: one of this host whose process is gone is removed at once,
-one of another host (a shared file system) once it is older than :data:`STALE_SECONDS`.
+one of another host (a shared file system) once it is older than [`STALE_SECONDS`][].
 """
 
 from __future__ import annotations
@@ -88,7 +88,7 @@ def file_stats(folder: str | os.PathLike, pattern: re.Pattern | None = None) -> 
     """``(name, size, mtime_ns)`` of the files in ``folder`` (those whose name fully matches ``pattern``).
 
     Sorted by name. For folders of many small raw files, where hashing every file's bytes on
-    each load would cost about as much as processing them; pass the list to :func:`fingerprint`
+    each load would cost about as much as processing them; pass the list to [`fingerprint`][]
     as an option.
     """
     out = []
@@ -121,7 +121,7 @@ def load_cache(path: str | os.PathLike, expected: str) -> Any | None:
     """The payload of the cache at ``path`` if it exists, loads and matches ``expected``; else None.
 
     A stale (fingerprint mismatch) or corrupt cache file is deleted, and so are the temporary files
-    of interrupted writes (:func:`remove_stale_temporaries`).
+    of interrupted writes ([`remove_stale_temporaries`][]).
     """
     path = os.fspath(path)
     remove_stale_temporaries(path)
@@ -149,7 +149,7 @@ def save_cache(path: str | os.PathLike, fingerprint_: str, payload: Any) -> None
     """Write ``payload`` with its fingerprint to ``path`` atomically (temporary file, then rename).
 
     The temporary file lies in the cache's own folder, so the rename never crosses file systems.
-    Raises :class:`CacheWriteError` (an OSError with the original ``errno``) naming the folder
+    Raises [`CacheWriteError`][] (an OSError with the original ``errno``) naming the folder
     when it cannot be created or written; no temporary file is left behind.
     """
     path = os.fspath(path)

@@ -36,7 +36,7 @@ _MD17_URL = "http://quantum-machine.org/gdml/data/npz/md17_{}.npz"
 def read_npz_trajectory(path: str | os.PathLike) -> dict[str, np.ndarray]:
     """Arrays ``z (N,)`` int64, ``pos (M, N, 3)``, ``energy (M,)``, ``force (M, N, 3)`` float64 from an MD17 npz.
 
-    Raises FileNotFoundError for a missing file; :class:`~geomlin.validation.FileFormatError`
+    Raises FileNotFoundError for a missing file; [`FileFormatError`][]
     (a ValueError) naming the file for an unreadable archive, missing keys (listing both
     conventions and the keys found), non-numeric arrays, atomic numbers outside 1..118, no frames
     or no atoms, inconsistent shapes or non-finite values (naming the first bad frame).
@@ -137,7 +137,7 @@ class MD17(NPZTrajectory):
     trajectories); with ``revised=False`` as ``<root>/md17_<molecule>.npz``. The official rMD17
     splits ``<root>/splits/index_{train,test}_0{1..5}.csv`` are used when present:
     ``split="train"`` / ``"test"`` with ``split_index`` in 1..5 restricts the dataset to that split,
-    and :meth:`split_indices` returns them. Fields and units as :class:`NPZTrajectory`.
+    and [`split_indices`][] returns them. Fields and units as [`NPZTrajectory`][].
     """
 
     def __init__(self, root: str | os.PathLike, molecule: str, revised: bool = True, split: str | None = None,

@@ -55,12 +55,19 @@ class MeshPointClouds(InMemoryList):
 
     Parameters
     ----------
-    paths: mesh files; one graph each, in this order.
-    num_points: points per cloud.
-    labels: optional integer label per path, stored as ``y (1,)`` int64.
-    include_normals: also store the unit face normal of each point as ``normal (num_points, 3)``
-    seed: sampling is deterministic given ``seed`` (file ``i`` uses seed ``seed + i``).
+    paths : Sequence[str | os.PathLike]
+        mesh files; one graph each, in this order.
+    num_points : int
+        points per cloud.
+    labels : Sequence[int] | None
+        optional integer label per path, stored as ``y (1,)`` int64.
+    include_normals : bool
+        also store the unit face normal of each point as ``normal (num_points, 3)``
+    seed : int
+        sampling is deterministic given ``seed`` (file ``i`` uses seed ``seed + i``).
 
+    Notes
+    -----
     Fields: ``pos (num_points, 3)`` in the mesh's own units, ``dtype`` (float32 default),
     ``name`` (file stem), optional ``y`` and ``normal``.
     """

@@ -6,24 +6,25 @@ neighbouring cells (Allen & Tildesley, *Computer Simulation of Liquids*, Sec. 5.
 are sorted by their linearised cell keys and a cell's points are found by binary search
 (``torch.searchsorted``), so the work is ``O(N log N + candidate pairs)`` and runs unchanged on
 any device. Candidate pairs are processed in blocks of targets of about
-:data:`CANDIDATE_BUDGET` pairs, which bounds memory.
+[`CANDIDATE_BUDGET`][] pairs, which bounds memory.
 
-:func:`radius_pairs` returns every pair within ``r``; :func:`knn_pairs` the ``k`` nearest
+[`radius_pairs`][] returns every pair within ``r``; [`knn_pairs`][] the ``k`` nearest
 neighbours of every point, exactly: it searches a radius estimated from the density and doubles
 it for the points that have fewer than ``k`` neighbours inside, until all have enough (a ball
 holding ``k`` points holds the ``k`` nearest). Both order the pairs by target, then distance,
 then source index, and compute distances in float64.
 
-Host syncs on accelerators
-    The number of pairs depends on the data, so an accelerator must report sizes back to the
-    host; everything else stays on the device. :func:`radius_pairs` reads back the number of
-    candidate pairs, the block boundaries when there is more than one block, and the number of
-    pairs kept: two syncs for up to :data:`CANDIDATE_BUDGET` candidates, three beyond (then
-    the candidates of each block are generated twice: once to count, once to keep). :func:`knn_pairs`
-    adds one sync per round of radius doubling (one round for evenly spread points; each round is
-    a :func:`radius_pairs` search). On the CPU the blocks are streamed and nothing is
-    recomputed. Run these once per batch at the data boundary (a dataset transform on the CPU, or
-    once on the device before the forward), never inside a model.
+**Host syncs on accelerators**
+
+The number of pairs depends on the data, so an accelerator must report sizes back to the
+host; everything else stays on the device. [`radius_pairs`][] reads back the number of
+candidate pairs, the block boundaries when there is more than one block, and the number of
+pairs kept: two syncs for up to [`CANDIDATE_BUDGET`][] candidates, three beyond (then
+the candidates of each block are generated twice: once to count, once to keep). [`knn_pairs`][]
+adds one sync per round of radius doubling (one round for evenly spread points; each round is
+a [`radius_pairs`][] search). On the CPU the blocks are streamed and nothing is
+recomputed. Run these once per batch at the data boundary (a dataset transform on the CPU, or
+once on the device before the forward), never inside a model.
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ CANDIDATE_BUDGET = 1 << 19
 MAX_GRID_DIM = 4
 #: Headroom of the first kNN radius over the estimate from a uniform density in the bounding box.
 KNN_RADIUS_FACTOR = 1.2
-#: Rounds of radius doubling after which :func:`knn_pairs` gives up: the first radius is at least
+#: Rounds of radius doubling after which [`knn_pairs`][] gives up: the first radius is at least
 #: ``extent * N^(-1/d)`` and a radius of ``sqrt(d) * extent`` holds every pair, so about
 #: ``log2(sqrt(d) N^(1/d))`` rounds always suffice.
 MAX_KNN_ROUNDS = 64
@@ -144,18 +145,31 @@ def radius_pairs(pos: Tensor, r, batch: Tensor | None = None, loop: bool = False
 
     Parameters
     ----------
-    pos: ``(N, d)`` float positions.  r: the radius (> 0; a float, or a 0-d tensor on ``pos``'s
-    device).  batch: optional ``(N,)`` graph indices.  loop: include ``(i, i)``.
-    targets: optional ``(T,)`` int64 target indices (default: every point).
+    pos : Tensor of shape (N, d)
+        float positions.
+    r : float or Tensor
+        the radius (> 0; a float, or a 0-d tensor on ``pos``'s device).
+    batch : Tensor of shape (N,), optional
+        graph indices.
+    loop : bool
+        include ``(i, i)``.
+    targets : Tensor of shape (T,), optional
+        int64 target indices (default: every point).
 
     Returns
     -------
-    ``src (E,)``, ``dst (E,)`` int64 and squared distances ``d2 (E,)`` float64, sorted by target,
-    then distance, then source.
+    src : Tensor of shape (E,)
+        int64 source indices; the pairs are sorted by target, then distance, then source.
+    dst : Tensor of shape (E,)
+        int64 target indices.
+    d2 : Tensor of shape (E,)
+        float64 squared distances.
 
+    Notes
+    -----
     With every point a target, only half of the neighbouring cells are searched (those with a
     positive key offset, plus the point's own cell) and each pair found there is used in both
-    directions. Host syncs on accelerators: two, or three beyond :data:`CANDIDATE_BUDGET`
+    directions. Host syncs on accelerators: two, or three beyond [`CANDIDATE_BUDGET`][]
     candidate pairs (see the module docstring).
     """
     n, d = pos.shape
@@ -253,10 +267,10 @@ def knn_pairs(pos: Tensor, k: int, batch: Tensor | None = None, loop: bool = Fal
               ) -> tuple[Tensor, Tensor, Tensor]:
     """The ``k`` nearest sources of every point in its graph (fewer where the graph is smaller).
 
-    Returns ``src, dst, d2`` like :func:`radius_pairs`: sorted by target, then distance, then
+    Returns ``src, dst, d2`` like [`radius_pairs`][]: sorted by target, then distance, then
     source index (so ties are broken by the lower index); a graph of ``m <= k`` points (``m - 1``
     without ``loop``) contributes all its pairs. Host syncs on accelerators: those of one
-    :func:`radius_pairs` search plus one, per round of radius doubling.
+    [`radius_pairs`][] search plus one, per round of radius doubling.
     """
     n, d = pos.shape
     device = pos.device

@@ -1,10 +1,10 @@
 """QM9 (Ramakrishnan et al. 2014) from MoleculeNet's SDF + CSV, the original XYZ files, or qm9pack.
 
 Same 19 targets, order and units as PyTorch Geometric's ``QM9`` from every source, parsed by
-geomlin's own readers (:mod:`geomlin.datasets.io.sdf`, :mod:`geomlin.datasets.io.dsgdb9nsd`,
-:mod:`geomlin.datasets.io.qm9pack`), so RDKit is not needed. Processing builds the collated
-storage directly from the flat arrays (no per-molecule Python objects) and caches it atomically
-with a fingerprint.
+geomlin's own readers ([`geomlin.datasets.io.sdf`][],
+[`geomlin.datasets.io.dsgdb9nsd`][],
+[`geomlin.datasets.io.qm9pack`][]), so RDKit is not needed. Processing builds the
+collated storage directly from the flat arrays (no per-molecule Python objects) and caches it atomically with a fingerprint.
 """
 
 from __future__ import annotations
@@ -99,8 +99,8 @@ def read_qm9_csv(path: str) -> tuple[list[str], np.ndarray]:
     """Molecule ids and the ``(M, 19)`` float64 target table (PyG order, converted units) of ``gdb9.sdf.csv``.
 
     Every row needs the header's number of fields and finite numbers in the 19 target columns;
-    errors are :class:`~geomlin.validation.FileFormatError` naming the file and line. A file
-    without quotes (MoleculeNet's) is converted in one :func:`numpy.loadtxt` call; anything
+    errors are [`FileFormatError`][] naming the file and line. A file
+    without quotes (MoleculeNet's) is converted in one ``numpy.loadtxt`` call; anything
     else, and every error message, goes through Python's csv module.
     """
     with open(path, "rb") as f:
@@ -138,7 +138,7 @@ def read_qm9_csv(path: str) -> tuple[list[str], np.ndarray]:
 
 
 def _read_plain_csv(data: bytes) -> tuple[list[str], np.ndarray] | None:
-    """:func:`read_qm9_csv` of an unquoted CSV, vectorised; None when anything is off (the csv path says what)."""
+    """[`read_qm9_csv`][] of an unquoted CSV, vectorised; None when anything is off (the csv path says what)."""
     lines = [ln for ln in data.replace(b"\r\n", b"\n").split(b"\n") if ln]
     if len(lines) < 2:
         return None
@@ -162,7 +162,7 @@ def _read_plain_csv(data: bytes) -> tuple[list[str], np.ndarray] | None:
 
 
 def target_index(target: int | str) -> int:
-    """Column of ``target`` (a name of :data:`QM9_TARGETS` such as ``"U0"``, or an index 0..18) in ``y``."""
+    """Column of ``target`` (a name of [`QM9_TARGETS`][] such as ``"U0"``, or an index 0..18) in ``y``."""
     if isinstance(target, str):
         if target not in TARGET_INDEX:
             raise ValueError(f"unknown QM9 target {target!r}; expected one of {', '.join(TARGET_INDEX)}")
@@ -210,7 +210,7 @@ class QM9Files:
     Attributes
     ----------
     source : str
-        One of :data:`SOURCES`.
+        One of [`SOURCES`][].
     paths : tuple of str
         ``moleculenet``: the SDF and the CSV; ``xyz``: the archive or the folder of XYZ files;
         ``qm9pack``: the ``qm9_part<k>.csv`` tables in order.
@@ -321,7 +321,7 @@ def process_moleculenet(sdf_path: str, csv_path: str, skip_ids: set[int] = froze
     Returns
     -------
     (Data, dict of str to Tensor)
-        ``(data, slices)`` with the fields of :class:`QM9`; ``idx`` is the index minus one.
+        ``(data, slices)`` with the fields of [`QM9`][]; ``idx`` is the index minus one.
     """
     rec = read_sdf(sdf_path, parse_properties=False)
     ids, table = read_qm9_csv(csv_path)
@@ -357,7 +357,7 @@ def process_moleculenet(sdf_path: str, csv_path: str, skip_ids: set[int] = froze
 
 
 def gdb9_targets(rec: dsgdb9nsd.GDB9Records) -> np.ndarray:
-    """The targets of XYZ or qm9pack records, in PyG order and units (:data:`QM9_TARGETS`).
+    """The targets of XYZ or qm9pack records, in PyG order and units ([`QM9_TARGETS`][]).
 
     The 15 properties are converted like MoleculeNet's CSV columns; the four ``*_atom`` targets,
     which these sources do not carry, are computed as MoleculeNet's are: ``(E - sum of
@@ -406,7 +406,7 @@ def process_gdb9(rec: dsgdb9nsd.GDB9Records, skip_ids: set[int] = frozenset(), d
     Returns
     -------
     (Data, dict of str to Tensor)
-        ``(data, slices)`` with the fields of :class:`QM9` except the bonds, which these sources
+        ``(data, slices)`` with the fields of [`QM9`][] except the bonds, which these sources
         do not have.
     """
     order = np.argsort(rec.index, kind="stable")
@@ -431,9 +431,9 @@ def process_gdb9(rec: dsgdb9nsd.GDB9Records, skip_ids: set[int] = frozenset(), d
 
 def process_qm9(files: QM9Files, skip_ids: set[int] = frozenset(), dtype=torch.float32
                 ) -> tuple[Data, dict[str, Tensor]]:
-    """Collated storage ``(data, slices)`` of the QM9 source ``files`` (:func:`find_qm9_files`).
+    """Collated storage ``(data, slices)`` of the QM9 source ``files`` ([`find_qm9_files`][]).
 
-    See :func:`process_moleculenet` and :func:`process_gdb9` for ``skip_ids`` and ``dtype``.
+    See [`process_moleculenet`][] and [`process_gdb9`][] for ``skip_ids`` and ``dtype``.
     """
     if files.source == "moleculenet":
         return process_moleculenet(*files.paths, skip_ids=skip_ids, dtype=dtype)
@@ -464,7 +464,7 @@ class QM9(InMemoryList):
 
     Fields per molecule: ``z (N,)`` int64 atomic numbers; ``pos (N, 3)`` Angstrom, the file's
     coordinates (the SDF has 4 decimals, the XYZ files and qm9pack 10); ``x (N, 5)`` one-hot of
-    H, C, N, O, F; ``y (1, 19)`` targets in PyG order and units (:data:`QM9_TARGETS`: ``mu`` D,
+    H, C, N, O, F; ``y (1, 19)`` targets in PyG order and units ([`QM9_TARGETS`][]: ``mu`` D,
     ``alpha`` a0^3, ``homo, lumo, gap, zpve, U0, U, H, G`` and the four ``*_atom`` energies in eV,
     ``r2`` a0^2, ``cv`` cal/(mol K), ``A, B, C`` GHz); ``name`` (``"gdb_<index>"``); ``idx`` the
     index minus one (PyG's ``idx``, the position in the full ``gdb9.sdf``). From the SDF also
@@ -542,7 +542,7 @@ class QM9(InMemoryList):
         return out
 
     def split(self, seed: int = 0, train: float = 110_000, val: float = 10_000) -> dict[str, Tensor]:
-        """Seeded train / val / test indices; see :func:`qm9_split`."""
+        """Seeded train / val / test indices; see [`qm9_split`][]."""
         return qm9_split(len(self), seed, train, val)
 
     def __repr__(self) -> str:

@@ -1,6 +1,6 @@
 """``SDFDataset``: molecules from any 3D V2000 SD file, with labels from a CSV table or SDF data items.
 
-``collate_molecules`` turns parsed :class:`~geomlin.datasets.io.sdf.SDFRecords` into collated
+``collate_molecules`` turns parsed [`SDFRecords`][] into collated
 InMemoryDataset storage with vectorised numpy (no per-molecule Python objects); QM9 uses it too.
 """
 
@@ -71,7 +71,7 @@ def _read_label_table(path: str, columns: Sequence[str] | None, id_column: str |
     """Ids (or None), column names and the ``(rows, T)`` float64 labels of a CSV label table.
 
     Every row needs the header's number of fields and a finite number in each target column;
-    errors are :class:`~geomlin.validation.FileFormatError` naming the file and line.
+    errors are [`FileFormatError`][] naming the file and line.
     """
     with open(path, newline="") as f:
         rows = [(no, r) for no, r in enumerate(csv.reader(f), start=1) if r]
@@ -127,16 +127,28 @@ class SDFDataset(InMemoryList):
 
     Parameters
     ----------
-    sdf_path: the ``.sdf`` file (parsed by :func:`geomlin.datasets.io.sdf.read_sdf`).
-    csv_path: optional label table with one row per SDF record, in the same order.
-    target_columns: CSV columns (or, without a CSV, SDF ``> <tag>`` data items) stacked into
+    sdf_path : str | os.PathLike
+        the ``.sdf`` file (parsed by [`geomlin.datasets.io.sdf.read_sdf`][]).
+    csv_path : str | os.PathLike | None
+        optional label table with one row per SDF record, in the same order.
+    target_columns : Sequence[str] | None
+        CSV columns (or, without a CSV, SDF ``> <tag>`` data items) stacked into
         ``y (1, T)``; default: every numeric CSV column except ``id_column``.
-    id_column: optional CSV column whose values must equal the record names (checked).
-    cache_dir: if given, the processed set is cached there (atomic write, fingerprinted).
+    id_column : str | None
+        optional CSV column whose values must equal the record names (checked).
+    cache_dir : str | os.PathLike | None
+        if given, the processed set is cached there (atomic write, fingerprinted).
 
-    Fields: ``z (N,)`` int64, ``pos (N, 3)`` (the file's unit, usually Angstrom), ``edge_index
-    (2, 2B)`` and ``edge_attr (2B, 4)`` from the bond block, ``name``, ``idx`` and ``y``. When the
-    SDF records and CSV rows do not pair up, ValueError states both counts.
+    Raises
+    ------
+    ValueError
+        When the SDF records and CSV rows do not pair up (the message states both counts).
+
+    Notes
+    -----
+    Fields: ``z (N,)`` int64, ``pos (N, 3)`` (the file's unit, usually Angstrom),
+    ``edge_index (2, 2B)`` and ``edge_attr (2B, 4)`` from the bond block, ``name``, ``idx`` and
+    ``y``.
     """
 
     def __init__(self, sdf_path: str | os.PathLike, csv_path: str | os.PathLike | None = None,

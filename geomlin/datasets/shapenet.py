@@ -27,7 +27,7 @@ NUM_PART_LABELS = 50
 def read_part_file(path: str) -> np.ndarray:
     """Rows ``(N, 7)`` float64 ``x y z nx ny nz label`` of one shape file.
 
-    Raises :class:`~geomlin.validation.FileFormatError` naming the file (and line) for a malformed
+    Raises [`FileFormatError`][] naming the file (and line) for a malformed
     or ragged row, an empty file, a NaN / infinite value or a label that is not an integer in 0..49.
     """
     try:

@@ -27,7 +27,8 @@ def check_mesh(vertices: Tensor, faces: Tensor, where: str = "mesh") -> Tensor:
     """Raise unless ``vertices (V, 3)`` float and ``faces (F, 3)`` integer form a usable, non-empty mesh.
 
     Returns ``faces`` as int64 (clamped into range on accelerators, where the value checks are
-    deferred: :func:`geomlin.validation.check_finite`, :func:`geomlin.validation.check_index`).
+    deferred: [`geomlin.validation.check_finite`][],
+    [`geomlin.validation.check_index`][]).
     """
     check_tensor(vertices, f"{where}: vertices", shape=(None, 3), what="V vertices in 3D")
     check_tensor(faces, f"{where}: faces", shape=(None, 3), dtype="int", what="F triangles")
@@ -44,16 +45,23 @@ def sample_surface(vertices: Tensor, faces: Tensor, num_points: int, generator: 
 
     Parameters
     ----------
-    vertices: ``(V, 3)`` float positions.
-    faces: ``(F, 3)`` integer triangle indices.
-    num_points: how many points to draw (with replacement over triangles).
-    generator: optional ``torch.Generator`` on the mesh's device, for reproducibility.
-    include_normals: also return the unit normal of the triangle each point lies on
+    vertices : Tensor of shape (V, 3)
+        float positions.
+    faces : Tensor of shape (F, 3)
+        integer triangle indices.
+    num_points : int
+        how many points to draw (with replacement over triangles).
+    generator : torch.Generator | None
+        optional ``torch.Generator`` on the mesh's device, for reproducibility.
+    include_normals : bool
+        also return the unit normal of the triangle each point lies on
 
     Returns
     -------
-    ``pos (num_points, 3)`` in the dtype of ``vertices`` on its device, and ``normal (num_points, 3)``
-    when asked. No host sync on accelerators (the mesh checks are deferred).
+    pos : Tensor of shape (num_points, 3)
+        in the dtype of ``vertices`` on its device.
+    normal : Tensor of shape (num_points, 3)
+        only when ``include_normals``. No host sync on accelerators (the mesh checks are deferred).
     """
     faces = check_mesh(vertices, faces)
     num_points = check_positive_int(num_points, "num_points")

@@ -21,7 +21,7 @@ from geomlin.datasets.surface import sample_surface
 from geomlin.groups import haar_orthogonal
 from geomlin.validation import check_float, check_int, check_positive_float, check_positive_int, check_tensor
 
-#: Class names of :class:`SyntheticShapes`, in label order.
+#: Class names of [`SyntheticShapes`][], in label order.
 SHAPE_CLASSES = ("sphere", "ellipsoid", "cube", "cylinder", "cone", "torus", "pyramid",
                  "octahedron", "tetrahedron", "helix")
 
@@ -169,15 +169,17 @@ def synthetic_shapes(num_per_class: int, num_points: int = 1024, seed: int = 0,
                      classes: Sequence[str] | None = None, scale_range: tuple[float, float] = (0.75, 1.25),
                      jitter: float = 0.01, rotation: str | None = None, shuffle: bool = True,
                      dtype: torch.dtype = torch.float32) -> tuple[Tensor, Tensor]:
-    """The whole :class:`SyntheticShapes` set as two tensors (fast path for batched training).
+    """The whole [`SyntheticShapes`][] set as two tensors (fast path for batched training).
 
     Returns
     -------
-    pos: ``(M, num_points, 3)`` in ``dtype``, ``M = num_per_class * len(classes)``; each cloud is
+    pos : Tensor of shape (M, num_points, 3)
+        in ``dtype``, ``M = num_per_class * len(classes)``; each cloud is
         centred at its mean, scaled by a uniform factor from ``scale_range``, optionally rotated
         (``rotation="SO3"`` Haar rotations, ``"O3"`` rotations and reflections) and jittered with
         isotropic Gaussian noise of standard deviation ``jitter``.
-    y: ``(M,)`` int64 labels, the index of the class in ``classes`` (default :data:`SHAPE_CLASSES`).
+    y : Tensor of shape (M,)
+        int64 labels, the index of the class in ``classes`` (default [`SHAPE_CLASSES`][]).
     """
     check_positive_int(num_per_class, "num_per_class")
     check_positive_int(num_points, "num_points")
@@ -214,10 +216,10 @@ class SyntheticShapes(InMemoryList):
     """Procedural point-cloud classification set: 10 analytic shape classes, no files needed.
 
     Each graph has ``pos (num_points, 3)`` (float32 by default) and ``y (1,)`` int64, the class
-    index into ``classes`` (:data:`SHAPE_CLASSES` by default: sphere, ellipsoid, cube, cylinder,
+    index into ``classes`` ([`SHAPE_CLASSES`][] by default: sphere, ellipsoid, cube, cylinder,
     cone, torus, pyramid, octahedron, tetrahedron, helix). Deterministic given ``seed``; the
     sample order is shuffled (``shuffle=True``) so any contiguous slice is class-balanced in
-    expectation. See :func:`synthetic_shapes` for the random scale, jitter and rotation.
+    expectation. See [`synthetic_shapes`][] for the random scale, jitter and rotation.
 
     >>> ds = SyntheticShapes(num_per_class=4, num_points=256, seed=0, rotation="SO3")
     >>> len(ds), ds[0].pos.shape, ds.num_classes
@@ -289,15 +291,20 @@ def coulomb_forces(pos: Tensor, charges: Tensor, strength: float = 1.0, max_forc
 
     Parameters
     ----------
-    pos: ``(..., n, 3)`` float positions.
-    charges: ``(..., n, 1)`` float charges.
-    strength: the constant ``k``.
-    max_force: if given, each particle's force is rescaled to at most this norm (a rotation-
+    pos : Tensor of shape (..., n, 3)
+        float positions.
+    charges : Tensor of shape (..., n, 1)
+        float charges.
+    strength : float
+        the constant ``k``.
+    max_force : float | None
+        if given, each particle's force is rescaled to at most this norm (a rotation-
         equivariant version of NRI's per-component clipping, which keeps close encounters stable).
 
     Returns
     -------
-    ``(..., n, 3)`` forces, same dtype as ``pos``.
+    Tensor
+        ``(..., n, 3)`` forces, same dtype as ``pos``.
     """
     _check_charges(pos, charges)
     pt = pos.movedim(-1, 0)
@@ -314,12 +321,17 @@ def simulate_charged_particles(pos: Tensor, vel: Tensor, charges: Tensor, num_st
 
     Parameters
     ----------
-    pos, vel: ``(..., n, 3)`` float.  charges: ``(..., n, 1)`` float.
-    progress: show a tqdm bar over the steps.
+    pos, vel : Tensor of shape (..., n, 3)
+        float.
+    charges : Tensor of shape (..., n, 1)
+        float.
+    progress : bool
+        show a tqdm bar over the steps.
 
     Returns
     -------
-    ``(pos, vel)`` after ``num_steps * dt`` time units, each ``(..., n, 3)``.
+    tuple[Tensor, Tensor]
+        ``(pos, vel)`` after ``num_steps * dt`` time units, each ``(..., n, 3)``.
     """
     check_tensor(pos, "pos", shape=(..., None, 3), finite=True)
     check_tensor(vel, "vel", shape=tuple(pos.shape), finite=True)
@@ -352,7 +364,8 @@ def nbody(num_samples: int, num_particles: int = 5, seed: int = 0, burn_in_steps
 
     Returns
     -------
-    dict with ``pos, vel, target_pos, target_vel`` ``(M, n, 3)`` and ``charges`` ``(M, n, 1)``, float64.
+    dict[str, Tensor]
+        dict with ``pos, vel, target_pos, target_vel`` ``(M, n, 3)`` and ``charges`` ``(M, n, 1)``, float64.
     """
     check_positive_int(num_samples, "num_samples")
     num_particles = check_int(num_particles, "num_particles", minimum=2)

@@ -8,16 +8,16 @@ only rotate; everything else (labels, energies, charges) is left alone. Pass you
 ``position_attrs`` / ``vector_attrs`` when a dataset stores e.g. target positions in ``y``.
 
 ``radius_graph`` and ``knn_graph`` are exact neighbour searches on a uniform grid
-(:mod:`geomlin.datasets.neighbors`, plain torch), so they need neither ``torch-cluster`` nor
-``pyg-lib``, which PyG's own ``RadiusGraph`` / ``KNNGraph`` require.
+([`geomlin.datasets.neighbors`][], plain torch), so they need neither
+``torch-cluster`` nor ``pyg-lib``, which PyG's own ``RadiusGraph`` / ``KNNGraph`` require.
 
 Devices: every transform works where the ``Data`` lives and leaves every field there. Random
 transforms draw on the data's device, so a ``generator`` must be on that device (``None`` uses
 the device's default generator). The random and geometric transforms make no host sync (their
-value checks are deferred on accelerators, see :mod:`geomlin.validation`); the graph transforms
-and :class:`SamplePoints` read a few sizes back (see :mod:`geomlin.datasets.neighbors` and
-:func:`~geomlin.datasets.surface.sample_surface`), once per call, which is why they belong at
-the data boundary (a dataset ``transform`` on the CPU, or once per batch on the device).
+value checks are deferred on accelerators, see [`geomlin.validation`][]); the graph
+transforms and [`SamplePoints`][] read a few sizes back (see
+[`geomlin.datasets.neighbors`][] and [`sample_surface`][]), once per call, which is
+why they belong at the data boundary (a dataset ``transform`` on the CPU, or once per batch on the device).
 """
 
 from __future__ import annotations
@@ -64,8 +64,8 @@ def _require_pos(data: Data, who: str) -> Tensor:
 def _haar_orthogonal_3d(generator: torch.Generator | None, device, special: bool) -> Tensor:
     """One Haar-random ``(3, 3)`` float64 matrix of O(3) (SO(3) when ``special``), drawn on ``device``.
 
-    The construction of :func:`geomlin.groups.haar_orthogonal` (QR of a Gaussian matrix, signs of
-    ``diag(R)`` absorbed, the first column flipped when ``det = -1``; Mezzadri 2007, Sec. 5), and
+    The construction of [`geomlin.groups.haar_orthogonal`][geomlin.groups.base.haar_orthogonal] (QR of a
+    Gaussian matrix, signs of ``diag(R)`` absorbed, the first column flipped when ``det = -1``; Mezzadri 2007, Sec. 5), and
     the same numbers from the same generator, but drawn where the data lives and without boolean
     masks, so it runs on an accelerator without host syncs. (To fold into ``haar_orthogonal`` once
     that takes a ``device``.)
@@ -83,8 +83,8 @@ class RandomRotation(BaseTransform):
     """Rotate (``group="SO3"``) or rotate-and-reflect (``"O3"``) by a Haar-random matrix ``R``.
 
     Positions and vectors ``(N, 3)`` become ``x @ R.T`` (about the origin). ``R`` is drawn with
-    the construction of :func:`geomlin.groups.haar_orthogonal` (uniform on SO(3) / O(3)) from
-    ``generator``, on the data's device; with ``store_matrix`` it is saved as ``data.rotation (1, 3, 3)``.
+    the construction of [`geomlin.groups.haar_orthogonal`][geomlin.groups.base.haar_orthogonal] (uniform on
+    SO(3) / O(3)) from ``generator``, on the data's device; with ``store_matrix`` it is saved as ``data.rotation (1, 3, 3)``.
     """
 
     def __init__(self, group: str = "SO3", position_attrs: Sequence[str] = POSITION_ATTRS,
@@ -167,9 +167,9 @@ class NormalizeScale(BaseTransform):
 class SamplePoints(BaseTransform):
     """Replace a mesh (``pos`` vertices ``(V, 3)``, ``face`` ``(3, F)`` as in PyG) by ``num`` surface points.
 
-    Area-weighted uniform sampling (:func:`geomlin.datasets.surface.sample_surface`); with
-    ``include_normals`` the face normal of each point is stored as ``data.normal``. ``face`` is
-    removed. Deterministic given ``generator`` (on the mesh's device).
+    Area-weighted uniform sampling
+    ([`geomlin.datasets.surface.sample_surface`][]); with
+    ``include_normals`` the face normal of each point is stored as ``data.normal``. ``face`` is removed. Deterministic given ``generator`` (on the mesh's device).
     """
 
     def __init__(self, num: int, include_normals: bool = False, generator: torch.Generator | None = None):
@@ -207,12 +207,20 @@ def radius_graph(pos: Tensor, r: float, batch: Tensor | None = None, loop: bool 
 
     Parameters
     ----------
-    pos: ``(N, d)`` float positions.  batch: optional ``(N,)`` graph index of each node.
-    loop: include self-loops.  max_num_neighbors: keep at most this many nearest sources per target.
+    pos : Tensor of shape (N, d)
+        float positions.
+    batch : Tensor | None
+        optional ``(N,)`` graph index of each node.
+    loop : bool
+        include self-loops.
+    max_num_neighbors : int | None
+        keep at most this many nearest sources per target.
 
+    Notes
+    -----
     Edges are sorted by target, then by distance (ties by source index). Exact: a cell-list search
-    (:func:`geomlin.datasets.neighbors.radius_pairs`) with float64 distances, no compiled extension.
-    On an accelerator it reads two or three sizes back (one more with ``max_num_neighbors``).
+    ([`geomlin.datasets.neighbors.radius_pairs`][]) with float64
+    distances, no compiled extension. On an accelerator it reads two or three sizes back (one more with ``max_num_neighbors``).
     """
     _check_graph_inputs(pos, batch, "radius_graph")
     r = check_positive_float(r, "r")
@@ -231,8 +239,8 @@ def knn_graph(pos: Tensor, k: int, batch: Tensor | None = None, loop: bool = Fal
 
     Rows are (source j, target i) as in PyG's ``flow="source_to_target"``; a graph with fewer than
     ``k + 1`` nodes contributes all its pairs. Sorted by target, then distance (ties by index).
-    Exact (:func:`geomlin.datasets.neighbors.knn_pairs`: cell-list searches of growing radius; on an
-    accelerator three or four host syncs per round, usually one or two rounds).
+    Exact ([`geomlin.datasets.neighbors.knn_pairs`][]: cell-list searches
+    of growing radius; on an accelerator three or four host syncs per round, usually one or two rounds).
     """
     _check_graph_inputs(pos, batch, "knn_graph")
     k = check_positive_int(k, "k")
@@ -241,7 +249,7 @@ def knn_graph(pos: Tensor, k: int, batch: Tensor | None = None, loop: bool = Fal
 
 
 class RadiusGraph(BaseTransform):
-    """Set ``data.edge_index`` to the radius graph of ``data.pos`` (see :func:`radius_graph`)."""
+    """Set ``data.edge_index`` to the radius graph of ``data.pos`` (see [`radius_graph`][])."""
 
     def __init__(self, r: float, loop: bool = False, max_num_neighbors: int | None = None):
         if max_num_neighbors is not None:
@@ -259,7 +267,7 @@ class RadiusGraph(BaseTransform):
 
 
 class KNNGraph(BaseTransform):
-    """Set ``data.edge_index`` to the k-nearest-neighbour graph of ``data.pos`` (see :func:`knn_graph`)."""
+    """Set ``data.edge_index`` to the k-nearest-neighbour graph of ``data.pos`` (see [`knn_graph`][])."""
 
     def __init__(self, k: int = 6, loop: bool = False):
         self.k, self.loop = check_positive_int(k, "k"), loop

@@ -126,5 +126,5 @@ def langevin_trajectory(z, pos, num_frames: int, temperature: float = 500.0, dt_
 
 
 def write_trajectory(path: str | os.PathLike, trajectory: dict[str, np.ndarray]) -> None:
-    """Save a trajectory dict as a revised-MD17 ``.npz`` (atomically, :func:`geomlin.io_atomic.atomic_write`)."""
+    """Save a trajectory dict as a revised-MD17 ``.npz`` (atomically, [`geomlin.io_atomic.atomic_write`][])."""
     atomic_write(path, lambda fh: np.savez(fh, **trajectory))

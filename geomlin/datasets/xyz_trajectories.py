@@ -15,7 +15,7 @@ from geomlin.validation import FileFormatError
 
 
 class XYZDataset(InMemoryList):
-    """Frames of a plain or extended XYZ file as graphs (see :mod:`geomlin.datasets.io.xyz`).
+    """Frames of a plain or extended XYZ file as graphs (see [`geomlin.datasets.io.xyz`][]).
 
     Fields per frame: ``z (N,)`` int64, ``pos (N, 3)``, ``energy (1,)`` when the comment line
     holds one, ``force (N, 3)`` when the file has force columns. Units are the file's (MD17

@@ -1,13 +1,13 @@
 """Frames and canonicalization: make any backbone exactly invariant or equivariant.
 
-* :func:`pca_frames` -- PCA frames for O(d)/SO(d)/E(d)/SE(d) with degeneracy handling
-  (``on_degenerate="moments"``: axes from higher moments, :func:`moment_axes`) and one-element
+* [`pca_frames`][] -- PCA frames for O(d)/SO(d)/E(d)/SE(d) with degeneracy handling
+  (``on_degenerate="moments"``: axes from higher moments, [`moment_axes`][]) and one-element
   frames signed by third moments (``signs="skewness"``);
-* :class:`FrameAveraging` -- average a backbone over its frame (Puny et al. 2022);
-* :class:`Canonicalization` -- run a backbone once in a learned canonical pose
+* [`FrameAveraging`][] -- average a backbone over its frame (Puny et al. 2022);
+* [`Canonicalization`][] -- run a backbone once in a learned canonical pose
   (Kaba et al. 2023) with the canonicalization prior (Mondal et al. 2023), using
-  :class:`PointCloudCanonicalizer` (vector neurons; Gram-Schmidt or Procrustes) or
-  :class:`ImageCanonicalizer` (C4/D4).
+  [`PointCloudCanonicalizer`][] (vector neurons; Gram-Schmidt or Procrustes) or
+  [`ImageCanonicalizer`][] (C4/D4).
 """
 
 from geomlin.frames.averaging import FrameAveraging

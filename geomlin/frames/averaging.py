@@ -1,7 +1,7 @@
 """Frame averaging: make any point-cloud backbone exactly invariant or equivariant
 (Puny et al. 2022, "Frame Averaging for Invariant and Equivariant Network Design", Eq. 3-4).
 
-For a frame ``F(X)`` (here the PCA frames of :mod:`geomlin.frames.pca`) and a backbone
+For a frame ``F(X)`` (here the PCA frames of [`geomlin.frames.pca`][]) and a backbone
 ``phi``, the frame average is
 
     <phi>(X) = 1/|F(X)| sum_{g in F(X)} g . phi(g^{-1} . X)
@@ -30,7 +30,7 @@ from geomlin.frames.pca import (
 )
 from geomlin.validation import check_bool, check_choice, check_float, check_tensor
 
-#: Output kinds understood by :class:`FrameAveraging`.
+#: Output kinds understood by [`FrameAveraging`][].
 OUTPUT_KINDS = ("invariant", "vector", "position")
 #: Frames per backbone call on CPU with ``frames_per_call="auto"`` (measured in bench_frames).
 CPU_FRAMES_PER_CALL = 1
@@ -52,8 +52,9 @@ def _kinds(value, allowed: tuple, what: str) -> tuple[str, ...]:
 def point_type(kind: str, d: int, group, like=None):
     """The feature type of a point-cloud input or output of ``kind`` under ``group``.
 
-    ``"invariant"`` -> :class:`~geomlin.reps.Scalars` (the shape of ``like`` when it is an invariant
-    type), ``"vector"`` -> :class:`~geomlin.reps.Vectors`, ``"position"`` -> :class:`~geomlin.reps.Positions`.
+    ``"invariant"`` -> [`Scalars`][geomlin.reps.types.Scalars] (the shape of ``like`` when it is an invariant
+    type), ``"vector"`` -> [`Vectors`][geomlin.reps.types.Vectors], ``"position"`` ->
+    [`Positions`][geomlin.reps.types.Positions].
     """
     from geomlin.reps.types import Positions, Scalars, Vectors
 
@@ -91,29 +92,39 @@ class FrameAveraging(nn.Module):
 
     Parameters
     ----------
-    backbone: any module; called once on all frames folded into the batch dimension (or once per
+    backbone : nn.Module
+        any module; called once on all frames folded into the batch dimension (or once per
         chunk of ``frames_per_call`` frames) as
         ``backbone(pos, *extras)`` (padded, no mask; a backbone without a ``mask`` keyword,
         e.g. an ``nn.Sequential``, takes only these), ``backbone(pos, *extras, mask=mask)``
         (padded ``(B * F, N, d)``), or ``backbone(pos, *extras, batch=batch)``
         (flat ``(F * N_total, d)``; plus ``edge_index=`` when given).
-    group: ``"E3"`` (default), ``"SE3"``, ``"O3"``, ``"SO3"`` or the ``(n)`` versions; see
-        :func:`~geomlin.frames.pca.as_frame_group`.
-    output: kind of the backbone's output, or a tuple of kinds for tuple outputs:
+    group : str or Group or Euclidean
+        ``"E3"`` (default), ``"SE3"``, ``"O3"``, ``"SO3"`` or the ``(n)`` versions; see
+        [`as_frame_group`][].
+    output : str or tuple of str
+        kind of the backbone's output, or a tuple of kinds for tuple outputs:
         ``"invariant"`` (any shape), ``"vector"`` (``(..., d)``, rotated back) or
         ``"position"`` (``(..., d)``, rotated and translated back).
-    inputs: kinds of the extra positional inputs after ``pos``: ``"invariant"`` (passed
+    inputs : Sequence[str] | str
+        kinds of the extra positional inputs after ``pos``: ``"invariant"`` (passed
         through, repeated per frame) or ``"vector"`` (``(..., d)``, rotated into each
         frame). Default: all invariant.
-    stochastic: while ``self.training``, use one uniformly random frame element per input
+    stochastic : bool
+        while ``self.training``, use one uniformly random frame element per input
         instead of all ``|F|`` (equivariant in expectation, ``|F|`` times cheaper). In
         eval mode the full frame is always used.
-    on_degenerate: ``"raise" | "warn" | "sample" | "moments" | "ignore"`` for degenerate spectra
-        (``"moments"``: axes from third and fourth moments, exact; see :mod:`geomlin.frames.pca`).
-    gap_tol: relative eigenvalue gap below which a spectrum is degenerate.
-    signs: ``"all"`` (every sign pattern: ``|F| = 2^d`` or ``2^(d-1)``) or ``"skewness"`` (one
-        element, axes signed by third moments: ``|F| = 1``); see :func:`~geomlin.frames.pca_frames`.
-    frames_per_call: ``None`` calls the backbone once on all ``|F|`` frames folded into
+    on_degenerate : str
+        ``"raise" | "warn" | "sample" | "moments" | "ignore"`` for degenerate spectra
+        (``"moments"``: axes from third and fourth moments, exact; see
+        [`geomlin.frames.pca`][]).
+    gap_tol : float
+        relative eigenvalue gap below which a spectrum is degenerate.
+    signs : str
+        ``"all"`` (every sign pattern: ``|F| = 2^d`` or ``2^(d-1)``) or ``"skewness"`` (one
+        element, axes signed by third moments: ``|F| = 1``); see [`pca_frames`][].
+    frames_per_call : int | str | None
+        ``None`` calls the backbone once on all ``|F|`` frames folded into
         the batch (the fast path on GPUs); an int ``k`` calls it ``ceil(|F| / k)`` times on
         ``B * k`` inputs (bounds peak memory). ``"auto"`` (default): ``None`` on
         accelerators, ``CPU_FRAMES_PER_CALL`` on CPUs, where a ``|F|`` times larger batch
@@ -127,11 +138,11 @@ class FrameAveraging(nn.Module):
     (per point) or ``(B, ...)`` (per graph); outputs with leading ``F * B`` (per graph)
     or ``F * N_total`` (per point) come back as ``(B, ...)`` / ``(N_total, ...)``.
     Padded entries of the canonical positions are zero. On accelerators pass ``num_graphs`` with a
-    flat batch (otherwise ``batch.max()`` is read); see :mod:`geomlin.frames.pca` for what else
-    runs without host synchronisation.
+    flat batch (otherwise ``batch.max()`` is read); see [`geomlin.frames.pca`][] for what
+    else runs without host synchronisation.
 
-    Declared types (for :func:`geomlin.testing.assert_equivariant` and ``geomlin audit``):
-    ``type_in = (Positions(d), *extras)``, ``type_out`` one type per output kind, all under the
+    Declared types (for [`geomlin.testing.assert_equivariant`][] and
+    ``geomlin audit``): ``type_in = (Positions(d), *extras)``, ``type_out`` one type per output kind, all under the
     frame group (``SE3`` -> ``SE3()``, ``O3`` -> ``O(3)``, ...); invariant outputs reuse the
     backbone's declared ``Scalars`` when it has one.
     """
@@ -189,7 +200,7 @@ class FrameAveraging(nn.Module):
 
     def frames(self, pos: Tensor, mask: Tensor | None = None, batch: Tensor | None = None,
                num_graphs: int | None = None, generator: torch.Generator | None = None):
-        """The frames used by :meth:`forward`: ``(B, F', d, d)`` and centroid ``(B, d)``.
+        """The frames used by [`forward`][]: ``(B, F', d, d)`` and centroid ``(B, d)``.
 
         ``F' = 1`` in stochastic training mode, ``|F|`` otherwise.
         """

@@ -22,12 +22,12 @@ The contract (explicit values, no hidden state) every canonicalizer here follows
   close to the (upright) training distribution;
 * ``identity_metric(g)``: fraction of predictions at (or near) the identity.
 
-Point clouds use :class:`PointCloudCanonicalizer` (vector neurons, SO(d)/O(d)/SE(d)/E(d));
-images use :class:`geomlin.frames.images.ImageCanonicalizer` (C4/D4).
+Point clouds use [`PointCloudCanonicalizer`][] (vector neurons, SO(d)/O(d)/SE(d)/E(d));
+images use [`geomlin.frames.images.ImageCanonicalizer`][] (C4/D4).
 
 Every canonicalizer declares ``type_in`` and, for ``forward(..., as_tensors=True)`` (the group
 elements as plain tensors), ``type_out``; ``feature_type(kind)`` gives the type of an input or
-output of ``kind``, from which :class:`Canonicalization` composes its own declaration.
+output of ``kind``, from which [`Canonicalization`][] composes its own declaration.
 """
 
 from __future__ import annotations
@@ -54,7 +54,7 @@ from geomlin.validation import check_bool, check_choice, check_float, check_posi
 
 #: Kinds accepted by ``invert`` (each canonicalizer supports those meaningful for its group).
 INVERT_KINDS = ("invariant", "vector", "position", "regular")
-#: Default angle (radians) within which :meth:`identity_metric` counts a rotation as the identity.
+#: Default angle (radians) within which ``identity_metric`` counts a rotation as the identity.
 IDENTITY_ANGLE = math.radians(10.0)
 #: Lower bound on vector norms in Gram-Schmidt so that a vanishing vector gives a finite frame.
 GRAM_SCHMIDT_EPS = 1e-12
@@ -76,14 +76,16 @@ def gram_schmidt_rotation(v1: Tensor, v2: Tensor, v3: Tensor | None = None) -> T
 
     Parameters
     ----------
-    v1, v2, v3: ``(..., 3)`` vectors.
+    v1, v2, v3
+        ``(..., 3)`` vectors.
 
     Returns
     -------
-    ``(..., 3, 3)`` with columns ``e1, e2, e3``; ``R(Q v) = Q R(v)`` for ``Q`` in SO(3)
-    (``v3`` None) or O(3) (``v3`` given). Always orthogonal: a vanishing ``v1`` is replaced by
-    ``e_x`` and a ``v2`` parallel to ``v1`` by a fixed perpendicular (not equivariant there, but
-    never the singular "rotation" a plain division would give).
+    Tensor
+        ``(..., 3, 3)`` with columns ``e1, e2, e3``; ``R(Q v) = Q R(v)`` for ``Q`` in SO(3)
+        (``v3`` None) or O(3) (``v3`` given). Always orthogonal: a vanishing ``v1`` is replaced by
+        ``e_x`` and a ``v2`` parallel to ``v1`` by a fixed perpendicular (not equivariant there, but
+        never the singular "rotation" a plain division would give).
     """
     if v1.shape[-1] != 3 or v2.shape != v1.shape or (v3 is not None and v3.shape != v1.shape):
         raise ValueError(f"gram_schmidt_rotation needs matching (..., 3) vectors, got "
@@ -147,7 +149,7 @@ class Canonicalizer(nn.Module, ABC):
 
     Subclasses implement ``forward``, ``canonicalize``, ``invert``, ``prior_loss`` and
     ``identity_metric``; all take and return explicit tensors or group elements. They should also
-    implement :meth:`feature_type` so that :class:`Canonicalization` can declare its types.
+    implement [`feature_type`][] so that [`Canonicalization`][] can declare its types.
     """
 
     @abstractmethod
@@ -178,11 +180,11 @@ class Canonicalizer(nn.Module, ABC):
 class PointCloudCanonicalizer(Canonicalizer):
     """Vector-neuron canonicalizer for point clouds: ``(B, N, d)`` -> rigid motions.
 
-    A :class:`~geomlin.frames.vector_neurons.VNPointNet` on the centred cloud predicts vectors
+    A [`VNPointNet`][] on the centred cloud predicts vectors
     that become the rotation ``R``:
 
     * ``orthogonalization="gram_schmidt"`` (Kaba et al. 2023): 2 vectors (SO(3)/SE(3)) or 3
-      (O(3)/E(3)) through :func:`gram_schmidt_rotation`; the first vector fixes the first axis,
+      (O(3)/E(3)) through [`gram_schmidt_rotation`][]; the first vector fixes the first axis,
       and for O(3) the orientation is a hard sign with a straight-through gradient;
     * ``orthogonalization="procrustes"`` (Levinson et al. 2020): ``d`` vectors as the columns of
       ``M``, ``R = special_procrustes(M)`` (SO/SE) or the polar factor of ``M`` (O/E). The vectors
@@ -190,19 +192,25 @@ class PointCloudCanonicalizer(Canonicalizer):
       factor is exactly equivariant (``polar(Q M) = Q polar(M)``) without a sign.
 
     Other dimensions ``d`` with Gram-Schmidt use ``d`` vectors and QR
-    (:func:`gram_schmidt_orthogonal`). For E(d)/SE(d) the translation is the centroid, for
+    ([`gram_schmidt_orthogonal`][]). For E(d)/SE(d) the translation is the centroid, for
     O(d)/SO(d) zero.
 
     Parameters
     ----------
-    group: ``"SO3" | "O3" | "SE3" | "E3"`` (or the ``(n)`` forms, geomlin groups, samplers).
-    hidden_channels, num_blocks: width and depth of the vector-neuron network.
-    orthogonalization: ``"gram_schmidt"`` (default) or ``"procrustes"``.
-    pooling: ``"mean"`` (default) or ``"attention"`` (softmax over invariant point scores: can
-        single out corners of symmetric shapes; see :class:`~geomlin.frames.VNPointNet`).
+    group : str or Group or Euclidean
+        ``"SO3" | "O3" | "SE3" | "E3"`` (or the ``(n)`` forms, geomlin groups, samplers).
+    hidden_channels, num_blocks : int
+        width and depth of the vector-neuron network.
+    orthogonalization : str
+        ``"gram_schmidt"`` (default) or ``"procrustes"``.
+    pooling : str
+        ``"mean"`` (default) or ``"attention"`` (softmax over invariant point scores: can
+        single out corners of symmetric shapes; see [`VNPointNet`][]).
 
-    Group elements are :class:`~geomlin.groups.RigidTransform` with ``R (B, d, d)``, ``t (B, d)``;
-    ``forward(..., as_tensors=True)`` returns the tuple ``(R, t)`` instead (declared as
+    Notes
+    -----
+    Group elements are [`RigidTransform`][geomlin.groups.euclidean.RigidTransform] with ``R (B, d, d)``,
+    ``t (B, d)``; ``forward(..., as_tensors=True)`` returns the tuple ``(R, t)`` instead (declared as
     ``type_out = (Frames(d), Positions(d))``). Inputs: padded ``(B, N, d)`` with optional
     ``mask (B, N)``, or flat ``(N_total, d)`` with ``batch``. A cloud whose points coincide has
     every rotation as a symmetry; it gets ``R = I`` (its canonical cloud is the same for any
@@ -349,22 +357,29 @@ class Canonicalization(nn.Module):
 
     Parameters
     ----------
-    canonicalizer: a :class:`Canonicalizer` (e.g. :class:`PointCloudCanonicalizer`,
-        :class:`~geomlin.frames.images.ImageCanonicalizer`).
-    backbone: any module; called as ``backbone(x_canonical, *extras, **kwargs)`` with the
-        same keyword arguments (``mask=``, ``batch=``) as :meth:`forward`.
-    output: kind of the backbone's output (``"invariant" | "vector" | "position" | "regular"``
+    canonicalizer : Canonicalizer
+        a [`Canonicalizer`][] (e.g. [`PointCloudCanonicalizer`][],
+        [`ImageCanonicalizer`][]).
+    backbone : nn.Module
+        any module; called as ``backbone(x_canonical, *extras, **kwargs)`` with the
+        same keyword arguments (``mask=``, ``batch=``) as [`forward`][].
+    output : str or tuple of str
+        kind of the backbone's output (``"invariant" | "vector" | "position" | "regular"``
         or another kind the canonicalizer supports, e.g. ``"image"``), or a tuple of kinds.
-    inputs: kinds of extra positional inputs (``"invariant"`` or ``"vector"``), canonicalized too.
-    freeze_backbone: set ``requires_grad=False`` on the backbone (pretrained models); gradients
+    inputs : Sequence[str] | str
+        kinds of extra positional inputs (``"invariant"`` or ``"vector"``), canonicalized too.
+    freeze_backbone : bool
+        set ``requires_grad=False`` on the backbone (pretrained models); gradients
         still reach the canonicalizer through the canonical input.
 
+    Notes
+    -----
     ``forward(x, ..., return_elements=True)`` also returns ``g`` for ``prior_loss(g)``.
 
     Declared types: ``type_in`` is the canonicalizer's input type followed by one type per extra
     input, ``type_out`` one type per output kind (``canonicalizer.feature_type(kind)``; invariant
     outputs reuse the backbone's declared ``Scalars``), all under the canonicalizer's group. A
-    canonicalizer without :meth:`Canonicalizer.feature_type` leaves the wrapper undeclared.
+    canonicalizer without [`Canonicalizer.feature_type`][] leaves the wrapper undeclared.
     """
 
     def __init__(self, canonicalizer: Canonicalizer, backbone: nn.Module, output="invariant", *,

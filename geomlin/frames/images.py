@@ -3,8 +3,9 @@
 Group elements ``(k, m)`` (``k`` quarter turns, ``m`` flips) act on images
 ``(..., H, W)`` as ``rot90^k(flip^m(x))`` with ``rot90 = torch.rot90(., 1, (-2, -1))`` and
 ``flip = torch.flip(., (-1,))``; as 2x2 matrices they are ``Rot(k pi/2) diag(1, -1)^m``
-(the elements of :class:`geomlin.groups.C` ``(4)`` / :class:`geomlin.groups.D` ``(4)``).
-Element index ``i = m * 4 + k``; index 0 is the identity.
+(the elements of [`geomlin.groups.C`][geomlin.groups.classical.C] ``(4)`` /
+[`geomlin.groups.D`][geomlin.groups.classical.D] ``(4)``). Element index ``i = m * 4 + k``; index 0 is the
+identity.
 
 The canonicalizer is a rotated-filter group convolution network (Cohen & Welling 2016,
 "Group Equivariant Convolutional Networks", Eq. 10-11): a lifting convolution with the
@@ -41,7 +42,7 @@ from geomlin.validation import (
     check_tensor,
 )
 
-#: Side of the square example images of :meth:`ImageCanonicalizer.example_inputs` and the group convolutions.
+#: Side of the square example images of [`ImageCanonicalizer.example_inputs`][] and the group convolutions.
 EXAMPLE_SIZE = 9
 
 #: Image axes rotated by ``torch.rot90`` (rows, columns).
@@ -79,7 +80,7 @@ class ImageGroup:
 
 
 def as_image_group(group) -> ImageGroup:
-    """Parse ``"C4" | "D4"``, ``geomlin.groups.C(4)`` / ``D(4)`` or an :class:`ImageGroup`."""
+    """Parse ``"C4" | "D4"``, ``geomlin.groups.C(4)`` / ``D(4)`` or an [`ImageGroup`][]."""
     from geomlin.groups import C, D
 
     if isinstance(group, ImageGroup):
@@ -125,7 +126,7 @@ def regular_index(group: ImageGroup, device=None) -> Tensor:
 
 def _element_index(g: Tensor, group: ImageGroup) -> Tensor:
     """The index of a ``(2, 2)`` C4/D4 matrix as a 0-dim int64 tensor on ``g``'s device (no host
-    read; a matrix outside the group is refused through :func:`geomlin.validation.check_condition`)."""
+    read; a matrix outside the group is refused through [`geomlin.validation.check_condition`][])."""
     check_tensor(g, "g", shape=(2, 2))
     mats = element_matrices(group, g.device, working_dtype(g.dtype))
     dist = (mats - g.detach().to(mats.dtype)).abs().flatten(1).amax(1)
@@ -169,7 +170,7 @@ def inverse_table(group) -> Tensor:
 
 def act_on_image(x: Tensor, index, group) -> Tensor:
     """Element ``index`` acting on images ``(..., H, W)``: ``rot90^k(flip^m(x))``
-    (:func:`geomlin.reps.types.act_on_grid`, the action of the :class:`~geomlin.reps.types.Images` type).
+    ([`geomlin.reps.types.act_on_grid`][], the action of the [`Images`][] type).
 
     ``index`` is a Python int, or a 0-dim int64 tensor on ``x``'s device: then every element's image
     is formed and the one at ``index`` is selected, so the host never reads the index. An index
@@ -188,7 +189,7 @@ def act_on_image(x: Tensor, index, group) -> Tensor:
 
 
 def image_action(group):
-    """An action ``action(g, x)`` for :mod:`geomlin.testing`: ``g`` a 2x2 C4/D4 matrix,
+    """An action ``action(g, x)`` for [`geomlin.testing`][]: ``g`` a 2x2 C4/D4 matrix,
     ``x (..., H, W)`` images (``g`` and ``x`` on one device; no host read)."""
     grp = as_image_group(group)
     return lambda g, x: act_on_image(x, _element_index(g, grp), grp)
@@ -206,7 +207,7 @@ def regular_action(group):
 
 
 def _planar(group: ImageGroup):
-    """The geomlin group ``C(4)`` / ``D(4)`` of an :class:`ImageGroup`."""
+    """The geomlin group ``C(4)`` / ``D(4)`` of an [`ImageGroup`][]."""
     from geomlin.groups import C, D
 
     return D(QUARTER_TURNS) if group.flips else C(QUARTER_TURNS)
@@ -311,9 +312,12 @@ class DiscreteElements:
 
     Attributes
     ----------
-    index: ``(B,)`` int64 element indices (argmax of ``logits``).
-    weights: ``(B, |G|)`` one-hot values with the softmax's gradient (straight-through).
-    logits: ``(B, |G|)`` raw scores (used by the prior loss).
+    index : Tensor of shape (B,)
+        int64 element indices (argmax of ``logits``).
+    weights : Tensor of shape (B, |G|)
+        one-hot values with the softmax's gradient (straight-through).
+    logits : Tensor of shape (B, |G|)
+        raw scores (used by the prior loss).
     """
 
     index: Tensor
@@ -326,14 +330,22 @@ class ImageCanonicalizer(Canonicalizer):
 
     Parameters
     ----------
-    group: ``"C4" | "D4"`` or ``geomlin.groups.C(4)`` / ``D(4)``.
-    in_channels: image channels.
-    hidden_channels: channels per group element of the hidden layers.
-    num_blocks: number of group convolutions after the lifting layer.
-    kernel_size: odd filter size.
-    temperature: softmax temperature of the straight-through gradient.
+    group : str or Group
+        ``"C4" | "D4"`` or ``geomlin.groups.C(4)`` / ``D(4)``.
+    in_channels : int
+        image channels.
+    hidden_channels : int
+        channels per group element of the hidden layers.
+    num_blocks : int
+        number of group convolutions after the lifting layer.
+    kernel_size : int
+        odd filter size.
+    temperature : float
+        softmax temperature of the straight-through gradient.
 
-    ``forward`` returns :class:`DiscreteElements`; ``canonicalize(x, g)`` is
+    Notes
+    -----
+    ``forward`` returns [`DiscreteElements`][]; ``canonicalize(x, g)`` is
     ``sum_a w_a (a^{-1} . x)`` with the straight-through one-hot weights ``w`` (exactly
     ``g^{-1} . x`` in value). ``invert`` supports ``"invariant"``, ``"regular"``
     (``(B, |G|, ...)``), ``"vector"`` (``(B, ..., 2)``, the 2x2 matrix) and ``"image"``
@@ -391,7 +403,7 @@ class ImageCanonicalizer(Canonicalizer):
         return torch.einsum("c,bcg->bg", self.head.to(x.dtype), pooled)
 
     def forward(self, x: Tensor, as_tensors: bool = False):
-        """:class:`DiscreteElements` of images ``x (B, C, H, W)`` (or ``(weights, logits)`` with ``as_tensors``)."""
+        """[`DiscreteElements`][] of images ``x (B, C, H, W)`` (or ``(weights, logits)`` with ``as_tensors``)."""
         logits = self.logits(x)
         index = logits.argmax(-1)
         hard = F.one_hot(index, self.group.order).to(logits.dtype)

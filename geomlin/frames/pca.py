@@ -14,52 +14,54 @@ its inverse gives the canonical coordinates ``z = Q^T (x - c)``. Because every s
 combination is listed, ``F(g X) = g F(X)`` holds exactly as a *set* whenever the
 eigenvalues are simple, whatever signs the eigensolver happens to return.
 
-Degenerate spectra
-    When two eigenvalues coincide (a regular tetrahedron or any shape with a rotational
-    symmetry of order > 2, points on a line, a single point), the eigenvectors are only
-    defined up to a rotation inside the eigenspace and the frame is no longer
-    equivariant (nor continuous). Dym et al. 2024 ("Equivariant Frames and the
-    Impossibility of Continuous Canonicalization") show that no continuous
-    canonicalization exists for these groups at all, so this is a limit of the method,
-    not of the implementation. Such inputs are detected from the relative eigenvalue gap
-    ``(lambda_i - lambda_{i+1}) / lambda_1 < gap_tol`` and handled by ``on_degenerate``:
+**Degenerate spectra**
 
-    * ``"raise"``: :class:`DegenerateFrameError` (a ``ValueError``) naming the items;
-    * ``"warn"``: a ``UserWarning``; the eigensolver's arbitrary basis is used (finite,
-      but not equivariant for those items);
-    * ``"sample"``: each frame element gets an independent Haar-random element of the
-      ambiguous subgroup (``O(k)`` on every ``k``-fold eigenspace), so the frame is
-      equivariant in distribution (exact only in expectation);
-    * ``"moments"``: inside every (near-)degenerate eigenspace the axes are chosen from
-      third and fourth moments of the cloud (:func:`moment_axes`): the direction ``u``
-      maximising ``h(u) = mean_i (u.y_i)^3 + (u.y_i)^4`` (``y`` the standardised
-      coordinates in the eigenspace) among the directions of the points themselves,
-      refined by a shifted power iteration, then the same in the orthogonal complement.
-      Every step is equivariant, so the frame stays exactly equivariant as a set; a cube,
-      an octahedron, a tetrahedron or a square pyramid gets its axes from its faces or
-      vertices instead of from sampling noise. Shapes with a continuous symmetry (a
-      cylinder) keep an arbitrary in-plane axis, which is harmless: rotating them about
-      that axis does not change them. With this policy a larger ``gap_tol`` (e.g. 0.1) is
-      useful: it also replaces the principal axes of *nearly* isotropic clouds, whose
-      eigenvectors are exactly equivariant but swing with the sampling noise;
-    * ``"ignore"``: like ``"warn"`` without the warning.
+When two eigenvalues coincide (a regular tetrahedron or any shape with a rotational
+symmetry of order > 2, points on a line, a single point), the eigenvectors are only
+defined up to a rotation inside the eigenspace and the frame is no longer
+equivariant (nor continuous). Dym et al. 2024 ("Equivariant Frames and the
+Impossibility of Continuous Canonicalization") show that no continuous
+canonicalization exists for these groups at all, so this is a limit of the method,
+not of the implementation. Such inputs are detected from the relative eigenvalue gap
+``(lambda_i - lambda_{i+1}) / lambda_1 < gap_tol`` and handled by ``on_degenerate``:
 
-    A planar cloud in 3D is *not* degenerate by itself (its normal is the simple
-    eigenvalue 0); it is degenerate only when its in-plane spread is isotropic
-    (e.g. a regular polygon).
+* ``"raise"``: [`DegenerateFrameError`][] (a ``ValueError``) naming the items;
+* ``"warn"``: a ``UserWarning``; the eigensolver's arbitrary basis is used (finite,
+  but not equivariant for those items);
+* ``"sample"``: each frame element gets an independent Haar-random element of the
+  ambiguous subgroup (``O(k)`` on every ``k``-fold eigenspace), so the frame is
+  equivariant in distribution (exact only in expectation);
+* ``"moments"``: inside every (near-)degenerate eigenspace the axes are chosen from
+  third and fourth moments of the cloud ([`moment_axes`][]): the direction ``u``
+  maximising ``h(u) = mean_i (u.y_i)^3 + (u.y_i)^4`` (``y`` the standardised
+  coordinates in the eigenspace) among the directions of the points themselves,
+  refined by a shifted power iteration, then the same in the orthogonal complement.
+  Every step is equivariant, so the frame stays exactly equivariant as a set; a cube,
+  an octahedron, a tetrahedron or a square pyramid gets its axes from its faces or
+  vertices instead of from sampling noise. Shapes with a continuous symmetry (a
+  cylinder) keep an arbitrary in-plane axis, which is harmless: rotating them about
+  that axis does not change them. With this policy a larger ``gap_tol`` (e.g. 0.1) is
+  useful: it also replaces the principal axes of *nearly* isotropic clouds, whose
+  eigenvectors are exactly equivariant but swing with the sampling noise;
+* ``"ignore"``: like ``"warn"`` without the warning.
 
-Accelerators and mixed precision
-    Nothing here makes the host wait for the device: the eigenvectors come from the sync-free
-    Jacobi solver :func:`geomlin.groups.rotations.symmetric_eigh` (``torch.linalg.eigh`` reads an
-    error code back on CUDA), every policy is computed for all items and selected per item with
-    ``torch.where``, and on an accelerator ``"raise"`` and ``"warn"`` are deferred checks
-    (:func:`geomlin.validation.check_condition`, reported by
-    :func:`~geomlin.validation.raise_deferred` without the item numbers, which would need a read).
-    On the CPU a policy's extra work is skipped when no item needs it. Flat batches read
-    ``batch.max()`` unless ``num_graphs`` is given, and ``on_degenerate="moments"`` pads them to the
-    largest cloud (one read of its size); padded batches read nothing. Moments and
-    eigenvectors are computed with autocast off (covariances in at least float32, the
-    eigenproblem in float64), so the frames are as accurate under ``torch.autocast`` as without.
+A planar cloud in 3D is *not* degenerate by itself (its normal is the simple
+eigenvalue 0); it is degenerate only when its in-plane spread is isotropic
+(e.g. a regular polygon).
+
+**Accelerators and mixed precision**
+
+Nothing here makes the host wait for the device: the eigenvectors come from the sync-free
+Jacobi solver [`geomlin.groups.rotations.symmetric_eigh`][]
+(``torch.linalg.eigh`` reads an error code back on CUDA), every policy is computed for all items and selected per item with
+``torch.where``, and on an accelerator ``"raise"`` and ``"warn"`` are deferred checks
+([`geomlin.validation.check_condition`][], reported by
+[`raise_deferred`][geomlin.validation.raise_deferred] without the item numbers, which would need a read).
+On the CPU a policy's extra work is skipped when no item needs it. Flat batches read
+``batch.max()`` unless ``num_graphs`` is given, and ``on_degenerate="moments"`` pads them to the
+largest cloud (one read of its size); padded batches read nothing. Moments and
+eigenvectors are computed with autocast off (covariances in at least float32, the
+eigenproblem in float64), so the frames are as accurate under ``torch.autocast`` as without.
 """
 
 from __future__ import annotations
@@ -97,9 +99,9 @@ MAX_FRAME_DIM = 10
 #: A largest eigenvalue below ``(ZERO_SPREAD_EPS * eps)^2 * mean |x|^2`` means all points
 #: coincide: rounding alone moves ``x - c`` by about ``eps |x|``.
 ZERO_SPREAD_EPS = 1e2
-#: Candidate directions for :func:`moment_axes` must have at least this norm (relative to the RMS radius).
+#: Candidate directions for [`moment_axes`][] must have at least this norm (relative to the RMS radius).
 MOMENT_MIN_CANDIDATE = 1e-3
-#: :func:`moment_axes` scores the directions of the points farthest from the centre only (corners,
+#: [`moment_axes`][] scores the directions of the points farthest from the centre only (corners,
 #: tips: where the maxima of the moments lie); the refinement then moves off the sampled points.
 MOMENT_CANDIDATES = 24
 #: Shifted power-iteration steps that refine a moment axis, and the shift (keeps the iteration ascending).
@@ -116,9 +118,12 @@ class FrameGroup:
 
     Attributes
     ----------
-    d: dimension of the point space.
-    special: True for SO(d) / SE(d) (det +1 frames only).
-    translation: True for E(d) / SE(d) (frames are centred at the centroid).
+    d : int
+        dimension of the point space.
+    special : bool
+        True for SO(d) / SE(d) (det +1 frames only).
+    translation : bool
+        True for E(d) / SE(d) (frames are centred at the centroid).
     """
 
     d: int
@@ -137,7 +142,7 @@ class FrameGroup:
 
     def sampler(self):
         """The geomlin group of this frame group: ``SO(d)``, ``O(d)`` or an E(d) / SE(d) sampler
-        (what declared feature types and :mod:`geomlin.testing` use)."""
+        (what declared feature types and [`geomlin.testing`][] use)."""
         from geomlin.groups import SO, Euclidean, O
 
         if self.translation:
@@ -161,12 +166,13 @@ _GROUP_PATTERN = re.compile(r"^(SO|O|SE|E)\(?(\d+)\)?$")
 
 
 def as_frame_group(group) -> FrameGroup:
-    """Parse ``group`` into a :class:`FrameGroup`.
+    """Parse ``group`` into a [`FrameGroup`][].
 
     Accepts the strings ``"O3"``, ``"SO3"``, ``"E3"``, ``"SE3"`` and ``"O(n)"``,
     ``"SO(n)"``, ``"E(n)"``, ``"SE(n)"`` for any ``n >= 1``; a
-    :class:`geomlin.groups.Euclidean` sampler (``E3()``, ``SE3()``); a
-    :class:`geomlin.groups.O` or :class:`geomlin.groups.SO`; or a :class:`FrameGroup`.
+    [`geomlin.groups.Euclidean`][geomlin.groups.euclidean.Euclidean] sampler (``E3()``, ``SE3()``); a
+    [`geomlin.groups.O`][geomlin.groups.classical.O] or [`geomlin.groups.SO`][geomlin.groups.classical.SO]; or
+    a [`FrameGroup`][].
     """
     from geomlin.groups import SO, Euclidean, O
 
@@ -211,15 +217,20 @@ def sign_patterns(d: int, special: bool, dtype=torch.float64, device=None) -> Te
 
 
 class PCAFrames(NamedTuple):
-    """Result of :func:`pca_frames`.
+    """Result of [`pca_frames`][].
 
     Attributes
     ----------
-    frames: ``(B, F, d, d)`` orthogonal matrices ``Q``; columns are the signed principal axes.
-    centroid: ``(B, d)`` centroids ``c`` (zero for O(d)/SO(d)).
-    gaps: ``(B, d - 1)`` relative eigenvalue gaps ``(lambda_i - lambda_{i+1}) / lambda_1``.
-    eigenvalues: ``(B, d)`` covariance eigenvalues, decreasing.
-    degenerate: ``(B,)`` bool, True where some gap is below ``gap_tol``.
+    frames : Tensor of shape (B, F, d, d)
+        orthogonal matrices ``Q``; columns are the signed principal axes.
+    centroid : Tensor of shape (B, d)
+        centroids ``c`` (zero for O(d)/SO(d)).
+    gaps : Tensor of shape (B, d - 1)
+        relative eigenvalue gaps ``(lambda_i - lambda_{i+1}) / lambda_1``.
+    eigenvalues : Tensor of shape (B, d)
+        covariance eigenvalues, decreasing.
+    degenerate : Tensor of shape (B,)
+        bool, True where some gap is below ``gap_tol``.
     """
 
     frames: Tensor
@@ -260,7 +271,7 @@ def num_graphs_of(batch: Tensor, num_graphs: int | None = None) -> int:
 
     Without ``num_graphs`` the largest index is read (a host synchronisation on an accelerator); on
     an accelerator the range of ``batch`` against a given ``num_graphs`` is checked by
-    :func:`_flat_graphs` (deferred, and clamped).
+    ``_flat_graphs`` (deferred, and clamped).
     """
     if num_graphs is not None:
         num_graphs = check_nonnegative_int(num_graphs, "num_graphs")
@@ -282,14 +293,19 @@ def point_moments(pos: Tensor, translation: bool, mask: Tensor | None = None,
                   batch: Tensor | None = None, num_graphs: int | None = None):
     """Centroid, covariance and point counts of padded or flat point clouds.
 
-    Computed with autocast off in at least float32 (:func:`~geomlin.groups.rotations.working_dtype`):
+    Computed with autocast off in at least float32 ([`working_dtype`][]):
     a covariance in bfloat16 would lose the frame.
 
     Returns
     -------
-    centroid ``(B, d)`` in ``pos``'s dtype; covariance ``(B, d, d)``, counts ``(B,)`` and the mean
-    squared norm ``(B,)`` of the points (a scale for degeneracy tests) in the working dtype
-    (``pos``'s, float32 for half precisions).
+    centroid : Tensor of shape (B, d)
+        in ``pos``'s dtype.
+    covariance : Tensor of shape (B, d, d)
+        in the working dtype (``pos``'s, float32 for half precisions), as are the next two.
+    counts : Tensor of shape (B,)
+        points per cloud.
+    mean_square : Tensor of shape (B,)
+        the mean squared norm of the points (a scale for degeneracy tests).
     """
     d = pos.shape[-1]
     with full_precision(pos):
@@ -394,18 +410,21 @@ def moment_axes(y: Tensor, weight: Tensor) -> Tensor:
 
     Parameters
     ----------
-    y: ``(B, N, k)`` float64 centred coordinates (inside one eigenspace of the covariance).
-    weight: ``(B, N)`` non-negative point weights (0 = padding).
+    y : Tensor of shape (B, N, k)
+        float64 centred coordinates (inside one eigenspace of the covariance).
+    weight : Tensor of shape (B, N)
+        non-negative point weights (0 = padding).
 
     Returns
     -------
-    ``(B, k, k)`` orthogonal, columns ``u_1, ..., u_k``: ``u_1`` maximises
-    ``h(u) = sum_i w_i h(u.y_i, 0)`` (:func:`_moment_score`; ``y`` scaled to unit RMS radius)
-    among the directions of the ``MOMENT_CANDIDATES`` points farthest from the centre, refined by ``MOMENT_REFINE_STEPS`` steps of the shifted
-    power iteration ``u <- normalise(grad h(u) + MOMENT_SHIFT u)``; ``u_2`` maximises
-    ``sum_i w_i h(u.y_i, u_1.y_i)`` the same way in the orthogonal complement of ``u_1``, and so
-    on. O(k)-equivariant: ``moment_axes(y Q) = Q^T moment_axes(y)`` up to the signs of the columns
-    (ties between points aside). Items without a usable point (all ``y = 0``) get the identity.
+    Tensor
+        ``(B, k, k)`` orthogonal, columns ``u_1, ..., u_k``: ``u_1`` maximises
+        ``h(u) = sum_i w_i h(u.y_i, 0)`` (``_moment_score``; ``y`` scaled to unit RMS radius)
+        among the directions of the ``MOMENT_CANDIDATES`` points farthest from the centre, refined by ``MOMENT_REFINE_STEPS`` steps of the shifted
+        power iteration ``u <- normalise(grad h(u) + MOMENT_SHIFT u)``; ``u_2`` maximises
+        ``sum_i w_i h(u.y_i, u_1.y_i)`` the same way in the orthogonal complement of ``u_1``, and so
+        on. O(k)-equivariant: ``moment_axes(y Q) = Q^T moment_axes(y)`` up to the signs of the columns
+        (ties between points aside). Items without a usable point (all ``y = 0``) get the identity.
     """
     B, N, k = y.shape
     tiny = torch.finfo(y.dtype).tiny
@@ -477,10 +496,10 @@ def _padded(pos: Tensor, mask: Tensor | None, batch: Tensor | None, B: int) -> t
 
 def _moment_frames(V: Tensor, gap_bad: Tensor, pos: Tensor, centroid: Tensor,
                    mask: Tensor | None, batch: Tensor | None) -> Tensor:
-    """``V`` with the axes of every degenerate eigenspace replaced by :func:`moment_axes`.
+    """``V`` with the axes of every degenerate eigenspace replaced by [`moment_axes`][].
 
     Every contiguous block ``[lo, lo + k)`` of eigen-indices (``k >= 2``) that is a whole cluster of
-    some item is solved for all items at once (one :func:`moment_axes` call per size ``k``) and
+    some item is solved for all items at once (one [`moment_axes`][] call per size ``k``) and
     selected per item, so the host never reads which items are degenerate.
     """
     B, d = V.shape[0], V.shape[-1]
@@ -525,7 +544,7 @@ def _skewness_signed(V: Tensor, pos: Tensor, centroid: Tensor, mask: Tensor | No
 
 
 def _report_degenerate(degenerate: Tensor, policy: str, gap_tol: float) -> None:
-    """``"raise"``: :class:`DegenerateFrameError`; ``"warn"``: a ``UserWarning`` (deferred on accelerators)."""
+    """``"raise"``: [`DegenerateFrameError`][]; ``"warn"``: a ``UserWarning`` (deferred on accelerators)."""
     if policy not in ("raise", "warn"):
         return
     what = ("have a degenerate covariance spectrum (relative eigenvalue gap < "
@@ -556,30 +575,38 @@ def pca_frames(pos: Tensor, group="E3", mask: Tensor | None = None, batch: Tenso
 
     Parameters
     ----------
-    pos: ``(B, N, d)`` padded batch (with optional ``mask (B, N)`` bool, True = real
+    pos : Tensor of shape (B, N, d)
+        padded batch (with optional ``mask (B, N)`` bool, True = real
         point), or ``(N_total, d)`` flat PyG-style batch with ``batch (N_total,)`` int64.
-    group: ``"O3" | "SO3" | "E3" | "SE3"``, ``"O(n)" | "SO(n)" | "E(n)" | "SE(n)"``, a
+    group : str or Group or Euclidean
+        ``"O3" | "SO3" | "E3" | "SE3"``, ``"O(n)" | "SO(n)" | "E(n)" | "SE(n)"``, a
         geomlin ``O(n)``/``SO(n)`` or an ``E3()``/``SE3()`` sampler.
-    num_graphs: number of clouds of a flat batch (default ``batch.max() + 1``).
-    on_degenerate: ``"raise" | "warn" | "sample" | "moments" | "ignore"`` (see the module docstring).
-    gap_tol: relative eigenvalue gap below which a spectrum counts as degenerate.
-    signs: ``"all"`` (default): every sign pattern of the axes, ``2^d`` (O/E) or ``2^(d-1)``
+    num_graphs : int | None
+        number of clouds of a flat batch (default ``batch.max() + 1``).
+    on_degenerate : str
+        ``"raise" | "warn" | "sample" | "moments" | "ignore"`` (see the module docstring).
+    gap_tol : float
+        relative eigenvalue gap below which a spectrum counts as degenerate.
+    signs : str
+        ``"all"`` (default): every sign pattern of the axes, ``2^d`` (O/E) or ``2^(d-1)``
         (SO/SE) frame elements; ``"skewness"``: one element, each axis signed so that the
         cloud's third moment along it is positive (for SO/SE the last axis completes a
         rotation). Exactly equivariant wherever no third moment vanishes; a centrosymmetric
         cloud (zero skewness) gets noise-decided signs. ``|F| = 1`` makes frame averaging a
         deterministic canonicalization: ``|F|`` times cheaper, and training sees one pose per shape.
-    generator: random generator for ``on_degenerate="sample"``, on ``pos``'s device.
+    generator : torch.Generator | None
+        random generator for ``on_degenerate="sample"``, on ``pos``'s device.
 
     Returns
     -------
-    :class:`PCAFrames` with frames ``(B, F, d, d)``, centroid ``(B, d)``, gaps ``(B, d-1)``,
-    eigenvalues ``(B, d)`` and degenerate ``(B,)``; float tensors in ``pos``'s dtype (float16 and
-    bfloat16 clouds are computed in float32, and their eigenvalues stay float32, since squared
-    lengths overflow float16).
-    ``F = 2^d`` (O/E) or ``2^(d-1)`` (SO/SE). Never NaN or inf for finite input.
-    Differentiable in ``pos`` except on degenerate items (their frames are detached,
-    since eigenvector derivatives are unbounded there).
+    PCAFrames
+        [`PCAFrames`][] with frames ``(B, F, d, d)``, centroid ``(B, d)``, gaps ``(B, d-1)``,
+        eigenvalues ``(B, d)`` and degenerate ``(B,)``; float tensors in ``pos``'s dtype (float16 and
+        bfloat16 clouds are computed in float32, and their eigenvalues stay float32, since squared
+        lengths overflow float16).
+        ``F = 2^d`` (O/E) or ``2^(d-1)`` (SO/SE). Never NaN or inf for finite input.
+        Differentiable in ``pos`` except on degenerate items (their frames are detached,
+        since eigenvector derivatives are unbounded there).
     """
     fg = as_frame_group(group)
     check_choice(on_degenerate, "on_degenerate", DEGENERATE_POLICIES)

@@ -27,9 +27,9 @@ from geomlin.validation import check_choice, check_nonnegative_int, check_positi
 VN_EPS = 1e-12
 #: Default negative slope of the vector-neuron leaky ReLU.
 VN_NEGATIVE_SLOPE = 0.2
-#: Input channels of :class:`VNPointNet`: ``x, C x, C^2 x`` (see :func:`moment_features`).
+#: Input channels of [`VNPointNet`][]: ``x, C x, C^2 x`` (see [`moment_features`][]).
 MOMENT_CHANNELS = 3
-#: Pooling of :class:`VNPointNet`'s output vectors.
+#: Pooling of [`VNPointNet`][]'s output vectors.
 POOLINGS = ("mean", "attention")
 #: Width of the invariant MLP that scores points for attention pooling.
 ATTENTION_HIDDEN = 16
@@ -162,13 +162,20 @@ class VNPointNet(nn.Module):
 
     Parameters
     ----------
-    out_channels: number of output vectors.
-    hidden_channels: vector channels of the hidden layers.
-    num_blocks: number of blocks after the input layer.
-    pooling: ``"mean"`` or ``"attention"``.
-    d: dimension of the points.
+    out_channels : int
+        number of output vectors.
+    hidden_channels : int
+        vector channels of the hidden layers.
+    num_blocks : int
+        number of blocks after the input layer.
+    pooling : str
+        ``"mean"`` or ``"attention"``.
+    d : int
+        dimension of the points.
 
-    Input: ``x (B, N, d)`` (with optional ``mask (B, N)`` bool) or flat ``(N_total, d)`` with
+    Shapes
+    ------
+    Input ``x (B, N, d)`` (with optional ``mask (B, N)`` bool) or flat ``(N_total, d)`` with
     ``batch (N_total,)``, already centred when translations matter. Output: ``(B, out_channels, d)``.
     O(d)-equivariant: ``f(x R^T) = f(x) R^T`` for every orthogonal ``R``.
     """
@@ -208,7 +215,7 @@ class VNPointNet(nn.Module):
         """``(B, out_channels, d)`` vectors; see the class docstring.
 
         ``frame (B, frame_channels, d)``: per-cloud equivariant vectors (e.g. the moment axes of
-        :func:`~geomlin.frames.pca_frames`) added to every point's input channels.
+        [`pca_frames`][]) added to every point's input channels.
         """
         batch = _check_positions(x, self.d, mask, batch)
         if batch is not None:  # (without num_graphs the largest index is read)

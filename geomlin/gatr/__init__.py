@@ -1,13 +1,14 @@
 """GATr, the Geometric Algebra Transformer (Brehmer et al., NeurIPS 2023), Pin(3,0,1)-equivariant.
 
-Layers: :mod:`~geomlin.gatr.primitives` (pure functions on ``(..., 16)``) ->
-:mod:`~geomlin.gatr.layers` (modules) -> :mod:`~geomlin.gatr.model` (:class:`GATr`), with
-:mod:`~geomlin.gatr.attention` (how items are grouped into sets for fused attention),
-:mod:`~geomlin.gatr.planes` (the component-major kernels the layers run on) and
-:mod:`~geomlin.gatr.reference` (loading the reference implementation's weights) and
-:mod:`~geomlin.gatr.orientations` (exact reflections for models on coordinates).
-Pin(3,0,1), the group GATr is equivariant to, is sampled by :class:`geomlin.algebra.Pin301`
-(re-exported here). Layers for any Clifford algebra (CGENN) live in :mod:`geomlin.clifford`.
+Layers: [`primitives`][] (pure functions on ``(..., 16)``) ->
+[`layers`][] (modules) -> [`model`][] ([`GATr`][]), with
+[`attention`][] (how items are grouped into sets for fused attention),
+[`planes`][] (the component-major kernels the layers run on) and
+[`reference`][] (loading the reference implementation's weights) and
+[`orientations`][] (exact reflections for models on coordinates).
+Pin(3,0,1), the group GATr is equivariant to, is sampled by
+[`geomlin.algebra.Pin301`][geomlin.algebra.versor_groups.Pin301] (re-exported here). Layers for any Clifford
+algebra (CGENN) live in [`geomlin.clifford`][].
 
 >>> import torch
 >>> from geomlin.algebra import pga

@@ -3,15 +3,15 @@
 Attention must cost memory linear in the number of items, whatever the batch layout:
 
 * **one set** or a **padded batch** ``(batch, items)`` with a boolean ``mask (batch, items)``: one
-  call to :func:`torch.nn.functional.scaled_dot_product_attention` with queries, keys and values
+  call to ``torch.nn.functional.scaled_dot_product_attention`` with queries, keys and values
   of one width (PyTorch's flash / memory-efficient kernels, CPU flash included) and at most a
   ``(batch, 1, 1, items)`` key mask;
 * a **flat batch** (PyTorch Geometric): items ``(items, ...)`` with a ``batch (items,)`` vector.
   ``method="bucketed"`` (the default, chosen by measurement, see ``docs/gatr.md``) groups the sets
-  by size (lengths within a factor of :data:`BUCKET_RATIO`), pads each group to its longest set
+  by size (lengths within a factor of [`BUCKET_RATIO`][]), pads each group to its longest set
   and runs one fused call per group: no ``items x items`` mask is ever built, and equal-size sets
   stored contiguously (the usual PyG batch) are a reshape, not a copy. ``method="chunked"`` runs
-  query chunks of :data:`CHUNK_ITEMS` items against the key range of their sets with a small block
+  query chunks of [`CHUNK_ITEMS`][] items against the key range of their sets with a small block
   mask (the fallback for one huge set among many small ones); ``method="dense"`` builds the
   ``items x items`` block-diagonal mask (small inputs and tests only). ``method="padded"`` pads
   every set to a given bound ``max_items`` in one fused call; it is planned on the batch vector's
@@ -24,7 +24,7 @@ width)`` the layers use. Nested jagged tensors (measured: 10x the memory on CPU)
 chosen; see ``docs/gatr.md``.
 
 Planning and devices. The shapes of a flat batch's groups depend on its set sizes, which a plan
-must know on the host. :func:`set_layout` is called once per batch, at the data boundary, and
+must know on the host. [`set_layout`][] is called once per batch, at the data boundary, and
 the blocks reuse the plan; no forward pass reads anything back from the device:
 
 * a batch vector on the CPU (a data loader's collation) is planned there for free; move the plan
@@ -91,12 +91,12 @@ class _Group:
 
 @dataclass
 class SetLayout:
-    """Which items attend to which: built by :func:`set_layout`, reused by every block.
+    """Which items attend to which: built by [`set_layout`][], reused by every block.
 
     ``kind``: ``"padded"`` (``key_mask (B, items)`` or none: all items of a row attend to each
     other) or ``"flat"`` (a PyG batch vector, planned by ``method``; ``num_sets`` sets, an upper
     bound for ``method="padded"``). ``mask`` and ``batch`` are the inputs it was planned from.
-    Plain data: the tensors live on one device (:meth:`to` moves them), the sizes are Python
+    Plain data: the tensors live on one device ([`to`][] moves them), the sizes are Python
     numbers.
     """
 
@@ -133,7 +133,7 @@ def attention_mask(mask: Tensor | None = None, batch: Tensor | None = None) -> T
 
     ``mask (..., items)`` marks valid items (padding layout) -> ``(..., 1, 1, items)``;
     ``batch (items,)`` assigns items to sets (PyG flat layout) -> ``(1, items, items)``
-    block-diagonal. Both may be given. Prefer :func:`set_layout`, which never builds the
+    block-diagonal. Both may be given. Prefer [`set_layout`][], which never builds the
     ``items x items`` mask.
     """
     out = None
@@ -155,16 +155,22 @@ def set_layout(mask: Tensor | None = None, batch: Tensor | None = None, method: 
 
     Parameters
     ----------
-    mask, batch: see above; give ``batch`` for a flat batch.
-    method: flat batches: ``"auto"`` (``"padded"`` when ``max_items`` is given, else
+    mask, batch : Tensor | None
+        see above; give ``batch`` for a flat batch.
+    method : str
+        flat batches: ``"auto"`` (``"padded"`` when ``max_items`` is given, else
         ``"bucketed"``), ``"bucketed"``, ``"chunked"``, ``"dense"``, ``"padded"``; see the module
         docstring.
-    num_items: the number of items ``batch`` must describe (default: its length).
-    num_sets, max_items: upper bounds of the number of sets (``batch.max() + 1``) and of the
+    num_items : int | None
+        the number of items ``batch`` must describe (default: its length).
+    num_sets, max_items : int | None
+        upper bounds of the number of sets (``batch.max() + 1``) and of the
         items in one set. With both, ``method="padded"`` is planned on ``batch``'s device without
         reading it (a set larger than ``max_items`` or an id ``>= num_sets`` is an error, deferred
-        on accelerators, see :mod:`geomlin.validation`).
+        on accelerators, see [`geomlin.validation`][]).
 
+    Notes
+    -----
     A padded row without any real item attends to all its items (its outputs are finite and
     meaningless) instead of producing NaN. Plan at the data boundary: a batch vector on an
     accelerator without ``max_items`` is read to the host here (one synchronisation).
@@ -287,14 +293,14 @@ def _sdpa(q: Tensor, k: Tensor, v: Tensor, key_mask: Tensor | None, scale: float
 
 
 def _sdpa_masked(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, scale: float) -> Tensor:
-    """Like :func:`_sdpa` for a query-dependent ``mask (Nq, Nk)`` (heads-first, keys shared by GQA)."""
+    """Like ``_sdpa`` for a query-dependent ``mask (Nq, Nk)`` (heads-first, keys shared by GQA)."""
     out = F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2),
                                          attn_mask=mask, scale=scale, enable_gqa=k.shape[2] != q.shape[2])
     return out.transpose(1, 2)
 
 
 def attend(q: Tensor, k: Tensor, v: Tensor, layout: SetLayout | None, scale: float) -> Tensor:
-    """Scaled dot-product attention of items-first features under a :class:`SetLayout`.
+    """Scaled dot-product attention of items-first features under a [`SetLayout`][].
 
     ``q (B, items, heads, D)``, ``k, v (B, items, kv_heads, D)`` (``kv_heads`` 1 or ``heads``);
     flat layouts need ``B = 1``. Returns ``(B, items, heads, D)``. Reads nothing back from the

@@ -1,4 +1,4 @@
-"""GATr layers: thin ``nn.Module`` shells around :mod:`geomlin.gatr.primitives`.
+"""GATr layers: thin ``nn.Module`` shells around [`geomlin.gatr.primitives`][].
 
 Every layer maps ``(mv (..., items, mv_channels, 16), scalars (..., items, s_channels) | None)``
 to the same pair, and declares its feature types (``type_in`` / ``type_out``: multivectors of
@@ -8,7 +8,8 @@ implementations; ``"dense"`` reproduces the reference-style einsum path.
 
 The architecture is the reference GATr's (v1.4, ``gatr.layers``): the same maps, initialisation,
 multi-query attention with learnable distance weights, the same layer norm and gated GELU, so a
-reference ``state_dict`` loads (:func:`geomlin.gatr.reference.load_reference_state_dict`).
+reference ``state_dict`` loads
+([`geomlin.gatr.reference.load_reference_state_dict`][]).
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ from geomlin.validation import (
     check_tensor,
 )
 
-#: Initialisation schemes of :class:`EquiLinear` (the reference's).
+#: Initialisation schemes of [`EquiLinear`][] (the reference's).
 INITIALIZATIONS = ("default", "small", "unit_scalar", "almost_unit_scalar")
 #: Per-basis-map factors of the reference's initialisation bound (``use_mv_heuristics``), for its
 #: normalised basis: they keep the variance of each output grade close to 1.
@@ -113,14 +114,26 @@ class EquiLinear(nn.Module):
 
     ``mv (..., in_mv, 16), scalars (..., in_s) -> mv (..., out_mv, 16), scalars (..., out_s)``.
 
-    Multivectors mix through the 9 equivariant basis maps (:func:`~geomlin.gatr.primitives.equi_linear`);
-    input scalars feed the output scalar components ``<mv>_0``; output scalars read input scalars
-    and ``<mv>_0``. The multivector bias sits on the scalar component (the only invariant one).
+    Multivectors mix through the 9 equivariant basis maps
+    ([`equi_linear`][geomlin.gatr.primitives.equi_linear]); input scalars feed the output scalar components
+    ``<mv>_0``; output scalars read input scalars and ``<mv>_0``. The multivector bias sits on the scalar component (the only invariant one).
     Missing scalar sides are ``0`` channels (``scalars=None``).
 
-    ``initialization``: the reference's schemes (``"default"``: variance preserving with its
-    per-grade factors; ``"small"``: outputs ten times smaller; ``"unit_scalar"`` /
-    ``"almost_unit_scalar"``: outputs near the unit scalar).
+    Parameters
+    ----------
+    in_mv_channels, out_mv_channels : int
+        multivector channels in and out.
+    in_s_channels, out_s_channels : int
+        scalar channels in and out (0 for none).
+    bias : bool
+        add a learnable bias on the scalar component of the multivector outputs (and on the
+        output scalars).
+    method : str
+        ``"auto"`` / ``"fast"`` (fast primitives) or ``"dense"`` (reference-style einsums).
+    initialization : str
+        the reference's schemes (``"default"``: variance preserving with its per-grade factors;
+        ``"small"``: outputs ten times smaller; ``"unit_scalar"`` / ``"almost_unit_scalar"``:
+        outputs near the unit scalar).
     """
 
     def __init__(self, in_mv_channels: int, out_mv_channels: int, in_s_channels: int = 0,
@@ -138,7 +151,8 @@ class EquiLinear(nn.Module):
         self.s_to_s = nn.Parameter(torch.empty(self.out_s, self.in_s)) if self.out_s and self.in_s else None
         self.bias_mv = nn.Parameter(torch.zeros(self.out_mv)) if bias else None
         self.bias_s = nn.Parameter(torch.zeros(self.out_s)) if bias and self.out_s else None
-        #: the index plan (and, for ``method="dense"``, the basis) as buffers, see :func:`~geomlin.gatr.planes.tables`
+        #: the index plan (and, for ``method="dense"``, the basis) as buffers, see
+        #: [`tables`][geomlin.gatr.planes.tables]
         self.tables = PL.tables(*(("gatr:linear", "gatr:basis") if self.method == "dense" else ("gatr:linear",)))
         self.reset_parameters(initialization)
         self.type_in = (_mv_type(self.in_mv), _s_type(self.in_s))
@@ -224,9 +238,19 @@ class EquiLayerNorm(nn.Module):
     """Equivariant layer norm on multivector channels plus a plain layer norm on scalars.
 
     ``(mv (..., channels, 16), scalars (..., s) | None) -> same shapes``. The multivector part is
-    :func:`~geomlin.gatr.primitives.equi_layer_norm` (mean squared norm clamped below at ``eps``);
-    scalars get ``torch.nn.functional.layer_norm`` with ``s_eps``. ``mv_channels`` /
-    ``s_channels`` declare the feature types (any channel count works when they are omitted).
+    [`equi_layer_norm`][geomlin.gatr.primitives.equi_layer_norm] (mean squared norm clamped below at ``eps``);
+    scalars get ``torch.nn.functional.layer_norm`` with ``s_eps``.
+
+    Parameters
+    ----------
+    eps : float
+        lower clamp of the mean squared multivector norm.
+    mv_channels : int, optional
+        multivector channels, declared in the feature types (any count works when omitted).
+    s_channels : int
+        scalar channels, declared in the feature types.
+    s_eps : float
+        ``eps`` of the scalar layer norm.
     """
 
     def __init__(self, eps: float = P.LAYER_NORM_EPS, mv_channels: int | None = None, s_channels: int = 0,
@@ -265,11 +289,22 @@ class GeometricBilinear(nn.Module):
     """Geometric product and equivariant join of learned projections (GATr sec. 3.2).
 
     ``mv (..., in_mv, 16), scalars (..., in_s), reference (..., 16)-broadcastable
-    -> mv (..., out_mv, 16), scalars (..., out_s)``. One :class:`EquiLinear` produces the four
+    -> mv (..., out_mv, 16), scalars (..., out_s)``. One [`EquiLinear`][] produces the four
     operands (``hidden_mv_channels`` channels each; the reference's ``hidden_mv_channels`` counts
     both products, twice this), the outputs ``x y`` and ``<ref>_{e123} (x' v y')`` are
-    concatenated and mixed by a second :class:`EquiLinear`. The join is active whenever the
+    concatenated and mixed by a second [`EquiLinear`][]. The join is active whenever the
     reference has an ``e123`` part (a point cloud's mean does).
+
+    Parameters
+    ----------
+    in_mv_channels, out_mv_channels : int
+        multivector channels in and out.
+    in_s_channels, out_s_channels : int
+        scalar channels in and out (0 for none).
+    hidden_mv_channels : int, optional
+        channels of each of the four operands (default ``max(1, out_mv_channels // 2)``).
+    method : str
+        ``"auto"`` / ``"fast"`` (fast primitives) or ``"dense"`` (reference-style einsums).
     """
 
     def __init__(self, in_mv_channels: int, out_mv_channels: int, in_s_channels: int = 0,
@@ -332,9 +367,29 @@ class GeometricAttention(nn.Module):
     ``max(2 in_s / num_heads, 4)``), as in the reference.
 
     ``attn_mask``: ``None`` (all items of a leading index attend to each other), a
-    :class:`~geomlin.gatr.attention.SetLayout` from :func:`~geomlin.gatr.attention.set_layout`
+    [`SetLayout`][] from [`set_layout`][]
     (padding mask or PyG batch vector; memory linear in items), or a boolean tensor
     broadcastable to ``(..., heads, items, items)``.
+
+    Parameters
+    ----------
+    in_mv_channels, out_mv_channels : int
+        multivector channels in and out.
+    in_s_channels, out_s_channels : int
+        scalar channels in and out (0 for none).
+    num_heads : int
+        query heads.
+    head_mv_channels, head_s_channels : int, optional
+        multivector and scalar channels per head (defaults above).
+    use_distance : bool
+        add the distance-aware trivector features to queries and keys.
+    method : str
+        ``"auto"`` / ``"fast"`` (fast primitives) or ``"dense"`` (reference-style einsums).
+    multi_query : bool
+        one key/value head shared by all query heads.
+    distance_eps : float
+        ``eps`` of the distance features' normaliser (see
+        [`distance_features`][geomlin.gatr.primitives.distance_features]).
     """
 
     def __init__(self, in_mv_channels: int, out_mv_channels: int, in_s_channels: int = 0,
@@ -427,6 +482,17 @@ class GeometricMLP(nn.Module):
     ``mv (..., mv_channels, 16), scalars (..., s_channels), reference -> same shapes``;
     ``hidden_mv_channels`` (default ``2 mv_channels``) and ``hidden_s_channels`` (default
     ``2 s_channels``) in between.
+
+    Parameters
+    ----------
+    mv_channels : int
+        multivector channels in and out.
+    s_channels : int
+        scalar channels in and out (0 for none).
+    hidden_mv_channels, hidden_s_channels : int, optional
+        channels between the bilinear and the output linear layer (defaults above).
+    method : str
+        ``"auto"`` / ``"fast"`` (fast primitives) or ``"dense"`` (reference-style einsums).
     """
 
     def __init__(self, mv_channels: int, s_channels: int = 0, hidden_mv_channels: int | None = None,
@@ -469,9 +535,30 @@ class GATrBlock(nn.Module):
     """Pre-norm transformer block: ``x + Attn(LN(x))`` then ``x + MLP(LN(x))`` (the reference's ``GATrBlock``).
 
     ``mv (..., items, mv_channels, 16), scalars (..., items, s_channels) | None`` in and out;
-    ``reference`` for the join (see :func:`~geomlin.gatr.primitives.join_reference`),
-    ``attn_mask`` as in :class:`GeometricAttention`. ``checkpoint=True`` recomputes the block in
-    the backward pass instead of storing its activations (training at scale).
+    ``reference`` for the join (see [`join_reference`][geomlin.gatr.primitives.join_reference]),
+    ``attn_mask`` as in [`GeometricAttention`][].
+
+    Parameters
+    ----------
+    mv_channels : int
+        multivector channels in and out.
+    s_channels : int
+        scalar channels in and out (0 for none).
+    num_heads, head_mv_channels, head_s_channels : int
+        as for [`GeometricAttention`][] (head widths optional).
+    mlp_hidden_mv_channels, mlp_hidden_s_channels : int, optional
+        the hidden widths of the [`GeometricMLP`][].
+    dropout : float
+        grade dropout (multivectors) and dropout (scalars) after attention and MLP.
+    use_distance : bool
+        distance-aware attention features.
+    method : str
+        ``"auto"`` / ``"fast"`` (fast primitives) or ``"dense"`` (reference-style einsums).
+    multi_query : bool
+        one key/value head shared by all query heads.
+    checkpoint : bool
+        recompute the block in the backward pass instead of storing its activations
+        (less memory, more time).
     """
 
     def __init__(self, mv_channels: int, s_channels: int = 0, num_heads: int = 4,

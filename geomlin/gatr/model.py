@@ -2,40 +2,41 @@
 
 ``GATr`` maps multivector channels ``(..., items, in_mv, 16)`` and optional scalar channels
 ``(..., items, in_s)`` to ``(..., items, out_mv, 16)`` and ``(..., items, out_s)``:
-an :class:`~geomlin.gatr.layers.EquiLinear` in, ``num_blocks`` :class:`~geomlin.gatr.layers.GATrBlock`,
-an :class:`~geomlin.gatr.layers.EquiLinear` out (the reference's ``gatr.nets.GATr``).
+an [`EquiLinear`][] in, ``num_blocks`` [`GATrBlock`][],
+an [`EquiLinear`][] out (the reference's ``gatr.nets.GATr``).
 
 Batches come in two layouts, both with attention memory linear in the number of items:
 
 * padded: ``mv (batch, items, channels, 16)`` with ``mask (batch, items)`` (True = real item);
 * flat (PyG): ``mv (items, channels, 16)`` with ``batch (items,)`` giving each item's set
-  (grouped by size into fused attention calls, :mod:`geomlin.gatr.attention`).
+  (grouped by size into fused attention calls, [`geomlin.gatr.attention`][]).
 
 On accelerators no forward pass synchronises with the host. A flat batch's set sizes are settled
-once per batch at the data boundary, by a :class:`~geomlin.gatr.attention.SetLayout` passed as
+once per batch at the data boundary, by a [`SetLayout`][] passed as
 ``layout=``: ``set_layout(batch=batch)`` while the batch vector is still on the CPU (free), moved
 with ``.to(device)``, or ``set_layout(batch=batch, num_sets=..., max_items=...)`` on the device
 (upper bounds, planned there without reading the batch). A batch vector on an accelerator without
 a layout is refused, since planning it would read it back on every call.
 
-Join reference and what is guaranteed
-    The bilinear layers use the equivariant join ``<ref>_{e123} (x v y)``. By default the
-    reference is the mean of each set's input multivectors (``join_reference="data"``), which
-    transforms with the set: the model is then exactly Pin(3,0,1)-equivariant, reflections
-    included, and on point clouds the join is active (a point's ``e123`` weight is 1).
-    Extracted points (:func:`~geomlin.algebra.pga.extract_point`) therefore follow every E(3)
-    motion exactly when the input is moved by the motion's versor (``pga.sandwich``, or
-    ``pga.embed_point`` of the moved coordinates times ``det R``: a reflected PGA point has weight
-    ``-1``). Re-embedding reflected coordinates with weight ``+1`` feeds a differently oriented
-    input; with the join active no GATr (the reference's included) maps the two orientations to
-    the same points, so that is equivariant only up to a small error (measured in the tests), and
-    exact for proper motions.
+**Join reference and what is guaranteed**
 
-    ``join_reference`` may also be a tensor broadcastable to ``(..., items, channels, 16)``:
-    exact Pin(3,0,1) equivariance holds when it is transformed with the input (only its ``e123``
-    component is used, so a pseudoscalar part is ignored); a constant one, such as
-    ``"canonical"`` (``e123 + e0123``, the reference's option), is invariant under SE(3) only,
-    which makes the model SE(3)-equivariant and reflections flip its join term.
+The bilinear layers use the equivariant join ``<ref>_{e123} (x v y)``. By default the
+reference is the mean of each set's input multivectors (``join_reference="data"``), which
+transforms with the set: the model is then exactly Pin(3,0,1)-equivariant, reflections
+included, and on point clouds the join is active (a point's ``e123`` weight is 1).
+Extracted points ([`extract_point`][geomlin.algebra.pga.extract_point]) therefore follow every E(3)
+motion exactly when the input is moved by the motion's versor (``pga.sandwich``, or
+``pga.embed_point`` of the moved coordinates times ``det R``: a reflected PGA point has weight
+``-1``). Re-embedding reflected coordinates with weight ``+1`` feeds a differently oriented
+input; with the join active no GATr (the reference's included) maps the two orientations to
+the same points, so that is equivariant only up to a small error (measured in the tests), and
+exact for proper motions.
+
+``join_reference`` may also be a tensor broadcastable to ``(..., items, channels, 16)``:
+exact Pin(3,0,1) equivariance holds when it is transformed with the input (only its ``e123``
+component is used, so a pseudoscalar part is ignored); a constant one, such as
+``"canonical"`` (``e123 + e0123``, the reference's option), is invariant under SE(3) only,
+which makes the model SE(3)-equivariant and reflections flip its join term.
 """
 
 from __future__ import annotations
@@ -75,23 +76,36 @@ class GATr(nn.Module):
 
     Parameters
     ----------
-    in_mv_channels, out_mv_channels, hidden_mv_channels: multivector channels.
-    in_s_channels, out_s_channels, hidden_s_channels: scalar channels (0 for none).
-    num_blocks: number of :class:`GATrBlock`.
-    num_heads: attention heads; ``head_mv_channels`` / ``head_s_channels`` per head
+    in_mv_channels, out_mv_channels, hidden_mv_channels : int
+        multivector channels.
+    in_s_channels, out_s_channels, hidden_s_channels : int
+        scalar channels (0 for none).
+    num_blocks : int
+        number of [`GATrBlock`][].
+    num_heads : int
+        attention heads; ``head_mv_channels`` / ``head_s_channels`` per head
         (default ``max(2 hidden_mv / num_heads, 1)`` and ``max(2 hidden_s / num_heads, 4)``, the
         reference's).
-    dropout: grade dropout (multivectors) and dropout (scalars) in the blocks.
-    use_distance: distance-aware attention features.
-    method: ``"auto"`` (fast primitives) or ``"dense"`` (reference-style einsums).
-    multi_query: one key/value head shared by all query heads (the reference's default).
-    attention_method: how flat (``batch=``) inputs are grouped: ``"auto"``, ``"bucketed"``,
-        ``"chunked"``, ``"dense"`` (see :mod:`geomlin.gatr.attention`; ``"padded"`` needs bounds,
-        so it comes with a ``layout=`` from :func:`~geomlin.gatr.attention.set_layout`).
-    checkpoint: recompute each block in the backward pass (less memory, more time).
+    dropout : float
+        grade dropout (multivectors) and dropout (scalars) in the blocks.
+    use_distance : bool
+        distance-aware attention features.
+    method : str
+        ``"auto"`` (fast primitives) or ``"dense"`` (reference-style einsums).
+    multi_query : bool
+        one key/value head shared by all query heads (the reference's default).
+    attention_method : str
+        how flat (``batch=``) inputs are grouped: ``"auto"``, ``"bucketed"``,
+        ``"chunked"``, ``"dense"`` (see [`geomlin.gatr.attention`][]; ``"padded"`` needs
+        bounds, so it comes with a ``layout=`` from [`set_layout`][]).
+    checkpoint : bool
+        recompute each block in the backward pass (less memory, more time).
 
+    Notes
+    -----
     The architecture, initialisation and conventions are the reference GATr's (v1.4); a
-    reference ``state_dict`` loads with :func:`geomlin.gatr.reference.load_reference_state_dict`.
+    reference ``state_dict`` loads with
+    [`geomlin.gatr.reference.load_reference_state_dict`][].
     """
 
     def __init__(self, in_mv_channels: int, out_mv_channels: int, hidden_mv_channels: int,
@@ -167,22 +181,29 @@ class GATr(nn.Module):
 
         Parameters
         ----------
-        mv: ``(..., items, in_mv_channels, 16)`` float.
-        scalars: ``(..., items, in_s_channels)`` or ``None``.
-        mask: ``(..., items)`` bool, True = real item (padded layout). Float masks are refused.
-        batch: ``(items,)`` integer set index per item, sorted (flat layout, ``mv (items, channels, 16)``),
+        mv : Tensor of shape (..., items, in_mv_channels, 16)
+            float.
+        scalars : Tensor of shape (..., items, in_s_channels), optional
+            scalar channels (``None`` when ``in_s_channels`` is 0).
+        mask : Tensor of shape (..., items), optional
+            bool, True = real item (padded layout). Float masks are refused.
+        batch : Tensor of shape (items,), optional
+            integer set index per item, sorted (flat layout, ``mv (items, channels, 16)``),
             on the CPU; on an accelerator pass ``layout=`` instead.
-        join_reference: ``None`` / ``"data"`` (the per-set mean of ``mv``), ``"canonical"``
+        join_reference : Tensor | str | None
+            ``None`` / ``"data"`` (the per-set mean of ``mv``), ``"canonical"``
             (``e123 + e0123``, SE(3) only) or a tensor broadcastable against
             ``(..., items, channels, 16)``; see the module docstring.
-        layout: the attention plan of a padded or flat batch from
-            :func:`~geomlin.gatr.attention.set_layout`, made at the data boundary and moved to
+        layout : SetLayout | None
+            the attention plan of a padded or flat batch from
+            [`set_layout`][], made at the data boundary and moved to
             ``mv``'s device; replaces ``mask`` and ``batch`` (give one or the other). Needed for a
             flat batch on an accelerator.
 
         Returns
         -------
-        ``(mv (..., items, out_mv_channels, 16), scalars (..., items, out_s_channels) or None)``.
+        tuple[Tensor, Tensor | None]
+            ``(mv (..., items, out_mv_channels, 16), scalars (..., items, out_s_channels) or None)``.
         """
         if layout is not None:
             if not isinstance(layout, SetLayout):

@@ -10,7 +10,7 @@ The grade involution ``alpha`` (sign ``(-1)^grade`` per component) closes the ga
 coordinates (points are odd, translations and scalars even) re-embedding after a reflection is
 ``alpha(u . x)``, and ``alpha`` commutes with the twisted Pin(3,0,1) action. So for any exactly
 Pin(3,0,1)-equivariant ``f`` and any read-out ``h`` that ignores a point's sign
-(:func:`~geomlin.algebra.pga.extract_point`, invariant scalars),
+([`extract_point`][geomlin.algebra.pga.extract_point], invariant scalars),
 
     ``g(x) = (h(f(x)) + h(f(alpha x))) / 2``
 
@@ -48,7 +48,7 @@ def repeat_for_orientations(t: Tensor | None) -> Tensor | None:
 
 
 def mean_over_orientations(y: Tensor) -> Tensor:
-    """``y (2B, ...) -> (B, ...)``: the mean of the two halves made by :func:`both_orientations`."""
+    """``y (2B, ...) -> (B, ...)``: the mean of the two halves made by [`both_orientations`][]."""
     if y.ndim < 1 or y.shape[0] % 2:
         raise ValueError(f"y must have an even leading dimension (2B, ...), got shape {tuple(y.shape)}")
     half = y.shape[0] // 2

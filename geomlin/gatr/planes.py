@@ -7,14 +7,14 @@ of the algebra is one contiguous ``(M, channels)`` matrix. In this layout
 * an equivariant linear map is two batched matmuls over planes (grade weights, ``e0`` maps)
   with no transposes around them;
 * the geometric product and the join are products of ``(16, R)`` matrices with small tables
-  (:mod:`geomlin.algebra.pga`'s complex 2x2 representation; the 81-pair join table), run over
-  column chunks that stay in cache;
+  ([`geomlin.algebra.pga`][]'s complex 2x2 representation; the 81-pair join table), run
+  over column chunks that stay in cache;
 * layer norm, gating, residuals and the attention features are elementwise on planes.
 
-:class:`~geomlin.gatr.GATr` converts its input once (:func:`to_planes`) and its output once
-(:func:`from_planes`); the layers' public ``forward`` methods convert at their boundary. Every
-function here is the same map as its counterpart in :mod:`geomlin.gatr.primitives` (tested).
-Scalars stay ``(M, s_channels)``. The kernels check shapes and dtypes only (no finiteness: they
+[`GATr`][] converts its input once ([`to_planes`][]) and its output once
+([`from_planes`][]); the layers' public ``forward`` methods convert at their boundary. Every
+function here is the same map as its counterpart in [`geomlin.gatr.primitives`][]
+(tested). Scalars stay ``(M, s_channels)``. The kernels check shapes and dtypes only (no finiteness: they
 run inside every block).
 """
 
@@ -48,11 +48,11 @@ _BUILDERS = {"planes:geometric_product": _transposed(pga._matrix_maps), "planes:
 def tables(*keys: str) -> ConstantTables:
     """The constant tables the planes kernels read through ``tables=``, as a module's buffers.
 
-    ``keys``: ``"planes:geometric_product"`` (:func:`geometric_product`), ``"planes:join"``
-    (:func:`join`), or any key of :func:`geomlin.gatr.primitives.tables` (``"gatr:linear"`` for
-    :func:`linear` and :func:`sources`, ``"gatr:nondegenerate"`` for :func:`norm_squared` and
-    :func:`layer_norm`, ``"gatr:grades"`` for :func:`grade_dropout`, ``"gatr:attention"`` for
-    :func:`attention_features`). Without ``tables=`` the kernels read a per-(device, dtype) cache.
+    ``keys``: ``"planes:geometric_product"`` ([`geometric_product`][]), ``"planes:join"``
+    ([`join`][]), or any key of [`geomlin.gatr.primitives.tables`][]
+    (``"gatr:linear"`` for [`linear`][] and [`sources`][], ``"gatr:nondegenerate"`` for [`norm_squared`][] and
+    [`layer_norm`][], ``"gatr:grades"`` for [`grade_dropout`][], ``"gatr:attention"`` for
+    [`attention_features`][]). Without ``tables=`` the kernels read a per-(device, dtype) cache.
     """
     return ConstantTables(dict((key, _BUILDERS[key]()) if key in _BUILDERS else P.build_table(key) for key in keys))
 
@@ -96,10 +96,10 @@ def sources(xp: Tensor, tables: ConstantTables | None = None) -> Tensor:
 
 def linear(xp: Tensor, weight: Tensor, scalar_bias: Tensor | None = None, src: Tensor | None = None,
            tables: ConstantTables | None = None) -> Tensor:
-    """:func:`~geomlin.gatr.primitives.equi_linear` on planes: ``(16, M, in) -> (16, M, out)``.
+    """[`equi_linear`][geomlin.gatr.primitives.equi_linear] on planes: ``(16, M, in) -> (16, M, out)``.
 
     ``weight (out, in, 9)``; ``scalar_bias`` ``(out,)`` or ``(M, out)`` onto the scalar plane;
-    ``src`` = :func:`sources` of ``xp`` when already computed; ``tables`` see :func:`tables`.
+    ``src`` = [`sources`][] of ``xp`` when already computed; ``tables`` see [`tables`][].
     """
     _p(xp)
     if not isinstance(weight, Tensor) or weight.shape[1:] != (xp.shape[2], P.NUM_LINEAR_BASIS):
@@ -127,7 +127,7 @@ def norm_squared(xp: Tensor, tables: ConstantTables | None = None) -> Tensor:
 
 
 def layer_norm(xp: Tensor, eps: float, tables: ConstantTables | None = None) -> Tensor:
-    """:func:`~geomlin.gatr.primitives.equi_layer_norm` on planes (mean over channels).
+    """[`equi_layer_norm`][geomlin.gatr.primitives.equi_layer_norm] on planes (mean over channels).
 
     The norm is computed in float32 for half-precision planes and under autocast; the result has
     the dtype of ``xp``.
@@ -140,13 +140,13 @@ def layer_norm(xp: Tensor, eps: float, tables: ConstantTables | None = None) -> 
 
 
 def gated_gelu(xp: Tensor) -> Tensor:
-    """:func:`~geomlin.gatr.primitives.scalar_gated_gelu` (tanh GELU of the scalar plane)."""
+    """[`scalar_gated_gelu`][geomlin.gatr.primitives.scalar_gated_gelu] (tanh GELU of the scalar plane)."""
     return _p(xp) * F.gelu(xp[pga.SCALAR], approximate="tanh")
 
 
 def grade_dropout(xp: Tensor, p: float, generator: torch.Generator | None = None,
                   tables: ConstantTables | None = None) -> Tensor:
-    """:func:`~geomlin.gatr.primitives.grade_dropout` on planes: one draw per item, channel and grade."""
+    """[`grade_dropout`][geomlin.gatr.primitives.grade_dropout] on planes: one draw per item, channel and grade."""
     _p(xp)
     p = check_float(p, "dropout probability", minimum=0.0, maximum=1.0, strict_maximum=True)
     keep = torch.rand(5, *xp.shape[1:], dtype=xp.dtype, device=xp.device, generator=generator) >= p
@@ -155,7 +155,7 @@ def grade_dropout(xp: Tensor, p: float, generator: torch.Generator | None = None
 
 # ---------------------------------------------------------------------- bilinear maps
 def _split(t: Tensor) -> tuple[Tensor, ...]:
-    """Item chunks of planes ``(16, M, C)`` of about :data:`CHUNK_COLUMNS` columns each, as
+    """Item chunks of planes ``(16, M, C)`` of about [`CHUNK_COLUMNS`][] columns each, as
     ``(16, m * C)`` matrices (views; ``split`` rather than slicing, so the backward pass
     concatenates the chunks' gradients instead of zero-filling a full tensor per chunk)."""
     step = max(1, CHUNK_COLUMNS // max(t.shape[2], 1))
@@ -165,8 +165,9 @@ def _split(t: Tensor) -> tuple[Tensor, ...]:
 def geometric_product(a: Tensor, b: Tensor, tables: ConstantTables | None = None) -> Tensor:
     """Geometric product of planes ``(16, M, C) x (16, M, C) -> (16, M, C)``.
 
-    The complex 2x2 representation of :func:`geomlin.algebra.pga.geometric_product`, computed
-    with complex elementwise products over column chunks (float32 / float64).
+    The complex 2x2 representation of
+    [`geomlin.algebra.pga.geometric_product`][], computed with complex
+    elementwise products over column chunks (float32 / float64).
     """
     _p(a, "a")
     _p(b, "b")
@@ -187,7 +188,7 @@ def geometric_product(a: Tensor, b: Tensor, tables: ConstantTables | None = None
 
 
 def join(a: Tensor, b: Tensor, tables: ConstantTables | None = None) -> Tensor:
-    """Join :func:`geomlin.algebra.pga.join` of planes ``(16, M, C)`` (81-pair table, column chunks)."""
+    """Join [`geomlin.algebra.pga.join`][] of planes ``(16, M, C)`` (81-pair table, column chunks)."""
     _p(a, "a")
     _p(b, "b")
     sx, sy, r = (_table("planes:join", a.device, a.dtype, i, tables) for i in range(3))
@@ -227,12 +228,12 @@ def attention_features(qkv: Tensor, qkv_s: Tensor | None, heads: int, kv_heads: 
                        s_channels: int, use_distance: bool = True, weights: Tensor | None = None,
                        eps: float | None = P.DISTANCE_EPS, tables: ConstantTables | None = None
                        ) -> tuple[Tensor, Tensor, Tensor, float]:
-    """Queries, keys and values of :func:`~geomlin.gatr.primitives.attention_features` from the
+    """Queries, keys and values of [`attention_features`][geomlin.gatr.primitives.attention_features] from the
     planes of a fused projection ``qkv (16, M, (heads + 2 kv_heads) channels)`` and scalars
     ``qkv_s (M, (heads + 2 kv_heads) s_channels)``.
 
     Returns ``q (M, heads, D)``, ``k, v (M, kv_heads, D)`` (features in a head-internal order of
-    their own; values component-major, unpacked by :func:`attention_values`) and the scale.
+    their own; values component-major, unpacked by [`attention_values`][]) and the scale.
     """
     _p(qkv, "qkv")
     if qkv.shape[2] != (heads + 2 * kv_heads) * channels:

@@ -4,15 +4,15 @@ Brehmer, de Haan, Behrends, Cohen, "Geometric Algebra Transformer", NeurIPS 2023
 its reference implementation (``gatr.primitives``, v1.4), whose formulas these follow:
 
 * equivariant linear maps (Prop. 2: spanned by the 5 grade projections and the 4 maps
-  ``x -> e0 <x>_k``, ``k = 0..3``): :func:`equi_linear`;
+  ``x -> e0 <x>_k``, ``k = 0..3``): [`equi_linear`][];
 * geometric product, outer product and the equivariant join ``<ref>_{e123} (x v y)`` (eq. 4 with
-  the reference's ``e123`` reference component): :func:`geometric_product`, :func:`outer_product`,
-  :func:`equivariant_join`;
-* invariant inner product on the non-degenerate components: :func:`inner_product`;
+  the reference's ``e123`` reference component): [`geometric_product`][], [`outer_product`][],
+  [`equivariant_join`][];
+* invariant inner product on the non-degenerate components: [`inner_product`][];
 * equivariant layer norm (eq. 5), scalar-gated GELU (sec. 3.2), grade dropout;
 * attention on inner-product and distance-aware features (sec. 3.3, the reference's
   ``geometric_attention``) in one fused ``scaled_dot_product_attention`` per set group:
-  :func:`geometric_attention` (see :mod:`geomlin.gatr.attention` for the set layouts).
+  [`geometric_attention`][] (see [`geomlin.gatr.attention`][] for the set layouts).
 
 Every function takes plain tensors, validates nothing inside hot loops and states its shapes.
 ``method="dense"`` selects the Cayley-table einsum path (the reference-style implementation the
@@ -46,11 +46,11 @@ METHODS = ("auto", "fast", "dense")
 #: Components of the attention inner product: the e0-free blades except ``e123``, which enters
 #: through the distance features instead (the reference's ``_INNER_PRODUCT_WO_TRI_IDX``).
 ATTENTION_IP_COMPONENTS = (pga.SCALAR, pga.E1, pga.E2, pga.E3, pga.E12, pga.E13, pga.E23)
-#: Distance-aware features per multivector channel (:func:`distance_features`).
+#: Distance-aware features per multivector channel ([`distance_features`][]).
 NUM_DISTANCE_FEATURES = 5
 #: Default ``eps`` of the normaliser ``w / (w^2 + eps)`` of the distance features (reference value).
 DISTANCE_EPS = 1e-3
-#: Default lower clamp of the mean squared norm in :func:`equi_layer_norm` (reference value).
+#: Default lower clamp of the mean squared norm in [`equi_layer_norm`][] (reference value).
 LAYER_NORM_EPS = 0.01
 #: The SDPA head width is padded to a multiple of this (fused kernels vectorise over it).
 HEAD_DIM_MULTIPLE = 8
@@ -92,7 +92,7 @@ def linear_basis(dtype: torch.dtype = torch.float64, device=None) -> Tensor:
 
     Order: grade projections 0..4, then ``x -> e0 <x>_k`` for ``k = 0..3``. Unlike the reference
     GATr's basis these are not normalised: the reference's map ``b`` is ``B[b] / |B[b]|_F``
-    (:func:`reference_basis_norms`).
+    ([`reference_basis_norms`][]).
     """
     return _linear_basis().to(dtype=dtype, device=device, copy=True)
 
@@ -126,7 +126,7 @@ def _blocked_plan() -> tuple[Tensor, Tensor, Tensor, Tensor]:
 
 
 def _linear_plan() -> tuple[Tensor, ...]:
-    """:func:`_blocked_plan` and the e0-map targets followed by the scalar (where a scalar bias goes)."""
+    """``_blocked_plan`` and the e0-map targets followed by the scalar (where a scalar bias goes)."""
     grade_of, source, target, which = _blocked_plan()
     return grade_of, source, target, which, torch.cat([target, torch.tensor([pga.SCALAR])])
 
@@ -147,7 +147,7 @@ def _grades() -> Tensor:
     return pga.PGA.grades.clone()
 
 
-#: Builders of the tables of this module by key (float64 / long CPU tensors), see :func:`tables`.
+#: Builders of the tables of this module by key (float64 / long CPU tensors), see [`tables`][].
 _BUILDERS = {"gatr:linear": _linear_plan, "gatr:basis": _linear_basis, "gatr:nondegenerate": _nondegenerate_mask,
              "gatr:grades": _grades, "gatr:attention": _attention_indices}
 
@@ -159,17 +159,17 @@ def _table_builders() -> dict:
 def tables(*keys: str) -> ConstantTables:
     """The constant tables a GATr module's forward pass reads through ``tables=``, as buffers.
 
-    ``keys``: ``"gatr:linear"`` (index plan of :func:`equi_linear`), ``"gatr:basis"``
-    (``method="dense"``), ``"gatr:nondegenerate"`` (:func:`inner_product`, :func:`equi_layer_norm`),
-    ``"gatr:grades"`` (:func:`grade_dropout`), ``"gatr:attention"`` (:func:`attention_features`),
-    or any key of :func:`geomlin.algebra.pga.tables`. Without ``tables=`` the functions read a
-    per-(device, dtype) cache filled on the first call.
+    ``keys``: ``"gatr:linear"`` (index plan of [`equi_linear`][]), ``"gatr:basis"``
+    (``method="dense"``), ``"gatr:nondegenerate"`` ([`inner_product`][], [`equi_layer_norm`][]),
+    ``"gatr:grades"`` ([`grade_dropout`][]), ``"gatr:attention"`` ([`attention_features`][]),
+    or any key of [`geomlin.algebra.pga.tables`][]. Without ``tables=`` the
+    functions read a per-(device, dtype) cache filled on the first call.
     """
     return ConstantTables(dict(build_table(key) for key in keys))
 
 
 def build_table(key: str) -> tuple[str, Tensor | tuple[Tensor, ...]]:
-    """``(key, float64 / long CPU table)`` of a :func:`tables` key."""
+    """``(key, float64 / long CPU table)`` of a [`tables`][] key."""
     builders = _table_builders()
     return (key, builders[key]()) if key in builders else pga.build_table(key)
 
@@ -191,7 +191,7 @@ def equi_linear(x: Tensor, weight: Tensor, method: str = "auto", scalar_bias: Te
     """Pin(3,0,1)-equivariant linear map ``(..., in_ch, 16) -> (..., out_ch, 16)``.
 
     ``out[..., o, k] = sum_{i, b} weight[o, i, b] * sum_l B[b, k, l] x[..., i, l]`` with the
-    basis ``B`` of :func:`linear_basis` (GATr Prop. 2); ``weight (out_ch, in_ch, 9)``.
+    basis ``B`` of [`linear_basis`][] (GATr Prop. 2); ``weight (out_ch, in_ch, 9)``.
     ``scalar_bias`` (``(out_ch,)`` or broadcastable to ``(..., out_ch)``) is added to the scalar
     component.
 
@@ -200,8 +200,26 @@ def equi_linear(x: Tensor, weight: Tensor, method: str = "auto", scalar_bias: Te
     ``e0`` maps on the 8 components that have one (``8 in_ch out_ch``), against ``256 in_ch
     out_ch`` for a dense ``(in_ch*16, out_ch*16)`` matrix; no in-place writes, so the backward
     pass copies nothing extra. ``method="dense"`` is the reference einsum with the ``(9, 16, 16)``
-    basis. ``tables``: a module's :func:`tables` (``"gatr:linear"`` / ``"gatr:basis"``); ``None``
-    reads a per-device cache.
+    basis.
+
+    Parameters
+    ----------
+    x : Tensor of shape (..., in_ch, 16)
+        multivector channels, floating.
+    weight : Tensor of shape (out_ch, in_ch, 9)
+        coefficients of the basis maps.
+    method : str
+        ``"auto"`` / ``"fast"`` or ``"dense"`` (above).
+    scalar_bias : Tensor of shape (out_ch,), optional
+        added to the scalar component (or broadcastable to ``(..., out_ch)``).
+    tables : ConstantTables, optional
+        a module's [`tables`][] (``"gatr:linear"`` / ``"gatr:basis"``); ``None`` reads a
+        per-device cache.
+
+    Returns
+    -------
+    Tensor of shape (..., out_ch, 16)
+        in ``x``'s dtype and device.
     """
     method = _check_method(method)
     _mv(x, "x", 2)
@@ -235,10 +253,24 @@ def equi_linear(x: Tensor, weight: Tensor, method: str = "auto", scalar_bias: Te
 def geometric_product(x: Tensor, y: Tensor, method: str = "auto", *, tables: ConstantTables | None = None) -> Tensor:
     """Geometric product of ``(..., 16)`` tensors (broadcasting).
 
-    ``fast``/``auto``: the complex-matrix product of :func:`geomlin.algebra.pga.geometric_product`
-    (under autocast in float32 or float64, with autocast off: there is no complex bfloat16;
-    half-precision inputs outside autocast use the sparse Cayley table); ``dense``: the ``16^3``
-    Cayley einsum. ``tables``: see :func:`tables`.
+    ``fast``/``auto``: the complex-matrix product of
+    [`geomlin.algebra.pga.geometric_product`][] (under autocast in
+    float32 or float64, with autocast off: there is no complex bfloat16; half-precision inputs outside autocast use the sparse Cayley table); ``dense``: the ``16^3``
+    Cayley einsum.
+
+    Parameters
+    ----------
+    x, y : Tensor of shape (..., 16)
+        multivectors; the leading axes broadcast.
+    method : str
+        ``"auto"`` / ``"fast"`` or ``"dense"`` (above).
+    tables : ConstantTables, optional
+        a module's [`tables`][]; ``None`` reads a per-(device, dtype) cache.
+
+    Returns
+    -------
+    Tensor of shape (..., 16)
+        ``x y``, leading axes broadcast.
     """
     method = _check_method(method)
     if method == "dense":
@@ -251,15 +283,44 @@ def geometric_product(x: Tensor, y: Tensor, method: str = "auto", *, tables: Con
 
 
 def outer_product(x: Tensor, y: Tensor, method: str = "auto", *, tables: ConstantTables | None = None) -> Tensor:
-    """Outer (wedge) product ``x ^ y`` of ``(..., 16)`` tensors (81 of 256 pairs; ``dense``: einsum)."""
+    """Outer (wedge) product ``x ^ y`` of ``(..., 16)`` tensors (81 of 256 pairs; ``dense``: einsum).
+
+    Parameters
+    ----------
+    x, y : Tensor of shape (..., 16)
+        multivectors; the leading axes broadcast.
+    method : str
+        ``"auto"`` / ``"fast"`` or ``"dense"``.
+    tables : ConstantTables, optional
+        a module's [`tables`][]; ``None`` reads a per-(device, dtype) cache.
+
+    Returns
+    -------
+    Tensor of shape (..., 16)
+        ``x ^ y``.
+    """
     method = _check_method(method)
     return pga.outer_product(x, y, "dense" if method == "dense" else "sparse", tables=tables)
 
 
 def join(x: Tensor, y: Tensor, method: str = "auto", *, tables: ConstantTables | None = None) -> Tensor:
-    """Join ``x v y = J(J(x) ^ J(y))`` of ``(..., 16)`` tensors (:func:`geomlin.algebra.pga.join`).
+    """Join ``x v y = J(J(x) ^ J(y))`` of ``(..., 16)`` tensors ([`geomlin.algebra.pga.join`][]).
 
-    Equivariant only up to sign: odd versors flip it. :func:`equivariant_join` fixes that.
+    Equivariant only up to sign: odd versors flip it. [`equivariant_join`][] fixes that.
+
+    Parameters
+    ----------
+    x, y : Tensor of shape (..., 16)
+        multivectors; the leading axes broadcast.
+    method : str
+        ``"auto"`` / ``"fast"`` or ``"dense"``.
+    tables : ConstantTables, optional
+        a module's [`tables`][]; ``None`` reads a per-(device, dtype) cache.
+
+    Returns
+    -------
+    Tensor of shape (..., 16)
+        ``x v y``.
     """
     method = _check_method(method)
     return pga.join(x, y, "dense" if method == "dense" else "sparse", tables=tables)
@@ -273,7 +334,23 @@ def equivariant_join(x: Tensor, y: Tensor, reference: Tensor, method: str = "aut
     transforms with the data (for a point it is the homogeneous weight, ``-1`` after a
     reflection), so the product is equivariant. This is the reference GATr's choice; the
     pseudoscalar ``e0123`` would flip too but vanishes for point clouds (it would switch the
-    join off). ``x, y (..., 16)``; ``reference`` broadcastable ``(..., 16)``.
+    join off).
+
+    Parameters
+    ----------
+    x, y : Tensor of shape (..., 16)
+        multivectors; the leading axes broadcast.
+    reference : Tensor of shape (..., 16)
+        broadcastable against ``x`` and ``y`` (e.g. [`join_reference`][] of the input).
+    method : str
+        ``"auto"`` / ``"fast"`` or ``"dense"``.
+    tables : ConstantTables, optional
+        a module's [`tables`][]; ``None`` reads a per-(device, dtype) cache.
+
+    Returns
+    -------
+    Tensor of shape (..., 16)
+        ``<reference>_{e123} (x v y)``.
     """
     _mv(reference, "reference")
     return reference[..., pga.E123:pga.E123 + 1] * join(x, y, method, tables=tables)
@@ -284,7 +361,20 @@ def inner_product(x: Tensor, y: Tensor, *, tables: ConstantTables | None = None)
     """Invariant inner product ``<~x y>_0`` on the 8 components without ``e0``: ``(..., 16) -> (..., 1)``.
 
     In G(3,0,1) every e0-free blade squares (with reversion) to ``+1``, so this is a plain
-    dot product over :data:`geomlin.algebra.pga.NONDEGENERATE` (a masked sum, no gather).
+    dot product over [`geomlin.algebra.pga.NONDEGENERATE`][] (a masked sum,
+    no gather).
+
+    Parameters
+    ----------
+    x, y : Tensor of shape (..., 16)
+        multivectors; the leading axes broadcast.
+    tables : ConstantTables, optional
+        a module's [`tables`][]; ``None`` reads a per-(device, dtype) cache.
+
+    Returns
+    -------
+    Tensor of shape (..., 1)
+        the invariant inner product.
     """
     _mv(x, "x")
     _mv(y, "y")
@@ -293,7 +383,20 @@ def inner_product(x: Tensor, y: Tensor, *, tables: ConstantTables | None = None)
 
 
 def norm_squared(x: Tensor, *, tables: ConstantTables | None = None) -> Tensor:
-    """``inner_product(x, x)``, ``(..., 16) -> (..., 1)``."""
+    """``inner_product(x, x)``, ``(..., 16) -> (..., 1)``.
+
+    Parameters
+    ----------
+    x : Tensor of shape (..., 16)
+        multivectors.
+    tables : ConstantTables, optional
+        a module's [`tables`][]; ``None`` reads a per-(device, dtype) cache.
+
+    Returns
+    -------
+    Tensor of shape (..., 1)
+        the squared norm, invariant.
+    """
     return inner_product(x, x, tables=tables)
 
 
@@ -305,6 +408,22 @@ def equi_layer_norm(x: Tensor, channel_dim: int = -2, eps: float = LAYER_NORM_EP
     added ``eps``) is the reference's: components with ``e0`` do not enter the norm, so a
     multivector can be large with a tiny norm. Half-precision inputs are normalised in float32
     (autocast off) and returned in their own dtype.
+
+    Parameters
+    ----------
+    x : Tensor of shape (..., channels, 16)
+        multivector channels.
+    channel_dim : int
+        the axis the mean runs over.
+    eps : float
+        lower clamp of the mean squared norm.
+    tables : ConstantTables, optional
+        a module's [`tables`][]; ``None`` reads a per-(device, dtype) cache.
+
+    Returns
+    -------
+    Tensor of shape (..., channels, 16)
+        ``x`` normalised, in its own dtype.
     """
     _mv(x, "x", 2)
     eps = check_float(eps, "eps", minimum=0.0)
@@ -322,7 +441,19 @@ def _at_least_float32(x: Tensor) -> Tensor:
 def scalar_gated_gelu(x: Tensor, gates: Tensor | None = None, approximate: str = "tanh") -> Tensor:
     """Scalar-gated GELU: ``x * gelu(gates)`` with ``gates = <x>_0 (..., 1)`` by default.
 
-    ``approximate="tanh"`` as in the reference (``"none"`` for the exact GELU).
+    Parameters
+    ----------
+    x : Tensor of shape (..., 16)
+        multivectors.
+    gates : Tensor of shape (..., 1), optional
+        the gate values (default: the scalar components ``<x>_0``).
+    approximate : str
+        ``"tanh"`` as in the reference, or ``"none"`` for the exact GELU.
+
+    Returns
+    -------
+    Tensor of shape (..., 16)
+        ``x * gelu(gates)``.
     """
     _mv(x, "x")
     check_choice(approximate, "approximate", ("tanh", "none"))
@@ -339,6 +470,24 @@ def grade_dropout(x: Tensor, p: float, training: bool = True, generator: torch.G
 
     Survivors are scaled by ``1 / (1 - p)``. Equivariant for each fixed draw, since the
     Pin action preserves grades.
+
+    Parameters
+    ----------
+    x : Tensor of shape (..., 16)
+        multivectors.
+    p : float
+        probability of zeroing a grade, in ``[0, 1)``.
+    training : bool
+        apply the dropout (``False``: return ``x`` unchanged).
+    generator : torch.Generator, optional
+        the random generator of the draws, on ``x``'s device.
+    tables : ConstantTables, optional
+        a module's [`tables`][]; ``None`` reads a per-(device, dtype) cache.
+
+    Returns
+    -------
+    Tensor of shape (..., 16)
+        ``x`` with dropped grades zeroed.
     """
     _mv(x, "x")
     p = check_float(p, "dropout probability", minimum=0.0, maximum=1.0, strict_maximum=True)
@@ -368,6 +517,20 @@ def distance_features(x: Tensor, role: str, eps: float | None = DISTANCE_EPS) ->
     which is minus the squared Euclidean distance of two points (up to ``(1 + eps)^-4`` for unit
     weights). The product is Pin(3,0,1)-invariant, though the two factors are not; the
     normaliser is even in the trivector, so reflections (which negate it) leave it unchanged.
+
+    Parameters
+    ----------
+    x : Tensor of shape (..., 16)
+        multivectors.
+    role : str
+        ``"query"`` or ``"key"``.
+    eps : float or None
+        ``eps`` of the normaliser; ``None`` leaves the features unscaled.
+
+    Returns
+    -------
+    Tensor of shape (..., 5)
+        the features of ``x`` in its role.
     """
     _mv(x, "x")
     if eps is not None:
@@ -405,17 +568,39 @@ def attention_features(q_mv: Tensor, k_mv: Tensor, v_mv: Tensor, q_s: Tensor | N
                        k_s: Tensor | None = None, v_s: Tensor | None = None, use_distance: bool = True,
                        distance_weights: Tensor | None = None, eps: float | None = DISTANCE_EPS
                        ) -> tuple[Tensor, Tensor, Tensor, float]:
-    """Queries, keys and values of :func:`geometric_attention` as flat features of one width.
+    """Queries, keys and values of [`geometric_attention`][] as flat features of one width.
 
     ``q_mv, k_mv (..., channels, 16)`` (any leading layout), ``v_mv (..., v_channels, 16)``,
     scalars ``(..., s_channels)``; ``distance_weights`` broadcastable to ``q_mv.shape[:-1]`` (one
     non-negative weight per query channel, the reference's ``exp(log_weights)``).
 
     Features per multivector channel: the 7 inner-product components
-    (:data:`ATTENTION_IP_COMPONENTS`) and the 5 :func:`distance_features` (8 components, the full
+    ([`ATTENTION_IP_COMPONENTS`][]) and the 5 [`distance_features`][] (8 components, the full
     inner product, with ``use_distance=False``); then the scalars. Queries, keys and values are
-    zero-padded to one width (a multiple of :data:`HEAD_DIM_MULTIPLE`), so PyTorch's fused
-    attention kernels apply. Returns ``(q, k, v, scale)`` with ``scale = 1 / sqrt(#features)``.
+    zero-padded to one width (a multiple of [`HEAD_DIM_MULTIPLE`][]), so PyTorch's fused
+    attention kernels apply.
+
+    Parameters
+    ----------
+    q_mv, k_mv : Tensor of shape (..., channels, 16)
+        query and key multivectors (any leading layout).
+    v_mv : Tensor of shape (..., v_channels, 16)
+        value multivectors.
+    q_s, k_s, v_s : Tensor, optional
+        scalar channels ``(..., s_channels)`` of queries, keys and values.
+    use_distance : bool
+        add the distance features (else the full 8-component inner product).
+    distance_weights : Tensor, optional
+        broadcastable to ``q_mv.shape[:-1]``: one non-negative weight per query channel.
+    eps : float or None
+        ``eps`` of [`distance_features`][].
+
+    Returns
+    -------
+    q, k, v : Tensor
+        the flat, zero-padded features ``(..., width)``.
+    scale : float
+        ``1 / sqrt(#features)``, the softmax scale.
     """
     for name, t in (("q_mv", q_mv), ("k_mv", k_mv), ("v_mv", v_mv)):
         _mv(t, name, 2)
@@ -459,14 +644,38 @@ def geometric_attention_items_first(q_mv: Tensor, k_mv: Tensor, v_mv: Tensor, q_
                                     layout: SetLayout | None = None, use_distance: bool = True,
                                     distance_weights: Tensor | None = None, eps: float | None = DISTANCE_EPS
                                     ) -> tuple[Tensor, Tensor | None]:
-    """:func:`geometric_attention` in the items-first layout the layers use (no transposes).
+    """[`geometric_attention`][] in the items-first layout the layers use (no transposes).
 
     ``q_mv (..., items, heads, channels, 16)``; ``k_mv, v_mv (..., key_items, kv_heads, ...)`` with
     ``kv_heads`` 1 (multi-query) or ``heads`` and ``key_items`` any number (cross-attention when it
     differs from ``items``; the leading axes broadcast); scalars ``(..., items, heads, s_channels)``;
-    ``layout`` from :func:`~geomlin.gatr.attention.set_layout` (``None``: every query attends to
-    every key of its leading index; a padded layout's mask covers the keys). Returns
-    ``(mv (..., items, heads, v_channels, 16), scalars (..., items, heads, v_s_channels) or None)``.
+    ``layout`` from [`set_layout`][] (``None``: every query attends to
+    every key of its leading index; a padded layout's mask covers the keys).
+
+    Parameters
+    ----------
+    q_mv : Tensor of shape (..., items, heads, channels, 16)
+        query multivectors.
+    k_mv, v_mv : Tensor of shape (..., key_items, kv_heads, channels, 16)
+        key and value multivectors (values may have their own channel count).
+    q_s, k_s, v_s : Tensor, optional
+        scalar channels ``(..., items, heads, s_channels)`` (keys and values: ``key_items``,
+        ``kv_heads``).
+    layout : SetLayout, optional
+        the attention plan from [`set_layout`][].
+    use_distance : bool
+        distance-aware features.
+    distance_weights : Tensor, optional
+        per-head, per-channel weights of the distance features.
+    eps : float or None
+        ``eps`` of [`distance_features`][].
+
+    Returns
+    -------
+    mv : Tensor of shape (..., items, heads, v_channels, 16)
+        attended multivectors.
+    scalars : Tensor of shape (..., items, heads, v_s_channels) or None
+        attended scalars (``None`` without value scalars).
     """
     if k_mv.shape[-4] != v_mv.shape[-4]:
         raise ValueError(f"k_mv and v_mv must have the same number of items, got shapes {tuple(k_mv.shape)} "
@@ -497,25 +706,34 @@ def geometric_attention(q_mv: Tensor, k_mv: Tensor, v_mv: Tensor,
 
     Parameters
     ----------
-    q_mv: ``(..., heads, items, channels, 16)``.
-    k_mv, v_mv: ``(..., kv_heads, key_items, channels, 16)``, ``kv_heads`` 1 (multi-query, the
+    q_mv : Tensor
+        ``(..., heads, items, channels, 16)``.
+    k_mv, v_mv : Tensor
+        ``(..., kv_heads, key_items, channels, 16)``, ``kv_heads`` 1 (multi-query, the
         reference's default) or ``heads``; ``key_items`` may differ from ``items``
         (cross-attention: every query attends to the keys).
-    q_s, k_s, v_s: ``(..., heads or kv_heads, items, s_channels)`` or ``None``.
-    attn_mask: ``None``; a boolean tensor broadcastable to ``(..., heads, items, key_items)``
+    q_s, k_s, v_s : Tensor, optional
+        scalar channels ``(..., heads or kv_heads, items, s_channels)``.
+    attn_mask : Tensor | SetLayout | None
+        ``None``; a boolean tensor broadcastable to ``(..., heads, items, key_items)``
         (``True`` = attend; a float mask is refused: it would read as an additive bias); or a
-        :class:`~geomlin.gatr.attention.SetLayout` (padding mask or PyG batch vector, no dense
+        [`SetLayout`][] (padding mask or PyG batch vector, no dense
         ``items x items`` mask).
-    use_distance: add the distance-aware trivector features.
-    distance_weights: ``(heads, channels)``-broadcastable non-negative weights of the distance
+    use_distance : bool
+        add the distance-aware trivector features.
+    distance_weights : Tensor | None
+        ``(heads, channels)``-broadcastable non-negative weights of the distance
         features per query channel (the reference's ``exp(log_weights)``).
-
-    The attention logit is ``(sum_c [<q_c, k_c>_7 + w_c d(q_c) . d(k_c)] + q_s . k_s) / sqrt(n)``
-    with ``n = 12 channels + s_channels`` features (the reference's ``geometric_attention``).
 
     Returns
     -------
-    ``(mv (..., heads, items, v_channels, 16), scalars (..., heads, items, v_s_channels) or None)``.
+    tuple[Tensor, Tensor | None]
+        ``(mv (..., heads, items, v_channels, 16), scalars (..., heads, items, v_s_channels) or None)``.
+
+    Notes
+    -----
+    The attention logit is ``(sum_c [<q_c, k_c>_7 + w_c d(q_c) . d(k_c)] + q_s . k_s) / sqrt(n)``
+    with ``n = 12 channels + s_channels`` features (the reference's ``geometric_attention``).
     """
     for name, t in (("q_mv", q_mv), ("k_mv", k_mv), ("v_mv", v_mv)):
         _mv(t, name, 4)
@@ -540,7 +758,7 @@ def geometric_attention(q_mv: Tensor, k_mv: Tensor, v_mv: Tensor,
 # ---------------------------------------------------------------------- join reference
 def join_reference(mv: Tensor, mask: Tensor | None = None, batch: Tensor | None = None,
                    num_sets: int | None = None) -> Tensor:
-    """Per-set mean of ``mv (..., items, channels, 16)`` for :func:`equivariant_join`.
+    """Per-set mean of ``mv (..., items, channels, 16)`` for [`equivariant_join`][].
 
     * no mask, no batch: mean over items and channels -> ``(..., 1, 1, 16)`` (the reference's
       ``join_reference="data"``);
@@ -550,6 +768,22 @@ def join_reference(mv: Tensor, mask: Tensor | None = None, batch: Tensor | None 
       transformation. ``num_sets`` (an upper bound of ``batch.max() + 1``) sizes the per-set sums;
       without it the sets are numbered by their order in ``batch`` (at most ``items`` of them), so
       nothing is read back from the device.
+
+    Parameters
+    ----------
+    mv : Tensor of shape (..., items, channels, 16)
+        the input multivectors.
+    mask : Tensor of shape (..., items), optional
+        bool, True = real item.
+    batch : Tensor of shape (items,), optional
+        the set of each item (flat layout).
+    num_sets : int, optional
+        an upper bound of the number of sets of ``batch``.
+
+    Returns
+    -------
+    Tensor
+        ``(..., 1, 1, 16)``, or ``(items, 1, 16)`` for a flat batch.
     """
     _mv(mv, "mv", 3)
     if mask is not None:

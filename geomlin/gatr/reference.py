@@ -1,7 +1,7 @@
 """Compatibility with the reference GATr (Qualcomm's ``geometric-algebra-transformer``, v1.4).
 
-:class:`geomlin.gatr.GATr` is the reference's ``gatr.nets.GATr`` architecture: the same layers,
-initialisation, multi-query attention with learnable distance weights, layer norm, gated GELU
+[`geomlin.gatr.GATr`][geomlin.gatr.model.GATr] is the reference's ``gatr.nets.GATr`` architecture: the same
+layers, initialisation, multi-query attention with learnable distance weights, layer norm, gated GELU
 and join. A reference ``state_dict`` therefore loads without retraining:
 
 >>> from geomlin.gatr.reference import gatr_from_reference   # doctest: +SKIP
@@ -10,7 +10,7 @@ and join. A reference ``state_dict`` therefore loads without retraining:
 What maps, parameter by parameter (``convert_reference_state_dict``):
 
 * ``EquiLinear``: ``weight`` is divided by the reference's basis norms (its basis maps are
-  normalised, geomlin's are not: :func:`~geomlin.gatr.primitives.reference_basis_norms`);
+  normalised, geomlin's are not: [`reference_basis_norms`][geomlin.gatr.primitives.reference_basis_norms]);
   ``s2mvs`` -> ``s_to_mv`` / ``bias_mv`` (or ``bias`` -> ``bias_mv`` without scalar inputs),
   ``mvs2s`` -> ``mv_to_s`` / ``bias_s``, ``s2s`` -> ``s_to_s``;
 * attention: ``q_linear``, ``k_linear``, ``v_linear`` (or the multi-head ``in_linear``) are
@@ -26,8 +26,8 @@ What cannot map (the loader refuses it with the reason): rotary positional encod
 geomlin has no such layers. A reference model without scalar channels cannot be built by the
 reference itself (its attention needs them), so it does not arise.
 
-Conventions that differ (see :mod:`geomlin.algebra.pga`): quaternions ``(w, x, y, z)`` here,
-``(x, y, z, w)`` there; :func:`~geomlin.algebra.pga.extract_point` keeps the sign of a clamped
+Conventions that differ (see [`geomlin.algebra.pga`][]): quaternions ``(w, x, y, z)`` here,
+``(x, y, z, w)`` there; [`extract_point`][geomlin.algebra.pga.extract_point] keeps the sign of a clamped
 small weight; the attention ``mask`` is boolean only and PyG batch vectors are supported
 directly (the reference needs xformers block masks for them).
 """
@@ -82,7 +82,7 @@ def _head_order(heads: int, channels: int) -> Tensor:
 
 
 def convert_reference_state_dict(state_dict: dict, num_heads: int, multi_query: bool = True) -> dict:
-    """Map a reference ``gatr.nets.GATr`` ``state_dict`` onto :class:`geomlin.gatr.GATr` names and layouts.
+    """Map a reference ``gatr.nets.GATr`` ``state_dict`` onto [`geomlin.gatr.GATr`][geomlin.gatr.model.GATr] names and layouts.
 
     ``num_heads`` and ``multi_query`` are the reference model's attention settings. Returns a new
     dict (the input is not modified); load it with ``GATr.load_state_dict(..., strict=True)``.
@@ -211,10 +211,10 @@ def _check_reference_config(module) -> None:
 
 
 def gatr_from_reference(module, **kwargs):
-    """A :class:`geomlin.gatr.GATr` computing the same function as a reference ``gatr.nets.GATr``.
+    """A [`geomlin.gatr.GATr`][geomlin.gatr.model.GATr] computing the same function as a reference ``gatr.nets.GATr``.
 
     Sizes, heads and attention settings are read from ``module``; its parameters are converted
-    by :func:`convert_reference_state_dict`. ``kwargs`` go to the ``GATr`` constructor
+    by [`convert_reference_state_dict`][]. ``kwargs`` go to the ``GATr`` constructor
     (``method``, ``attention_method``, ``checkpoint``). The result is in ``module``'s dtype.
     """
     from geomlin.gatr.model import GATr

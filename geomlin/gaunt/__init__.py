@@ -7,13 +7,13 @@ spherical functions given by real SH coefficients (e3nn layout and basis,
 route: blocked Legendre GEMMs and a half-circle real DFT), ``"fft"`` (the paper's 2D
 Fourier convolution), ``"dense"`` (sphere-grid GEMM, O(L^4)), ``"direct"`` (Gaunt tensor),
 ``"triton"`` (the fast route as one fused GPU kernel), ``"auto"`` (measured table,
-:mod:`.autotune`).
+``.autotune``).
 
-Modules: :class:`GauntTensorProduct` (the e3nn drop-in, built from ``Irreps``), :class:`SphereGauntProduct`
+Modules: [`GauntTensorProduct`][] (the e3nn drop-in, built from ``Irreps``), [`SphereGauntProduct`][]
 (the channel-wise product on sphere coefficients),
-:class:`ManyBodyGaunt`, :class:`GauntConvolution`; helpers :func:`gaunt_power`,
-:func:`irreps_to_sphere`, :func:`sphere_to_irreps`, :func:`split_parity`,
-:func:`gaunt_parity_product`, :func:`spherical_harmonics`.
+[`ManyBodyGaunt`][], [`GauntConvolution`][]; helpers [`gaunt_power`][],
+[`irreps_to_sphere`][], [`sphere_to_irreps`][], [`split_parity`][],
+[`gaunt_parity_product`][], [`spherical_harmonics`][].
 """
 
 from geomlin.gaunt.conv import GauntConvolution

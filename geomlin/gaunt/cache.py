@@ -1,14 +1,14 @@
 """The Gaunt routes' tables on devices: built once in float64 on the CPU, cached per (key, device, dtype).
 
-Every table a route reads is named by a key ``(kind, *integers)``. :func:`table_builder` registers
+Every table a route reads is named by a key ``(kind, *integers)``. [`table_builder`][] registers
 the builder of a kind: a function of the integers that returns a tuple of CPU tensors (float64
-tables, integer index maps), itself cached. :func:`device_tables` returns a key's tables on a
+tables, integer index maps), itself cached. [`device_tables`][] returns a key's tables on a
 device in a floating dtype (integer tables keep theirs), filled once per ``(key, device, dtype)``
 and shared by every later call; routes only read them.
 
-A module holds the tables of the routes it may run in a :class:`RouteTables`: non-persistent
-buffers (:class:`~geomlin.linear.tables.ConstantTables`) that move with ``module.to(device)``.
-Its forward calls :meth:`RouteTables.prime`, which fills the cache for the input's device and
+A module holds the tables of the routes it may run in a [`RouteTables`][]: non-persistent
+buffers ([`ConstantTables`][]) that move with ``module.to(device)``.
+Its forward calls [`RouteTables.prime`][], which fills the cache for the input's device and
 dtype from those buffers (a cast on the device, no copy from the host), so a module that was
 moved never uploads a table in its forward or backward. A plain function call on a device uploads
 each table it needs once, on the first call there.
@@ -43,7 +43,7 @@ def host_tables(key: tuple) -> tuple[Tensor, ...]:
 
     Cached in a plain dictionary rather than by the builders' ``functools`` caches: ``torch.compile``
     ignores those and would trace the builders (numpy code) again, while it reads a dictionary
-    entry as a constant. A module's :class:`RouteTables` builds its keys at construction, so a
+    entry as a constant. A module's [`RouteTables`][] builds its keys at construction, so a
     compiled forward only finds them here.
     """
     hit = _HOST.get(key)
@@ -69,11 +69,12 @@ def device_tables(key: tuple, device, dtype: torch.dtype) -> tuple[Tensor, ...]:
 
 
 class RouteTables(ConstantTables):
-    """The tables of a list of keys as buffers of a module; :meth:`prime` fills the device cache from them.
+    """The tables of a list of keys as buffers of a module; [`prime`][] fills the device cache from them.
 
     Parameters
     ----------
-    keys : table keys (see the module docstring); repeats are dropped.
+    keys : Iterable[tuple]
+        table keys (see the module docstring); repeats are dropped.
     """
 
     def __init__(self, keys: Iterable[tuple]):
@@ -87,7 +88,7 @@ class RouteTables(ConstantTables):
                 self.add(f"table{i}_{j}", table)
 
     def prime(self, device: torch.device, dtype: torch.dtype) -> None:
-        """Make :func:`device_tables` find every key on ``device`` in ``dtype`` without an upload.
+        """Make [`device_tables`][] find every key on ``device`` in ``dtype`` without an upload.
 
         Nothing to do on the CPU (the cache is filled from the host tables there), nor when the
         module's buffers are on another device than ``device`` (the routes then upload as a plain

@@ -9,7 +9,7 @@ where the radial weights ``w_in`` (per channel and degree of the node features) 
 (per channel and output degree) come from a small MLP on a Bessel radial basis with a smooth
 polynomial cutoff (Luo et al., ICLR 2024, sec. 4: "equivariant convolutions").  The edge
 harmonics ``Y`` do not depend on the channel, so they are transformed to the sphere grid once
-per edge and shared by every channel (:func:`~geomlin.gaunt.gaunt_tensor_product` with
+per edge and shared by every channel ([`gaunt_tensor_product`][] with
 ``Y`` of shape ``(E, 1, D)``).  Because the harmonics have parity ``(-1)^l`` the layer is
 E(3)-equivariant on natural features (``0e, 1o, 2e, ...``).
 """
@@ -64,13 +64,20 @@ class GauntConvolution(MessagePassing):
 
     Parameters
     ----------
-    lmax_in, lmax_sh, lmax_out : degrees of node features, edge harmonics and output.
-    channels : int, channels of the node features (kept).
-    num_radial : int, size of the Bessel basis.
-    cutoff : float, radius beyond which edges contribute nothing.
-    avg_degree : float, messages are summed and divided by this.
-    hidden_channels : int, width of the radial MLP.
-    method : Gaunt method (see :func:`~geomlin.gaunt.gaunt_tensor_product`).
+    lmax_in, lmax_sh, lmax_out : int
+        degrees of node features, edge harmonics and output.
+    channels : int
+        channels of the node features (kept).
+    num_radial : int
+        size of the Bessel basis.
+    cutoff : float
+        radius beyond which edges contribute nothing.
+    avg_degree : float
+        messages are summed and divided by this.
+    hidden_channels : int
+        width of the radial MLP.
+    method : str
+        Gaunt method (see [`gaunt_tensor_product`][]).
 
     Forward
     -------

@@ -5,17 +5,18 @@ trigonometric polynomial ``sum_{u, v} F[u, v] e^{i (u theta + v phi)}`` with ``|
 
 1. **SH -> 2D Fourier** through sparse per-m tables: ``N_l^m P_l^m(cos theta)`` is a
    trigonometric polynomial of degree ``l`` in ``theta`` with frequencies ``u = l, l-2, ...``
-   (:func:`~geomlin.gaunt.tables.theta_fourier_table`), so column ``v = m`` of ``F`` is one
+   ([`theta_fourier_table`][geomlin.gaunt.tables.theta_fourier_table]), so column ``v = m`` of ``F`` is one
    small GEMM per ``m`` (half its entries are zero by parity);
 2. **2D convolution by FFT**: both spectra zero-padded to the alias-free size
-   ``N_u >= 2 (L1 + L2) + 1``, ``N_v >= L1 + L2 + Lo + 1`` (:func:`fft_sizes`), ``irfft2``
+   ``N_u >= 2 (L1 + L2) + 1``, ``N_v >= L1 + L2 + Lo + 1`` ([`fft_sizes`][]), ``irfft2``
    to values, pointwise product, ``rfft2`` back;
 3. **2D Fourier -> SH** with the exact inverse table built from
-   ``int_0^pi e^{i w theta} sin(theta) dtheta`` (:func:`~geomlin.gaunt.tables.theta_projection_table`).
+   ``int_0^pi e^{i w theta} sin(theta) dtheta``
+   ([`theta_projection_table`][geomlin.gaunt.tables.theta_projection_table]).
 
 The FFT only needs the columns ``v = 0..L`` of a real function (``rfft`` in ``phi``), and
 works on the full ``theta`` circle: about 2x the points of the Gauss-Legendre grid of
-:mod:`geomlin.gaunt.grid` in ``theta``, and batched short FFTs instead of GEMMs.  That is
+[`geomlin.gaunt.grid`][] in ``theta``, and batched short FFTs instead of GEMMs.  That is
 why the route loses to ``"grid"`` on a CPU at every degree measured (``bench_gaunt.py
 --profile`` prints the per-stage times); its ``O(L^2 log L)`` convolution only pays off
 at degrees far above those used in models.
@@ -52,8 +53,8 @@ def _analysis_table(lmax: int) -> tuple[Tensor, Tensor]:
 
     Returns ``table (m, 2U [re/im, u], 2(L+1) [part, l])`` with ``U = 2L + 1`` (``u = -L..L``):
     ``F[u, m] = sum_l A[m, l, u] (x_{l,m} + i x_{l,-m}) / sqrt(2)`` (``A`` from
-    :func:`~geomlin.gaunt.tables.theta_fourier_table`, real for even ``m``, imaginary for odd),
-    and ``gather (m, 2(L+1))`` the flat coefficient read by each column (0 where the table is zero).
+    [`theta_fourier_table`][geomlin.gaunt.tables.theta_fourier_table], real for even ``m``, imaginary for
+    odd), and ``gather (m, 2(L+1))`` the flat coefficient read by each column (0 where the table is zero).
     """
     A = T.theta_fourier_table(lmax)
     U = 2 * lmax + 1
@@ -112,7 +113,7 @@ table_builder("fourier.projection")(_projection_table)
 
 
 def table_keys(lmax1: int, lmax2: int, lmax_out: int) -> list[tuple]:
-    """Cache keys (:mod:`geomlin.gaunt.cache`) of the tables :func:`gaunt_fourier` reads for these degrees."""
+    """Cache keys ([`geomlin.gaunt.cache`][]) of the tables [`gaunt_fourier`][] reads for these degrees."""
     return [("fourier.analysis", lmax1), ("fourier.analysis", lmax2), ("fourier.projection", lmax_out, lmax1 + lmax2)]
 
 
@@ -139,7 +140,7 @@ def spectrum(x: Tensor, table: Tensor, gather: Tensor, lmax: int, n_u: int, n_v:
 def gaunt_fourier(x1: Tensor, x2: Tensor, lmax1: int, lmax2: int, lmax_out: int, channels: int = 1,
                   shared: int = 0, reduce: bool = False) -> Tensor:
     """Gaunt product through the 2D Fourier basis (same row conventions as
-    :func:`geomlin.gaunt.grid.gaunt_on_grid`); exact."""
+    [`geomlin.gaunt.grid.gaunt_on_grid`][]); exact."""
     n_u, n_v = fft_sizes(lmax1, lmax2, lmax_out)
     a1, i1, a2, i2, proj, rows = _tables(lmax1, lmax2, lmax_out, x1.device, x1.dtype)
     C = channels

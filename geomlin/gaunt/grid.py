@@ -16,18 +16,18 @@ Four choices make the route fast on a CPU (measured in ``benchmarks/bench_gaunt.
   function is ``E + O`` at ``phi_k`` and ``E - O`` at ``-phi_k`` with ``E = Phi_cos g_cos`` and
   ``O = Phi_sin g_sin`` on ``k = 0..num_phi // 2`` only.  The product's even part
   ``E1 E2 + O1 O2`` carries every cosine coefficient and its odd part ``E1 O2 + O1 E2`` every
-  sine coefficient (:func:`synthesize` / :func:`analyze`, used for powers).
+  sine coefficient ([`synthesize`][] / [`analyze`][], used for powers).
 * **Quarter circle for the product.** Under ``phi -> pi - phi`` the orders pick up ``+-(-1)^m``,
   so ``E`` and ``O`` split again by the parity of ``m`` into four classes on a quarter of the
-  circle (:func:`_quarter_tables`), which multiply as a Z2 x Z2 convolution
-  (:func:`class_product`): half the longitude GEMM work again, for twice the pointwise work.
+  circle (``_quarter_tables``), which multiply as a Z2 x Z2 convolution
+  ([`class_product`][]): half the longitude GEMM work again, for twice the pointwise work.
 * **Blocked Legendre GEMMs.** The per-m Legendre matrices have ``L + 1 - m`` rows; orders are
-  grouped into a few blocks (:func:`m_blocks`), each one batched GEMM padded only to its own
+  grouped into a few blocks ([`m_blocks`][]), each one batched GEMM padded only to its own
   largest order, so the padding costs ~25% instead of ~2x.
 * **Batch last, in chunks, buffers reused.** Inside a chunk the batch is the last axis
   (``(..., n)``): the coefficient gather and the output scatter are row gathers, every
   stage is one GEMM over the whole chunk with no copies between stages, and the chunk's
-  intermediates (sized by :data:`CHUNK_FLOATS`) stay in the last-level cache; the same
+  intermediates (sized by [`CHUNK_FLOATS`][]) stay in the last-level cache; the same
   buffers serve every chunk.
 
 Tried and measured slower on the 2-core EPYC: a Hadamard transform of the four classes (its
@@ -40,7 +40,7 @@ An input that is shared by several channels (the spherical harmonics of an edge 
 convolution, multiplied with every channel of the node features) is transformed once per
 shared row and broadcast in the pointwise product.
 
-These functions compute values only (no autograd); :mod:`geomlin.gaunt.product` wraps them
+These functions compute values only (no autograd); [`geomlin.gaunt.product`][] wraps them
 in autograd functions whose backward is the same route (the exact adjoint).
 """
 
@@ -76,7 +76,7 @@ def exact_grid_size(degree: int) -> tuple[int, int]:
     ``num_theta = degree // 2 + 1`` Gauss-Legendre latitudes (exact to degree ``2 num_theta - 1``)
     and the smallest ``num_phi >= degree + 1`` with ``num_phi = 2 mod 4``: then ``phi -> pi - phi``
     maps the half circle onto itself without a fixed point, which the quarter-circle longitude
-    transform of the product (:func:`gaunt_on_grid`) needs.
+    transform of the product ([`gaunt_on_grid`][]) needs.
     """
     num_phi = degree + 1
     while num_phi % 4 != 2:
@@ -155,7 +155,7 @@ def _projection_tables(lmax: int, num_theta: int, num_phi: int, weighted: bool =
     (2|b|, K_b, num_theta)``; ``scatter (D,)`` the row of each flat output coefficient in the
     packed per-block result ``(sum_b 2|b| K_b, n)``.  With ``weighted`` (the projection) the
     half-circle multiplicities, ``2 pi / num_phi`` and the Gauss-Legendre weights are included;
-    without, the tables are the plain transpose of :func:`_synthesis_tables` (its adjoint).
+    without, the tables are the plain transpose of ``_synthesis_tables`` (its adjoint).
     """
     P = T.legendre_table(lmax, num_theta)  # (m, l, j)
     c, s = _half_longitudes(lmax, num_phi)
@@ -213,7 +213,7 @@ def _quarter_tables(lmax: int, num_phi: int, weighted: bool) -> tuple[Tensor, Te
 
 @cache
 def _quadrature_weights(num_theta: int, num_phi: int) -> Tensor:
-    """Weights ``(K, num_theta, 1)`` of the half grid: what :func:`_projection_tables` adds to the adjoint."""
+    """Weights ``(K, num_theta, 1)`` of the half grid: what ``_projection_tables`` adds to the adjoint."""
     _, w = T.gauss_legendre(num_theta)
     half = _half_circle_multiplicity(num_phi) * 2.0 * np.pi / num_phi
     return torch.from_numpy(np.outer(half, w)[:, :, None])
@@ -259,8 +259,8 @@ class Projection:
 @table_builder("grid.synthesis")
 @cache
 def _synthesis_host(lmax: int, num_theta: int, num_phi: int) -> tuple[Tensor, ...]:
-    """``(*legs, gather, cos, sin, *quarter)``: :func:`_synthesis_tables` and, when ``num_phi = 2 mod 4``,
-    the synthesis :func:`_quarter_tables`, flat (the layout :func:`_synthesis` reads)."""
+    """``(*legs, gather, cos, sin, *quarter)``: ``_synthesis_tables`` and, when ``num_phi = 2 mod 4``,
+    the synthesis ``_quarter_tables``, flat (the layout ``_synthesis`` reads)."""
     legs, gather, c, s = _synthesis_tables(lmax, num_theta, num_phi)
     quarter = _quarter_tables(lmax, num_phi, False) if num_phi % 4 == 2 else ()
     return (*legs, gather, c, s, *quarter)
@@ -269,7 +269,7 @@ def _synthesis_host(lmax: int, num_theta: int, num_phi: int) -> tuple[Tensor, ..
 @table_builder("grid.projection")
 @cache
 def _projection_host(lmax: int, num_theta: int, num_phi: int, weighted: bool) -> tuple[Tensor, ...]:
-    """``(cos_t, sin_t, *legs, scatter, *quarter_t)`` of :func:`_projection_tables` (quarter tables only
+    """``(cos_t, sin_t, *legs, scatter, *quarter_t)`` of ``_projection_tables`` (quarter tables only
     when ``weighted`` and ``num_phi = 2 mod 4``), flat."""
     c, s, legs, scatter = _projection_tables(lmax, num_theta, num_phi, weighted)
     quarter = _quarter_tables(lmax, num_phi, True) if weighted and num_phi % 4 == 2 else ()
@@ -282,7 +282,7 @@ def _weights_host(num_theta: int, num_phi: int) -> tuple[Tensor]:
 
 
 def synthesis_key(lmax: int, num_theta: int, num_phi: int) -> tuple:
-    """Cache key (:mod:`geomlin.gaunt.cache`) of the synthesis tables of ``lmax`` on a half grid."""
+    """Cache key ([`geomlin.gaunt.cache`][]) of the synthesis tables of ``lmax`` on a half grid."""
     return ("grid.synthesis", lmax, num_theta, num_phi)
 
 
@@ -297,14 +297,14 @@ def weights_key(num_theta: int, num_phi: int) -> tuple:
 
 
 def product_keys(lmax1: int, lmax2: int, lmax_out: int) -> list[tuple]:
-    """Keys of every table :func:`gaunt_on_grid` and :func:`gaunt_backward_on_grid` read for these degrees."""
+    """Keys of every table [`gaunt_on_grid`][] and [`gaunt_backward_on_grid`][] read for these degrees."""
     nt, nphi = exact_grid_size(lmax1 + lmax2 + lmax_out)
     return ([synthesis_key(L, nt, nphi) for L in (lmax1, lmax2, lmax_out)]
             + [projection_key(L, nt, nphi) for L in (lmax_out, lmax1, lmax2)])
 
 
 def power_keys(lmax: int, nu: int, lmax_out: int) -> list[tuple]:
-    """Keys of every table the grid power (:func:`geomlin.gaunt.modules.power_sum`) reads, forward and
+    """Keys of every table the grid power ([`geomlin.gaunt.modules.power_sum`][]) reads, forward and
     backward (twice differentiable)."""
     nt, nphi = exact_grid_size(nu * lmax + lmax_out)
     return [synthesis_key(lmax, nt, nphi), synthesis_key(lmax_out, nt, nphi), projection_key(lmax_out, nt, nphi),
@@ -316,7 +316,7 @@ _WRAPPED: dict = {}
 
 
 def _synthesis(lmax: int, num_theta: int, num_phi: int, device, dtype) -> Synthesis:
-    """:class:`Synthesis` tables of ``lmax`` on ``(num_theta, num_phi)``, cached per device and dtype."""
+    """[`Synthesis`][] tables of ``lmax`` on ``(num_theta, num_phi)``, cached per device and dtype."""
     key = (synthesis_key(lmax, num_theta, num_phi), torch.device(device), dtype)
     hit = _WRAPPED.get(key)
     if hit is None:
@@ -329,7 +329,7 @@ def _synthesis(lmax: int, num_theta: int, num_phi: int, device, dtype) -> Synthe
 
 
 def _projection(lmax: int, num_theta: int, num_phi: int, device, dtype, weighted: bool = True) -> Projection:
-    """:class:`Projection` tables of ``lmax`` on ``(num_theta, num_phi)``, cached per device and dtype
+    """[`Projection`][] tables of ``lmax`` on ``(num_theta, num_phi)``, cached per device and dtype
     (``weighted=False``: the adjoint of the synthesis)."""
     key = (projection_key(lmax, num_theta, num_phi, weighted), torch.device(device), dtype)
     hit = _WRAPPED.get(key)
@@ -398,7 +398,7 @@ def synthesize_chunk(x: Tensor, syn: Synthesis, ws: _Workspace, tag: str) -> tup
 def quarter_chunk(x: Tensor, syn: Synthesis, ws: _Workspace, tag: str) -> Tensor:
     """Rows ``x (n, D)`` -> the four quarter-circle classes ``(4 [A, B, C, D], Q, num_theta * n)``.
 
-    See :func:`_quarter_tables`: ``A``/``B`` the cosine part from even/odd orders, ``C``/``D``
+    See ``_quarter_tables``: ``A``/``B`` the cosine part from even/odd orders, ``C``/``D``
     the sine part from even/odd orders.
     """
     g = legendre_chunk(x, syn, ws, tag)
@@ -462,7 +462,7 @@ def _chunk_columns(per_column: int, total: int) -> int:
 #: ``PAIRS[j]``: the ``(i, i ^ j)`` class pairs summed in product class ``j``: the four quarter classes
 #: multiply like the group Z2 x Z2, ``P[j] = sum_i X1[i] X2[i ^ j]`` (16 fused multiply-adds; a
 #: Hadamard transform to the four mirror points and back measured slower on CPU: its 4 x 4 GEMMs
-#: are memory-bound). :func:`class_product` issues them as 9 broadcast operations.
+#: are memory-bound). [`class_product`][] issues them as 9 broadcast operations.
 PAIRS = tuple(tuple((i, i ^ j) for i in range(4)) for j in range(4))
 
 
@@ -491,21 +491,29 @@ def gaunt_on_grid(x1: Tensor, x2: Tensor, lmax1: int, lmax2: int, lmax_out: int,
 
     Parameters
     ----------
-    x1 : ``(A * c1, D1)``; x2 : ``(A * c2, D2)`` where ``c1 = 1`` if ``shared == 1`` else
-        ``channels``, and ``c2 = 1`` if ``shared == 2`` else ``channels`` (rows ``a * c + c'``).
-    channels : the number ``C`` of channels per row group ``a``.
-    shared : 0 (no input shared), 1 or 2 (that input has one row per group, used by every
+    x1 : Tensor of shape (A * c1, D1)
+        first factor; ``c1 = 1`` if ``shared == 1`` else ``channels`` (rows ``a * c + c'``).
+    x2 : Tensor of shape (A * c2, D2)
+        second factor; ``c2 = 1`` if ``shared == 2`` else ``channels``.
+    channels : int
+        the number ``C`` of channels per row group ``a``.
+    shared : int
+        0 (no input shared), 1 or 2 (that input has one row per group, used by every
         channel: transformed once, broadcast in the product).
-    reduce : sum the products over the ``C`` channels of each group before the projection.
+    reduce : bool
+        sum the products over the ``C`` channels of each group before the projection.
 
     Returns
     -------
-    ``(A * C, Do)``, or ``(A, Do)`` when ``reduce``; same dtype and device as the inputs.
+    Tensor of shape (A * C, Do)
+        or ``(A, Do)`` when ``reduce``; same dtype and device as the inputs.
 
-    The longitude transform runs on the quarter circle (:func:`_quarter_tables`); the product
+    Notes
+    -----
+    The longitude transform runs on the quarter circle (``_quarter_tables``); the product
     of the two functions' classes is the Z2 x Z2 convolution ``P[j] = sum_i X1[i] X2[i ^ j]``
     (``P[0]`` carries the cosine coefficients of even order, ``P[1]`` of odd order, ``P[2]``,
-    ``P[3]`` the sine coefficients), see :data:`PAIRS`.
+    ``P[3]`` the sine coefficients), see [`PAIRS`][].
     """
     C = channels
     c1 = 1 if shared == 1 else C
@@ -542,13 +550,13 @@ def gaunt_on_grid(x1: Tensor, x2: Tensor, lmax1: int, lmax2: int, lmax_out: int,
 def gaunt_backward_on_grid(grad: Tensor, x1: Tensor, x2: Tensor, lmax1: int, lmax2: int, lmax_out: int,
                            channels: int = 1, shared: int = 0, reduce: bool = False,
                            need1: bool = True, need2: bool = True) -> tuple[Tensor | None, Tensor | None]:
-    """Both input gradients of :func:`gaunt_on_grid` in one pass (values only, not differentiable).
+    """Both input gradients of [`gaunt_on_grid`][] in one pass (values only, not differentiable).
 
     ``G[i, j, k]`` is symmetric, so ``dL/dx1 = gaunt(grad, x2)`` truncated at ``lmax1`` and
     ``dL/dx2 = gaunt(grad, x1)`` at ``lmax2``, on the same grid as the forward.  Done together, the
     output gradient is transformed once instead of twice; a gradient of an input shared by the
     channels sums its products over the channels before the projection, and a summed (``reduce``)
-    output's gradient is broadcast to every channel.  Shapes as :func:`gaunt_on_grid`'s inputs.
+    output's gradient is broadcast to every channel.  Shapes as [`gaunt_on_grid`][]'s inputs.
     """
     C = channels
     c1 = 1 if shared == 1 else C
@@ -598,7 +606,7 @@ def synthesize(x: Tensor, lmax: int, num_theta: int, num_phi: int) -> tuple[Tens
 def analyze(E: Tensor, O: Tensor, lmax: int, num_theta: int, num_phi: int, weighted: bool = True) -> Tensor:
     """Coefficients ``(n, (lmax+1)**2)`` of half-grid values ``E, O (K, num_theta, n)`` (differentiable).
 
-    ``weighted=True`` is the exact projection (quadrature); ``False`` the adjoint of :func:`synthesize`.
+    ``weighted=True`` is the exact projection (quadrature); ``False`` the adjoint of [`synthesize`][].
     """
     return _Analyze.apply(E, O, lmax, num_theta, num_phi, weighted)
 

@@ -1,22 +1,24 @@
 """Gaunt layers: channel-wise products, many-body powers, and the e3nn Irreps layout bridge.
 
-Layout
-    Layers work on ``(..., channels, (L+1)**2)``: one spherical function per
-    channel, in e3nn's real SH basis (:class:`~geomlin.reps.SphereCoefficients`).
-    :func:`irreps_to_sphere` / :func:`sphere_to_irreps` move between this layout
-    and e3nn's flat layout ``"C x 0e + C x 1o + C x 2e + ..."``.
+**Layout**
 
-Parity
-    A spherical function's degree-``l`` coefficients have parity ``(-1)^l`` under
-    inversion (:data:`~geomlin.reps.NATURAL`: ``0e, 1o, 2e, ...``).  The Gaunt product of
-    two natural functions is natural, so every layer here is O(3)-equivariant on
-    natural features.  Features of the other parity (:data:`~geomlin.reps.PSEUDO`:
-    ``0o, 1e, 2o, ...``) are handled by *splitting into parity classes*:
-    :func:`split_parity` returns the natural and pseudo parts as two sphere tensors,
-    and :func:`gaunt_parity_product` multiplies such pairs with
-    ``natural * natural + pseudo * pseudo -> natural`` and
-    ``natural * pseudo + pseudo * natural -> pseudo``.  :class:`GauntTensorProduct`
-    built from e3nn ``Irreps`` does this for any parities.
+Layers work on ``(..., channels, (L+1)**2)``: one spherical function per
+channel, in e3nn's real SH basis ([`SphereCoefficients`][]).
+[`irreps_to_sphere`][] / [`sphere_to_irreps`][] move between this layout
+and e3nn's flat layout ``"C x 0e + C x 1o + C x 2e + ..."``.
+
+**Parity**
+
+A spherical function's degree-``l`` coefficients have parity ``(-1)^l`` under
+inversion (``NATURAL``: ``0e, 1o, 2e, ...``).  The Gaunt product of
+two natural functions is natural, so every layer here is O(3)-equivariant on
+natural features.  Features of the other parity (``PSEUDO``:
+``0o, 1e, 2o, ...``) are handled by *splitting into parity classes*:
+[`split_parity`][] returns the natural and pseudo parts as two sphere tensors,
+and [`gaunt_parity_product`][] multiplies such pairs with
+``natural * natural + pseudo * pseudo -> natural`` and
+``natural * pseudo + pseudo * natural -> pseudo``.  [`GauntTensorProduct`][]
+built from e3nn ``Irreps`` does this for any parities.
 """
 
 from __future__ import annotations
@@ -123,7 +125,7 @@ def irreps_to_sphere(x: Tensor, irreps, lmax: int | None = None) -> Tensor:
 
     ``irreps`` must be natural (``C x 0e + C x 1o + C x 2e ...``, any subset of
     degrees, each with the same multiplicity ``C``); missing degrees are zero.
-    Pseudo irreps raise ``ValueError`` (use :func:`split_parity`).
+    Pseudo irreps raise ``ValueError`` (use [`split_parity`][]).
     """
     irreps = _irreps(irreps)
     _check_flat(x, irreps)
@@ -137,7 +139,7 @@ def irreps_to_sphere(x: Tensor, irreps, lmax: int | None = None) -> Tensor:
 
 
 def sphere_to_irreps(y: Tensor, parity: int = NATURAL) -> Tensor:
-    """``(..., C, (L+1)**2)`` -> e3nn flat ``(..., C (L+1)**2)`` in :func:`sphere_irreps`\\ ``(L, C, parity)`` order.
+    """``(..., C, (L+1)**2)`` -> e3nn flat ``(..., C (L+1)**2)`` in [`sphere_irreps`][]\\ ``(L, C, parity)`` order.
 
     The layout does not depend on ``parity`` (it names the irreps the result is in).
     """
@@ -188,14 +190,19 @@ def gaunt_power(x: Tensor, nu: int, lmax_out: int | None = None, method: str = "
 
     Parameters
     ----------
-    x : Tensor ``(..., (L+1)**2)``, float32/float64 (half precision under autocast: computed in float32).
-    nu : int >= 1.
-    lmax_out : int, default ``nu * L``.
-    method : one of :data:`~geomlin.gaunt.METHODS`.
+    x : Tensor of shape (..., (L+1)**2)
+        float32/float64 (half precision under autocast: computed in float32).
+    nu : int
+        the power, ``>= 1``.
+    lmax_out : int, optional
+        default ``nu * L``.
+    method : str
+        one of [`METHODS`][].
 
     Returns
     -------
-    Tensor ``(..., (lmax_out+1)**2)``.
+    Tensor of shape (..., (lmax_out+1)**2)
+        .
     """
     L = _check_coefficients(x, "x")
     x = x.to(compute_dtype(x, "x"))
@@ -247,12 +254,12 @@ def _dense_power_tables(L: int, nu: int, lmax_out: int) -> tuple[Tensor, Tensor]
 
 
 def dense_power_key(L: int, nu: int, lmax_out: int) -> tuple:
-    """Cache key (:mod:`geomlin.gaunt.cache`) of the tables :func:`power_sum` reads inside compiled graphs."""
+    """Cache key ([`geomlin.gaunt.cache`][]) of the tables [`power_sum`][] reads inside compiled graphs."""
     return ("dense.power", L, nu, lmax_out)
 
 
 def _power_dense(flat: Tensor, weights: Tensor | None, batch, L: int, nu: int, lmax_out: int) -> Tensor:
-    """:func:`power_sum` as plain GEMMs on the full sphere grid (what compiled graphs run; autograd
+    """[`power_sum`][] as plain GEMMs on the full sphere grid (what compiled graphs run; autograd
     differentiates it): values ``f = x Y^T``, the (weighted) powers pointwise, projection ``@ W``."""
     Y, W = device_tables(dense_power_key(L, nu, lmax_out), flat.device, flat.dtype)
     f = flat @ Y                                                           # (B, P)
@@ -294,7 +301,7 @@ def _degree_index(lmax: int) -> Tensor:
 
 
 def _check_layout(x, name: str, channels: int, lmax: int, shared_ok: bool = False) -> torch.dtype:
-    """Check ``x (..., channels, (lmax+1)**2)``; returns the dtype it is computed in (:func:`compute_dtype`)."""
+    """Check ``x (..., channels, (lmax+1)**2)``; returns the dtype it is computed in ([`compute_dtype`][])."""
     D = T.num_coefficients(lmax)
     check_tensor(x, name, min_ndim=2, dtype="any", what=f"{channels} channels of SH coefficients up to degree {lmax}")
     dtype = compute_dtype(x, name)
@@ -311,7 +318,7 @@ class SphereGauntProduct(nn.Module):
     ``out[c] = w_out[c, l] * gaunt(w1[c, l1] x1[c], w2[c, l2] x2[c])`` (weights broadcast over the
     orders ``m`` of each degree): the e3nn "uuu" tensor product restricted to Gaunt paths,
     reweighted through the degree weights (Luo et al., ICLR 2024, sec. 3.3). For e3nn's flat
-    irreps layout use :class:`GauntTensorProduct`.
+    irreps layout use [`GauntTensorProduct`][].
 
     Parameters
     ----------
@@ -320,7 +327,7 @@ class SphereGauntProduct(nn.Module):
     channels : int
         Channels ``C``, multiplied channel by channel.
     method : str
-        One of :data:`~geomlin.gaunt.METHODS`.
+        One of [`METHODS`][geomlin.gaunt.METHODS].
 
     Shapes: ``forward(x1 (..., C, (lmax1+1)**2), x2 (..., C or 1, (lmax2+1)**2)) -> (..., C,
     (lmax_out+1)**2)``; a single channel of ``x2`` is shared by all (and transformed once), leading
@@ -432,8 +439,8 @@ class GauntTensorProduct(nn.Module):
     ``forward(x1 (..., irreps_in1.dim), x2 (..., irreps_in2.dim), weight=None) -> (..., irreps_out.dim)``
     in e3nn's flat layout, any parities and multiplicities:
 
-    1. each input is split into its parity classes (:data:`~geomlin.reps.NATURAL`
-       ``0e, 1o, 2e``, :data:`~geomlin.reps.PSEUDO` ``0o, 1e, 2o``) and every irrep block
+    1. each input is split into its parity classes (``NATURAL``
+       ``0e, 1o, 2e``, ``PSEUDO`` ``0o, 1e, 2o``) and every irrep block
        ``mul x l`` is mixed linearly into ``channels`` spherical functions per degree (e3nn's
        ``o3.Linear`` restricted to one degree). An input whose irreps all have multiplicity 1
        and distinct degrees, e.g. spherical harmonics ``1x0e+1x1o+1x2e``, is used as it is: one

@@ -11,20 +11,21 @@ paths with ``l1 + l2 + l3`` even, path ``(l1, l2, l3)`` weighted by
 Krishnapriyan, "Enabling Efficient Equivariant Operations in the Fourier Basis
 via Gaunt Tensor Products", ICLR 2024, eq. 3-6).
 
-Methods (all exact; they agree to ~1e-13 in float64)
-    ``"grid"``   the fast route, O(L^3): per-m Legendre GEMMs to Gauss-Legendre
-                 latitudes, real DFT GEMM on the half longitude circle, pointwise
-                 product, the adjoint transforms back (:mod:`geomlin.gaunt.grid`).
-    ``"fft"``    the paper's route: SH -> 2D Fourier coefficients on
-                 ``e^{i(u theta + v phi)}`` (sparse per-m tables), 2D convolution by
-                 zero-padded ``irfft2`` / ``rfft2`` at the alias-free size, and the
-                 inverse table built from ``int_0^pi e^{i w theta} sin(theta)``
-                 (:mod:`geomlin.gaunt.fourier`).
-    ``"dense"``  the plain sphere-grid GEMM, O(L^4): three dense matrix products.
-    ``"direct"`` contraction with the dense Gaunt tensor, O(L^6); small L only.
-    ``"triton"`` the fast route as one fused Triton kernel (CUDA; CPU under
-                 ``TRITON_INTERPRET=1``), :mod:`geomlin.gaunt.kernels`.
-    ``"auto"``   picks from :mod:`geomlin.gaunt.autotune` (measured per device).
+**Methods (all exact; they agree to ~1e-13 in float64)**
+
+``"grid"``   the fast route, O(L^3): per-m Legendre GEMMs to Gauss-Legendre
+             latitudes, real DFT GEMM on the half longitude circle, pointwise
+             product, the adjoint transforms back ([`geomlin.gaunt.grid`][]).
+``"fft"``    the paper's route: SH -> 2D Fourier coefficients on
+             ``e^{i(u theta + v phi)}`` (sparse per-m tables), 2D convolution by
+             zero-padded ``irfft2`` / ``rfft2`` at the alias-free size, and the
+             inverse table built from ``int_0^pi e^{i w theta} sin(theta)``
+             ([`geomlin.gaunt.fourier`][]).
+``"dense"``  the plain sphere-grid GEMM, O(L^4): three dense matrix products.
+``"direct"`` contraction with the dense Gaunt tensor, O(L^6); small L only.
+``"triton"`` the fast route as one fused Triton kernel (CUDA; CPU under
+             ``TRITON_INTERPRET=1``), [`geomlin.gaunt.kernels`][].
+``"auto"``   picks from [`geomlin.gaunt.autotune`][] (measured per device).
 
 The transform routes share one autograd rule: ``G`` is symmetric in its three indices,
 so the gradient of a Gaunt product is a Gaunt product again (two per backward,
@@ -59,7 +60,7 @@ from geomlin.validation import (
     shape_str,
 )
 
-#: Methods accepted by :func:`gaunt_tensor_product`.
+#: Methods accepted by [`gaunt_tensor_product`][].
 METHODS = ("auto", "grid", "fft", "dense", "direct", "triton")
 #: Largest total degree ``lmax1 + lmax2 + lmax_out`` the dense Gaunt tensor (``"direct"``) is built for.
 DIRECT_MAX_DEGREE = 36
@@ -153,16 +154,16 @@ _IMPLEMENTATIONS = {
 
 # ---------------------------------------------------------------- autograd
 #: Routes made of a few large differentiable ops: autograd through them reuses the forward's grid
-#: values and beats two more products. The transform routes (grid, fft, triton) use :class:`_GauntFunction`.
+#: values and beats two more products. The transform routes (grid, fft, triton) use ``_GauntFunction``.
 _AUTOGRAD_THROUGH = ("dense", "direct")
 
 def gaunt_rows(x1: Tensor, x2: Tensor, lmax1: int, lmax2: int, lmax_out: int, method: str,
                channels: int = 1, shared: int = 0, reduce: bool = False) -> Tensor:
-    """Gaunt products of rows: the differentiable core behind :func:`gaunt_tensor_product`.
+    """Gaunt products of rows: the differentiable core behind [`gaunt_tensor_product`][].
 
     ``x1 (A * c1, D1)``, ``x2 (A * c2, D2)`` with ``c1, c2`` as in
-    :func:`geomlin.gaunt.grid.gaunt_on_grid` (``shared`` in 0, 1, 2; ``reduce`` sums over the
-    ``channels`` of each group); returns ``(A * channels, Do)`` (``(A, Do)`` when ``reduce``),
+    [`geomlin.gaunt.grid.gaunt_on_grid`][] (``shared`` in 0, 1, 2; ``reduce``
+    sums over the ``channels`` of each group); returns ``(A * channels, Do)`` (``(A, Do)`` when ``reduce``),
     zero above degree ``lmax1 + lmax2``.  ``method`` is a concrete method (not ``"auto"``).
     """
     lo = min(lmax_out, lmax1 + lmax2)
@@ -224,7 +225,7 @@ def _transposed(grad, other, lmax_grad, lmax_other, lmax_want, method, C, shared
 
 # ---------------------------------------------------------------- tables of modules
 def route_keys(method: str, lmax1: int, lmax2: int, lmax_out: int) -> list[tuple]:
-    """Cache keys (:mod:`geomlin.gaunt.cache`) of the tables one product on a concrete route reads."""
+    """Cache keys ([`geomlin.gaunt.cache`][]) of the tables one product on a concrete route reads."""
     lo = min(lmax_out, lmax1 + lmax2)
     if method == "grid":
         return G.product_keys(lmax1, lmax2, lo)  # with those of the fused first-order backward
@@ -269,7 +270,7 @@ def table_keys(method: str, lmax1: int, lmax2: int, lmax_out: int) -> list[tuple
 
 # ---------------------------------------------------------------- public API
 def _check_coefficients(x, name: str) -> int:
-    """Degree of SH coefficients ``x (..., (L+1)**2)``; refuses other dtypes than :func:`compute_dtype` accepts."""
+    """Degree of SH coefficients ``x (..., (L+1)**2)``; refuses other dtypes than [`compute_dtype`][] accepts."""
     check_tensor(x, name, min_ndim=1, dtype="any", what="real SH coefficients (..., (L+1)**2)")
     compute_dtype(x, name)
     check_finite(x, name)
@@ -329,21 +330,26 @@ def gaunt_tensor_product(x1: Tensor, x2: Tensor, lmax_out: int | None = None, me
 
     Parameters
     ----------
-    x1 : Tensor ``(..., (L1+1)**2)``, float32/float64, e3nn real SH layout (under ``torch.autocast``
+    x1 : Tensor of shape (..., (L1+1)**2)
+        float32/float64, e3nn real SH layout (under ``torch.autocast``
         also float16/bfloat16, computed in float32).
-    x2 : Tensor ``(..., (L2+1)**2)``, same dtype and device; leading axes broadcast.  An input
+    x2 : Tensor of shape (..., (L2+1)**2)
+        same dtype and device; leading axes broadcast.  An input
         whose trailing leading axes have size 1 (``(N, 1, D2)`` against ``(N, C, D1)``) is
         transformed once per row and shared by the channels (grid and Triton routes).
     lmax_out : int, optional
         Degree of the result; defaults to ``L1 + L2`` (the exact product).
         Degrees above ``L1 + L2`` are zero.
     method : {"auto", "grid", "fft", "dense", "direct", "triton"}
+        the route (all exact; see the module docstring).
 
     Returns
     -------
-    Tensor ``(broadcast(...), (lmax_out+1)**2)``, dtype of the inputs (float32 for half-precision
-    inputs under autocast), device of the inputs.  No host synchronisation on any device.
-    An output above :data:`geomlin.validation.MEMORY_LIMIT_BYTES` is refused with its estimate.
+    Tensor of shape (broadcast(...), (lmax_out+1)**2)
+        dtype of the inputs (float32 for half-precision
+        inputs under autocast), device of the inputs.  No host synchronisation on any device.
+        An output above [`geomlin.validation.MEMORY_LIMIT_BYTES`][] is
+        refused with its estimate.
     """
     lmax1 = _check_coefficients(x1, "x1")
     lmax2 = _check_coefficients(x2, "x2")

@@ -1,29 +1,31 @@
 """Real spherical harmonics in e3nn's basis and their tables for Gaunt products.
 
-Conventions (fixed by issue #7)
-    Coefficients of a spherical function up to degree ``L`` are stored in
-    e3nn's flat layout: index ``l**2 + l + m`` for ``l = 0..L``, ``m = -l..l``,
-    in the real, orthonormal (``normalization="integral"``) basis of
-    ``e3nn.o3.spherical_harmonics``.  That basis is the standard real basis
-    (no Condon-Shortley phase) with the polar axis along e3nn's ``y``: with
-    ``cos(theta) = y`` and ``sin(theta) e^{i phi} = z + i x``
+**Conventions (fixed by issue #7)**
 
-        Y_{l, 0}  = N_l^0 P_l(cos theta)
-        Y_{l, m}  = sqrt(2) N_l^m P_l^m(cos theta) cos(m phi)     (m > 0)
-        Y_{l, -m} = sqrt(2) N_l^m P_l^m(cos theta) sin(m phi)     (m > 0)
+Coefficients of a spherical function up to degree ``L`` are stored in
+e3nn's flat layout: index ``l**2 + l + m`` for ``l = 0..L``, ``m = -l..l``,
+in the real, orthonormal (``normalization="integral"``) basis of
+``e3nn.o3.spherical_harmonics``.  That basis is the standard real basis
+(no Condon-Shortley phase) with the polar axis along e3nn's ``y``: with
+``cos(theta) = y`` and ``sin(theta) e^{i phi} = z + i x``
 
-    Every table here comes from that closed form, evaluated in float64 with the
-    stable normalized three-term recurrence; nothing depends on e3nn (whose
-    polynomials stop at ``l = 11``), so any ``lmax`` works.
+    Y_{l, 0}  = N_l^0 P_l(cos theta)
+    Y_{l, m}  = sqrt(2) N_l^m P_l^m(cos theta) cos(m phi)     (m > 0)
+    Y_{l, -m} = sqrt(2) N_l^m P_l^m(cos theta) sin(m phi)     (m > 0)
 
-Tables (all float64, cached with ``functools.lru_cache`` by their integer key)
-    * :func:`legendre_table`: ``N_l^m P_l^m`` at Gauss-Legendre latitudes;
-    * :func:`theta_fourier_table`: the 1D Fourier series in ``theta`` of
-      ``N_l^m P_l^m(cos theta)`` (a trigonometric polynomial of degree ``l``
-      with frequencies ``u = l, l-2, ...``), from an alias-free DFT;
-    * :func:`theta_projection_table`: ``int_0^pi e^{i u theta} N_l^m P_l^m sin(theta) dtheta``
-      for the inverse map, using ``int_0^pi e^{i w theta} sin(theta) dtheta``
-      = ``2 / (1 - w^2)`` (``w`` even), ``+- i pi / 2`` (``w = +-1``), ``0`` otherwise.
+Every table here comes from that closed form, evaluated in float64 with the
+stable normalized three-term recurrence; nothing depends on e3nn (whose
+polynomials stop at ``l = 11``), so any ``lmax`` works.
+
+**Tables (all float64, cached with ``functools.lru_cache`` by their integer key)**
+
+* [`legendre_table`][]: ``N_l^m P_l^m`` at Gauss-Legendre latitudes;
+* [`theta_fourier_table`][]: the 1D Fourier series in ``theta`` of
+  ``N_l^m P_l^m(cos theta)`` (a trigonometric polynomial of degree ``l``
+  with frequencies ``u = l, l-2, ...``), from an alias-free DFT;
+* [`theta_projection_table`][]: ``int_0^pi e^{i u theta} N_l^m P_l^m sin(theta) dtheta``
+  for the inverse map, using ``int_0^pi e^{i w theta} sin(theta) dtheta``
+  = ``2 / (1 - w^2)`` (``w`` even), ``+- i pi / 2`` (``w = +-1``), ``0`` otherwise.
 """
 
 from __future__ import annotations
@@ -108,7 +110,9 @@ def spherical_harmonics(lmax: int, vectors: Tensor, normalize: bool = True) -> T
     Parameters
     ----------
     lmax : int
-    vectors : Tensor ``(..., 3)``, float32/float64 (half precision under ``torch.autocast``: computed
+        largest degree.
+    vectors : Tensor of shape (..., 3)
+        float32/float64 (half precision under ``torch.autocast``: computed
         in float32).
     normalize : bool
         ``True``: functions of the direction only, ``Y_l(r / |r|)``; ``False``: the homogeneous
@@ -117,8 +121,9 @@ def spherical_harmonics(lmax: int, vectors: Tensor, normalize: bool = True) -> T
 
     Returns
     -------
-    Tensor ``(..., (lmax + 1)**2)``, same dtype (float32 for half precision under autocast) and
-    device as ``vectors``; no host synchronisation.
+    Tensor of shape (..., (lmax + 1)**2)
+        same dtype (float32 for half precision under autocast) and
+        device as ``vectors``; no host synchronisation.
     """
     lmax = check_nonnegative_int(lmax, "lmax")
     check_tensor(vectors, "vectors", shape=(..., 3), dtype="any", what="3D vectors")
@@ -289,7 +294,7 @@ def _sh_on_grid(lmax: int, lmax_exact: int) -> tuple[Tensor, Tensor]:
 
 
 def sh_on_grid(lmax: int, lmax_exact: int) -> tuple[Tensor, Tensor]:
-    r"""Real SH up to ``lmax`` on :func:`sphere_grid`\ ``(lmax_exact)``: ``(num_points, (lmax+1)**2)`` and
+    r"""Real SH up to ``lmax`` on [`sphere_grid`][]\ ``(lmax_exact)``: ``(num_points, (lmax+1)**2)`` and
     the weights ``(num_points,)``; float64 copies of a cached table (safe to modify)."""
     Y, w = _sh_on_grid(check_nonnegative_int(lmax, "lmax"), check_nonnegative_int(lmax_exact, "lmax_exact"))
     return Y.clone(), w.clone()
@@ -324,10 +329,10 @@ def gaunt_tensor(lmax1: int, lmax2: int, lmax_out: int) -> Tensor:
 
 
 def cached_gaunt_tensor(lmax1: int, lmax2: int, lmax_out: int) -> Tensor:
-    """The cached :func:`gaunt_tensor` itself, for library code that only reads it (never write to it)."""
+    """The cached [`gaunt_tensor`][] itself, for library code that only reads it (never write to it)."""
     return _gaunt_tensor(lmax1, lmax2, lmax_out)
 
 
 def cached_sh_on_grid(lmax: int, lmax_exact: int) -> tuple[Tensor, Tensor]:
-    """The cached :func:`sh_on_grid` itself, for library code that only reads it (never write to it)."""
+    """The cached [`sh_on_grid`][] itself, for library code that only reads it (never write to it)."""
     return _sh_on_grid(lmax, lmax_exact)

@@ -11,7 +11,7 @@ Groups", Sec. 4), by
 
 A linear map is equivariant to ``G`` iff it commutes with every ``A_i`` (in the
 Lie algebra representation) and every ``h_j``, which is what
-:func:`geomlin.linear.equivariant_basis` solves.
+[`geomlin.linear.equivariant_basis`][geomlin.linear.solver.equivariant_basis] solves.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from geomlin.validation import (
 )
 
 #: Finite groups with at most this many elements are enumerated once so that
-#: :meth:`Group.sample` is exactly uniform; larger ones use long random words.
+#: [`Group.sample`][] is exactly uniform; larger ones use long random words.
 MAX_ENUMERATED_ORDER = 50_000
 #: Length of the random generator words used for large finite groups.
 RANDOM_WORD_LENGTH = 64
@@ -45,7 +45,7 @@ ELEMENT_DECIMALS = 8
 #: A discrete generator whose smallest singular value is below this fraction of its largest is
 #: singular: no group contains it.
 SINGULAR_RTOL = 1e-10
-#: Tolerance of :attr:`Group.is_orthogonal` on the float64 generators.
+#: Tolerance of [`Group.is_orthogonal`][] on the float64 generators.
 ORTHOGONAL_ATOL = 1e-10
 
 
@@ -103,16 +103,18 @@ class Group:
 
     Parameters
     ----------
-    lie_algebra:
-        ``(k, d, d)`` generators of the Lie algebra (``k`` may be 0).
-    discrete_generators:
-        ``(m, d, d)`` discrete generators (``m`` may be 0).
-    name:
+    lie_algebra : Tensor or array_like of shape (k, d, d), optional
+        Generators of the Lie algebra (``k`` may be 0).
+    discrete_generators : Tensor or array_like of shape (m, d, d), optional
+        Discrete generators (``m`` may be 0).
+    name : str, optional
         Readable name used by ``repr`` and error messages.
-    d:
+    d : int, optional
         Dimension of the defining representation; inferred from the
         generators when omitted.
 
+    Notes
+    -----
     A user-defined group is either ``Group(lie_algebra=..., discrete_generators=...,
     name=...)`` or a subclass that passes its generators to ``super().__init__``.
     Elements are float64 ``(d, d)`` matrices acting on column vectors.
@@ -212,12 +214,13 @@ class Group:
         """Refuse ``g`` unless it is a float tensor ``(..., d, d)`` of elements of this group.
 
         Checks the shape and dtype, finiteness and a cheap membership test to the tolerance of
-        ``g``'s dtype (:func:`geomlin.validation.tolerance`, relative to ``|g|^2`` for non-compact
-        groups): the group's invariant form ``g^T B g = B`` when it has one (orthogonality for
+        ``g``'s dtype ([`geomlin.validation.tolerance`][], relative to ``|g|^2``
+        for non-compact groups): the group's invariant form ``g^T B g = B`` when it has one (orthogonality for
         orthogonal groups), plus what a subclass adds (determinant, permutation entries). Groups
         without a known form only check invertibility. On the CPU a failure raises at once (in
         float64, with the offending value); on an accelerator the value tests are deferred
-        (:func:`geomlin.validation.check_condition`: no host synchronisation). Returns ``g``.
+        ([`geomlin.validation.check_condition`][]: no host synchronisation).
+        Returns ``g``.
         """
         check_tensor(g, name, shape=(..., self.d, self.d), what=f"elements of {self}")
         if g.numel() == 0 or g.device.type == "meta" or torch.compiler.is_compiling():
@@ -232,7 +235,7 @@ class Group:
         return g
 
     def _check_membership(self, g: Tensor, name: str, tol: float) -> None:
-        """Membership test on ``g (..., d, d)`` (float64 on the CPU); refuses through :func:`_require`."""
+        """Membership test on ``g (..., d, d)`` (float64 on the CPU); refuses through ``_require``."""
         B = self._invariant_form_on(g.device, g.dtype)
         if B is None:
             det = torch.linalg.det(g).abs()
@@ -242,7 +245,7 @@ class Group:
         _check_form(g, B, name, tol, f"{self}", self.is_orthogonal)
 
     def _invariant_form_on(self, device, dtype) -> Tensor | None:
-        """:attr:`invariant_form` on ``device`` in ``dtype``, cached per (group, device, dtype) (read-only)."""
+        """[`invariant_form`][] on ``device`` in ``dtype``, cached per (group, device, dtype) (read-only)."""
         key = (self.key(), torch.device(device), dtype)
         if key not in _FORMS_ON:
             B = self.invariant_form
@@ -257,13 +260,14 @@ class Group:
 
         Returns
         -------
-        Tensor of shape ``(n, d, d)`` and the requested dtype.
+        Tensor
+            Tensor of shape ``(n, d, d)`` and the requested dtype.
 
-        Finite groups: exactly uniform when the order is at most
-        ``MAX_ENUMERATED_ORDER`` (the group is enumerated once), otherwise a
-        long random word in the generators. Groups with a Lie algebra: the
-        exponential of a random algebra element times a random word in the
-        discrete generators. Subclasses with a known Haar measure override this.
+            Finite groups: exactly uniform when the order is at most
+            ``MAX_ENUMERATED_ORDER`` (the group is enumerated once), otherwise a
+            long random word in the generators. Groups with a Lie algebra: the
+            exponential of a random algebra element times a random word in the
+            discrete generators. Subclasses with a known Haar measure override this.
         """
         n = _check_count(n)
         _check_sample_dtype(dtype)
@@ -320,7 +324,7 @@ def _require(ok: Tensor, message: str, detail: Callable[[], str] | None = None) 
 
     On the CPU a ``ValueError(message + detail())`` is raised at once (``detail`` may read the
     values); on an accelerator the test is deferred with ``message`` alone
-    (:func:`geomlin.validation.check_condition`).
+    ([`geomlin.validation.check_condition`][]).
     """
     if ok.device.type != "cpu":
         check_condition(ok, message)

@@ -1,8 +1,8 @@
 """The groups geomlin ships: classical Lie groups, finite groups and products.
 
-Every group here is a :class:`~geomlin.groups.base.Group` whose generators are
+Every group here is a [`Group`][] whose generators are
 built in float64 from their textbook definitions; compact groups override
-:meth:`sample` with an exactly Haar-uniform sampler.
+``sample`` with an exactly Haar-uniform sampler.
 """
 
 from __future__ import annotations
@@ -112,7 +112,7 @@ def symplectic_form(m: int) -> Tensor:
 
 
 class Sp(Group):
-    """Real symplectic group Sp(2m, R) acting on R^(2m), form :func:`symplectic_form`.
+    """Real symplectic group Sp(2m, R) acting on R^(2m), form [`symplectic_form`][].
 
     Lie algebra: ``A = J S`` with ``S`` symmetric (``A^T J + J A = 0``),
     dimension ``m (2m + 1)``. The group is not compact; samples are
@@ -134,7 +134,7 @@ class Sp(Group):
 
     @property
     def invariant_form(self) -> Tensor:
-        """The symplectic form ``J`` (:func:`symplectic_form`)."""
+        """The symplectic form ``J`` ([`symplectic_form`][])."""
         return symplectic_form(self.m)
 
 
@@ -152,7 +152,7 @@ class SL(Group):
         _check_determinant(g, name, tol, self)
 
 
-#: The Minkowski metric diag(+1, -1, -1, -1) used by :class:`Lorentz`.
+#: The Minkowski metric diag(+1, -1, -1, -1) used by [`Lorentz`][].
 MINKOWSKI_METRIC = torch.diag(torch.tensor([1.0, -1.0, -1.0, -1.0], dtype=torch.float64))
 
 
@@ -348,18 +348,19 @@ class DirectProduct(Group):
         return _block_diag_batch(a, b)
 
 
-#: The string aliases accepted wherever a matrix group is expected (see :func:`as_group`).
+#: The string aliases accepted wherever a matrix group is expected (see [`as_group`][]).
 _GROUP_PATTERN = re.compile(r"^(SO|O|SL|Sp|S|C|D|Trivial)\(?(\d+)\)?$")
 _GROUP_FAMILIES = {"SO": SO, "O": O, "SL": SL, "Sp": Sp, "S": S, "C": C, "D": D, "Trivial": Trivial}
 _NAMED_GROUPS = {"lorentz": Lorentz, "o(1,3)": Lorentz, "o13": Lorentz, "so+(1,3)": SO13p, "so13p": SO13p}
 
 
 def as_group(group, name: str = "group") -> Group:
-    """A geomlin :class:`Group` from a group object or one of its documented string aliases.
+    """A geomlin [`Group`][] from a group object or one of its documented string aliases.
 
     Strings: ``"O3"`` / ``"O(3)"``, ``"SO3"`` / ``"SO(3)"``, ``"S4"`` / ``"S(4)"``, ``"Sp(2)"``,
     ``"SL(3)"``, ``"C6"``, ``"D4"``, ``"Trivial(2)"``, ``"Lorentz"`` / ``"O(1,3)"`` and
-    ``"SO+(1,3)"``. E(n) and SE(n) are not linear groups (see :class:`geomlin.groups.Euclidean`).
+    ``"SO+(1,3)"``. E(n) and SE(n) are not linear groups (see
+    [`geomlin.groups.Euclidean`][geomlin.groups.euclidean.Euclidean]).
     """
     if isinstance(group, Group):
         return group

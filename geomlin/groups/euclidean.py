@@ -1,8 +1,8 @@
 """Euclidean groups E(d) / SE(d) for point clouds: rigid transforms ``x -> R x + t``.
 
-E(d) is not a linear group on R^d, so it is not a :class:`Group`; it is a
+E(d) is not a linear group on R^d, so it is not a [`Group`][]; it is a
 sampler with the same ``sample(n, generator, dtype)`` signature that returns
-:class:`RigidTransform` batches, understood by :mod:`geomlin.testing`.
+[`RigidTransform`][] batches, understood by [`geomlin.testing`][].
 """
 
 from __future__ import annotations
@@ -22,8 +22,10 @@ class RigidTransform:
 
     Attributes
     ----------
-    R: ``(..., d, d)`` orthogonal matrices (det +-1).
-    t: ``(..., d)`` translations.
+    R : Tensor of shape (..., d, d)
+        orthogonal matrices (det +-1).
+    t : Tensor of shape (..., d)
+        translations.
     """
 
     R: Tensor
@@ -92,7 +94,7 @@ def transform_scalars(g: RigidTransform, x: Tensor) -> Tensor:
 
 
 class Euclidean:
-    """E(d) (``reflections=True``) or SE(d) as a sampler of :class:`RigidTransform`.
+    """E(d) (``reflections=True``) or SE(d) as a sampler of [`RigidTransform`][].
 
     ``sample(n)`` returns Haar-uniform rotations (with reflections for E(d)) and
     Gaussian translations with standard deviation ``translation_scale``.
@@ -144,5 +146,5 @@ def SE3(translation_scale: float = 1.0) -> Euclidean:
 
 def random_rigid(n: int, d: int = 3, reflections: bool = True, generator=None,
                  dtype=torch.float64) -> RigidTransform:
-    """``n`` random E(d) (or SE(d)) transforms; see :class:`Euclidean`."""
+    """``n`` random E(d) (or SE(d)) transforms; see [`Euclidean`][]."""
     return Euclidean(d, reflections).sample(n, generator, dtype)

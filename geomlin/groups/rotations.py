@@ -6,19 +6,20 @@
   Deep Rotation Estimation", Eq. 1-2): ``R = U diag(1, ..., 1, det(U V^T)) V^T`` for
   ``M = U S V^T``, with a backward pass that stays finite where the SVD's own does not;
 * geodesic and chordal distances between rotations;
-* the small-matrix solvers behind them and behind PCA frames: :func:`symmetric_eigh` (cyclic
+* the small-matrix solvers behind them and behind PCA frames: [`symmetric_eigh`][] (cyclic
   Jacobi) and a two-sided (Kogbetliantz) Jacobi SVD.
 
-Device rules
-    ``torch.linalg.eigh`` and ``torch.linalg.svd`` read an error code back from the device on
-    CUDA (a host synchronisation in every call) and have no half-precision kernels. On
-    accelerators the solvers here are plain tensor arithmetic with a fixed number of sweeps (no
-    data-dependent branch, no host read); on the CPU, where reading back costs nothing, LAPACK is
-    faster for these tiny matrices and is used instead (``method="auto"``; ``"jacobi"`` and
-    ``"lapack"`` force one). Both run with autocast switched off in at least float32
-    (:func:`full_precision`) and return the same conventions (ascending eigenvalues; ``U, V`` in
-    SO(d) with signed singular values), so results agree to rounding on every device. Every Jacobi
-    rotation is in SO(2), so the orthogonal factors are orthogonal to rounding by construction.
+**Device rules**
+
+``torch.linalg.eigh`` and ``torch.linalg.svd`` read an error code back from the device on
+CUDA (a host synchronisation in every call) and have no half-precision kernels. On
+accelerators the solvers here are plain tensor arithmetic with a fixed number of sweeps (no
+data-dependent branch, no host read); on the CPU, where reading back costs nothing, LAPACK is
+faster for these tiny matrices and is used instead (``method="auto"``; ``"jacobi"`` and
+``"lapack"`` force one). Both run with autocast switched off in at least float32
+([`full_precision`][]) and return the same conventions (ascending eigenvalues; ``U, V`` in
+SO(d) with signed singular values), so results agree to rounding on every device. Every Jacobi
+rotation is in SO(2), so the orthogonal factors are orthogonal to rounding by construction.
 
 Equivariance (checked in ``tests/groups/test_rotations.py``): for ``Q`` in SO(3)
 ``rotation_6d_to_matrix(Q . d6) = Q rotation_6d_to_matrix(d6)`` (both vectors rotated) and
@@ -61,7 +62,7 @@ CHORDAL_PER_ANGLE = 2.0 * math.sqrt(2.0)
 #: exact after one rotation). Convergence is quadratic: the last sweeps only remove rounding.
 #: Larger ``d`` use the last entry (enough for ``d = 20`` in the same test).
 EIGH_SWEEPS = {1: 0, 2: 1, 3: 5, 4: 6, 5: 7, 6: 8, 7: 8, 8: 8, 9: 9, 10: 10}
-#: Solvers of :func:`symmetric_eigh` and :func:`special_procrustes`: ``"auto"`` is LAPACK on the CPU
+#: Solvers of [`symmetric_eigh`][] and [`special_procrustes`][]: ``"auto"`` is LAPACK on the CPU
 #: and Jacobi on every other device.
 SOLVER_METHODS = ("auto", "jacobi", "lapack")
 #: The same for the two-sided Jacobi SVD of a general square matrix (after its QR preconditioning;
@@ -71,10 +72,11 @@ SVD_SWEEPS = {1: 0, 2: 1, 3: 6, 4: 6, 5: 7, 6: 7, 7: 8, 8: 8, 9: 8, 10: 8}
 
 def full_precision(x: Tensor):
     """A context without autocast on ``x``'s device type (a no-op where autocast is off or unknown;
-    the same rule as :func:`geomlin.gaunt.precision.full_precision`, which lives on a higher floor).
+    the same rule as [`geomlin.gaunt.precision.full_precision`][], which
+    lives on a higher floor).
 
     Geometry that needs its precision (eigenvectors, nearest rotations, orthogonality tests) runs
-    inside, in at least float32 (:func:`working_dtype`), also when the caller runs under
+    inside, in at least float32 ([`working_dtype`][]), also when the caller runs under
     ``torch.autocast``; only the enclosed operations are affected, nothing process-wide.
     """
     try:
@@ -192,24 +194,27 @@ def symmetric_eigh(A: Tensor, method: str = "auto") -> tuple[Tensor, Tensor]:
 
     The sync-free counterpart of ``torch.linalg.eigh`` for the small matrices of geometry
     (covariances of point clouds, ``d <= 10``): a cyclic Jacobi eigensolver with a fixed number of
-    sweeps (:data:`EIGH_SWEEPS`), accurate to rounding (the residual ``|A V - V diag(L)|`` and
+    sweeps ([`EIGH_SWEEPS`][]), accurate to rounding (the residual ``|A V - V diag(L)|`` and
     ``|V^T V - I|`` are a few ``eps |A|``), differentiable with eigh's backward.
 
     Parameters
     ----------
-    A: ``(..., d, d)`` real symmetric (only the lower triangle is read); float64 is computed in
+    A : Tensor of shape (..., d, d)
+        real symmetric (only the lower triangle is read); float64 is computed in
         float64, other dtypes in float32, with autocast off.
-    method: ``"auto"`` (LAPACK on the CPU, Jacobi elsewhere), ``"jacobi"`` or ``"lapack"``
+    method : str
+        ``"auto"`` (LAPACK on the CPU, Jacobi elsewhere), ``"jacobi"`` or ``"lapack"``
         (``torch.linalg.eigh``, a host synchronisation on CUDA).
 
     Returns
     -------
-    ``L (..., d)`` eigenvalues in ascending order (ties keep their Jacobi order) and
-    ``V (..., d, d)`` orthonormal eigenvectors as columns, ``A = V diag(L) V^T``, in ``A``'s dtype.
-    Each eigenvector is signed so that its entry of largest magnitude is positive (whichever
-    solver ran; ``det V`` is then ``+-1``). Where eigenvalues coincide the eigenvectors are an arbitrary basis
-    of the eigenspace and their derivative is taken as zero (detach them there). Derivatives of
-    any order.
+    tuple[Tensor, Tensor]
+        ``L (..., d)`` eigenvalues in ascending order (ties keep their Jacobi order) and
+        ``V (..., d, d)`` orthonormal eigenvectors as columns, ``A = V diag(L) V^T``, in ``A``'s dtype.
+        Each eigenvector is signed so that its entry of largest magnitude is positive (whichever
+        solver ran; ``det V`` is then ``+-1``). Where eigenvalues coincide the eigenvectors are an arbitrary basis
+        of the eigenspace and their derivative is taken as zero (detach them there). Derivatives of
+        any order.
     """
     check_tensor(A, "A", min_ndim=2)
     if A.shape[-1] != A.shape[-2] or A.shape[-1] < 1:
@@ -280,7 +285,7 @@ def _gram_schmidt_columns(a1: Tensor, a2: Tensor, name: str | None = None) -> Te
 
     With ``name``, a vanishing ``a1`` or an ``a2`` parallel to it (norms at or below
     ``GRAM_SCHMIDT_EPS``, where the result would not be a rotation) raises ``ValueError`` (deferred on
-    accelerators, see :func:`geomlin.validation.check_condition`).
+    accelerators, see [`geomlin.validation.check_condition`][]).
     """
     n1 = a1.norm(dim=-1, keepdim=True)
     b1 = a1 / n1.clamp_min(GRAM_SCHMIDT_EPS)
@@ -300,8 +305,10 @@ def rotation_6d_to_matrix(d6: Tensor, convention: str = "columns") -> Tensor:
 
     Parameters
     ----------
-    d6: ``(..., 6)`` real: two 3-vectors ``a1 = d6[..., :3]``, ``a2 = d6[..., 3:]``.
-    convention: ``"columns"`` (default, the paper's): ``b1 = a1/|a1|``,
+    d6 : Tensor of shape (..., 6)
+        real: two 3-vectors ``a1 = d6[..., :3]``, ``a2 = d6[..., 3:]``.
+    convention : str
+        ``"columns"`` (default, the paper's): ``b1 = a1/|a1|``,
         ``b2 = (a2 - <b1,a2> b1)/|.|``, ``b3 = b1 x b2`` are the *columns* of ``R``, so
         ``rotation_6d_to_matrix(Q . d6) = Q R`` for ``Q`` in SO(3) (each vector rotated).
         ``"rows"``: the same vectors as the rows (``R^T``), which is pytorch3d's
@@ -309,8 +316,9 @@ def rotation_6d_to_matrix(d6: Tensor, convention: str = "columns") -> Tensor:
 
     Returns
     -------
-    ``(..., 3, 3)`` in SO(3), same dtype. A vanishing first vector or a second vector parallel to
-    it (norms at or below ``GRAM_SCHMIDT_EPS``) defines no rotation and raises ``ValueError``.
+    Tensor
+        ``(..., 3, 3)`` in SO(3), same dtype. A vanishing first vector or a second vector parallel to
+        it (norms at or below ``GRAM_SCHMIDT_EPS``) defines no rotation and raises ``ValueError``.
     """
     check_tensor(d6, "d6", shape=(..., 6))
     check_finite(d6, "d6")
@@ -338,7 +346,7 @@ def matrix_to_rotation_6d(R: Tensor, convention: str = "columns") -> Tensor:
 
 
 def _lapack_svd(M: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-    """:func:`_jacobi_svd`'s contract from ``torch.linalg.svd``: ``U, V`` in SO(d), ``s`` signed.
+    """``_jacobi_svd``'s contract from ``torch.linalg.svd``: ``U, V`` in SO(d), ``s`` signed.
 
     A reflection in ``U`` (or ``V``) moves into the sign of the last (smallest) singular value.
     """
@@ -415,17 +423,22 @@ def special_procrustes(M: Tensor, special: bool = True, *, gradient_eps: float =
 
     Parameters
     ----------
-    M: ``(..., d, d)`` real; float64 is computed in float64, other dtypes (bfloat16, float16
+    M : Tensor of shape (..., d, d)
+        real; float64 is computed in float64, other dtypes (bfloat16, float16
         included) in float32, with autocast off.
-    special: rotations (SO(d)) or any orthogonal matrix (O(d)).
-    gradient_eps: damping of the backward pass where ``s_i + s_j`` vanishes (see :class:`_Procrustes`).
-    method: ``"auto"`` (LAPACK on the CPU, Jacobi elsewhere), ``"jacobi"`` or ``"lapack"``.
+    special : bool
+        rotations (SO(d)) or any orthogonal matrix (O(d)).
+    gradient_eps : float
+        damping of the backward pass where ``s_i + s_j`` vanishes (see ``_Procrustes``).
+    method : str
+        ``"auto"`` (LAPACK on the CPU, Jacobi elsewhere), ``"jacobi"`` or ``"lapack"``.
 
     Returns
     -------
-    ``(..., d, d)``, same dtype. The backward pass is finite at exact rotations and repeated
-    singular values (e.g. ``M = R`` or ``M = c R``), unlike autograd through ``torch.linalg.svd``.
-    Only first derivatives are supported (``once_differentiable``).
+    Tensor
+        ``(..., d, d)``, same dtype. The backward pass is finite at exact rotations and repeated
+        singular values (e.g. ``M = R`` or ``M = c R``), unlike autograd through ``torch.linalg.svd``.
+        Only first derivatives are supported (``once_differentiable``).
     """
     check_tensor(M, "M", min_ndim=2, finite=True)
     if M.shape[-1] != M.shape[-2] or M.shape[-1] < 1:
@@ -466,9 +479,9 @@ def geodesic_distance(R1: Tensor, R2: Tensor) -> Tensor:
 
     Computed as ``2 asin(|R1 - R2|_F / (2 sqrt 2))`` (accurate for small angles, unlike
     ``acos((tr - 1) / 2)``); the derivative is finite at 0 and, below pi, everywhere. Both inputs must
-    be rotations to the tolerance of their dtype (:func:`geomlin.validation.check_orthogonal`, tested
-    with autocast off, so float32 rotations pass under ``torch.autocast`` and bfloat16 ones pass
-    with bfloat16's tolerance; deferred on accelerators). Computed in at least float32, returned in
+    be rotations to the tolerance of their dtype
+    ([`geomlin.validation.check_orthogonal`][], tested with autocast off,
+    so float32 rotations pass under ``torch.autocast`` and bfloat16 ones pass with bfloat16's tolerance; deferred on accelerators). Computed in at least float32, returned in
     the promoted dtype of ``R1`` and ``R2``.
     """
     check_tensor(R1, "R1", shape=(..., 3, 3))

@@ -7,7 +7,7 @@
 torch.Size([1, 3, 9])
 
 Diagram layers (Brauer / partition diagrams with the fast factored product)
-live in :mod:`geomlin.linear.diagrams`.
+live in [`geomlin.linear.diagrams`][].
 """
 
 from geomlin.linear.diagrams import (

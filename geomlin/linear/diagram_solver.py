@@ -24,12 +24,12 @@ lower indices is invariant under determinant-one groups; its upper slots are rai
 O(4, C) / SO(4, C) (Zariski dense in them), so their invariants are spanned by the same diagrams
 with ``eta`` for ``I``; mapping lower slots to upper ones with ``B`` turns each diagram into
 (up to sign) the all-upper diagram of the same shape, so linear independence is decided once by
-:func:`geomlin.linear.diagrams.diagram_basis` for every mix of slots.
+[`geomlin.linear.diagrams.diagram_basis`][geomlin.linear.diagrams.basis.diagram_basis] for every mix of slots.
 
-:func:`diagram_solution` builds the dense diagram tensors of a basis (``n^(k+l)`` entries each)
+[`diagram_solution`][] builds the dense diagram tensors of a basis (``n^(k+l)`` entries each)
 and orthonormalises them (QR; the S(n) orbit basis is already orthogonal), so the result is
 exact to float64 round-off. It declines (returns ``None``) for other groups and reps, and for
-problems beyond :data:`MAX_DIAGRAM_ENTRIES`.
+problems beyond [`MAX_DIAGRAM_ENTRIES`][].
 """
 
 from __future__ import annotations
@@ -133,7 +133,7 @@ def _plan(rep_in: Rep, rep_out: Rep):
 
 
 def applies(rep_in: Rep, rep_out: Rep) -> bool:
-    """Whether :func:`diagram_solution` handles ``Hom(rep_in, rep_out)`` (cheap: no tensor is built)."""
+    """Whether [`diagram_solution`][] handles ``Hom(rep_in, rep_out)`` (cheap: no tensor is built)."""
     return _plan(rep_in, rep_out) is not None
 
 

@@ -1,6 +1,6 @@
 """``EquivariantLinear``: a learnable map in the span of an equivariant basis.
 
-``W = sum_r c_r B_r`` with ``B_r`` the basis of :func:`equivariant_basis`.
+``W = sum_r c_r B_r`` with ``B_r`` the basis of [`equivariant_basis`][].
 The input and output reps are grouped by block type (all copies of ``V``
 together, all copies of ``V**2`` together, ...), so that each distinct pair of
 block types is solved once and contributes ``W_{ba} = sum_r C_r (x) B_r`` with a
@@ -25,7 +25,8 @@ def check_features(x: Tensor, size: int, name: str = "x", what: str = "rep_in") 
     """Raise a clear error unless ``x`` is a finite floating tensor ``(..., size)``.
 
     The finiteness check is a ``ValueError`` on the CPU and deferred on accelerators
-    (:func:`geomlin.validation.check_finite`), so GPU forwards never wait for the host.
+    ([`geomlin.validation.check_finite`][]), so GPU forwards never wait for the
+    host.
     """
     check_tensor(x, name, shape=(..., size), finite=True, what=f"{what} of size {size}")
 
@@ -35,14 +36,20 @@ class BlockLayout:
 
     Attributes
     ----------
-    types: distinct non-sum reps, in order of first appearance.
-    index: ``(size,)`` long CPU tensor; ``x[..., index]`` lists the coordinates
+    types : list of Rep
+        distinct non-sum reps, in order of first appearance.
+    index : Tensor of shape (size,)
+        long, on the CPU; ``x[..., index]`` lists the coordinates
         type by type, copy by copy (``types[0]`` copy 0, copy 1, ..., then ``types[1]`` ...).
-    inverse: ``(size,)`` the inverse permutation.
-    multiplicity: number of copies of each type.
+    inverse : Tensor of shape (size,)
+        the inverse permutation.
+    multiplicity : list of int
+        number of copies of each type.
 
-    A layer keeps ``index`` and ``inverse`` on its device (:meth:`add_to`) and passes them to
-    :meth:`sort` / :meth:`unsort`.
+    Notes
+    -----
+    A layer keeps ``index`` and ``inverse`` on its device ([`add_to`][]) and passes them to
+    [`sort`][] / [`unsort`][].
     """
 
     def __init__(self, rep: Rep):
@@ -72,11 +79,11 @@ class BlockLayout:
         tables.add(f"{prefix}_inverse", self.inverse)
 
     def sort(self, x: Tensor, index: Tensor) -> Tensor:
-        """Coordinates ``(..., size)`` in type-sorted order (``index``: :attr:`index` on ``x``'s device)."""
+        """Coordinates ``(..., size)`` in type-sorted order (``index``: ``index`` on ``x``'s device)."""
         return x if self.is_sorted else x.index_select(-1, index)
 
     def unsort(self, x: Tensor, inverse: Tensor, dim: int = -1) -> Tensor:
-        """Inverse of :meth:`sort` along ``dim`` (``inverse``: :attr:`inverse` on ``x``'s device)."""
+        """Inverse of [`sort`][] along ``dim`` (``inverse``: ``inverse`` on ``x``'s device)."""
         return x if self.is_sorted else x.index_select(dim, inverse)
 
     def type_slices(self) -> list[slice]:
@@ -93,15 +100,22 @@ class EquivariantLinear(nn.Module):
 
     Parameters
     ----------
-    rep_in, rep_out: representations of one group (or group-free reps such as ``T(2)`` with
+    rep_in, rep_out : Rep
+        representations of one group (or group-free reps such as ``T(2)`` with
         ``group=``).
-    bias: add a learnable bias restricted to the invariant subspace of ``rep_out``.
-    group: binds group-free reps (a geomlin Group or a name such as ``"O(3)"``).
-    cache_dir: folder of an on-disk basis cache (see :func:`~geomlin.linear.equivariant_basis`):
+    bias : bool
+        add a learnable bias restricted to the invariant subspace of ``rep_out``.
+    group : Group or str, optional
+        binds group-free reps (a geomlin Group or a name such as ``"O(3)"``).
+    cache_dir : str or os.PathLike, optional
+        folder of an on-disk basis cache (see [`equivariant_basis`][]):
         the first process solves and writes, later ones read.
-    method: basis solver, ``"auto"`` or one of :data:`geomlin.linear.solver.METHODS`.
+    method : str
+        basis solver, ``"auto"`` or one of [`geomlin.linear.solver.METHODS`][].
 
-    Shapes: ``forward(x)`` maps ``(..., rep_in.size)`` to ``(..., rep_out.size)``
+    Shapes
+    ------
+    ``forward(x)`` maps ``(..., rep_in.size)`` to ``(..., rep_out.size)``
     in ``x``'s dtype and device. Parameters are the coefficients on the basis
     (``num_coefficients`` of them), so every value of the parameters gives an
     exactly equivariant map. Declares ``type_in = rep_in`` and ``type_out = rep_out``.

@@ -13,7 +13,7 @@ type ``a`` and ``b`` are mixed down to a few product channels, multiplied as
 tensors, mapped to ``c`` with the solved basis and mixed back up.
 
 Hidden sizes follow EMLP's ``ch``: ``hidden_channels=384`` builds a hidden rep of size 384
-(:func:`uniform_rep`), not 384 copies of every tensor type.
+([`uniform_rep`][]), not 384 copies of every tensor type.
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ from geomlin.validation import check_choice, check_positive_int
 BILINEAR_MAX_UNKNOWNS = 1024
 #: Initial scale of the bilinear coefficients (products start small).
 BILINEAR_INIT_SCALE = 0.1
-#: Default size of the hidden rep of :class:`EquivariantMLP` (EMLP's default ``ch`` is 384).
+#: Default size of the hidden rep of [`EquivariantMLP`][] (EMLP's default ``ch`` is 384).
 DEFAULT_HIDDEN_CHANNELS = 96
 
 
@@ -56,7 +56,7 @@ def _max_rank(channels: int, d: int) -> int:
 
 
 def rank_counts(channels: int, d: int) -> list[int]:
-    """How many tensors of each rank ``0, 1, ...`` :func:`uniform_rep` allocates for ``channels``.
+    """How many tensors of each rank ``0, 1, ...`` [`uniform_rep`][] allocates for ``channels``.
 
     EMLP's heuristic (``emlp.nn.uniform_rep``): while channels remain, take the largest rank ``r``
     with ``(r + 1) d^r`` channels left and add ``d^(r - i)`` tensors of every rank ``i <= r``
@@ -94,12 +94,16 @@ def uniform_rep(channels: int, group: Group | None = None) -> Rep | GroupFreeRep
 
     Parameters
     ----------
-    channels: total size of the rep (EMLP's ``ch``).
-    group: the group (a geomlin Group or a name such as ``"O(5)"``); ``None`` returns the
+    channels : int
+        total size of the rep (EMLP's ``ch``).
+    group : Group | None
+        the group (a geomlin Group or a name such as ``"O(5)"``); ``None`` returns the
         group-free rep (``T(r)`` sums, bound later by ``rep(G)``) -- then orthogonal groups are
         assumed, see below.
 
-    Ranks come from :func:`rank_counts` (``d = group.d``). For orthogonal groups every rank-``r``
+    Notes
+    -----
+    Ranks come from [`rank_counts`][] (``d = group.d``). For orthogonal groups every rank-``r``
     tensor is ``T(r)``; otherwise rank ``r`` is split binomially into ``T(p, r - p)`` (EMLP's
     ``binomial_allocation``, with a deterministic remainder). Types are grouped and sorted by
     rank, scalars first. Examples: O(5), 384 -> ``134*Scalar + 25*V + 5*V**2`` (size 384, as EMLP);
@@ -127,7 +131,7 @@ def uniform_rep(channels: int, group: Group | None = None) -> Rep | GroupFreeRep
 def with_gates(rep: Rep) -> Rep:
     """One gate ``Scalar`` per non-scalar block of ``rep``, followed by ``rep``.
 
-    Gates come first so that a rep whose scalars lead (like :func:`uniform_rep`)
+    Gates come first so that a rep whose scalars lead (like [`uniform_rep`][])
     stays sorted by block type, which saves a gather in every layer.
     """
     rep = bind(rep, None, "rep")
@@ -193,14 +197,21 @@ class EquivariantBilinear(nn.Module):
 
     Parameters
     ----------
-    rep: the representation (or a group-free one with ``group=``).
-    max_unknowns: triples ``(a, b, c)`` of block types whose ``Hom(a (x) b, c)`` has more unknowns
+    rep : Rep
+        the representation (or a group-free one with ``group=``).
+    max_unknowns : int
+        triples ``(a, b, c)`` of block types whose ``Hom(a (x) b, c)`` has more unknowns
         are left out with a ``UserWarning`` naming them (``dropped`` lists them), unless the diagram
         solver reads their basis off directly. Raise it to include them (solved once; keep them
         with ``cache_dir=``).
-    cache_dir, method: as for :class:`EquivariantLinear`.
+    cache_dir : str or os.PathLike, optional
+        as for [`EquivariantLinear`][].
+    method : str
+        as for [`EquivariantLinear`][].
 
-    Shapes: ``(..., rep.size) -> (..., rep.size)``; ``type_in = type_out = rep``.
+    Shapes
+    ------
+    ``(..., rep.size) -> (..., rep.size)``; ``type_in = type_out = rep``.
     """
 
     def __init__(self, rep: Rep, max_unknowns: int = BILINEAR_MAX_UNKNOWNS, *, group=None, cache_dir=None,
@@ -306,7 +317,7 @@ def _read_off(rep_in: Rep, rep_out: Rep, method: str) -> bool:
 class EquivariantBlock(nn.Module):
     """``rep_in -> rep_out``: linear into ``with_gates(rep_out)``, residual bilinear, gated nonlinearity.
 
-    ``cache_dir``, ``method`` as for :class:`EquivariantLinear`; ``bilinear_max_unknowns`` is the
+    ``cache_dir``, ``method`` as for [`EquivariantLinear`][]; ``bilinear_max_unknowns`` is the
     bilinear layer's ``max_unknowns``. Declares ``type_in = rep_in``, ``type_out = rep_out``.
     """
 
@@ -340,19 +351,28 @@ class EquivariantMLP(nn.Module):
 
     Parameters
     ----------
-    rep_in, rep_out: representations of one group, or group-free reps (``4 * T(0) + T(1)``)
+    rep_in, rep_out : Rep
+        representations of one group, or group-free reps (``4 * T(0) + T(1)``)
         with ``group=``.
-    hidden_channels: the hidden layers, as EMLP's ``ch``: an int is the *total size* of each
-        hidden rep, allocated over tensor ranks by :func:`uniform_rep` (``384`` on O(5) gives
+    hidden_channels : int | Rep | Sequence
+        the hidden layers, as EMLP's ``ch``: an int is the *total size* of each
+        hidden rep, allocated over tensor ranks by [`uniform_rep`][] (``384`` on O(5) gives
         ``134*Scalar + 25*V + 5*V**2``); a Rep (or group-free rep) is used as it is; a sequence
         of ints / reps gives one per hidden block.
-    num_blocks: number of hidden blocks (default 2; the length of a ``hidden_channels`` sequence).
-    group: binds group-free reps (a geomlin Group or a name such as ``"O(5)"``).
-    cache_dir: folder of an on-disk cache of the solved bases, shared by every layer and process.
-    method: basis solver (``"auto"``, ``"dense"``, ``"sampled"``, ``"diagrams"``).
-    bilinear_max_unknowns: passed to every :class:`EquivariantBilinear` (products above it are
+    num_blocks : int | None
+        number of hidden blocks (default 2; the length of a ``hidden_channels`` sequence).
+    group : Group or str, optional
+        binds group-free reps (a geomlin Group or a name such as ``"O(5)"``).
+    cache_dir : str or os.PathLike, optional
+        folder of an on-disk cache of the solved bases, shared by every layer and process.
+    method : str
+        basis solver (``"auto"``, ``"dense"``, ``"sampled"``, ``"diagrams"``).
+    bilinear_max_unknowns : int
+        passed to every [`EquivariantBilinear`][] (products above it are
         left out with a warning, unless read off from diagrams).
 
+    Notes
+    -----
     ``parameter_counts()`` splits the parameters into linear and bilinear parts. Declares
     ``type_in = rep_in``, ``type_out = rep_out``.
     """

@@ -17,11 +17,11 @@ from Kronecker identities (no ``N x N`` matrix products):
 
 * ``"diagrams"``: tensor products of ``V`` and ``V*`` of S(n), O(n), SO(n), Sp(m) and the
   Lorentz groups, read off from Brauer / partition diagrams with no solve at all
-  (:mod:`geomlin.linear.diagram_solver`; exact and the same on every machine);
+  ([`geomlin.linear.diagram_solver`][]; exact and the same on every machine);
 * ``"dense"``: the Gram matrix above, for up to ``DENSE_MAX_UNKNOWNS`` unknowns;
 * ``"sampled"``: larger problems of compact or finite groups,
-  :func:`geomlin.linear.sampled_solver.nullspace_sampled` (averaging over random group elements,
-  applied factor by factor, with an exact Rayleigh-Ritz check), which never forms the Gram matrix;
+  [`geomlin.linear.sampled_solver.nullspace_sampled`][]
+  (averaging over random group elements, applied factor by factor, with an exact Rayleigh-Ritz check), which never forms the Gram matrix;
 * ``"dense"`` again for larger problems of non-compact groups, up to ``MAX_DENSE_UNKNOWNS``.
 
 ``method=`` forces one of them. Direct sums are solved block by block
@@ -226,7 +226,7 @@ def _read_cache_file(path: Path) -> dict | None:
 
 
 def _write_cache_file(path: Path, key, basis: Tensor) -> None:
-    """Write atomically (:func:`geomlin.io_atomic.atomic_write`), creating the folder."""
+    """Write atomically ([`geomlin.io_atomic.atomic_write`][]), creating the folder."""
     path.parent.mkdir(parents=True, exist_ok=True)
     atomic_write(path, lambda fh: torch.save({"key": repr(key), "basis": basis}, fh))
 
@@ -237,18 +237,23 @@ def equivariant_basis(rep_in: Rep, rep_out: Rep, cache_dir: str | os.PathLike | 
 
     Parameters
     ----------
-    rep_in, rep_out: representations of the same group (``Scalar`` combines with any); group-free
+    rep_in, rep_out : Rep
+        representations of the same group (``Scalar`` combines with any); group-free
         reps (``T(2)``, ``V ** 2``) need ``group``.
-    cache_dir: optional folder for an on-disk cache of the block bases (written atomically); a later
+    cache_dir : str | os.PathLike | None
+        optional folder for an on-disk cache of the block bases (written atomically); a later
         process with the same ``cache_dir`` reads them instead of solving.
-    method: ``"auto"`` (default), ``"dense"``, ``"sampled"`` or ``"diagrams"`` (module docstring).
-    group: binds group-free reps (a geomlin Group or a name such as ``"O(3)"``).
+    method : str
+        ``"auto"`` (default), ``"dense"``, ``"sampled"`` or ``"diagrams"`` (module docstring).
+    group : Group or str, optional
+        binds group-free reps (a geomlin Group or a name such as ``"O(3)"``).
 
     Returns
     -------
-    Tensor ``(r, rep_out.size, rep_in.size)``, float64, orthonormal in the
-    Frobenius inner product; ``r`` is the dimension of the space. Each basis
-    element is supported on one pair of direct-sum blocks. A fresh tensor (caches stay private).
+    Tensor of shape (r, rep_out.size, rep_in.size)
+        float64, orthonormal in the
+        Frobenius inner product; ``r`` is the dimension of the space. Each basis
+        element is supported on one pair of direct-sum blocks. A fresh tensor (caches stay private).
     """
     rep_in = bind(rep_in, group, "rep_in")
     rep_out = bind(rep_out, group, "rep_out")

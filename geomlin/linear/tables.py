@@ -1,14 +1,14 @@
 """Constant tables of layers (solved bases, index maps, quadrature tables) held as module buffers.
 
 A layer's tables are built once, in float64 on the CPU, when the layer is built. Held in a
-:class:`ConstantTables` they
+[`ConstantTables`][] they
 
 * are non-persistent buffers: ``module.to(device)`` moves them with the parameters, so no forward
   or backward ever copies a table from the host, and state dicts do not contain them;
 * stay float64 whatever dtype the module is cast to (``.float()``, ``.half()``,
   ``.to(torch.bfloat16)`` move them but do not round them), so a float32 model cast back to
   float64 is as exact as a freshly built one;
-* are read in a compute dtype through :meth:`ConstantTables.get`: cast on their device once per
+* are read in a compute dtype through [`ConstantTables.get`][]: cast on their device once per
   dtype and kept until the module moves again (no per-call cast, no host round trip).
 
 They are copies of whatever was handed in (a cached table can never be corrupted through a module).
@@ -27,8 +27,9 @@ class ConstantTables(nn.Module):
 
     Parameters
     ----------
-    tables : mapping of buffer names to tensors; floating ones are stored in float64, integer and
-        boolean ones as they are. More can be added with :meth:`add`.
+    tables : Mapping[str, Tensor] | None
+        mapping of buffer names to tensors; floating ones are stored in float64, integer and
+        boolean ones as they are. More can be added with [`add`][].
     """
 
     def __init__(self, tables: Mapping[str, Tensor] | None = None):

@@ -1,16 +1,16 @@
 """Reference models used by the examples and the ``geomlin`` command.
 
-* :class:`PointNet` — the non-equivariant point-cloud baseline (and a backbone
+* [`PointNet`][] — the non-equivariant point-cloud baseline (and a backbone
   for frame averaging / canonicalization);
-* :class:`EGNNPotential`, :class:`EGNNDynamics` — dense E(n)-equivariant graph networks for
+* [`EGNNPotential`][], [`EGNNDynamics`][] — dense E(n)-equivariant graph networks for
   molecular energies/forces and n-body dynamics;
-* :class:`GauntPotential` — an interatomic potential from Gaunt convolutions and many-body
-  Gaunt powers (:mod:`geomlin.gaunt`);
-* :class:`VNPointNetClassifier` — an E(3)-invariant vector-neuron point-cloud classifier;
-* :class:`Ponita` (+ :class:`PonitaPotential`, :class:`PonitaDynamics`) — SE(3) weight sharing in
+* [`GauntPotential`][] — an interatomic potential from Gaunt convolutions and many-body
+  Gaunt powers ([`geomlin.gaunt`][]);
+* [`VNPointNetClassifier`][] — an E(3)-invariant vector-neuron point-cloud classifier;
+* [`Ponita`][] (+ [`PonitaPotential`][], [`PonitaDynamics`][]) — SE(3) weight sharing in
   position-orientation space (Bekkers et al. 2024), in point-cloud and fiber-bundle mode;
-* :mod:`geomlin.models.graphs` — the edges of a batch, built once at the data boundary
-  (:func:`graph_edges`, :func:`dense_edge_index`), so that the forwards never wait for an accelerator.
+* [`geomlin.models.graphs`][] — the edges of a batch, built once at the data boundary
+  ([`graph_edges`][], [`dense_edge_index`][]), so that the forwards never wait for an accelerator.
 """
 
 from geomlin.models.egnn import EGNNDynamics, EGNNLayer, EGNNPotential, gaussian_rbf

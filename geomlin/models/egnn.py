@@ -41,9 +41,9 @@ def check_molecule_inputs(pos: Tensor, species: Tensor, num_species: int, mask: 
     """Validate a padded molecule batch; return ``species`` (clamped into range on accelerators).
 
     ``pos (B, N, 3)`` finite float, integer ``species (B, N)`` in ``[0, num_species)``, ``mask (B, N)``
-    bool. The value checks go through :func:`geomlin.validation.check_finite` and
-    :func:`geomlin.validation.check_index`: at once on the CPU, deferred on accelerators (no host
-    sync), where the returned species are clamped so an embedding never reads out of bounds.
+    bool. The value checks go through [`geomlin.validation.check_finite`][] and
+    [`geomlin.validation.check_index`][]: at once on the CPU, deferred on
+    accelerators (no host sync), where the returned species are clamped so an embedding never reads out of bounds.
     """
     check_tensor(pos, "pos", shape=(None, None, 3), finite=True, what="B molecules of N atoms")
     check_tensor(species, "species", dtype="int")

@@ -1,4 +1,4 @@
-"""A MACE-flavoured interatomic potential built on :mod:`geomlin.gaunt` (Luo et al., ICLR 2024).
+"""A MACE-flavoured interatomic potential built on [`geomlin.gaunt`][] (Luo et al., ICLR 2024).
 
 Atoms carry ``C`` channels of spherical functions (real SH coefficients up to
 degree ``L``, natural parity ``0e, 1o, 2e, ...``). Each interaction block is
@@ -62,17 +62,26 @@ class GauntPotential(nn.Module):
 
     Parameters
     ----------
-    num_species : atomic numbers must be ``< num_species``.
-    hidden_channels : feature channels.
-    lmax : SH degree of the features.
-    num_blocks : interaction blocks.
-    correlation : body order of :class:`~geomlin.gaunt.ManyBodyGaunt` (powers 1..correlation).
-    cutoff : radius (Angstrom) of the convolutions.
-    num_radial : size of the Bessel radial basis.
+    num_species : int
+        atomic numbers must be ``< num_species``.
+    hidden_channels : int
+        feature channels.
+    lmax : int
+        SH degree of the features.
+    num_blocks : int
+        interaction blocks.
+    correlation : int
+        body order of [`ManyBodyGaunt`][geomlin.gaunt.modules.ManyBodyGaunt] (powers 1..correlation).
+    cutoff : float
+        radius (Angstrom) of the convolutions.
+    num_radial : int
+        size of the Bessel radial basis.
 
-    Shapes: ``forward(pos (B, N, 3), species (B, N) int64, mask=None) -> energy (B,)`` in ``pos``'s
+    Shapes
+    ------
+    ``forward(pos (B, N, 3), species (B, N) int64, mask=None) -> energy (B,)`` in ``pos``'s
     dtype. ``mask (B, N)`` bool marks the real atoms of padded molecules of different sizes: padded
-    atoms are moved out of every real atom's cutoff (:data:`PAD_SPACING`), their energies are left
+    atoms are moved out of every real atom's cutoff ([`PAD_SPACING`][]), their energies are left
     out, and each molecule's messages are normalised by its own atom count, so a padded molecule
     gets the energy (and forces) it has alone.
     """

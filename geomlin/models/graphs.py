@@ -2,21 +2,21 @@
 
 The number of edges of a batch depends on its data (graph sizes, which pairs lie within a
 radius), and on an accelerator reading such a size makes the host wait for the device. So the
-models of :mod:`geomlin.models` never find their graph in ``forward``: they take ``edge_index`` (and
-``num_graphs``) from the caller, and this module builds them once per batch, before the forward:
+models of [`geomlin.models`][] never find their graph in ``forward``: they take ``edge_index``
+(and ``num_graphs``) from the caller, and this module builds them once per batch, before the forward:
 
-* :func:`dense_edge_index`: all pairs of ``B`` graphs of ``N`` nodes each (padded batches). Its size
+* [`dense_edge_index`][]: all pairs of ``B`` graphs of ``N`` nodes each (padded batches). Its size
   ``B N (N - 1)`` (or ``B N^2``) is known from the shapes, so it is built on any device without
-  a host sync; :class:`~geomlin.models.PonitaPotential`, :class:`~geomlin.models.PonitaDynamics`
-  and :class:`~geomlin.models.GauntPotential` call it inside their forward for that reason.
-* :func:`graph_edges`: all pairs within each graph of a flat PyG batch (sorted ``batch`` vector),
+  a host sync; [`PonitaPotential`][], [`PonitaDynamics`][]
+  and [`GauntPotential`][] call it inside their forward for that reason.
+* [`graph_edges`][]: all pairs within each graph of a flat PyG batch (sorted ``batch`` vector),
   optionally only those closer than a radius. On an accelerator it reads one number back (the
   count of same-graph pairs) and, with a radius, a second (the count within it); on the CPU it
   costs nothing extra. Run it where the batch is collated, or once per batch on the device.
-* :func:`count_graphs`: ``batch[-1] + 1`` as a Python int (one sync on an accelerator); pass
+* [`count_graphs`][]: ``batch[-1] + 1`` as a Python int (one sync on an accelerator); pass
   ``num_graphs`` to the models instead when the collate step knows it (PyG's ``Batch.num_graphs``).
 
-:func:`scatter_sum` is the sum over edges (or nodes) that every model uses: it accumulates in at
+[`scatter_sum`][] is the sum over edges (or nodes) that every model uses: it accumulates in at
 least float32, so a bfloat16 / float16 message under autocast is summed in float32 (a bfloat16
 sum of a few hundred messages would keep only about two significant digits).
 """
@@ -90,7 +90,7 @@ def graph_edges(pos: Tensor, batch: Tensor | None = None, num_graphs: int | None
     batch : Tensor, optional
         ``(N,)`` sorted graph index of every node (default: one graph).
     num_graphs : int, optional
-        Number of graphs (default :func:`count_graphs`, one more host sync on an accelerator).
+        Number of graphs (default [`count_graphs`][], one more host sync on an accelerator).
     radius : float, optional
         Keep the pairs with ``|p_j - p_i| < radius``.
     loop : bool
@@ -99,13 +99,14 @@ def graph_edges(pos: Tensor, batch: Tensor | None = None, num_graphs: int | None
     Returns
     -------
     Tensor
-        ``edge_index (2, E)`` int64 on ``pos``'s device, rows (source ``j``, target ``i``), ordered
-        by graph, then target, then source.
+        Tensor
+            ``edge_index (2, E)`` int64 on ``pos``'s device, rows (source ``j``, target ``i``), ordered
+            by graph, then target, then source.
 
-    Host syncs on an accelerator: one to read ``E`` (the number of same-graph pairs,
-    ``sum_b n_b^2``) and, with ``radius``, one for the pairs within it; the work and memory are
-    ``O(sum_b n_b^2)``. Build the edges once per batch (at the collate step, or on the device
-    before the forward) and hand them to the model.
+        Host syncs on an accelerator: one to read ``E`` (the number of same-graph pairs,
+        ``sum_b n_b^2``) and, with ``radius``, one for the pairs within it; the work and memory are
+        ``O(sum_b n_b^2)``. Build the edges once per batch (at the collate step, or on the device
+        before the forward) and hand them to the model.
     """
     check_tensor(pos, "pos", ndim=2, finite=True)
     N, device = pos.shape[0], pos.device

@@ -1,7 +1,7 @@
 """PointNet (Qi et al., CVPR 2017): a shared per-point MLP, a symmetric max pool, an MLP head.
 
 The non-equivariant baseline of ``geomlin train pointcloud`` and the backbone
-that :mod:`geomlin.frames` wraps into frame-averaged / canonicalized models.
+that [`geomlin.frames`][] wraps into frame-averaged / canonicalized models.
 It is permutation invariant (max pooling) but *not* rotation invariant.
 
 Two input layouts, the same network:
@@ -87,8 +87,6 @@ class PointNet(nn.Module):
     dropout : float
         Dropout in the head (0 = off).
 
-    Every linear layer has a bias (the network is deliberately not odd).
-
     Shapes
     ------
     ``forward(pos, batch=None, mask=None, features=None, num_graphs=None)``:
@@ -105,6 +103,10 @@ class PointNet(nn.Module):
     >>> net = PointNet(num_classes=5)
     >>> net(torch.randn(2, 64, 3)).shape
     torch.Size([2, 5])
+
+    Notes
+    -----
+    Every linear layer has a bias (the network is deliberately not odd).
     """
 
     def __init__(self, num_classes: int, in_dim: int = 3, feature_dim: int = 0,
@@ -164,7 +166,7 @@ class PointNet(nn.Module):
         """Logits ``(B, num_classes)``; see the class docstring for shapes.
 
         ``num_graphs`` (flat layout) defaults to ``batch[-1] + 1``
-        (:func:`~geomlin.models.graphs.count_graphs`), which reads a value back from an
+        ([`count_graphs`][]), which reads a value back from an
         accelerator; pass it (PyG's ``Batch.num_graphs``) and the forward never waits for the device.
         """
         self._check(pos, batch, mask, features, num_graphs)
@@ -181,10 +183,10 @@ class PointNet(nn.Module):
         return self.head(pooled)
 
 
-#: Vector channels per point of :class:`VNPointNetClassifier`: ``x, C x, C^2 x`` (global moments) and
+#: Vector channels per point of [`VNPointNetClassifier`][]: ``x, C x, C^2 x`` (global moments) and
 #: ``m, L x, L m, L C x`` (local: neighbourhood offset mean ``m`` and covariance ``L``).
 VN_INPUT_CHANNELS = 7
-#: Radius of the neighbourhoods of :func:`local_moment_features`, relative to the RMS radius of the cloud.
+#: Radius of the neighbourhoods of [`local_moment_features`][], relative to the RMS radius of the cloud.
 NEIGHBORHOOD_SCALE = 0.5
 
 
@@ -224,7 +226,7 @@ def local_moment_features(x: Tensor, mask: Tensor | None = None, scale: float = 
 class VNPointNetClassifier(nn.Module):
     """An E(3)-invariant point-cloud classifier: vector neurons and their invariants (Deng et al. 2021).
 
-    Per point: the seven equivariant vectors of :func:`local_moment_features` (the point, its
+    Per point: the seven equivariant vectors of [`local_moment_features`][] (the point, its
     images under the cloud's covariance, and the offset and covariance of its neighbourhood), then
     ``num_blocks`` vector-neuron layers (``VNLinear`` + ``VNLeakyReLU``) with ``hidden_channels``
     vectors; the invariant layer is the Gram matrix of all these vectors (every inner product, the

@@ -10,7 +10,8 @@ Two modes, one architecture (embedding -> ConvNeXt blocks -> readouts):
     vector outputs are ``sum_j w_ij (p_j - p_i)`` with invariant weights, exactly equivariant.
 ``mode="bundle"`` (the fiber bundle R^3 x S^2)
     Every point carries a function on a grid of orientations ``o_1 .. o_O`` (see
-    :mod:`geomlin.models.ponita_grid`). Pair attributes of ``(p_i, o_i)`` and ``(p_j, o_j)``:
+    [`geomlin.models.ponita_grid`][]). Pair attributes of ``(p_i, o_i)`` and
+    ``(p_j, o_j)``:
 
     * separable (default; the reference's fast path): the spatial step at a fixed orientation
       ``o`` uses ``(o.x, |x - (o.x) o|)``, then the spherical step mixes orientations with a
@@ -33,10 +34,10 @@ per-channel (depthwise) convolutions with ``torch.index_add_`` (no torch-scatter
 under autocast), ConvNeXt blocks (conv -> LayerNorm -> MLP -> residual), readouts after every
 block (averaged). Inputs are flat PyG batches (``x (N, C)``, ``pos (N, 3)``, ``batch (N,)``) and
 their graph: ``edge_index`` (all pairs within a graph, or within ``radius``, self-loops included:
-:func:`~geomlin.models.graphs.graph_edges`) and ``num_graphs``, built once per batch by the caller
-so that the forward never waits for an accelerator; :class:`Ponita` builds them itself when they
-are not given (with host syncs, see its docstring). The padded adapters :class:`PonitaPotential`
-and :class:`PonitaDynamics` use all pairs (:func:`~geomlin.models.graphs.dense_edge_index`) and
+[`graph_edges`][]) and ``num_graphs``, built once per batch by the caller
+so that the forward never waits for an accelerator; [`Ponita`][] builds them itself when they
+are not given (with host syncs, see its docstring). The padded adapters [`PonitaPotential`][]
+and [`PonitaDynamics`][] use all pairs ([`dense_edge_index`][]) and
 are sync-free as they are.
 """
 
@@ -61,7 +62,7 @@ from geomlin.validation import (
     check_tensor,
 )
 
-#: Modes of :class:`Ponita`.
+#: Modes of [`Ponita`][].
 MODES = ("points", "bundle")
 #: Task levels: one output per graph (sum over its nodes) or per node.
 TASK_LEVELS = ("graph", "node")
@@ -117,7 +118,7 @@ def bundle_pair_attributes(rel: Tensor, o_i: Tensor, o_j: Tensor, complete: bool
 
 def complete_attributes(rel: Tensor, grid: Tensor) -> Tensor:
     """All pairs of grid orientations of every edge: ``rel (E, 3)``, ``grid (O, 3)`` ->
-    ``(E, O_i, O_j, 5)``, the :func:`bundle_pair_attributes` with ``complete=True``."""
+    ``(E, O_i, O_j, 5)``, the [`bundle_pair_attributes`][] with ``complete=True``."""
     return bundle_pair_attributes(rel[:, None, None, :], grid[None, :, None, :], grid[None, None, :, :], True)
 
 
@@ -224,42 +225,58 @@ class Ponita(nn.Module):
 
     Parameters
     ----------
-    in_channels: scalar input features per node (``x (N, in_channels)``).
-    hidden_channels: channels of every block (and of the kernel MLPs).
-    out_channels: scalar outputs (0 for none).
-    num_blocks: ConvNeXt blocks.
-    in_vector_channels: vector inputs per node (``vec (N, in_vector_channels, 3)``); bundle mode lifts
+    in_channels : int
+        scalar input features per node (``x (N, in_channels)``).
+    hidden_channels : int
+        channels of every block (and of the kernel MLPs).
+    out_channels : int
+        scalar outputs (0 for none).
+    num_blocks : int
+        ConvNeXt blocks.
+    in_vector_channels : int
+        vector inputs per node (``vec (N, in_vector_channels, 3)``); bundle mode lifts
         them to the sphere as ``v . o``, points mode adds ``|v|`` to the scalars (invariant).
-    out_vector_channels: vector outputs (0 for none).
-    mode: ``"points"`` or ``"bundle"``.
-    num_ori: orientations of the bundle grid; grid: ``"fibonacci" | "repulsion" | "icosahedral"``;
+    out_vector_channels : int
+        vector outputs (0 for none).
+    mode : str
+        ``"points"`` or ``"bundle"``.
+    num_ori : int
+        orientations of the bundle grid; grid: ``"fibonacci" | "repulsion" | "icosahedral"``;
         grid_seed: seed of the repulsion grid.
-    complete: bundle mode only: the non-separable kernel on the five complete pair attributes.
-    radius: cutoff of the graph and of the smooth window (None: all pairs, no window).
-    basis_dim: basis functions per kernel (default ``hidden_channels``); degree: of the polynomial features.
-    widening_factor, layer_scale: of the ConvNeXt blocks.
-    task_level: ``"graph"`` (sum over each graph's nodes) or ``"node"``.
-    multiple_readouts: read out after every block and average (the reference's default), or only at the end.
+    complete : bool
+        bundle mode only: the non-separable kernel on the five complete pair attributes.
+    radius : float | None
+        cutoff of the graph and of the smooth window (None: all pairs, no window).
+    basis_dim : int | None
+        basis functions per kernel (default ``hidden_channels``); degree: of the polynomial features.
+    widening_factor, layer_scale
+        of the ConvNeXt blocks.
+    task_level : str
+        ``"graph"`` (sum over each graph's nodes) or ``"node"``.
+    multiple_readouts : bool
+        read out after every block and average (the reference's default), or only at the end.
 
+    Notes
+    -----
     ``forward(x, pos, vec=None, *, batch=None, edge_index=None, num_graphs=None)`` returns
     ``(scalars, vectors)``: ``(G, out_channels)`` and ``(G, out_vector_channels, 3)`` with ``G`` the
     number of graphs (``task_level="graph"``) or nodes; an output with zero channels is ``None``.
     Float tensors in ``pos``'s dtype (at least float32: sums over edges and nodes accumulate in
-    float32 under autocast, see :func:`~geomlin.models.graphs.scatter_sum`).
+    float32 under autocast, see [`scatter_sum`][]).
 
     Graph inputs and host syncs: ``edge_index (2, E)`` int64 (source ``j``, target ``i``) and
     ``num_graphs`` are what the forward needs. Given both (``num_graphs`` only matters for
     ``task_level="graph"``), forward and backward never make the host wait for an accelerator:
-    build them once per batch with :func:`~geomlin.models.graphs.graph_edges` (at the collate
+    build them once per batch with [`graph_edges`][] (at the collate
     step or on the device) and pass PyG's ``Batch.num_graphs``. Omitted, the forward builds them
-    itself (:func:`~geomlin.models.graphs.graph_edges` with this model's ``radius``, and
-    :func:`~geomlin.models.graphs.count_graphs`): convenient, but on an accelerator that is one
+    itself ([`graph_edges`][] with this model's ``radius``, and
+    [`count_graphs`][]): convenient, but on an accelerator that is one
     to three host syncs per call. ``edge_index`` may hold pairs beyond ``radius`` (all pairs of a
     padded batch, say): the smooth window gives them exactly zero weight. Indices are checked by
-    :func:`geomlin.validation.check_index` (deferred and clamped on accelerators).
+    [`geomlin.validation.check_index`][] (deferred and clamped on accelerators).
 
     Declared types: ``(Scalars, Positions[, Vectors]) -> (Scalars, Vectors)`` under E(3) (points
-    mode) or under the rotations that permute the grid (bundle mode; see :func:`grid_symmetries`).
+    mode) or under the rotations that permute the grid (bundle mode; see [`grid_symmetries`][]).
     """
 
     def __init__(self, in_channels: int, hidden_channels: int, out_channels: int, num_blocks: int = 2, *,
@@ -347,7 +364,7 @@ class Ponita(nn.Module):
 
     @property
     def type_in(self) -> tuple:
-        """``(Scalars(in_channels) or None, Positions(3)[, Vectors(3, in_vector_channels)])`` under :meth:`symmetry_group`."""
+        """``(Scalars(in_channels) or None, Positions(3)[, Vectors(3, in_vector_channels)])`` under [`symmetry_group`][]."""
         return self._declared()[0]
 
     @property
@@ -453,7 +470,7 @@ class Ponita(nn.Module):
 
 
 def padded_graph(num_graphs: int, num_nodes: int, device) -> dict:
-    """The graph keywords of :meth:`Ponita.forward` for ``B`` padded graphs of ``N`` nodes: ``batch (B N,)``,
+    """The graph keywords of [`Ponita.forward`][] for ``B`` padded graphs of ``N`` nodes: ``batch (B N,)``,
     every pair with self-loops as ``edge_index (2, B N^2)``, and ``num_graphs``; built without a host sync.
 
     With a ``radius`` the pairs beyond it get zero weight from the smooth window, so the outputs
@@ -471,7 +488,7 @@ def _pool(v: Tensor, batch: Tensor, num_graphs: int) -> Tensor:
 
 # ------------------------------------------------------------------------- task adapters
 class PonitaPotential(nn.Module):
-    """An interatomic potential from :class:`Ponita`: ``forward(pos (B, N, 3), species (B, N)) -> energy (B,)``.
+    """An interatomic potential from [`Ponita`][]: ``forward(pos (B, N, 3), species (B, N)) -> energy (B,)``.
 
     One-hot species in, one scalar per molecule out (sum over atoms); forces are ``-dE/dpos``.
     Defaults (the ``ponita`` model of ``geomlin train molecules``): point-cloud mode, exactly E(3)
@@ -517,7 +534,7 @@ class PonitaPotential(nn.Module):
 
 
 class PonitaDynamics(nn.Module):
-    """N-body dynamics with :class:`Ponita` (the reference's n-body setup): charges as scalars,
+    """N-body dynamics with [`Ponita`][] (the reference's n-body setup): charges as scalars,
     velocities as vectors lifted to the sphere, one vector per particle read out as the displacement.
 
     ``forward(pos (B, n, 3), vel (B, n, 3), charges (B, n, 1)) -> pos' (B, n, 3)``, ``pos + v_out``.

@@ -11,7 +11,7 @@ The reference implementation (Bekkers et al., ``ebekkers/ponita``) draws a rando
 every time a model is built; here a grid is a pure function of its arguments, built once in
 float64 and handed out as a copy.
 
-:func:`grid_symmetries` finds the rotations that permute a grid: the group to which a PONITA
+[`grid_symmetries`][] finds the rotations that permute a grid: the group to which a PONITA
 bundle model on that grid is *exactly* equivariant (60 rotations for the icosahedral grids, only
 the identity for a generic grid).
 """
@@ -26,7 +26,7 @@ from torch import Tensor
 
 from geomlin.validation import check_choice, check_int, check_memory, check_positive_float, check_positive_int
 
-#: Grid constructions understood by :func:`orientation_grid`.
+#: Grid constructions understood by [`orientation_grid`][].
 GRID_METHODS = ("fibonacci", "repulsion", "icosahedral")
 #: Sizes of the icosahedral grids: vertices, face centres, edge midpoints.
 ICOSAHEDRAL_SIZES = (12, 20, 30)
@@ -107,12 +107,18 @@ def orientation_grid(num_ori: int, method: str = "fibonacci", seed: int = 0) -> 
 
     Parameters
     ----------
-    num_ori: number of orientations (``12``, ``20`` or ``30`` for ``"icosahedral"``).
-    method: ``"fibonacci"`` (default), ``"repulsion"`` or ``"icosahedral"`` (see the module docstring).
-    seed: start of the repulsion grid (ignored by the other methods).
+    num_ori : int
+        number of orientations (``12``, ``20`` or ``30`` for ``"icosahedral"``).
+    method : str
+        ``"fibonacci"`` (default), ``"repulsion"`` or ``"icosahedral"`` (see the module docstring).
+    seed : int
+        start of the repulsion grid (ignored by the other methods).
 
+    Notes
+    -----
     Returns a fresh copy (the cached grid is never handed out). ``"repulsion"`` needs
-    ``O(num_ori^2)`` memory and refuses grids above :data:`geomlin.validation.MEMORY_LIMIT_BYTES`.
+    ``O(num_ori^2)`` memory and refuses grids above
+    [`geomlin.validation.MEMORY_LIMIT_BYTES`][].
     """
     num_ori = check_positive_int(num_ori, "num_ori")
     check_choice(method, "method", GRID_METHODS)
@@ -218,7 +224,7 @@ def _generators(elements: Tensor, grid: Tensor) -> Tensor:
 
 
 def grid_symmetry_group(grid: Tensor, proper: bool = True):
-    """The symmetries of :func:`grid_symmetries` as a finite :class:`geomlin.groups.Group` (a sampler),
+    """The symmetries of [`grid_symmetries`][] as a finite [`geomlin.groups.Group`][geomlin.groups.base.Group] (a sampler),
     given by a small set of generators."""
     from geomlin.groups import Group
 

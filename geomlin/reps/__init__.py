@@ -1,15 +1,16 @@
 """Feature types: how tensors transform, and the representation algebra.
 
 Every equivariant module declares ``type_in`` / ``type_out`` with these types
-(:mod:`geomlin.reps.feature_type`), so :func:`geomlin.testing.assert_equivariant`,
-``geomlin audit`` and :class:`EquivariantSequential` need nothing else.
+([`geomlin.reps.feature_type`][]), so
+[`geomlin.testing.assert_equivariant`][], ``geomlin audit`` and
+[`EquivariantSequential`][] need nothing else.
 
 * the representation algebra: ``V(G)``, ``Scalar``, sums, tensor products, duals, e3nn Irreps;
   group-free reps (EMLP's ``T(p, q)``, ``V ** 2 + 3 * T(1)``) bound later by ``rep(G)``;
-* :class:`Scalars`, :class:`Labels`, :class:`Vectors`, :class:`Positions` (E(n), SE(n));
-* :class:`Multivectors` (Clifford algebras, acted on by versors);
-* :class:`SphereCoefficients` (spherical-harmonic coefficients up to ``lmax`` under O(3));
-* :class:`Tensors` (order-``k`` tensors over a group of ``n x n`` matrices).
+* [`Scalars`][], [`Labels`][], [`Vectors`][], [`Positions`][] (E(n), SE(n));
+* [`Multivectors`][] (Clifford algebras, acted on by versors);
+* [`SphereCoefficients`][] (spherical-harmonic coefficients up to ``lmax`` under O(3));
+* [`Tensors`][] (order-``k`` tensors over a group of ``n x n`` matrices).
 
 >>> from geomlin.groups import O
 >>> from geomlin.reps import V, Scalar

@@ -12,8 +12,9 @@ the identity). New reps are built with the operator algebra of EMLP
 * ``a.dual()`` the contragredient ``rho(g)^{-T}``.
 
 Reps may also be written before their group, as in EMLP: ``V ** 2 + 3 * T(1)`` is a
-:class:`~geomlin.reps.group_free.GroupFreeRep` and ``rep(G)`` binds it (see
-:mod:`geomlin.reps.group_free`). ``rep(G)`` on a bound rep checks the group and returns it.
+[`GroupFreeRep`][] and ``rep(G)`` binds it (see
+[`geomlin.reps.group_free`][]). ``rep(G)`` on a bound rep checks the group and returns
+it.
 
 Reps are immutable and hashable by a canonical key, so bases can be cached.
 """
@@ -73,7 +74,7 @@ class Rep(FeatureType):
     """Base class of representations; see the module docstring for the algebra.
 
     Subclasses implement ``size``, ``group``, ``rho``, ``drho`` and ``key``. As a
-    :class:`~geomlin.reps.FeatureType` a rep occupies the last axis, ``(..., size)``, and ``g``
+    [`FeatureType`][] a rep occupies the last axis, ``(..., size)``, and ``g``
     acts by ``x @ rho(g)^T`` (the rotation part of a rigid transform for E(d) samplers).
     """
 
@@ -89,7 +90,8 @@ class Rep(FeatureType):
         """Group action: ``g`` ``(..., d, d)`` -> ``(..., size, size)`` in ``g``'s dtype.
 
         Checks once that ``g`` holds elements of the group (shape, dtype and, on the CPU,
-        membership: :meth:`geomlin.groups.Group.check_element`), then evaluates :meth:`_rho`.
+        membership: [`geomlin.groups.Group.check_element`][geomlin.groups.base.Group.check_element]), then
+        evaluates ``_rho``.
         """
         _check_element(g, self.group)
         return self._rho(g)
@@ -198,7 +200,7 @@ class Rep(FeatureType):
 
     @staticmethod
     def from_irreps(irreps, group: Group | None = None) -> Rep:
-        """Wrap e3nn ``Irreps`` as a rep of ``group`` (default O(3)); see :class:`IrrepsRep`."""
+        """Wrap e3nn ``Irreps`` as a rep of ``group`` (default O(3)); see [`IrrepsRep`][]."""
         from geomlin.reps.irreps import IrrepsRep
 
         return IrrepsRep(irreps, group)
@@ -219,10 +221,28 @@ def _multiplicity(n: int, rep: Rep) -> Rep:
 
 
 def bind(rep, group=None, name: str = "rep") -> Rep:
-    """``rep`` as a bound :class:`Rep`: a group-free rep is bound to ``group``, a bound one checked.
+    """``rep`` as a bound [`Rep`][]: a group-free rep is bound to ``group``, a bound one checked.
 
-    Raises ``TypeError`` for anything else, and ``ValueError`` for a group-free rep without a group
-    or a rep of another group. ``group`` may be a geomlin Group or a name such as ``"O(3)"``.
+    Parameters
+    ----------
+    rep : Rep or group-free rep
+        the representation.
+    group : Group or str, optional
+        binds a group-free rep: a geomlin Group or a name such as ``"O(3)"``.
+    name : str
+        the argument's name in error messages.
+
+    Returns
+    -------
+    Rep
+        the bound representation.
+
+    Raises
+    ------
+    TypeError
+        For anything that is not a representation.
+    ValueError
+        For a group-free rep without a group, or a rep of another group than ``group``.
     """
     if isinstance(rep, GroupFreeRep):
         if group is None:
@@ -319,7 +339,7 @@ class Vector(Rep):
         return f"V[{self.group}]"
 
 
-#: The defining representation: ``V(G)`` is the :class:`Vector` rep of ``G`` on ``R^d``; ``V`` alone
+#: The defining representation: ``V(G)`` is the [`Vector`][] rep of ``G`` on ``R^d``; ``V`` alone
 #: is group-free (EMLP's ``V``), so ``V ** 2 + V`` is bound later by ``rep(G)``.
 V = V_FREE
 

@@ -1,6 +1,6 @@
 """Feature types: how a tensor transforms, declared by every equivariant module.
 
-A :class:`FeatureType` says which group acts on a tensor and how: its ``group`` (a sampler with
+A [`FeatureType`][] says which group acts on a tensor and how: its ``group`` (a sampler with
 ``sample(n, generator, dtype)``), its trailing ``shape`` (the axes it occupies, e.g.
 ``(channels, 16)`` for multivectors), and ``act(g, x)``, the action of one group element ``g``
 on ``x (..., *shape)``. Tensors stay plain ``torch.Tensor``; the types are declarations, as
@@ -8,20 +8,20 @@ e3nn modules carry ``irreps_in`` / ``irreps_out``.
 
 Every equivariant module in geomlin has two attributes:
 
-* ``type_in`` — one :class:`FeatureType` per positional input of ``forward`` (a single type or
+* ``type_in`` — one [`FeatureType`][] per positional input of ``forward`` (a single type or
   a tuple; ``None`` marks an input that is not acted on);
 * ``type_out`` — likewise for the outputs (a tuple when ``forward`` returns a tuple);
 
 and may define ``example_inputs(generator=None, dtype=torch.float64) -> (args, kwargs)`` when
 random tensors of the declared shapes are not valid inputs (masks, batch vectors, edge indices).
-With these, :func:`geomlin.testing.assert_equivariant(module) <geomlin.testing.assert_equivariant>`,
-``geomlin audit`` and :class:`~geomlin.reps.EquivariantSequential` need nothing else.
+With these, [`geomlin.testing.assert_equivariant(module)`][geomlin.testing.assert_equivariant],
+``geomlin audit`` and [`EquivariantSequential`][] need nothing else.
 
-The concrete types: :class:`~geomlin.reps.Rep` (the representation algebra), and in
-:mod:`geomlin.reps.types` :class:`~geomlin.reps.Scalars`, :class:`~geomlin.reps.Labels`,
-:class:`~geomlin.reps.Vectors`, :class:`~geomlin.reps.Positions`,
-:class:`~geomlin.reps.Multivectors`, :class:`~geomlin.reps.SphereCoefficients` and
-:class:`~geomlin.reps.Tensors`.
+The concrete types: [`Rep`][] (the representation algebra), and in
+[`geomlin.reps.types`][] [`Scalars`][], [`Labels`][],
+[`Vectors`][], [`Positions`][],
+[`Multivectors`][], [`SphereCoefficients`][] and
+[`Tensors`][].
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ EXAMPLE_BATCH = 4
 class FeatureType:
     """Base class of feature types; see the module docstring.
 
-    Subclasses implement :attr:`shape`, :meth:`act`, :meth:`key` and set :attr:`group`.
+    Subclasses implement [`shape`][], [`act`][], [`key`][] and set [`group`][].
     """
 
     #: The group (sampler) acting on this type; ``None`` for invariant types, which every group
@@ -55,7 +55,7 @@ class FeatureType:
 
     @property
     def size(self) -> int:
-        """Number of numbers per item: the product of :attr:`shape`."""
+        """Number of numbers per item: the product of [`shape`][]."""
         out = 1
         for s in self.shape:
             out *= s
@@ -215,7 +215,7 @@ def example_inputs(module, generator: torch.Generator | None = None, dtype: torc
     """Valid random inputs ``(args, kwargs)`` for ``module``.
 
     The module's own ``example_inputs(generator=..., dtype=...)`` when it defines one (returning
-    ``args`` or ``(args, kwargs)``), else one :meth:`FeatureType.random` tensor per declared input.
+    ``args`` or ``(args, kwargs)``), else one [`FeatureType.random`][] tensor per declared input.
     """
     own = getattr(module, "example_inputs", None)
     if callable(own):

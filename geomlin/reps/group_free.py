@@ -5,9 +5,9 @@ EMLP (Finzi et al. 2021) lets a model be written once for any group::
     rep_in = 4 * T(0) + 2 * T(1) + T(2)      # no group yet
     rep_in(O(5))                             # 4*Scalar + 2*V[O(5)] + V[O(5)]**2
 
-:func:`T` and ``V`` (the defining representation, ``T(1)``) build a :class:`GroupFreeRep`; sums
+[`T`][] and ``V`` (the defining representation, ``T(1)``) build a [`GroupFreeRep`][]; sums
 (``+``, ``3 * r``), tensor products (``*``, ``**``) and duals (``.dual()``) work as for bound
-reps. Calling one with a group binds it to a :class:`~geomlin.reps.Rep`. Combining a group-free
+reps. Calling one with a group binds it to a [`Rep`][]. Combining a group-free
 rep with a bound one binds it to the bound one's group (``V(G) + V ** 2 == V(G) + V(G) ** 2``);
 combining it with ``Scalar`` keeps it group-free.
 
@@ -27,7 +27,7 @@ _LEAF, _SUM, _TENSOR, _DUAL = "leaf", "sum", "tensor", "dual"
 class GroupFreeRep:
     """A representation expression without a group; ``rep(G)`` binds it (see the module docstring).
 
-    Not a :class:`~geomlin.reps.FeatureType`: it has no size and no action until it is bound.
+    Not a [`FeatureType`][]: it has no size and no action until it is bound.
     Immutable and hashable by its expression; equal expressions compare equal.
     """
 
@@ -214,8 +214,8 @@ V_FREE = GroupFreeRep(_LEAF, ("V",))
 def T(p: int, q: int = 0, group=None):
     """Tensors of type ``(p, q)``: ``V ** p * V.dual() ** q`` (EMLP's ``T``).
 
-    Without ``group`` a :class:`GroupFreeRep` (bind it later with ``rep(G)``); with a group (or
-    a name such as ``"O(3)"``) the bound :class:`~geomlin.reps.Rep`. ``T(0)`` is ``Scalar``.
+    Without ``group`` a [`GroupFreeRep`][] (bind it later with ``rep(G)``); with a group (or
+    a name such as ``"O(3)"``) the bound [`Rep`][]. ``T(0)`` is ``Scalar``.
     """
     p = check_nonnegative_int(p, "p")
     q = check_nonnegative_int(q, "q")

@@ -48,7 +48,7 @@ _GENERATORS_ON: dict = {}
 
 
 def _so3_generators_on(l: int, device, dtype: torch.dtype) -> Tensor:
-    """:func:`_so3_generators_table` on ``device`` in ``dtype``, cached per (l, device, dtype) (read-only)."""
+    """``_so3_generators_table`` on ``device`` in ``dtype``, cached per (l, device, dtype) (read-only)."""
     key = (l, torch.device(device), dtype)
     hit = _GENERATORS_ON.get(key)
     if hit is None:
@@ -140,7 +140,7 @@ def wigner_D_from_matrix(irreps, g: Tensor) -> Tensor:
 
 
 def _wigner_D(irreps, g: Tensor) -> Tensor:
-    """:func:`wigner_D_from_matrix` of a checked ``g`` in float32 or float64."""
+    """[`wigner_D_from_matrix`][] of a checked ``g`` in float32 or float64."""
     det = torch.linalg.det(g)
     proper = g * torch.sign(det)[..., None, None]
     w = matrix_to_axis_angle_vector(proper)
@@ -164,7 +164,7 @@ def _wigner_D(irreps, g: Tensor) -> Tensor:
 class IrrepsRep(Rep):
     """An e3nn ``o3.Irreps`` layout as a rep of O(3) (default) or SO(3).
 
-    ``rho(g)`` is :func:`wigner_D_from_matrix` (parity applied for ``det g = -1``),
+    ``rho(g)`` is [`wigner_D_from_matrix`][] (parity applied for ``det g = -1``),
     ``drho(A)`` uses ``e3nn.o3.so3_generators``. Features of shape
     ``(..., irreps.dim)`` transform by ``x @ rho(g).T``.
     """

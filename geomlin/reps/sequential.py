@@ -25,9 +25,15 @@ class EquivariantSequential(nn.Sequential):
     """``nn.Sequential`` over equivariant modules whose declared types chain.
 
     Module ``i`` receives module ``i-1``'s outputs as positional arguments (a tuple output is
-    unpacked). Keyword arguments of :meth:`forward` (masks, batch vectors) go to every module whose
+    unpacked). Keyword arguments of ``forward`` (masks, batch vectors) go to every module whose
     ``forward`` accepts them. ``type_in`` / ``type_out`` are the first module's input types and the
     last module's output types.
+
+    Parameters
+    ----------
+    *modules : nn.Module
+        the modules in order; each declares ``type_in`` / ``type_out``, and the output types of
+        one must be accepted as the input types of the next.
     """
 
     def __init__(self, *modules: nn.Module):

@@ -12,9 +12,9 @@ type                       layout                                      acted on 
 ``Tensors(G, k, C)``       ``(..., C, n, ..., n)`` (``k`` axes)        ``g`` on each of the ``k`` axes
 =========================  ==========================================  =================================
 
-plus :class:`~geomlin.reps.Rep` (``(..., size)``, ``x -> rho(g) x``). Each type knows its group
+plus [`Rep`][] (``(..., size)``, ``x -> rho(g) x``). Each type knows its group
 (``group``), its trailing ``shape`` and its action ``act(g, x)``; see
-:mod:`geomlin.reps.feature_type`.
+[`geomlin.reps.feature_type`][].
 
 >>> from geomlin.reps import Positions, Scalars
 >>> Positions(3)
@@ -57,7 +57,13 @@ def _channel_suffix(channels: int | None) -> str:
 
 
 class Scalars(FeatureType):
-    """Invariant real features ``(..., channels)`` (or ``(...)`` when ``channels`` is None)."""
+    """Invariant real features ``(..., channels)`` (or ``(...)`` when ``channels`` is None).
+
+    Parameters
+    ----------
+    channels : int, optional
+        size of the last axis; ``None`` for features with no channel axis.
+    """
 
     def __init__(self, channels: int | None = None):
         self.channels = _channels(channels)
@@ -81,7 +87,13 @@ class Scalars(FeatureType):
 
 
 class Labels(FeatureType):
-    """Invariant integer categories ``(...)`` in ``[0, num_classes)`` (atomic species, classes)."""
+    """Invariant integer categories ``(...)`` in ``[0, num_classes)`` (atomic species, classes).
+
+    Parameters
+    ----------
+    num_classes : int
+        number of categories; values lie in ``[0, num_classes)``.
+    """
 
     def __init__(self, num_classes: int):
         self.num_classes = check_positive_int(num_classes, "num_classes")
@@ -104,8 +116,8 @@ class Labels(FeatureType):
         """Refuse ``x`` unless it holds integers in ``[0, num_classes)``; returns it.
 
         On an accelerator the range test is deferred and the returned labels are clamped into range
-        (:func:`geomlin.validation.check_index`): use the returned tensor, so that an embedding
-        lookup never reads out of bounds before the error is raised.
+        ([`geomlin.validation.check_index`][]): use the returned tensor, so that
+        an embedding lookup never reads out of bounds before the error is raised.
         """
         check_tensor(x, name, dtype="int")
         if x.device.type == "cpu" and x.numel():
@@ -137,8 +149,15 @@ def _default_euclidean(d: int, group, kind: str = "Vectors"):
 class Vectors(FeatureType):
     """Vectors ``(..., [channels,] d)`` (velocities, forces, normals): ``x -> R x``, no translation.
 
-    ``group`` is any sampler whose elements are ``(d, d)`` matrices or rigid transforms:
-    E(d) by default, ``SE3()``, ``O(3)``, ``SO(3)``...
+    Parameters
+    ----------
+    d : int
+        dimension of the vectors (the last axis).
+    channels : int, optional
+        size of the channel axis before the last one; ``None`` for no channel axis.
+    group : Group or Euclidean, optional
+        any sampler whose elements are ``(d, d)`` matrices or rigid transforms:
+        E(d) by default, ``SE3()``, ``O(3)``, ``SO(3)``...
     """
 
     def __init__(self, d: int = 3, channels: int | None = None, group=None):
@@ -164,7 +183,15 @@ class Vectors(FeatureType):
 
 
 class Positions(FeatureType):
-    """Points ``(..., d)``: ``x -> R x + t`` under E(d) (default) or SE(d); ``R x`` under a linear group."""
+    """Points ``(..., d)``: ``x -> R x + t`` under E(d) (default) or SE(d); ``R x`` under a linear group.
+
+    Parameters
+    ----------
+    d : int
+        dimension of the points (the last axis).
+    group : Group or Euclidean, optional
+        E(d) by default; ``SE3()``, or a linear group such as ``O(3)`` (no translation).
+    """
 
     def __init__(self, d: int = 3, group=None):
         self.d = check_positive_int(d, "d")
@@ -194,7 +221,16 @@ class Multivectors(FeatureType):
 
     Acted on by the algebra's versor group (``algebra.versor_group()``: Pin(3,0,1) for G(3,0,1),
     the Clifford group otherwise) through ``algebra.act(g, x)``, the twisted sandwich
-    ``v x^ v^-1``. ``group`` may name another sampler whose elements ``algebra.act`` understands.
+    ``v x^ v^-1``.
+
+    Parameters
+    ----------
+    algebra : CliffordAlgebra
+        the algebra; the last axis has ``algebra.dim`` components.
+    channels : int
+        multivector channels (the axis before the last).
+    group : optional
+        another sampler whose elements ``algebra.act`` understands (default: the versor group).
     """
 
     def __init__(self, algebra, channels: int, group=None):
@@ -230,6 +266,17 @@ class SphereCoefficients(FeatureType):
     The last axis is e3nn's real-SH order (``l`` blocks of ``2l+1``, Cartesian ``l=1``), the same
     as the e3nn ``Irreps`` ``"C x 0e + C x 1o + ..."`` per channel (``parity=NATURAL``) or
     ``"0o + 1e + ..."`` (``PSEUDO``). O(3) (default) or SO(3) acts by Wigner matrices.
+
+    Parameters
+    ----------
+    lmax : int
+        largest degree; the last axis has ``(lmax + 1)**2`` coefficients.
+    channels : int, optional
+        size of the channel axis before the last one; ``None`` for no channel axis.
+    parity : int
+        ``NATURAL`` (``(-1)^l``, the default) or ``PSEUDO`` (``(-1)^(l+1)``).
+    group : Group, optional
+        ``O(3)`` (default) or ``SO(3)``.
     """
 
     def __init__(self, lmax: int, channels: int | None = None, parity: int = NATURAL, group=None):
@@ -279,6 +326,15 @@ class Tensors(FeatureType):
 
     A group of ``n x n`` matrices (S(n), O(n), SO(n), Sp(n/2), ...) acts on each of the ``k``
     axes: ``x -> g^{(x) k} x``. Order 0 is invariant. Used by the diagram layers.
+
+    Parameters
+    ----------
+    group : Group
+        a group of ``n x n`` matrices.
+    order : int
+        the number ``k`` of axes of size ``n``.
+    channels : int, optional
+        size of the channel axis before them; ``None`` for no channel axis.
     """
 
     def __init__(self, group: Group, order: int, channels: int | None = None):
@@ -318,8 +374,15 @@ class Frames(FeatureType):
     """Frames ``(..., d, d)`` whose *columns* are vectors: ``R -> Q R``.
 
     The type of predicted rotations (a canonicalizer's ``R``), PCA frames and any matrix whose
-    columns transform as vectors. ``group`` as for :class:`Vectors` (E(d) by default; a rigid
-    motion acts through its rotation, translations leave frames unchanged).
+    columns transform as vectors.
+
+    Parameters
+    ----------
+    d : int
+        dimension of the frames (``(d, d)`` matrices).
+    group : Group or Euclidean, optional
+        as for [`Vectors`][] (E(d) by default; a rigid motion acts through its rotation,
+        translations leave frames unchanged).
     """
 
     def __init__(self, d: int = 3, group=None):
@@ -351,8 +414,8 @@ def planar_element(g) -> tuple[int, int]:
     """``(k, m)`` of a 2x2 matrix ``g = Rot(k pi / 2) diag(1, -1)^m`` of C4 / D4.
 
     Raises ``ValueError`` for matrices that are not such an element, to the tolerance of ``g``'s
-    dtype (:func:`geomlin.validation.tolerance`). The pixel action needs ``(k, m)`` as Python ints,
-    so the four entries are read on the host (one synchronisation per action on an accelerator).
+    dtype ([`geomlin.validation.tolerance`][]). The pixel action needs ``(k, m)``
+    as Python ints, so the four entries are read on the host (one synchronisation per action on an accelerator).
     """
     R = rotation_part(g)
     tol = tolerance(R.dtype)
@@ -403,7 +466,16 @@ class Images(FeatureType):
     """Square images ``(..., channels, side, side)`` under C4 or D4, acting by exact pixel permutations.
 
     The element ``Rot(k pi / 2) diag(1, -1)^m`` acts as ``rot90^k(flip^m(x))`` on the last two axes
-    (see :func:`act_on_grid`). ``group``: ``C(4)`` / ``D(4)`` or ``"C4"`` / ``"D4"``.
+    (see [`act_on_grid`][]).
+
+    Parameters
+    ----------
+    group : Group or str
+        ``C(4)`` / ``D(4)`` or ``"C4"`` / ``"D4"``.
+    channels : int or None
+        size of the channel axis before the grid; ``None`` for no channel axis.
+    side : int, optional
+        the side of the square grid (default: any).
     """
 
     def __init__(self, group, channels: int | None, side: int | None = None):
@@ -413,7 +485,7 @@ class Images(FeatureType):
 
     @property
     def shape(self) -> tuple:
-        """``(channels, side, side)``; ``None`` sides (any square image) match any size in :meth:`check`."""
+        """``(channels, side, side)``; ``None`` sides (any square image) match any size in ``check``."""
         return (self.channels, self.side, self.side)
 
     def random(self, lead=(EXAMPLE_BATCH,), generator=None, dtype=torch.float64) -> Tensor:
@@ -447,9 +519,21 @@ class RegularFeatures(FeatureType):
     """Functions on C4 / D4: ``(..., [channels,] |G|, [side, side])`` in the regular representation.
 
     ``(g . y)[..., a, :, :] = g . y[..., g^{-1} a, :, :]``: the group axis is permuted and, with a
-    grid (``side`` given, or ``grid=True`` for any side), the trailing square grid is acted on as by :class:`Images` (the features of
-    a group convolution); without a grid the layout is ``(..., [channels,] |G|)`` (one logit per
-    element). Element index ``a = m * 4 + k`` for ``Rot(k pi / 2) diag(1, -1)^m``.
+    grid (``side`` given, or ``grid=True`` for any side), the trailing square grid is acted on as by
+    [`Images`][] (the features of a group convolution); without a grid the layout is
+    ``(..., [channels,] |G|)`` (one logit per element). Element index ``a = m * 4 + k`` for
+    ``Rot(k pi / 2) diag(1, -1)^m``.
+
+    Parameters
+    ----------
+    group : Group or str
+        ``C(4)`` / ``D(4)`` or ``"C4"`` / ``"D4"``.
+    channels : int, optional
+        size of the channel axis before the group axis; ``None`` for no channel axis.
+    side : int, optional
+        side of the trailing square grid (implies ``grid``).
+    grid : bool, optional
+        whether a trailing square grid follows the group axis (default: when ``side`` is given).
     """
 
     def __init__(self, group, channels: int | None = None, side: int | None = None, grid: bool | None = None):

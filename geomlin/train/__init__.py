@@ -1,10 +1,10 @@
 """Training: the loop, distributed setup, checkpoints, configs and the tasks.
 
-* :func:`run_training` — train a task's models (single process or under ``torchrun``);
-* :mod:`geomlin.train.tasks` — ``pointcloud``, ``molecules``, ``nbody``;
-* :class:`UserError` — the error the command reports in one line.
+* [`run_training`][] — train a task's models (single process or under ``torchrun``);
+* [`geomlin.train.tasks`][] — ``pointcloud``, ``molecules``, ``nbody``;
+* [`UserError`][] — the error the command reports in one line.
 
-The ``geomlin`` command itself (argument parsing, ``bench``, ``audit``) lives in :mod:`geomlin.cli`.
+The ``geomlin`` command itself (argument parsing, ``bench``, ``audit``) lives in [`geomlin.cli`][].
 """
 
 from geomlin.train.errors import UserError

@@ -1,15 +1,15 @@
 """Checkpoints: models, optimisers, epoch, metric history and every RNG state.
 
-A checkpoint is a ``torch.save`` dict with :data:`CHECKPOINT_FORMAT` and
-:data:`CHECKPOINT_VERSION`; :func:`load_checkpoint` rejects anything else with a
-:class:`~geomlin.train.errors.UserError` (one line, no traceback on the command line).
-Files are written atomically (:func:`geomlin.io_atomic.atomic_write`), so an interrupted run
-never leaves a half-written checkpoint behind.
+A checkpoint is a ``torch.save`` dict with [`CHECKPOINT_FORMAT`][] and
+[`CHECKPOINT_VERSION`][]; [`load_checkpoint`][] rejects anything else with a
+[`UserError`][] (one line, no traceback on the command line).
+Files are written atomically ([`geomlin.io_atomic.atomic_write`][]), so an
+interrupted run never leaves a half-written checkpoint behind.
 
 A checkpoint holds only tensors and plain data (dicts, lists, tuples, strings, numbers, None):
 the numpy RNG state is stored as a tensor. It is read with ``torch.load(weights_only=True)``,
 which never runs code from the file; a file that needs anything else (an arbitrary Python
-object, the classic pickle attack) is refused with a :class:`UserError` saying so. Model code is
+object, the classic pickle attack) is refused with a [`UserError`][] saying so. Model code is
 never part of a checkpoint.
 """
 
@@ -48,7 +48,7 @@ def rng_state() -> dict[str, Any]:
 
 
 def set_rng_state(state: dict[str, Any]) -> None:
-    """Restore what :func:`rng_state` returned."""
+    """Restore what [`rng_state`][] returned."""
     torch.set_rng_state(state["torch"])
     kind, keys, pos, has_gauss, cached = state["numpy"]
     np.random.set_state((kind, np.asarray(keys, dtype=np.int64).astype(np.uint32), pos, has_gauss, cached))
@@ -58,7 +58,7 @@ def set_rng_state(state: dict[str, Any]) -> None:
 
 
 def save_checkpoint(path: str | Path, payload: dict[str, Any]) -> None:
-    """Write ``payload`` (which must hold :data:`REQUIRED_KEYS` except format/version) atomically."""
+    """Write ``payload`` (which must hold [`REQUIRED_KEYS`][] except format/version) atomically."""
     data = {"format": CHECKPOINT_FORMAT, "version": CHECKPOINT_VERSION, **payload}
     missing = [k for k in REQUIRED_KEYS if k not in data]
     if missing:
@@ -72,7 +72,7 @@ def save_checkpoint(path: str | Path, payload: dict[str, Any]) -> None:
 def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") -> dict[str, Any]:
     """Read and validate a geomlin checkpoint.
 
-    Raises :class:`UserError` when the file is missing, not a torch file, truncated
+    Raises [`UserError`][] when the file is missing, not a torch file, truncated
     or not a geomlin checkpoint.
     """
     path = Path(path)

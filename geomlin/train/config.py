@@ -1,6 +1,6 @@
 """Run configuration: typed options, presets, YAML/JSON files, command-line overrides.
 
-A task declares its options as a list of :class:`Option`. The resolved config
+A task declares its options as a list of [`Option`][]. The resolved config
 is a plain ``dict`` built in this order (later wins):
 
 1. the option defaults (common + task);
@@ -9,8 +9,8 @@ is a plain ``dict`` built in this order (later wins):
 4. the options given explicitly on the command line.
 
 Keys that no option declares are rejected with the list of valid keys. Every value is checked
-against its option (type, choices, bounds) through :mod:`geomlin.validation` before any work
-starts, so ``--num-train 0`` or ``--lr nan`` end as one-line :class:`UserError` messages.
+against its option (type, choices, bounds) through [`geomlin.validation`][] before any work
+starts, so ``--num-train 0`` or ``--lr nan`` end as one-line [`UserError`][] messages.
 """
 
 from __future__ import annotations
@@ -136,8 +136,8 @@ def _convert(option: Option, value: Any, where: str) -> Any:
 def validate_config(options: Iterable[Option], cfg: Mapping[str, Any]) -> dict[str, Any]:
     """Check every value of a resolved config against its option; returns the converted values.
 
-    Used by :func:`~geomlin.train.loop.run_training` so that a config built in Python (not through
-    the command line) is held to the same rules. Raises :class:`UserError`.
+    Used by [`run_training`][] so that a config built in Python (not through
+    the command line) is held to the same rules. Raises [`UserError`][].
     """
     table = {o.name: o for o in options}
     unknown = sorted(k for k in cfg if k not in table)
@@ -150,7 +150,7 @@ def check_resume_compatible(options: Iterable[Option], saved: Mapping[str, Any],
                             checkpoint: str) -> None:
     """Refuse a resumed run whose data- or model-shaping options differ from the checkpoint's.
 
-    Only the options in :data:`RESUMABLE` (epochs, learning rate, device, output, ...) may change.
+    Only the options in [`RESUMABLE`][] (epochs, learning rate, device, output, ...) may change.
     """
     table = {o.name: o for o in options}
     # the model list is compared as a set by the training loop (None = the task's default list)
@@ -166,7 +166,7 @@ def load_config_file(path: str | Path) -> dict[str, Any]:
     """Read a flat mapping from a ``.json`` / ``.yaml`` / ``.yml`` file.
 
     Dashes in keys are accepted (``batch-size`` = ``batch_size``). Raises
-    :class:`UserError` for a missing, unreadable or non-mapping file.
+    [`UserError`][] for a missing, unreadable or non-mapping file.
     """
     path = Path(path)
     if not path.is_file():

@@ -1,15 +1,15 @@
 """Process-group setup for ``torchrun`` (single or multi node), the training device, and collectives.
 
 ``torchrun --nproc_per_node=N [--nnodes=M ...] -m geomlin train ...`` sets ``RANK``, ``WORLD_SIZE``,
-``LOCAL_RANK`` and the rendezvous variables; :func:`setup` reads them, picks this process's device
-(:func:`resolve_device`: ``--device cuda`` means ``cuda:LOCAL_RANK``), and initialises the default
+``LOCAL_RANK`` and the rendezvous variables; [`setup`][] reads them, picks this process's device
+([`resolve_device`][]: ``--device cuda`` means ``cuda:LOCAL_RANK``), and initialises the default
 process group with the backend PyTorch registers for that device
 (``torch.distributed.get_default_backend_for_device``: gloo for the CPU, nccl for CUDA, xccl for
 XPU, or whatever a plug-in registered for its device). Without those variables everything runs in
 one process and the collectives below are no-ops.
 
 Collectives run on the process group's device, as NCCL requires (it refuses CPU tensors): the
-helpers here move a tensor to :attr:`DistInfo.device` before reducing it.
+helpers here move a tensor to ``DistInfo.device`` before reducing it.
 """
 
 from __future__ import annotations
@@ -82,7 +82,7 @@ def resolve_device(requested: str, local_rank: int = 0) -> torch.device:
     * ``TYPE:N``: device ``N`` of that type, as given.
 
     Nonsense, an unknown type, an unavailable accelerator or an index out of range raise a one-line
-    :class:`UserError`. Changes no process-wide setting (see :func:`device_scope`).
+    [`UserError`][]. Changes no process-wide setting (see [`device_scope`][]).
     """
     if not isinstance(requested, str) or not requested.strip():
         raise UserError(f"--device must be {DEVICE_CHOICES}, got {requested!r}")
@@ -141,9 +141,9 @@ def backend_for(device: torch.device) -> str:
 
 
 def setup(device: str = "auto") -> DistInfo:
-    """Initialise the process group when launched by ``torchrun``; return this process's :class:`DistInfo`.
+    """Initialise the process group when launched by ``torchrun``; return this process's [`DistInfo`][].
 
-    The backend is the one PyTorch registers for the device (:func:`backend_for`); a CUDA process
+    The backend is the one PyTorch registers for the device ([`backend_for`][]); a CUDA process
     group is bound to its GPU (``device_id``). Calling it again after initialisation reuses the
     existing group.
     """
@@ -179,7 +179,7 @@ def all_reduce_sum(t: torch.Tensor, device: torch.device | None = None) -> torch
     """Sum of ``t`` (any shape) over all ranks, on ``device`` (default: ``t``'s device).
 
     ``t`` itself (moved to ``device``) when not distributed. The reduction runs on the process
-    group's device: pass :attr:`DistInfo.device` for a CPU tensor under NCCL.
+    group's device: pass ``DistInfo.device`` for a CPU tensor under NCCL.
     """
     if device is not None:
         t = t.to(device)

@@ -7,7 +7,7 @@ class UserError(Exception):
     """A mistake in what the user asked for (unknown task, missing file, bad config key, ...).
 
     The command line prints ``geomlin: error: <message>`` on one line and exits
-    with status :data:`USER_ERROR_EXIT`; everything else is a bug and keeps its traceback.
+    with status [`USER_ERROR_EXIT`][]; everything else is a bug and keeps its traceback.
     """
 
 

@@ -12,15 +12,15 @@ checkpoint stores every RNG state of every rank. Resuming therefore continues
 bit-for-bit on CPU.
 
 On an accelerator the loop never waits for the device inside an epoch (see ``docs/devices.md``):
-a batch moves to the device once (:func:`~geomlin.train.tasks.base.take`), each model's step
-(:func:`train_step`) queues its forward, backward and update, and the statistics are summed where
-they are computed (:class:`MetricSums`). The host reads the device at these bounded points only:
+a batch moves to the device once ([`take`][]), each model's step
+([`train_step`][]) queues its forward, backward and update, and the statistics are summed where
+they are computed ([`MetricSums`][]). The host reads the device at these bounded points only:
 
 * after the run's first training step: the deferred input checks
-  (:func:`geomlin.validation.raise_deferred`) and whether every model's first loss is finite;
+  ([`geomlin.validation.raise_deferred`][]) and whether every model's first loss is finite;
 * once per epoch, at its end: all statistics of the epoch in one collective and one read
-  (:func:`read_epoch_means`), then the deferred checks again; a non-finite training loss stops
-  the run there (:class:`~geomlin.train.errors.TrainingDiverged`), before the epoch's checkpoint;
+  ([`read_epoch_means`][]), then the deferred checks again; a non-finite training loss stops
+  the run there ([`TrainingDiverged`][]), before the epoch's checkpoint;
 * once per epoch for the checkpoint (the models, optimisers and RNG states are copied to the host).
 
 On the CPU reading is free, so there the loss is checked after every step and the progress bar
@@ -93,7 +93,7 @@ class MetricSums:
     """One model's statistics over an epoch: ``{name: [sum, count]}``, summed where they were computed.
 
     Sums from the model stay 0-d tensors on the training device and host counts stay Python
-    numbers (see :func:`~geomlin.train.tasks.base.stat`); :meth:`add` reads nothing back.
+    numbers (see [`stat`][geomlin.train.tasks.base.stat]); [`add`][] reads nothing back.
     """
 
     def __init__(self) -> None:
@@ -147,7 +147,7 @@ class StepClock:
     """The training time of one model over an epoch, without waiting for the device.
 
     On the CPU the host's wall time around each step; on devices with timing events
-    (:data:`TIMING_EVENT_DEVICES`) a pair of events around each step, read by :meth:`seconds` after
+    ([`TIMING_EVENT_DEVICES`][]) a pair of events around each step, read by [`seconds`][] after
     the epoch's statistics were read (which waits for the device anyway); on other accelerators the
     host's wall time (the time to queue the step where the device runs behind).
     """
@@ -193,11 +193,11 @@ def train_step(task: Task, name: str, model: nn.Module, optimizer: torch.optim.O
                precision: str = "fp32") -> tuple[Tensor, dict]:
     """One optimiser step of model ``name`` on ``batch``; returns its loss (0-d) and statistics.
 
-    The task's forward and loss (:meth:`Task.train_step`, under autocast for ``precision="bf16"``),
+    The task's forward and loss ([`Task.train_step`][], under autocast for ``precision="bf16"``),
     backward, clipping of the gradient norm of ``parameters`` (default: the model's) to
-    :data:`GRAD_CLIP_NORM`, and the update. Nothing here reads the device: the loss and the
+    [`GRAD_CLIP_NORM`][], and the update. Nothing here reads the device: the loss and the
     statistics stay where they were computed. A model that refuses reduced precision (a TypeError
-    mentioning "precision") becomes a :class:`~geomlin.train.errors.UserError` naming it.
+    mentioning "precision") becomes a [`UserError`][] naming it.
     """
     device = device if device is not None else next(model.parameters()).device
     try:
@@ -220,7 +220,7 @@ def _diverged(name: str, value: float, epoch: int, lr: float) -> TrainingDiverge
 
 
 def _check_losses(losses: Mapping[str, Tensor], epoch: int, lr: float) -> None:
-    """Raise :class:`TrainingDiverged` for a non-finite loss (reads every loss: one host sync)."""
+    """Raise [`TrainingDiverged`][] for a non-finite loss (reads every loss: one host sync)."""
     values = torch.stack([loss.detach().float().reshape(()) for loss in losses.values()]).cpu().tolist()
     for name, value in zip(losses, values):
         if not math.isfinite(value):
@@ -270,7 +270,7 @@ RUN_FILES = ("checkpoint.pt", "metrics.csv", "summary.json")
 def check_fresh_output(out: Path, resume: bool, overwrite: bool) -> None:
     """Refuse to start a new run in a folder holding another run, unless resuming or overwriting.
 
-    Raises :class:`UserError` naming the folder, the files found and the flags
+    Raises [`UserError`][] naming the folder, the files found and the flags
     (``--resume`` / ``--overwrite``).
     """
     if resume or overwrite or not out.is_dir():
@@ -310,15 +310,16 @@ def run_training(task: Task, cfg: dict[str, Any], resume_from: str | Path | None
 
     ``resume_from`` names a checkpoint written by an earlier run of the same task;
     training continues at the epoch after the one it stored. Without it, an output folder that
-    already holds a run (:data:`RUN_FILES`) is refused unless ``overwrite`` is true.
+    already holds a run ([`RUN_FILES`][]) is refused unless ``overwrite`` is true.
 
     Everything is checked before any file is written: every option against its declaration
-    (:func:`~geomlin.train.config.validate_config`), the output folder, the checkpoint (same task,
+    ([`validate_config`][geomlin.train.config.validate_config]), the output folder, the checkpoint (same task,
     models and data/model options, epochs left to run), and that the data have training and
-    evaluation examples. Problems raise :class:`~geomlin.train.errors.UserError`; a loss that
-    turns NaN raises :class:`~geomlin.train.errors.TrainingDiverged`. Process-wide settings
+    evaluation examples. Problems raise [`UserError`][]; a loss that
+    turns NaN raises [`TrainingDiverged`][]. Process-wide settings
     (the number of torch threads) are the caller's: the ``geomlin`` command sets ``--threads``;
-    the training device is made current only for the run (:func:`~geomlin.train.distributed.device_scope`).
+    the training device is made current only for the run
+    ([`device_scope`][geomlin.train.distributed.device_scope]).
     """
     from geomlin.train.config import validate_config
 

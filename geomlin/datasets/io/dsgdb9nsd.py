@@ -4,7 +4,7 @@ Ramakrishnan et al. 2014 (Scientific Data 1, 140022; figshare collection 978904)
 ``dsgdb9nsd.xyz.tar.bz2``, 133,885 small text files. Each file (the paper's Tables 2 and 3) is
 
 * line 1: the number of atoms ``n``;
-* line 2: ``gdb <index>`` and 15 properties (:data:`PROPERTY_NAMES`): ``A B C`` (GHz), ``mu``
+* line 2: ``gdb <index>`` and 15 properties ([`PROPERTY_NAMES`][]): ``A B C`` (GHz), ``mu``
   (D), ``alpha`` (a0^3), ``homo lumo gap`` (Hartree), ``r2`` (a0^2), ``zpve U0 U H G``
   (Hartree), ``Cv`` (cal/(mol K));
 * lines 3 .. n+2: ``element x y z q``, the symbol, the position (Angstrom) and the Mulliken
@@ -14,11 +14,11 @@ Ramakrishnan et al. 2014 (Scientific Data 1, 140022; figshare collection 978904)
 * line n+5: the InChI, likewise.
 
 Some numbers are written in Mathematica's exponent notation, ``1.2345*^-6`` for ``1.2345e-6``
-(:data:`MATHEMATICA_EXPONENT`). The reader takes a folder of such files or a tar archive of
+([`MATHEMATICA_EXPONENT`][]). The reader takes a folder of such files or a tar archive of
 them (``.tar.bz2`` as published, or gzip, xz or no compression), streamed member by member
 in one pass, without unpacking to disk. Atom lines of all files are converted in one vectorised
-:func:`numpy.loadtxt` call, which is what makes reading all 133,885 files fast. Every error is a
-:class:`~geomlin.validation.FileFormatError` naming the file (``archive/member`` inside an
+``numpy.loadtxt`` call, which is what makes reading all 133,885 files fast. Every error is a
+[`FileFormatError`][] naming the file (``archive/member`` inside an
 archive) and the line.
 """
 
@@ -76,7 +76,7 @@ class GDB9Records:
     pos : (A, 3) float64
         Positions in Angstrom.
     properties : (M, 15) float64
-        The properties of :data:`PROPERTY_NAMES`, in the file's units (:data:`PROPERTY_UNITS`).
+        The properties of [`PROPERTY_NAMES`][], in the file's units (``PROPERTY_UNITS``).
     files : list of str
         The file each molecule came from (``archive/member`` inside an archive), for messages.
     lines : (M,) int64
@@ -145,7 +145,7 @@ def iter_xyz_files(source: str | os.PathLike, progress: bool | None = None) -> I
     A folder's files come sorted by name; an archive's in member order, streamed (nothing is
     unpacked to disk). Other files are ignored. ``name`` is the file's path (``archive/member``
     inside an archive). Raises FileNotFoundError for a missing source and
-    :class:`~geomlin.validation.FileFormatError` for an archive that is not a readable tar file
+    [`FileFormatError`][] for an archive that is not a readable tar file
     (corrupt or truncated).
     """
     source = os.fspath(source)
@@ -195,11 +195,11 @@ def _open_compressed(path: str):
 def tar_members(stream) -> Iterator[tuple[str, bytes]]:
     """``(name, bytes)`` of every regular file of a tar stream, read front to back in one pass.
 
-    Headers are parsed by :meth:`tarfile.TarInfo.frombuf` (ustar, GNU and pax layouts; GNU long
+    Headers are parsed by ``tarfile.TarInfo.frombuf`` (ustar, GNU and pax layouts; GNU long
     names and pax ``path`` records are applied). This walks the stream itself rather than through
-    :class:`tarfile.TarFile`'s stream mode, whose per-member bookkeeping costs about as much as
+    ``tarfile.TarFile``'s stream mode, whose per-member bookkeeping costs about as much as
     decompressing QM9's 133,885 small members. A truncated stream raises ``EOFError``, a corrupt
-    header :class:`tarfile.HeaderError`.
+    header ``tarfile.HeaderError``.
     """
     long_name = None
     while True:
@@ -276,7 +276,7 @@ def read_qm9_xyz(source: str | os.PathLike, progress: bool | None = None) -> GDB
 
 
 def parse_qm9_xyz(files: Iterable[tuple[str, bytes]]) -> GDB9Records:
-    """Parse ``(name, bytes)`` pairs of ``dsgdb9nsd`` XYZ files; see :func:`read_qm9_xyz`."""
+    """Parse ``(name, bytes)`` pairs of ``dsgdb9nsd`` XYZ files; see [`read_qm9_xyz`][]."""
     names, counts, indices, props, atom_lines = [], [], [], [], []
     for name, data in files:
         if b"\r" in data:
@@ -331,7 +331,7 @@ def parse_qm9_xyz(files: Iterable[tuple[str, bytes]]) -> GDB9Records:
 
 
 def _load(lines: list[bytes], width: int | None, where, what: str) -> np.ndarray:
-    """Whitespace-separated numbers of ``lines`` in one :func:`numpy.loadtxt` call.
+    """Whitespace-separated numbers of ``lines`` in one ``numpy.loadtxt`` call.
 
     ``width`` float columns give a ``(len(lines), width)`` array; ``None`` gives the structured
     atom lines. On any malformed line the lines are checked one by one so that the error names
@@ -362,7 +362,7 @@ def _load(lines: list[bytes], width: int | None, where, what: str) -> np.ndarray
 
 
 def _error(where: tuple[str, int], message: str) -> FileFormatError:
-    """A :class:`~geomlin.validation.FileFormatError` at ``where = (file, line)``."""
+    """A [`FileFormatError`][] at ``where = (file, line)``."""
     return FileFormatError(where[0], message, line=where[1])
 
 

@@ -12,7 +12,7 @@ def fan_triangulate(polygons: list[list[int]] | np.ndarray, where: str) -> np.nd
 
     A polygon ``(v0, v1, ..., vk)`` becomes ``(v0, v1, v2), (v0, v2, v3), ...``; exact for convex
     polygons, the faces ModelNet and most mesh exporters write. Polygons with fewer than three
-    vertices raise :class:`~geomlin.validation.FileFormatError` naming ``where`` (the file).
+    vertices raise [`FileFormatError`][] naming ``where`` (the file).
     """
     if isinstance(polygons, np.ndarray):
         if polygons.ndim != 2 or polygons.shape[1] < 3:

@@ -19,7 +19,7 @@ from geomlin.validation import FileFormatError, check_file
 def read_obj(path: str | os.PathLike) -> tuple[np.ndarray, np.ndarray]:
     """Vertices ``(V, 3)`` float64 and triangles ``(T, 3)`` int64 of an OBJ file.
 
-    Raises FileNotFoundError for a missing file and :class:`~geomlin.validation.FileFormatError`
+    Raises FileNotFoundError for a missing file and [`FileFormatError`][]
     (a ValueError) naming the file and line for a malformed vertex or face line, a face index of 0
     or beyond the vertices read so far, non-finite coordinates or out-of-range indices.
     """

@@ -22,7 +22,7 @@ VERTEX_COLUMNS = 3
 def read_off(path: str | os.PathLike) -> tuple[np.ndarray, np.ndarray]:
     """Vertices ``(V, 3)`` float64 and triangles ``(T, 3)`` int64 of an OFF file.
 
-    Raises FileNotFoundError for a missing file; :class:`~geomlin.validation.FileFormatError`
+    Raises FileNotFoundError for a missing file; [`FileFormatError`][]
     (a ValueError) naming the file and line for a missing ``OFF`` header, malformed counts, too
     few vertex / face lines, non-numeric or non-finite values and out-of-range face indices. A
     file with no faces returns ``(V, 3)`` and ``(0, 3)``; samplers reject such an empty mesh with

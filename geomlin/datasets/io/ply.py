@@ -180,7 +180,7 @@ def _list_entry(token: str, dtype: str):
 def read_ply(path: str | os.PathLike) -> tuple[np.ndarray, np.ndarray]:
     """Vertices ``(V, 3)`` float64 and triangles ``(T, 3)`` int64 of a PLY file.
 
-    Raises FileNotFoundError for a missing file and :class:`~geomlin.validation.FileFormatError`
+    Raises FileNotFoundError for a missing file and [`FileFormatError`][]
     (a ValueError) naming the file (and line, for ASCII files) for a bad header, truncated data,
     rows of the wrong width, missing ``x, y, z`` properties, non-finite coordinates or out-of-range
     faces. A file without a face element returns ``(0, 3)`` faces.

@@ -3,8 +3,9 @@
 qm9pack 1.0.3 (R. Ramakrishnan, MIT licence) holds the whole of QM9 as CSV files in its
 ``qm9pack/data/`` folder: ``qm9_part1.csv``, ``qm9_part2.csv``, ``qm9_part3.csv`` (the molecules
 in index order, 130,831 rows in all) and ``qm9_polarizability.csv`` (polarizability tensors,
-not read here). Each part has the header :data:`COLUMNS` and one row per molecule, the fields
-of its ``dsgdb9nsd_NNNNNN.xyz`` file (:mod:`geomlin.datasets.io.dsgdb9nsd`), text fields quoted::
+not read here). Each part has the header [`COLUMNS`][] and one row per molecule, the fields
+of its ``dsgdb9nsd_NNNNNN.xyz`` file ([`geomlin.datasets.io.dsgdb9nsd`][]), text
+fields quoted::
 
     "dsgdb9nsd_000001.xyz",1,"C","InChI=1S/CH4/h1H4",5,"[4,1,0,0,0]","['C','H','H','H','H']",
     "[[-0.0126981359,1.0858041578,0.0080009958],...]","[-0.535689,...]","[1341.307,...]",
@@ -15,10 +16,11 @@ of its ``dsgdb9nsd_NNNNNN.xyz`` file (:mod:`geomlin.datasets.io.dsgdb9nsd`), tex
 the same order and units. The 3,054 molecules of the original ``uncharacterized.txt`` are not
 in the tables: their ``Index`` values are simply missing.
 
-The package is located without importing it (:func:`installed_data_folder`; qm9pack's own
+The package is located without importing it ([`installed_data_folder`][]; qm9pack's own
 ``get_data`` needs pandas and setuptools' ``pkg_resources``), and the files are parsed with a
-split of each line at the quote character and vectorised :func:`numpy.loadtxt` calls rather than
-a general CSV parser, so the rows must keep the quoting above (as qm9pack ships them). Every error is a :class:`~geomlin.validation.FileFormatError` naming the file and line.
+split of each line at the quote character and vectorised ``numpy.loadtxt`` calls rather than
+a general CSV parser, so the rows must keep the quoting above (as qm9pack ships them). Every error is a
+[`FileFormatError`][] naming the file and line.
 """
 
 from __future__ import annotations
@@ -41,7 +43,7 @@ COLUMNS = ("XYZ_file", "Index", "SMILES", "InChi", "N_atoms", "Stoichiometry", "
            "Polarizability_bohr3", "HOMO_au", "LUMO_au", "HOMO_LUMO_gap_au", "R2_bohr2", "ZPVE_au",
            "InternalEnergy_0K_au", "InternalEnergy_298K_au", "Enthalphy_298K_au", "GibbsFreeEnergy_298K_au",
            "Heatcapacity_Cv_cal_mol_K")
-#: The numeric columns, one per entry of :data:`~geomlin.datasets.io.dsgdb9nsd.PROPERTY_NAMES`.
+#: The numeric columns, one per entry of [`PROPERTY_NAMES`][].
 PROPERTY_COLUMNS = COLUMNS[10:]
 #: File names of the parts, numbered from 1.
 PART_PATTERN = re.compile(r"qm9_part(\d+)\.csv")
@@ -93,7 +95,7 @@ def read_qm9pack(paths: list[str | os.PathLike]) -> GDB9Records:
     Parameters
     ----------
     paths : list of str or os.PathLike
-        The part files (:func:`find_parts` of a folder or of :func:`installed_data_folder`).
+        The part files ([`find_parts`][] of a folder or of [`installed_data_folder`][]).
 
     Returns
     -------

@@ -38,15 +38,24 @@ class SDFRecords:
 
     Attributes
     ----------
-    names: record titles (first line of each record), length ``M``.
-    num_atoms: ``(M,)`` int64 atoms per record.  num_bonds: ``(M,)`` int64 bonds per record.
-    pos: ``(A, 3)`` float64 coordinates in the file's unit (Angstrom for QM9 / PubChem),
+    names : list[str]
+        record titles (first line of each record), length ``M``.
+    num_atoms : np.ndarray
+        ``(M,)`` int64 atoms per record.
+    num_bonds : np.ndarray
+        ``(M,)`` int64 bonds per record.
+    pos : np.ndarray
+        ``(A, 3)`` float64 coordinates in the file's unit (Angstrom for QM9 / PubChem),
         ``A = num_atoms.sum()``.
-    z: ``(A,)`` int64 atomic numbers.
-    bonds: ``(B, 3)`` int64 rows ``(i, j, type)`` with record-local 0-based atom indices and
+    z : np.ndarray
+        ``(A,)`` int64 atomic numbers.
+    bonds : np.ndarray
+        ``(B, 3)`` int64 rows ``(i, j, type)`` with record-local 0-based atom indices and
         the V2000 bond type (1 single, 2 double, 3 triple, 4 aromatic).
-    properties: per record, the ``> <tag>`` data items as ``{tag: value string}``.
-    atom_lines: ``(M,)`` int64 1-based line of each record's first atom line, for messages.
+    properties : list[dict[str, str]]
+        per record, the ``> <tag>`` data items as ``{tag: value string}``.
+    atom_lines : np.ndarray | None
+        ``(M,)`` int64 1-based line of each record's first atom line, for messages.
     """
 
     names: list[str]
@@ -86,19 +95,26 @@ def read_sdf(path: str | os.PathLike, parse_properties: bool = True, progress: b
 
     Parameters
     ----------
-    path: the ``.sdf`` file.
-    parse_properties: also collect ``> <tag>`` data items (set False to skip them).
-    progress: show a tqdm bar over records (default: for files over 16 MB, e.g. full QM9).
+    path : str | os.PathLike
+        the ``.sdf`` file.
+    parse_properties : bool
+        also collect ``> <tag>`` data items (set False to skip them).
+    progress : bool | None
+        show a tqdm bar over records (default: for files over 16 MB, e.g. full QM9).
 
     Returns
     -------
-    :class:`SDFRecords` with flat float64 positions, int64 atomic numbers and bonds.
+    SDFRecords
+        [`SDFRecords`][] with flat float64 positions, int64 atomic numbers and bonds.
 
     Raises
     ------
-    FileNotFoundError if the file is missing; ValueError naming the file, the record index,
-    its name and the line for a truncated record, a malformed counts / atom / bond line, a V3000
-    record, an unknown element symbol or a non-finite coordinate.
+    FileNotFoundError
+        If the file is missing.
+    ValueError
+        Naming the file, the record index, its name and the line, for a truncated record, a
+        malformed counts / atom / bond line, a V3000 record, an unknown element symbol or a
+        non-finite coordinate.
     """
     path = os.fspath(check_file(path, "path"))
     with open(path, encoding="utf-8", errors="replace") as f:
@@ -116,7 +132,7 @@ def read_sdf(path: str | os.PathLike, parse_properties: bool = True, progress: b
 
 def parse_sdf_lines(lines: list[str], path: str = "<sdf>", parse_properties: bool = True,
                     bar=None) -> SDFRecords:
-    """Parse the lines of an SD file; see :func:`read_sdf` (``path`` is only used in messages).
+    """Parse the lines of an SD file; see [`read_sdf`][] (``path`` is only used in messages).
 
     ``bar`` is an optional tqdm bar advanced once per 4096 records.
     """

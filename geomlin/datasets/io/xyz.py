@@ -14,7 +14,7 @@ lacks a value would otherwise shift the columns after it). Plain XYZ has 4 colum
 announces. Forces come from a ``forces`` (or ``force``, ``F``) property of 3 real columns.
 
 Species are element symbols or atomic numbers ``1 ... 118``. Every error is a
-:class:`~geomlin.validation.FileFormatError` naming the file, the line and the frame.
+[`FileFormatError`][] naming the file, the line and the frame.
 """
 
 from __future__ import annotations
@@ -83,7 +83,7 @@ def _properties(spec: str, path: str, line: int, frame: int) -> dict[str, tuple[
 def read_xyz(path: str | os.PathLike) -> list[XYZFrame]:
     """All frames of an XYZ file; see the module docstring for the accepted layouts.
 
-    Raises FileNotFoundError for a missing file and :class:`~geomlin.validation.FileFormatError`
+    Raises FileNotFoundError for a missing file and [`FileFormatError`][]
     (a ValueError) naming the file, line and frame for a bad atom count, a truncated frame, atom
     lines of unequal width, an unknown element or atomic number, a malformed or non-finite number.
     """

@@ -1,6 +1,6 @@
 """Triton kernels for Gaunt products (optional: ``pip install geomlin[gpu]``); imported lazily.
 
-:func:`gaunt_grid_triton` runs the fast route (Legendre sums, longitude transform, pointwise
+[`gaunt_grid_triton`][] runs the fast route (Legendre sums, longitude transform, pointwise
 product and projection per latitude, grid values kept on chip) on CUDA, or on the CPU under
 ``TRITON_INTERPRET=1``.
 """
@@ -18,7 +18,7 @@ def triton_available() -> bool:
 
 
 def triton_supports(lmax1: int, lmax2: int, lmax_out: int, dtype) -> bool:
-    """Whether :func:`gaunt_grid_triton` handles these degrees and dtype (False without triton)."""
+    """Whether [`gaunt_grid_triton`][] handles these degrees and dtype (False without triton)."""
     if not triton_available():
         return False
     from geomlin.gaunt.kernels.triton_grid import supports
@@ -27,7 +27,7 @@ def triton_supports(lmax1: int, lmax2: int, lmax_out: int, dtype) -> bool:
 
 
 def gaunt_grid_triton(x1, x2, lmax1, lmax2, lmax_out, channels=1, shared=0, reduce=False):
-    """The fast route as Triton kernels; see :func:`geomlin.gaunt.kernels.triton_grid.gaunt_grid_triton`."""
+    """The fast route as Triton kernels; see [`geomlin.gaunt.kernels.triton_grid.gaunt_grid_triton`][]."""
     from geomlin.gaunt.kernels.triton_grid import gaunt_grid_triton as impl
 
     return impl(x1, x2, lmax1, lmax2, lmax_out, channels, shared, reduce)

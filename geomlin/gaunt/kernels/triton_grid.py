@@ -1,6 +1,6 @@
 """The fast Gaunt route as Triton kernels: grid values never leave the chip.
 
-Kernel 1 (:func:`_latitude_kernel`) takes a block of output rows and one Gauss-Legendre
+Kernel 1 (``_latitude_kernel``) takes a block of output rows and one Gauss-Legendre
 latitude ``theta_j``:
 
 1. Legendre sums at ``theta_j`` for both inputs: ``g_{m, part} = sum_l P_l^m(theta_j) x_{l, +-m}``,
@@ -12,14 +12,14 @@ latitude ``theta_j``:
 4. the longitude projection ``lat_cos = even @ W_cos``, ``lat_sin = odd @ W_sin``,
 
 and writes only ``lat (rows, 2 (Lo+1), num_theta)`` -- ``O(L^2)`` numbers per row, like the
-input and output.  Kernel 2 (:func:`_legendre_projection_kernel`) contracts ``lat`` with the
+input and output.  Kernel 2 (``_legendre_projection_kernel``) contracts ``lat`` with the
 weighted Legendre table over the latitudes.  Every step is ``O(L^3)`` per row, as on the CPU
-route of :mod:`geomlin.gaunt.grid`; the half circle (not the quarter) keeps the kernel simple
+route of [`geomlin.gaunt.grid`][]; the half circle (not the quarter) keeps the kernel simple
 where flops are cheap.
 
 float32 uses ``tl.dot`` with ``input_precision="ieee"`` (no TF32); float64 multiplies and sums in
 registers.  Runs on CUDA, and on the CPU under ``TRITON_INTERPRET=1`` (the tests).  Not timed on
-a GPU yet: ``method="auto"`` does not pick it (see :mod:`geomlin.gaunt.autotune`).
+a GPU yet: ``method="auto"`` does not pick it (see [`geomlin.gaunt.autotune`][]).
 """
 
 from __future__ import annotations
@@ -104,7 +104,7 @@ def _output_tables(lmax: int, num_theta: int, num_phi: int) -> tuple[Tensor, ...
 
 
 def table_keys(lmax1: int, lmax2: int, lmax_out: int) -> list[tuple]:
-    """Cache keys (:mod:`geomlin.gaunt.cache`) of the tables one launch reads."""
+    """Cache keys ([`geomlin.gaunt.cache`][]) of the tables one launch reads."""
     nt, nphi = G.exact_grid_size(lmax1 + lmax2 + lmax_out)
     return [("triton.input", lmax1, nt, nphi), ("triton.input", lmax2, nt, nphi), ("triton.output", lmax_out, nt, nphi)]
 
@@ -234,7 +234,7 @@ def _legendre_projection_kernel(lat_ptr, leg_ptr, row_ptr, out_ptr, NOUT, DO, NT
 # ----------------------------------------------------------------------------- launcher
 def gaunt_grid_triton(x1: Tensor, x2: Tensor, lmax1: int, lmax2: int, lmax_out: int, channels: int = 1,
                       shared: int = 0, reduce: bool = False) -> Tensor:
-    """Gaunt product of rows with the same conventions as :func:`geomlin.gaunt.grid.gaunt_on_grid`
+    """Gaunt product of rows with the same conventions as [`geomlin.gaunt.grid.gaunt_on_grid`][]
     (``x1 (A c1, D1)``, ``x2 (A c2, D2)`` -> ``(A C, Do)`` or ``(A, Do)`` when ``reduce``),
     on the half grid exact for degree ``lmax1 + lmax2 + lmax_out``; float32/float64."""
     if not supports(lmax1, lmax2, lmax_out, x1.dtype):

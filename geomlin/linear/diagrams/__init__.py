@@ -3,7 +3,7 @@
 Equivariant linear maps ``(R^n)^{⊗k} -> (R^n)^{⊗l}`` for S_n (partition
 diagrams), O(n) (Brauer diagrams), SO(n) (Brauer + ``(l+k)\\n`` Levi-Civita
 diagrams) and Sp(n) (Brauer diagrams with the symplectic form), their dense
-matrices, the fast factored product and the layer :class:`DiagramLinear`.
+matrices, the fast factored product and the layer [`DiagramLinear`][].
 See ``docs/diagrams.md``.
 """
 

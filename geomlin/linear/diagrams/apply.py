@@ -7,7 +7,7 @@ Pearce-Crump ("Brauer's Group Equivariant Neural Networks", ICML 2023, Sec. 6;
 itself factors into a *bottom* half that only reads the input and a *top* half
 that only writes the output:
 
-* bottom (:func:`bottom_apply`): on the input ``x (..., n^k)``, take the
+* bottom ([`bottom_apply`][]): on the input ``x (..., n^k)``, take the
   generalised diagonal over each block's bottom vertices, sum out the blocks
   that live only on the bottom row (traces / contractions), keep one axis per
   propagating block (the permutation is the order of those axes). SO(n):
@@ -15,7 +15,7 @@ that only writes the output:
   axis per top free vertex. Sp(n): a bottom pair ``{a < b}`` contracts with
   ``J`` - done by applying ``J`` along axis ``b`` (a signed half swap) and tracing.
   Cost: one read of the needed diagonal entries, ``n^(#bottom blocks)``.
-* top (:func:`top_add`): add the result into the output through one strided
+* top ([`top_add`][]): add the result into the output through one strided
   *view* of the output buffer: a propagating block's top vertices share one
   index (stride = sum of their strides), a top-only block is a broadcast
   (the result is constant along it), top free vertices get their own axes.
@@ -51,12 +51,18 @@ class BottomOp:
 
     Attributes
     ----------
-    k: input order.
-    traced: input axes of the blocks living only on the bottom row (summed out).
-    passing: input axes of each propagating block, in the order of the ``c`` kept axes.
-    eps_in: input axes joined to the Levi-Civita symbol (SO(n)).
-    eps_out: number ``s`` of top free vertices the symbol produces (axes after the ``c``).
-    twist: input axes to which ``J`` is applied before tracing (Sp(n) bottom pairs).
+    k : int
+        input order.
+    traced : tuple[tuple[int, ...], ...]
+        input axes of the blocks living only on the bottom row (summed out).
+    passing : tuple[tuple[int, ...], ...]
+        input axes of each propagating block, in the order of the ``c`` kept axes.
+    eps_in : tuple[int, ...]
+        input axes joined to the Levi-Civita symbol (SO(n)).
+    eps_out : int
+        number ``s`` of top free vertices the symbol produces (axes after the ``c``).
+    twist : tuple[int, ...]
+        input axes to which ``J`` is applied before tracing (Sp(n) bottom pairs).
     """
 
     k: int
@@ -77,11 +83,16 @@ class TopOp:
 
     Attributes
     ----------
-    l: output order.
-    passing: output axes of each propagating block (z axes ``0..c-1``).
-    eps_out: output axes of the top free vertices (z axes ``c..c+s-1``).
-    broadcast: output axes of the blocks living only on the top row.
-    symplectic: top-only pairs carry ``J`` instead of ``δ`` (Sp(n)).
+    l : int
+        output order.
+    passing : tuple[tuple[int, ...], ...]
+        output axes of each propagating block (z axes ``0..c-1``).
+    eps_out : tuple[int, ...]
+        output axes of the top free vertices (z axes ``c..c+s-1``).
+    broadcast : tuple[tuple[int, ...], ...]
+        output axes of the blocks living only on the top row.
+    symplectic : bool
+        top-only pairs carry ``J`` instead of ``δ`` (Sp(n)).
     """
 
     l: int
@@ -96,7 +107,7 @@ class TopOp:
 
 
 def split_diagram(diagram: Diagram, group) -> tuple[BottomOp, TopOp]:
-    """Factor ``diagram`` into its :class:`BottomOp` and :class:`TopOp` for the family ``group``."""
+    """Factor ``diagram`` into its [`BottomOp`][] and [`TopOp`][] for the family ``group``."""
     name = group_name(group)
     d = diagram
     passing = d.propagating
@@ -128,7 +139,7 @@ def _levi_civita_entries(n: int, s: int) -> tuple[Tensor, Tensor, Tensor]:
 def levi_civita_matrix(n: int, s: int, sparse: bool | None = None) -> Tensor:
     """ε reshaped to ``(n^s, n^(n-s))`` in float64: row = first ``s`` indices, column = the rest.
 
-    Dense when it has at most :data:`MAX_DENSE_LEVI_CIVITA` entries, else a sparse COO
+    Dense when it has at most [`MAX_DENSE_LEVI_CIVITA`][] entries, else a sparse COO
     tensor with the ``n!`` nonzeros (``sparse`` forces either). A copy of a cached table (safe to modify).
     """
     return _levi_civita_matrix(n, s, sparse).clone()
@@ -136,7 +147,7 @@ def levi_civita_matrix(n: int, s: int, sparse: bool | None = None) -> Tensor:
 
 @lru_cache(maxsize=32)
 def _levi_civita_matrix(n: int, s: int, sparse: bool | None = None) -> Tensor:
-    """The cached :func:`levi_civita_matrix` itself (read-only)."""
+    """The cached [`levi_civita_matrix`][] itself (read-only)."""
     rows, cols, signs = _levi_civita_entries(n, s)
     shape = (n ** s, n ** (n - s))
     if sparse is None:
@@ -152,7 +163,7 @@ _LEVI_CIVITA_ON: dict = {}
 
 
 def levi_civita_on(n: int, s: int, device, dtype: torch.dtype) -> Tensor:
-    """:func:`levi_civita_matrix` ``(n, s)`` on ``device`` in ``dtype`` (read-only).
+    """[`levi_civita_matrix`][] ``(n, s)`` on ``device`` in ``dtype`` (read-only).
 
     On an accelerator it is cached per (device, dtype): uploaded once, on the first call there.
     """
@@ -171,8 +182,8 @@ def levi_civita_on(n: int, s: int, device, dtype: torch.dtype) -> Tensor:
 def _apply_levi_civita(z: Tensor, n: int, n_in: int, s: int, E: Tensor | None = None) -> Tensor:
     """Contract the last ``n_in = n - s`` axes of ``z`` with ε, producing ``s`` new last axes.
 
-    ``E``: ε as :func:`levi_civita_matrix` ``(n, s)`` on ``z``'s device (a layer's buffer), else
-    read from :func:`levi_civita_on`.
+    ``E``: ε as [`levi_civita_matrix`][] ``(n, s)`` on ``z``'s device (a layer's buffer), else
+    read from [`levi_civita_on`][].
     """
     lead = z.shape[: z.ndim - n_in]
     flat = z.reshape(-1, n ** n_in)
@@ -193,14 +204,18 @@ def bottom_apply(op: BottomOp, x: Tensor, n: int, levi_civita: Tensor | None = N
 
     Parameters
     ----------
-    op: the :class:`BottomOp`.
-    x: ``(..., n, .., n)`` with ``op.k`` trailing axes, floating point.
-    levi_civita: for SO(n) halves with ε, :func:`levi_civita_matrix` ``(n, op.eps_out)`` on ``x``'s
-        device (a layer keeps it as a buffer); ``None`` reads it from :func:`levi_civita_on`.
+    op : BottomOp
+        the [`BottomOp`][].
+    x : Tensor of shape (..., n, .., n)
+        with ``op.k`` trailing axes, floating point.
+    levi_civita : Tensor | None
+        for SO(n) halves with ε, [`levi_civita_matrix`][] ``(n, op.eps_out)`` on ``x``'s
+        device (a layer keeps it as a buffer); ``None`` reads it from [`levi_civita_on`][].
 
     Returns
     -------
-    ``(..., n, .., n)`` with ``op.out_axes`` trailing axes, same dtype and device.
+    Tensor
+        ``(..., n, .., n)`` with ``op.out_axes`` trailing axes, same dtype and device.
     """
     k = op.k
     for a in op.twist:
@@ -226,10 +241,14 @@ def top_add(op: TopOp, out: Tensor, z: Tensor, n: int, alpha: float = 1.0) -> Te
 
     Parameters
     ----------
-    op: the :class:`TopOp`.
-    out: contiguous ``(..., n, .., n)`` with ``op.l`` trailing axes.
-    z: ``(..., n, .., n)`` with ``op.in_axes`` trailing axes; leading shape equal to out's.
-    alpha: scalar factor.
+    op : TopOp
+        the [`TopOp`][].
+    out : Tensor
+        contiguous ``(..., n, .., n)`` with ``op.l`` trailing axes.
+    z : Tensor of shape (..., n, .., n)
+        with ``op.in_axes`` trailing axes; leading shape equal to out's.
+    alpha : float
+        scalar factor.
     """
     l = op.l
     lead = out.shape[: out.ndim - l]
@@ -271,21 +290,27 @@ def apply_diagram(diagram: Diagram, x: Tensor, n: int, group, orbit: bool = Fals
     """Multiply ``x`` by the diagram's matrix without building it (fast factored product).
 
     Equals ``(diagram_matrix(diagram, n, group, orbit) @ x.reshape(..., n^k).T)``
-    reshaped, see :mod:`geomlin.linear.diagrams.dense` for the entry conventions.
+    reshaped, see [`geomlin.linear.diagrams.dense`][] for the entry conventions.
 
     Parameters
     ----------
-    diagram: a :class:`Diagram` with ``k`` bottom and ``l`` top vertices valid for ``group``.
-    x: ``(..., n, .., n)`` with ``k`` trailing axes of size ``n``, floating point.
-    n: dimension of R^n.
-    group: ``"S"``, ``"O"``, ``"SO"``, ``"Sp"`` (or a geomlin group instance).
-    orbit: S only: apply the orbit basis element ``X_π`` (Möbius sum of diagram
+    diagram : Diagram
+        a [`Diagram`][] with ``k`` bottom and ``l`` top vertices valid for ``group``.
+    x : Tensor of shape (..., n, .., n)
+        with ``k`` trailing axes of size ``n``, floating point.
+    n : int
+        dimension of R^n.
+    group : str or Group
+        ``"S"``, ``"O"``, ``"SO"``, ``"Sp"`` (or a geomlin group instance).
+    orbit : bool
+        S only: apply the orbit basis element ``X_π`` (Möbius sum of diagram
         basis elements over the coarsenings of ``π``).
 
     Returns
     -------
-    ``(..., n, .., n)`` with ``l`` trailing axes, dtype and device of ``x``; no host
-    synchronisation (SO(n): ε is uploaded once per device and dtype).
+    Tensor
+        ``(..., n, .., n)`` with ``l`` trailing axes, dtype and device of ``x``; no host
+        synchronisation (SO(n): ε is uploaded once per device and dtype).
     """
     name = group_name(group, n)
     check_n(name, n)

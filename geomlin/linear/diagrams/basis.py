@@ -1,7 +1,7 @@
 """Bases of the equivariant maps ``(R^n)^{⊗k} -> (R^n)^{⊗l}`` chosen from the diagrams.
 
 For small ``n`` the spanning diagrams are linearly dependent. The basis used
-by :class:`~geomlin.linear.diagrams.DiagramLinear`:
+by [`DiagramLinear`][]:
 
 * ``"S"``: the **orbit basis** ``X_π`` for the partitions ``π`` with at most ``n``
   blocks (exact: the other ``X_π`` vanish, these have disjoint supports).
@@ -175,7 +175,7 @@ def diagram_basis(group, k: int, l: int, n: int) -> list[Diagram]:
     """A basis of ``Hom_G((R^n)^{⊗k}, (R^n)^{⊗l})`` made of diagrams (see the module docstring).
 
     For ``"S"`` the diagrams stand for **orbit** basis elements (``orbit=True`` in
-    :func:`diagram_matrix` / :func:`apply_diagram`); for the other groups for the
+    [`diagram_matrix`][] / [`apply_diagram`][]); for the other groups for the
     diagrams themselves. Cached; deterministic.
     """
     name = group_name(group, n)

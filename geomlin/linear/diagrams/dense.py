@@ -1,8 +1,8 @@
 """Dense matrices of diagrams: the reference for tests and small cases.
 
-:func:`diagram_matrix` builds the ``n^l x n^k`` matrix of a diagram entry by
+[`diagram_matrix`][] builds the ``n^l x n^k`` matrix of a diagram entry by
 entry from its definition, independently of the fast product in
-:mod:`geomlin.linear.diagrams.apply`. Row index = output multi-index
+[`geomlin.linear.diagrams.apply`][]. Row index = output multi-index
 ``(i_1..i_l)``, column index = input multi-index ``(j_1..j_k)``, both
 row-major (last axis fastest), matching ``geomlin.reps`` ``V(G)**k``.
 
@@ -53,17 +53,22 @@ def diagram_matrix(diagram: Diagram, n: int, group, orbit: bool = False,
 
     Parameters
     ----------
-    diagram: a :class:`Diagram` valid for ``group``.
-    n: dimension of R^n (even for ``"Sp"``; equal to the number of free
+    diagram : Diagram
+        a [`Diagram`][] valid for ``group``.
+    n : int
+        dimension of R^n (even for ``"Sp"``; equal to the number of free
         vertices for an SO determinant diagram).
-    group: ``"S"``, ``"O"``, ``"SO"``, ``"Sp"`` or a geomlin group instance.
-    orbit: S only: the orbit basis element ``X_π`` instead of the diagram
+    group : str or Group
+        ``"S"``, ``"O"``, ``"SO"``, ``"Sp"`` or a geomlin group instance.
+    orbit : bool
+        S only: the orbit basis element ``X_π`` instead of the diagram
         basis element ``D_π``.
 
     Returns
     -------
-    Tensor ``(n^l, n^k)`` of ``dtype`` (float64 default); ``(1, 1)`` for ``k = l = 0``.
-    For tests and small cases: it has ``n^(k+l)`` entries.
+    Tensor of shape (n^l, n^k)
+        of ``dtype`` (float64 default); ``(1, 1)`` for ``k = l = 0``.
+        For tests and small cases: it has ``n^(k+l)`` entries.
     """
     name = group_name(group, n)
     check_n(name, n)

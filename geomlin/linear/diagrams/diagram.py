@@ -6,23 +6,26 @@ Equivariant Neural Networks and Partition Diagrams", 2022; "Brauer's Group
 Equivariant Neural Networks", ICML 2023). Bottom vertices are the input tensor
 axes, top vertices the output tensor axes.
 
-Vertex labels
-    ``0 .. l-1`` are the top vertices (output axes, left to right) and
-    ``l .. l+k-1`` the bottom vertices (input axes, left to right): bottom
-    vertex ``l + j`` is input axis ``j``. This is Pearce-Crump's labelling
-    (``1..l`` on top, ``l+1..l+k`` below) shifted to start at 0. Printed
-    notation writes top vertices as ``1 .. l`` and bottom vertices as
-    ``1' .. k'``.
+**Vertex labels**
 
-Blocks
-    ``blocks`` is the partition of the non-free vertices; every block is a
-    sorted tuple and the blocks are sorted by their smallest vertex, so equal
-    diagrams compare and hash equal. Brauer diagrams have only blocks of size 2.
+``0 .. l-1`` are the top vertices (output axes, left to right) and
+``l .. l+k-1`` the bottom vertices (input axes, left to right): bottom
+vertex ``l + j`` is input axis ``j``. This is Pearce-Crump's labelling
+(``1..l`` on top, ``l+1..l+k`` below) shifted to start at 0. Printed
+notation writes top vertices as ``1 .. l`` and bottom vertices as
+``1' .. k'``.
 
-Free vertices (SO(n) only)
-    An ``(l+k)\\n`` diagram additionally has ``n`` *free* vertices joined to the
-    Levi-Civita symbol; ``free`` lists them in increasing label order, which
-    is also the order of the indices of ``ε`` (top free vertices come first).
+**Blocks**
+
+``blocks`` is the partition of the non-free vertices; every block is a
+sorted tuple and the blocks are sorted by their smallest vertex, so equal
+diagrams compare and hash equal. Brauer diagrams have only blocks of size 2.
+
+**Free vertices (SO(n) only)**
+
+An ``(l+k)\\n`` diagram additionally has ``n`` *free* vertices joined to the
+Levi-Civita symbol; ``free`` lists them in increasing label order, which
+is also the order of the indices of ``ε`` (top free vertices come first).
 """
 
 from __future__ import annotations
@@ -49,13 +52,19 @@ class Diagram:
 
     Parameters
     ----------
-    k: number of bottom vertices = input tensor order.
-    l: number of top vertices = output tensor order.
-    blocks: the blocks of the partition of the non-free vertices, as
+    k : int
+        number of bottom vertices = input tensor order.
+    l : int
+        number of top vertices = output tensor order.
+    blocks : tuple[tuple[int, ...], ...]
+        the blocks of the partition of the non-free vertices, as
         iterables of vertex labels (``0..l-1`` top, ``l..l+k-1`` bottom).
-    free: vertices joined to the Levi-Civita symbol (SO(n) diagrams), any order.
+    free : tuple[int, ...]
+        vertices joined to the Levi-Civita symbol (SO(n) diagrams), any order.
 
-    Use :meth:`from_blocks` to build one from unsorted blocks; the constructor
+    Notes
+    -----
+    Use [`from_blocks`][] to build one from unsorted blocks; the constructor
     canonicalises too, so ``Diagram(2, 2, [[3, 0], [1, 2]])`` is valid.
     """
 

@@ -1,11 +1,11 @@
 """Enumerators of the diagrams that span equivariant maps between tensor powers.
 
-* :func:`set_partitions` - all set partitions of ``m`` items (Bell(m) of them);
-* :func:`partition_diagrams` - S_n: set partitions of the ``k + l`` vertices;
-* :func:`brauer_diagrams` - O(n), Sp(n): perfect matchings of the ``k + l`` vertices;
-* :func:`levi_civita_diagrams` - SO(n): ``(l+k)\\n`` diagrams, ``n`` free vertices
+* [`set_partitions`][] - all set partitions of ``m`` items (Bell(m) of them);
+* [`partition_diagrams`][] - S_n: set partitions of the ``k + l`` vertices;
+* [`brauer_diagrams`][] - O(n), Sp(n): perfect matchings of the ``k + l`` vertices;
+* [`levi_civita_diagrams`][] - SO(n): ``(l+k)\\n`` diagrams, ``n`` free vertices
   joined to the Levi-Civita symbol and a perfect matching of the rest;
-* :func:`spanning_diagrams` - the spanning set of each group family.
+* [`spanning_diagrams`][] - the spanning set of each group family.
 
 Pearce-Crump, "Connecting Permutation Equivariant Neural Networks and
 Partition Diagrams" (2022) and "Brauer's Group Equivariant Neural Networks"
@@ -73,7 +73,7 @@ def set_partitions(m: int, max_blocks: int | None = None) -> list[tuple[tuple[in
 
     Returns a list of Bell(m) partitions (those with at most ``max_blocks`` blocks when given),
     each a tuple of sorted blocks sorted by their smallest element. ``m = 0`` has one (empty)
-    partition. Raises ``ValueError`` when there are more than :data:`MAX_DIAGRAMS`.
+    partition. Raises ``ValueError`` when there are more than [`MAX_DIAGRAMS`][].
     """
     m = _check_count(m, "set_partitions: m")
     if max_blocks is not None:
@@ -139,7 +139,8 @@ def levi_civita_diagrams(k: int, l: int, n: int) -> list[Diagram]:
 
     Raises
     ------
-    ValueError: when ``n > k + l`` (a determinant diagram needs ``n`` vertices)
+    ValueError
+        When ``n > k + l`` (a determinant diagram needs ``n`` vertices)
         or ``n < 1``.
     """
     k = _check_count(k, "k")
@@ -164,7 +165,7 @@ def spanning_diagrams(group, k: int, l: int, n: int) -> list[Diagram]:
     S: all partition diagrams (diagram basis, linearly independent iff
     ``n >= k + l``); O and Sp: Brauer diagrams; SO: Brauer diagrams followed by
     the ``(l+k)\\n`` diagrams (none when ``n > k + l``). For a *basis* use
-    :func:`geomlin.linear.diagrams.diagram_basis`.
+    [`geomlin.linear.diagrams.diagram_basis`][geomlin.linear.diagrams.basis.diagram_basis].
     """
     name = group_name(group, n)
     check_n(name, n)

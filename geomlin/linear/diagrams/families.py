@@ -26,7 +26,7 @@ _ALIASES = {"s": "S", "o": "O", "so": "SO", "sp": "Sp"}
 
 
 def group_name(group, n: int | None = None) -> str:
-    """Normalise ``group`` (a name or a geomlin ``S/O/SO/Sp`` instance) to one of :data:`GROUP_NAMES`.
+    """Normalise ``group`` (a name or a geomlin ``S/O/SO/Sp`` instance) to one of [`GROUP_NAMES`][].
 
     When ``group`` is a geomlin group and ``n`` is given, checks that the group acts on R^n.
     """

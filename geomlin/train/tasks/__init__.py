@@ -14,7 +14,7 @@ TASKS = {
 
 
 def get_task(name: str) -> Task:
-    """A fresh instance of task ``name``; raises :class:`UserError` for unknown names."""
+    """A fresh instance of task ``name``; raises [`UserError`][] for unknown names."""
     import importlib
 
     if name not in TASKS:

@@ -2,7 +2,7 @@
 
 Data are held either as *stacked fields*: a ``dict`` of tensors that share a leading
 example axis (``pos (M, N, 3)``, ``label (M,)``, ...), for examples of one size, where a batch
-is just ``field[index]``; or as a :class:`GraphSet` of PyTorch Geometric graphs of different
+is just ``field[index]``; or as a [`GraphSet`][] of PyTorch Geometric graphs of different
 sizes (molecules), where a batch is a ``torch_geometric.data.Batch`` (PyG's collation: nodes
 concatenated, a ``batch`` vector naming each node's graph). Either way any sampler (in
 particular ``DistributedSampler``) works on the example indices.
@@ -10,10 +10,10 @@ particular ``DistributedSampler``) works on the example indices.
 Statistics are ``{name: (sum, count)}`` pairs, summed over batches and ranks before dividing, so
 that the reported mean is exact for any number of processes. A sum computed from the model's output
 stays a 0-d tensor on the training device and a count known on the host (a batch size) stays a
-Python number (:func:`stat`): the loop adds them up without reading the device and reads all of an
-epoch's statistics at once (see :mod:`geomlin.train.loop`).
+Python number ([`stat`][]): the loop adds them up without reading the device and reads all of an
+epoch's statistics at once (see [`geomlin.train.loop`][]).
 
-Data stay on the CPU until a batch is taken: :func:`take` moves each batch to the training device
+Data stay on the CPU until a batch is taken: [`take`][] moves each batch to the training device
 once (the data boundary), where data-dependent sizes (the largest graph of a batch) are settled on
 the host, so no step has to ask the device for a shape.
 """
@@ -39,7 +39,7 @@ STAT_DTYPE = torch.float64
 class GraphSet:
     """Graphs of different sizes (``torch_geometric.data.Data``) whose batches are PyG ``Batch`` objects.
 
-    ``graphs[i]`` is example ``i``; :meth:`batch` collates the examples ``index (b,)`` with
+    ``graphs[i]`` is example ``i``; ``batch`` collates the examples ``index (b,)`` with
     ``Batch.from_data_list`` (node tensors concatenated, ``batch (N_total,)`` graph indices) on the
     CPU and records the batch's largest graph as the Python int ``max_num_nodes`` (a shape the
     padded models need, known here without asking the device), then moves it.
@@ -60,7 +60,7 @@ class GraphSet:
 
 
 def num_examples(fields: Mapping[str, Tensor] | GraphSet) -> int:
-    """The number of examples: ``len`` of a :class:`GraphSet`, else the common leading size of stacked
+    """The number of examples: ``len`` of a [`GraphSet`][], else the common leading size of stacked
     ``fields`` (ValueError if they disagree)."""
     if isinstance(fields, GraphSet):
         return len(fields)
@@ -83,7 +83,7 @@ def take(fields: Mapping[str, Tensor] | GraphSet, index: Tensor, device: torch.d
 def stat(total: Tensor | float, count: Tensor | float) -> tuple[Tensor | float, Tensor | float]:
     """A ``(sum, count)`` statistic, left where it was computed.
 
-    A tensor (one element) becomes a detached :data:`STAT_DTYPE` 0-d tensor on its own device (no
+    A tensor (one element) becomes a detached [`STAT_DTYPE`][] 0-d tensor on its own device (no
     copy to the host, so no wait for the device); a Python number (a batch size) stays a float.
     """
     def value(x):
@@ -98,11 +98,12 @@ def stat(total: Tensor | float, count: Tensor | float) -> tuple[Tensor | float, 
 
 @dataclass
 class AuditSpec:
-    """How to check a model's declared symmetry with :mod:`geomlin.testing`.
+    """How to check a model's declared symmetry with [`geomlin.testing`][].
 
     ``fn(*inputs, **kwargs)`` is checked against ``group`` with actions
-    ``reps_in`` / ``reps_out`` (see :func:`geomlin.testing.equivariance_check`).
-    ``inputs`` are float64 example inputs; ``description`` names the symmetry in words.
+    ``reps_in`` / ``reps_out`` (see
+    [`geomlin.testing.equivariance_check`][]). ``inputs`` are float64
+    example inputs; ``description`` names the symmetry in words.
     """
 
     fn: Callable
@@ -118,7 +119,7 @@ class AuditSpec:
 class TaskData:
     """The data of one run: training examples, named evaluation sets, facts for the models.
 
-    ``train`` and each evaluation set are stacked fields or a :class:`GraphSet`.
+    ``train`` and each evaluation set are stacked fields or a [`GraphSet`][].
     """
 
     train: Fields | GraphSet
@@ -133,7 +134,7 @@ class Task:
     name: str = ""
     #: One-line description for ``--help``.
     description: str = ""
-    #: Task-specific options (added to :data:`~geomlin.train.config.COMMON_OPTIONS`).
+    #: Task-specific options (added to [`COMMON_OPTIONS`][geomlin.train.config.COMMON_OPTIONS]).
     options: tuple[Option, ...] = ()
     #: Model names trained when ``--model`` is not given.
     default_models: tuple[str, ...] = ()
@@ -151,14 +152,14 @@ class Task:
         return {"epochs": 1}
 
     def validate(self, cfg: dict) -> None:
-        """Raise :class:`UserError` for inconsistent options (called before any work)."""
+        """Raise [`UserError`][] for inconsistent options (called before any work)."""
 
     def build_data(self, cfg: dict) -> TaskData:
         """Training and evaluation fields (stacked tensors, leading axis = examples), deterministic in ``cfg``."""
         raise NotImplementedError
 
     def build_model(self, name: str, cfg: dict, info: dict) -> nn.Module:
-        """A fresh model ``name``; ``info`` is :attr:`TaskData.info` (e.g. ``num_classes``)."""
+        """A fresh model ``name``; ``info`` is ``TaskData.info`` (e.g. ``num_classes``)."""
         raise NotImplementedError
 
     def augment(self, batch: Fields, cfg: dict) -> Fields:
@@ -177,7 +178,7 @@ class Task:
         """Statistics of one evaluation batch of model ``name`` (called under ``torch.no_grad`` unless overridden)."""
         raise NotImplementedError
 
-    #: Whether :meth:`eval_step` needs autograd (force models differentiate the energy).
+    #: Whether [`eval_step`][] needs autograd (force models differentiate the energy).
     eval_needs_grad: bool = False
 
     def audit_spec(self, name: str, model: nn.Module, info: dict) -> AuditSpec | None:

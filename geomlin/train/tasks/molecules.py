@@ -10,14 +10,14 @@ Two datasets:
   with ``scale`` the RMS force component and ``E = mean + scale * f(pos)``.
 * ``--dataset qm9``: molecules of different sizes, batched the PyTorch Geometric way (nodes
   concatenated, a ``batch`` vector; padded per batch for the dense models), fitting the QM9
-  property ``--target`` (default ``U0``; any of :data:`geomlin.datasets.QM9_TARGETS`, in PyG's
-  units). Default data: the bundled 21-molecule sample ``datasets/qm9``; ``--root PATH`` reads
-  a full QM9 folder (``--source`` picks MoleculeNet's SDF, the original XYZ files or qm9pack's tables;
+  property ``--target`` (default ``U0``; any of
+  [`geomlin.datasets.QM9_TARGETS`][geomlin.datasets.qm9.QM9_TARGETS], in PyG's units). Default data: the
+  bundled 21-molecule sample ``datasets/qm9``; ``--root PATH`` reads a full QM9 folder (``--source`` picks MoleculeNet's SDF, the original XYZ files or qm9pack's tables;
   ``--source qm9pack`` without raw files in ``--root`` reads the installed ``qm9pack`` package and
   caches the processed set in ``--root``). ``--split standard`` is QM9's usual protocol, 110,000
-  training, 10,000 validation and the remaining test molecules (:func:`~geomlin.datasets.qm9.qm9_split`).
-  The target is ``E = b + sum_i w[z_i] + scale * f(pos, z)`` with the
-  per-element baseline ``w, b`` fitted by least squares on the training molecules (composition
+  training, 10,000 validation and the remaining test molecules
+  ([`qm9_split`][geomlin.datasets.qm9.qm9_split]). The target is ``E = b + sum_i w[z_i] + scale * f(pos, z)``
+  with the per-element baseline ``w, b`` fitted by least squares on the training molecules (composition
   alone explains most of an extensive property such as U0) and ``scale`` the RMS residual; the
   loss is ``MSE(E)/scale^2``.
 """
@@ -46,7 +46,7 @@ VALID = "valid"
 SPLITS = ("counts", "standard")
 #: QM9 property fitted when ``--target`` is not given.
 DEFAULT_QM9_TARGET = "U0"
-#: Atoms per example molecule of :meth:`MoleculeEnergyModel.example_inputs`.
+#: Atoms per example molecule of [`MoleculeEnergyModel.example_inputs`][].
 EXAMPLE_ATOMS = 6
 
 
@@ -95,7 +95,7 @@ class MoleculeEnergyModel(nn.Module):
         self.type_out = (Scalars(), Vectors(3))
 
     def example_inputs(self, generator: torch.Generator | None = None, dtype: torch.dtype = torch.float64):
-        """Two molecules of :data:`EXAMPLE_ATOMS` atoms: ``(pos (2, 6, 3), species (2, 6))``."""
+        """Two molecules of [`EXAMPLE_ATOMS`][] atoms: ``(pos (2, 6, 3), species (2, 6))``."""
         pos = 1.5 * torch.randn(2, EXAMPLE_ATOMS, 3, generator=generator, dtype=dtype)
         species = torch.randint(self.num_species, (2, EXAMPLE_ATOMS), generator=generator)
         return (pos, species), {}
@@ -138,7 +138,7 @@ def pad_nodes(values: Tensor, batch) -> tuple[Tensor, Tensor]:
     """Node values of a PyG batch ``(N_total, ...)`` as zero-padded ``(B, N, ...)`` and the mask ``(B, N)`` bool.
 
     ``B = batch.num_graphs`` and ``N = batch.max_num_nodes`` are host ints (see
-    :meth:`~geomlin.train.tasks.base.GraphSet.batch`); node ``i`` of graph ``g`` lands at
+    ``batch``); node ``i`` of graph ``g`` lands at
     ``[g, i]`` (the layout of PyG's ``to_dense_batch``, without its reads of the device for sizes).
     """
     num_graphs, width = int(batch.num_graphs), int(batch.max_num_nodes)
@@ -154,7 +154,7 @@ class MoleculesTask(Task):
 
     ``--dataset md``: fields ``pos (M, N, 3)``, ``forces (M, N, 3)`` float32, ``z (M, N)`` int64,
     ``energy (M,)`` float64; metrics ``energy_mae`` and ``force_mae`` (data units) on ``test``.
-    ``--dataset qm9``: a :class:`GraphSet` of molecules ``pos (n, 3)``, ``z (n,)``, ``energy (1,)``
+    ``--dataset qm9``: a [`GraphSet`][] of molecules ``pos (n, 3)``, ``z (n,)``, ``energy (1,)``
     (the ``--target`` property); metric ``mae`` (the target's unit) on ``test``.
     """
 
@@ -360,7 +360,7 @@ class MoleculesTask(Task):
         """A PyG batch of molecules as padded ``pos (B, N, 3)``, ``z (B, N)`` and ``mask (B, N)``.
 
         ``N`` is the batch's largest molecule, ``batch.max_num_nodes`` (set on the host by
-        :meth:`GraphSet.batch`), so padding reads nothing back from the device.
+        ``GraphSet.batch``), so padding reads nothing back from the device.
         """
         pos, mask = pad_nodes(batch.pos, batch)
         z, _ = pad_nodes(batch.z, batch)

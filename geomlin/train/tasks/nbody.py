@@ -1,6 +1,6 @@
 """``geomlin train nbody``: predict charged-particle positions a fixed time ahead.
 
-Data: :func:`geomlin.datasets.nbody` (the NRI / EGNN charged-particle system, 5
+Data: [`geomlin.datasets.nbody`][geomlin.datasets.synthetic.nbody] (the NRI / EGNN charged-particle system, 5
 particles, horizon 1.0 time unit by default). Models: GATr (points and velocities
 embedded as PGA multivectors), the EGNN of Satorras et al. and a plain MLP
 baseline. Evaluation on the test set as generated (``test``) and after a random
@@ -68,8 +68,8 @@ class GATrDynamics(nn.Module):
     token's point is read back with ``geomlin.algebra.pga.extract_point``. Channel names follow the
     reference GATr (``hidden_mv_channels`` / ``hidden_s_channels``). ``average_orientations``
     (default) runs both orientations of the embedded points and averages the extracted positions
-    (:mod:`geomlin.gatr.orientations`), which makes the model exact under reflections of the
-    coordinates at twice the cost; without it reflections are exact only up to ~1e-6 relative.
+    ([`geomlin.gatr.orientations`][]), which makes the model exact under reflections
+    of the coordinates at twice the cost; without it reflections are exact only up to ~1e-6 relative.
     """
 
     def __init__(self, hidden_mv_channels: int = 8, hidden_s_channels: int = 16, num_blocks: int = 4,
@@ -86,7 +86,7 @@ class GATrDynamics(nn.Module):
         self.type_out = Positions(3)
 
     def example_inputs(self, generator: torch.Generator | None = None, dtype: torch.dtype = torch.float64):
-        """Two random systems of 5 particles (see :func:`_example_system`)."""
+        """Two random systems of 5 particles (see ``_example_system``)."""
         return _example_system(5, generator, dtype)
 
     def forward(self, pos: Tensor, vel: Tensor, charges: Tensor) -> Tensor:
@@ -104,7 +104,7 @@ class GATrDynamics(nn.Module):
 
 
 def build_ponita_dynamics(info: dict) -> nn.Module:
-    """The ``ponita`` model: :class:`geomlin.models.PonitaDynamics` with its defaults."""
+    """The ``ponita`` model: [`geomlin.models.PonitaDynamics`][geomlin.models.ponita.PonitaDynamics] with its defaults."""
     from geomlin.models import PonitaDynamics
 
     return PonitaDynamics()

@@ -1,7 +1,7 @@
 """``geomlin train pointcloud``: shape classification, trained upright, tested rotated.
 
-The data are :func:`geomlin.datasets.synthetic_shapes` clouds (or ModelNet with
-``--dataset modelnet10|modelnet40 --root PATH``). Every model trains on upright
+The data are [`geomlin.datasets.synthetic_shapes`][geomlin.datasets.synthetic.synthetic_shapes] clouds (or
+ModelNet with ``--dataset modelnet10|modelnet40 --root PATH``). Every model trains on upright
 shapes; two evaluation sets hold the same test shapes upright (``test``) and
 under Haar-random rotations (``rotated``). A model that is rotation invariant by
 construction scores the same on both; the plain PointNet baseline collapses on
@@ -79,7 +79,7 @@ MESH_SCALE_RANGE, MESH_JITTER = (0.75, 1.25), 0.01
 
 
 def declared_group(name: str):
-    """The symmetry group named by ``--frame-group`` as a sampler for :mod:`geomlin.testing`, and in words."""
+    """The symmetry group named by ``--frame-group`` as a sampler for [`geomlin.testing`][], and in words."""
     from geomlin.groups import E3, SE3, SO, O
 
     table = {"E3": (E3(), "E(3) (rotations, reflections and translations of the cloud)"),
@@ -104,7 +104,7 @@ def bundled_meshes() -> list:
 
 def mesh_clouds(path, count: int, num_points: int, seed: int) -> Tensor:
     """``count`` clouds ``(count, num_points, 3)`` float64 sampled on one mesh, centred, radius ~1,
-    randomly scaled and jittered like :func:`geomlin.datasets.synthetic_shapes` (upright)."""
+    randomly scaled and jittered like [`geomlin.datasets.synthetic_shapes`][geomlin.datasets.synthetic.synthetic_shapes] (upright)."""
     from geomlin.datasets.meshes import read_mesh
     from geomlin.datasets.surface import sample_surface
 
@@ -129,7 +129,7 @@ class GATrClassifier(nn.Module):
     attention costs ``O(N^2)`` and GATr's layers are heavy per point. Channel names follow the
     reference GATr.
     ``average_orientations`` (default) pools the scalars of both orientations of the embedded points
-    (:mod:`geomlin.gatr.orientations`): exact under reflections at twice the cost.
+    ([`geomlin.gatr.orientations`][]): exact under reflections at twice the cost.
     """
 
     def __init__(self, num_classes: int, hidden_mv_channels: int = 8, hidden_s_channels: int = 16,
