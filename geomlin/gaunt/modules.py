@@ -329,9 +329,11 @@ class SphereGauntProduct(nn.Module):
     method : str
         One of [`METHODS`][geomlin.gaunt.METHODS].
 
-    Shapes: ``forward(x1 (..., C, (lmax1+1)**2), x2 (..., C or 1, (lmax2+1)**2)) -> (..., C,
-    (lmax_out+1)**2)``; a single channel of ``x2`` is shared by all (and transformed once), leading
-    axes broadcast; float32/float64.
+    Shapes
+    ------
+    ``forward(x1 (..., C, (lmax1+1)**2), x2 (..., C or 1, (lmax2+1)**2)) -> (..., C, (lmax_out+1)**2)``;
+    a single channel of ``x2`` is shared by all (and transformed once), leading axes broadcast;
+    float32/float64.
     """
 
     def __init__(self, lmax1: int, lmax2: int, lmax_out: int, channels: int, method: str = "auto"):
