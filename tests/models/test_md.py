@@ -18,6 +18,8 @@ from torch._dynamo.testing import CompileCounterWithBackend
 from geomlin.datasets.md17 import read_npz_trajectory
 from geomlin.models import EGNNPotential, GauntPotential
 from geomlin.models.md import EnergyAndForces, velocity_verlet_step
+from geomlin.validation import raise_deferred
+from tests.device import simulated as sim  # registers the device before any backward runs
 
 ETHANOL = Path(__file__).resolve().parents[2] / "datasets" / "md" / "xtb_md_ethanol.npz"
 #: Atomic number -> species index of the tiny potentials (ethanol: H, C, O).
@@ -136,3 +138,43 @@ def test_velocity_verlet_compiled_follows_eager():
 def test_refuses_what_is_not_a_module():
     with pytest.raises(TypeError, match="potential must be an nn.Module"):
         EnergyAndForces(lambda pos, species: pos.sum())
+
+
+@pytest.mark.slow
+def test_reduce_overhead_mode_compiles_once_on_the_cpu():
+    """mode="reduce-overhead" (CUDA graphs on CUDA; on the CPU inductor skips them): the wrapper's step
+    marking and output copies run, one graph, eager numbers. Counted with dynamo's own statistics."""
+    from torch._dynamo.utils import counters
+
+    pos, species = _ethanol()
+    net = _potential("egnn", cutoff=CUTOFF, max_neighbors=MAX_NEIGHBORS)
+    want_e, want_f = _eager_reference(net, pos[:20], species)
+    torch._dynamo.reset()
+    counters.clear()
+    model = EnergyAndForces(net, mode="reduce-overhead")
+    out = [model(pos[:1], species)]
+    with torch._dynamo.config.patch(error_on_recompile=True):
+        out += [model(pos[i:i + 1], species) for i in range(1, 20)]
+    assert counters["stats"]["unique_graphs"] == 1
+    torch.testing.assert_close(torch.cat([e for e, _ in out]), want_e, rtol=RTOL, atol=ATOL)
+    torch.testing.assert_close(torch.cat([f for _, f in out]), want_f, rtol=RTOL, atol=ATOL)
+
+
+def test_eager_step_is_sync_free_on_an_accelerator_and_defers_the_overflow():
+    """On the simulated device a step (energy, forces, neighbour test) records no host sync; a frame
+    with too many neighbours is raised by raise_deferred."""
+    pos, species = _ethanol()
+    net = _potential("gaunt", cutoff=2.0, max_neighbors=5)
+    want = EnergyAndForces(net, backend=None)(pos[:1], species)
+    net, frames, species = sim.to_sim((net, pos[:2], species))
+    model = EnergyAndForces(net, backend=None)
+    model(frames[:1], species)  # the first call on a device uploads the Gaunt tables
+    with sim.watch() as log:
+        got = model(frames[:1], species)
+    assert not log.events, log.report()
+    for a, b in zip(sim.to_cpu(got), want):
+        torch.testing.assert_close(a, b, rtol=1e-6, atol=1e-7)
+    raise_deferred()
+    model(frames[1:2], species)  # frame 1 has an atom with 6 neighbours within 2 Angstrom
+    with pytest.raises(ValueError, match="more than max_neighbors=5 .*raise_deferred"):
+        raise_deferred()
