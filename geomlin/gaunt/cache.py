@@ -90,15 +90,18 @@ class RouteTables(ConstantTables):
     def prime(self, device: torch.device, dtype: torch.dtype) -> None:
         """Make [`device_tables`][] find every key on ``device`` in ``dtype`` without an upload.
 
-        Nothing to do on the CPU (the cache is filled from the host tables there), nor when the
-        module's buffers are on another device than ``device`` (the routes then upload as a plain
-        call does).
+        On the CPU the cache is filled from the host tables, for every key (also those only a
+        compiled graph reads): an eager call before ``torch.compile`` traces then leaves the trace
+        nothing to insert, since an insertion while tracing fails the first graph's guards and
+        compiles a second one. Nothing to do when the module's buffers are on another device than
+        ``device`` (the routes then upload as a plain call does).
         """
-        if device.type == "cpu":
-            return
         for i, key in enumerate(self.keys):
             full = (key, device, dtype)
             if full in _CACHE:
+                continue
+            if device.type == "cpu":
+                device_tables(key, device, dtype)
                 continue
             tables = [self._buffers[f"table{i}_{j}"] for j in range(self._counts[i])]
             if any(t.device != device for t in tables):

@@ -34,6 +34,7 @@ from geomlin.validation import (
     check_condition,
     check_float,
     check_index,
+    check_mask,
     check_nonnegative_int,
     check_positive_float,
     check_positive_int,
@@ -42,6 +43,9 @@ from geomlin.validation import (
 
 #: Distances below this (in the units of ``pos``) count as coincident points.
 COINCIDENT = 1e-9
+#: Masked-out edges (``edge_mask`` False) are given this length, in cutoffs, along x: beyond the
+#: cutoff, so their messages and gradients are exactly zero, and not zero, so nothing divides by 0.
+MASKED_EDGE_LENGTH = 2.0
 
 
 def bessel_basis(r: Tensor, num: int, cutoff: float) -> Tensor:
@@ -82,7 +86,10 @@ class GauntConvolution(MessagePassing):
     Forward
     -------
     ``x (N, C, (lmax_in+1)**2)``, ``pos (N, 3)``, ``edge_index (2, E)`` int64 (row 0 = source
-    ``j``, row 1 = target ``i``) -> ``(N, C, (lmax_out+1)**2)``.
+    ``j``, row 1 = target ``i``) -> ``(N, C, (lmax_out+1)**2)``. Optional ``edge_mask (E,)`` bool:
+    edges marked False (the unused slots of a padded neighbour list,
+    [`padded_neighbors`][geomlin.models.graphs.padded_neighbors]) contribute exactly zero, with zero gradient,
+    whatever their endpoints (self-pairs included).
     """
 
     def __init__(self, lmax_in: int, lmax_sh: int, lmax_out: int, channels: int, num_radial: int = 8,
@@ -106,7 +113,7 @@ class GauntConvolution(MessagePassing):
         self.type_in = (SphereCoefficients(self.lmax_in, channels, group=group), Positions(3, group), None)
         self.type_out = SphereCoefficients(self.lmax_out, channels, group=group)
 
-    def forward(self, x: Tensor, pos: Tensor, edge_index: Tensor) -> Tensor:
+    def forward(self, x: Tensor, pos: Tensor, edge_index: Tensor, edge_mask: Tensor | None = None) -> Tensor:
         x = x.to(_check_layout(x, "x", self.channels, self.lmax_in))
         if x.ndim != 3:
             raise ValueError(f"x must have shape (N, {self.channels}, {(self.lmax_in + 1) ** 2}), got {tuple(x.shape)}")
@@ -118,6 +125,11 @@ class GauntConvolution(MessagePassing):
         self.tables.prime(x.device, x.dtype)
         src, dst = edge_index
         vec = pos[dst] - pos[src]
+        if edge_mask is not None:
+            check_mask(edge_mask, "edge_mask", (edge_index.shape[1],))
+            far = vec.new_zeros(3)
+            far[0] = MASKED_EDGE_LENGTH * self.cutoff
+            vec = torch.where(edge_mask[:, None], vec, far)  # outside the cutoff: the envelope is exactly 0
         r = torch.linalg.vector_norm(vec, dim=-1)
         check_condition(r >= COINCIDENT, "edge_index contains an edge between coincident positions (zero-length edge)")
         radial = self.radial(bessel_basis(r, self.num_radial, self.cutoff).to(self.radial[0].weight.dtype))

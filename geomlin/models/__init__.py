@@ -10,12 +10,24 @@
 * [`Ponita`][] (+ [`PonitaPotential`][], [`PonitaDynamics`][]) — SE(3) weight sharing in
   position-orientation space (Bekkers et al. 2024), in point-cloud and fiber-bundle mode;
 * [`geomlin.models.graphs`][] — the edges of a batch, built once at the data boundary
-  ([`graph_edges`][], [`dense_edge_index`][]), so that the forwards never wait for an accelerator.
+  ([`graph_edges`][], [`dense_edge_index`][]), so that the forwards never wait for an accelerator,
+  and the static-shape padded neighbour list of the potentials ([`padded_neighbors`][]);
+* [`geomlin.models.md`][] — [`EnergyAndForces`][], a potential's energy and forces compiled once
+  for a whole MD trajectory, and [`velocity_verlet_step`][].
 """
 
 from geomlin.models.egnn import EGNNDynamics, EGNNLayer, EGNNPotential, gaussian_rbf
 from geomlin.models.gaunt_potential import GauntPotential
-from geomlin.models.graphs import count_graphs, dense_edge_index, graph_edges, scatter_sum
+from geomlin.models.graphs import (
+    count_graphs,
+    count_neighbors,
+    dense_edge_index,
+    graph_edges,
+    padded_edge_index,
+    padded_neighbors,
+    scatter_sum,
+)
+from geomlin.models.md import EnergyAndForces, velocity_verlet_step
 from geomlin.models.pointnet import PointNet, VNPointNetClassifier, masked_max_pool, scatter_max_pool
 from geomlin.models.ponita import Ponita, PonitaDynamics, PonitaPotential
 from geomlin.models.ponita_grid import grid_symmetries, orientation_grid
@@ -24,6 +36,7 @@ __all__ = [
            "EGNNDynamics",
            "EGNNLayer",
            "EGNNPotential",
+           "EnergyAndForces",
            "GauntPotential",
            "PointNet",
            "Ponita",
@@ -31,12 +44,16 @@ __all__ = [
            "PonitaPotential",
            "VNPointNetClassifier",
            "count_graphs",
+           "count_neighbors",
            "dense_edge_index",
            "gaussian_rbf",
            "graph_edges",
            "grid_symmetries",
            "masked_max_pool",
            "orientation_grid",
+           "padded_edge_index",
+           "padded_neighbors",
            "scatter_max_pool",
            "scatter_sum",
+           "velocity_verlet_step",
 ]

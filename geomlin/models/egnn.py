@@ -19,6 +19,7 @@ import math
 import torch
 from torch import Tensor, nn
 
+from geomlin.models.graphs import padded_neighbors
 from geomlin.reps import Labels, Positions, Scalars, Vectors
 from geomlin.validation import (
     check_index,
@@ -71,12 +72,39 @@ def _pair_mask(mask: Tensor | None, B: int, N: int, device) -> Tensor:
     return pm
 
 
+def _gather_neighbors(neighbors: tuple[Tensor, Tensor], pos: Tensor, h: Tensor, edge_attr: Tensor | None,
+                      mask: Tensor | None) -> tuple[Tensor, Tensor, Tensor | None, Tensor]:
+    """The sources of a padded neighbour list: ``pos_j (B, N, K, 3)``, ``h_j (B, N, K, H)``, the
+    gathered ``edge_attr (B, N, K, edge_dim)`` (or None) and the used slots ``(B, N, K)`` bool."""
+    index, edge_mask = neighbors
+    B, N = pos.shape[:2]
+    check_tensor(index, "neighbors[0]", shape=(B, N, None), dtype="index", what="B systems, N nodes, K slots")
+    check_mask(edge_mask, "neighbors[1]", tuple(index.shape))
+    K = index.shape[2]
+    index = check_index(index, "neighbors[0]", N, "nodes")
+    flat = index.reshape(B, N * K, 1)
+
+    def gather(t: Tensor) -> Tensor:
+        return t.gather(1, flat.expand(B, N * K, t.shape[-1])).reshape(B, N, K, t.shape[-1])
+
+    if edge_attr is not None:
+        edge_attr = edge_attr.gather(2, index[..., None].expand(B, N, K, edge_attr.shape[-1]))
+    pm = edge_mask
+    if mask is not None:
+        pm = pm & mask[:, :, None] & mask.gather(1, index.reshape(B, N * K)).reshape(B, N, K)
+    return gather(pos), gather(h), edge_attr, pm
+
+
 class EGNNLayer(nn.Module):
     """One dense EGNN layer; see the module docstring.
 
     Shapes: ``h (B, N, hidden_channels)``, ``pos (B, N, 3)``, optional ``edge_attr (B, N, N, edge_dim)``,
     optional ``vel (B, N, 3)``, optional ``mask (B, N)`` bool. Returns ``(h', pos')`` (and ``vel'``
-    when ``vel`` is given, then ``pos' = pos + vel'``). Declared types: node features
+    when ``vel`` is given, then ``pos' = pos + vel'``). Optional ``neighbors``: a padded neighbour
+    list ``(index (B, N, K) int64, edge_mask (B, N, K) bool)`` from
+    [`padded_neighbors`][geomlin.models.graphs.padded_neighbors]; the sums then run over the used slots instead
+    of all ``N - 1`` other nodes (equal when every pair is a used slot; ``edge_attr`` stays
+    ``(B, N, N, edge_dim)`` and is gathered). Declared types: node features
     ``Scalars(hidden_channels)`` and positions ``Positions(3)`` in and out (E(3)); edge attributes
     and masks are invariant keyword inputs.
     """
@@ -111,7 +139,7 @@ class EGNNLayer(nn.Module):
         return (h, pos), kwargs
 
     def forward(self, h: Tensor, pos: Tensor, edge_attr: Tensor | None = None, vel: Tensor | None = None,
-                mask: Tensor | None = None):
+                mask: Tensor | None = None, neighbors: tuple[Tensor, Tensor] | None = None):
         check_tensor(h, "h", shape=(None, None, self.hidden_channels), what="B systems, N nodes, hidden channels")
         B, N, H = h.shape
         check_tensor(pos, "pos", shape=(B, N, 3))
@@ -123,13 +151,18 @@ class EGNNLayer(nn.Module):
             check_tensor(vel, "vel", shape=(B, N, 3))
         if mask is not None:
             check_mask(mask, "mask", (B, N))
-        diff = pos[:, :, None, :] - pos[:, None, :, :]                   # (B, N, N, 3): x_i - x_j
+        if neighbors is None:                                            # all pairs: (B, N, N, ...)
+            pos_j, h_j = pos[:, None, :, :].expand(B, N, N, 3), h[:, None, :, :].expand(B, N, N, H)
+            pm = _pair_mask(mask, B, N, h.device)
+        else:                                                            # padded list: (B, N, K, ...)
+            pos_j, h_j, edge_attr, pm = _gather_neighbors(neighbors, pos, h, edge_attr, mask)
+        width = pm.shape[2]
+        diff = pos[:, :, None, :] - pos_j                                # (B, N, width, 3): x_i - x_j
         dist = torch.sqrt((diff * diff).sum(-1) + 1e-12)                # smooth at 0 (self pairs are masked)
-        feats = [h[:, :, None, :].expand(B, N, N, H), h[:, None, :, :].expand(B, N, N, H),
-                 gaussian_rbf(dist, self.num_rbf, self.cutoff)]
+        feats = [h[:, :, None, :].expand(B, N, width, H), h_j, gaussian_rbf(dist, self.num_rbf, self.cutoff)]
         if edge_attr is not None:
             feats.append(edge_attr)
-        pm = _pair_mask(mask, B, N, h.device).to(h.dtype)[..., None]    # (B, N, N, 1)
+        pm = pm.to(h.dtype)[..., None]                                   # (B, N, width, 1)
         m = self.phi_e(torch.cat(feats, dim=-1)) * pm
         h_new = h + self.phi_h(torch.cat([h, m.sum(dim=2)], dim=-1))
         if mask is not None:
@@ -152,13 +185,23 @@ class EGNNPotential(nn.Module):
     declared types ``Positions(3)``, ``Labels(num_species)`` -> ``Scalars()``. ``num_species``
     bounds the atomic numbers (``species < num_species``); ``mask (B, N)`` bool marks the real
     atoms of padded molecules.
+
+    ``cutoff`` is the range of the Gaussian radial basis. ``max_neighbors``: ``None`` (default)
+    for all pairs; an int ``K`` for a static-shape padded list of the (at most) ``K`` atoms closer
+    than ``cutoff`` to every atom ([`padded_neighbors`][geomlin.models.graphs.padded_neighbors]; more than ``K``
+    is a ValueError, never a truncation). EGNN's messages have no smooth envelope, so the padded
+    list gives the all-pairs energy only when every pair is within ``cutoff`` (molecules smaller
+    than the cutoff, ``K >= N - 1``); otherwise it is a radius-graph EGNN whose energy jumps when a
+    pair crosses the cutoff.
     """
 
     def __init__(self, num_species: int = 10, hidden_channels: int = 64, num_blocks: int = 3,
-                 num_rbf: int = DEFAULT_RBF, cutoff: float = 5.0):
+                 num_rbf: int = DEFAULT_RBF, cutoff: float = 5.0, max_neighbors: int | None = None):
         super().__init__()
         num_blocks = check_positive_int(num_blocks, "num_blocks")
         self.num_species = check_positive_int(num_species, "num_species")
+        self.cutoff = check_positive_float(cutoff, "cutoff")
+        self.max_neighbors = None if max_neighbors is None else check_positive_int(max_neighbors, "max_neighbors")
         self.embed = nn.Embedding(self.num_species, hidden_channels)
         self.layers = nn.ModuleList(EGNNLayer(hidden_channels, num_rbf=num_rbf, cutoff=cutoff, update_coords=False)
                                     for _ in range(num_blocks))
@@ -176,8 +219,11 @@ class EGNNPotential(nn.Module):
     def forward(self, pos: Tensor, species: Tensor, mask: Tensor | None = None) -> Tensor:
         species = check_molecule_inputs(pos, species, self.num_species, mask)
         h = self.embed(species).to(pos.dtype)
+        neighbors = None
+        if self.max_neighbors is not None:  # static shapes, no host sync; more than K neighbours is an error
+            neighbors = padded_neighbors(pos, self.cutoff, self.max_neighbors, mask)
         for layer in self.layers:
-            h, _ = layer(h, pos, mask=mask)
+            h, _ = layer(h, pos, mask=mask, neighbors=neighbors)
         e = self.readout(h).squeeze(-1)
         if mask is not None:
             e = e * mask.to(e.dtype)

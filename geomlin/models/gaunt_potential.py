@@ -23,7 +23,7 @@ from torch import Tensor, nn
 from geomlin.gaunt.modules import _degree_index
 from geomlin.groups import E3
 from geomlin.models.egnn import check_molecule_inputs
-from geomlin.models.graphs import dense_edge_index
+from geomlin.models.graphs import dense_edge_index, padded_edge_index, padded_neighbors
 from geomlin.reps.types import Labels, Positions, Scalars, SphereCoefficients
 from geomlin.validation import check_nonnegative_int, check_positive_float, check_positive_int, check_tensor
 
@@ -76,6 +76,15 @@ class GauntPotential(nn.Module):
         radius (Angstrom) of the convolutions.
     num_radial : int
         size of the Bessel radial basis.
+    max_neighbors : int or None
+        ``None`` (default): every pair of atoms is an edge (``B N (N - 1)`` edges; those beyond the
+        cutoff contribute exactly zero). An int ``K``: the edges are a static-shape padded neighbour
+        list, the (at most) ``K`` atoms within the cutoff of every atom
+        ([`padded_neighbors`][geomlin.models.graphs.padded_neighbors], ``B N K`` edges, unused slots
+        contribute exactly zero); the energy is the all-pairs one (up to rounding), and an atom with
+        more than ``K`` neighbours within the cutoff is a ValueError, never a truncation. The shapes
+        depend on ``B, N, K`` only, so one compiled graph serves a whole trajectory
+        ([`EnergyAndForces`][geomlin.models.md.EnergyAndForces]).
 
     Shapes
     ------
@@ -87,7 +96,7 @@ class GauntPotential(nn.Module):
     """
 
     def __init__(self, num_species: int = 10, hidden_channels: int = 16, lmax: int = 2, num_blocks: int = 2,
-                 correlation: int = 2, cutoff: float = 5.0, num_radial: int = 8):
+                 correlation: int = 2, cutoff: float = 5.0, num_radial: int = 8, max_neighbors: int | None = None):
         super().__init__()
         from geomlin.gaunt import GauntConvolution, ManyBodyGaunt
 
@@ -96,6 +105,7 @@ class GauntPotential(nn.Module):
         self.lmax = check_nonnegative_int(lmax, "lmax")
         self.num_blocks = check_positive_int(num_blocks, "num_blocks")
         self.cutoff = check_positive_float(cutoff, "cutoff")
+        self.max_neighbors = None if max_neighbors is None else check_positive_int(max_neighbors, "max_neighbors")
         channels = self.hidden_channels
         self.embed = nn.Embedding(num_species, channels)
         self.convs = nn.ModuleList(
@@ -118,11 +128,14 @@ class GauntPotential(nn.Module):
             atoms = mask.sum(dim=-1, keepdim=True).to(pos.dtype)                # (B, 1), on the device
             gain = (MESSAGE_GAIN / (atoms - 1).clamp(min=1).sqrt()).expand(B, N).reshape(B * N, 1, 1)
         flat = pos.reshape(B * N, 3)
-        edges = dense_edge_index(B, N, device=pos.device)  # all pairs: no host sync
+        if self.max_neighbors is None:
+            edges, edge_mask = dense_edge_index(B, N, device=pos.device), None  # all pairs: no host sync
+        else:  # static shapes, no host sync; more than K neighbours is an error
+            edges, edge_mask = padded_edge_index(*padded_neighbors(pos, self.cutoff, self.max_neighbors, mask))
         dim = (self.lmax + 1) ** 2
         x = self.embed(species.reshape(-1)).to(pos.dtype)[:, :, None]          # (BN, C, 1): l = 0 only
         for k, (conv, body, mix) in enumerate(zip(self.convs, self.many_body, self.mix)):
-            m = conv(x, flat, edges) * gain
+            m = conv(x, flat, edges, edge_mask) * gain
             update = mix(body(m))
             if k == 0:
                 x = torch.cat([x, x.new_zeros(B * N, self.hidden_channels, dim - 1)], dim=-1)

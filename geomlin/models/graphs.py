@@ -15,6 +15,12 @@ models of [`geomlin.models`][] never find their graph in ``forward``: they take 
   costs nothing extra. Run it where the batch is collated, or once per batch on the device.
 * [`count_graphs`][]: ``batch[-1] + 1`` as a Python int (one sync on an accelerator); pass
   ``num_graphs`` to the models instead when the collate step knows it (PyG's ``Batch.num_graphs``).
+* [`padded_neighbors`][]: the neighbours within a cutoff of every atom of a padded batch as a
+  fixed-size list, at most ``K`` per atom (``(B, N, K)`` slots and a mask of the used ones). Its
+  shapes depend only on ``B, N, K``, so it runs inside a compiled graph with no host sync and one
+  compiled graph serves a whole MD trajectory; an atom with more than ``K`` neighbours is an
+  error, never a silent truncation ([`count_neighbors`][] is the test).
+  [`padded_edge_index`][] flattens it into an ``edge_index (2, B N K)``.
 
 [`scatter_sum`][] is the sum over edges (or nodes) that every model uses: it accumulates in at
 least float32, so a bfloat16 / float16 message under autocast is summed in float32 (a bfloat16
@@ -29,9 +35,12 @@ from torch import Tensor
 from geomlin.validation import (
     check_batch_vector,
     check_bool,
+    check_condition,
+    check_mask,
     check_memory,
     check_nonnegative_int,
     check_positive_float,
+    check_positive_int,
     check_tensor,
 )
 
@@ -136,6 +145,134 @@ def graph_edges(pos: Tensor, batch: Tensor | None = None, num_graphs: int | None
         p = pos.detach()
         edges = edges[:, (p[edges[0]] - p[edges[1]]).norm(dim=-1) < radius]  # host sync: the kept count
     return edges
+
+
+def _within_cutoff(pos: Tensor, cutoff: float, mask: Tensor | None) -> tuple[Tensor, Tensor]:
+    """Squared distances ``(B, N, N)`` (of the detached positions) and the pairs ``j != i`` with
+    ``|p_j - p_i| < cutoff`` between real atoms ``(B, N, N)`` bool (row: target ``i``)."""
+    p = pos.detach()
+    d2 = (p[:, :, None, :] - p[:, None, :, :]).pow(2).sum(dim=-1)
+    N = pos.shape[1]
+    near = (d2 < cutoff * cutoff) & ~torch.eye(N, dtype=torch.bool, device=pos.device)
+    if mask is not None:
+        near = near & mask[:, :, None] & mask[:, None, :]
+    return d2, near
+
+
+def _check_neighbor_inputs(pos: Tensor, cutoff: float, mask: Tensor | None) -> float:
+    check_tensor(pos, "pos", shape=(None, None, 3), what="B molecules of N atoms")
+    if mask is not None:
+        check_mask(mask, "mask", tuple(pos.shape[:2]))
+    return check_positive_float(cutoff, "cutoff")
+
+
+def count_neighbors(pos: Tensor, cutoff: float, mask: Tensor | None = None) -> Tensor:
+    """Number of neighbours of every atom closer than ``cutoff``: ``(B, N)`` int64.
+
+    Parameters
+    ----------
+    pos : Tensor
+        ``(B, N, 3)`` float positions of ``B`` padded molecules.
+    cutoff : float
+        Radius; a pair counts when ``|p_j - p_i| < cutoff`` (strictly, as the smooth cutoffs of the
+        potentials vanish at ``cutoff``), ``j != i``.
+    mask : Tensor, optional
+        ``(B, N)`` bool, the real atoms; padded atoms have no neighbours and are no one's neighbour.
+
+    Returns
+    -------
+    Tensor
+        ``(B, N)`` int64 on ``pos``'s device, computed without a host sync (shapes only).
+    """
+    cutoff = _check_neighbor_inputs(pos, cutoff, mask)
+    return _within_cutoff(pos, cutoff, mask)[1].sum(dim=-1)
+
+
+def padded_neighbors(pos: Tensor, cutoff: float, max_neighbors: int,
+                     mask: Tensor | None = None) -> tuple[Tensor, Tensor]:
+    """The neighbours within ``cutoff`` of every atom, nearest first, in ``max_neighbors`` fixed slots.
+
+    A static-shape neighbour list: its shapes depend only on ``B, N`` and ``K = max_neighbors``, never
+    on the positions, so it is built on any device without a host sync, traces into one
+    ``torch.compile(fullgraph=True)`` graph, and that graph serves every frame of a trajectory. The
+    work and memory are ``O(B N^2)`` (all pairs are measured, then the ``K`` nearest kept with
+    ``topk``): meant for molecules of up to a few hundred atoms; for large systems use a cell list
+    at the data boundary ([`geomlin.datasets.neighbors.radius_pairs`][]).
+
+    Parameters
+    ----------
+    pos : Tensor
+        ``(B, N, 3)`` float positions of ``B`` padded molecules (detached: the selection has no
+        gradient; the models compute the edge vectors from ``pos`` themselves).
+    cutoff : float
+        Radius; ``j != i`` is a neighbour of ``i`` when ``|p_j - p_i| < cutoff``.
+    max_neighbors : int
+        ``K``, the slots per atom.
+    mask : Tensor, optional
+        ``(B, N)`` bool, the real atoms of padded molecules: padded atoms get no neighbours and are
+        no one's neighbour.
+
+    Returns
+    -------
+    neighbors : Tensor
+        ``(B, N, K)`` int64, ``neighbors[b, i, k]`` the atom (in ``[0, N)``, within molecule ``b``)
+        in slot ``k`` of atom ``i``: its ``k``-th nearest neighbour, or ``i`` itself in an unused slot.
+    edge_mask : Tensor
+        ``(B, N, K)`` bool, True for the used slots. Consumers must give the unused slots zero weight
+        (and keep them out of anything that divides by a distance: they have zero length).
+
+    Raises
+    ------
+    ValueError
+        When an atom has more than ``K`` neighbours within ``cutoff``. Nothing is ever dropped
+        silently. The test goes through [`geomlin.validation.check_condition`][]: at once on the
+        CPU, deferred on an accelerator (raised by [`geomlin.validation.raise_deferred`][], no host
+        sync), and skipped while ``torch.compile`` traces (values cannot be read there): a compiled
+        caller checks [`count_neighbors`][] outside the graph, as
+        [`EnergyAndForces`][geomlin.models.md.EnergyAndForces] does on every step.
+    """
+    cutoff = _check_neighbor_inputs(pos, cutoff, mask)
+    K = check_positive_int(max_neighbors, "max_neighbors")
+    B, N, _ = pos.shape
+    d2, near = _within_cutoff(pos, cutoff, mask)
+    check_condition(near.sum(dim=-1) <= K,
+                    f"an atom has more than max_neighbors={K} neighbours within cutoff={cutoff}: raise "
+                    f"max_neighbors (no neighbour is ever dropped silently)")
+    k = min(K, N)
+    far = torch.where(near, d2, torch.full_like(d2, float("inf")))
+    dist, slot = torch.topk(far, k, dim=-1, largest=False, sorted=True)          # (B, N, k), nearest first
+    edge_mask = torch.isfinite(dist)
+    own = torch.arange(N, device=pos.device)[None, :, None].expand(B, N, k)
+    neighbors = torch.where(edge_mask, slot, own)
+    if k < K:  # fewer atoms than slots: the rest stay unused
+        neighbors = torch.cat([neighbors, own[..., :1].expand(B, N, K - k)], dim=-1)
+        edge_mask = torch.cat([edge_mask, edge_mask.new_zeros(B, N, K - k)], dim=-1)
+    return neighbors, edge_mask
+
+
+def padded_edge_index(neighbors: Tensor, edge_mask: Tensor) -> tuple[Tensor, Tensor]:
+    """The padded neighbour list of [`padded_neighbors`][] as an edge list of the flattened batch.
+
+    Parameters
+    ----------
+    neighbors, edge_mask : Tensor
+        ``(B, N, K)`` int64 and bool, as [`padded_neighbors`][] returns them.
+
+    Returns
+    -------
+    edge_index : Tensor
+        ``(2, B N K)`` int64, rows (source ``j``, target ``i``) on the nodes ``b N + i`` of the
+        flattened ``(B N, ...)`` batch, ordered by graph, then target, then slot; unused slots are
+        self-pairs ``i -> i``.
+    edge_mask : Tensor
+        ``(B N K,)`` bool, True for the used slots.
+    """
+    check_tensor(neighbors, "neighbors", ndim=3, dtype="index")
+    check_mask(edge_mask, "edge_mask", tuple(neighbors.shape))
+    B, N, K = neighbors.shape
+    offset = torch.arange(B, device=neighbors.device)[:, None, None] * N
+    target = torch.arange(N, device=neighbors.device)[None, :, None].expand(B, N, K)
+    return torch.stack([(neighbors + offset).reshape(-1), (target + offset).reshape(-1)]), edge_mask.reshape(-1)
 
 
 def scatter_sum(values: Tensor, index: Tensor, num_rows: int) -> Tensor:

@@ -16,7 +16,9 @@ EXAMPLES = {
     ManyBodyGaunt: [lambda: randomized(ManyBodyGaunt(2, 3, channels=3, correlation=3))],
     GauntConvolution: [lambda: randomized(GauntConvolution(1, 2, 2, channels=3, cutoff=4.0, avg_degree=3.0))],
     DegreeLinear: [lambda: randomized(DegreeLinear(3, 2))],
-    GauntPotential: [lambda: GauntPotential(num_species=4, hidden_channels=4, lmax=2, num_blocks=2)],
+    GauntPotential: [lambda: GauntPotential(num_species=4, hidden_channels=4, lmax=2, num_blocks=2),
+                     lambda: GauntPotential(num_species=4, hidden_channels=4, lmax=1, num_blocks=2, cutoff=2.0,
+                                            max_neighbors=4)],
 }
 
 NOT_EQUIVARIANT = {

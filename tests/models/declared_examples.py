@@ -10,12 +10,18 @@ from geomlin.models import (
     PonitaPotential,
     VNPointNetClassifier,
 )
+from geomlin.models.md import EnergyAndForces
 from geomlin.models.ponita import ConvNeXtBlock, FiberBundleConv, KernelBasis, PointConv
 
 EXAMPLES = {
     EGNNLayer: [lambda: EGNNLayer(8, num_rbf=4),
                 lambda: EGNNLayer(8, edge_dim=2, num_rbf=4, update_coords=False)],
-    EGNNPotential: [lambda: EGNNPotential(num_species=5, hidden_channels=8, num_blocks=2, num_rbf=4)],
+    EGNNPotential: [lambda: EGNNPotential(num_species=5, hidden_channels=8, num_blocks=2, num_rbf=4),
+                    lambda: EGNNPotential(num_species=5, hidden_channels=8, num_blocks=2, num_rbf=4, cutoff=3.0,
+                                          max_neighbors=4)],
+    # eager (backend=None): the compiled step is tested in tests/models/test_md.py
+    EnergyAndForces: [lambda: EnergyAndForces(EGNNPotential(num_species=5, hidden_channels=8, num_blocks=2,
+                                                            num_rbf=4, max_neighbors=4), backend=None)],
     EGNNDynamics: [lambda: EGNNDynamics(hidden_channels=8, num_blocks=2, num_rbf=4)],
     VNPointNetClassifier: [lambda: VNPointNetClassifier(5, hidden_channels=6, num_blocks=1)],
     Ponita: [

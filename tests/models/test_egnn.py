@@ -107,3 +107,63 @@ def test_constructor_arguments():
         EGNNLayer(8, edge_dim=1)(torch.randn(2, 3, 8), torch.randn(2, 3, 3))
     with pytest.raises(ValueError, match=r"edge_attr must have shape \(2, 3, 3, 1\)"):
         EGNNLayer(8, edge_dim=1)(torch.randn(2, 3, 8), torch.randn(2, 3, 3), edge_attr=torch.randn(2, 3, 3, 2))
+
+
+def _energy_forces(net, pos, z, mask=None):
+    p = pos.clone().requires_grad_(True)
+    e = net(p, z, mask=mask)
+    (g,) = torch.autograd.grad(e.sum(), p)
+    return e.detach(), -g
+
+
+@pytest.mark.parametrize("with_mask", [False, True])
+def test_padded_neighbour_list_gives_the_all_pairs_energy_and_forces(with_mask):
+    """Oracle: the all-pairs potential with the same weights. EGNN has no smooth envelope, so the two
+    agree when every pair is within the cutoff (here 50, K >= N - 1)."""
+    torch.manual_seed(0)
+    dense = EGNNPotential(num_species=5, hidden_channels=8, num_blocks=2, num_rbf=4, cutoff=50.0).double()
+    pos, _, _ = _system(B=3, N=6)
+    z = torch.randint(0, 5, pos.shape[:2])
+    mask = None
+    if with_mask:
+        mask = torch.ones(3, 6, dtype=torch.bool)
+        mask[0, 4:] = False
+    e0, f0 = _energy_forces(dense, pos, z, mask)
+    for K in (5, 9):
+        padded = EGNNPotential(num_species=5, hidden_channels=8, num_blocks=2, num_rbf=4, cutoff=50.0,
+                               max_neighbors=K).double()
+        padded.load_state_dict(dense.state_dict())
+        e, f = _energy_forces(padded, pos, z, mask)
+        assert torch.isfinite(f).all()
+        torch.testing.assert_close(e, e0, rtol=1e-10, atol=1e-10)
+        torch.testing.assert_close(f, f0, rtol=1e-10, atol=1e-10)
+    padded.max_neighbors = 4
+    with pytest.raises(ValueError, match="more than max_neighbors=4 neighbours within cutoff=50.0"):
+        padded(pos, z, mask=mask)
+
+
+def test_layer_on_a_padded_neighbour_list():
+    """With every pair a used slot the layer (edge attributes, coordinates, velocities) equals the
+    all-pairs layer; with a short cutoff the result does not depend on the number of spare slots."""
+    from geomlin.models.graphs import count_neighbors, padded_neighbors
+
+    torch.manual_seed(1)
+    layer = EGNNLayer(8, edge_dim=2, num_rbf=4).double()
+    B, N = 2, 6
+    h = torch.randn(B, N, 8, dtype=torch.float64)
+    pos, vel, _ = _system(B, N)
+    attr = torch.randn(B, N, N, 2, dtype=torch.float64)
+    mask = torch.ones(B, N, dtype=torch.bool)
+    mask[1, -1] = False
+    full = layer(h, pos, edge_attr=attr, vel=vel, mask=mask)
+    listed = layer(h, pos, edge_attr=attr, vel=vel, mask=mask, neighbors=padded_neighbors(pos, 100.0, N + 2, mask))
+    for a, b in zip(listed, full):
+        torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-12)
+    most = int(count_neighbors(pos, 1.5).max())
+    assert most < N - 1
+    short = [layer(h, pos, edge_attr=attr, vel=vel, neighbors=padded_neighbors(pos, 1.5, K)) for K in (most, N)]
+    for a, b in zip(*short):
+        torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-12)
+    assert (short[0][0] - layer(h, pos, edge_attr=attr, vel=vel)[0]).abs().max() > 1e-6
+    with pytest.raises(ValueError, match=r"neighbors\[0\] must have shape"):
+        layer(h, pos, edge_attr=attr, neighbors=padded_neighbors(pos[:1], 1.5, N))

@@ -6,8 +6,10 @@ import torch
 from geomlin.groups import E3
 from geomlin.models import GauntPotential
 from geomlin.models.gaunt_potential import DegreeLinear
+from geomlin.models.graphs import count_neighbors
 from geomlin.reps import Labels, Positions, Scalars
 from geomlin.testing import assert_equivariant, assert_invariant
+from tests.device import simulated as sim  # registers the device before any backward runs
 
 
 def _model(**kwargs):
@@ -141,3 +143,56 @@ def test_mask_shape_is_checked():
     net = GauntPotential(num_species=3, hidden_channels=2, lmax=1, num_blocks=1)
     with pytest.raises(ValueError, match="mask"):
         net(torch.randn(2, 4, 3), torch.zeros(2, 4, dtype=torch.long), mask=torch.ones(2, 3, dtype=torch.bool))
+
+
+def _energy_forces(net, pos, z, mask=None):
+    p = pos.clone().requires_grad_(True)
+    e = net(p, z, mask=mask)
+    (g,) = torch.autograd.grad(e.sum(), p)
+    return e.detach(), -g
+
+
+@pytest.mark.parametrize("with_mask", [False, True])
+def test_padded_neighbour_list_gives_the_all_pairs_energy_and_forces(with_mask):
+    """Oracle: the all-pairs model (max_neighbors=None) with the same weights; the cutoff is small,
+    so the padded list (K >= the largest neighbour count) holds fewer edges than all pairs."""
+    dense = _model(cutoff=2.0)
+    pos, z = _molecules(B=3, N=8)
+    mask = None
+    if with_mask:
+        mask = torch.ones(3, 8, dtype=torch.bool)
+        mask[1, 5:] = False
+    most = int(count_neighbors(pos, 2.0, mask).max())
+    assert 0 < most < 7  # fewer than all pairs, so the padded list is a real subset
+    e0, f0 = _energy_forces(dense, pos, z, mask)
+    for K in (most, most + 3):
+        padded = _model(cutoff=2.0, max_neighbors=K)
+        padded.load_state_dict(dense.state_dict())
+        e, f = _energy_forces(padded, pos, z, mask)
+        assert torch.isfinite(f).all()  # unused (zero-length) slots give no NaN
+        torch.testing.assert_close(e, e0, rtol=1e-10, atol=1e-10)
+        torch.testing.assert_close(f, f0, rtol=1e-10, atol=1e-10)
+    if with_mask:
+        assert torch.count_nonzero(f[1, 5:]) == 0
+    too_few = _model(cutoff=2.0, max_neighbors=most - 1)
+    with pytest.raises(ValueError, match=f"more than max_neighbors={most - 1} neighbours within cutoff=2.0"):
+        too_few(pos, z, mask=mask)
+
+
+def test_padded_neighbour_list_is_e3_equivariant_and_sync_free():
+    net = _model(cutoff=2.5, max_neighbors=7)
+    assert_equivariant(net)
+    pos, z = _molecules(B=2, N=8)
+
+    def forces(p, zz):
+        p = p.detach().requires_grad_(True)
+        return -torch.autograd.grad(net(p, zz).sum(), p, create_graph=True)[0]
+
+    assert_equivariant(forces, E3(), ("position", None), "vector", inputs=(pos, z))
+    want = _energy_forces(net, pos, z)
+    net, pos, z = sim.to_sim((net, pos, z))
+    with sim.watch() as log:
+        got = _energy_forces(net, pos, z)
+    assert not log.events, log.report()
+    for a, b in zip(sim.to_cpu(got), want):
+        torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-12)

@@ -6,8 +6,17 @@ import pytest
 import torch
 
 from geomlin.models import PointNet, Ponita, PonitaPotential
-from geomlin.models.graphs import count_graphs, dense_edge_index, graph_edges, scatter_sum
+from geomlin.models.graphs import (
+    count_graphs,
+    count_neighbors,
+    dense_edge_index,
+    graph_edges,
+    padded_edge_index,
+    padded_neighbors,
+    scatter_sum,
+)
 from geomlin.models.ponita import padded_graph
+from geomlin.validation import raise_deferred
 from tests.device import simulated as sim
 
 F64 = torch.float64
@@ -126,3 +135,83 @@ def test_models_are_sync_free_with_precomputed_graphs():
     with sim.watch() as log:
         pointnet(pos, batch=kw["batch"])
     assert len(log.events) == 1, log.report()
+
+
+def _brute_neighbors(pos, cutoff, mask):
+    """Per (b, i): the neighbours j != i closer than cutoff between real atoms, nearest first."""
+    B, N, _ = pos.shape
+    out = {}
+    for b in range(B):
+        for i in range(N):
+            d = {j: float((pos[b, j] - pos[b, i]).norm()) for j in range(N)
+                 if j != i and (pos[b, j] - pos[b, i]).norm() < cutoff and (mask is None or (mask[b, i] and mask[b, j]))}
+            out[b, i] = sorted(d, key=lambda j: (d[j], j))
+    return out
+
+
+@pytest.mark.parametrize("with_mask", [False, True])
+@pytest.mark.parametrize("K", [6, 11])  # K > N: the extra slots stay unused
+def test_padded_neighbors_match_brute_force(with_mask, K):
+    g = torch.Generator().manual_seed(3)
+    pos = 1.5 * torch.randn(3, 8, 3, dtype=F64, generator=g)
+    mask = torch.rand(3, 8, generator=g) > 0.3 if with_mask else None
+    cutoff = 1.8
+    want = _brute_neighbors(pos, cutoff, mask)
+    assert max(map(len, want.values())) <= 6 < max(len(v) for v in _brute_neighbors(pos, 4.0, None).values())
+    index, edge_mask = padded_neighbors(pos, cutoff, K, mask)
+    assert index.shape == edge_mask.shape == (3, 8, K) and index.dtype == torch.int64
+    counts = count_neighbors(pos, cutoff, mask)
+    for (b, i), js in want.items():
+        assert index[b, i][edge_mask[b, i]].tolist() == js  # nearest first (no ties in random data)
+        assert (index[b, i][~edge_mask[b, i]] == i).all()  # unused slots: the atom itself
+        assert counts[b, i] == len(js)
+    edge_index, flat_mask = padded_edge_index(index, edge_mask)
+    used = sorted(map(tuple, edge_index[:, flat_mask].T.tolist()))
+    assert used == sorted((b * 8 + j, b * 8 + i) for (b, i), js in want.items() for j in js)
+    assert edge_index.shape == (2, 3 * 8 * K)
+
+
+def test_padded_neighbors_refuse_overflow():
+    """An atom with more than K neighbours within the cutoff is an error, never a truncation."""
+    pos = torch.randn(2, 6, 3, dtype=F64, generator=torch.Generator().manual_seed(0)) * 0.1  # all close
+    assert padded_neighbors(pos, 1.0, 5)[1].all()
+    with pytest.raises(ValueError, match=r"more than max_neighbors=4 neighbours within cutoff=1.0"):
+        padded_neighbors(pos, 1.0, 4)
+    mask = torch.ones(2, 6, dtype=torch.bool)
+    mask[:, 0] = False  # five real atoms: four neighbours each fit
+    assert padded_neighbors(pos, 1.0, 4, mask)[1].sum() == 2 * 5 * 4
+    with pytest.raises(ValueError, match="max_neighbors must be"):
+        padded_neighbors(pos, 1.0, 0)
+    with pytest.raises(ValueError, match="cutoff must be > 0"):
+        padded_neighbors(pos, -1.0, 4)
+
+
+def test_padded_neighbors_are_sync_free_and_defer_overflow_on_an_accelerator():
+    """No host sync on the simulated device; the overflow check is deferred to raise_deferred."""
+    pos = torch.randn(2, 6, 3, generator=torch.Generator().manual_seed(0)) * 0.1
+    want = padded_neighbors(pos, 1.0, 5)
+    pos = sim.to_sim(pos)
+    with sim.watch() as log:
+        index, edge_mask = padded_neighbors(pos, 1.0, 5)
+        padded_edge_index(index, edge_mask)
+        count_neighbors(pos, 1.0)
+    assert not log.events, log.report()
+    assert torch.equal(sim.to_cpu(index), want[0]) and torch.equal(sim.to_cpu(edge_mask), want[1])
+    padded_neighbors(pos, 1.0, 4)  # too few slots: nothing raised yet
+    with pytest.raises(ValueError, match="more than max_neighbors=4 .*raise_deferred"):
+        raise_deferred()
+
+
+def test_padded_neighbors_trace_as_one_graph():
+    """Static shapes: one graph for positions that change (dynamo alone, no C++ compile)."""
+    from torch._dynamo.testing import CompileCounter
+
+    counter = CompileCounter()
+    fn = torch.compile(padded_neighbors, backend=counter, fullgraph=True, dynamic=False)
+    g = torch.Generator().manual_seed(1)
+    with torch._dynamo.config.patch(error_on_recompile=True):
+        for _ in range(3):
+            pos = torch.randn(2, 7, 3, generator=g)
+            for got, want in zip(fn(pos, 2.0, 7), padded_neighbors(pos, 2.0, 7)):
+                assert torch.equal(got, want)
+    assert counter.frame_count == 1

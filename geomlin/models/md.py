@@ -1,0 +1,158 @@
+"""Energies and forces of a potential for molecular dynamics: one compiled graph for a whole trajectory.
+
+An MD run calls the same potential thousands of times on molecules of the same size. With the
+static-shape neighbour list (``max_neighbors=K`` on [`GauntPotential`][geomlin.models.GauntPotential] and
+[`EGNNPotential`][geomlin.models.EGNNPotential], built by [`padded_neighbors`][geomlin.models.graphs.padded_neighbors])
+every shape of the forward depends only on ``B, N, K``, so [`EnergyAndForces`][] compiles the
+energy once (``torch.compile(fullgraph=True, dynamic=False)``) and the forces ``-dE/dpos`` run
+through the backward graph AOTAutograd compiled with it: no recompilation on later steps, no
+host sync in the step (on an accelerator the neighbour overflow test is deferred,
+[`geomlin.validation.check_condition`][]). On CUDA, ``mode="reduce-overhead"`` replays both
+graphs as CUDA graphs. [`velocity_verlet_step`][] is the integrator of such a loop.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+from torch import Tensor, nn
+
+from geomlin.models.graphs import count_neighbors
+from geomlin.reps import Scalars, Vectors
+from geomlin.validation import check_condition, check_tensor
+
+#: The torch.compile modes that replay CUDA graphs (their outputs are overwritten by the next replay).
+CUDA_GRAPH_MODES = ("reduce-overhead", "max-autotune")
+
+
+def _neighbor_lists(potential: nn.Module) -> list[tuple[float, int]]:
+    """The ``(cutoff, max_neighbors)`` of every submodule that uses a padded neighbour list."""
+    found = []
+    for module in potential.modules():
+        k = getattr(module, "max_neighbors", None)
+        if k is not None and (float(module.cutoff), int(k)) not in found:
+            found.append((float(module.cutoff), int(k)))
+    return found
+
+
+class EnergyAndForces(nn.Module):
+    """Energy ``E (B,)`` and forces ``-dE/dpos (B, N, 3)`` of a potential, for inference (MD, relaxation).
+
+    Parameters
+    ----------
+    potential : nn.Module
+        ``potential(pos (B, N, 3), species (B, N)[, mask=mask]) -> energy (B,)`` (the potentials of
+        [`geomlin.models`][]), or a module with such an ``energy`` method
+        ([`MoleculeEnergyModel`][geomlin.train.tasks.molecules.MoleculeEnergyModel]). Give it ``max_neighbors`` for
+        the static-shape path; with all pairs the shapes are static too, at ``O(N^2)`` edges.
+    backend : str or callable, optional
+        ``torch.compile`` backend of the energy (default ``"inductor"``); ``None`` runs it eagerly.
+    mode : str, optional
+        ``torch.compile`` mode; ``"reduce-overhead"`` records the forward and backward graphs as
+        CUDA graphs (CUDA only; on the CPU it compiles as the default mode). The outputs are then
+        copied out of the graphs' memory, so earlier steps' results stay valid.
+
+    Returns
+    -------
+    ``forward(pos, species, mask=None) -> (energy (B,), forces (B, N, 3))``, detached, in ``pos``'s
+    dtype. The energy is compiled once per input layout (shapes, dtypes, device, ``mask`` given or
+    not): a trajectory of fixed-size molecules compiles on the first step only.
+
+    Every step also tests that no atom has more neighbours within the cutoff than the potential's
+    ``max_neighbors`` (counted inside the compiled graph, where values cannot be refused): a
+    ValueError at once on the CPU, deferred on an accelerator
+    ([`geomlin.validation.raise_deferred`][]). Nothing is truncated silently; rebuild the
+    potential with a larger ``max_neighbors`` (a new compilation) when it fires.
+
+    The backward also computes the gradients of the parameters that require them; freeze the
+    potential (``potential.requires_grad_(False)``) for pure inference.
+    """
+
+    def __init__(self, potential: nn.Module, backend: str | Callable | None = "inductor", mode: str | None = None):
+        super().__init__()
+        if not isinstance(potential, nn.Module):
+            raise TypeError(f"potential must be an nn.Module, got {type(potential).__name__}")
+        self.potential = potential
+        self.mode = mode
+        self.neighbor_lists = _neighbor_lists(potential)
+        step = self._energy
+        self._step = step if backend is None else torch.compile(step, backend=backend, mode=mode, fullgraph=True,
+                                                                dynamic=False)
+        self._warm = backend is None
+        self.type_in = getattr(potential, "type_in", None)  # positions and species, as the potential declares
+        self.type_out = (Scalars(), Vectors(3))
+
+    def _energy(self, pos: Tensor, species: Tensor, mask: Tensor | None) -> tuple[Tensor, Tensor, Tensor]:
+        """The traced step: energy ``(B,)``, its sum, and whether every padded list holds all neighbours."""
+        energy_of = getattr(self.potential, "energy", self.potential)
+        energy = energy_of(pos, species) if mask is None else energy_of(pos, species, mask=mask)
+        fits = [(count_neighbors(pos, cutoff, mask) <= k).all() for cutoff, k in self.neighbor_lists]
+        fits = torch.stack(fits).all() if fits else torch.ones((), dtype=torch.bool, device=pos.device)
+        return energy, energy.sum(), fits
+
+    def forward(self, pos: Tensor, species: Tensor, mask: Tensor | None = None) -> tuple[Tensor, Tensor]:
+        check_tensor(pos, "pos", shape=(None, None, 3), dtype=(torch.float32, torch.float64),
+                     what="B molecules of N atoms")
+        if self.mode in CUDA_GRAPH_MODES:
+            torch.compiler.cudagraph_mark_step_begin()  # the previous step's graph outputs may be reused
+        if not self._warm:
+            # one eager call first: it fills the host-side caches the potentials build lazily (the Gaunt
+            # tables per device and dtype), which the compiled graph then reads as constants; filled
+            # while tracing, they would fail the guards of the first graph and compile a second one
+            with torch.no_grad():
+                self._energy(pos, species, mask)
+            self._warm = True
+        with torch.enable_grad():
+            leaf = pos.detach().requires_grad_(True)
+            energy, total, fits = self._step(leaf, species, mask)
+            (grad,) = torch.autograd.grad(total, leaf)
+        if self.neighbor_lists:
+            lists = " or ".join(f"max_neighbors={k} neighbours within cutoff={c}" for c, k in self.neighbor_lists)
+            check_condition(fits, f"an atom has more than {lists}: rebuild the potential with a larger "
+                                  f"max_neighbors (no neighbour is ever dropped silently)")
+        energy, forces = energy.detach(), -grad
+        if self.mode in CUDA_GRAPH_MODES:
+            energy, forces = energy.clone(), forces.clone()
+        return energy, forces
+
+    def example_inputs(self, generator: torch.Generator | None = None, dtype: torch.dtype = torch.float64):
+        """The potential's example inputs."""
+        return self.potential.example_inputs(generator=generator, dtype=dtype)
+
+    def extra_repr(self) -> str:
+        lists = ", ".join(f"cutoff={c}, max_neighbors={k}" for c, k in self.neighbor_lists) or "all pairs"
+        return f"{lists}, mode={self.mode!r}"
+
+
+def velocity_verlet_step(model: Callable, pos: Tensor, vel: Tensor, forces: Tensor, species: Tensor,
+                         masses: Tensor, dt: float, mask: Tensor | None = None
+                         ) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """One velocity-Verlet step (Swope et al., J. Chem. Phys. 76, 637 (1982), Eq. 5).
+
+    ``v' = v + dt F / 2m``, ``x' = x + dt v'``, ``F' = F(x')``, ``v'' = v' + dt F' / 2m``.
+
+    Parameters
+    ----------
+    model : callable
+        ``model(pos, species, mask) -> (energy (B,), forces (B, N, 3))``, e.g. [`EnergyAndForces`][].
+    pos, vel, forces : Tensor
+        ``(B, N, 3)`` positions, velocities and the forces at ``pos``.
+    species : Tensor
+        ``(B, N)`` int64.
+    masses : Tensor
+        ``(N,)``, ``(B, N)`` or ``(B, N, 1)`` positive masses (broadcast against ``(B, N, 1)``).
+    dt : float
+        Time step, in units consistent with the others (``force / mass * dt^2`` is a length).
+    mask : Tensor, optional
+        ``(B, N)`` bool real atoms, handed to ``model``.
+
+    Returns
+    -------
+    ``(pos', vel'', energy (B,), forces')`` at the end of the step.
+    """
+    inv_mass = 1.0 / (masses if masses.ndim == 3 else masses[..., None])
+    half = vel + (0.5 * dt) * forces * inv_mass
+    pos = pos + dt * half
+    energy, forces = model(pos, species, mask)
+    return pos, half + (0.5 * dt) * forces * inv_mass, energy, forces
