@@ -53,12 +53,14 @@ class EnergyAndForces(nn.Module):
         CUDA graphs (CUDA only; on the CPU it compiles as the default mode). The outputs are then
         copied out of the graphs' memory, so earlier steps' results stay valid.
 
-    Returns
-    -------
+    Shapes
+    ------
     ``forward(pos, species, mask=None) -> (energy (B,), forces (B, N, 3))``, detached, in ``pos``'s
     dtype. The energy is compiled once per input layout (shapes, dtypes, device, ``mask`` given or
     not): a trajectory of fixed-size molecules compiles on the first step only.
 
+    Notes
+    -----
     Every step also tests that no atom has more neighbours within the cutoff than the potential's
     ``max_neighbors`` (counted inside the compiled graph, where values cannot be refused): a
     ValueError at once on the CPU, deferred on an accelerator
