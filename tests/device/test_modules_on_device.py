@@ -70,6 +70,8 @@ def step(module, args, kwargs):
     loss = sum((o.float() ** 2).mean() + (o.float() * _weights(o)).mean() for o in out)
     inputs = [a for a in tree_leaves(args) if isinstance(a, torch.Tensor) and a.requires_grad]
     params = [p for p in module.parameters() if p.requires_grad]
+    if not loss.requires_grad:  # an inference module returns detached outputs (EnergyAndForces)
+        return out, [None] * len(inputs + params)
     grads = torch.autograd.grad(loss, inputs + params, allow_unused=True)
     return out, grads
 
