@@ -206,13 +206,13 @@ def bottom_apply(op: BottomOp, x: Tensor, n: int, levi_civita: Tensor | None = N
     for a in op.twist:
         x = _apply_J(x, x.ndim - k + a)
     if k:
-        # one strided view: a block's generalised diagonal has stride = sum of its axes' strides
+        # one strided view: a block's generalised diagonal has stride = sum of its axes' strides (at x's
+        # own storage offset, as_strided's default: dynamo cannot trace storage_offset())
         lead = x.ndim - k
         st = x.stride()[lead:]
         blocks = (*op.traced, *op.passing, *((a,) for a in op.eps_in))
         view = x.as_strided((*x.shape[:lead], *([n] * len(blocks))),
-                            (*x.stride()[:lead], *(sum(st[a] for a in b) for b in blocks)),
-                            x.storage_offset())
+                            (*x.stride()[:lead], *(sum(st[a] for a in b) for b in blocks)))
         traced = len(op.traced)
         x = view.sum(tuple(range(lead, lead + traced))) if traced else view
     z = x
@@ -248,11 +248,13 @@ def top_add(op: TopOp, out: Tensor, z: Tensor, n: int, alpha: float = 1.0) -> Te
         else:
             variants.append([(0, n, 1.0)])
     bstrides = [sum(st[a] for a in b) for b in op.broadcast]
+    flat = out.view(-1)
     for combo in itertools.product(*variants):
-        offset = out.storage_offset() + sum(c[0] for c in combo)
-        sign = math.prod(c[2] for c in combo)
-        view = out.as_strided((*lead, *sizes, *[c[1] for c in combo]),
-                              (*lead_strides, *strides, *bstrides), offset)
+        # the view starts ``shift`` elements into out (as_strided keeps the sliced base's storage offset:
+        # dynamo cannot trace storage_offset())
+        shift = sum(c[0] for c in combo)
+        sign = math.prod([c[2] for c in combo])  # a list: dynamo cannot trace math.prod of a generator
+        view = flat[shift:].as_strided((*lead, *sizes, *[c[1] for c in combo]), (*lead_strides, *strides, *bstrides))
         view.add_(z, alpha=alpha * sign)
     return out
 
