@@ -32,8 +32,15 @@ DEFAULT = {
     "EquivariantSequential-0",  # reps
     "MoleculeEnergyModel-0",  # train
 }
-#: Known graph breaks, not yet fixed: strict xfails (case id -> reason), so a fix shows up as XPASS.
-BREAKS: dict[str, str] = {}
+#: Known failures, not yet fixed: strict xfails (case id -> reason), so a fix shows up as XPASS.
+_AS_STRIDED = ("dynamo traces one graph (no break), but inductor refuses it: top_add "
+               "(geomlin/linear/diagrams/apply.py) accumulates into generalised diagonals of the output through "
+               "as_strided views of a view, a mutation functionalization bans (pytorch/pytorch#104505)")
+BREAKS: dict[str, str] = {"DiagramLinear-0": _AS_STRIDED, "DiagramLinear-2": _AS_STRIDED,
+                          "DiagramLinear-3": _AS_STRIDED}
+#: ``(rtol, atol)`` where float32 rounding is amplified: the Procrustes frame of attention-pooled vectors
+#: is 2e-6 off its float64 value eagerly and 3e-6 compiled (measured), so the two differ by 4e-6.
+TOLERANCE = {"PointCloudCanonicalizer-1": (1e-4, 1e-5)}
 #: Keyword arguments of the compiled call, by class. The molecule model's forces come from
 #: ``torch.autograd.grad`` inside its forward, which dynamo does not trace: its energy is compiled
 #: (as in tests/compile/test_models_compile.py).
@@ -66,7 +73,7 @@ def test_default_run_covers_every_subpackage():
 
 
 @pytest.mark.parametrize("cls,index,factory", _cases())
-def test_module_compiles_as_one_graph_equal_to_eager(cls, index, factory):
+def test_module_compiles_as_one_graph_equal_to_eager(cls, index, factory, request):
     module, args, kwargs = build_case(factory, index)
     module.eval()
     kwargs = {**kwargs, **CALL_KWARGS.get(cls, {})}
@@ -79,5 +86,6 @@ def test_module_compiles_as_one_graph_equal_to_eager(cls, index, factory):
     with torch.no_grad():
         compiled = _float_outputs(torch.compile(module, fullgraph=True)(*args, **kwargs))
     assert len(compiled) == len(expected)
+    rtol, atol = TOLERANCE.get(request.node.callspec.id, (RTOL, ATOL))
     for c, e in zip(compiled, expected):
-        torch.testing.assert_close(c, e, rtol=RTOL, atol=ATOL)
+        torch.testing.assert_close(c, e, rtol=rtol, atol=atol)
