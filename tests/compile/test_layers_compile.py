@@ -33,11 +33,7 @@ DEFAULT = {
     "MoleculeEnergyModel-0",  # train
 }
 #: Known failures, not yet fixed: strict xfails (case id -> reason), so a fix shows up as XPASS.
-_AS_STRIDED = ("dynamo traces one graph (no break), but inductor refuses it: top_add "
-               "(geomlin/linear/diagrams/apply.py) accumulates into generalised diagonals of the output through "
-               "as_strided views of a view, a mutation functionalization bans (pytorch/pytorch#104505)")
-BREAKS: dict[str, str] = {"DiagramLinear-0": _AS_STRIDED, "DiagramLinear-2": _AS_STRIDED,
-                          "DiagramLinear-3": _AS_STRIDED}
+BREAKS: dict[str, str] = {}
 #: ``(rtol, atol)`` where float32 rounding is amplified: the Procrustes frame of attention-pooled vectors
 #: is 2e-6 off its float64 value eagerly and 3e-6 compiled (measured), so the two differ by 4e-6.
 TOLERANCE = {"PointCloudCanonicalizer-1": (1e-4, 1e-5)}

@@ -221,7 +221,7 @@ def bottom_apply(op: BottomOp, x: Tensor, n: int, levi_civita: Tensor | None = N
     return z
 
 
-def top_add(op: TopOp, out: Tensor, z: Tensor, n: int, alpha: float = 1.0) -> Tensor:
+def top_add(op: TopOp, out: Tensor, z: Tensor, n: int, alpha: float = 1.0, offset: int | None = None) -> Tensor:
     """Add the output half of a diagram applied to ``z`` into ``out`` (in place) and return ``out``.
 
     Parameters
@@ -230,6 +230,8 @@ def top_add(op: TopOp, out: Tensor, z: Tensor, n: int, alpha: float = 1.0) -> Te
     out: contiguous ``(..., n, .., n)`` with ``op.l`` trailing axes.
     z: ``(..., n, .., n)`` with ``op.in_axes`` trailing axes; leading shape equal to out's.
     alpha: scalar factor.
+    offset: ``out.storage_offset()`` when the caller knows it (a compiled caller must: dynamo cannot
+        trace ``storage_offset()``); ``None`` reads it.
     """
     l = op.l
     lead = out.shape[: out.ndim - l]
@@ -248,13 +250,12 @@ def top_add(op: TopOp, out: Tensor, z: Tensor, n: int, alpha: float = 1.0) -> Te
         else:
             variants.append([(0, n, 1.0)])
     bstrides = [sum(st[a] for a in b) for b in op.broadcast]
-    flat = out.view(-1)
+    start = out.storage_offset() if offset is None else offset
     for combo in itertools.product(*variants):
-        # the view starts ``shift`` elements into out (as_strided keeps the sliced base's storage offset:
-        # dynamo cannot trace storage_offset())
         shift = sum(c[0] for c in combo)
         sign = math.prod([c[2] for c in combo])  # a list: dynamo cannot trace math.prod of a generator
-        view = flat[shift:].as_strided((*lead, *sizes, *[c[1] for c in combo]), (*lead_strides, *strides, *bstrides))
+        view = out.as_strided((*lead, *sizes, *[c[1] for c in combo]), (*lead_strides, *strides, *bstrides),
+                              start + shift)
         view.add_(z, alpha=alpha * sign)
     return out
 
