@@ -21,9 +21,11 @@ from pathlib import Path
 import pytest
 import torch
 from torch import nn
+from torch.utils._pytree import tree_map
 
 import geomlin
 from geomlin.reps import declared_types
+from geomlin.reps.feature_type import example_inputs
 from geomlin.testing import assert_equivariant
 
 TESTS = Path(__file__).parent
@@ -56,6 +58,34 @@ def _registries() -> tuple[dict, dict]:
 CLASSES = _geomlin_module_classes()
 EXAMPLES, NOT_EQUIVARIANT = _registries()
 CASES = [(cls, i, f) for cls, fs in EXAMPLES.items() for i, f in enumerate(fs)]
+IDS = [f"{c.__name__}-{i}" for c, i, _ in CASES]
+
+
+def _float32(tree):
+    return tree_map(lambda t: t.float() if isinstance(t, torch.Tensor) and t.is_floating_point() else t, tree)
+
+
+def build_case(factory, index: int, requires_grad: bool = False):
+    """A declared example in float32: ``(module, args, kwargs)``, the float inputs requiring grad on request.
+
+    The inputs are the factory's ``options["inputs"]`` / ``options["kwargs"]`` when it gives them, else
+    :func:`~geomlin.reps.feature_type.example_inputs` of the module (seeded by ``index``).
+    """
+    torch.manual_seed(index)
+    made = factory()
+    module, options = made if isinstance(made, tuple) else (made, {})
+    module = module.float()
+    if "inputs" in options:
+        args = options["inputs"]
+        args = args if isinstance(args, tuple) else (args,)
+        kwargs = options.get("kwargs", {})
+    else:
+        args, kwargs = example_inputs(module, generator=torch.Generator().manual_seed(index), dtype=torch.float32)
+    args, kwargs = _float32(args), _float32(kwargs)
+    if requires_grad:
+        args = tree_map(lambda t: t.detach().requires_grad_() if isinstance(t, torch.Tensor) and t.is_floating_point()
+                        else t, args)
+    return module, args, kwargs
 
 
 def test_every_module_class_is_listed():
@@ -69,7 +99,7 @@ def test_exempt_classes_give_a_reason():
         assert isinstance(reason, str) and len(reason) > 10, cls
 
 
-@pytest.mark.parametrize("cls,index,factory", CASES, ids=[f"{c.__name__}-{i}" for c, i, _ in CASES])
+@pytest.mark.parametrize("cls,index,factory", CASES, ids=IDS)
 def test_declared_module_is_equivariant(cls, index, factory):
     torch.manual_seed(index)
     made = factory()

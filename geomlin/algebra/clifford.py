@@ -243,8 +243,8 @@ def _product_paths(metric: tuple[float, ...], kind: str, subspaces: str) -> Tens
 _CONSTANTS: dict = {}
 
 
-def cached_constant(key: tuple, build) -> Tensor:
-    """``_CONSTANTS[key]``, built by ``build()`` on the first request."""
+def cached_constant(key: tuple, build):
+    """``_CONSTANTS[key]`` (a table or a count), built by ``build()`` on the first request."""
     t = _CONSTANTS.get(key)
     if t is None:
         t = build()
@@ -511,7 +511,10 @@ class CliffordAlgebra:
 
     def nnz(self, kind: str = "geometric") -> int:
         """Number of non-zero ``(i, j)`` pairs of a product table."""
-        return _sparse(self.metric, self._check_kind(kind))[0].shape[1]
+        kind = self._check_kind(kind)
+        # through the dictionary cache: a compiled forward (``method="auto"`` asks) reads the count as a
+        # constant instead of tracing the table's ``nonzero``
+        return cached_constant(("clifford", self.metric, "nnz", kind), lambda: _sparse(self.metric, kind)[0].shape[1])
 
     def _check_kind(self, kind: str) -> str:
         if kind not in PRODUCTS:

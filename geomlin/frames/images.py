@@ -367,6 +367,8 @@ class ImageCanonicalizer(Canonicalizer):
         self.head = nn.Parameter(torch.randn(hidden) / math.sqrt(hidden))
         self.register_buffer("matrices", element_matrices(self.group), persistent=False)
         self.register_buffer("regular_index", regular_index(self.group), persistent=False)
+        # Python ints, so canonicalize() picks each element's action without reading a tensor
+        self._inverse = tuple(int(i) for i in inverse_table(self.group))
         self.type_in = self.lift.type_in
         self.type_out = (self.feature_type("regular"), self.feature_type("regular"))
 
@@ -419,8 +421,7 @@ class ImageCanonicalizer(Canonicalizer):
             return x
         if kind != "image":
             raise ValueError(f"images canonicalize 'image' or 'invariant' inputs, got {kind!r}")
-        inv = _tables(self.group.flips)[1]
-        stack = torch.stack([act_on_image(x, int(inv[a]), self.group) for a in range(self.group.order)], 1)
+        stack = torch.stack([act_on_image(x, self._inverse[a], self.group) for a in range(self.group.order)], 1)
         return _weighted(stack, g.weights)
 
     def invert(self, y: Tensor, g: DiscreteElements, kind: str, **_) -> Tensor:

@@ -114,10 +114,12 @@ def _gather_class(x: Tensor, irreps, parity: int, lmax: int | None) -> Tensor:
     return out
 
 
-def _check_flat(x, irreps, name: str = "x", finite: bool = False) -> None:
+def _check_flat(x, dim: int, irreps: str, name: str = "x", finite: bool = False) -> None:
+    """``x (..., dim)``: e3nn features of ``irreps`` (its text; a module passes its own, made at
+    construction, since ``torch.compile`` cannot guard on e3nn's ``Irreps``)."""
     check_tensor(x, name, min_ndim=1, finite=finite, what=f"e3nn features of {irreps}")
-    if x.shape[-1] != irreps.dim:
-        raise ValueError(f"{name} must have last dimension {irreps.dim} (irreps {irreps}), got shape {tuple(x.shape)}")
+    if x.shape[-1] != dim:
+        raise ValueError(f"{name} must have last dimension {dim} (irreps {irreps}), got shape {tuple(x.shape)}")
 
 
 def irreps_to_sphere(x: Tensor, irreps, lmax: int | None = None) -> Tensor:
@@ -128,7 +130,7 @@ def irreps_to_sphere(x: Tensor, irreps, lmax: int | None = None) -> Tensor:
     Pseudo irreps raise ``ValueError`` (use [`split_parity`][]).
     """
     irreps = _irreps(irreps)
-    _check_flat(x, irreps)
+    _check_flat(x, irreps.dim, str(irreps))
     if lmax is not None:
         check_nonnegative_int(lmax, "lmax")
     bad = [str(ir) for _, ir in irreps if ir.p != _natural_parity(ir.l)]
@@ -157,7 +159,7 @@ def split_parity(x: Tensor, irreps, lmax: int | None = None) -> tuple[Tensor, Te
     a class absent from ``irreps`` comes back with ``C = 0`` channels.
     """
     irreps = _irreps(irreps)
-    _check_flat(x, irreps)
+    _check_flat(x, irreps.dim, str(irreps))
     lmax = irreps.lmax if lmax is None else check_nonnegative_int(lmax, "lmax")
     return _gather_class(x, irreps, NATURAL, lmax), _gather_class(x, irreps, PSEUDO, lmax)
 
@@ -493,6 +495,7 @@ class GauntTensorProduct(nn.Module):
         self._layout1 = _blocks(self.irreps_in1)
         self._layout2 = _blocks(self.irreps_in2)
         self._layout_out = _blocks(self.irreps_out)
+        self._flat_in = tuple((irreps.dim, str(irreps)) for irreps in (self.irreps_in1, self.irreps_in2))
         #: Numbers of per-sample weights: per (channel, degree) of x1, then per (channel, degree) of the output.
         self.weight_numel = C * (self.lmax1 + 1) + C * (self.lmax_out + 1)
         if self.internal_weights:
@@ -532,8 +535,8 @@ class GauntTensorProduct(nn.Module):
                           for l, d in enumerate(degrees)], dim=-1)
 
     def forward(self, x1: Tensor, x2: Tensor, weight: Tensor | None = None) -> Tensor:
-        _check_flat(x1, self.irreps_in1, "x1", finite=True)
-        _check_flat(x2, self.irreps_in2, "x2", finite=True)
+        for name, x, (dim, text) in zip(("x1", "x2"), (x1, x2), self._flat_in):
+            _check_flat(x, dim, text, name, finite=True)
         dtype = _common_dtype(x1, x2)
         x1, x2 = x1.to(dtype), x2.to(dtype)
         self.tables.prime(x1.device, dtype)

@@ -81,8 +81,47 @@ def _reduce(out: Tensor, channels: int, reduce: bool) -> Tensor:
 
 
 # ---------------------------------------------------------------- routes
-def _gaunt_grid(x1, x2, lmax1, lmax2, lmax_out, channels, shared, reduce):
+# The grid route reuses workspaces through ``out=`` views and copies with numpy, which dynamo does not
+# trace: inside compiled graphs it runs as one opaque operator (the same function, its output shape
+# given by the fake implementation), so an explicit ``method="grid"`` compiles as one graph.
+@torch.library.custom_op("geomlin::gaunt_grid", mutates_args=())
+def _gaunt_grid_op(x1: Tensor, x2: Tensor, lmax1: int, lmax2: int, lmax_out: int, channels: int, shared: int,
+                   reduce: bool) -> Tensor:
     return G.gaunt_on_grid(x1, x2, lmax1, lmax2, lmax_out, channels, shared, reduce)
+
+
+@_gaunt_grid_op.register_fake
+def _(x1, x2, lmax1, lmax2, lmax_out, channels, shared, reduce):
+    groups = x1.shape[0] // (1 if shared == 1 else channels)
+    return x1.new_empty(groups * (1 if reduce else channels), T.num_coefficients(lmax_out))
+
+
+@torch.library.custom_op("geomlin::gaunt_grid_backward", mutates_args=())
+def _gaunt_grid_backward_op(grad: Tensor, x1: Tensor, x2: Tensor, lmax1: int, lmax2: int, lmax_out: int,
+                            channels: int, shared: int, reduce: bool, need1: bool,
+                            need2: bool) -> tuple[Tensor, Tensor]:
+    g1, g2 = G.gaunt_backward_on_grid(grad, x1, x2, lmax1, lmax2, lmax_out, channels, shared, reduce, need1, need2)
+    # an operator returns tensors: an unneeded gradient is an empty one (None again in _grid_backward)
+    return (x1.new_empty(0) if g1 is None else g1), (x2.new_empty(0) if g2 is None else g2)
+
+
+@_gaunt_grid_backward_op.register_fake
+def _(grad, x1, x2, lmax1, lmax2, lmax_out, channels, shared, reduce, need1, need2):
+    return (torch.empty_like(x1) if need1 else x1.new_empty(0)), (torch.empty_like(x2) if need2 else x2.new_empty(0))
+
+
+def _gaunt_grid(x1, x2, lmax1, lmax2, lmax_out, channels, shared, reduce):
+    if torch.compiler.is_compiling():
+        return _gaunt_grid_op(x1, x2, lmax1, lmax2, lmax_out, channels, shared, reduce)
+    return G.gaunt_on_grid(x1, x2, lmax1, lmax2, lmax_out, channels, shared, reduce)
+
+
+def _grid_backward(grad, x1, x2, lmax1, lmax2, lmax_out, channels, shared, reduce, need1, need2):
+    """Both input gradients of the grid route in one pass ([`geomlin.gaunt.grid.gaunt_backward_on_grid`][])."""
+    if not torch.compiler.is_compiling():
+        return G.gaunt_backward_on_grid(grad, x1, x2, lmax1, lmax2, lmax_out, channels, shared, reduce, need1, need2)
+    g1, g2 = _gaunt_grid_backward_op(grad, x1, x2, lmax1, lmax2, lmax_out, channels, shared, reduce, need1, need2)
+    return (g1 if need1 else None), (g2 if need2 else None)
 
 
 def _gaunt_fft(x1, x2, lmax1, lmax2, lmax_out, channels, shared, reduce):
@@ -202,9 +241,8 @@ class _GauntFunction(torch.autograd.Function):
             # first-order backward: both products in one pass, the output gradient transformed once
             # (with create_graph=True the two products below keep the graph for double backward)
             with full_precision(grad):
-                grads = G.gaunt_backward_on_grid(grad.contiguous(), x1.contiguous(), x2.contiguous(), lmax1, lmax2,
-                                                 lmax_out, C, shared, reduce, ctx.needs_input_grad[0],
-                                                 ctx.needs_input_grad[1])
+                grads = _grid_backward(grad.contiguous(), x1.contiguous(), x2.contiguous(), lmax1, lmax2, lmax_out,
+                                       C, shared, reduce, ctx.needs_input_grad[0], ctx.needs_input_grad[1])
             return (*grads, None, None, None, None, None, None, None)
         g1 = g2 = None
         if ctx.needs_input_grad[0]:

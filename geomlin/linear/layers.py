@@ -132,6 +132,7 @@ class EquivariantLinear(nn.Module):
         self.group = common_group([rep_in, rep_out])
         self.rep_in, self.rep_out = rep_in, rep_out
         self.type_in, self.type_out = rep_in, rep_out
+        self._what = repr(rep_in)  # made once: the forward formats no rep (dynamo cannot)
         self.layout_in, self.layout_out = BlockLayout(rep_in), BlockLayout(rep_out)
         bases: dict[tuple[int, int], Tensor] = {}
         self.coefficients = nn.ParameterDict()
@@ -202,7 +203,7 @@ class EquivariantLinear(nn.Module):
 
     def forward(self, x: Tensor) -> Tensor:
         """``(..., rep_in.size) -> (..., rep_out.size)``, floating point, finite."""
-        check_features(x, self.rep_in.size, what=repr(self.rep_in))
+        check_features(x, self.rep_in.size, what=self._what)
         y = x @ self.weight(x.device, x.dtype).T
         b = self.bias_vector(x.device, x.dtype)
         return y if b is None else y + b

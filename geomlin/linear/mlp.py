@@ -166,12 +166,13 @@ class GatedNonlinearity(nn.Module):
         self.register_buffer("scalar_idx", scalar_idx, persistent=False)
         self.register_buffer("gated_idx", gated_idx, persistent=False)
         self.in_size = rep.size + self.n_gates
+        self._what = f"{self.n_gates} gates + {rep!r}"  # made once: the forward formats no rep (dynamo cannot)
         # fast path: all scalars lead (as in uniform_rep), so no scatter is needed
         self.scalars_lead = bool(torch.equal(scalar_idx, torch.arange(len(scalar_idx))))
 
     def forward(self, x: Tensor) -> Tensor:
         """``(..., n_gates + rep.size) -> (..., rep.size)``: gates first, then the rep."""
-        check_tensor_shape(x, self.in_size, f"{self.n_gates} gates + {self.rep!r}")
+        check_tensor_shape(x, self.in_size, self._what)
         gates, h = x[..., :self.n_gates], x[..., self.n_gates:]
         if self.n_gates == 0:
             return nn.functional.silu(h)
@@ -222,6 +223,7 @@ class EquivariantBilinear(nn.Module):
         check_cache_dir(cache_dir)
         check_choice(method, "method", METHODS)
         self.rep = rep
+        self._what = repr(rep)  # made once: the forward formats no rep (dynamo cannot)
         self.type_in = self.type_out = rep
         self.layout = BlockLayout(rep)
         types, mult = self.layout.types, self.layout.multiplicity
@@ -274,7 +276,7 @@ class EquivariantBilinear(nn.Module):
 
     def forward(self, x: Tensor) -> Tensor:
         """``(..., rep.size) -> (..., rep.size)``."""
-        check_tensor_shape(x, self.rep.size, repr(self.rep))
+        check_tensor_shape(x, self.rep.size, self._what)
         lay = self.layout
         lead = x.shape[:-1]
         xs = lay.sort(x.reshape(-1, x.shape[-1]), self.tables.layout_index)
@@ -390,6 +392,7 @@ class EquivariantMLP(nn.Module):
             G = as_group(group)
         hidden_list = self._hidden_layers(hidden_channels, num_blocks, G, group)
         self.rep_in, self.rep_out = rep_in, rep_out
+        self._what = repr(rep_in)  # made once: the forward formats no rep (dynamo cannot)
         self.type_in, self.type_out = rep_in, rep_out
         self.hidden = hidden_list[0]
         self.hidden_reps = hidden_list
@@ -438,7 +441,7 @@ class EquivariantMLP(nn.Module):
 
     def forward(self, x: Tensor) -> Tensor:
         """``(..., rep_in.size) -> (..., rep_out.size)``, floating point, finite."""
-        check_features(x, self.rep_in.size, what=repr(self.rep_in))
+        check_features(x, self.rep_in.size, what=self._what)
         for block in self.blocks:
             x = block(x)
         return self.head(x)

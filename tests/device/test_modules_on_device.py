@@ -15,12 +15,11 @@ from __future__ import annotations
 
 import pytest
 import torch
-from torch.utils._pytree import tree_leaves, tree_map
+from torch.utils._pytree import tree_leaves
 
 from geomlin import validation
-from geomlin.reps.feature_type import example_inputs
 from tests.device import simulated as sim
-from tests.test_declarations import CASES
+from tests.test_declarations import CASES, IDS, build_case
 
 #: Relative distance of an autocast output from the float32 output that still counts as "close".
 AUTOCAST_RTOL = {torch.bfloat16: 0.1, torch.float16: 0.02}
@@ -29,28 +28,6 @@ DEVICE_RTOL = 1e-5
 #: Absolute slack of gradient comparisons, in float32 epsilons of the step's largest gradient: the
 #: round-off of a gradient that vanishes in exact arithmetic (an input the output barely depends on).
 GRAD_NOISE = 64
-
-
-def _float32(tree):
-    return tree_map(lambda t: t.float() if isinstance(t, torch.Tensor) and t.is_floating_point() else t, tree)
-
-
-def build_case(factory, index: int):
-    """A declared example in float32: ``(module, args, kwargs)`` with float inputs requiring grad."""
-    torch.manual_seed(index)
-    made = factory()
-    module, options = made if isinstance(made, tuple) else (made, {})
-    module = module.float()
-    if "inputs" in options:
-        args = options["inputs"]
-        args = args if isinstance(args, tuple) else (args,)
-        kwargs = options.get("kwargs", {})
-    else:
-        args, kwargs = example_inputs(module, generator=torch.Generator().manual_seed(index), dtype=torch.float32)
-    args, kwargs = _float32(args), _float32(kwargs)
-    args = tree_map(lambda t: t.detach().requires_grad_() if isinstance(t, torch.Tensor) and t.is_floating_point()
-                    else t, args)
-    return module, args, kwargs
 
 
 def float_outputs(out) -> list[torch.Tensor]:
@@ -81,12 +58,9 @@ def _relative(a: torch.Tensor, b: torch.Tensor, floor: float = 1e-12) -> float:
     return float((a - b).norm() / b.norm().clamp_min(floor))
 
 
-IDS = [f"{c.__name__}-{i}" for c, i, _ in CASES]
-
-
 @pytest.mark.parametrize("cls,index,factory", CASES, ids=IDS)
 def test_forward_and_backward_on_the_simulated_device(cls, index, factory):
-    module, args, kwargs = build_case(factory, index)
+    module, args, kwargs = build_case(factory, index, requires_grad=True)
     with sim.cpu_kernels():
         cpu_out, cpu_grads = step(module, args, kwargs)
     module, args, kwargs = sim.to_sim((module, args, kwargs))
@@ -113,7 +87,7 @@ def test_forward_and_backward_on_the_simulated_device(cls, index, factory):
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=["bf16", "fp16"])
 @pytest.mark.parametrize("cls,index,factory", CASES, ids=IDS)
 def test_autocast_on_the_simulated_device(cls, index, factory, dtype):
-    module, args, kwargs = build_case(factory, index)
+    module, args, kwargs = build_case(factory, index, requires_grad=True)
     reference, _ = step(module, args, kwargs)
     module, args, kwargs = sim.to_sim((module, args, kwargs))
     with sim.watch() as log, torch.autocast(sim.DEVICE_TYPE, dtype=dtype):

@@ -169,3 +169,26 @@ def test_equivariance_o3(L):
 def test_auto_resolves_to_a_real_method():
     for L in range(20):
         assert choose_method(L, L, L, "cpu", torch.float32) in ("dense", "grid")
+
+
+def _grid_product_and_grads(fn, x1, x2):
+    x1, x2 = x1.detach().requires_grad_(), x2.detach().requires_grad_()
+    out = fn(x1, x2)
+    return (out, *torch.autograd.grad((out * out.detach().cos()).sum(), (x1, x2)))
+
+
+@pytest.mark.parametrize("backend", ["aot_eager", pytest.param("inductor", marks=pytest.mark.slow)])
+def test_grid_route_compiles_to_the_eager_numbers(backend):
+    """``method="grid"`` inside ``torch.compile(fullgraph=True)`` (one opaque operator forward and
+    backward) gives the eager route's product and gradients; oracle: the eager call. A shared
+    second input (one row for every channel) takes the fused backward's channel sum."""
+    g = torch.Generator().manual_seed(0)
+    x1 = torch.randn(4, 3, 9, generator=g)
+    for x2 in (torch.randn(4, 3, 16, generator=g), torch.randn(4, 1, 16, generator=g)):
+        def fn(a, b):
+            return gaunt_tensor_product(a, b, 3, method="grid")
+
+        torch._dynamo.reset()
+        compiled = torch.compile(fn, fullgraph=True, backend=backend)
+        for got, want in zip(_grid_product_and_grads(compiled, x1, x2), _grid_product_and_grads(fn, x1, x2)):
+            torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6)

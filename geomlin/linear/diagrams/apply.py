@@ -221,13 +221,13 @@ def bottom_apply(op: BottomOp, x: Tensor, n: int, levi_civita: Tensor | None = N
     for a in op.twist:
         x = _apply_J(x, x.ndim - k + a)
     if k:
-        # one strided view: a block's generalised diagonal has stride = sum of its axes' strides
+        # one strided view: a block's generalised diagonal has stride = sum of its axes' strides (at x's
+        # own storage offset, as_strided's default: dynamo cannot trace storage_offset())
         lead = x.ndim - k
         st = x.stride()[lead:]
         blocks = (*op.traced, *op.passing, *((a,) for a in op.eps_in))
         view = x.as_strided((*x.shape[:lead], *([n] * len(blocks))),
-                            (*x.stride()[:lead], *(sum(st[a] for a in b) for b in blocks)),
-                            x.storage_offset())
+                            (*x.stride()[:lead], *(sum(st[a] for a in b) for b in blocks)))
         traced = len(op.traced)
         x = view.sum(tuple(range(lead, lead + traced))) if traced else view
     z = x
@@ -236,7 +236,7 @@ def bottom_apply(op: BottomOp, x: Tensor, n: int, levi_civita: Tensor | None = N
     return z
 
 
-def top_add(op: TopOp, out: Tensor, z: Tensor, n: int, alpha: float = 1.0) -> Tensor:
+def top_add(op: TopOp, out: Tensor, z: Tensor, n: int, alpha: float = 1.0, offset: int | None = None) -> Tensor:
     """Add the output half of a diagram applied to ``z`` into ``out`` (in place) and return ``out``.
 
     Parameters
@@ -249,6 +249,9 @@ def top_add(op: TopOp, out: Tensor, z: Tensor, n: int, alpha: float = 1.0) -> Te
         with ``op.in_axes`` trailing axes; leading shape equal to out's.
     alpha : float
         scalar factor.
+    offset : int or None
+        ``out.storage_offset()`` when the caller knows it (a compiled caller must: dynamo cannot
+        trace ``storage_offset()``); ``None`` reads it.
     """
     l = op.l
     lead = out.shape[: out.ndim - l]
@@ -267,11 +270,12 @@ def top_add(op: TopOp, out: Tensor, z: Tensor, n: int, alpha: float = 1.0) -> Te
         else:
             variants.append([(0, n, 1.0)])
     bstrides = [sum(st[a] for a in b) for b in op.broadcast]
+    start = out.storage_offset() if offset is None else offset
     for combo in itertools.product(*variants):
-        offset = out.storage_offset() + sum(c[0] for c in combo)
-        sign = math.prod(c[2] for c in combo)
-        view = out.as_strided((*lead, *sizes, *[c[1] for c in combo]),
-                              (*lead_strides, *strides, *bstrides), offset)
+        shift = sum(c[0] for c in combo)
+        sign = math.prod([c[2] for c in combo])  # a list: dynamo cannot trace math.prod of a generator
+        view = out.as_strided((*lead, *sizes, *[c[1] for c in combo]), (*lead_strides, *strides, *bstrides),
+                              start + shift)
         view.add_(z, alpha=alpha * sign)
     return out
 

@@ -288,7 +288,10 @@ class DiagramLinear(nn.Module):
                     out.view(B, o, -1).baddbmm_(W, Z)
                 else:
                     out.view(B, o, -1).add_(torch.bmm(W, Z))
-        out = xb.new_zeros(out_shape) if out is None else out.view(out_shape)
+        out = xb.new_zeros(out_shape) if out is None else out.view(out_shape)  # storage offset 0 (passed to top_add)
+        if torch.compiler.is_compiling():
+            # inductor functionalizes top_add's writes through as_strided only on a base tensor, not a view
+            out = out.clone()
         for f, (members, tops, start, stop) in enumerate(self._families):
             Z = zs[members[0]] if len(members) == 1 else torch.cat([zs[b] for b in members], dim=1)
             T = len(tops)
@@ -299,10 +302,10 @@ class DiagramLinear(nn.Module):
                 for i, t in self._bias_in_family[f]:
                     y4[:, i].add_(bias[t][:, None])
             for i, top in enumerate(tops):
-                top_add(top, out, y[:, i * o:(i + 1) * o].reshape((B, o, *([n] * top.in_axes))), n)
+                top_add(top, out, y[:, i * o:(i + 1) * o].reshape((B, o, *([n] * top.in_axes))), n, offset=0)
         if bias is not None:
             for bottom, top, t in self._bias_alone:
-                top_add(top, out, self._bottom(bottom, bias[t].expand(B, o)), n)
+                top_add(top, out, self._bottom(bottom, bias[t].expand(B, o)), n, offset=0)
         return out.reshape((*lead, self.out_channels, *([n] * l)))
 
 
