@@ -82,7 +82,9 @@ def tolerance(dtype: torch.dtype) -> float:
 
 def shape_str(shape: Iterable) -> str:
     """``(4, 7, 15)`` for a shape, ``(..., 16)`` for a pattern with ``...``, ``*`` for ``None``."""
-    parts = ["..." if s is Ellipsis else ("*" if s is None else str(int(s))) for s in shape]
+    # a symbolic size (torch.SymInt, while torch.export traces) is printed by name, never made an int
+    parts = ["..." if s is Ellipsis else ("*" if s is None else str(s if isinstance(s, torch.SymInt) else int(s)))
+             for s in shape]
     return "(" + ", ".join(parts) + ("," if len(parts) == 1 else "") + ")"
 
 
@@ -305,7 +307,18 @@ def check_bool(value, name: str) -> bool:
 
 
 def check_int(value, name: str, *, minimum: int | None = None, maximum: int | None = None) -> int:
-    """An integer (Python or numpy, not bool) within ``[minimum, maximum]``; returns a Python int."""
+    """An integer (Python or numpy, not bool) within ``[minimum, maximum]``; returns a Python int.
+
+    A ``torch.SymInt`` (a size that ``torch.export`` / ``torch.compile`` trace symbolically, such
+    as a dynamic batch size) is accepted and returned as is; its bounds become ``torch._check``
+    constraints of the traced program instead of a Python comparison.
+    """
+    if isinstance(value, torch.SymInt):
+        if minimum is not None:
+            torch._check(value >= minimum, lambda: f"{name} must be >= {minimum}")
+        if maximum is not None:
+            torch._check(value <= maximum, lambda: f"{name} must be <= {maximum}")
+        return value
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
         if isinstance(value, Tensor) and value.ndim == 0 and not value.is_floating_point() \
                 and value.dtype != torch.bool:
