@@ -269,6 +269,20 @@ def program_inputs(model: nn.Module, args: tuple, kwargs: dict | None = None) ->
     return tuple(args), kwargs
 
 
+def fit_inputs(model: nn.Module, args: tuple, kwargs: dict | None = None) -> tuple[tuple, dict]:
+    """Example inputs cut to the items a program of ``model`` takes (a :data:`SHAPE_RULES` bound), else unchanged."""
+    kwargs = dict(kwargs or {})
+    rule = SHAPE_RULES.get(type(model).__name__, ShapeRule())
+    if rule.max_items_attr is None:
+        return tuple(args), kwargs
+    top = int(getattr(model, rule.max_items_attr))
+
+    def cut(x):
+        return x[:, :top].contiguous() if isinstance(x, Tensor) and x.ndim >= 2 else x
+
+    return tuple(cut(a) for a in args), {k: cut(v) for k, v in kwargs.items()}
+
+
 def _flat_specs(shapes: dict) -> list:
     out = []
     for value in shapes.values():
@@ -309,11 +323,12 @@ def _types(model: nn.Module, attr: str) -> str:
     return "" if value is None else repr(value)
 
 
-def build_metadata(model: nn.Module, args: tuple, kwargs: dict | None = None, **extra: str) -> dict:
+def build_metadata(model: nn.Module, args: tuple, kwargs: dict | None = None, extra: dict | None = None) -> dict:
     """geomlin's metadata of a package of ``model``: version, class, feature types, inputs, dims.
 
-    ``extra`` (``task="nbody", model="gatr"``) is added as is (strings).
+    ``extra`` (``{"task": "nbody", "model": "gatr"}``) is added as is (JSON values).
     """
+    extra = dict(extra or {})
     import geomlin
 
     kwargs = dict(kwargs or {})
@@ -328,7 +343,7 @@ def build_metadata(model: nn.Module, args: tuple, kwargs: dict | None = None, **
     return {"format": PACKAGE_FORMAT, "geomlin_version": geomlin.__version__, "torch_version": torch.__version__,
             "class": type(model).__name__, "type_in": _types(model, "type_in"), "type_out": _types(model, "type_out"),
             "outputs": "energy, forces" if potential else "", "inputs": inputs, "dynamic_dims": describe_dims(model),
-            **{k: str(v) for k, v in extra.items()}}
+            **extra}
 
 
 def package(model: nn.Module, path: str | Path, args: tuple, kwargs: dict | None = None, *,
@@ -342,7 +357,7 @@ def package(model: nn.Module, path: str | Path, args: tuple, kwargs: dict | None
     path : str or Path
         The ``.pt2`` file (replaced if it exists; its folder must exist).
     metadata : dict, optional
-        Extra string entries (``task``, ``model``) for :func:`build_metadata`.
+        Extra entries (``task``, ``model``, the run's config), JSON values, for :func:`build_metadata`.
 
     Returns
     -------
@@ -352,8 +367,8 @@ def package(model: nn.Module, path: str | Path, args: tuple, kwargs: dict | None
     start = time.perf_counter()
     program = export(model, args, kwargs, dynamic=dynamic)
     exported = time.perf_counter()
-    meta = build_metadata(model, args, kwargs, **(metadata or {}))
-    configs = {"aot_inductor.metadata": {METADATA_KEY: json.dumps(meta, sort_keys=True)}}
+    meta = build_metadata(model, args, kwargs, extra=metadata)
+    configs = {"aot_inductor.metadata": {METADATA_KEY: json.dumps(meta, sort_keys=True, default=str)}}
     atomic_write(path, lambda fh: torch._inductor.aoti_compile_and_package(
         program, package_path=fh, inductor_configs=configs), hint="pass another --out")
     return {**meta, "export_seconds": exported - start, "compile_seconds": time.perf_counter() - exported}

@@ -25,7 +25,10 @@ Checks that read values (NaN, ranges, order, "is this a rotation") and accelerat
     :func:`deferred_checks`) around your own loops. Indices that would make a kernel read out of
     bounds are clamped by the checks that defer (:func:`check_index`), so a bad index never
     becomes a fatal device-side assert before its error is raised. Value checks are skipped on the
-    meta device and while ``torch.compile`` traces.
+    meta device; while ``torch.compile`` or ``torch.export`` trace on the CPU, :func:`check_condition`,
+    :func:`check_finite` and :func:`check_index` put their test into the graph as
+    ``torch._assert_async`` (a compiled program or AOTInductor package raises ``RuntimeError`` with
+    the same message); the other value checks (order, orthogonality) are skipped there.
 """
 
 from __future__ import annotations
@@ -180,6 +183,17 @@ def _values_unreadable(t: Tensor) -> bool:
     return type(t).__name__ == "FakeTensor"
 
 
+def _traced_check(ok: Tensor, message: str) -> None:
+    """While ``torch.compile`` / ``torch.export`` trace on the CPU, put the check into the graph.
+
+    ``torch._assert_async(ok.all(), message)`` becomes an op of the traced program (and of an
+    AOTInductor package), which raises ``RuntimeError`` with ``message`` when it fails. Not on
+    accelerators, where a device-side assert would leave the device unusable (module docstring).
+    """
+    if torch.compiler.is_compiling() and ok.device.type == "cpu":
+        torch._assert_async(ok.all(), message)
+
+
 def check_condition(ok: Tensor, message: str, *, error: type = ValueError) -> None:
     """Refuse unless every element of the boolean tensor ``ok`` is True.
 
@@ -187,9 +201,12 @@ def check_condition(ok: Tensor, message: str, *, error: type = ValueError) -> No
     device and is raised later by :func:`raise_deferred` (no host synchronisation; see the module
     docstring). ``message`` must not depend on tensor values (those cannot be read without a sync).
     ``error`` is the exception class (default ``ValueError``); a ``Warning`` subclass warns instead
-    of raising.
+    of raising. While ``torch.compile`` or ``torch.export`` trace on the CPU the test becomes an
+    assert of the traced graph (:func:`_traced_check`); warnings are not traced.
     """
     if _values_unreadable(ok):
+        if not issubclass(error, Warning):
+            _traced_check(ok, message)
         return
     if ok.device.type == "cpu":
         if ok.numel() and not bool(ok.all()):
@@ -270,6 +287,9 @@ def check_finite(x: Tensor, name: str) -> Tensor:
         return x
     message = f"{name} contains NaN or inf values"
     if _values_unreadable(x):
+        if x.numel() and not x.is_complex():
+            low, high = torch.aminmax(x)
+            _traced_check(torch.isfinite(low) & torch.isfinite(high), message)
         return x
     if x.device.type == "cpu":
         if x.numel() and not _all_finite_cpu(x):
@@ -289,6 +309,9 @@ def check_index(index: Tensor, name: str, size: int, what: str = "items") -> Ten
     check_tensor(index, name, dtype="int")
     message = f"{name} must index {what} in [0, {size}), but has entries outside"
     if index.numel() == 0 or _values_unreadable(index):
+        if index.numel():
+            low, high = torch.aminmax(index)
+            _traced_check((low >= 0) & (high < size), message)
         return index
     if index.device.type == "cpu":
         low, high = torch.aminmax(index)

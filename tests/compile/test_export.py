@@ -45,7 +45,7 @@ def resized(model, args, kwargs, seed: int = 1):
         x = torch.cat([x, extra])
         if x.ndim >= 2 and not rule.static_items:
             x = x[:, : x.shape[1] - 1]
-        return x
+        return x.contiguous()  # a program is traced for contiguous inputs
 
     return tuple(resize(a) for a in args), {k: resize(v) for k, v in kwargs.items()}
 
