@@ -374,9 +374,32 @@ def package(model: nn.Module, path: str | Path, args: tuple, kwargs: dict | None
     return {**meta, "export_seconds": exported - start, "compile_seconds": time.perf_counter() - exported}
 
 
-def load(path: str | Path):
-    """The compiled model of a package (``torch._inductor.aoti_load_package``): call it like the model."""
-    return torch._inductor.aoti_load_package(str(path))
+class LoadedPackage:
+    """A package loaded by :func:`load`: call it like the exported program.
+
+    A compiled program assumes the strides it was traced with (contiguous) and does not check
+    them: a transposed view gives wrong numbers without an error (measured with PyTorch 2.13). So
+    every tensor input is made contiguous here; call ``torch._inductor.aoti_load_package``'s
+    model directly only with contiguous tensors of the exported dtype.
+    """
+
+    def __init__(self, compiled):
+        self.compiled = compiled
+
+    def __call__(self, *args, **kwargs):
+        def contiguous(x):
+            return x.contiguous() if isinstance(x, Tensor) else x
+
+        return self.compiled(*map(contiguous, args), **{k: contiguous(v) for k, v in kwargs.items()})
+
+    def get_metadata(self) -> dict[str, str]:
+        """The package's AOTInductor metadata (string to string; geomlin's under :data:`METADATA_KEY`)."""
+        return self.compiled.get_metadata()
+
+
+def load(path: str | Path) -> LoadedPackage:
+    """The compiled model of a package (``torch._inductor.aoti_load_package``), see :class:`LoadedPackage`."""
+    return LoadedPackage(torch._inductor.aoti_load_package(str(path)))
 
 
 def read_metadata(loaded) -> dict:

@@ -69,7 +69,8 @@ def _measure(name: str, spec: AuditSpec, num_samples: int, seed: int, dtype: str
     g = torch.Generator().manual_seed(seed)
     with torch.no_grad():
         report = equivariance_check(spec.fn, spec.group, spec.reps_in, spec.reps_out, spec.inputs,
-                                    num_samples=num_samples, generator=g, kwargs=spec.kwargs)
+                                    num_samples=num_samples, generator=g, kwargs=spec.kwargs,
+                                    dtype=getattr(torch, dtype))
     return AuditResult(name, spec.description, float(report.max_error), num_samples, dtype)
 
 
@@ -270,9 +271,12 @@ def audit_package(path: str | Path, num_samples: int = 10, seed: int = 0) -> tup
     args, kwargs = deploy.fit_inputs(model, tuple(_float32(x) for x in spec.inputs),
                                      {k: _float32(v) for k, v in spec.kwargs.items()})
 
-    def run(*a, **k):
+    def contiguous(x):
+        return x.contiguous() if isinstance(x, torch.Tensor) else x
+
+    def run(*a, **k):  # a package is compiled for contiguous float32 inputs, and does not check strides
         p_args, p_kwargs = deploy.program_inputs(model, a, k)
-        return loaded(*p_args, **p_kwargs)
+        return loaded(*map(contiguous, p_args), **{n: contiguous(v) for n, v in p_kwargs.items()})
 
     spec = AuditSpec(fn=run, group=spec.group, reps_in=spec.reps_in, reps_out=spec.reps_out, inputs=args,
                      kwargs=kwargs, description=spec.description)
@@ -306,8 +310,8 @@ def audit(target: str, num_samples: int = 10, seed: int = 0, only: list[str] | N
 def format_report(target: str, results: list[AuditResult]) -> str:
     """The audit report as text: one line per model with its worst relative error and verdict."""
     width = max(len(r.name) for r in results)
-    lines = [f"Equivariance audit of {target} ({results[0].dtype}, {results[0].num_samples} random group "
-             "elements each)"]
+    head = f"Equivariance audit of {target} ({results[0].dtype}, {results[0].num_samples} random group elements each)"
+    lines = [head]
     for r in results:
         lines.append(f"  {r.name:<{width}}  max relative error {r.max_error:9.2e}  {r.verdict}")
         lines.append(f"  {'':<{width}}  symmetry: {r.symmetry}")

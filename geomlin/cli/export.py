@@ -32,7 +32,10 @@ def example_inputs(task, name: str, model: nn.Module, info: dict) -> tuple[tuple
         if spec is None:
             raise UserError(f"model '{name}' of task {task.name} has no example inputs to export it with")
         args, kwargs = spec.inputs, dict(spec.kwargs)
-    as32 = lambda x: x.float() if isinstance(x, torch.Tensor) and x.is_floating_point() else x  # noqa: E731
+
+    def as32(x):
+        return x.float() if isinstance(x, torch.Tensor) and x.is_floating_point() else x
+
     return deploy.fit_inputs(model, tuple(as32(a) for a in args), {k: as32(v) for k, v in kwargs.items()})
 
 
