@@ -3,7 +3,7 @@
 Oracle: the same model run eagerly. The program is exported at the example's sizes and run at
 other sizes (one more example in the batch, one item fewer; the items of models that declare them
 static stay), where it must reproduce the eager output (float32, rtol 1e-5). Potentials are
-exported with their forces (:func:`geomlin.deploy.export`).
+exported with their forces (:func:`geomlin.deploy.export`). The slower exports are in the slow set.
 """
 
 import pytest
@@ -14,10 +14,14 @@ from geomlin.train import get_task
 from tests.compile.test_models_compile import SMALL, _model_and_inputs
 
 RTOL, ATOL = 1e-5, 1e-5
+#: Exports that take over ~7 s on a 2-core CPU (measured 8-12 s): in the slow set.
+SLOW = {("nbody", "gatr"), ("pointcloud", "canonical"), ("pointcloud", "frame_avg"), ("molecules", "gaunt"),
+        ("molecules", "egnn")}
 
 
 def _cases():
-    return [pytest.param(t, n, id=f"{t}-{n}") for t in SMALL for n in get_task(t).models]
+    return [pytest.param(t, n, id=f"{t}-{n}", marks=[pytest.mark.slow] if (t, n) in SLOW else [])
+            for t in SMALL for n in get_task(t).models]
 
 
 def export_case(task_name: str, name: str):
