@@ -15,7 +15,8 @@ Subpackages, lowest floor first (each imports only from the floors above it in t
 * ``geomlin.datasets`` — offline-first loaders for molecules and point clouds (PyG data);
 * ``geomlin.models`` — reference models used by the examples and the command line;
 * ``geomlin.train`` — the training loop, tasks, distributed setup, checkpoints;
-* ``geomlin.cli`` — the ``geomlin`` command (train, bench, audit);
+* ``geomlin.deploy`` — torch.export programs with dynamic sizes and AOTInductor packages;
+* ``geomlin.cli`` — the ``geomlin`` command (train, bench, audit, export);
 
 and ``geomlin.testing``, the one equivariance checker every test uses.
 """

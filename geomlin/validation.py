@@ -26,7 +26,10 @@ Checks that read values (NaN, ranges, order, "is this a rotation") and accelerat
     [`deferred_checks`][]) around your own loops. Indices that would make a kernel read out of
     bounds are clamped by the checks that defer ([`check_index`][]), so a bad index never
     becomes a fatal device-side assert before its error is raised. Value checks are skipped on the
-    meta device and while ``torch.compile`` traces.
+    meta device; while ``torch.compile`` or ``torch.export`` trace on the CPU, :func:`check_condition`,
+    :func:`check_finite` and :func:`check_index` put their test into the graph as
+    ``torch._assert_async`` (a compiled program or AOTInductor package raises ``RuntimeError`` with
+    the same message); the other value checks (order, orthogonality) are skipped there.
 """
 
 from __future__ import annotations
@@ -93,7 +96,9 @@ def tolerance(dtype: torch.dtype) -> float:
 
 def shape_str(shape: Iterable) -> str:
     """``(4, 7, 15)`` for a shape, ``(..., 16)`` for a pattern with ``...``, ``*`` for ``None``."""
-    parts = ["..." if s is Ellipsis else ("*" if s is None else str(int(s))) for s in shape]
+    # a symbolic size (torch.SymInt, while torch.export traces) is printed by name, never made an int
+    parts = ["..." if s is Ellipsis else ("*" if s is None else str(s if isinstance(s, torch.SymInt) else int(s)))
+             for s in shape]
     return "(" + ", ".join(parts) + ("," if len(parts) == 1 else "") + ")"
 
 
@@ -197,6 +202,17 @@ def _values_unreadable(t: Tensor) -> bool:
     return type(t).__name__ == "FakeTensor"
 
 
+def _traced_check(ok: Tensor, message: str) -> None:
+    """While ``torch.compile`` / ``torch.export`` trace on the CPU, put the check into the graph.
+
+    ``torch._assert_async(ok.all(), message)`` becomes an op of the traced program (and of an
+    AOTInductor package), which raises ``RuntimeError`` with ``message`` when it fails. Not on
+    accelerators, where a device-side assert would leave the device unusable (module docstring).
+    """
+    if torch.compiler.is_compiling() and ok.device.type == "cpu":
+        torch._assert_async(ok.all(), message)
+
+
 def check_condition(ok: Tensor, message: str, *, error: type = ValueError) -> None:
     """Refuse unless every element of the boolean tensor ``ok`` is True.
 
@@ -204,9 +220,12 @@ def check_condition(ok: Tensor, message: str, *, error: type = ValueError) -> No
     device and is raised later by [`raise_deferred`][] (no host synchronisation; see the module
     docstring). ``message`` must not depend on tensor values (those cannot be read without a sync).
     ``error`` is the exception class (default ``ValueError``); a ``Warning`` subclass warns instead
-    of raising.
+    of raising. While ``torch.compile`` or ``torch.export`` trace on the CPU the test becomes an
+    assert of the traced graph (:func:`_traced_check`); warnings are not traced.
     """
     if _values_unreadable(ok):
+        if not issubclass(error, Warning):
+            _traced_check(ok, message)
         return
     if ok.device.type == "cpu":
         if ok.numel() and not bool(ok.all()):
@@ -287,6 +306,9 @@ def check_finite(x: Tensor, name: str) -> Tensor:
         return x
     message = f"{name} contains NaN or inf values"
     if _values_unreadable(x):
+        if x.numel() and not x.is_complex():
+            low, high = torch.aminmax(x)
+            _traced_check(torch.isfinite(low) & torch.isfinite(high), message)
         return x
     if x.device.type == "cpu":
         if x.numel() and not _all_finite_cpu(x):
@@ -306,6 +328,9 @@ def check_index(index: Tensor, name: str, size: int, what: str = "items") -> Ten
     check_tensor(index, name, dtype="int")
     message = f"{name} must index {what} in [0, {size}), but has entries outside"
     if index.numel() == 0 or _values_unreadable(index):
+        if index.numel():
+            low, high = torch.aminmax(index)
+            _traced_check((low >= 0) & (high < size), message)
         return index
     if index.device.type == "cpu":
         low, high = torch.aminmax(index)
@@ -324,7 +349,18 @@ def check_bool(value, name: str) -> bool:
 
 
 def check_int(value, name: str, *, minimum: int | None = None, maximum: int | None = None) -> int:
-    """An integer (Python or numpy, not bool) within ``[minimum, maximum]``; returns a Python int."""
+    """An integer (Python or numpy, not bool) within ``[minimum, maximum]``; returns a Python int.
+
+    A ``torch.SymInt`` (a size that ``torch.export`` / ``torch.compile`` trace symbolically, such
+    as a dynamic batch size) is accepted and returned as is; its bounds become ``torch._check``
+    constraints of the traced program instead of a Python comparison.
+    """
+    if isinstance(value, torch.SymInt):
+        if minimum is not None:
+            torch._check(value >= minimum, lambda: f"{name} must be >= {minimum}")
+        if maximum is not None:
+            torch._check(value <= maximum, lambda: f"{name} must be <= {maximum}")
+        return value
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
         if isinstance(value, Tensor) and value.ndim == 0 and not value.is_floating_point() \
                 and value.dtype != torch.bool:

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import json
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,6 +37,8 @@ from geomlin.train.tasks.base import AuditSpec
 
 #: Relative error below which a float64 model counts as exactly equivariant.
 EXACT_TOL = 1e-9
+#: Relative error below which a float32 model (an AOTInductor package) counts as exactly equivariant.
+FLOAT32_EXACT_TOL = 1e-4
 #: Relative error below which a model counts as approximately equivariant.
 APPROX_TOL = 1e-3
 
@@ -48,24 +51,27 @@ class AuditResult:
     symmetry: str
     max_error: float
     num_samples: int
+    #: The dtype the model ran in (a package runs in float32).
+    dtype: str = "float64"
 
     @property
     def verdict(self) -> str:
-        if self.max_error <= EXACT_TOL:
-            return "equivariant (float64 precision)"
+        if self.max_error <= (EXACT_TOL if self.dtype == "float64" else FLOAT32_EXACT_TOL):
+            return f"equivariant ({self.dtype} precision)"
         if self.max_error <= APPROX_TOL:
             return "approximately equivariant"
         return "NOT equivariant"
 
 
-def _measure(name: str, spec: AuditSpec, num_samples: int, seed: int) -> AuditResult:
+def _measure(name: str, spec: AuditSpec, num_samples: int, seed: int, dtype: str = "float64") -> AuditResult:
     from geomlin.testing import equivariance_check
 
     g = torch.Generator().manual_seed(seed)
     with torch.no_grad():
         report = equivariance_check(spec.fn, spec.group, spec.reps_in, spec.reps_out, spec.inputs,
-                                    num_samples=num_samples, generator=g, kwargs=spec.kwargs)
-    return AuditResult(name, spec.description, float(report.max_error), num_samples)
+                                    num_samples=num_samples, generator=g, kwargs=spec.kwargs,
+                                    dtype=getattr(torch, dtype))
+    return AuditResult(name, spec.description, float(report.max_error), num_samples, dtype)
 
 
 def _type_names(types: tuple) -> str:
@@ -100,6 +106,21 @@ def _as_float64(model: nn.Module) -> nn.Module:
     return model
 
 
+def checkpoint_model(ckpt: dict, name: str, path: str | Path) -> nn.Module:
+    """Model ``name`` of a loaded checkpoint, rebuilt by its task from the run's config, with its weights."""
+    from geomlin.train.tasks import get_task
+
+    task = get_task(ckpt["task"])
+    info = dict(ckpt.get("run", {}).get("data", {}))
+    model = task.build_model(name, dict(ckpt["config"]), info)
+    try:
+        model.load_state_dict(ckpt["models"][name])
+    except RuntimeError as exc:
+        raise UserError(f"corrupt checkpoint {path}: model '{name}' does not load "
+                        f"({str(exc).splitlines()[0]})") from None
+    return model
+
+
 def audit_checkpoint(path: str | Path, num_samples: int = 10, seed: int = 0,
                      only: list[str] | None = None) -> list[AuditResult]:
     """Audit every model (or those named in ``only``) of a ``geomlin train`` checkpoint."""
@@ -114,13 +135,7 @@ def audit_checkpoint(path: str | Path, num_samples: int = 10, seed: int = 0,
     for n in only or names:
         if n not in ckpt["models"]:
             raise UserError(f"checkpoint {path} has no model '{n}'; it holds {', '.join(names)}")
-        model = task.build_model(n, dict(ckpt["config"]), info)
-        try:
-            model.load_state_dict(ckpt["models"][n])
-        except RuntimeError as exc:
-            raise UserError(f"corrupt checkpoint {path}: model '{n}' does not load "
-                            f"({str(exc).splitlines()[0]})") from None
-        model = _as_float64(model)
+        model = _as_float64(checkpoint_model(ckpt, n, path))
         spec = declared_spec(model) or task.audit_spec(n, model, info)
         if spec is None:
             raise UserError(f"model '{n}' declares no feature types and task {task.name} claims no symmetry "
@@ -218,10 +233,73 @@ def audit_module(ref: str, num_samples: int = 10, seed: int = 0) -> list[AuditRe
     return [_measure(ref.rpartition(":")[2], spec, num_samples, seed)]
 
 
+def load_package(path: str | Path):
+    """``(compiled model, geomlin metadata)`` of an AOTInductor package written by ``geomlin export``."""
+    from geomlin import deploy
+
+    try:
+        loaded = deploy.load(path)
+    except Exception as exc:  # noqa: BLE001 - a foreign or corrupt file: reported on one line
+        raise UserError(f"cannot load package {path}: {_one_line(exc)}") from None
+    meta = deploy.read_metadata(loaded)
+    if meta.get("format") != deploy.PACKAGE_FORMAT or "task" not in meta:
+        raise UserError(f"{path} is not a package written by geomlin export (no geomlin metadata)")
+    return loaded, meta
+
+
+def _float32(x):
+    return x.float() if isinstance(x, torch.Tensor) and x.is_floating_point() else x
+
+
+def audit_package(path: str | Path, num_samples: int = 10, seed: int = 0) -> tuple[list[AuditResult], dict]:
+    """Audit an AOTInductor package (``geomlin export``) in float32; returns the results and its metadata.
+
+    The task rebuilds the model from the config stored in the package (random weights: only its
+    declared feature types, symmetry and example inputs are used); the package itself is what
+    :func:`geomlin.testing.equivariance_check` measures.
+    """
+    from geomlin import deploy
+    from geomlin.train.tasks import get_task
+
+    loaded, meta = load_package(path)
+    task = get_task(meta["task"])
+    name, info = meta["model"], dict(meta.get("info", {}))
+    model = task.build_model(name, dict(meta["config"]), info).eval()
+    spec = declared_spec(model) or task.audit_spec(name, model, info)
+    if spec is None:
+        raise UserError(f"model '{name}' declares no feature types and task {task.name} claims no symmetry for it")
+    args, kwargs = deploy.fit_inputs(model, tuple(_float32(x) for x in spec.inputs),
+                                     {k: _float32(v) for k, v in spec.kwargs.items()})
+
+    def contiguous(x):
+        return x.contiguous() if isinstance(x, torch.Tensor) else x
+
+    def run(*a, **k):  # a package is compiled for contiguous float32 inputs, and does not check strides
+        p_args, p_kwargs = deploy.program_inputs(model, a, k)
+        return loaded(*map(contiguous, p_args), **{n: contiguous(v) for n, v in p_kwargs.items()})
+
+    spec = AuditSpec(fn=run, group=spec.group, reps_in=spec.reps_in, reps_out=spec.reps_out, inputs=args,
+                     kwargs=kwargs, description=spec.description)
+    return [_measure(name, spec, num_samples, seed, dtype="float32")], meta
+
+
+def format_metadata(meta: dict) -> str:
+    """The metadata of a package as indented ``key: value`` lines."""
+    lines = []
+    for key in sorted(meta):
+        if key in ("config", "info"):
+            continue
+        value = meta[key]
+        lines.append(f"  {key}: {value if isinstance(value, str) else json.dumps(value, sort_keys=True)}")
+    return "\n".join(lines)
+
+
 def audit(target: str, num_samples: int = 10, seed: int = 0, only: list[str] | None = None) -> list[AuditResult]:
     """Audit a checkpoint file or a ``module:name`` reference; see the module docstring."""
     if num_samples < 1:
         raise UserError(f"--samples must be at least 1, got {num_samples}")
+    if Path(target).is_file() and target.endswith(".pt2"):
+        return audit_package(target, num_samples, seed)[0]
     if Path(target).is_file():
         return audit_checkpoint(target, num_samples, seed, only)
     if ":" in target and not target.endswith((".pt", ".pth")):
@@ -232,7 +310,8 @@ def audit(target: str, num_samples: int = 10, seed: int = 0, only: list[str] | N
 def format_report(target: str, results: list[AuditResult]) -> str:
     """The audit report as text: one line per model with its worst relative error and verdict."""
     width = max(len(r.name) for r in results)
-    lines = [f"Equivariance audit of {target} (float64, {results[0].num_samples} random group elements each)"]
+    head = f"Equivariance audit of {target} ({results[0].dtype}, {results[0].num_samples} random group elements each)"
+    lines = [head]
     for r in results:
         lines.append(f"  {r.name:<{width}}  max relative error {r.max_error:9.2e}  {r.verdict}")
         lines.append(f"  {'':<{width}}  symmetry: {r.symmetry}")

@@ -1,4 +1,4 @@
-"""The ``geomlin`` command: ``train``, ``bench`` and ``audit`` sub-commands.
+"""The ``geomlin`` command: ``train``, ``bench``, ``audit`` and ``export`` sub-commands.
 
 User mistakes raise [`UserError`][] (or an argparse
 error) and end as one line on stderr with exit status 2; anything else is a bug
@@ -87,7 +87,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     parser = _Parser(prog="geomlin", description="geomlin: equivariant geometric deep learning in PyTorch.")
     parser.add_argument("--version", action="version", version=f"geomlin {geomlin.__version__}")
-    sub = parser.add_subparsers(dest="command", metavar="{train,bench,audit}", parser_class=_Parser)
+    sub = parser.add_subparsers(dest="command", metavar="{train,bench,audit,export}", parser_class=_Parser)
 
     train = sub.add_parser("train", help="train the reference models of a task",
                            description="Train models end to end on bundled or generated data. "
@@ -128,6 +128,15 @@ def build_parser() -> argparse.ArgumentParser:
     audit.add_argument("--samples", type=_count("--samples", 1), default=10, help="random group elements per model")
     audit.add_argument("--seed", type=_count("--seed", 0), default=0, help="seed of the group elements")
     audit.add_argument("--model", default=None, help="comma-separated models of the checkpoint to audit")
+
+    export = sub.add_parser("export", help="compile a checkpoint's model into an AOTInductor package (.pt2)",
+                            description="Export a trained model with torch.export (dynamic batch and items sizes; "
+                                        "potentials with their forces) and compile it with AOTInductor into a "
+                                        ".pt2 package that runs without geomlin (torch._inductor.aoti_load_package).")
+    export.add_argument("checkpoint", metavar="CHECKPOINT", help="a geomlin checkpoint.pt")
+    export.add_argument("--out", required=True, metavar="FILE", help="the package to write (.pt2)")
+    export.add_argument("--model", default=None, help="the checkpoint's model to export (needed if it holds several)")
+    export.add_argument("--overwrite", action="store_true", help="replace an existing --out file")
     return parser
 
 
@@ -210,11 +219,26 @@ def main(argv: list[str] | None = None) -> int:
                 return record(args.dir, args.docs, only=args.only, timeout=args.timeout)
             return run_benchmarks(args.dir, quick=args.quick, only=args.only, timeout=args.timeout)
         if args.command == "audit":
-            from geomlin.cli.audit import audit, format_report
+            from geomlin.cli.audit import audit, audit_package, format_metadata, format_report
 
+            if args.target.endswith(".pt2") and Path(args.target).is_file():
+                if args.model:
+                    raise UserError("--model chooses models of a checkpoint; a package holds one")
+                results, meta = audit_package(args.target, num_samples=args.samples, seed=args.seed)
+                print(f"Package {args.target}\n{format_metadata(meta)}")
+                print(format_report(args.target, results))
+                return 0
             only = [m.strip() for m in args.model.split(",")] if args.model else None
             results = audit(args.target, num_samples=args.samples, seed=args.seed, only=only)
             print(format_report(args.target, results))
+            return 0
+        if args.command == "export":
+            from geomlin.cli.export import export_checkpoint
+
+            meta = export_checkpoint(args.checkpoint, args.out, model=args.model, overwrite=args.overwrite)
+            print(f"wrote {args.out}: {meta['task']} model {meta['model']} ({meta['class']}), dynamic dims "
+                  f"{meta['dynamic_dims']['batch']} (batch) x {meta['dynamic_dims']['items']} (items); export "
+                  f"{meta['export_seconds']:.1f} s, AOTInductor compile {meta['compile_seconds']:.1f} s")
             return 0
         raise UserError(f"unknown command {args.command!r}")
     except UserError as exc:

@@ -439,9 +439,14 @@ def moment_axes(y: Tensor, weight: Tensor) -> Tensor:
     axes = []
     # the farthest points (an invariant choice) are the candidate directions
     far = (y * y).sum(-1).masked_fill(weight <= 0, -1.0)
-    top = far.topk(min(MOMENT_CANDIDATES, N), dim=-1).indices  # (B, M)
+    # Always M = MOMENT_CANDIDATES candidates, so M does not depend on N (a symbolic size under
+    # torch.export): slots past the N points rank last and get weight 0, which rules them out below.
+    far = torch.cat([far, far.new_full((B, MOMENT_CANDIDATES), -2.0)], dim=-1)
+    top = far.topk(MOMENT_CANDIDATES, dim=-1).indices  # (B, M)
+    real = top < N
+    top = top.clamp(max=N - 1)
     y_top = torch.gather(y, 1, top[..., None].expand(-1, -1, k))
-    w_top = torch.gather(weight, 1, top)
+    w_top = torch.where(real, torch.gather(weight, 1, top), torch.zeros_like(top, dtype=weight.dtype))
     for j in range(k - 1):
         cand = y_top @ P  # (B, M, k): P is symmetric
         norm = cand.norm(dim=-1)

@@ -157,7 +157,13 @@ def grade_dropout(xp: Tensor, p: float, generator: torch.Generator | None = None
 def _split(t: Tensor) -> tuple[Tensor, ...]:
     """Item chunks of planes ``(16, M, C)`` of about [`CHUNK_COLUMNS`][] columns each, as
     ``(16, m * C)`` matrices (views; ``split`` rather than slicing, so the backward pass
-    concatenates the chunks' gradients instead of zero-filling a full tensor per chunk)."""
+    concatenates the chunks' gradients instead of zero-filling a full tensor per chunk).
+
+    A symbolic item count (``torch.export`` with a dynamic batch or items size) is one chunk: the
+    number of chunks would be a Python int fixed by the example's size.
+    """
+    if isinstance(t.shape[1], torch.SymInt):
+        return (t.reshape(pga.DIM, -1),)
     step = max(1, CHUNK_COLUMNS // max(t.shape[2], 1))
     return tuple(c.reshape(pga.DIM, -1) for c in t.split(step, dim=1))
 

@@ -161,9 +161,11 @@ class _SymmetricEigh(torch.autograd.Function):
         with full_precision(A):
             lam, V = torch.linalg.eigh(A) if _use_lapack(A, method) else _jacobi_eigh(A)
             lam, order = torch.sort(lam, dim=-1, stable=True)
-            V = torch.take_along_dim(V, order[..., None, :], dim=-1)
+            # gather with the index expanded to V's shape: take_along_dim's broadcast ties the batch
+            # size to d under torch.export when they happen to be equal
+            V = torch.gather(V, -1, order[..., None, :].expand(V.shape))
             # one sign convention for both solvers: the largest entry of each eigenvector is positive
-            top = torch.take_along_dim(V, V.abs().argmax(-2, keepdim=True), dim=-2)
+            top = torch.gather(V, -2, V.abs().argmax(-2, keepdim=True))
             V = V * torch.where(top < 0, -1.0, 1.0).to(V.dtype)
         ctx.save_for_backward(lam, V)
         return lam, V

@@ -122,7 +122,8 @@ class GauntPotential(nn.Module):
         species = check_molecule_inputs(pos, species, self.num_species, mask)
         B, N, _ = pos.shape
         if mask is None:
-            gain = pos.new_full((B * N, 1, 1), MESSAGE_GAIN / math.sqrt(max(N - 1, 1)))
+            # sym_max and a tensor rsqrt keep N symbolic under torch.export (math.sqrt would fix it)
+            gain = pos.new_full((B * N, 1, 1), torch.sym_max(N - 1, 1)).rsqrt() * MESSAGE_GAIN
         else:
             pos = self._park_padding(pos, mask)
             atoms = mask.sum(dim=-1, keepdim=True).to(pos.dtype)                # (B, 1), on the device
