@@ -1,15 +1,15 @@
 """Exporting and packaging models: ``torch.export`` programs with dynamic sizes and AOTInductor packages.
 
-:func:`export` turns a model into a ``torch.export.ExportedProgram`` whose batch and item sizes
-are symbolic (:func:`dynamic_shapes` declares which dims are free), :func:`package` compiles one
+[`export`][] turns a model into a ``torch.export.ExportedProgram`` whose batch and item sizes
+are symbolic ([`dynamic_shapes`][] declares which dims are free), [`package`][] compiles one
 with AOTInductor into a ``.pt2`` file that runs without Python model code (and without geomlin),
-with geomlin's metadata stored inside, and :func:`load` / :func:`read_metadata` read it back.
+with geomlin's metadata stored inside, and [`load`][] / [`read_metadata`][] read it back.
 
 Which sizes are dynamic
     Every tensor input's dim 0 is the batch (``Dim("batch", 1..MAX_BATCH)``) and dim 1 of every
     tensor with two or more dims is the items (points, atoms, bodies:
     ``Dim("items", 2..MAX_ITEMS)``); feature dims (``3``, channels) stay static. Exceptions are
-    listed in :data:`SHAPE_RULES`, one place, with the reason for each.
+    listed in [`SHAPE_RULES`][], one place, with the reason for each.
 
 Potentials (energy and forces)
     A module with an ``energy(pos, species)`` method (the molecule models of ``geomlin train
@@ -26,10 +26,10 @@ Potentials (energy and forces)
 
 What is checked where
     At the eager boundary (the model's own ``forward`` in Python) every check of
-    :mod:`geomlin.validation` runs. Inside an exported program or package: the tensor layouts
+    [`geomlin.validation`][] runs. Inside an exported program or package: the tensor layouts
     (ranks, static sizes, dtypes) and the declared size ranges are checked by the runtime
     before the graph runs (a wrong shape is refused); value checks made with
-    :func:`geomlin.validation.check_condition` (species in range, batch vectors) become
+    [`geomlin.validation.check_condition`][] (species in range, batch vectors) become
     ``torch._assert_async`` ops of the graph and raise ``RuntimeError`` with their message when
     they fail. Checks made on the host with Python reads (NaN in positions, "is this a
     rotation") are skipped while tracing: a package does not check them.
@@ -48,6 +48,7 @@ import torch
 from torch import Tensor, nn
 
 from geomlin.io_atomic import atomic_write
+from geomlin.models.md import EnergyAndForces
 
 #: Largest batch (dim 0) an exported program accepts.
 MAX_BATCH = 1024
@@ -74,7 +75,7 @@ class ShapeRule:
     max_items_attr : str or None
         Name of a model attribute bounding the items size from above.
     reason : str
-        Why (shown by :func:`describe_dims` and in the package metadata).
+        Why (shown by [`describe_dims`][] and in the package metadata).
     """
 
     static_items: bool = False
@@ -105,24 +106,6 @@ def is_potential(model: nn.Module) -> bool:
     return callable(getattr(model, "energy", None))
 
 
-class EnergyAndForces(nn.Module):
-    """``(pos (B, N, 3), species (B, N) int64) -> (energy (B,), forces (B, N, 3))`` of a potential.
-
-    ``forces = -dE/dpos`` from ``torch.autograd.grad`` (no graph kept: inference only).
-    """
-
-    def __init__(self, potential: nn.Module):
-        super().__init__()
-        self.potential = potential
-
-    def forward(self, pos: Tensor, species: Tensor) -> tuple[Tensor, Tensor]:
-        with torch.enable_grad():
-            pos = pos.detach().requires_grad_(True)
-            energy = self.potential.energy(pos, species)
-            (grad,) = torch.autograd.grad(energy.sum(), pos)
-        return energy.detach(), -grad
-
-
 def _bind(model: nn.Module, args: tuple, kwargs: dict) -> inspect.BoundArguments:
     return inspect.signature(model.forward).bind(*args, **kwargs)
 
@@ -133,7 +116,7 @@ def dynamic_shapes(model: nn.Module, args: tuple, kwargs: dict | None = None) ->
     Parameters
     ----------
     model : nn.Module
-        The model; its class name selects a rule of :data:`SHAPE_RULES`.
+        The model; its class name selects a rule of [`SHAPE_RULES`][].
     args, kwargs
         Example inputs. Tensors ``(B, ...)`` get ``{0: batch}``, tensors ``(B, N, ...)``
         ``{0: batch, 1: items}``; other values ``None``.
@@ -197,10 +180,11 @@ def _tracing_like_compile():
 
 
 def _forces_graph(model: nn.Module, args: tuple) -> torch.fx.GraphModule:
-    """The forward and backward of :class:`EnergyAndForces` as one ATen graph (``make_fx``)."""
+    """The forward and backward of the eager [`EnergyAndForces`][geomlin.models.md.EnergyAndForces] step
+    as one ATen graph (``make_fx``)."""
     from torch.fx.experimental.proxy_tensor import make_fx
 
-    wrapper = EnergyAndForces(model).eval()
+    wrapper = EnergyAndForces(model, backend=None).eval()
     with _tracing_like_compile():
         return make_fx(wrapper, tracing_mode="symbolic", _allow_non_fake_inputs=True,
                        _error_on_data_dependent_ops=True)(*[a.clone() for a in args])
@@ -208,13 +192,13 @@ def _forces_graph(model: nn.Module, args: tuple) -> torch.fx.GraphModule:
 
 def export(model: nn.Module, args: tuple, kwargs: dict | None = None, *,
            dynamic: bool = True) -> torch.export.ExportedProgram:
-    """``torch.export`` of ``model(*args, **kwargs)`` with the dims of :func:`dynamic_shapes` free.
+    """``torch.export`` of ``model(*args, **kwargs)`` with the dims of [`dynamic_shapes`][] free.
 
     Parameters
     ----------
     model : nn.Module
         Put in eval mode (in place). Run once on ``args`` first, which fills the host-side tables
-        that are built once (tracing must not build them). A potential (:func:`is_potential`)
+        that are built once (tracing must not build them). A potential ([`is_potential`][])
         is exported as ``(pos (B, N, 3), species (B, N)) -> (energy (B,), forces (B, N, 3))``;
         pass ``kwargs={"compute_forces": False}`` for the energy alone.
     args, kwargs
@@ -225,7 +209,7 @@ def export(model: nn.Module, args: tuple, kwargs: dict | None = None, *,
     Returns
     -------
     torch.export.ExportedProgram
-        ``program.module()(*args, **kwargs)`` runs it; :func:`package` compiles it.
+        ``program.module()(*args, **kwargs)`` runs it; [`package`][] compiles it.
     """
     kwargs = dict(kwargs or {})
     model.eval()
@@ -255,7 +239,7 @@ def export(model: nn.Module, args: tuple, kwargs: dict | None = None, *,
 
 
 def program_inputs(model: nn.Module, args: tuple, kwargs: dict | None = None) -> tuple[tuple, dict]:
-    """The ``(args, kwargs)`` that the program of :func:`export` (and a package) takes for ``model(*args, **kwargs)``.
+    """The ``(args, kwargs)`` that the program of [`export`][] (and a package) takes for ``model(*args, **kwargs)``.
 
     The same, except for a potential (``(pos, species)``, ``compute_forces`` dropped) and for a
     ``forward(..., **kwargs)`` model, whose keyword inputs come after ``args`` by position.
@@ -270,7 +254,7 @@ def program_inputs(model: nn.Module, args: tuple, kwargs: dict | None = None) ->
 
 
 def fit_inputs(model: nn.Module, args: tuple, kwargs: dict | None = None) -> tuple[tuple, dict]:
-    """Example inputs cut to the items a program of ``model`` takes (a :data:`SHAPE_RULES` bound), else unchanged."""
+    """Example inputs cut to the items a program of ``model`` takes (a [`SHAPE_RULES`][] bound), else unchanged."""
     kwargs = dict(kwargs or {})
     rule = SHAPE_RULES.get(type(model).__name__, ShapeRule())
     if rule.max_items_attr is None:
@@ -353,11 +337,11 @@ def package(model: nn.Module, path: str | Path, args: tuple, kwargs: dict | None
     Parameters
     ----------
     model, args, kwargs, dynamic
-        As for :func:`export`.
+        As for [`export`][].
     path : str or Path
         The ``.pt2`` file (replaced if it exists; its folder must exist).
     metadata : dict, optional
-        Extra entries (``task``, ``model``, the run's config), JSON values, for :func:`build_metadata`.
+        Extra entries (``task``, ``model``, the run's config), JSON values, for [`build_metadata`][].
 
     Returns
     -------
@@ -375,7 +359,7 @@ def package(model: nn.Module, path: str | Path, args: tuple, kwargs: dict | None
 
 
 class LoadedPackage:
-    """A package loaded by :func:`load`: call it like the exported program.
+    """A package loaded by [`load`][]: call it like the exported program.
 
     A compiled program assumes the strides it was traced with (contiguous) and does not check
     them: a transposed view gives wrong numbers without an error (measured with PyTorch 2.13). So
@@ -393,16 +377,16 @@ class LoadedPackage:
         return self.compiled(*map(contiguous, args), **{k: contiguous(v) for k, v in kwargs.items()})
 
     def get_metadata(self) -> dict[str, str]:
-        """The package's AOTInductor metadata (string to string; geomlin's under :data:`METADATA_KEY`)."""
+        """The package's AOTInductor metadata (string to string; geomlin's under [`METADATA_KEY`][])."""
         return self.compiled.get_metadata()
 
 
 def load(path: str | Path) -> LoadedPackage:
-    """The compiled model of a package (``torch._inductor.aoti_load_package``), see :class:`LoadedPackage`."""
+    """The compiled model of a package (``torch._inductor.aoti_load_package``), see [`LoadedPackage`][]."""
     return LoadedPackage(torch._inductor.aoti_load_package(str(path)))
 
 
 def read_metadata(loaded) -> dict:
-    """geomlin's metadata of a package loaded by :func:`load` (``{}`` for a package geomlin did not write)."""
+    """geomlin's metadata of a package loaded by [`load`][] (``{}`` for a package geomlin did not write)."""
     text = loaded.get_metadata().get(METADATA_KEY)
     return json.loads(text) if text else {}

@@ -26,8 +26,8 @@ Checks that read values (NaN, ranges, order, "is this a rotation") and accelerat
     [`deferred_checks`][]) around your own loops. Indices that would make a kernel read out of
     bounds are clamped by the checks that defer ([`check_index`][]), so a bad index never
     becomes a fatal device-side assert before its error is raised. Value checks are skipped on the
-    meta device; while ``torch.compile`` or ``torch.export`` trace on the CPU, :func:`check_condition`,
-    :func:`check_finite` and :func:`check_index` put their test into the graph as
+    meta device; while ``torch.compile`` or ``torch.export`` trace on the CPU, [`check_condition`][],
+    [`check_finite`][] and [`check_index`][] put their test into the graph as
     ``torch._assert_async`` (a compiled program or AOTInductor package raises ``RuntimeError`` with
     the same message); the other value checks (order, orthogonality) are skipped there.
 """
@@ -221,7 +221,7 @@ def check_condition(ok: Tensor, message: str, *, error: type = ValueError) -> No
     docstring). ``message`` must not depend on tensor values (those cannot be read without a sync).
     ``error`` is the exception class (default ``ValueError``); a ``Warning`` subclass warns instead
     of raising. While ``torch.compile`` or ``torch.export`` trace on the CPU the test becomes an
-    assert of the traced graph (:func:`_traced_check`); warnings are not traced.
+    assert of the traced graph (`torch._assert_async`); warnings are not traced.
     """
     if _values_unreadable(ok):
         if not issubclass(error, Warning):

@@ -256,7 +256,7 @@ def audit_package(path: str | Path, num_samples: int = 10, seed: int = 0) -> tup
 
     The task rebuilds the model from the config stored in the package (random weights: only its
     declared feature types, symmetry and example inputs are used); the package itself is what
-    :func:`geomlin.testing.equivariance_check` measures.
+    [`geomlin.testing.equivariance_check`][] measures.
     """
     from geomlin import deploy
     from geomlin.train.tasks import get_task

@@ -1,7 +1,7 @@
 """``geomlin export``: a model of a ``geomlin train`` checkpoint as an AOTInductor package (``.pt2``).
 
 The task rebuilds the model from the checkpoint's config and loads its weights (the checkpoint is
-read with ``weights_only=True``); :func:`geomlin.deploy.package` exports it in float32 with dynamic
+read with ``weights_only=True``); [`geomlin.deploy.package`][] exports it in float32 with dynamic
 batch and items sizes (potentials with their forces) and compiles it, with the task, the model's
 name, the run's config and data facts stored in the package's metadata, so that
 ``geomlin audit model.pt2`` can check it later. The package is written atomically and an
@@ -20,7 +20,7 @@ from geomlin.train.errors import UserError
 
 def example_inputs(task, name: str, model: nn.Module, info: dict) -> tuple[tuple, dict]:
     """Float32 example inputs ``(args, kwargs)`` of a task's model: its own ``example_inputs``, else the
-    task's audit inputs (the baselines), cut to what a program takes (:func:`geomlin.deploy.fit_inputs`)."""
+    task's audit inputs (the baselines), cut to what a program takes ([`geomlin.deploy.fit_inputs`][])."""
     from geomlin import deploy
     from geomlin.reps import example_inputs as declared_inputs
 

@@ -15,7 +15,7 @@ import pytest
 DOCS = Path(__file__).resolve().parents[2] / "docs"
 BLOCK = re.compile(r"(<!--\s*no-run:(?P<reason>[^>]*?)-->\s*\n)?```python\n(?P<code>.*?)```", re.DOTALL)
 #: (page, block index) of the blocks marked no-run, each with its reason in the page.
-NO_RUN: set[tuple[str, int]] = {("static_shapes_section", 2)}
+NO_RUN: set[tuple[str, int]] = {("deployment", 3)}
 
 
 def _blocks(page: Path):
