@@ -17,6 +17,7 @@ import pytest
 import torch
 from torch.utils._pytree import tree_leaves
 
+from geomlin.models.md import EnergyAndForces
 from geomlin.train.tasks.molecules import MoleculeEnergyModel
 from tests.test_declarations import CASES, IDS, build_case
 
@@ -37,10 +38,14 @@ BREAKS: dict[str, str] = {}
 #: ``(rtol, atol)`` where float32 rounding is amplified: the Procrustes frame of attention-pooled vectors
 #: is 2e-6 off its float64 value eagerly and 3e-6 compiled (measured), so the two differ by 4e-6.
 TOLERANCE = {"PointCloudCanonicalizer-1": (1e-4, 1e-5)}
-#: Keyword arguments of the compiled call, by class. The molecule model's forces come from
-#: ``torch.autograd.grad`` inside its forward, which dynamo does not trace: its energy is compiled
-#: (as in tests/compile/test_models_compile.py).
+#: Keyword arguments of the compiled call, by class. The training model's forces keep the energy's graph
+#: for the force loss (an output that requires grad, which a graph cannot return): its energy is compiled,
+#: as in tests/compile/test_models_compile.py; inference goes through EnergyAndForces.
 CALL_KWARGS = {MoleculeEnergyModel: {"compute_forces": False}}
+#: Dynamo settings the compiled call needs, by class. EnergyAndForces takes ``torch.autograd.grad`` inside
+#: its forward, which dynamo traces into the graph only with ``trace_autograd_ops`` (off by default in
+#: torch 2.13; library code never sets it, docs/deployment.md shows the user's ``config.patch``).
+DYNAMO_CONFIG = {EnergyAndForces: {"trace_autograd_ops": True}}
 
 
 def _subpackage(cls: type) -> str:
@@ -75,12 +80,13 @@ def test_module_compiles_as_one_graph_equal_to_eager(cls, index, factory, reques
     kwargs = {**kwargs, **CALL_KWARGS.get(cls, {})}
     with torch.no_grad():
         expected = _float_outputs(module(*args, **kwargs))  # also fills the host-side table caches
-    torch._dynamo.reset()
-    explained = torch._dynamo.explain(module)(*args, **kwargs)
-    assert explained.graph_break_count == 0, explained.break_reasons
-    torch._dynamo.reset()
-    with torch.no_grad():
-        compiled = _float_outputs(torch.compile(module, fullgraph=True)(*args, **kwargs))
+    with torch._dynamo.config.patch(**DYNAMO_CONFIG.get(cls, {})):
+        torch._dynamo.reset()
+        explained = torch._dynamo.explain(module)(*args, **kwargs)
+        assert explained.graph_break_count == 0, explained.break_reasons
+        torch._dynamo.reset()
+        with torch.no_grad():
+            compiled = _float_outputs(torch.compile(module, fullgraph=True)(*args, **kwargs))
     assert len(compiled) == len(expected)
     rtol, atol = TOLERANCE.get(request.node.callspec.id, (RTOL, ATOL))
     for c, e in zip(compiled, expected):
