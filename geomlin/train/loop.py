@@ -340,47 +340,45 @@ def _check_data(data, what: str) -> int:
     return n
 
 
-def _run(task: Task, cfg: dict[str, Any], dist: D.DistInfo, resume_from, overwrite: bool = False) -> dict[str, Any]:
+def _load_resume(task: Task, cfg: dict[str, Any], names: list[str], resume_from) -> dict | None:
+    """The checkpoint to resume from, checked against this run (task, models, options, epochs left)."""
     from geomlin.train.config import check_resume_compatible
 
-    names = task.model_names(cfg)
-    task.validate(cfg)
-    out = Path(cfg["out"].format(task=task.name))
-    check_output_folder(out)
-    check_fresh_output(out, resume_from is not None, overwrite)
-    ckpt = load_checkpoint(resume_from, map_location="cpu") if resume_from is not None else None
-    if ckpt is not None:
-        if ckpt["task"] != task.name:
-            raise UserError(f"checkpoint {resume_from} belongs to task '{ckpt['task']}', not '{task.name}'")
-        if sorted(ckpt["models"]) != sorted(names):
-            raise UserError(f"checkpoint {resume_from} holds models {sorted(ckpt['models'])}, "
-                            f"but this run trains {sorted(names)}")
-        check_resume_compatible(task.all_options(), ckpt["config"], cfg, str(resume_from))
-        if int(ckpt["epoch"]) >= cfg["epochs"]:
-            raise UserError(f"checkpoint {resume_from} has already trained {int(ckpt['epoch'])} of "
-                            f"{cfg['epochs']} epochs; pass a larger --epochs to continue")
+    if resume_from is None:
+        return None
+    ckpt = load_checkpoint(resume_from, map_location="cpu")
+    if ckpt["task"] != task.name:
+        raise UserError(f"checkpoint {resume_from} belongs to task '{ckpt['task']}', not '{task.name}'")
+    if sorted(ckpt["models"]) != sorted(names):
+        raise UserError(f"checkpoint {resume_from} holds models {sorted(ckpt['models'])}, "
+                        f"but this run trains {sorted(names)}")
+    check_resume_compatible(task.all_options(), ckpt["config"], cfg, str(resume_from))
+    if int(ckpt["epoch"]) >= cfg["epochs"]:
+        raise UserError(f"checkpoint {resume_from} has already trained {int(ckpt['epoch'])} of "
+                        f"{cfg['epochs']} epochs; pass a larger --epochs to continue")
+    return ckpt
 
-    budget_s = 60.0 * cfg.get("budget_minutes", 0.0)
-    if budget_s and dist.world_size > 1:
-        # each rank would stop at its own step and the gradient all-reduce would wait forever
-        raise UserError(f"--budget-minutes runs in one process; this run has {dist.world_size} (use --epochs "
-                        "under torchrun)")
-    seed_everything(cfg["seed"])
-    data = task.build_data(cfg)
+
+def _check_run_data(data, dist: D.DistInfo) -> int:
+    """The number of training examples; every evaluation set needs one example per process."""
     num_train = _check_data(data.train, "training")
     for set_name, fields in data.evals.items():
         if _check_data(fields, f"evaluation '{set_name}'") < dist.world_size:
             # every rank evaluates a shard, and the epoch's statistics are reduced name by name
             raise UserError(f"the evaluation set '{set_name}' has {num_examples(fields)} examples for "
                             f"{dist.world_size} processes; give it at least one example per process")
+    return num_train
+
+
+def _build_models(task: Task, cfg: dict[str, Any], names: list[str], info: dict, dist: D.DistInfo,
+                  ckpt: dict | None, resume_from) -> tuple[dict[str, nn.Module], dict]:
+    """The models (each seeded by its name) and their optimisers, restored from ``ckpt`` if given."""
     models: dict[str, nn.Module] = {}
     for name in names:
         torch.manual_seed(model_seed(cfg["seed"], name))
-        models[name] = task.build_model(name, cfg, data.info).to(dist.device)
+        models[name] = task.build_model(name, cfg, info).to(dist.device)
     optimizers = {n: torch.optim.AdamW(m.parameters(), lr=cfg["lr"], weight_decay=cfg["weight_decay"])
                   for n, m in models.items()}
-    history: list[dict] = []
-    start_epoch = 1
     if ckpt is not None:
         for n in names:
             try:
@@ -389,28 +387,187 @@ def _run(task: Task, cfg: dict[str, Any], dist: D.DistInfo, resume_from, overwri
             except (RuntimeError, ValueError, KeyError) as exc:
                 raise UserError(f"checkpoint {resume_from}: model '{n}' does not fit this run "
                                 f"({str(exc).strip().splitlines()[0][:200]})") from None
-        history = list(ckpt["history"])
-        start_epoch = int(ckpt["epoch"]) + 1
+    return models, optimizers
+
+
+def _prepare_output(out: Path, overwrite: bool, resuming: bool) -> None:
+    """Create ``out`` (rank 0); with ``--overwrite`` remove every file of the run it replaces."""
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UserError(f"cannot create --out {out}: {exc.strerror or exc}") from None
+    if overwrite and not resuming:
+        for name in (*RUN_FILES, "curves.png"):  # --overwrite: no file of the replaced run lingers
+            (out / name).unlink(missing_ok=True)
+
+
+def _run_record(task: Task, cfg: dict[str, Any], names: list[str], dist: D.DistInfo, data, num_train: int,
+                models: dict[str, nn.Module]) -> dict[str, Any]:
+    """What ``config.json`` and the checkpoint record about the run besides its options."""
+    return {"task": task.name, "models": names, "world_size": dist.world_size,
+            "device": str(dist.device), "backend": dist.backend, "precision": cfg["precision"],
+            "geomlin": str(geomlin.__version__), "torch": str(torch.__version__),
+            "python": platform.python_version(), "num_train": num_train,
+            "num_eval": {k: num_examples(v) for k, v in data.evals.items()},
+            "parameters": {n: count_parameters(m) for n, m in models.items()},
+            "data": {k: v for k, v in data.info.items() if _plain(v)}}
+
+
+class _Progress:
+    """The counters a run carries across epochs (and across a resume, through the checkpoint)."""
+
+    def __init__(self, names: list[str], ckpt: dict | None, budget_s: float) -> None:
+        self.train_time = {n: float(ckpt.get("train_time", {}).get(n, 0.0)) if ckpt else 0.0 for n in names}
+        #: training time spent against --budget-minutes (host clock around each step, resumed runs included)
+        self.budget_used = float(ckpt.get("budget_used_s", 0.0)) if ckpt else 0.0
+        self.budget_s = budget_s
+        self.steps_done = int(ckpt.get("steps", 0)) if ckpt else 0
+        self.out_of_budget = False
+        self.first_step = True
+
+    def exhausted(self) -> bool:
+        return bool(self.budget_s) and self.budget_used >= self.budget_s
+
+
+def _train_epoch(task: Task, cfg: dict[str, Any], names: list[str], epoch: int, batches: list[Tensor], data,
+                 models: dict[str, nn.Module], wrapped: dict[str, nn.Module], optimizers: dict,
+                 dist: D.DistInfo, state: _Progress, lr: float) -> tuple[dict[str, MetricSums], dict, float]:
+    """One pass over ``batches``: the training sums, each model's step clock and the last learning rate."""
+    show = cfg.get("progress", True) and dist.is_main
+    on_cpu = dist.device.type == "cpu"  # reading values is free there: check every step, show the loss
+    cosine = cfg.get("schedule", "cosine") == "cosine"
+    sums = {f"{n}/train": MetricSums() for n in names}
+    clocks = {n: StepClock(dist.device) for n in names}
+    for m in wrapped.values():
+        m.train()
+    bar = _progress(batches, show, desc=f"epoch {epoch}/{cfg['epochs']} train", unit="batch")
+    for index in bar:
+        if state.budget_s:
+            if state.exhausted():
+                state.out_of_budget = True
+                break
+            if cosine:
+                lr = cosine_lr_at(cfg["lr"], state.budget_used / state.budget_s)
+                _set_lr(optimizers, lr)
+        step_start = time.perf_counter()
+        batch = task.augment(take(data.train, index, dist.device), cfg)
+        losses = {}
+        for n in names:
+            with clocks[n].step():
+                losses[n], stats = train_step(task, n, wrapped[n], optimizers[n], batch, cfg,
+                                              parameters=models[n].parameters(), device=dist.device,
+                                              precision=cfg["precision"])
+            sums[f"{n}/train"].add(stats)
+        if state.first_step or on_cpu:
+            if state.first_step:
+                validation.raise_deferred()
+            _check_losses(losses, epoch, cfg["lr"])
+            state.first_step = False
+        if show and on_cpu:
+            bar.set_postfix({n: f"{sums[f'{n}/train'].mean('loss'):.3g}" for n in names
+                             if "loss" in sums[f"{n}/train"].totals})
+        state.steps_done += 1
+        state.budget_used += time.perf_counter() - step_start
+    if hasattr(bar, "close"):
+        bar.close()
+    return sums, clocks, lr
+
+
+def _evaluate(task: Task, cfg: dict[str, Any], names: list[str], epoch: int, data, models: dict[str, nn.Module],
+              dist: D.DistInfo, sums: dict[str, MetricSums]) -> None:
+    """Add each model's statistics on this rank's shard of every evaluation set to ``sums``."""
+    show = cfg.get("progress", True) and dist.is_main
+    for set_name, fields in data.evals.items():
+        shard = list(range(dist.rank, num_examples(fields), dist.world_size))
+        for n in names:
+            sums[f"{n}/{set_name}"] = MetricSums()
+        for m in models.values():
+            m.eval()
+        ebar = _progress(_batches(shard, cfg["batch_size"]), show, desc=f"epoch {epoch} eval {set_name}",
+                         unit="batch")
+        with torch.set_grad_enabled(task.eval_needs_grad):
+            for index in ebar:
+                batch = take(fields, index, dist.device)
+                for n in names:
+                    with autocast(dist.device, cfg["precision"]):
+                        sums[f"{n}/{set_name}"].add(task.eval_step(n, models[n], batch, cfg))
+
+
+def _epoch_row(cfg: dict[str, Any], names: list[str], evals, epoch: int, lr: float, state: _Progress,
+               sums: dict[str, MetricSums], clocks: dict, dist: D.DistInfo, t0: float) -> dict[str, Any]:
+    """Read the epoch's statistics (one collective, one read), check the losses, and make its metrics row."""
+    means = read_epoch_means(sums, dist.device)
+    validation.raise_deferred()
+    for n in names:
+        value = means[f"{n}/train"].get("loss", 0.0)
+        if not math.isfinite(value):
+            raise _diverged(n, value, epoch, cfg["lr"])
+        state.train_time[n] += clocks[n].seconds()
+    row: dict[str, Any] = {"epoch": epoch, "lr": lr, "steps": state.steps_done}
+    for group in [f"{n}/train" for n in names] + [f"{n}/{e}" for e in evals for n in names]:
+        row.update({f"{group}_{k}": v for k, v in means[group].items()})
+    # wall time of the epoch once its statistics are read (the device has finished; under
+    # torchrun the collective made every rank wait for the slowest)
+    row["epoch_time_s"] = time.perf_counter() - t0
+    return row
+
+
+def _write_epoch(task: Task, cfg: dict[str, Any], out: Path, epoch: int, history: list[dict], models, optimizers,
+                 states, state: _Progress, run_info: dict) -> None:
+    """Rank 0: the metrics, the curves and the checkpoint after an epoch (each written atomically)."""
+    _write_csv(history, out / "metrics.csv")
+    try:
+        plot_curves(history, out / "curves.png", title=f"geomlin train {task.name}")
+    except FileWriteError as exc:
+        raise UserError(str(exc)) from None
+    save_checkpoint(out / "checkpoint.pt", {
+        "task": task.name, "config": cfg, "epoch": epoch,
+        "models": {n: m.state_dict() for n, m in models.items()},
+        "optimizers": {n: o.state_dict() for n, o in optimizers.items()},
+        "rng": states, "history": history, "train_time": state.train_time, "run": run_info,
+        "steps": state.steps_done, "budget_used_s": state.budget_used})
+
+
+def _summary(task: Task, cfg: dict[str, Any], names: list[str], out: Path, epoch: int, history: list[dict],
+             state: _Progress, run_info: dict) -> dict[str, Any]:
+    """The run's summary (``summary.json``): the last epoch's metrics of each model and the comparison."""
+    summary = {"task": task.name, "epochs_done": epoch, "steps": state.steps_done, "out": str(out), "models": {}}
+    if state.budget_s:
+        summary["budget"] = {"minutes": cfg["budget_minutes"], "used_s": state.budget_used,
+                             "exhausted": state.out_of_budget}
+    last = history[-1] if history else {}
+    for n in names:
+        summary["models"][n] = {"parameters": run_info["parameters"][n], "train_time_s": state.train_time[n],
+                                **{k.split("/", 1)[1]: v for k, v in last.items() if k.startswith(n + "/")}}
+    summary["comparison"] = task.summary_lines(last, names)
+    return summary
+
+
+def _run(task: Task, cfg: dict[str, Any], dist: D.DistInfo, resume_from, overwrite: bool = False) -> dict[str, Any]:
+    names = task.model_names(cfg)
+    task.validate(cfg)
+    out = Path(cfg["out"].format(task=task.name))
+    check_output_folder(out)
+    check_fresh_output(out, resume_from is not None, overwrite)
+    ckpt = _load_resume(task, cfg, names, resume_from)
+    budget_s = 60.0 * cfg.get("budget_minutes", 0.0)
+    if budget_s and dist.world_size > 1:
+        # each rank would stop at its own step and the gradient all-reduce would wait forever
+        raise UserError(f"--budget-minutes runs in one process; this run has {dist.world_size} (use --epochs "
+                        "under torchrun)")
+    seed_everything(cfg["seed"])
+    data = task.build_data(cfg)
+    num_train = _check_run_data(data, dist)
+    models, optimizers = _build_models(task, cfg, names, data.info, dist, ckpt, resume_from)
+    history: list[dict] = list(ckpt["history"]) if ckpt is not None else []
+    start_epoch = int(ckpt["epoch"]) + 1 if ckpt is not None else 1
     if dist.is_main:
-        try:
-            out.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise UserError(f"cannot create --out {out}: {exc.strerror or exc}") from None
-        if overwrite and ckpt is None:
-            for name in (*RUN_FILES, "curves.png"):  # --overwrite: no file of the replaced run lingers
-                (out / name).unlink(missing_ok=True)
+        _prepare_output(out, overwrite, resuming=ckpt is not None)
     D.barrier()
     wrapped = {n: DistributedDataParallel(m, device_ids=[dist.device.index] if dist.device.type == "cuda"
                                           else None)
                if dist.distributed else m for n, m in models.items()}
-
-    run_info = {"task": task.name, "models": names, "world_size": dist.world_size,
-                "device": str(dist.device), "backend": dist.backend, "precision": cfg["precision"],
-                "geomlin": str(geomlin.__version__), "torch": str(torch.__version__),
-                "python": platform.python_version(), "num_train": num_train,
-                "num_eval": {k: num_examples(v) for k, v in data.evals.items()},
-                "parameters": {n: count_parameters(m) for n, m in models.items()},
-                "data": {k: v for k, v in data.info.items() if _plain(v)}}
+    run_info = _run_record(task, cfg, names, dist, data, num_train, models)
     if dist.is_main:
         _write_json(out / "config.json", {"config": cfg, "run": run_info})
         print(f"geomlin train {task.name}: {num_train} training examples, "
@@ -425,114 +582,32 @@ def _run(task: Task, cfg: dict[str, Any], dist: D.DistInfo, resume_from, overwri
         set_rng_state(states[dist.rank] if len(states) == dist.world_size else states[0])
     else:
         seed_everything(cfg["seed"] + 7919 * dist.rank)
-    train_time = {n: float(ckpt.get("train_time", {}).get(n, 0.0)) if ckpt else 0.0 for n in names}
-    show = cfg.get("progress", True) and dist.is_main
-    on_cpu = dist.device.type == "cpu"  # reading values is free there: check every step, show the loss
-    precision = cfg["precision"]
+    state = _Progress(names, ckpt, budget_s)
     stop_after = cfg.get("stop_after", 0) or 0
     cosine = cfg.get("schedule", "cosine") == "cosine"
-    # training time spent against --budget-minutes (host clock around each step, resumed runs included)
-    budget_used = float(ckpt.get("budget_used_s", 0.0)) if ckpt else 0.0
-    steps_done = int(ckpt.get("steps", 0)) if ckpt else 0
-    out_of_budget = False
-    first_step = True
     epoch = start_epoch - 1
     for epoch in range(start_epoch, cfg["epochs"] + 1):
-        if budget_s and budget_used >= budget_s:
-            out_of_budget, epoch = True, epoch - 1
+        if state.exhausted():
+            state.out_of_budget, epoch = True, epoch - 1
             break
         t0 = time.perf_counter()
         lr = cosine_lr(cfg["lr"], epoch, cfg["epochs"]) if cosine else cfg["lr"]
         _set_lr(optimizers, lr)
         sampler.set_epoch(epoch)
         batches = _batches(list(sampler), cfg["batch_size"])
-        sums = {f"{n}/train": MetricSums() for n in names}
-        clocks = {n: StepClock(dist.device) for n in names}
-        for m in wrapped.values():
-            m.train()
-        bar = _progress(batches, show, desc=f"epoch {epoch}/{cfg['epochs']} train", unit="batch")
-        for index in bar:
-            if budget_s:
-                if budget_used >= budget_s:
-                    out_of_budget = True
-                    break
-                if cosine:
-                    lr = cosine_lr_at(cfg["lr"], budget_used / budget_s)
-                    _set_lr(optimizers, lr)
-            step_start = time.perf_counter()
-            batch = task.augment(take(data.train, index, dist.device), cfg)
-            losses = {}
-            for n in names:
-                with clocks[n].step():
-                    losses[n], stats = train_step(task, n, wrapped[n], optimizers[n], batch, cfg,
-                                                  parameters=models[n].parameters(), device=dist.device,
-                                                  precision=precision)
-                sums[f"{n}/train"].add(stats)
-            if first_step or on_cpu:
-                if first_step:
-                    validation.raise_deferred()
-                _check_losses(losses, epoch, cfg["lr"])
-                first_step = False
-            if show and on_cpu:
-                bar.set_postfix({n: f"{sums[f'{n}/train'].mean('loss'):.3g}" for n in names
-                                 if "loss" in sums[f"{n}/train"].totals})
-            steps_done += 1
-            budget_used += time.perf_counter() - step_start
-        if hasattr(bar, "close"):
-            bar.close()
-        for set_name, fields in data.evals.items():
-            shard = list(range(dist.rank, num_examples(fields), dist.world_size))
-            for n in names:
-                sums[f"{n}/{set_name}"] = MetricSums()
-            for m in models.values():
-                m.eval()
-            ebar = _progress(_batches(shard, cfg["batch_size"]), show, desc=f"epoch {epoch} eval {set_name}",
-                             unit="batch")
-            with torch.set_grad_enabled(task.eval_needs_grad):
-                for index in ebar:
-                    batch = take(fields, index, dist.device)
-                    for n in names:
-                        with autocast(dist.device, precision):
-                            sums[f"{n}/{set_name}"].add(task.eval_step(n, models[n], batch, cfg))
-        means = read_epoch_means(sums, dist.device)
-        validation.raise_deferred()
-        for n in names:
-            value = means[f"{n}/train"].get("loss", 0.0)
-            if not math.isfinite(value):
-                raise _diverged(n, value, epoch, cfg["lr"])
-            train_time[n] += clocks[n].seconds()
-        row: dict[str, Any] = {"epoch": epoch, "lr": lr, "steps": steps_done}
-        for group in [f"{n}/train" for n in names] + [f"{n}/{e}" for e in data.evals for n in names]:
-            row.update({f"{group}_{k}": v for k, v in means[group].items()})
-        # wall time of the epoch once its statistics are read (the device has finished; under
-        # torchrun the collective made every rank wait for the slowest)
-        row["epoch_time_s"] = time.perf_counter() - t0
+        sums, clocks, lr = _train_epoch(task, cfg, names, epoch, batches, data, models, wrapped, optimizers, dist,
+                                        state, lr)
+        _evaluate(task, cfg, names, epoch, data, models, dist, sums)
+        row = _epoch_row(cfg, names, data.evals, epoch, lr, state, sums, clocks, dist, t0)
         history.append(row)
         states = D.all_gather_objects(rng_state())
         if dist.is_main:
-            _write_csv(history, out / "metrics.csv")
-            try:
-                plot_curves(history, out / "curves.png", title=f"geomlin train {task.name}")
-            except FileWriteError as exc:
-                raise UserError(str(exc)) from None
-            save_checkpoint(out / "checkpoint.pt", {
-                "task": task.name, "config": cfg, "epoch": epoch,
-                "models": {n: m.state_dict() for n, m in models.items()},
-                "optimizers": {n: o.state_dict() for n, o in optimizers.items()},
-                "rng": states, "history": history, "train_time": train_time, "run": run_info,
-                "steps": steps_done, "budget_used_s": budget_used})
+            _write_epoch(task, cfg, out, epoch, history, models, optimizers, states, state, run_info)
             print(_epoch_line(row, names, task), flush=True)
-        if out_of_budget or (stop_after and epoch >= stop_after):
+        if state.out_of_budget or (stop_after and epoch >= stop_after):
             break
     D.barrier()
-    summary = {"task": task.name, "epochs_done": epoch, "steps": steps_done, "out": str(out), "models": {}}
-    if budget_s:
-        summary["budget"] = {"minutes": cfg["budget_minutes"], "used_s": budget_used, "exhausted": out_of_budget}
-    last = history[-1] if history else {}
-    for n in names:
-        summary["models"][n] = {"parameters": run_info["parameters"][n], "train_time_s": train_time[n],
-                                **{k.split("/", 1)[1]: v for k, v in last.items() if k.startswith(n + "/")}}
-    summary["comparison"] = task.summary_lines(last, names)
+    summary = _summary(task, cfg, names, out, epoch, history, state, run_info)
     if dist.is_main:
         _write_json(out / "summary.json", summary)
         print(format_summary(summary, task))

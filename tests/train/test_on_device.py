@@ -124,7 +124,7 @@ LOOP_READS = {
     (("geomlin/train/loop.py", "read_epoch_means"), "sync"): "the epoch's statistics (once per epoch)",
     (("geomlin/train/loop.py", "read_epoch_means"), "upload"): "the epoch's host counts (once per epoch)",
     (("geomlin/validation.py", "raise_deferred"), "sync"): "deferred input checks (first step, each epoch)",
-    (("geomlin/train/loop.py", "_run"), "upload"): "the models moved to the device (once per run)",
+    (("geomlin/train/loop.py", "_build_models"), "upload"): "the models moved to the device (once per run)",
 }
 
 
