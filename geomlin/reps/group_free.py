@@ -18,13 +18,16 @@ and the solver never assumes so).
 
 from __future__ import annotations
 
+from geomlin.groups.base import Group
+from geomlin.groups.names import as_group
+from geomlin.reps.base import Rep, Scalar, SumRep, TensorRep, UnboundRep, Vector
 from geomlin.validation import check_nonnegative_int
 
 # Node kinds of the expression tree.
 _LEAF, _SUM, _TENSOR, _DUAL = "leaf", "sum", "tensor", "dual"
 
 
-class GroupFreeRep:
+class GroupFreeRep(UnboundRep):
     """A representation expression without a group; ``rep(G)`` binds it (see the module docstring).
 
     Not a [`FeatureType`][]: it has no size and no action until it is bound.
@@ -43,12 +46,9 @@ class GroupFreeRep:
 
         ``G=`` is accepted as well (the keyword of ``V(G)`` before reps could be group-free).
         """
-        from geomlin.groups.classical import as_group
-        from geomlin.reps.base import Scalar, SumRep, TensorRep, Vector
-
         if (group is None) == (G is None):
             raise TypeError("pass the group to bind to: rep(group)")
-        group = as_group(group if G is None else G)
+        group = as_group(group if G is None else G, kind=Group)
         if self._kind == _LEAF:
             leaf = self._parts[0]
             if leaf == "V":
@@ -169,8 +169,6 @@ def _run_length(parts, fmt, sep: str) -> str:
 
 def _coerce(x, op: str):
     """A GroupFreeRep stays; a group-free bound rep (Scalar) becomes a leaf; a rep of a group stays."""
-    from geomlin.reps.base import Rep
-
     if isinstance(x, GroupFreeRep):
         return x
     if isinstance(x, Rep):
@@ -207,8 +205,9 @@ def _multiplicity(n: int, rep: GroupFreeRep) -> GroupFreeRep:
 
 
 _SCALAR = GroupFreeRep(_LEAF, ("Scalar",))
-#: The defining representation of whatever group the expression is bound to (EMLP's ``V``).
-V_FREE = GroupFreeRep(_LEAF, ("V",))
+#: The defining representation of whatever group the expression is bound to (EMLP's ``V``):
+#: ``V(G)`` is the [`Vector`][] rep of ``G`` on ``R^d``, ``V ** 2 + V`` is bound later by ``rep(G)``.
+V = GroupFreeRep(_LEAF, ("V",))
 
 
 def T(p: int, q: int = 0, group=None):
@@ -219,5 +218,5 @@ def T(p: int, q: int = 0, group=None):
     """
     p = check_nonnegative_int(p, "p")
     q = check_nonnegative_int(q, "q")
-    rep = V_FREE ** p * V_FREE.dual() ** q
+    rep = V ** p * V.dual() ** q
     return rep if group is None else rep(group)
