@@ -120,7 +120,8 @@ def as_group(group, name: str = "group", kind: type = SymmetryGroup) -> Symmetry
     out = _parse(group, name)
     if not isinstance(out, kind):
         what = "a matrix group acting on R^d (geomlin.groups.Group)" if kind is Group else kind.__name__
-        raise TypeError(f"{name} must be {what} here, got {out} ({type(out).__name__})")
+        hint = " (E(d) and SE(d) act by rigid motions, not by matrices on R^d)" if isinstance(out, Euclidean) else ""
+        raise TypeError(f"{name} must be {what} here, got {out} ({type(out).__name__}){hint}")
     return out
 
 

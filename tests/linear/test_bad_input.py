@@ -58,7 +58,7 @@ CASES = {
     "element of the wrong size": (lambda: O(3).check_element(torch.eye(4, dtype=F64)), ValueError, "(..., 3, 3)"),
     "integer element": (lambda: O(3).check_element(torch.eye(3, dtype=torch.long)), TypeError, "floating-point"),
     "unknown group name": (lambda: as_group("G2"), ValueError, "unknown group"),
-    "Euclidean group as a matrix group": (lambda: V("E3"), ValueError, "rigid motions"),
+    "Euclidean group as a matrix group": (lambda: V("E3"), TypeError, "rigid motions"),
     # --- reps
     "non-orthogonal matrix to IrrepsRep.rho": (lambda: IrrepsRep("1o + 2e").rho(2 * torch.eye(3, dtype=F64)),
                                                ValueError, "orthogonal"),
