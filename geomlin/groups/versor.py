@@ -108,7 +108,26 @@ def _versor_generators(algebra: CliffordAlgebra, even: bool) -> tuple[Tensor, Te
     return (torch.stack(lie) if lie else empty), (torch.stack(reflections) if reflections else empty)
 
 
-class CliffordGroup(SymmetryGroup):
+class AlgebraGroup(SymmetryGroup):
+    """A group acting on the multivectors of ``self.algebra``, whose generators act on its vectors."""
+
+    algebra: CliffordAlgebra
+    parity: str | None
+
+    def generators(self) -> tuple[Tensor, Tensor]:
+        """``(lie_algebra (k, n, n), discrete_generators (h, n, n))`` on the ``n`` basis vectors, float64."""
+        raise NotImplementedError
+
+    @property
+    def lie_algebra(self) -> Tensor:
+        return self.generators()[0]
+
+    @property
+    def discrete_generators(self) -> Tensor:
+        return self.generators()[1]
+
+
+class CliffordGroup(AlgebraGroup):
     """The Clifford group of ``algebra``: products of invertible vectors, acting by the twisted sandwich.
 
     ``sample(n)`` returns ``(n, dim)`` products of 1..``max_vectors`` random vectors whose
@@ -134,15 +153,10 @@ class CliffordGroup(SymmetryGroup):
     def key(self) -> tuple:
         return ("CliffordGroup", self.algebra.metric, self.parity == "even")
 
-    @property
-    def lie_algebra(self) -> Tensor:
-        """``(k, n, n)``: the basis bivectors acting on the vectors by commutators."""
-        return _versor_generators(self.algebra, self.parity == "even")[0]
-
-    @property
-    def discrete_generators(self) -> Tensor:
-        """``(h, n, n)``: reflections in basis vectors of each non-zero square (their product if even)."""
-        return _versor_generators(self.algebra, self.parity == "even")[1]
+    def generators(self) -> tuple[Tensor, Tensor]:
+        """The basis bivectors acting on the vectors by commutators; reflections in basis vectors of each
+        non-zero square (their product if even)."""
+        return _versor_generators(self.algebra, self.parity == "even")
 
     def is_subgroup_of(self, other) -> bool:
         """The (special) Clifford group lies in the Clifford group and in O(p,q,r) of its metric."""
@@ -172,7 +186,7 @@ class CliffordGroup(SymmetryGroup):
         return torch.stack(out).to(dtype)
 
 
-class Pin301(SymmetryGroup):
+class Pin301(AlgebraGroup):
     """Pin(3,0,1) (or Spin(3,0,1) with ``parity="even"``), the versors of G(3,0,1), the double cover of E(3).
 
     Every element of Pin(3,0,1) is a product of at most four reflections in planes; ``sample``
@@ -209,15 +223,10 @@ class Pin301(SymmetryGroup):
         """Spin(3,0,1) (``parity="even"``) or Pin(3,0,1); the sampling options are not part of it."""
         return ("Pin(3,0,1)", self.parity == "even")
 
-    @property
-    def lie_algebra(self) -> Tensor:
-        """``(6, 4, 4)``: the six bivectors of G(3,0,1) (rotations and translations) on the vectors."""
-        return _versor_generators(self.algebra, self.parity == "even")[0]
-
-    @property
-    def discrete_generators(self) -> Tensor:
-        """``(1, 4, 4)``: the reflection in the plane ``e1`` (none for Spin(3,0,1))."""
-        return _versor_generators(self.algebra, self.parity == "even")[1]
+    def generators(self) -> tuple[Tensor, Tensor]:
+        """The six bivectors of G(3,0,1) (rotations and translations) on the vectors, ``(6, 4, 4)``; the
+        reflection in the plane ``e1``, ``(1, 4, 4)`` (none for Spin(3,0,1))."""
+        return _versor_generators(self.algebra, self.parity == "even")
 
     def is_subgroup_of(self, other) -> bool:
         """Spin(3,0,1) lies in Pin(3,0,1); both lie in O(3,0,1) ([`PseudoOrthogonalGroup`][] of
@@ -284,7 +293,7 @@ def _pseudo_orthogonal_generators(metric: tuple, even: bool) -> tuple[Tensor, Te
     return (torch.stack(lie) if lie else empty), (torch.stack(disc) if disc else empty)
 
 
-class PseudoOrthogonalGroup(SymmetryGroup):
+class PseudoOrthogonalGroup(AlgebraGroup):
     """O(p,q,r), the linear maps ``A`` of the vector space with ``A^T G A = G``
     (``G = diag(metric)``), acting on multivectors as outermorphisms ([`CliffordAlgebra.act`][]).
 
@@ -344,15 +353,10 @@ class PseudoOrthogonalGroup(SymmetryGroup):
     def key(self) -> tuple:
         return ("PseudoOrthogonalGroup", self.algebra.metric, self.parity == "even")
 
-    @property
-    def lie_algebra(self) -> Tensor:
-        """``(k, n, n)``: a basis of ``{X : X^T G + G X = 0}``."""
-        return _pseudo_orthogonal_generators(self.algebra.metric, self.parity == "even")[0]
-
-    @property
-    def discrete_generators(self) -> Tensor:
-        """``(h, n, n)``: reflections in basis vectors (their product if even) and a null sign flip."""
-        return _pseudo_orthogonal_generators(self.algebra.metric, self.parity == "even")[1]
+    def generators(self) -> tuple[Tensor, Tensor]:
+        """A basis of ``{X : X^T G + G X = 0}``; reflections in basis vectors (their product if even) and a
+        null sign flip."""
+        return _pseudo_orthogonal_generators(self.algebra.metric, self.parity == "even")
 
     def is_subgroup_of(self, other) -> bool:
         """Each lies in itself; the even part (``parity="even"``) in the whole group."""

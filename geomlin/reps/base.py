@@ -207,6 +207,30 @@ class Rep(FeatureType):
         raise NotImplementedError(f"{self!r} has no e3nn Irreps equivalent in the same basis")
 
 
+def run_length_repr(parts, term, sep: str) -> str:
+    """``sep``-joined ``term(part, n)`` of the runs of ``n`` equal consecutive ``parts`` (``2*V + Scalar``)."""
+    out, prev, count = [], None, 0
+    for r in list(parts) + [None]:
+        if prev is not None and r is not None and r == prev:
+            count += 1
+            continue
+        if prev is not None:
+            out.append(term(prev, count))
+        prev, count = r, 1
+    return sep.join(out)
+
+
+def sum_term(r, n: int) -> str:
+    """``3*V`` for a run of three equal summands."""
+    return f"{n}*{r!r}" if n > 1 else repr(r)
+
+
+def power_term(r, n: int, is_sum: bool) -> str:
+    """``V**2`` for a run of two equal tensor factors (a sum in parentheses)."""
+    s = f"({r!r})" if is_sum else repr(r)
+    return f"{s}**{n}" if n > 1 else s
+
+
 def _as_rep(x, op: str) -> Rep:
     if not isinstance(x, Rep):
         raise TypeError(f"cannot combine a Rep with {type(x).__name__} using {op}")
@@ -385,15 +409,7 @@ class SumRep(Rep):
         return out
 
     def __repr__(self) -> str:
-        parts, prev, count = [], None, 0
-        for r in self._blocks + [None]:
-            if prev is not None and r is not None and r == prev:
-                count += 1
-                continue
-            if prev is not None:
-                parts.append(f"{count}*{prev!r}" if count > 1 else repr(prev))
-            prev, count = r, 1
-        return " + ".join(parts)
+        return run_length_repr(self._blocks, sum_term, " + ")
 
 
 class TensorRep(Rep):
@@ -452,17 +468,7 @@ class TensorRep(Rep):
         return TensorRep([r.dual() for r in self.factors])
 
     def __repr__(self) -> str:
-        parts, prev, count = [], None, 0
-        for r in self.factors + [None]:
-            if prev is not None and r is not None and r == prev:
-                count += 1
-                continue
-            if prev is not None:
-                s = repr(prev)
-                s = f"({s})" if isinstance(prev, SumRep) else s
-                parts.append(f"{s}**{count}" if count > 1 else s)
-            prev, count = r, 1
-        return "*".join(parts)
+        return run_length_repr(self.factors, lambda r, n: power_term(r, n, isinstance(r, SumRep)), "*")
 
 
 class DualRep(Rep):

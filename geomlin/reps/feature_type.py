@@ -30,7 +30,7 @@ EXAMPLE_BATCH = 4
 class FeatureType:
     """Base class of feature types; see the module docstring.
 
-    Subclasses implement [`shape`][], [`act`][], [`key`][] and set [`group`][].
+    Subclasses implement [`shape`][], [`act`][], ``layout_key()`` (or [`key`][]) and set [`group`][].
     """
 
     #: The group (sampler) acting on this type; ``None`` for invariant types, which every group
@@ -60,8 +60,11 @@ class FeatureType:
         raise NotImplementedError
 
     def key(self) -> tuple:
-        """Canonical hashable description; equal types have equal keys."""
-        raise NotImplementedError
+        """Canonical hashable description; equal types have equal keys.
+
+        By default the type's ``layout_key()`` (what its tensors look like) and its group's key.
+        """
+        return self.layout_key() + (group_key(self.group),)
 
     def random(self, lead: Sequence[int] = (EXAMPLE_BATCH,), generator: torch.Generator | None = None,
                dtype: torch.dtype = torch.float64) -> Tensor:

@@ -20,7 +20,17 @@ from __future__ import annotations
 
 from geomlin.groups.base import Group
 from geomlin.groups.names import as_group
-from geomlin.reps.base import Rep, Scalar, SumRep, TensorRep, UnboundRep, Vector
+from geomlin.reps.base import (
+    Rep,
+    Scalar,
+    SumRep,
+    TensorRep,
+    UnboundRep,
+    Vector,
+    power_term,
+    run_length_repr,
+    sum_term,
+)
 from geomlin.validation import check_nonnegative_int
 
 # Node kinds of the expression tree.
@@ -141,30 +151,11 @@ class GroupFreeRep(UnboundRep):
             inner = repr(self._parts[0])
             return f"{inner}.dual()" if self._parts[0]._kind == _LEAF else f"({inner}).dual()"
         if self._kind == _SUM:
-            return _run_length(self._parts, lambda r, n: f"{n}*{r!r}" if n > 1 else repr(r), " + ")
-        return _run_length(self._parts, _power_repr, "*")
+            return run_length_repr(self._parts, sum_term, " + ")
+        return run_length_repr(self._parts, lambda r, n: power_term(r, n, r._kind == _SUM), "*")
 
     def __reduce__(self):
         return (GroupFreeRep, (self._kind, self._parts))
-
-
-def _power_repr(r: GroupFreeRep, n: int) -> str:
-    s = repr(r)
-    if r._kind == _SUM:
-        s = f"({s})"
-    return f"{s}**{n}" if n > 1 else s
-
-
-def _run_length(parts, fmt, sep: str) -> str:
-    out, prev, count = [], None, 0
-    for r in list(parts) + [None]:
-        if prev is not None and r is not None and r == prev:
-            count += 1
-            continue
-        if prev is not None:
-            out.append(fmt(prev, count))
-        prev, count = r, 1
-    return sep.join(out)
 
 
 def _coerce(x, op: str):

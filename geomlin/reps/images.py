@@ -23,7 +23,7 @@ import torch
 from torch import Tensor
 
 from geomlin.groups.square_grid import as_grid_group, element, element_index, grid_order, regular_index
-from geomlin.reps.feature_type import EXAMPLE_BATCH, FeatureType, channel_suffix, check_channels, group_key
+from geomlin.reps.feature_type import EXAMPLE_BATCH, FeatureType, channel_suffix, check_channels
 from geomlin.validation import check_index, check_positive_int, check_tensor
 
 
@@ -100,9 +100,6 @@ class Images(FeatureType):
     def layout_key(self) -> tuple:
         return ("Images", self.channels, self.side)
 
-    def key(self) -> tuple:
-        return self.layout_key() + (group_key(self.group),)
-
     def __repr__(self) -> str:
         size = "H x W" if self.side is None else f"{self.side} x {self.side}"
         channels = "C" if self.channels is None else self.channels
@@ -158,9 +155,6 @@ class RegularFeatures(FeatureType):
 
     def layout_key(self) -> tuple:
         return ("RegularFeatures", self.order, self.channels, self.grid, self.side)
-
-    def key(self) -> tuple:
-        return self.layout_key() + (group_key(self.group),)
 
     def __repr__(self) -> str:
         grid = "" if not self.grid else (" on H x W" if self.side is None else f" on {self.side} x {self.side}")

@@ -172,9 +172,6 @@ class Vectors(FeatureType):
     def layout_key(self) -> tuple:
         return ("Vectors", self.d, self.channels)
 
-    def key(self) -> tuple:
-        return self.layout_key() + (group_key(self.group),)
-
     def __repr__(self) -> str:
         return f"Vectors({self.d}{channel_suffix(self.channels)}) under {self.group!r}"
 
@@ -205,9 +202,6 @@ class Positions(FeatureType):
 
     def layout_key(self) -> tuple:
         return ("Positions", self.d)
-
-    def key(self) -> tuple:
-        return self.layout_key() + (group_key(self.group),)
 
     def __repr__(self) -> str:
         return f"Positions({self.d}) under {self.group!r}"
@@ -249,9 +243,6 @@ class Multivectors(FeatureType):
 
     def layout_key(self) -> tuple:
         return ("Multivectors", tuple(self.algebra.metric), self.channels)
-
-    def key(self) -> tuple:
-        return self.layout_key() + (group_key(self.group),)
 
     def __repr__(self) -> str:
         metric = tuple(self.algebra.metric)
@@ -311,9 +302,6 @@ class SphereCoefficients(FeatureType):
 
     def layout_key(self) -> tuple:
         return ("SphereCoefficients", self.lmax, self.channels, self.parity)
-
-    def key(self) -> tuple:
-        return self.layout_key() + (group_key(self.group),)
 
     def __repr__(self) -> str:
         parity = "" if self.parity == NATURAL else ", pseudo"
@@ -395,9 +383,6 @@ class Frames(FeatureType):
 
     def layout_key(self) -> tuple:
         return ("Frames", self.d)
-
-    def key(self) -> tuple:
-        return self.layout_key() + (group_key(self.group),)
 
     def __repr__(self) -> str:
         return f"Frames({self.d}) under {self.group!r}"
