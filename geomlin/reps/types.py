@@ -7,14 +7,16 @@ type                       layout                                      acted on 
 ``Labels(num_classes)``    ``(...)`` integers in ``[0, num_classes)``  nothing (invariant categories)
 ``Vectors(d, channels)``   ``(..., [channels,] d)``                    ``x -> R x`` (E(d), O(d), ...)
 ``Positions(d)``           ``(..., d)``                                ``x -> R x + t`` (E(d), SE(d))
-``Multivectors(alg, C)``   ``(..., C, 2^n)``                           versors ``x -> v x^ v^-1``
+``Frames(d)``              ``(..., d, d)``, columns are vectors        ``R -> Q R``
+``Multivectors(alg, C)``   ``(..., [C,] 2^n)``                         versors ``x -> v x^ v^-1``
 ``SphereCoefficients``     ``(..., C, (lmax+1)^2)``, e3nn order        Wigner matrices of O(3)
 ``Tensors(G, k, C)``       ``(..., C, n, ..., n)`` (``k`` axes)        ``g`` on each of the ``k`` axes
 =========================  ==========================================  =================================
 
-plus [`Rep`][] (``(..., size)``, ``x -> rho(g) x``). Each type knows its group
-(``group``), its trailing ``shape`` and its action ``act(g, x)``; see
-[`geomlin.reps.feature_type`][].
+plus [`Rep`][] (``(..., size)``, ``x -> rho(g) x``) and the image types of
+[`geomlin.reps.images`][]. Each type knows its group (``group``: a group or a name
+[`geomlin.groups.as_group`][geomlin.groups.names.as_group] parses), its trailing ``shape`` and its
+action ``act(g, x)``; see [`geomlin.reps.feature_type`][].
 
 >>> from geomlin.reps import Positions, Scalars
 >>> Positions(3)
