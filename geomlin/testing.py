@@ -89,7 +89,8 @@ def as_action(spec) -> Action | None:
         return lambda g, x: apply_matrix(wigner_D_from_matrix(spec, rotation_part(g).to(torch.float64)), x)
     if callable(spec):
         return spec
-    raise TypeError(f"cannot use {type(spec).__name__} as a group action")
+    raise TypeError(f"type_in and type_out must be feature types of geomlin.reps, e3nn Irreps, callables "
+                    f"action(g, x) or None, got {type(spec).__name__}")
 
 
 def _example_input(spec, batch: int, generator, dtype) -> Tensor:
@@ -261,7 +262,7 @@ def equivariance_check(fn: Callable, group=None, type_in=None, type_out=None, in
             raise ValueError(f"input {i} is empty (shape {tuple(x.shape)}); an equivariance check on no "
                              "data proves nothing")
     if len(inputs) != len(acts_in):
-        raise ValueError(f"got {len(inputs)} inputs but {len(acts_in)} input actions")
+        raise ValueError(f"got {len(inputs)} inputs but {len(acts_in)} input types")
     for i, x in enumerate(inputs):
         _check_finite(f"input {i}", x)
     for k, v in kwargs.items():
@@ -269,7 +270,7 @@ def equivariance_check(fn: Callable, group=None, type_in=None, type_out=None, in
 
     y = _as_tuple(fn(*inputs, **kwargs))
     if len(y) != len(acts_out):
-        raise ValueError(f"fn returned {len(y)} outputs but {len(acts_out)} output actions were given")
+        raise ValueError(f"fn returned {len(y)} outputs but {len(acts_out)} output types were given")
 
     compared = [yy for a, yy in zip(acts_out, y) if a is not None]
     output_norm = max((torch.linalg.vector_norm(yy.detach().to(torch.float64)).item()

@@ -95,6 +95,8 @@ def test_checker_input_errors():
         equivariance_error(lambda x: x, G, V(G), V(G), inputs=torch.full((2, 3), float("nan")))
     with pytest.raises(ValueError, match="outputs"):
         equivariance_error(lambda x: (x, x), G, V(G), V(G))
+    with pytest.raises(TypeError, match="type_in and type_out must be feature types .*got int"):
+        equivariance_error(lambda x: x, G, 3, V(G), inputs=torch.ones(2, 3))
     with pytest.raises(TypeError, match="group must be a geomlin group"):
         equivariance_error(lambda x: x, 3, V(G), V(G))
     with pytest.raises(ValueError, match=r"unknown group 'O\(7'"):
