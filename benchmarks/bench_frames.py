@@ -27,6 +27,7 @@ import torch
 
 from geomlin.frames import Canonicalization, FrameAveraging, PointCloudCanonicalizer
 from geomlin.models import PointNet
+from geomlin.reps import Scalars
 
 #: (clouds, points per cloud): a small batch and a realistic training batch.
 SIZES = [(8, 128), (32, 512)]
@@ -96,8 +97,8 @@ def frame_averaging_table(args, sizes, repeats) -> None:
                            "activations MiB geomlin", "activations MiB peer"])
     for B, N in sizes:
         pos = torch.randn(B, N, 3) * torch.tensor([2.0, 1.0, 0.5])
-        ours = FrameAveraging(backbone, "E3", "invariant")
-        folded = FrameAveraging(backbone, "E3", "invariant", frames_per_call=None)
+        ours = FrameAveraging(backbone, "E3", Scalars(NUM_CLASSES))
+        folded = FrameAveraging(backbone, "E3", Scalars(NUM_CLASSES), frames_per_call=None)
         peer = fap.FrameAverage(_PeerBackbone(backbone), dim=3, invariant_output=True) if fap else None
         for backward in (False, True):
             fns = {"backbone": _step(lambda pos=pos: backbone(pos), backward),

@@ -30,6 +30,7 @@ from geomlin.datasets import SyntheticShapes
 from geomlin.frames import Canonicalization, FrameAveraging, PointCloudCanonicalizer
 from geomlin.groups import SE3
 from geomlin.models import PointNet, VNPointNetClassifier
+from geomlin.reps import Positions, Scalars
 from geomlin.testing import equivariance_error
 
 #: Relative eigenvalue gap below which the frames take their axes from higher moments.
@@ -101,11 +102,11 @@ def main(argv: list[str] | None = None) -> dict[str, dict[str, float]]:
 
     models = {
         "PointNet (bare)": pointnet(),
-        "FrameAveraging (SE3, moment axes)": FrameAveraging(pointnet(), "SE3", "invariant", stochastic=True,
+        "FrameAveraging (SE3, moment axes)": FrameAveraging(pointnet(), "SE3", Scalars(num_classes), stochastic=True,
                                                             on_degenerate="moments", gap_tol=GAP_TOL),
         "Canonicalization (SE3, Procrustes)": Canonicalization(
             PointCloudCanonicalizer("SE3", hidden_channels=8, num_blocks=1, orthogonalization="procrustes",
-                                    moment_frame=True, gap_tol=GAP_TOL), pointnet(), "invariant"),
+                                    moment_frame=True, gap_tol=GAP_TOL), pointnet(), Scalars(num_classes)),
         "VNPointNetClassifier (E3)": VNPointNetClassifier(num_classes, hidden_channels=8, num_blocks=1),
     }
     results: dict[str, dict[str, float]] = {}
@@ -114,7 +115,7 @@ def main(argv: list[str] | None = None) -> dict[str, dict[str, float]]:
         train(name, model, train_pos, train_y, args.epochs, args.batch_size, args.prior_weight)
         seconds = time.perf_counter() - t0
         model.eval()
-        error = equivariance_error(model.double(), SE3(), "position", "invariant",
+        error = equivariance_error(model.double(), SE3(), Positions(3), Scalars(num_classes),
                                    inputs=(test_pos[:4].double(),), num_samples=3)
         model.float()
         results[name] = {"upright": accuracy(model, test_pos, test_y), "rotated": accuracy(model, rot_pos, rot_y),

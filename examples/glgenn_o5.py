@@ -26,8 +26,10 @@ import time
 import torch
 from torch import nn
 
-from geomlin.algebra import CliffordAlgebra, PseudoOrthogonalGroup
+from geomlin.algebra import CliffordAlgebra
 from geomlin.clifford import GeometricProductLayer, MVLinear
+from geomlin.groups import PseudoOrthogonalGroup
+from geomlin.reps import Scalars, Vectors
 from geomlin.testing import equivariance_error
 
 O5 = CliffordAlgebra((1.0,) * 5)
@@ -109,8 +111,8 @@ def main(argv=None) -> dict:
             with torch.no_grad():
                 pred = model(x_test / scale) * y_std + y_mean
                 sq = (pred - y_test).square()
-            err = equivariance_error(lambda v, m=model: m(v)[..., None], PseudoOrthogonalGroup(O5), "vector",
-                                     "invariant", inputs=x_test[:64] / scale, num_samples=5)
+            err = equivariance_error(lambda v, m=model: m(v)[..., None], PseudoOrthogonalGroup(O5), Vectors(5),
+                                     Scalars(1), inputs=x_test[:64] / scale, num_samples=5)
             results[(name, size)] = {
                 "clifford params": sum(p.numel() for p in model.clifford.parameters()),
                 "params": sum(p.numel() for p in model.parameters()),

@@ -1,6 +1,6 @@
 """The one equivariance checker every geomlin module and test uses.
 
-``equivariance_error(fn, group, reps_in, reps_out, inputs=...)`` draws random
+``equivariance_error(fn, group, type_in, type_out, inputs=...)`` draws random
 group elements ``g`` and measures, for every output of ``fn``,
 
     || fn(g . x) - g . fn(x) || / max(|| g . fn(x) ||, atol)
@@ -8,29 +8,30 @@ group elements ``g`` and measures, for every output of ``fn``,
 in float64. ``assert_equivariant`` raises when the worst case exceeds ``rtol``.
 
 For a module that declares its feature types (``type_in`` / ``type_out``, see
-[`geomlin.reps.feature_type`][]) everything can be left out::
+[`geomlin.reps.declarations`][]) everything can be left out::
 
     assert_equivariant(module)               # group, actions and inputs from the declarations
-    assert_equivariant(module, group=G)      # the declared actions under another sampler
+    assert_equivariant(module, group=G)      # the declared actions under another group
 
-**What a "group" is**
+**What a group is**
 
-Anything with ``sample(n, generator=None, dtype=...)`` returning ``n``
-elements indexable as ``elements[i]``: a [`geomlin.groups.Group`][geomlin.groups.base.Group]
-(``(n, d, d)`` matrices), a [`geomlin.groups.Euclidean`][geomlin.groups.euclidean.Euclidean] sampler
-(E(3)/SE(3), [`RigidTransform`][geomlin.groups.euclidean.RigidTransform]), or a group of the
-later capabilities (Pin(3,0,1) versors in [`geomlin.gatr`][]).
+A [`geomlin.groups.SymmetryGroup`][geomlin.groups.base.SymmetryGroup] (matrix groups, E(d) / SE(d)
+rigid motions, Pin(3,0,1) and the other versor groups), a name
+[`geomlin.groups.as_group`][geomlin.groups.names.as_group] parses (``"SO(3)"``, ``"E3"``), or
+anything else with ``sample(n, generator=None, dtype=...)`` returning ``n`` elements indexable as
+``elements[i]``.
 
-**What an action is (one per positional input / per output)**
+**How a tensor transforms (one per positional input / per output)**
 
-* a feature type ([`geomlin.reps.FeatureType`][geomlin.reps.feature_type.FeatureType]: a ``Rep``,
-  ``Positions``, ``Multivectors``, ...): its ``act(g, x)``; a ``Rep`` acts by ``x @ rho(g).T``;
+* a feature type ([`geomlin.reps.FeatureType`][geomlin.reps.feature_type.FeatureType]): its
+  ``act(g, x)``. ``Scalars()`` are unchanged, ``Vectors(d)`` rotate (``R x``, the rotation of a rigid
+  motion), ``Positions(d)`` move (``R x + t``), a ``Rep`` acts by ``x @ rho(g).T``,
+  ``Multivectors(algebra, C)`` by ``algebra.act(g, x)``;
 * e3nn ``o3.Irreps``: ``x @ D(g).T`` on the last axis (O(3) with parity);
-* ``"scalar"`` / ``"invariant"``: unchanged;
-* ``"vector"``: ``R x`` on the last axis (``R = g`` or the rotation of a rigid motion);
-* ``"position"``: ``R x + t`` (``t = 0`` for linear groups);
-* ``None``: the input or output is ignored (passed through unchanged, not compared);
-* any callable ``action(g, x) -> x'`` for everything else.
+* ``None``: the input or output is not acted on (passed through unchanged, not compared);
+* a plain callable ``action(g, x) -> x'``, the escape hatch for everything else.
+
+Strings (``"vector"``) are refused with the feature type to use instead.
 
 Keyword inputs of ``fn`` (masks, PyG batch vectors, edge indices) go in one dictionary,
 ``kwargs={"batch": batch, "mask": mask}``, and are passed to ``fn`` unchanged, both for ``x``
@@ -54,7 +55,11 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from geomlin.reps.feature_type import _is_irreps, apply_matrix, rotation_part, translation_part
+from geomlin.groups.base import SymmetryGroup
+from geomlin.groups.names import as_group
+from geomlin.reps.declarations import declared_group, declared_types, example_inputs, is_irreps
+from geomlin.reps.feature_type import FeatureType, apply_matrix, name_is_not_a_type, rotation_part
+from geomlin.reps.types import Scalars
 
 #: Default relative tolerance of [`assert_equivariant`][] (float64).
 DEFAULT_RTOL = 1e-9
@@ -70,68 +75,38 @@ FLOAT32_LEVEL = 1e-5
 Action = Callable[[Any, Tensor], Tensor]
 
 
-def _scalar_action(g, x: Tensor) -> Tensor:
-    return x
-
-
-def _vector_action(g, x: Tensor) -> Tensor:
-    return apply_matrix(rotation_part(g), x)
-
-
-def _position_action(g, x: Tensor) -> Tensor:
-    out = _vector_action(g, x)
-    t = translation_part(g, x)
-    return out if t is None else out + t
-
-
-_NAMED_ACTIONS: dict[str, Action] = {
-    "scalar": _scalar_action,
-    "invariant": _scalar_action,
-    "vector": _vector_action,
-    "position": _position_action,
-}
-
-
 def as_action(spec) -> Action | None:
-    """Turn an action spec (Rep, Irreps, name, callable or None) into ``action(g, x)``."""
-    from geomlin.reps.feature_type import FeatureType
-
+    """``action(g, x)`` of a feature type, e3nn Irreps or callable; ``None`` stays ``None``."""
     if spec is None:
         return None
     if isinstance(spec, FeatureType):
         return spec.act
     if isinstance(spec, str):
-        if spec in _NAMED_ACTIONS:
-            return _NAMED_ACTIONS[spec]
-        raise ValueError(f"unknown action {spec!r}; expected one of {sorted(_NAMED_ACTIONS)}, "
-                         "a Rep, e3nn Irreps or a callable")
-    if _is_irreps(spec):
+        raise name_is_not_a_type(spec, "type_in and type_out")
+    if is_irreps(spec):
         from geomlin.reps.irreps import wigner_D_from_matrix
 
         return lambda g, x: apply_matrix(wigner_D_from_matrix(spec, rotation_part(g).to(torch.float64)), x)
     if callable(spec):
         return spec
-    raise TypeError(f"cannot use {type(spec).__name__} as a group action")
+    raise TypeError(f"type_in and type_out must be feature types of geomlin.reps, e3nn Irreps, callables "
+                    f"action(g, x) or None, got {type(spec).__name__}")
 
 
 def _example_input(spec, batch: int, generator, dtype) -> Tensor:
-    from geomlin.reps.feature_type import FeatureType
-
     if isinstance(spec, FeatureType):
         return spec.random((batch,), generator=generator, dtype=dtype)
-    if _is_irreps(spec):
+    if is_irreps(spec):
         return torch.randn(batch, spec.dim, generator=generator, dtype=dtype)
     raise ValueError(f"cannot generate an example input for action {spec!r}: pass inputs=")
 
 
-def _resolve(fn, group, reps_in, reps_out, inputs, kwargs, batch_size, generator, dtype):
+def _resolve(fn, group, type_in, type_out, inputs, kwargs, batch_size, generator, dtype):
     """Fill in what the caller left out from ``fn``'s declared feature types."""
-    from geomlin.reps.feature_type import declared_group, declared_types, example_inputs
-
-    if (reps_in is None) != (reps_out is None):
-        raise ValueError("give both reps_in and reps_out, or neither (to use the module's declared types)")
-    if reps_in is None:
-        reps_in, reps_out = declared_types(fn)
+    if (type_in is None) != (type_out is None):
+        raise ValueError("give both type_in and type_out, or neither (to use the module's declared types)")
+    if type_in is None:
+        type_in, type_out = declared_types(fn)
         if group is None:
             group = declared_group(fn)
             if group is None:
@@ -140,8 +115,13 @@ def _resolve(fn, group, reps_in, reps_out, inputs, kwargs, batch_size, generator
             inputs, own_kwargs = example_inputs(fn, generator=generator, dtype=dtype, batch=batch_size)
             kwargs = {**own_kwargs, **kwargs}
     elif group is None:
-        raise ValueError("group is required when the actions are given explicitly")
-    return group, reps_in, reps_out, inputs, kwargs
+        raise ValueError("group is required when type_in and type_out are given explicitly")
+    if isinstance(group, str):
+        group = as_group(group)
+    elif not isinstance(group, SymmetryGroup) and not hasattr(group, "sample"):
+        raise TypeError(f"group must be a geomlin group, a group name such as 'SO(3)', or have a "
+                        f"sample(n, generator, dtype) method, got {type(group).__name__}")
+    return group, type_in, type_out, inputs, kwargs
 
 
 def _as_tuple(x) -> tuple:
@@ -153,8 +133,8 @@ def _as_tuple(x) -> tuple:
 
 
 def _as_specs(x) -> tuple:
-    """One action spec or a sequence of them; e3nn Irreps (a tuple subclass) count as one."""
-    if _is_irreps(x):
+    """One type (or action) or a sequence of them; e3nn Irreps (a tuple subclass) count as one."""
+    if is_irreps(x):
         return (x,)
     return tuple(x) if isinstance(x, (tuple, list)) else (x,)
 
@@ -216,7 +196,7 @@ def _group_name(group) -> str:
     return "an unnamed group" if group is None else str(group)
 
 
-def equivariance_check(fn: Callable, group=None, reps_in=None, reps_out=None, inputs=None, *,
+def equivariance_check(fn: Callable, group=None, type_in=None, type_out=None, inputs=None, *,
                        num_samples: int = DEFAULT_SAMPLES, batch_size: int = DEFAULT_BATCH_SIZE,
                        dtype: torch.dtype = torch.float64, generator: torch.Generator | None = None,
                        atol: float = DEFAULT_ATOL, kwargs: dict | None = None) -> EquivarianceReport:
@@ -225,11 +205,11 @@ def equivariance_check(fn: Callable, group=None, reps_in=None, reps_out=None, in
     Parameters
     ----------
     fn : Callable
-        callable taking ``len(reps_in)`` positional tensors (plus ``kwargs``).
-    group : Group or sampler, optional
-        a group or group-like sampler; default: the group of ``fn``'s declared types.
-    reps_in, reps_out
-        one action spec or a sequence of them, one per
+        callable taking ``len(type_in)`` positional tensors (plus ``kwargs``).
+    group : SymmetryGroup or str, optional
+        a group, a group name, or another sampler; default: the group of ``fn``'s declared types.
+    type_in, type_out
+        one feature type (or e3nn Irreps, callable action, ``None``) or a sequence of them, one per
         positional input / output (outputs may be a tuple); default: ``fn.type_in`` /
         ``fn.type_out``.
     inputs : Tensor or tuple of Tensor, optional
@@ -266,12 +246,10 @@ def equivariance_check(fn: Callable, group=None, reps_in=None, reps_out=None, in
         raise TypeError(f"kwargs must be a dict of fn's keyword inputs, got {type(kwargs).__name__}")
     fn = _module_in_dtype(fn, dtype)
     kwargs = {k: _in_dtype(v, dtype) for k, v in (kwargs or {}).items()}
-    group, reps_in, reps_out, inputs, kwargs = _resolve(fn, group, reps_in, reps_out, inputs, kwargs,
+    group, type_in, type_out, inputs, kwargs = _resolve(fn, group, type_in, type_out, inputs, kwargs,
                                                         batch_size, generator, dtype)
-    if not hasattr(group, "sample"):
-        raise TypeError(f"group must have a sample(n, generator, dtype) method, got {type(group).__name__}")
-    specs_in = _as_specs(reps_in)
-    specs_out = _as_specs(reps_out)
+    specs_in = _as_specs(type_in)
+    specs_out = _as_specs(type_out)
     acts_in = [as_action(s) for s in specs_in]
     acts_out = [as_action(s) for s in specs_out]
 
@@ -284,7 +262,7 @@ def equivariance_check(fn: Callable, group=None, reps_in=None, reps_out=None, in
             raise ValueError(f"input {i} is empty (shape {tuple(x.shape)}); an equivariance check on no "
                              "data proves nothing")
     if len(inputs) != len(acts_in):
-        raise ValueError(f"got {len(inputs)} inputs but {len(acts_in)} input actions")
+        raise ValueError(f"got {len(inputs)} inputs but {len(acts_in)} input types")
     for i, x in enumerate(inputs):
         _check_finite(f"input {i}", x)
     for k, v in kwargs.items():
@@ -292,7 +270,7 @@ def equivariance_check(fn: Callable, group=None, reps_in=None, reps_out=None, in
 
     y = _as_tuple(fn(*inputs, **kwargs))
     if len(y) != len(acts_out):
-        raise ValueError(f"fn returned {len(y)} outputs but {len(acts_out)} output actions were given")
+        raise ValueError(f"fn returned {len(y)} outputs but {len(acts_out)} output types were given")
 
     compared = [yy for a, yy in zip(acts_out, y) if a is not None]
     output_norm = max((torch.linalg.vector_norm(yy.detach().to(torch.float64)).item()
@@ -324,13 +302,13 @@ def equivariance_check(fn: Callable, group=None, reps_in=None, reps_out=None, in
                               errors=errors, output_norm=output_norm, group=group)
 
 
-def equivariance_error(fn: Callable, group=None, reps_in=None, reps_out=None, inputs=None,
+def equivariance_error(fn: Callable, group=None, type_in=None, type_out=None, inputs=None,
                        **options) -> float:
     """The worst relative equivariance error of ``fn`` (a float); options as in [`equivariance_check`][]."""
-    return equivariance_check(fn, group, reps_in, reps_out, inputs, **options).max_error
+    return equivariance_check(fn, group, type_in, type_out, inputs, **options).max_error
 
 
-def assert_equivariant(fn: Callable, group=None, reps_in=None, reps_out=None, inputs=None, *,
+def assert_equivariant(fn: Callable, group=None, type_in=None, type_out=None, inputs=None, *,
                        rtol: float = DEFAULT_RTOL, allow_zero: bool = False,
                        **options) -> EquivarianceReport:
     """Raise ``AssertionError`` when ``fn``'s relative equivariance error exceeds ``rtol``.
@@ -341,7 +319,7 @@ def assert_equivariant(fn: Callable, group=None, reps_in=None, reps_out=None, in
 
     Parameters
     ----------
-    fn, group, reps_in, reps_out, inputs
+    fn, group, type_in, type_out, inputs
         as for [`equivariance_check`][].
     rtol : float
         the largest relative error accepted (``>= 0``).
@@ -365,7 +343,7 @@ def assert_equivariant(fn: Callable, group=None, reps_in=None, reps_out=None, in
     from geomlin.validation import check_float
 
     rtol = check_float(rtol, "rtol", minimum=0.0)
-    report = equivariance_check(fn, group, reps_in, reps_out, inputs, **options)
+    report = equivariance_check(fn, group, type_in, type_out, inputs, **options)
     name = getattr(fn, '__name__', type(fn).__name__)
     if not allow_zero and report.output_norm <= options.get("atol", DEFAULT_ATOL):
         raise AssertionError(f"{name} returned all-zero outputs; "
@@ -384,8 +362,8 @@ def assert_equivariant(fn: Callable, group=None, reps_in=None, reps_out=None, in
     return report
 
 
-def assert_invariant(fn: Callable, group, reps_in, inputs=None, *, n_outputs: int = 1,
+def assert_invariant(fn: Callable, group, type_in, inputs=None, *, n_outputs: int = 1,
                      **options) -> EquivarianceReport:
-    """Shorthand for [`assert_equivariant`][] with every output invariant."""
-    outs: Sequence = ("invariant",) * n_outputs
-    return assert_equivariant(fn, group, reps_in, outs, inputs, **options)
+    """Shorthand for [`assert_equivariant`][] with every output ``Scalars()`` (invariant)."""
+    outs: Sequence = (Scalars(),) * n_outputs
+    return assert_equivariant(fn, group, type_in, outs, inputs, **options)

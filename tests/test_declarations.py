@@ -25,7 +25,7 @@ from torch.utils._pytree import tree_map
 
 import geomlin
 from geomlin.reps import declared_types
-from geomlin.reps.feature_type import example_inputs
+from geomlin.reps.declarations import example_inputs
 from geomlin.testing import assert_equivariant
 
 TESTS = Path(__file__).parent
@@ -69,7 +69,7 @@ def build_case(factory, index: int, requires_grad: bool = False):
     """A declared example in float32: ``(module, args, kwargs)``, the float inputs requiring grad on request.
 
     The inputs are the factory's ``options["inputs"]`` / ``options["kwargs"]`` when it gives them, else
-    :func:`~geomlin.reps.feature_type.example_inputs` of the module (seeded by ``index``).
+    :func:`~geomlin.reps.declarations.example_inputs` of the module (seeded by ``index``).
     """
     torch.manual_seed(index)
     made = factory()

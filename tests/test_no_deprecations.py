@@ -43,6 +43,7 @@ def _old_spellings():
     from geomlin.models import EGNNPotential, GauntPotential
     from geomlin.reps import Scalar, V
     from geomlin.testing import equivariance_check
+    from geomlin.train import AuditSpec
 
     return {
         "nbody(n_particles=)": lambda: nbody(2, n_particles=3),
@@ -59,6 +60,10 @@ def _old_spellings():
         "EquivariantMLP(depth=)": lambda: EquivariantMLP(V(O(3)), Scalar, depth=1),
         "uniform_rep(group, channels)": lambda: uniform_rep(O(3), 2),
         "equivariance_check(n_samples=)": lambda: equivariance_check(lambda x: x, O(3), V, V, n_samples=2),
+        "equivariance_check(reps_in=, reps_out=)": lambda: equivariance_check(lambda x: x, O(3), reps_in=V(O(3)),
+                                                                              reps_out=V(O(3))),
+        "AuditSpec(reps_in=, reps_out=)": lambda: AuditSpec(lambda x: x, O(3), reps_in=V(O(3)), reps_out=V(O(3)),
+                                                            inputs=(), description=""),
     }
 
 
@@ -73,6 +78,27 @@ def test_moved_names_are_gone_from_gatr(name):
     import geomlin.gatr
 
     assert not hasattr(geomlin.gatr, name)
+
+
+@pytest.mark.parametrize("module, name", [
+    ("geomlin.algebra", "pin_action"), ("geomlin.gatr", "pin_action"), ("geomlin.algebra", "Pin301"),
+    ("geomlin.frames", "image_action"), ("geomlin.frames", "regular_action"), ("geomlin.frames", "FrameGroup"),
+    ("geomlin.frames", "as_frame_group"), ("geomlin.frames.images", "ImageGroup"),
+    ("geomlin.frames.images", "as_image_group"), ("geomlin.reps.types", "Images"),
+    ("geomlin.reps.types", "planar_element"), ("geomlin.groups.classical", "as_group"),
+])
+def test_moved_and_merged_names_are_gone(module, name):
+    """Issue 23: one group protocol and parser, feature types as the only language of actions."""
+    import importlib
+
+    assert not hasattr(importlib.import_module(module), name)
+
+
+def test_former_methods_are_gone():
+    from geomlin.algebra import CliffordAlgebra
+    from geomlin.reps import Rep
+
+    assert not hasattr(CliffordAlgebra, "versor_group") and not hasattr(Rep, "from_irreps")
 
 
 def test_former_cli_flag_is_an_error(capsys):

@@ -1,11 +1,11 @@
-"""The shared checker catches broken functions and handles every action type."""
+"""The shared checker catches broken functions and speaks feature types, e3nn Irreps and callables."""
 
 import pytest
 import torch
 from e3nn import o3
 
 from geomlin.groups import E3, SE3, O, S
-from geomlin.reps import V
+from geomlin.reps import Positions, Scalars, V, Vectors
 from geomlin.testing import assert_equivariant, assert_invariant, equivariance_check, equivariance_error
 
 
@@ -45,12 +45,25 @@ def test_point_cloud_actions_and_kwargs():
         rel = p - centroid[batch]
         return centroid[batch] + rel * f[:, :1] + 1.0 * rel, (rel ** 2).sum(-1) + f[:, 1]
 
-    assert_equivariant(fn, E3(), ("position", "scalar"), ("position", "invariant"), inputs=(pos, feat),
+    assert_equivariant(fn, E3(), (Positions(3), Scalars(2)), (Positions(3), Scalars()), inputs=(pos, feat),
                        kwargs={"batch": batch})
     # translation-variant function fails under E(3), but passes under a linear group
     with pytest.raises(AssertionError):
-        assert_equivariant(lambda p: p * 2.0, SE3(), "position", "position", inputs=pos)
-    assert_equivariant(lambda p: p * 2.0, O(3), "position", "position", inputs=pos)
+        assert_equivariant(lambda p: p * 2.0, SE3(), Positions(3), Positions(3), inputs=pos)
+    assert_equivariant(lambda p: p * 2.0, O(3), Positions(3), Positions(3), inputs=pos)
+
+
+@pytest.mark.parametrize("name, use", [("scalar", "Scalars()"), ("invariant", "Scalars()"), ("vector", "Vectors(d)"),
+                                       ("position", "Positions(d)"), ("spinor", "a feature type")])
+def test_strings_are_refused_with_the_feature_type_to_use(name, use):
+    with pytest.raises(TypeError, match=rf"not strings: for '{name}' pass .*{use.replace('(', '[(]').replace(')', '[)]')}"):
+        equivariance_error(lambda x: x, O(3), name, Vectors(3), inputs=torch.ones(2, 3))
+
+
+def test_group_names_are_groups():
+    pos = torch.randn(6, 3, dtype=torch.float64)
+    assert_equivariant(lambda p: p - p.mean(0), "E(3)", Positions(3), Vectors(3), inputs=pos)
+    assert equivariance_error(lambda p: p, "SO3", Vectors(3), Vectors(3), inputs=pos) < 1e-15
 
 
 def test_irreps_action():
@@ -72,7 +85,7 @@ def test_callable_action_and_none():
 
 
 def test_report_fields():
-    rep = equivariance_check(lambda x: x.sum(-1, keepdim=True), O(3), V(O(3)), "scalar", num_samples=3)
+    rep = equivariance_check(lambda x: x.sum(-1, keepdim=True), O(3), V(O(3)), Scalars(1), num_samples=3)
     assert len(rep.errors) == 3 and rep.max_error > 0.01 and float(rep) == rep.max_error
 
 
@@ -80,12 +93,14 @@ def test_checker_input_errors():
     G = O(3)
     with pytest.raises(ValueError, match="NaN"):
         equivariance_error(lambda x: x, G, V(G), V(G), inputs=torch.full((2, 3), float("nan")))
-    with pytest.raises(ValueError, match="unknown action"):
-        equivariance_error(lambda x: x, G, "spinor", V(G), inputs=torch.ones(2, 3))
     with pytest.raises(ValueError, match="outputs"):
         equivariance_error(lambda x: (x, x), G, V(G), V(G))
-    with pytest.raises(TypeError):
-        equivariance_error(lambda x: x, "O3", V(G), V(G))
+    with pytest.raises(TypeError, match="type_in and type_out must be feature types .*got int"):
+        equivariance_error(lambda x: x, G, 3, V(G), inputs=torch.ones(2, 3))
+    with pytest.raises(TypeError, match="group must be a geomlin group"):
+        equivariance_error(lambda x: x, 3, V(G), V(G))
+    with pytest.raises(ValueError, match=r"unknown group 'O\(7'"):
+        equivariance_error(lambda x: x, "O(7", V(G), V(G))
     with pytest.raises(ValueError, match="last dimension"):
         equivariance_error(lambda x: x, G, V(G), V(G), inputs=torch.ones(2, 4))
     with pytest.raises(ValueError, match="num_samples"):

@@ -1,4 +1,7 @@
-"""Clifford algebras of any signature, projective geometric algebra G(3,0,1), and the groups acting on them.
+"""Clifford algebras of any signature and projective geometric algebra G(3,0,1).
+
+The groups acting on multivectors (Pin(3,0,1), Clifford groups, O(p,q,r)) are in
+[`geomlin.groups.versor`][].
 
 >>> from geomlin.algebra import CliffordAlgebra, pga
 >>> CliffordAlgebra((1, 1, 1)).dim
@@ -10,7 +13,5 @@
 from geomlin.algebra import pga
 from geomlin.algebra.clifford import METHODS, PRODUCTS, SUBSPACES, CliffordAlgebra, quaternion_type
 from geomlin.algebra.pga import PGA
-from geomlin.algebra.versor_groups import CliffordGroup, Pin301, PseudoOrthogonalGroup, pin_action
 
-__all__ = ["METHODS", "PGA", "PRODUCTS", "SUBSPACES", "CliffordAlgebra", "CliffordGroup", "Pin301",
-           "PseudoOrthogonalGroup", "pga", "pin_action", "quaternion_type"]
+__all__ = ["METHODS", "PGA", "PRODUCTS", "SUBSPACES", "CliffordAlgebra", "pga", "quaternion_type"]

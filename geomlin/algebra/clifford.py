@@ -758,7 +758,7 @@ class CliffordAlgebra:
         * ``g (n, n)``: an orthogonal transformation of the quadratic form
           (``g^T diag(metric) g = diag(metric)``, checked to
           [`geomlin.validation.tolerance`][]), acting by its [`outermorphism`][]
-          (the full group O(p,q,r), e.g. [`PseudoOrthogonalGroup`][]).
+          (the full group O(p,q,r), e.g. [`geomlin.groups.PseudoOrthogonalGroup`][geomlin.groups.versor.PseudoOrthogonalGroup]).
 
         The ``(dim, dim)`` matrix of the map is built once, so ``x`` of any leading shape costs one
         matrix product.
@@ -833,15 +833,6 @@ class CliffordAlgebra:
             sub = A[..., idx[:, None, :, None], idx[None, :, None, :]]  # (..., m, m, k, k)
             out[..., s, s] = torch.linalg.det(sub) if k > 1 else sub[..., 0, 0]
         return out
-
-    def versor_group(self):
-        """The group of versors acting on this algebra's multivectors: [`Pin301`][]
-        for G(3,0,1), [`CliffordGroup`][] otherwise."""
-        from geomlin.algebra.versor_groups import CliffordGroup, Pin301
-
-        if self.metric == (0.0, 1.0, 1.0, 1.0):
-            return Pin301()
-        return CliffordGroup(self)
 
     def exp(self, x: Tensor, terms: int = 14, *, tables: ConstantTables | None = None) -> Tensor:
         """Exponential of a multivector (typically a bivector) ``(..., dim)``.

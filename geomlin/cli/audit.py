@@ -11,9 +11,9 @@ Two kinds of target:
 What is checked, in this order: an ``equivariance_spec()`` method of the module (returning an
 [`AuditSpec`][]); else the module's declared feature types
 (``type_in`` / ``type_out``, or e3nn ``irreps_in`` / ``irreps_out``; see
-[`geomlin.reps.feature_type`][]): the group of the declared types
-([`declared_group`][geomlin.reps.feature_type.declared_group]) acting on the module's own
-[`example_inputs`][geomlin.reps.feature_type.example_inputs]; else, for a checkpoint's model that declares
+[`geomlin.reps.declarations`][]): the group of the declared types
+([`declared_group`][geomlin.reps.declarations.declared_group]) acting on the module's own
+[`example_inputs`][geomlin.reps.declarations.example_inputs]; else, for a checkpoint's model that declares
 nothing (the non-equivariant baselines), the symmetry its task claims
 ([`audit_spec`][geomlin.train.tasks.base.Task.audit_spec]), which such a model is expected to fail;
 else ``rep_in`` / ``rep_out`` attributes. The measurement is
@@ -68,7 +68,7 @@ def _measure(name: str, spec: AuditSpec, num_samples: int, seed: int, dtype: str
 
     g = torch.Generator().manual_seed(seed)
     with torch.no_grad():
-        report = equivariance_check(spec.fn, spec.group, spec.reps_in, spec.reps_out, spec.inputs,
+        report = equivariance_check(spec.fn, spec.group, spec.type_in, spec.type_out, spec.inputs,
                                     num_samples=num_samples, generator=g, kwargs=spec.kwargs,
                                     dtype=getattr(torch, dtype))
     return AuditResult(name, spec.description, float(report.max_error), num_samples, dtype)
@@ -95,7 +95,7 @@ def declared_spec(model: nn.Module, seed: int = 1) -> AuditSpec | None:
     if group is None:
         return None
     args, kwargs = example_inputs(model, generator=torch.Generator().manual_seed(seed), dtype=torch.float64)
-    return AuditSpec(fn=model, group=group, reps_in=types_in, reps_out=types_out, inputs=args, kwargs=kwargs,
+    return AuditSpec(fn=model, group=group, type_in=types_in, type_out=types_out, inputs=args, kwargs=kwargs,
                      description=f"declared types {_type_names(types_in)} -> {_type_names(types_out)}")
 
 
@@ -191,7 +191,7 @@ def _implicit_spec(model: nn.Module) -> AuditSpec | None:
         if group is None:
             return None
         x = torch.randn(4, rin.size, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
-        return AuditSpec(fn=model, group=group, reps_in=rin, reps_out=rout, inputs=(x,),
+        return AuditSpec(fn=model, group=group, type_in=rin, type_out=rout, inputs=(x,),
                          description=f"{rin!r} -> {rout!r} under {group!r}")
     iin, iout = getattr(model, "irreps_in", None), getattr(model, "irreps_out", None)
     if iin is not None and iout is not None:
@@ -201,7 +201,7 @@ def _implicit_spec(model: nn.Module) -> AuditSpec | None:
 
         iin, iout = o3.Irreps(iin), o3.Irreps(iout)
         x = torch.randn(4, iin.dim, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
-        return AuditSpec(fn=model, group=O(3), reps_in=iin, reps_out=iout, inputs=(x,),
+        return AuditSpec(fn=model, group=O(3), type_in=iin, type_out=iout, inputs=(x,),
                          description=f"{iin} -> {iout} under O(3)")
     return None
 
@@ -278,7 +278,7 @@ def audit_package(path: str | Path, num_samples: int = 10, seed: int = 0) -> tup
         p_args, p_kwargs = deploy.program_inputs(model, a, k)
         return loaded(*map(contiguous, p_args), **{n: contiguous(v) for n, v in p_kwargs.items()})
 
-    spec = AuditSpec(fn=run, group=spec.group, reps_in=spec.reps_in, reps_out=spec.reps_out, inputs=args,
+    spec = AuditSpec(fn=run, group=spec.group, type_in=spec.type_in, type_out=spec.type_out, inputs=args,
                      kwargs=kwargs, description=spec.description)
     return [_measure(name, spec, num_samples, seed, dtype="float32")], meta
 

@@ -3,7 +3,7 @@ geometric-algebra attention.
 
 * [`geomlin.clifford.cgenn`][] — Clifford-group equivariant layers (Ruhe et al. 2023);
   with ``subspaces="quaternion"`` the GLGENN layers (Filimoshina and Shirokov 2025), equivariant to
-  O(p,q,r) ([`PseudoOrthogonalGroup`][geomlin.algebra.versor_groups.PseudoOrthogonalGroup]) with fewer
+  O(p,q,r) ([`PseudoOrthogonalGroup`][geomlin.groups.versor.PseudoOrthogonalGroup]) with fewer
   weights;
 * [`geomlin.clifford.gcan`][] — group action layers with learned versors (Ruhe et al.
   2023b), geometric templates that are not equivariant;

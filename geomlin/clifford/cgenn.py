@@ -14,7 +14,7 @@ each grade's quadratic form ``<x_k ~x_k>_0``. So are equivariant:
 The same holds for every orthogonal transformation of the quadratic form acting as an
 outermorphism ([`PseudoOrthogonalGroup`][], O(p,q,r)), which for degenerate
 metrics is larger than what versors realise (similarities in G(3,0,1)); the layers declare that
-group, and are tested under it and under [`CliffordGroup`][geomlin.algebra.versor_groups.CliffordGroup].
+group, and are tested under it and under [`CliffordGroup`][geomlin.groups.versor.CliffordGroup].
 
 **GLGENN weight sharing** (Filimoshina and Shirokov, "GLGENN", ICML 2025). ``subspaces=
 "quaternion"`` ties the weights of the grades that share a quaternion type ``k mod 4``: a linear
@@ -38,7 +38,7 @@ from torch import Tensor, nn
 
 from geomlin.algebra import CliffordAlgebra
 from geomlin.algebra.clifford import SUBSPACES, ConstantTables, _sparse, table_on
-from geomlin.algebra.versor_groups import PseudoOrthogonalGroup, as_algebra
+from geomlin.groups.versor import PseudoOrthogonalGroup, as_algebra
 from geomlin.reps.types import Multivectors
 from geomlin.validation import (
     check_broadcastable,

@@ -18,7 +18,7 @@ from torch import Tensor
 
 from geomlin.datasets.base import InMemoryList, check_float_dtype
 from geomlin.datasets.surface import sample_surface
-from geomlin.groups import haar_orthogonal
+from geomlin.groups import SO, O, as_group, haar_orthogonal
 from geomlin.validation import check_float, check_int, check_positive_float, check_positive_int, check_tensor
 
 #: Class names of [`SyntheticShapes`][], in label order.
@@ -34,7 +34,7 @@ TORUS_MAJOR, TORUS_MINOR = 0.75, 0.25
 PYRAMID_HALF_BASE, PYRAMID_HEIGHT = 0.7, 1.2
 HELIX_RADIUS, HELIX_TURNS, HELIX_HEIGHT, HELIX_TUBE = 0.6, 3.0, 1.8, 0.05
 
-ROTATION_CHOICES = (None, "SO3", "O3")
+ROTATION_GROUPS = (SO(3), O(3))
 
 
 def _cube_mesh() -> tuple[Tensor, Tensor]:
@@ -157,17 +157,20 @@ def shape_points(name: str, num_shapes: int, num_points: int, generator: torch.G
     raise ValueError(f"unknown shape class {name!r}; expected one of {SHAPE_CLASSES}")
 
 
-def _random_rotations(n: int, rotation: str | None, g: torch.Generator) -> Tensor | None:
-    if rotation not in ROTATION_CHOICES:
-        raise ValueError(f"rotation must be one of {ROTATION_CHOICES}, got {rotation!r}")
+def _random_rotations(n: int, rotation, g: torch.Generator) -> Tensor | None:
+    """``n`` Haar-random rotations of ``rotation`` (``SO(3)`` / ``O(3)`` or their names), or None."""
+    if rotation is not None:
+        rotation = as_group(rotation, "rotation")
+        if rotation not in ROTATION_GROUPS:
+            raise ValueError(f"rotation must be None, SO(3) or O(3) (or their names 'SO3', 'O3'), got {rotation}")
     if rotation is None:
         return None
-    return haar_orthogonal(n, 3, generator=g, special=(rotation == "SO3"))
+    return haar_orthogonal(n, 3, generator=g, special=rotation == SO(3))
 
 
 def synthetic_shapes(num_per_class: int, num_points: int = 1024, seed: int = 0,
                      classes: Sequence[str] | None = None, scale_range: tuple[float, float] = (0.75, 1.25),
-                     jitter: float = 0.01, rotation: str | None = None, shuffle: bool = True,
+                     jitter: float = 0.01, rotation=None, shuffle: bool = True,
                      dtype: torch.dtype = torch.float32) -> tuple[Tensor, Tensor]:
     """The whole [`SyntheticShapes`][] set as two tensors (fast path for batched training).
 
@@ -176,7 +179,8 @@ def synthetic_shapes(num_per_class: int, num_points: int = 1024, seed: int = 0,
     pos : Tensor of shape (M, num_points, 3)
         in ``dtype``, ``M = num_per_class * len(classes)``; each cloud is
         centred at its mean, scaled by a uniform factor from ``scale_range``, optionally rotated
-        (``rotation="SO3"`` Haar rotations, ``"O3"`` rotations and reflections) and jittered with
+        (``rotation=SO(3)`` or ``"SO3"``: Haar rotations, ``O(3)`` / ``"O3"``: rotations and reflections)
+        and jittered with
         isotropic Gaussian noise of standard deviation ``jitter``.
     y : Tensor of shape (M,)
         int64 labels, the index of the class in ``classes`` (default [`SHAPE_CLASSES`][]).
@@ -228,7 +232,7 @@ class SyntheticShapes(InMemoryList):
 
     def __init__(self, num_per_class: int, num_points: int = 1024, seed: int = 0,
                  classes: Sequence[str] | None = None, scale_range: tuple[float, float] = (0.75, 1.25),
-                 jitter: float = 0.01, rotation: str | None = None, shuffle: bool = True,
+                 jitter: float = 0.01, rotation=None, shuffle: bool = True,
                  dtype: torch.dtype = torch.float32, transform: Callable | None = None,
                  pre_transform: Callable | None = None):
         self._start(transform, pre_transform)

@@ -31,9 +31,9 @@ from torch_geometric.transforms import BaseTransform
 
 from geomlin.datasets.neighbors import knn_pairs, radius_pairs
 from geomlin.datasets.surface import sample_surface
+from geomlin.groups import SO, O, as_group
 from geomlin.validation import (
     check_batch_vector,
-    check_choice,
     check_condition,
     check_float,
     check_generator,
@@ -44,7 +44,6 @@ from geomlin.validation import (
 
 POSITION_ATTRS = ("pos", "target_pos")
 VECTOR_ATTRS = ("normal", "force", "vel", "target_vel")
-ROTATION_GROUPS = ("SO3", "O3")
 
 
 def _present(data: Data, attrs: Sequence[str]) -> list[str]:
@@ -80,24 +79,27 @@ def _haar_orthogonal_3d(generator: torch.Generator | None, device, special: bool
 
 
 class RandomRotation(BaseTransform):
-    """Rotate (``group="SO3"``) or rotate-and-reflect (``"O3"``) by a Haar-random matrix ``R``.
+    """Rotate (``group=SO(3)``, or its name ``"SO3"``) or rotate-and-reflect (``O(3)``, ``"O3"``) by a
+    Haar-random matrix ``R``.
 
     Positions and vectors ``(N, 3)`` become ``x @ R.T`` (about the origin). ``R`` is drawn with
     the construction of [`geomlin.groups.haar_orthogonal`][geomlin.groups.base.haar_orthogonal] (uniform on
     SO(3) / O(3)) from ``generator``, on the data's device; with ``store_matrix`` it is saved as ``data.rotation (1, 3, 3)``.
     """
 
-    def __init__(self, group: str = "SO3", position_attrs: Sequence[str] = POSITION_ATTRS,
+    def __init__(self, group="SO3", position_attrs: Sequence[str] = POSITION_ATTRS,
                  vector_attrs: Sequence[str] = VECTOR_ATTRS, generator: torch.Generator | None = None,
                  store_matrix: bool = False):
-        check_choice(group, "group", ROTATION_GROUPS)
+        group = as_group(group)
+        if group not in (SO(3), O(3)):
+            raise ValueError(f"group must be SO(3) or O(3) (or their names 'SO3', 'O3'), got {group}")
         self.group, self.generator, self.store_matrix = group, generator, store_matrix
         self.position_attrs, self.vector_attrs = tuple(position_attrs), tuple(vector_attrs)
 
     def forward(self, data: Data) -> Data:
         pos = _require_pos(data, "RandomRotation")
         generator = check_generator(self.generator, "RandomRotation: generator", pos.device)
-        R = _haar_orthogonal_3d(generator, pos.device, special=self.group == "SO3")
+        R = _haar_orthogonal_3d(generator, pos.device, special=self.group == SO(3))
         for a in _present(data, self.position_attrs + self.vector_attrs):
             data[a] = data[a] @ R.T.to(data[a].dtype)
         if self.store_matrix:
@@ -105,7 +107,7 @@ class RandomRotation(BaseTransform):
         return data
 
     def __repr__(self) -> str:
-        return f"RandomRotation(group={self.group!r})"
+        return f"RandomRotation(group={self.group})"
 
 
 class RandomTranslation(BaseTransform):

@@ -7,7 +7,10 @@
 * [`Canonicalization`][] -- run a backbone once in a learned canonical pose
   (Kaba et al. 2023) with the canonicalization prior (Mondal et al. 2023), using
   [`PointCloudCanonicalizer`][] (vector neurons; Gram-Schmidt or Procrustes) or
-  [`ImageCanonicalizer`][] (C4/D4).
+  [`ImageCanonicalizer`][] (C4/D4, on the group convolutions of [`geomlin.frames.group_conv`][]).
+
+Inputs and outputs are described by feature types ([`geomlin.reps`][]): ``FrameAveraging(backbone,
+"E3", output=Vectors(3))`` rotates the backbone's vectors back.
 """
 
 from geomlin.frames.averaging import FrameAveraging
@@ -18,18 +21,12 @@ from geomlin.frames.canonicalization import (
     gram_schmidt_orthogonal,
     gram_schmidt_rotation,
 )
-from geomlin.frames.images import (
-    DiscreteElements,
-    ImageCanonicalizer,
-    act_on_image,
-    image_action,
-    regular_action,
-)
+from geomlin.frames.group_conv import GroupConv2d, LiftingConv2d
+from geomlin.frames.images import DiscreteElements, ImageCanonicalizer
 from geomlin.frames.pca import (
     DegenerateFrameError,
-    FrameGroup,
     PCAFrames,
-    as_frame_group,
+    frame_group,
     moment_axes,
     pca_frames,
 )
@@ -41,19 +38,17 @@ __all__ = [
     "DegenerateFrameError",
     "DiscreteElements",
     "FrameAveraging",
-    "FrameGroup",
+    "GroupConv2d",
     "ImageCanonicalizer",
+    "LiftingConv2d",
     "PCAFrames",
     "PointCloudCanonicalizer",
     "VNLeakyReLU",
     "VNLinear",
     "VNPointNet",
-    "act_on_image",
-    "as_frame_group",
+    "frame_group",
     "gram_schmidt_orthogonal",
     "gram_schmidt_rotation",
-    "image_action",
     "moment_axes",
     "pca_frames",
-    "regular_action",
 ]

@@ -6,8 +6,9 @@ For a frame ``F(X)`` (here the PCA frames of [`geomlin.frames.pca`][]) and a bac
 
     <phi>(X) = 1/|F(X)| sum_{g in F(X)} g . phi(g^{-1} . X)
 
-with ``g = (Q, c)``, ``g^{-1} . X = Q^T (X - c)``, and ``g . y`` the output action:
-``y`` (invariant), ``Q y`` (vector) or ``Q y + c`` (position). Since ``F(hX) = h F(X)``
+with ``g = (Q, c)``, ``g^{-1} . X = Q^T (X - c)``, and ``g . y`` the action of the output's
+feature type: ``y`` ([`Scalars`][geomlin.reps.types.Scalars], any invariant type), ``Q y``
+([`Vectors`][geomlin.reps.types.Vectors]) or ``Q y + c`` ([`Positions`][geomlin.reps.types.Positions]). Since ``F(hX) = h F(X)``
 as a set, ``<phi>(hX) = h . <phi>(X)`` exactly for every backbone, with or without biases.
 """
 
@@ -24,53 +25,54 @@ from geomlin.frames.pca import (
     DEGENERATE_POLICIES,
     SIGN_POLICIES,
     _flat_graphs,
-    as_frame_group,
     example_clouds,
+    frame_group,
+    num_frames,
     pca_frames,
 )
+from geomlin.reps.declarations import declared_types
+from geomlin.reps.feature_type import FeatureType, name_is_not_a_type
+from geomlin.reps.types import Positions, Scalars, Vectors
 from geomlin.validation import check_bool, check_choice, check_float, check_tensor
 
-#: Output kinds understood by [`FrameAveraging`][].
-OUTPUT_KINDS = ("invariant", "vector", "position")
 #: Frames per backbone call on CPU with ``frames_per_call="auto"`` (measured in bench_frames).
 CPU_FRAMES_PER_CALL = 1
-#: Kinds of extra positional inputs.
-INPUT_KINDS = ("invariant", "vector")
+#: The default output type of the wrappers: invariant features of any shape.
+INVARIANT = Scalars()
 
 
-def _kinds(value, allowed: tuple, what: str) -> tuple[str, ...]:
-    if not isinstance(value, (str, tuple, list)):
-        name = "output" if what == "output" else "inputs"
-        raise TypeError(f"{name} must be a kind name or a tuple of them, got {type(value).__name__}")
-    kinds = (value,) if isinstance(value, str) else tuple(value)
-    for k in kinds:
-        if k not in allowed:
-            raise ValueError(f"{what} kinds must be in {allowed}, got {k!r}")
-    return kinds
+def feature_types(value, name: str) -> tuple[FeatureType, ...]:
+    """One feature type or a sequence of them, as a tuple (strings refused with the type to use)."""
+    items = (value,) if isinstance(value, (FeatureType, str)) else value
+    if not isinstance(items, (tuple, list)):
+        raise TypeError(f"{name} must be a feature type or a tuple of them, got {type(value).__name__}")
+    for t in items:
+        if isinstance(t, str):
+            raise name_is_not_a_type(t, name)
+        if not isinstance(t, FeatureType):
+            raise TypeError(f"{name} must be feature types of geomlin.reps, got {type(t).__name__}")
+    return tuple(items)
 
 
-def point_type(kind: str, d: int, group, like=None):
-    """The feature type of a point-cloud input or output of ``kind`` under ``group``.
+def point_type(t: FeatureType, d: int, group, name: str, positions: bool = True) -> FeatureType:
+    """``t``, a feature type of point-cloud inputs or outputs, acted on by ``group``.
 
-    ``"invariant"`` -> [`Scalars`][geomlin.reps.types.Scalars] (the shape of ``like`` when it is an invariant
-    type), ``"vector"`` -> [`Vectors`][geomlin.reps.types.Vectors], ``"position"`` ->
-    [`Positions`][geomlin.reps.types.Positions].
+    Invariant types stay as they are; [`Vectors`][geomlin.reps.types.Vectors] and (when
+    ``positions``) [`Positions`][geomlin.reps.types.Positions] of dimension ``d`` are rebuilt under
+    ``group``; anything else is refused.
     """
-    from geomlin.reps.types import Positions, Scalars, Vectors
-
-    if kind == "invariant":
-        if like is not None and getattr(like, "is_invariant", False) and isinstance(like, Scalars):
-            return like
-        return Scalars()
-    if kind == "vector":
-        return Vectors(d, None, group)
-    return Positions(d, group)
+    if t.is_invariant:
+        return t
+    if isinstance(t, Vectors) and t.d == d:
+        return Vectors(d, t.channels, group)
+    if positions and isinstance(t, Positions) and t.d == d:
+        return Positions(d, group)
+    allowed = f"Scalars() (or another invariant type), Vectors({d})" + (f" or Positions({d})" if positions else "")
+    raise TypeError(f"{name} of a point cloud in R^{d} must be {allowed}, got {t!r}")
 
 
 def backbone_out_types(backbone, count: int) -> tuple:
     """The backbone's declared output types (``None`` each when it declares none)."""
-    from geomlin.reps.feature_type import declared_types
-
     try:
         _, out = declared_types(backbone)
     except TypeError:
@@ -99,17 +101,17 @@ class FrameAveraging(nn.Module):
         e.g. an ``nn.Sequential``, takes only these), ``backbone(pos, *extras, mask=mask)``
         (padded ``(B * F, N, d)``), or ``backbone(pos, *extras, batch=batch)``
         (flat ``(F * N_total, d)``; plus ``edge_index=`` when given).
-    group : str or Group or Euclidean
-        ``"E3"`` (default), ``"SE3"``, ``"O3"``, ``"SO3"`` or the ``(n)`` versions; see
-        [`as_frame_group`][].
-    output : str or tuple of str
-        kind of the backbone's output, or a tuple of kinds for tuple outputs:
-        ``"invariant"`` (any shape), ``"vector"`` (``(..., d)``, rotated back) or
-        ``"position"`` (``(..., d)``, rotated and translated back).
-    inputs : Sequence[str] | str
-        kinds of the extra positional inputs after ``pos``: ``"invariant"`` (passed
-        through, repeated per frame) or ``"vector"`` (``(..., d)``, rotated into each
-        frame). Default: all invariant.
+    group : SymmetryGroup or str
+        ``E(d)`` (default ``"E3"``), ``SE(d)``, ``O(d)`` or ``SO(d)``, or its name; see
+        [`frame_group`][geomlin.frames.pca.frame_group].
+    output : FeatureType or tuple of FeatureType
+        the feature type of the backbone's output, or a tuple of them for tuple outputs:
+        ``Scalars()`` (or any invariant type: averaged), ``Vectors(d)`` (``(..., d)``, rotated back)
+        or ``Positions(d)`` (``(..., d)``, rotated and translated back).
+    inputs : FeatureType or Sequence[FeatureType]
+        the feature types of the extra positional inputs after ``pos``: invariant ones
+        (``Scalars()``: passed through, repeated per frame) or ``Vectors(d)`` (``(..., d)``,
+        rotated into each frame). Default: all invariant.
     stochastic : bool
         while ``self.training``, use one uniformly random frame element per input
         instead of all ``|F|`` (equivariant in expectation, ``|F|`` times cheaper). In
@@ -142,13 +144,14 @@ class FrameAveraging(nn.Module):
     else runs without host synchronisation.
 
     Declared types (for [`geomlin.testing.assert_equivariant`][] and
-    ``geomlin audit``): ``type_in = (Positions(d), *extras)``, ``type_out`` one type per output kind, all under the
-    frame group (``SE3`` -> ``SE3()``, ``O3`` -> ``O(3)``, ...); invariant outputs reuse the
-    backbone's declared ``Scalars`` when it has one.
+    ``geomlin audit``): ``type_in = (Positions(d), *inputs)``, ``type_out`` the output types, all
+    under the frame group; an output declared ``Scalars()`` reuses the backbone's declared
+    ``Scalars`` when it has one.
     """
 
-    def __init__(self, backbone: nn.Module, group="E3", output="invariant", *,
-                 inputs: Sequence[str] | str = (), stochastic: bool = False, on_degenerate: str = "warn",
+    def __init__(self, backbone: nn.Module, group="E3", output: FeatureType | Sequence[FeatureType] = INVARIANT, *,
+                 inputs: FeatureType | Sequence[FeatureType] = (), stochastic: bool = False,
+                 on_degenerate: str = "warn",
                  gap_tol: float = DEFAULT_GAP_TOL, signs: str = "all", frames_per_call: int | str | None = "auto"):
         super().__init__()
         if not callable(backbone):
@@ -160,10 +163,17 @@ class FrameAveraging(nn.Module):
                              "sign orbit (use on_degenerate='moments' with one element)")
         check_bool(stochastic, "stochastic")
         self.backbone = backbone
-        self.frame_group = as_frame_group(group)
-        self.single_output = isinstance(output, str)
-        self.output_kinds = _kinds(output, OUTPUT_KINDS, "output")
-        self.input_kinds = _kinds(inputs, INPUT_KINDS, "input")
+        self.group = frame_group(group)
+        d = self.group.d
+        self.single_output = isinstance(output, FeatureType)
+        outputs = feature_types(output, "output")
+        if not outputs:
+            raise ValueError("output must hold at least one feature type")
+        likes = backbone_out_types(backbone, len(outputs))
+        self.output_types = tuple(like if t == Scalars() and isinstance(like, Scalars) else
+                                  point_type(t, d, self.group, "output") for t, like in zip(outputs, likes))
+        self.input_types = tuple(point_type(t, d, self.group, "inputs", positions=False)
+                                 for t in feature_types(inputs, "inputs"))
         self.stochastic = stochastic
         self.on_degenerate = on_degenerate
         self.gap_tol = check_float(gap_tol, "gap_tol", minimum=0.0)
@@ -173,30 +183,26 @@ class FrameAveraging(nn.Module):
             raise ValueError(f"frames_per_call must be 'auto', None or a positive int, got {frames_per_call!r}")
         self.frames_per_call = frames_per_call
         self.backbone_takes_mask = takes_keyword(backbone, "mask")
-        d, G = self.frame_group.d, self.frame_group.sampler()
-        self.type_in = (point_type("position", d, G), *(point_type(k, d, G) for k in self.input_kinds))
-        likes = backbone_out_types(backbone, len(self.output_kinds))
-        outs = tuple(point_type(k, d, G, like) for k, like in zip(self.output_kinds, likes))
-        self.type_out = outs[0] if self.single_output else outs
+        self.type_in = (Positions(d, self.group), *self.input_types)
+        self.type_out = self.output_types[0] if self.single_output else self.output_types
 
     def example_inputs(self, generator=None, dtype=torch.float64):
         """Three non-degenerate padded clouds ``(3, 10, d)`` with a mask (full clouds and no mask when
-        the backbone takes no ``mask`` keyword); extra inputs per point (``(3, 10, 1)`` invariants,
-        ``(3, 10, d)`` vectors)."""
-        d = self.frame_group.d
-        pos, mask = example_clouds(d, generator, dtype)
-        extras = [torch.randn(*pos.shape[:2], d if k == "vector" else 1, generator=generator, dtype=dtype)
-                  for k in self.input_kinds]
+        the backbone takes no ``mask`` keyword); extra inputs per point (``(3, 10, *shape)`` of each
+        input type, ``(3, 10, 1)`` for an invariant type without a shape)."""
+        pos, mask = example_clouds(self.group.d, generator, dtype)
+        extras = [torch.randn(*pos.shape[:2], *(t.shape or (1,)), generator=generator, dtype=dtype)
+                  for t in self.input_types]
         return (pos, *extras), ({"mask": mask} if self.backbone_takes_mask else {})
 
     def extra_repr(self) -> str:
-        return (f"group={self.frame_group.name}, output={self.output_kinds}, inputs={self.input_kinds}, "
+        return (f"group={self.group}, output={self.output_types}, inputs={self.input_types}, "
                 f"stochastic={self.stochastic}, on_degenerate={self.on_degenerate!r}")
 
     @property
     def num_frames(self) -> int:
         """``|F|``, the number of backbone evaluations per input in eval mode."""
-        return 1 if self.signs == "skewness" else self.frame_group.num_frames
+        return 1 if self.signs == "skewness" else num_frames(self.group)
 
     def frames(self, pos: Tensor, mask: Tensor | None = None, batch: Tensor | None = None,
                num_graphs: int | None = None, generator: torch.Generator | None = None):
@@ -204,7 +210,7 @@ class FrameAveraging(nn.Module):
 
         ``F' = 1`` in stochastic training mode, ``|F|`` otherwise.
         """
-        fr = pca_frames(pos, self.frame_group, mask, batch, num_graphs=num_graphs,
+        fr = pca_frames(pos, self.group, mask, batch, num_graphs=num_graphs,
                         on_degenerate=self.on_degenerate, gap_tol=self.gap_tol, signs=self.signs,
                         generator=generator)
         frames = fr.frames
@@ -218,14 +224,14 @@ class FrameAveraging(nn.Module):
                 edge_index: Tensor | None = None, num_graphs: int | None = None,
                 generator: torch.Generator | None = None):
         """Frame-averaged backbone output(s); see the class docstring for shapes."""
-        if self.input_kinds and len(extras) != len(self.input_kinds):
-            raise ValueError(f"expected {len(self.input_kinds)} extra inputs {self.input_kinds}, "
+        if self.input_types and len(extras) != len(self.input_types):
+            raise ValueError(f"expected {len(self.input_types)} extra inputs {self.input_types}, "
                              f"got {len(extras)}")
-        kinds_in = self.input_kinds or ("invariant",) * len(extras)
-        d = self.frame_group.d
-        for i, (k, x) in enumerate(zip(kinds_in, extras)):
+        types_in = self.input_types or (Scalars(),) * len(extras)
+        d = self.group.d
+        for i, (t, x) in enumerate(zip(types_in, extras)):
             check_tensor(x, f"extra input {i}", dtype="any", min_ndim=1)
-            if k == "vector" and x.shape[-1:] != (d,):
+            if isinstance(t, Vectors) and x.shape[-1:] != (d,):
                 raise ValueError(f"vector inputs must have last dimension {d}, got shape {tuple(x.shape)}")
         if edge_index is not None and batch is None:
             raise ValueError("edge_index is only supported with flat batches (pass batch=)")
@@ -235,9 +241,9 @@ class FrameAveraging(nn.Module):
                              "mask, a flat batch (batch=), or a backbone with forward(..., mask=None)")
         Q, c = self.frames(pos, mask, batch, num_graphs, generator)
         if batch is None:
-            return self._forward_padded(pos, extras, kinds_in, mask, Q, c)
+            return self._forward_padded(pos, extras, types_in, mask, Q, c)
         _, batch = _flat_graphs(batch, Q.shape[0])  # (clamped on accelerators: the gathers stay in bounds)
-        return self._forward_flat(pos, extras, kinds_in, batch, edge_index, Q, c)
+        return self._forward_flat(pos, extras, types_in, batch, edge_index, Q, c)
 
     # ------------------------------------------------------------------ padded
     def _chunks(self, F: int, device: torch.device):
@@ -247,17 +253,17 @@ class FrameAveraging(nn.Module):
         step = F if per_call is None else min(per_call, F)
         return [(f0, min(f0 + step, F)) for f0 in range(0, F, step)]
 
-    def _forward_padded(self, pos, extras, kinds_in, mask, Q, c):
+    def _forward_padded(self, pos, extras, types_in, mask, Q, c):
         B, F = Q.shape[:2]
         z = torch.einsum("bnd,bfde->bfne", pos - c[:, None], Q)  # Q^T (x - c) per frame
         if mask is not None:
             z = z * mask[:, None, :, None].to(z.dtype)
         args = [z]  # every argument as (B, F, ...)
-        for k, x in zip(kinds_in, extras):
+        for t, x in zip(types_in, extras):
             if x.shape[0] != B:
                 raise ValueError(f"extra inputs of a padded batch need leading dimension B={B}, "
                                  f"got shape {tuple(x.shape)}")
-            if k == "vector":
+            if isinstance(t, Vectors):
                 args.append(torch.einsum("bfde,b...d->bf...e", Q, x.to(Q.dtype)))
             else:
                 args.append(x[:, None].expand(B, F, *x.shape[1:]))
@@ -272,29 +278,30 @@ class FrameAveraging(nn.Module):
                     raise ValueError(f"backbone output must have leading dimension B * |F| = {B * Fc}, "
                                      f"got shape {tuple(y.shape)}")
             pieces.append([y.reshape(B, Fc, *y.shape[1:]) for y in outs])
-        results = [self._average(kind, torch.cat([p[i] for p in pieces], dim=1), Q, c)
-                   for i, kind in enumerate(self.output_kinds)]
+        results = [self._average(t, torch.cat([p[i] for p in pieces], dim=1), Q, c)
+                   for i, t in enumerate(self.output_types)]
         return results[0] if self.single_output else tuple(results)
 
-    def _average(self, kind: str, y: Tensor, Q: Tensor, c: Tensor) -> Tensor:
-        """Mean over the frame axis 1 of ``g . y``; ``y (B, F, ...)``, ``Q (B, F, d, d)``, ``c (B, d)``."""
-        if kind == "invariant":
+    def _average(self, t: FeatureType, y: Tensor, Q: Tensor, c: Tensor) -> Tensor:
+        """Mean over the frame axis 1 of ``g . y`` for outputs of type ``t``; ``y (B, F, ...)``,
+        ``Q (B, F, d, d)``, ``c (B, d)``."""
+        if t.is_invariant:
             return y.mean(1)
         d = Q.shape[-1]
         if y.shape[-1] != d:
-            raise ValueError(f"{kind} outputs must have last dimension {d}, got shape {tuple(y.shape)}")
+            raise ValueError(f"{t!r} outputs must have last dimension {d}, got shape {tuple(y.shape)}")
         out = torch.einsum("bfde,bf...e->b...d", Q.to(y.dtype), y) / Q.shape[1]
-        if kind == "position":
+        if isinstance(t, Positions):
             out = out + c.to(y.dtype).reshape(c.shape[0], *([1] * (out.ndim - 2)), d)
         return out
 
     # -------------------------------------------------------------------- flat
-    def _forward_flat(self, pos, extras, kinds_in, batch, edge_index, Q, c):
+    def _forward_flat(self, pos, extras, types_in, batch, edge_index, Q, c):
         B, F = Q.shape[:2]
         n = pos.shape[0]
         Qn = Q[batch]  # (n, F, d, d)
         args = [torch.einsum("nd,nfde->fne", pos - c[batch], Qn)]  # every argument as (F, m, ...)
-        for k, x in zip(kinds_in, extras):
+        for t, x in zip(types_in, extras):
             if x.shape[0] == n:
                 Qx = Qn
             elif x.shape[0] == B:
@@ -302,7 +309,7 @@ class FrameAveraging(nn.Module):
             else:
                 raise ValueError(f"extra inputs of a flat batch need leading dimension N_total={n} (per "
                                  f"point) or B={B} (per graph), got shape {tuple(x.shape)}")
-            if k == "vector":
+            if isinstance(t, Vectors):
                 args.append(torch.einsum("mfde,m...d->fm...e", Qx, x.to(Q.dtype)))
             else:
                 args.append(x[None].expand(F, *x.shape))
@@ -323,16 +330,16 @@ class FrameAveraging(nn.Module):
                 chunk.append(y.reshape(Fc, -1, *y.shape[1:]))  # (Fc, n or B, ...); per point wins ties
             pieces.append(chunk)
         results = []
-        for i, kind in enumerate(self.output_kinds):
+        for i, t in enumerate(self.output_types):
             y = torch.cat([p[i] for p in pieces], dim=0).transpose(0, 1)  # (n or B, F, ...)
             if y.shape[0] == n:  # per point: frames of each point's graph
-                results.append(self._average(kind, y, Qn, c[batch]))
+                results.append(self._average(t, y, Qn, c[batch]))
             else:
-                results.append(self._average(kind, y, Q, c))
+                results.append(self._average(t, y, Q, c))
         return results[0] if self.single_output else tuple(results)
 
     def _as_outputs(self, out) -> tuple[Tensor, ...]:
         outs = (out,) if isinstance(out, Tensor) else tuple(out)
-        if len(outs) != len(self.output_kinds):
-            raise ValueError(f"backbone returned {len(outs)} outputs but output kinds are {self.output_kinds}")
+        if len(outs) != len(self.output_types):
+            raise ValueError(f"backbone returned {len(outs)} outputs but the output types are {self.output_types}")
         return outs

@@ -13,9 +13,11 @@ is exactly invariant / equivariant for ANY ``phi`` (also a frozen pretrained one
 The contract (explicit values, no hidden state) every canonicalizer here follows:
 
 * ``canonicalizer(x, **kw) -> g``: the predicted group elements (differentiable);
-* ``canonicalize(x, g, kind=..., **kw)``: ``g^{-1} . x``;
-* ``invert(y, g, kind, **kw)``: ``g . y`` for ``kind`` in ``{"invariant", "vector",
-  "position", "regular"}`` (those meaningful for the group);
+* ``canonicalize(x, g, type=None, **kw)``: ``g^{-1} . x`` for ``x`` of the feature type ``type``
+  (default: the canonicalizer's own input type);
+* ``invert(y, g, type, **kw)``: ``g . y`` for ``y`` of the feature type ``type`` (those meaningful
+  for the group: ``Scalars``, ``Vectors``, ``Positions`` for point clouds; ``Scalars``,
+  ``Vectors(2)``, ``Images``, ``RegularFeatures`` for images);
 * ``prior_loss(g)``: the canonicalization prior, distance of ``g`` to the identity
   (``|R - I|_F^2`` for continuous groups, cross-entropy to the identity element for
   discrete ones); add ``beta * prior_loss`` to the task loss so the canonical pose stays
@@ -26,8 +28,8 @@ Point clouds use [`PointCloudCanonicalizer`][] (vector neurons, SO(d)/O(d)/SE(d)
 images use [`geomlin.frames.images.ImageCanonicalizer`][] (C4/D4).
 
 Every canonicalizer declares ``type_in`` and, for ``forward(..., as_tensors=True)`` (the group
-elements as plain tensors), ``type_out``; ``feature_type(kind)`` gives the type of an input or
-output of ``kind``, from which [`Canonicalization`][] composes its own declaration.
+elements as plain tensors), ``type_out``; ``bind_type(t)`` gives the feature type ``t`` under the
+canonicalizer's group, from which [`Canonicalization`][] composes its own declaration.
 """
 
 from __future__ import annotations
@@ -39,21 +41,23 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor, nn
 
+from geomlin.frames.averaging import INVARIANT, backbone_out_types, feature_types, point_type
 from geomlin.frames.pca import (
     _check_positions,
     _flat_graphs,
-    as_frame_group,
     example_clouds,
+    frame_group,
+    is_special,
     pca_frames,
     point_moments,
 )
 from geomlin.frames.vector_neurons import POOLINGS, VNPointNet
-from geomlin.groups import RigidTransform, special_procrustes
+from geomlin.groups import Euclidean, RigidTransform, special_procrustes
 from geomlin.groups.rotations import full_precision, working_dtype
+from geomlin.reps.feature_type import FeatureType
+from geomlin.reps.types import Frames, Positions, Scalars, Vectors
 from geomlin.validation import check_bool, check_choice, check_float, check_positive_int, check_tensor
 
-#: Kinds accepted by ``invert`` (each canonicalizer supports those meaningful for its group).
-INVERT_KINDS = ("invariant", "vector", "position", "regular")
 #: Default angle (radians) within which ``identity_metric`` counts a rotation as the identity.
 IDENTITY_ANGLE = math.radians(10.0)
 #: Lower bound on vector norms in Gram-Schmidt so that a vanishing vector gives a finite frame.
@@ -149,7 +153,8 @@ class Canonicalizer(nn.Module, ABC):
 
     Subclasses implement ``forward``, ``canonicalize``, ``invert``, ``prior_loss`` and
     ``identity_metric``; all take and return explicit tensors or group elements. They should also
-    implement [`feature_type`][] so that [`Canonicalization`][] can declare its types.
+    declare ``type_in`` and implement [`bind_type`][] so that [`Canonicalization`][] can declare its
+    types.
     """
 
     @abstractmethod
@@ -157,12 +162,12 @@ class Canonicalizer(nn.Module, ABC):
         """Predicted group elements of the batch ``x``."""
 
     @abstractmethod
-    def canonicalize(self, x: Tensor, g, kind: str | None = None, **kwargs) -> Tensor:
-        """``g^{-1} . x``."""
+    def canonicalize(self, x: Tensor, g, type: FeatureType | None = None, **kwargs) -> Tensor:
+        """``g^{-1} . x`` for ``x`` of the feature type ``type`` (default: the input type)."""
 
     @abstractmethod
-    def invert(self, y: Tensor, g, kind: str, **kwargs) -> Tensor:
-        """``g . y`` for an output of the given kind."""
+    def invert(self, y: Tensor, g, type: FeatureType, **kwargs) -> Tensor:
+        """``g . y`` for an output of the feature type ``type``."""
 
     @abstractmethod
     def prior_loss(self, g) -> Tensor:
@@ -172,9 +177,10 @@ class Canonicalizer(nn.Module, ABC):
     def identity_metric(self, g) -> Tensor:
         """Scalar fraction of ``g`` at the identity."""
 
-    def feature_type(self, kind: str):
-        """The feature type of an input / output of ``kind`` under this canonicalizer's group."""
-        raise NotImplementedError(f"{type(self).__name__} does not declare feature types")
+    def bind_type(self, t: FeatureType) -> FeatureType:
+        """The feature type ``t`` under this canonicalizer's group (``ValueError`` for a type it cannot
+        canonicalize or invert); by default ``t`` itself."""
+        return t
 
 
 class PointCloudCanonicalizer(Canonicalizer):
@@ -197,8 +203,9 @@ class PointCloudCanonicalizer(Canonicalizer):
 
     Parameters
     ----------
-    group : str or Group or Euclidean
-        ``"SO3" | "O3" | "SE3" | "E3"`` (or the ``(n)`` forms, geomlin groups, samplers).
+    group : SymmetryGroup or str
+        ``SO(d)``, ``O(d)``, ``SE(d)``, ``E(d)`` or its name (``"SO3"``, ``"E(3)"``); see
+        [`frame_group`][geomlin.frames.pca.frame_group].
     hidden_channels, num_blocks : int
         width and depth of the vector-neuron network.
     orthogonalization : str
@@ -221,55 +228,47 @@ class PointCloudCanonicalizer(Canonicalizer):
                  orthogonalization: str = "gram_schmidt", pooling: str = "mean", moment_frame: bool = False,
                  gap_tol: float = MOMENT_FRAME_GAP_TOL):
         super().__init__()
-        self.frame_group = as_frame_group(group)
+        self.group = frame_group(group)
         self.orthogonalization = check_choice(orthogonalization, "orthogonalization", ORTHOGONALIZATIONS)
         check_choice(pooling, "pooling", POOLINGS)
-        d = self.frame_group.d
+        d = self.group.d
         if self.orthogonalization == "procrustes" or d != 3:
             self.num_vectors = d
         else:
-            self.num_vectors = 2 if self.frame_group.special else 3
+            self.num_vectors = 2 if is_special(self.group) else 3
         check_bool(moment_frame, "moment_frame")
         self.moment_frame = moment_frame
         self.gap_tol = check_float(gap_tol, "gap_tol", minimum=0.0)
         self.net = VNPointNet(self.num_vectors, check_positive_int(hidden_channels, "hidden_channels"),
                               check_positive_int(num_blocks, "num_blocks"), pooling=pooling,
                               frame_channels=d if moment_frame else 0, d=d)
-        self.type_in = self.feature_type("position")
-        self.type_out = (self.feature_type("frame"), self.feature_type("position"))
+        self.type_in = Positions(d, self.group)
+        self.type_out = (Frames(d, self.group), Positions(d, self.group))
 
     def extra_repr(self) -> str:
-        return f"group={self.frame_group.name}, orthogonalization={self.orthogonalization!r}"
+        return f"group={self.group}, orthogonalization={self.orthogonalization!r}"
 
-    def feature_type(self, kind: str):
-        """``"position"``, ``"vector"``, ``"invariant"`` or ``"frame"`` under the canonicalizer's group."""
-        from geomlin.frames.averaging import point_type
-        from geomlin.reps.types import Frames
-
-        fg = self.frame_group
-        if kind == "frame":
-            return Frames(fg.d, fg.sampler())
-        if kind not in ("position", "vector", "invariant"):
-            raise ValueError(f"point clouds have 'invariant', 'vector' or 'position' features, got {kind!r}")
-        return point_type(kind, fg.d, fg.sampler())
+    def bind_type(self, t: FeatureType) -> FeatureType:
+        """``Scalars`` (any invariant type), ``Vectors(d)`` or ``Positions(d)`` under the canonicalizer's group."""
+        return point_type(t, self.group.d, self.group, "point-cloud features")
 
     def example_inputs(self, generator=None, dtype=torch.float64):
         """Non-degenerate padded clouds with a mask; ``as_tensors=True`` so outputs are ``(R, t)``."""
-        pos, mask = example_clouds(self.frame_group.d, generator, dtype)
+        pos, mask = example_clouds(self.group.d, generator, dtype)
         return (pos,), {"mask": mask, "as_tensors": True}
 
     def forward(self, pos: Tensor, mask: Tensor | None = None, batch: Tensor | None = None,
                 num_graphs: int | None = None, as_tensors: bool = False):
         """Predicted elements ``g = (R (B, d, d), t (B, d))``; ``g(Q x + s) = (Q, s) g(x)``."""
-        fg = self.frame_group
-        batch = _check_positions(pos, fg.d, mask, batch)
+        G, special = self.group, is_special(self.group)
+        batch = _check_positions(pos, G.d, mask, batch)
         if batch is not None:
             num_graphs, batch = _flat_graphs(batch, num_graphs)
-        centroid, cov, _, sq = point_moments(pos, fg.translation, mask, batch, num_graphs)
+        centroid, cov, _, sq = point_moments(pos, isinstance(G, Euclidean), mask, batch, num_graphs)
         x = pos - (centroid[batch] if batch is not None else centroid[:, None])
         frame = None
         if self.moment_frame:
-            fr = pca_frames(pos, fg, mask, batch, num_graphs=centroid.shape[0], on_degenerate="moments",
+            fr = pca_frames(pos, G, mask, batch, num_graphs=centroid.shape[0], on_degenerate="moments",
                             gap_tol=self.gap_tol, signs="skewness")
             rms = torch.diagonal(cov, dim1=-2, dim2=-1).sum(-1).clamp_min(0).sqrt()
             frame = fr.frames[:, 0].transpose(-1, -2) * rms[:, None, None]  # axes as rows, length scale
@@ -277,54 +276,53 @@ class PointCloudCanonicalizer(Canonicalizer):
         # the rotation in the points' precision (under autocast the network's vectors may be half)
         v = v.to(torch.promote_types(working_dtype(v.dtype), pos.dtype))
         if self.orthogonalization == "procrustes":
-            R = special_procrustes(v.transpose(-1, -2), special=fg.special)
-        elif fg.d == 3:
-            R = gram_schmidt_rotation(v[:, 0], v[:, 1], None if fg.special else v[:, 2])
+            R = special_procrustes(v.transpose(-1, -2), special=special)
+        elif G.d == 3:
+            R = gram_schmidt_rotation(v[:, 0], v[:, 1], None if special else v[:, 2])
         else:
-            R = gram_schmidt_orthogonal(v, fg.special)
+            R = gram_schmidt_orthogonal(v, special)
         # Coincident points (zero spread): every rotation is a symmetry; use the identity.
         spread = torch.diagonal(cov, dim1=-2, dim2=-1).sum(-1)
         still = spread.detach() <= (torch.finfo(pos.dtype).eps * 1e2) ** 2 * sq.detach().clamp_min(
             torch.finfo(pos.dtype).tiny)
-        eye = torch.eye(fg.d, dtype=R.dtype, device=R.device)
+        eye = torch.eye(G.d, dtype=R.dtype, device=R.device)
         R = torch.where(still[:, None, None], eye, R)
         g = RigidTransform(R, centroid)
         return (g.R, g.t) if as_tensors else g
 
-    def canonicalize(self, x: Tensor, g: RigidTransform, kind: str | None = "position",
+    def canonicalize(self, x: Tensor, g: RigidTransform, type: FeatureType | None = None,
                      mask: Tensor | None = None, batch: Tensor | None = None, **_) -> Tensor:
-        """``g^{-1} . x``: ``R^T (x - t)`` (position) or ``R^T x`` (vector); invariants unchanged.
+        """``g^{-1} . x``: ``R^T (x - t)`` (``Positions``, the default) or ``R^T x`` (``Vectors``);
+        invariant types unchanged.
 
         ``x``: ``(B, ..., d)`` or flat ``(N_total, ..., d)`` with ``batch``; masked entries are zeroed.
         """
-        kind = kind or "position"
-        if kind == "invariant":
+        type = self.type_in if type is None else type
+        if type.is_invariant:
             return x
-        if kind not in ("position", "vector"):
-            raise ValueError(f"point clouds canonicalize 'position', 'vector' or 'invariant' inputs, got {kind!r}")
+        _check_point_type(type, "canonicalize")
         R, t = _per_item(g, x, batch)
-        if kind == "position":
+        if isinstance(type, Positions):
             x = x - t
         out = (R.transpose(-1, -2) @ x.unsqueeze(-1)).squeeze(-1)
         if mask is not None and out.ndim >= 3 and out.shape[:2] == mask.shape:
             out = out * mask.reshape(*mask.shape, *([1] * (out.ndim - 2))).to(out.dtype)
         return out
 
-    def invert(self, y: Tensor, g: RigidTransform, kind: str, batch: Tensor | None = None, **_) -> Tensor:
-        """``g . y``: ``y`` (invariant), ``R y`` (vector), ``R y + t`` (position).
+    def invert(self, y: Tensor, g: RigidTransform, type: FeatureType, batch: Tensor | None = None,
+               **_) -> Tensor:
+        """``g . y``: ``y`` (invariant types), ``R y`` (``Vectors``), ``R y + t`` (``Positions``).
 
         ``y``: ``(B, ..., d)`` per cloud, or flat per point ``(N_total, ..., d)`` with ``batch``.
         """
-        if kind == "invariant":
+        if type.is_invariant:
             return y
-        if kind not in ("position", "vector"):
-            raise ValueError(f"point-cloud outputs are 'invariant', 'vector' or 'position', got {kind!r} "
-                             "('regular' needs a finite group)")
+        _check_point_type(type, "invert")
         if batch is not None and y.shape[0] != batch.shape[0]:
             batch = None  # per-cloud output of a flat batch
         R, t = _per_item(g, y, batch)
         out = (R @ y.unsqueeze(-1)).squeeze(-1)
-        return out + t if kind == "position" else out
+        return out + t if isinstance(type, Positions) else out
 
     def prior_loss(self, g: RigidTransform) -> Tensor:
         """Canonicalization prior ``mean_b |R_b - I|_F^2`` (Mondal et al. 2023, Sec. 3.2); scalar."""
@@ -336,6 +334,12 @@ class PointCloudCanonicalizer(Canonicalizer):
         eye = torch.eye(g.R.shape[-1], dtype=g.R.dtype, device=g.R.device)
         dist = (g.R - eye).flatten(-2).norm(dim=-1)
         return (dist <= 2 * math.sqrt(2) * math.sin(angle / 2)).to(g.R.dtype).mean()
+
+
+def _check_point_type(t: FeatureType, what: str) -> None:
+    if not isinstance(t, (Positions, Vectors)):
+        raise TypeError(f"point-cloud canonicalizers {what} Scalars (invariant types), Vectors and Positions, "
+                         f"got {t!r}")
 
 
 def _per_item(g: RigidTransform, x: Tensor, batch: Tensor | None) -> tuple[Tensor, Tensor]:
@@ -359,15 +363,16 @@ class Canonicalization(nn.Module):
     ----------
     canonicalizer : Canonicalizer
         a [`Canonicalizer`][] (e.g. [`PointCloudCanonicalizer`][],
-        [`ImageCanonicalizer`][]).
+        [`ImageCanonicalizer`][geomlin.frames.images.ImageCanonicalizer]).
     backbone : nn.Module
         any module; called as ``backbone(x_canonical, *extras, **kwargs)`` with the
         same keyword arguments (``mask=``, ``batch=``) as [`forward`][].
-    output : str or tuple of str
-        kind of the backbone's output (``"invariant" | "vector" | "position" | "regular"``
-        or another kind the canonicalizer supports, e.g. ``"image"``), or a tuple of kinds.
-    inputs : Sequence[str] | str
-        kinds of extra positional inputs (``"invariant"`` or ``"vector"``), canonicalized too.
+    output : FeatureType or tuple of FeatureType
+        the feature type of the backbone's output (``Scalars()``, ``Vectors(d)``, ``Positions(d)``,
+        or another type the canonicalizer supports, e.g. ``Images`` / ``RegularFeatures``), or a tuple
+        of them.
+    inputs : FeatureType or Sequence[FeatureType]
+        feature types of extra positional inputs (invariant ones or ``Vectors(d)``), canonicalized too.
     freeze_backbone : bool
         set ``requires_grad=False`` on the backbone (pretrained models); gradients
         still reach the canonicalizer through the canonical input.
@@ -376,73 +381,58 @@ class Canonicalization(nn.Module):
     -----
     ``forward(x, ..., return_elements=True)`` also returns ``g`` for ``prior_loss(g)``.
 
-    Declared types: ``type_in`` is the canonicalizer's input type followed by one type per extra
-    input, ``type_out`` one type per output kind (``canonicalizer.feature_type(kind)``; invariant
-    outputs reuse the backbone's declared ``Scalars``), all under the canonicalizer's group. A
-    canonicalizer without [`Canonicalizer.feature_type`][] leaves the wrapper undeclared.
+    Declared types: ``type_in`` is the canonicalizer's input type followed by the input types,
+    ``type_out`` the output types, all under the canonicalizer's group
+    ([`Canonicalizer.bind_type`][]); an output declared ``Scalars()`` reuses the backbone's declared
+    ``Scalars`` when it has one. A canonicalizer without ``type_in`` leaves the wrapper undeclared.
     """
 
-    def __init__(self, canonicalizer: Canonicalizer, backbone: nn.Module, output="invariant", *,
-                 inputs: Sequence[str] | str = (), freeze_backbone: bool = False):
+    def __init__(self, canonicalizer: Canonicalizer, backbone: nn.Module,
+                 output: FeatureType | Sequence[FeatureType] = INVARIANT, *,
+                 inputs: FeatureType | Sequence[FeatureType] = (), freeze_backbone: bool = False):
         super().__init__()
         if not isinstance(canonicalizer, Canonicalizer):
             raise TypeError(f"canonicalizer must be a geomlin Canonicalizer, got {type(canonicalizer).__name__}")
         if not callable(backbone):
             raise TypeError(f"backbone must be callable, got {type(backbone).__name__}")
-        for name, value in (("output", output), ("inputs", inputs)):
-            if not isinstance(value, (str, tuple, list)) or not all(isinstance(k, str) for k in
-                                                                    ((value,) if isinstance(value, str) else value)):
-                raise TypeError(f"{name} must be a kind name or a tuple of them, got {value!r}")
         self.canonicalizer = canonicalizer
         self.backbone = backbone
-        self.single_output = isinstance(output, str)
-        self.output_kinds = (output,) if isinstance(output, str) else tuple(output)
-        self.input_kinds = (inputs,) if isinstance(inputs, str) else tuple(inputs)
-        if not self.output_kinds:
-            raise ValueError("output must name at least one output kind")
+        self.single_output = isinstance(output, FeatureType)
+        outputs = feature_types(output, "output")
+        if not outputs:
+            raise ValueError("output must hold at least one feature type")
+        likes = backbone_out_types(backbone, len(outputs))
+        self.output_types = tuple(like if t == Scalars() and isinstance(like, Scalars) else canonicalizer.bind_type(t)
+                                  for t, like in zip(outputs, likes))
+        self.input_types = tuple(canonicalizer.bind_type(t) for t in feature_types(inputs, "inputs"))
         if freeze_backbone and isinstance(backbone, nn.Module):
             backbone.requires_grad_(False)
-        self._declare()
-
-    def _declare(self) -> None:
-        from geomlin.frames.averaging import backbone_out_types
-        from geomlin.reps.types import Scalars
-
-        try:
-            type_in = (self.canonicalizer.type_in,
-                       *(self.canonicalizer.feature_type(k) for k in self.input_kinds))
-            outs = []
-            likes = backbone_out_types(self.backbone, len(self.output_kinds))
-            for kind, like in zip(self.output_kinds, likes):
-                t = self.canonicalizer.feature_type(kind)
-                outs.append(like if isinstance(t, Scalars) and isinstance(like, Scalars) else t)
-        except (NotImplementedError, AttributeError):
-            return
-        self.type_in = type_in
-        self.type_out = outs[0] if self.single_output else tuple(outs)
+        if hasattr(canonicalizer, "type_in"):
+            self.type_in = (canonicalizer.type_in, *self.input_types)
+            self.type_out = self.output_types[0] if self.single_output else self.output_types
 
     def example_inputs(self, generator=None, dtype=torch.float64):
-        """The canonicalizer's example input (without ``as_tensors``) and one extra per input kind."""
+        """The canonicalizer's example input (without ``as_tensors``) and one extra per input type
+        (``(*x.shape[:-1], *shape)``, ``(..., 1)`` for an invariant type without a shape)."""
         (x, *_), kwargs = self.canonicalizer.example_inputs(generator=generator, dtype=dtype)
         kwargs = {k: v for k, v in kwargs.items() if k != "as_tensors"}
-        d = x.shape[-1]
-        extras = [torch.randn(*x.shape[:-1], d if k == "vector" else 1, generator=generator, dtype=dtype)
-                  for k in self.input_kinds]
+        extras = [torch.randn(*x.shape[:-1], *(t.shape or (1,)), generator=generator, dtype=dtype)
+                  for t in self.input_types]
         return (x, *extras), kwargs
 
     def forward(self, x: Tensor, *extras: Tensor, return_elements: bool = False, **kwargs):
         """Canonicalize, run the backbone, map the outputs back. ``kwargs``: ``mask=``/``batch=``."""
-        if self.input_kinds and len(extras) != len(self.input_kinds):
-            raise ValueError(f"expected {len(self.input_kinds)} extra inputs {self.input_kinds}, got {len(extras)}")
+        if self.input_types and len(extras) != len(self.input_types):
+            raise ValueError(f"expected {len(self.input_types)} extra inputs {self.input_types}, got {len(extras)}")
         g = self.canonicalizer(x, **kwargs)
         xc = self.canonicalizer.canonicalize(x, g, None, **kwargs)
-        kinds_in = self.input_kinds or ("invariant",) * len(extras)
-        ec = [self.canonicalizer.canonicalize(e, g, k, **kwargs) for k, e in zip(kinds_in, extras)]
+        types_in = self.input_types or (Scalars(),) * len(extras)
+        ec = [self.canonicalizer.canonicalize(e, g, t, **kwargs) for t, e in zip(types_in, extras)]
         out = self.backbone(xc, *ec, **kwargs)
         outs = (out,) if isinstance(out, Tensor) else tuple(out)
-        if len(outs) != len(self.output_kinds):
-            raise ValueError(f"backbone returned {len(outs)} outputs but output kinds are {self.output_kinds}")
-        ys = tuple(self.canonicalizer.invert(y, g, k, **kwargs) for k, y in zip(self.output_kinds, outs))
+        if len(outs) != len(self.output_types):
+            raise ValueError(f"backbone returned {len(outs)} outputs but the output types are {self.output_types}")
+        ys = tuple(self.canonicalizer.invert(y, g, t, **kwargs) for t, y in zip(self.output_types, outs))
         y = ys[0] if self.single_output else ys
         return (y, g) if return_elements else y
 

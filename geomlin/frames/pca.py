@@ -66,14 +66,13 @@ eigenproblem in float64), so the frames are as accurate under ``torch.autocast``
 
 from __future__ import annotations
 
-import re
 import warnings
-from dataclasses import dataclass
 from typing import NamedTuple
 
 import torch
 from torch import Tensor
 
+from geomlin.groups import SO, Euclidean, O, SymmetryGroup, as_group
 from geomlin.groups.rotations import full_precision, symmetric_eigh, working_dtype
 from geomlin.validation import (
     check_batch_vector,
@@ -112,42 +111,29 @@ class DegenerateFrameError(ValueError):
     """Raised by ``on_degenerate="raise"`` when a PCA spectrum has repeated eigenvalues."""
 
 
-@dataclass(frozen=True)
-class FrameGroup:
-    """The group a PCA frame is built for.
+def frame_group(group, name: str = "group") -> SymmetryGroup:
+    """The group of a PCA frame: ``O(d)``, ``SO(d)``, ``E(d)`` or ``SE(d)`` with ``1 <= d <= MAX_FRAME_DIM``.
 
-    Attributes
-    ----------
-    d : int
-        dimension of the point space.
-    special : bool
-        True for SO(d) / SE(d) (det +1 frames only).
-    translation : bool
-        True for E(d) / SE(d) (frames are centred at the centroid).
+    ``group`` is a geomlin group or a name [`geomlin.groups.as_group`][geomlin.groups.names.as_group]
+    parses (``"E3"``, ``"SO(3)"``); returns the group.
     """
+    G = as_group(group, name)
+    if not isinstance(G, (O, SO, Euclidean)):
+        raise TypeError(f"{name} must be O(d), SO(d), E(d) or SE(d) for PCA frames, got {G}")
+    if not 1 <= G.d <= MAX_FRAME_DIM:
+        raise ValueError(f"PCA frames support dimensions 1..{MAX_FRAME_DIM} "
+                         f"(2^d frame elements), got d={G.d}")
+    return G
 
-    d: int
-    special: bool
-    translation: bool
 
-    @property
-    def name(self) -> str:
-        base = ("S" if self.special else "") + ("E" if self.translation else "O")
-        return f"{base}({self.d})"
+def is_special(group) -> bool:
+    """True for SO(d) / SE(d): frames are rotations (det +1) only."""
+    return isinstance(group, SO) or (isinstance(group, Euclidean) and not group.reflections)
 
-    @property
-    def num_frames(self) -> int:
-        """``|F|``: ``2^d`` with reflections, ``2^(d-1)`` without."""
-        return 2 ** (self.d - 1) if self.special else 2 ** self.d
 
-    def sampler(self):
-        """The geomlin group of this frame group: ``SO(d)``, ``O(d)`` or an E(d) / SE(d) sampler
-        (what declared feature types and [`geomlin.testing`][] use)."""
-        from geomlin.groups import SO, Euclidean, O
-
-        if self.translation:
-            return Euclidean(self.d, reflections=not self.special)
-        return SO(self.d) if self.special else O(self.d)
+def num_frames(group) -> int:
+    """``|F|``: ``2^d`` with reflections, ``2^(d-1)`` without."""
+    return 2 ** (group.d - 1) if is_special(group) else 2 ** group.d
 
 
 def example_clouds(d: int, generator: torch.Generator | None = None, dtype=torch.float64,
@@ -160,44 +146,6 @@ def example_clouds(d: int, generator: torch.Generator | None = None, dtype=torch
     counts = torch.tensor([num_points - (i % 3) * 2 for i in range(num_clouds)])
     mask = torch.arange(num_points)[None] < counts[:, None]
     return pos, mask
-
-
-_GROUP_PATTERN = re.compile(r"^(SO|O|SE|E)\(?(\d+)\)?$")
-
-
-def as_frame_group(group) -> FrameGroup:
-    """Parse ``group`` into a [`FrameGroup`][].
-
-    Accepts the strings ``"O3"``, ``"SO3"``, ``"E3"``, ``"SE3"`` and ``"O(n)"``,
-    ``"SO(n)"``, ``"E(n)"``, ``"SE(n)"`` for any ``n >= 1``; a
-    [`geomlin.groups.Euclidean`][geomlin.groups.euclidean.Euclidean] sampler (``E3()``, ``SE3()``); a
-    [`geomlin.groups.O`][geomlin.groups.classical.O] or [`geomlin.groups.SO`][geomlin.groups.classical.SO]; or
-    a [`FrameGroup`][].
-    """
-    from geomlin.groups import SO, Euclidean, O
-
-    if isinstance(group, FrameGroup):
-        fg = group
-    elif isinstance(group, Euclidean):
-        fg = FrameGroup(group.d, special=not group.reflections, translation=True)
-    elif isinstance(group, SO):
-        fg = FrameGroup(group.d, special=True, translation=False)
-    elif isinstance(group, O):
-        fg = FrameGroup(group.d, special=False, translation=False)
-    elif isinstance(group, str):
-        m = _GROUP_PATTERN.match(group.strip().upper())
-        if m is None:
-            raise ValueError(f"unknown frame group {group!r}; expected 'O3', 'SO3', 'E3', 'SE3' or "
-                             "'O(n)', 'SO(n)', 'E(n)', 'SE(n)'")
-        kind, d = m.group(1), int(m.group(2))
-        fg = FrameGroup(d, special=kind in ("SO", "SE"), translation=kind in ("E", "SE"))
-    else:
-        raise TypeError(f"group must be a string like 'E3', a geomlin O/SO group or an Euclidean "
-                        f"sampler, got {type(group).__name__}")
-    if not 1 <= fg.d <= MAX_FRAME_DIM:
-        raise ValueError(f"PCA frames support dimensions 1..{MAX_FRAME_DIM} "
-                         f"(2^d frame elements), got d={fg.d}")
-    return fg
 
 
 def sign_patterns(d: int, special: bool, dtype=torch.float64, device=None) -> Tensor:
@@ -584,9 +532,9 @@ def pca_frames(pos: Tensor, group="E3", mask: Tensor | None = None, batch: Tenso
     pos : Tensor of shape (B, N, d)
         padded batch (with optional ``mask (B, N)`` bool, True = real
         point), or ``(N_total, d)`` flat PyG-style batch with ``batch (N_total,)`` int64.
-    group : str or Group or Euclidean
-        ``"O3" | "SO3" | "E3" | "SE3"``, ``"O(n)" | "SO(n)" | "E(n)" | "SE(n)"``, a
-        geomlin ``O(n)``/``SO(n)`` or an ``E3()``/``SE3()`` sampler.
+    group : SymmetryGroup or str
+        ``O(d)``, ``SO(d)``, ``E(d)`` or ``SE(d)`` (``E3()``, ``SO(3)``), or its name (``"E3"``,
+        ``"SO(3)"``); see [`frame_group`][].
     num_graphs : int | None
         number of clouds of a flat batch (default ``batch.max() + 1``).
     on_degenerate : str
@@ -614,25 +562,25 @@ def pca_frames(pos: Tensor, group="E3", mask: Tensor | None = None, batch: Tenso
         Differentiable in ``pos`` except on degenerate items (their frames are detached,
         since eigenvector derivatives are unbounded there).
     """
-    fg = as_frame_group(group)
+    G = frame_group(group)
     check_choice(on_degenerate, "on_degenerate", DEGENERATE_POLICIES)
     check_float(gap_tol, "gap_tol", minimum=0.0)
     check_choice(signs, "signs", SIGN_POLICIES)
     if signs == "skewness" and on_degenerate == "sample":
         raise ValueError("signs='skewness' picks one frame element; on_degenerate='sample' needs the full "
                          "sign orbit (use on_degenerate='moments' with one element)")
-    batch = _check_positions(pos, fg.d, mask, batch)
+    batch = _check_positions(pos, G.d, mask, batch)
     check_generator(generator, "generator", pos.device)
     if pos.dtype in (torch.float16, torch.bfloat16):
         # half precision overflows second moments at |x| ~ 256 and has no eigensolver: float32 inside
-        out = pca_frames(pos.to(torch.float32), fg, mask, batch, num_graphs=num_graphs, on_degenerate=on_degenerate,
+        out = pca_frames(pos.to(torch.float32), G, mask, batch, num_graphs=num_graphs, on_degenerate=on_degenerate,
                          gap_tol=gap_tol, signs=signs, generator=generator)
         return out._replace(frames=out.frames.to(pos.dtype), centroid=out.centroid.to(pos.dtype),
                             gaps=out.gaps.to(pos.dtype))
-    d = fg.d
+    d, special = G.d, is_special(G)
     if batch is not None:
         num_graphs, batch = _flat_graphs(batch, num_graphs)
-    centroid, cov, _, sq = point_moments(pos, fg.translation, mask, batch, num_graphs)
+    centroid, cov, _, sq = point_moments(pos, isinstance(G, Euclidean), mask, batch, num_graphs)
 
     # Differentiable eigenvectors; degenerate items are detached below (eigenvector derivatives
     # contain 1 / (lambda_i - lambda_j), unbounded there).
@@ -653,17 +601,17 @@ def pca_frames(pos: Tensor, group="E3", mask: Tensor | None = None, batch: Tenso
     if on_degenerate == "moments" and _work_needed(degenerate):
         V = _moment_frames(V, gap_bad, pos, centroid, mask, batch)
     if signs == "skewness":
-        V = _skewness_signed(V, pos, centroid, mask, batch, fg.special)
+        V = _skewness_signed(V, pos, centroid, mask, batch, special)
         return PCAFrames(V[:, None].to(pos.dtype), centroid, gaps.to(pos.dtype), evals.to(pos.dtype), degenerate)
-    patterns = sign_patterns(d, fg.special, device=pos.device)
-    if fg.special:
+    patterns = sign_patterns(d, special, device=pos.device)
+    if special:
         # Make det V = +1 so that V S is in SO(d) exactly for the det +1 patterns S.
         last = torch.where(torch.linalg.det(V.detach()) < 0, -1.0, 1.0).to(V.dtype)
         V = torch.cat([V[:, :, :-1], V[:, :, -1:] * last[:, None, None]], dim=-1)
     frames = V[:, None, :, :] * patterns[None, :, None, :]  # (B, F, d, d): columns scaled by S_f
 
     if on_degenerate == "sample" and _work_needed(degenerate):
-        sampled = _sample_ambiguous(V.detach(), patterns, gap_bad, fg.special, generator)
+        sampled = _sample_ambiguous(V.detach(), patterns, gap_bad, special, generator)
         frames = torch.where(degenerate[:, None, None, None], sampled, frames)
 
     return PCAFrames(frames.to(pos.dtype), centroid, gaps.to(pos.dtype), evals.to(pos.dtype), degenerate)

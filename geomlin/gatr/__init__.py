@@ -7,7 +7,7 @@ Layers: [`primitives`][] (pure functions on ``(..., 16)``) ->
 [`reference`][] (loading the reference implementation's weights) and
 [`orientations`][] (exact reflections for models on coordinates).
 Pin(3,0,1), the group GATr is equivariant to, is sampled by
-[`geomlin.algebra.Pin301`][geomlin.algebra.versor_groups.Pin301] (re-exported here). Layers for any Clifford
+[`geomlin.groups.Pin301`][geomlin.groups.versor.Pin301] (re-exported here). Layers for any Clifford
 algebra (CGENN) live in [`geomlin.clifford`][].
 
 >>> import torch
@@ -20,7 +20,6 @@ algebra (CGENN) live in [`geomlin.clifford`][].
 torch.Size([2, 10, 3])
 """
 
-from geomlin.algebra.versor_groups import Pin301, pin_action
 from geomlin.gatr import attention, orientations, planes, primitives, reference
 from geomlin.gatr.attention import SetLayout, set_layout
 from geomlin.gatr.layers import (
@@ -32,6 +31,7 @@ from geomlin.gatr.layers import (
     GeometricMLP,
 )
 from geomlin.gatr.model import GATr
+from geomlin.groups.versor import Pin301
 
 __all__ = [
     "EquiLayerNorm",
@@ -45,7 +45,6 @@ __all__ = [
     "SetLayout",
     "attention",
     "orientations",
-    "pin_action",
     "planes",
     "primitives",
     "reference",

@@ -1,11 +1,17 @@
 """Symmetry groups as generators, their sampling, and Euclidean helpers.
 
->>> from geomlin.groups import SO, O, S
+Every group follows one protocol ([`SymmetryGroup`][geomlin.groups.base.SymmetryGroup]: generators,
+``sample``, ``key``, ``is_subgroup_of``, a ``name``), and [`as_group`][geomlin.groups.names.as_group]
+parses every name a group prints.
+
+>>> from geomlin.groups import SO, O, S, as_group
 >>> O(3).sample(4).shape
 torch.Size([4, 3, 3])
+>>> as_group("SE(3)")
+SE(3)
 """
 
-from geomlin.groups.base import Group, haar_orthogonal
+from geomlin.groups.base import Group, SymmetryGroup, haar_orthogonal
 from geomlin.groups.classical import (
     MINKOWSKI_METRIC,
     SL,
@@ -19,7 +25,6 @@ from geomlin.groups.classical import (
     SO13p,
     Sp,
     Trivial,
-    as_group,
     symplectic_form,
 )
 from geomlin.groups.euclidean import (
@@ -32,6 +37,7 @@ from geomlin.groups.euclidean import (
     transform_scalars,
     transform_vectors,
 )
+from geomlin.groups.names import as_group
 from geomlin.groups.rotations import (
     chordal_distance,
     geodesic_distance,
@@ -39,6 +45,7 @@ from geomlin.groups.rotations import (
     rotation_6d_to_matrix,
     special_procrustes,
 )
+from geomlin.groups.versor import CliffordGroup, Pin301, PseudoOrthogonalGroup, versor_group
 
 __all__ = [
     "E3",
@@ -47,16 +54,20 @@ __all__ = [
     "SL",
     "SO",
     "C",
+    "CliffordGroup",
     "D",
     "DirectProduct",
     "Euclidean",
     "Group",
     "Lorentz",
     "O",
+    "Pin301",
+    "PseudoOrthogonalGroup",
     "RigidTransform",
     "S",
     "SO13p",
     "Sp",
+    "SymmetryGroup",
     "Trivial",
     "as_group",
     "chordal_distance",
@@ -70,4 +81,5 @@ __all__ = [
     "transform_positions",
     "transform_scalars",
     "transform_vectors",
+    "versor_group",
 ]

@@ -12,6 +12,12 @@ Groups", Sec. 4), by
 A linear map is equivariant to ``G`` iff it commutes with every ``A_i`` (in the
 Lie algebra representation) and every ``h_j``, which is what
 [`geomlin.linear.equivariant_basis`][geomlin.linear.solver.equivariant_basis] solves.
+
+Every group geomlin builds follows one protocol, [`SymmetryGroup`][]: its generators, ``sample``,
+``key``, ``is_subgroup_of`` and a ``name`` that [`geomlin.groups.as_group`][geomlin.groups.names.as_group]
+parses back. [`Group`][] is the matrix group acting on ``R^d``; the rigid motions
+([`geomlin.groups.Euclidean`][geomlin.groups.euclidean.Euclidean]) and the versor groups
+([`geomlin.groups.versor`][]) follow the same protocol with other kinds of elements.
 """
 
 from __future__ import annotations
@@ -98,7 +104,54 @@ def _check_invertible(H: Tensor, name: str) -> None:
                          "invertible matrices")
 
 
-class Group:
+class SymmetryGroup:
+    """The protocol every geomlin group follows (EMLP: a group is its generators).
+
+    Attributes
+    ----------
+    name : str
+        how the group prints (``repr`` and ``str``); for every group geomlin builds,
+        [`geomlin.groups.as_group`][geomlin.groups.names.as_group] parses it back to an equal group.
+    lie_algebra : Tensor of shape (k, m, m)
+        float64 generators of the identity component in the group's defining matrix
+        representation (``R^d`` for a matrix group; homogeneous coordinates for rigid motions;
+        the vectors of the algebra for versor groups).
+    discrete_generators : Tensor of shape (h, m, m)
+        float64 elements that, with the identity component, generate the whole group, in the
+        same representation.
+
+    Notes
+    -----
+    Subclasses implement [`sample`][] and [`key`][]; equality and hashing follow the key, so two
+    groups are equal when they are the same group, whatever sampling options they carry.
+    [`is_subgroup_of`][] says which other groups contain this one (itself by default).
+    """
+
+    name: str = "SymmetryGroup"
+
+    def sample(self, n: int = 1, generator: torch.Generator | None = None, dtype: torch.dtype = torch.float64):
+        """``n`` random elements (indexable as ``elements[i]``; matrices, rigid motions or versors)."""
+        raise NotImplementedError(f"{type(self).__name__} does not implement sample")
+
+    def key(self) -> tuple:
+        """A hashable key identifying the group (used for caching and equality)."""
+        raise NotImplementedError(f"{type(self).__name__} does not implement key")
+
+    def is_subgroup_of(self, other) -> bool:
+        """True when this group is (known to be) contained in ``other``; every group lies in itself."""
+        return self == other
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, SymmetryGroup) and self.key() == other.key()
+
+    def __hash__(self) -> int:
+        return hash(self.key())
+
+    def __repr__(self) -> str:
+        return self.name
+
+
+class Group(SymmetryGroup):
     """A matrix group given by Lie algebra and discrete generators.
 
     Parameters
@@ -164,15 +217,6 @@ class Group:
             cached = (type(self).__name__, self.d, h.hexdigest())
             self._key = cached
         return cached
-
-    def __eq__(self, other) -> bool:
-        return isinstance(other, Group) and self.key() == other.key()
-
-    def __hash__(self) -> int:
-        return hash(self.key())
-
-    def __repr__(self) -> str:
-        return self.name
 
     # --------------------------------------------------------------- properties
     @property

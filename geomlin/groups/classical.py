@@ -8,7 +8,6 @@ built in float64 from their textbook definitions; compact groups override
 from __future__ import annotations
 
 import math
-import re
 
 import torch
 from torch import Tensor
@@ -346,33 +345,3 @@ class DirectProduct(Group):
         a = self.factors[0].sample(n, generator, dtype)
         b = self.factors[1].sample(n, generator, dtype)
         return _block_diag_batch(a, b)
-
-
-#: The string aliases accepted wherever a matrix group is expected (see [`as_group`][]).
-_GROUP_PATTERN = re.compile(r"^(SO|O|SL|Sp|S|C|D|Trivial)\(?(\d+)\)?$")
-_GROUP_FAMILIES = {"SO": SO, "O": O, "SL": SL, "Sp": Sp, "S": S, "C": C, "D": D, "Trivial": Trivial}
-_NAMED_GROUPS = {"lorentz": Lorentz, "o(1,3)": Lorentz, "o13": Lorentz, "so+(1,3)": SO13p, "so13p": SO13p}
-
-
-def as_group(group, name: str = "group") -> Group:
-    """A geomlin [`Group`][] from a group object or one of its documented string aliases.
-
-    Strings: ``"O3"`` / ``"O(3)"``, ``"SO3"`` / ``"SO(3)"``, ``"S4"`` / ``"S(4)"``, ``"Sp(2)"``,
-    ``"SL(3)"``, ``"C6"``, ``"D4"``, ``"Trivial(2)"``, ``"Lorentz"`` / ``"O(1,3)"`` and
-    ``"SO+(1,3)"``. E(n) and SE(n) are not linear groups (see
-    [`geomlin.groups.Euclidean`][geomlin.groups.euclidean.Euclidean]).
-    """
-    if isinstance(group, Group):
-        return group
-    if isinstance(group, str):
-        text = group.replace(" ", "")
-        if text.lower() in _NAMED_GROUPS:
-            return _NAMED_GROUPS[text.lower()]()
-        match = _GROUP_PATTERN.match(text)
-        if match:
-            return _GROUP_FAMILIES[match.group(1)](int(match.group(2)))
-        hint = (" (E(n) and SE(n) act by rigid motions, not by matrices on R^n)"
-                if text.upper().startswith(("E", "SE")) else "")
-        raise ValueError(f"unknown group {group!r}{hint}; expected a geomlin Group or a name such as "
-                         "'O(3)', 'SO(3)', 'S(4)', 'Sp(2)', 'SL(3)', 'C(6)', 'D(4)', 'Lorentz', 'SO+(1,3)'")
-    raise TypeError(f"{name} must be a geomlin Group (or a name such as 'O(3)'), got {type(group).__name__}")

@@ -1,8 +1,9 @@
 """Euclidean groups E(d) / SE(d) for point clouds: rigid transforms ``x -> R x + t``.
 
-E(d) is not a linear group on R^d, so it is not a [`Group`][]; it is a
-sampler with the same ``sample(n, generator, dtype)`` signature that returns
-[`RigidTransform`][] batches, understood by [`geomlin.testing`][].
+E(d) is not a linear group on R^d, so it is not a [`Group`][]; it follows the same
+[`SymmetryGroup`][] protocol: ``sample(n, generator, dtype)`` returns [`RigidTransform`][]
+batches (understood by [`geomlin.testing`][]), and its generators act on homogeneous coordinates
+``(x, 1)`` in ``R^(d+1)``, where ``x -> R x + t`` is the matrix ``[[R, t], [0, 1]]``.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from geomlin.groups.base import _check_count, _check_sample_dtype, haar_orthogonal
+from geomlin.groups.base import SymmetryGroup, _check_count, _check_sample_dtype, haar_orthogonal
 from geomlin.validation import check_float, check_positive_int, check_tensor
 
 
@@ -93,11 +94,16 @@ def transform_scalars(g: RigidTransform, x: Tensor) -> Tensor:
     return x
 
 
-class Euclidean:
-    """E(d) (``reflections=True``) or SE(d) as a sampler of [`RigidTransform`][].
+class Euclidean(SymmetryGroup):
+    """E(d) (``reflections=True``) or SE(d), whose elements are [`RigidTransform`][] batches.
 
     ``sample(n)`` returns Haar-uniform rotations (with reflections for E(d)) and
-    Gaussian translations with standard deviation ``translation_scale``.
+    Gaussian translations with standard deviation ``translation_scale`` (a sampling option: it is
+    not part of the group's identity).
+
+    Generators, on homogeneous coordinates ``(x, 1)``: ``lie_algebra`` holds the ``d(d-1)/2``
+    rotations ``E_ij - E_ji`` of the upper-left block and the ``d`` translations ``E_id``;
+    ``discrete_generators`` the reflection of the first axis (E(d) only).
     """
 
     def __init__(self, d: int = 3, reflections: bool = True, translation_scale: float = 1.0):
@@ -108,18 +114,34 @@ class Euclidean:
         self.translation_scale = check_float(translation_scale, "translation_scale", minimum=0.0)
         self.name = f"{'E' if reflections else 'SE'}({d})"
 
-    def __repr__(self) -> str:
-        return self.name
-
     def key(self) -> tuple:
         """Identity of the group (the translation scale only changes how it is sampled)."""
         return ("Euclidean", self.d, self.reflections)
 
-    def __eq__(self, other) -> bool:
-        return isinstance(other, Euclidean) and self.key() == other.key()
+    @property
+    def lie_algebra(self) -> Tensor:
+        """``(d(d+1)/2, d+1, d+1)`` float64: rotations, then translations, on homogeneous coordinates."""
+        d = self.d
+        gens = []
+        for i in range(d):
+            for j in range(i + 1, d):
+                a = torch.zeros(d + 1, d + 1, dtype=torch.float64)
+                a[i, j], a[j, i] = -1.0, 1.0
+                gens.append(a)
+        for i in range(d):
+            a = torch.zeros(d + 1, d + 1, dtype=torch.float64)
+            a[i, d] = 1.0
+            gens.append(a)
+        return torch.stack(gens)
 
-    def __hash__(self) -> int:
-        return hash(self.key())
+    @property
+    def discrete_generators(self) -> Tensor:
+        """``(1, d+1, d+1)`` float64 reflection of the first axis for E(d); ``(0, d+1, d+1)`` for SE(d)."""
+        if not self.reflections:
+            return torch.zeros(0, self.d + 1, self.d + 1, dtype=torch.float64)
+        flip = torch.eye(self.d + 1, dtype=torch.float64)
+        flip[0, 0] = -1.0
+        return flip[None]
 
     def is_subgroup_of(self, other) -> bool:
         """SE(d) lies in E(d); each lies in itself."""

@@ -113,9 +113,9 @@ def uniform_rep(channels: int, group: Group | None = None) -> Rep | GroupFreeRep
         raise TypeError("uniform_rep takes (channels, group), got the group first")
     if group is None:
         raise TypeError("uniform_rep needs the group to size its tensors: uniform_rep(channels, group)")
-    from geomlin.groups.classical import as_group
+    from geomlin.groups.names import as_group
 
-    group = as_group(group)
+    group = as_group(group, kind=Group)
     counts = rank_counts(channels, group.d)
     terms = []
     for rank, count in enumerate(counts):
@@ -387,9 +387,9 @@ class EquivariantMLP(nn.Module):
         rep_out = bind(rep_out, group, "rep_out")
         G = common_group([rep_in, rep_out])
         if G is None and group is not None:
-            from geomlin.groups.classical import as_group
+            from geomlin.groups.names import as_group
 
-            G = as_group(group)
+            G = as_group(group, kind=Group)
         hidden_list = self._hidden_layers(hidden_channels, num_blocks, G, group)
         self.rep_in, self.rep_out = rep_in, rep_out
         self._what = repr(rep_in)  # made once: the forward formats no rep (dynamo cannot)

@@ -28,7 +28,6 @@ from torch import Tensor
 
 from geomlin.groups.base import Group
 from geomlin.reps.feature_type import FeatureType, apply_matrix, rotation_part
-from geomlin.reps.group_free import V_FREE, GroupFreeRep
 from geomlin.validation import check_nonnegative_int, check_tensor
 
 
@@ -68,6 +67,19 @@ def _check_algebra_element(A: Tensor, G: Group | None, what: str = "Lie algebra 
         want = "(..., d, d)" if G is None else f"(..., {G.d}, {G.d}) for {G}"
         raise ValueError(f"{what} must have shape {want}, got {tuple(A.shape)}")
     return A
+
+
+class UnboundRep:
+    """A representation written before its group ([`GroupFreeRep`][]): ``rep(G)`` binds it.
+
+    Combined with a bound [`Rep`][] by ``+`` / ``*`` it is bound to that rep's group (the bound rep
+    hands the operation over to it).
+    """
+
+    __slots__ = ()
+
+    def __call__(self, group):
+        raise NotImplementedError
 
 
 class Rep(FeatureType):
@@ -130,9 +142,9 @@ class Rep(FeatureType):
 
         Reps of no particular group (``Scalar`` and sums of it) fit every group.
         """
-        from geomlin.groups.classical import as_group
+        from geomlin.groups.names import as_group
 
-        group = as_group(group)
+        group = as_group(group, kind=Group)
         if self.group is not None and self.group != group:
             raise ValueError(f"{self!r} is a representation of {self.group}, not of {group}")
         return self
@@ -141,31 +153,27 @@ class Rep(FeatureType):
     def __add__(self, other) -> Rep:
         if isinstance(other, int) and not isinstance(other, bool) and other == 0:
             return self
-        if isinstance(other, GroupFreeRep):
-            return other.__radd__(self)
+        if isinstance(other, UnboundRep):
+            return NotImplemented  # other.__radd__ binds it to this rep's group
         other = _as_rep(other, "+")
         return SumRep([self, other])
 
     def __radd__(self, other) -> Rep:
         if isinstance(other, int) and not isinstance(other, bool) and other == 0:
             return self
-        if isinstance(other, GroupFreeRep):
-            return other.__add__(self)
         return _as_rep(other, "+") + self
 
     def __mul__(self, other) -> Rep:
         if isinstance(other, int) and not isinstance(other, bool):
             return _multiplicity(other, self)
-        if isinstance(other, GroupFreeRep):
-            return other.__rmul__(self)
+        if isinstance(other, UnboundRep):
+            return NotImplemented  # other.__rmul__ binds it to this rep's group
         other = _as_rep(other, "*")
         return TensorRep([self, other])
 
     def __rmul__(self, other) -> Rep:
         if isinstance(other, int) and not isinstance(other, bool):
             return _multiplicity(other, self)
-        if isinstance(other, GroupFreeRep):
-            return other.__mul__(self)
         return _as_rep(other, "*") * self
 
     def __pow__(self, k: int) -> Rep:
@@ -198,12 +206,29 @@ class Rep(FeatureType):
         """The e3nn ``o3.Irreps`` with the same basis, for O(3)/SO(3) reps that have one."""
         raise NotImplementedError(f"{self!r} has no e3nn Irreps equivalent in the same basis")
 
-    @staticmethod
-    def from_irreps(irreps, group: Group | None = None) -> Rep:
-        """Wrap e3nn ``Irreps`` as a rep of ``group`` (default O(3)); see [`IrrepsRep`][]."""
-        from geomlin.reps.irreps import IrrepsRep
 
-        return IrrepsRep(irreps, group)
+def run_length_repr(parts, term, sep: str) -> str:
+    """``sep``-joined ``term(part, n)`` of the runs of ``n`` equal consecutive ``parts`` (``2*V + Scalar``)."""
+    out, prev, count = [], None, 0
+    for r in list(parts) + [None]:
+        if prev is not None and r is not None and r == prev:
+            count += 1
+            continue
+        if prev is not None:
+            out.append(term(prev, count))
+        prev, count = r, 1
+    return sep.join(out)
+
+
+def sum_term(r, n: int) -> str:
+    """``3*V`` for a run of three equal summands."""
+    return f"{n}*{r!r}" if n > 1 else repr(r)
+
+
+def power_term(r, n: int, is_sum: bool) -> str:
+    """``V**2`` for a run of two equal tensor factors (a sum in parentheses)."""
+    s = f"({r!r})" if is_sum else repr(r)
+    return f"{s}**{n}" if n > 1 else s
 
 
 def _as_rep(x, op: str) -> Rep:
@@ -244,7 +269,7 @@ def bind(rep, group=None, name: str = "rep") -> Rep:
     ValueError
         For a group-free rep without a group, or a rep of another group than ``group``.
     """
-    if isinstance(rep, GroupFreeRep):
+    if isinstance(rep, UnboundRep):
         if group is None:
             raise ValueError(f"{name} = {rep!r} is written without a group; pass group=... "
                              f"or bind it first with {name}(G)")
@@ -309,9 +334,9 @@ class Vector(Rep):
     """The defining representation ``V(G)``: ``rho(g) = g``."""
 
     def __init__(self, G: Group):
-        from geomlin.groups.classical import as_group
+        from geomlin.groups.names import as_group
 
-        self.group = as_group(G, "V(G): G")
+        self.group = as_group(G, "V(G): G", kind=Group)
 
     @property
     def size(self) -> int:
@@ -337,11 +362,6 @@ class Vector(Rep):
 
     def __repr__(self) -> str:
         return f"V[{self.group}]"
-
-
-#: The defining representation: ``V(G)`` is the [`Vector`][] rep of ``G`` on ``R^d``; ``V`` alone
-#: is group-free (EMLP's ``V``), so ``V ** 2 + V`` is bound later by ``rep(G)``.
-V = V_FREE
 
 
 class SumRep(Rep):
@@ -389,15 +409,7 @@ class SumRep(Rep):
         return out
 
     def __repr__(self) -> str:
-        parts, prev, count = [], None, 0
-        for r in self._blocks + [None]:
-            if prev is not None and r is not None and r == prev:
-                count += 1
-                continue
-            if prev is not None:
-                parts.append(f"{count}*{prev!r}" if count > 1 else repr(prev))
-            prev, count = r, 1
-        return " + ".join(parts)
+        return run_length_repr(self._blocks, sum_term, " + ")
 
 
 class TensorRep(Rep):
@@ -456,17 +468,7 @@ class TensorRep(Rep):
         return TensorRep([r.dual() for r in self.factors])
 
     def __repr__(self) -> str:
-        parts, prev, count = [], None, 0
-        for r in self.factors + [None]:
-            if prev is not None and r is not None and r == prev:
-                count += 1
-                continue
-            if prev is not None:
-                s = repr(prev)
-                s = f"({s})" if isinstance(prev, SumRep) else s
-                parts.append(f"{s}**{count}" if count > 1 else s)
-            prev, count = r, 1
-        return "*".join(parts)
+        return run_length_repr(self.factors, lambda r, n: power_term(r, n, isinstance(r, SumRep)), "*")
 
 
 class DualRep(Rep):

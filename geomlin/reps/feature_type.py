@@ -1,38 +1,27 @@
-"""Feature types: how a tensor transforms, declared by every equivariant module.
+"""Feature types: how a tensor transforms.
 
-A [`FeatureType`][] says which group acts on a tensor and how: its ``group`` (a sampler with
-``sample(n, generator, dtype)``), its trailing ``shape`` (the axes it occupies, e.g.
-``(channels, 16)`` for multivectors), and ``act(g, x)``, the action of one group element ``g``
-on ``x (..., *shape)``. Tensors stay plain ``torch.Tensor``; the types are declarations, as
-e3nn modules carry ``irreps_in`` / ``irreps_out``.
-
-Every equivariant module in geomlin has two attributes:
-
-* ``type_in`` — one [`FeatureType`][] per positional input of ``forward`` (a single type or
-  a tuple; ``None`` marks an input that is not acted on);
-* ``type_out`` — likewise for the outputs (a tuple when ``forward`` returns a tuple);
-
-and may define ``example_inputs(generator=None, dtype=torch.float64) -> (args, kwargs)`` when
-random tensors of the declared shapes are not valid inputs (masks, batch vectors, edge indices).
-With these, [`geomlin.testing.assert_equivariant(module)`][geomlin.testing.assert_equivariant],
-``geomlin audit`` and [`EquivariantSequential`][] need nothing else.
+A [`FeatureType`][] says which group acts on a tensor and how: its ``group`` (a
+[`geomlin.groups.SymmetryGroup`][geomlin.groups.base.SymmetryGroup]), its trailing ``shape`` (the axes
+it occupies, e.g. ``(channels, 16)`` for multivectors), and ``act(g, x)``, the action of one group
+element ``g`` on ``x (..., *shape)``. Tensors stay plain ``torch.Tensor``; the types are
+declarations, as e3nn modules carry ``irreps_in`` / ``irreps_out``. Modules declare theirs as
+``type_in`` / ``type_out`` ([`geomlin.reps.declarations`][]).
 
 The concrete types: [`Rep`][] (the representation algebra), and in
 [`geomlin.reps.types`][] [`Scalars`][], [`Labels`][],
-[`Vectors`][], [`Positions`][],
+[`Vectors`][], [`Positions`][], [`Frames`][],
 [`Multivectors`][], [`SphereCoefficients`][] and
-[`Tensors`][].
+[`Tensors`][]; image types in [`geomlin.reps.images`][].
 """
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Sequence
 
 import torch
 from torch import Tensor
 
-from geomlin.validation import check_tensor
+from geomlin.validation import check_positive_int, check_tensor
 
 #: Leading batch size of the random example inputs generated from declared types.
 EXAMPLE_BATCH = 4
@@ -41,7 +30,7 @@ EXAMPLE_BATCH = 4
 class FeatureType:
     """Base class of feature types; see the module docstring.
 
-    Subclasses implement [`shape`][], [`act`][], [`key`][] and set [`group`][].
+    Subclasses implement [`shape`][], [`act`][], ``layout_key()`` (or [`key`][]) and set [`group`][].
     """
 
     #: The group (sampler) acting on this type; ``None`` for invariant types, which every group
@@ -71,8 +60,11 @@ class FeatureType:
         raise NotImplementedError
 
     def key(self) -> tuple:
-        """Canonical hashable description; equal types have equal keys."""
-        raise NotImplementedError
+        """Canonical hashable description; equal types have equal keys.
+
+        By default the type's ``layout_key()`` (what its tensors look like) and its group's key.
+        """
+        return self.layout_key() + (group_key(self.group),)
 
     def random(self, lead: Sequence[int] = (EXAMPLE_BATCH,), generator: torch.Generator | None = None,
                dtype: torch.dtype = torch.float64) -> Tensor:
@@ -88,6 +80,28 @@ class FeatureType:
 
     def __hash__(self) -> int:
         return hash(self.key())
+
+
+def check_channels(channels, name: str = "channels") -> int | None:
+    """A channel count: ``None`` (no channel axis) or an int >= 1."""
+    return None if channels is None else check_positive_int(channels, name)
+
+
+def channel_suffix(channels: int | None) -> str:
+    """``", 3 channels"`` for the reprs of feature types (empty without a channel axis)."""
+    return "" if channels is None else f", {channels} channel{'s' if channels != 1 else ''}"
+
+
+#: The feature type that says what a name such as ``"vector"`` said (for the messages refusing names).
+TYPE_FOR_NAME = {"scalar": "Scalars()", "invariant": "Scalars()", "vector": "Vectors(d)",
+                 "position": "Positions(d)"}
+
+
+def name_is_not_a_type(value: str, name: str) -> TypeError:
+    """The error for a string where a feature type is expected, naming the type to use."""
+    hint = (f"geomlin.reps.{TYPE_FOR_NAME[value]}" if value in TYPE_FOR_NAME
+            else "a feature type of geomlin.reps (Scalars(), Vectors(d), Positions(d), ...)")
+    return TypeError(f"{name} must be feature types, not strings: for {value!r} pass {hint}")
 
 
 # ----------------------------------------------------------------------------- groups
@@ -147,90 +161,6 @@ def apply_matrix(M: Tensor, x: Tensor) -> Tensor:
         raise ValueError(f"the action has size {M.shape[-1]} but the tensor has last dimension "
                          f"{x.shape[-1]} (shape {tuple(x.shape)})")
     return x @ M.to(dtype=x.dtype, device=x.device).transpose(-1, -2)
-
-
-# ------------------------------------------------------------------- module declarations
-def _as_type_tuple(value, owner: str, attr: str) -> tuple:
-    if _is_irreps(value):
-        from geomlin.reps.irreps import IrrepsRep
-
-        return (IrrepsRep(value),)
-    items = tuple(value) if isinstance(value, (tuple, list)) else (value,)
-    out = []
-    for t in items:
-        if _is_irreps(t):
-            from geomlin.reps.irreps import IrrepsRep
-
-            t = IrrepsRep(t)
-        if t is not None and not isinstance(t, FeatureType):
-            raise TypeError(f"{owner}.{attr} must hold geomlin feature types (or None), got {type(t).__name__}")
-        out.append(t)
-    return tuple(out)
-
-
-def _is_irreps(x) -> bool:
-    """True for e3nn ``Irreps``; never imports e3nn (an Irreps object means it is loaded already)."""
-    o3 = sys.modules.get("e3nn.o3")
-    return o3 is not None and isinstance(x, o3.Irreps)
-
-
-def declared_types(module) -> tuple[tuple, tuple]:
-    """``(types_in, types_out)`` of a module, as tuples with one entry per input / output.
-
-    Reads ``type_in`` / ``type_out``; e3nn modules' ``irreps_in`` (or ``irreps_in1``,
-    ``irreps_in2``) / ``irreps_out`` count as representations of O(3).
-    """
-    owner = type(module).__name__
-    if hasattr(module, "type_in") and hasattr(module, "type_out"):
-        return (_as_type_tuple(module.type_in, owner, "type_in"),
-                _as_type_tuple(module.type_out, owner, "type_out"))
-    if hasattr(module, "irreps_out"):
-        if hasattr(module, "irreps_in1") and hasattr(module, "irreps_in2"):
-            tin = _as_type_tuple((module.irreps_in1, module.irreps_in2), owner, "irreps_in")
-        elif hasattr(module, "irreps_in"):
-            tin = _as_type_tuple(module.irreps_in, owner, "irreps_in")
-        else:
-            tin = None
-        if tin is not None:
-            return tin, _as_type_tuple(module.irreps_out, owner, "irreps_out")
-    raise TypeError(f"{owner} declares no feature types: give it type_in / type_out attributes "
-                    "(geomlin.reps feature types), or pass the group and actions explicitly")
-
-
-def declared_group(module):
-    """The group a module is equivariant to: the smallest group acting on its declared types.
-
-    ``None`` when every declared type is invariant.
-    """
-    types_in, types_out = declared_types(module)
-    group = None
-    for t in types_in + types_out:
-        if t is not None:
-            group = merge_groups(group, t.group, f"the feature types of {type(module).__name__}")
-    return group
-
-
-def example_inputs(module, generator: torch.Generator | None = None, dtype: torch.dtype = torch.float64,
-                   batch: int = EXAMPLE_BATCH) -> tuple[tuple, dict]:
-    """Valid random inputs ``(args, kwargs)`` for ``module``.
-
-    The module's own ``example_inputs(generator=..., dtype=...)`` when it defines one (returning
-    ``args`` or ``(args, kwargs)``), else one [`FeatureType.random`][] tensor per declared input.
-    """
-    own = getattr(module, "example_inputs", None)
-    if callable(own):
-        out = own(generator=generator, dtype=dtype)
-        if isinstance(out, tuple) and len(out) == 2 and isinstance(out[1], dict) and isinstance(out[0], tuple):
-            return out
-        return (out if isinstance(out, tuple) else (out,)), {}
-    types_in, _ = declared_types(module)
-    args = []
-    for i, t in enumerate(types_in):
-        if t is None:
-            raise ValueError(f"{type(module).__name__}: input {i} has no declared type; define "
-                             "example_inputs() or pass inputs=")
-        args.append(t.random((batch,), generator=generator, dtype=dtype))
-    return tuple(args), {}
 
 
 def compatible(out_type, in_type) -> bool:

@@ -18,13 +18,26 @@ and the solver never assumes so).
 
 from __future__ import annotations
 
+from geomlin.groups.base import Group
+from geomlin.groups.names import as_group
+from geomlin.reps.base import (
+    Rep,
+    Scalar,
+    SumRep,
+    TensorRep,
+    UnboundRep,
+    Vector,
+    power_term,
+    run_length_repr,
+    sum_term,
+)
 from geomlin.validation import check_nonnegative_int
 
 # Node kinds of the expression tree.
 _LEAF, _SUM, _TENSOR, _DUAL = "leaf", "sum", "tensor", "dual"
 
 
-class GroupFreeRep:
+class GroupFreeRep(UnboundRep):
     """A representation expression without a group; ``rep(G)`` binds it (see the module docstring).
 
     Not a [`FeatureType`][]: it has no size and no action until it is bound.
@@ -43,12 +56,9 @@ class GroupFreeRep:
 
         ``G=`` is accepted as well (the keyword of ``V(G)`` before reps could be group-free).
         """
-        from geomlin.groups.classical import as_group
-        from geomlin.reps.base import Scalar, SumRep, TensorRep, Vector
-
         if (group is None) == (G is None):
             raise TypeError("pass the group to bind to: rep(group)")
-        group = as_group(group if G is None else G)
+        group = as_group(group if G is None else G, kind=Group)
         if self._kind == _LEAF:
             leaf = self._parts[0]
             if leaf == "V":
@@ -141,36 +151,15 @@ class GroupFreeRep:
             inner = repr(self._parts[0])
             return f"{inner}.dual()" if self._parts[0]._kind == _LEAF else f"({inner}).dual()"
         if self._kind == _SUM:
-            return _run_length(self._parts, lambda r, n: f"{n}*{r!r}" if n > 1 else repr(r), " + ")
-        return _run_length(self._parts, _power_repr, "*")
+            return run_length_repr(self._parts, sum_term, " + ")
+        return run_length_repr(self._parts, lambda r, n: power_term(r, n, r._kind == _SUM), "*")
 
     def __reduce__(self):
         return (GroupFreeRep, (self._kind, self._parts))
 
 
-def _power_repr(r: GroupFreeRep, n: int) -> str:
-    s = repr(r)
-    if r._kind == _SUM:
-        s = f"({s})"
-    return f"{s}**{n}" if n > 1 else s
-
-
-def _run_length(parts, fmt, sep: str) -> str:
-    out, prev, count = [], None, 0
-    for r in list(parts) + [None]:
-        if prev is not None and r is not None and r == prev:
-            count += 1
-            continue
-        if prev is not None:
-            out.append(fmt(prev, count))
-        prev, count = r, 1
-    return sep.join(out)
-
-
 def _coerce(x, op: str):
     """A GroupFreeRep stays; a group-free bound rep (Scalar) becomes a leaf; a rep of a group stays."""
-    from geomlin.reps.base import Rep
-
     if isinstance(x, GroupFreeRep):
         return x
     if isinstance(x, Rep):
@@ -207,8 +196,9 @@ def _multiplicity(n: int, rep: GroupFreeRep) -> GroupFreeRep:
 
 
 _SCALAR = GroupFreeRep(_LEAF, ("Scalar",))
-#: The defining representation of whatever group the expression is bound to (EMLP's ``V``).
-V_FREE = GroupFreeRep(_LEAF, ("V",))
+#: The defining representation of whatever group the expression is bound to (EMLP's ``V``):
+#: ``V(G)`` is the [`Vector`][] rep of ``G`` on ``R^d``, ``V ** 2 + V`` is bound later by ``rep(G)``.
+V = GroupFreeRep(_LEAF, ("V",))
 
 
 def T(p: int, q: int = 0, group=None):
@@ -219,5 +209,5 @@ def T(p: int, q: int = 0, group=None):
     """
     p = check_nonnegative_int(p, "p")
     q = check_nonnegative_int(q, "q")
-    rep = V_FREE ** p * V_FREE.dual() ** q
+    rep = V ** p * V.dual() ** q
     return rep if group is None else rep(group)

@@ -12,6 +12,7 @@ import torch
 from torch import Tensor
 
 from geomlin.groups.base import Group
+from geomlin.groups.names import as_group
 from geomlin.reps.base import Rep, _check_algebra_element
 from geomlin.validation import check_nonnegative_int, check_orthogonal, check_tensor
 
@@ -178,8 +179,7 @@ class IrrepsRep(Rep):
             self.irreps = o3.Irreps(irreps)
         except Exception as err:  # e3nn raises bare ValueErrors/AssertionErrors
             raise ValueError(f"could not parse e3nn Irreps from {irreps!r}: {err}") from err
-        if group is None:
-            group = O(3)
+        group = O(3) if group is None else as_group(group)
         if not (isinstance(group, (O, SO)) and group.d == 3):
             raise ValueError(f"e3nn Irreps are representations of O(3) or SO(3), not {group}")
         self.group = group

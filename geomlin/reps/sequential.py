@@ -14,7 +14,8 @@ import inspect
 import torch
 from torch import nn
 
-from geomlin.reps.feature_type import compatible, declared_types, example_inputs, merge_groups
+from geomlin.reps.declarations import declared_types, example_inputs
+from geomlin.reps.feature_type import compatible, merge_groups
 
 
 def _describe(types: tuple) -> str:

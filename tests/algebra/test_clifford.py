@@ -277,7 +277,7 @@ def test_outermorphism_is_the_wedge_of_images(metric):
 
 @pytest.mark.parametrize("metric", [(1, 1, 1, 1, 1), (1, 1, 1, -1), (0, 1, 1, 1), (0, 0, 1)])
 def test_orthogonal_matrices_act_as_algebra_automorphisms(metric):
-    from geomlin.algebra import PseudoOrthogonalGroup
+    from geomlin.groups import PseudoOrthogonalGroup
 
     alg = CliffordAlgebra(metric)
     g, h = PseudoOrthogonalGroup(alg).sample(2, generator=torch.Generator().manual_seed(3))
@@ -296,7 +296,7 @@ def test_orthogonal_matrices_act_as_algebra_automorphisms(metric):
 
 
 def test_versor_action_is_the_outermorphism_of_its_vector_map():
-    from geomlin.algebra import CliffordGroup
+    from geomlin.groups import CliffordGroup
 
     for metric in [(1, 1, 1), (1, -1, -1, -1), (0, 1, 1, 1)]:
         alg = CliffordAlgebra(metric)
@@ -310,7 +310,8 @@ def test_versor_action_is_the_outermorphism_of_its_vector_map():
 
 def test_similarities_of_pga_are_outermorphisms_no_versor_realises():
     """lambda != 1 scales distances: a similarity p -> lambda R p + t of G(3,0,1) points."""
-    from geomlin.algebra import PseudoOrthogonalGroup, pga
+    from geomlin.algebra import pga
+    from geomlin.groups import PseudoOrthogonalGroup
 
     g = PseudoOrthogonalGroup(pga.PGA).sample(1, generator=torch.Generator().manual_seed(5))[0]
     lam = g[0, 0].item()

@@ -199,7 +199,7 @@ def test_audit_module_references(tmp_path, capsys):
     (tmp_path / "user_models.py").write_text(
         "import torch\n"
         "from geomlin.groups import SO\n"
-        "from geomlin.reps import V\n"
+        "from geomlin.reps import V, Vectors\n"
         "from geomlin.linear import EquivariantLinear\n"
         "def build():\n"
         "    return EquivariantLinear(V(SO(3)) ** 2, V(SO(3)))\n"
@@ -212,7 +212,7 @@ def test_audit_module_references(tmp_path, capsys):
         "    def equivariance_spec(self):\n"
         "        from geomlin.train import AuditSpec\n"
         "        x = torch.randn(4, 3, dtype=torch.float64)\n"
-        "        return AuditSpec(self, SO(3), 'vector', 'vector', (x,), 'a plain linear layer')\n")
+        "        return AuditSpec(self, SO(3), Vectors(3), Vectors(3), (x,), 'a plain linear layer')\n")
     assert main(["audit", f"{tmp_path / 'user_models.py'}:build", "--samples", "3"]) == 0
     assert "float64 precision" in capsys.readouterr().out
     assert main(["audit", f"{tmp_path / 'user_models.py'}:Broken", "--samples", "3"]) == 0

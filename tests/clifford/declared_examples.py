@@ -1,14 +1,14 @@
 """Equivariance examples of the module classes in :mod:`geomlin.clifford` (see tests/test_declarations.py).
 
 CGENN / GLGENN layers declare O(p,q,r) of their metric acting by outermorphisms
-(:class:`~geomlin.algebra.PseudoOrthogonalGroup`: similarities included for degenerate metrics);
+(:class:`~geomlin.groups.PseudoOrthogonalGroup`: similarities included for degenerate metrics);
 some factories also check the Clifford group. The attention layers declare O(3) or SO(3)
 depending on whether a pseudoscalar enters.
 """
 
 from torch import nn
 
-from geomlin.algebra import CliffordAlgebra, CliffordGroup
+from geomlin.algebra import CliffordAlgebra
 from geomlin.clifford import (
     GCAMLP,
     CGENNBlock,
@@ -24,6 +24,7 @@ from geomlin.clifford import (
     MVSiLU,
 )
 from geomlin.clifford.ga_attention import invariant_count
+from geomlin.groups import CliffordGroup
 from tests.randomized import randomized
 
 O5 = (1, 1, 1, 1, 1)

@@ -5,7 +5,7 @@ import pytest
 import torch
 from torch import nn
 
-from geomlin.algebra import CliffordAlgebra, CliffordGroup, Pin301, PseudoOrthogonalGroup
+from geomlin.algebra import CliffordAlgebra
 from geomlin.clifford import (
     GCAMLP,
     GAAttention,
@@ -20,6 +20,7 @@ from geomlin.clifford import (
     weighted_geometric_product,
 )
 from geomlin.clifford.ga_attention import Neighborhoods
+from geomlin.groups import CliffordGroup, Pin301, PseudoOrthogonalGroup
 
 G3 = CliffordAlgebra((1, 1, 1))
 PGA = CliffordAlgebra((0, 1, 1, 1))
@@ -76,7 +77,7 @@ CASES = [
     ("vector with 4 coefficients", lambda: G3.embed_vector(torch.ones(4)), ValueError, "must have shape (..., 3)"),
     ("exp without terms", lambda: G3.exp(torch.ones(8), terms=0), ValueError, "terms must be >= 1"),
     ("integer pseudoscalar", lambda: G3.pseudoscalar(torch.int64), TypeError, "floating"),
-    # ---- geomlin.algebra.versor_groups
+    # ---- geomlin.groups.versor
     ("Clifford group of a null metric", lambda: CliffordGroup((0, 0)), ValueError, "degenerate"),
     ("no vectors", lambda: CliffordGroup(G3, max_vectors=0), ValueError, "max_vectors must be >= 1"),
     ("unknown parity", lambda: CliffordGroup(G3, parity="proper"), ValueError, "parity must be one of"),

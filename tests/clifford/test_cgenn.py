@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from geomlin.algebra import CliffordAlgebra, CliffordGroup
+from geomlin.algebra import CliffordAlgebra
 from geomlin.clifford.cgenn import (
     CGENNBlock,
     GeometricProductLayer,
@@ -12,7 +12,8 @@ from geomlin.clifford.cgenn import (
     MVSiLU,
     weighted_geometric_product,
 )
-from geomlin.groups import O
+from geomlin.groups import CliffordGroup, O
+from geomlin.reps import Multivectors, Vectors
 from geomlin.testing import assert_equivariant
 from tests.randomized import randomized
 
@@ -29,7 +30,8 @@ def test_layers_are_clifford_group_equivariant(metric):
     x = torch.randn(3, 4, alg.dim, dtype=DT)
     for layer in (MVLinear(alg, 4, 3), GeometricProductLayer(alg, 4, 2), MVSiLU(alg, 4), MVLayerNorm(alg, 4),
                   CGENNBlock(alg, 4)):
-        assert_equivariant(randomized(layer, 0.5, torch.float64), group, group.action, group.action, inputs=x, num_samples=6)
+        mv = Multivectors(alg)
+        assert_equivariant(randomized(layer, 0.5, torch.float64), group, mv, mv, inputs=x, num_samples=6)
 
 
 def test_weighted_product_with_unit_weights_is_the_geometric_product():
@@ -52,7 +54,7 @@ def test_o3_vectors_through_the_euclidean_algebra():
 
     def fn(v):  # (batch, 2, 3) vectors -> vector part of the output
         return block(alg.embed_vector(v))[..., alg.grade_slices[1]]
-    assert_equivariant(fn, O(3), "vector", "vector", inputs=torch.randn(4, 2, 3, dtype=DT))
+    assert_equivariant(fn, O(3), Vectors(3), Vectors(3), inputs=torch.randn(4, 2, 3, dtype=DT))
 
 
 def test_errors():

@@ -16,6 +16,7 @@ from geomlin.clifford.ga_attention import (
     tuple_products,
 )
 from geomlin.groups import SO, O
+from geomlin.reps import Multivectors, Scalars, Vectors
 from geomlin.testing import assert_equivariant, equivariance_error
 from tests.oracles import require
 
@@ -155,18 +156,16 @@ def test_neighbourhoods():
         mask[:4] = True
         dense = layer(r[b, sub], v[b, sub], mask=mask)
         torch.testing.assert_close(got[b, i], dense[0], rtol=1e-10, atol=1e-12)
-    assert_equivariant(lambda r_, v_: layer(r_, v_, neighbors=nb), SO(3), ["vector", "scalar"], "vector",
+    assert_equivariant(lambda r_, v_: layer(r_, v_, neighbors=nb), SO(3), [Vectors(3), Scalars()], Vectors(3),
                        inputs=(r, v))
 
 
 def test_multivector_inputs_under_the_clifford_group():
     """Multivector attention is covariant under the twisted adjoint action of rotations and, with
     parity_invariant, of reflections too (the pseudoscalar changes sign)."""
-    from geomlin.algebra import CliffordGroup
-
     torch.manual_seed(0)
     nets, options = build("mv2", 2, "partial")
     layer = GAMultivectorAttention(N_DIM, *nets, parity_invariant=True, **options).double()
     r, v = torch.randn(2, 5, 8, dtype=DT), torch.randn(2, 5, N_DIM, dtype=DT)
-    group = CliffordGroup(CliffordAlgebra((1, 1, 1)))
-    assert_equivariant(layer, group=group, reps_in=[group.action, "scalar"], reps_out=group.action, inputs=(r, v))
+    mv = Multivectors(CliffordAlgebra((1, 1, 1)))
+    assert_equivariant(layer, group=mv.group, type_in=[mv, Scalars()], type_out=mv, inputs=(r, v))

@@ -3,8 +3,9 @@
 import pytest
 import torch
 
-from geomlin.algebra import CliffordAlgebra, Pin301, pga
+from geomlin.algebra import CliffordAlgebra, pga
 from geomlin.clifford import GCAMLP, GCAGate, GCAGroupNorm, GroupActionLinear
+from geomlin.groups import Pin301
 from geomlin.testing import equivariance_error
 
 DT = torch.float64

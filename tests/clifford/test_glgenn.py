@@ -6,8 +6,9 @@ import math
 import pytest
 import torch
 
-from geomlin.algebra import CliffordAlgebra, CliffordGroup, Pin301, PseudoOrthogonalGroup, pga
+from geomlin.algebra import CliffordAlgebra, pga
 from geomlin.clifford import CGENNBlock, GeometricProductLayer, MVLayerNorm, MVLinear, MVSiLU
+from geomlin.groups import CliffordGroup, Pin301, PseudoOrthogonalGroup
 from geomlin.testing import assert_equivariant, equivariance_error
 from tests.randomized import randomized
 

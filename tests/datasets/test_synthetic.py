@@ -18,6 +18,7 @@ from geomlin.datasets.synthetic import (
     shape_points,
 )
 from geomlin.groups import E3
+from geomlin.reps import Positions, Scalars, Vectors
 from geomlin.testing import assert_equivariant
 
 
@@ -135,7 +136,7 @@ def test_simulator_is_e3_equivariant():
     def sim(x, v, c):
         return simulate_charged_particles(x, v, c, num_steps=100)
 
-    assert_equivariant(sim, E3(), ("position", "vector", "scalar"), ("position", "vector"),
+    assert_equivariant(sim, E3(), (Positions(3), Vectors(3), Scalars()), (Positions(3), Vectors(3)),
                        inputs=(pos, vel, q))
 
 

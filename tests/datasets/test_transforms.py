@@ -19,6 +19,7 @@ from geomlin.datasets.transforms import (
     radius_graph,
 )
 from geomlin.groups import E3
+from geomlin.reps import Positions, Vectors
 from geomlin.testing import assert_equivariant, assert_invariant
 from tests.oracles import require
 
@@ -61,8 +62,8 @@ def test_center_and_normalize_are_equivariant():
         return NormalizeScale()(Data(pos=x)).pos
 
     x = _cloud()
-    assert_equivariant(center, E3(), ("position",), "vector", inputs=(x,))
-    assert_equivariant(normalize, E3(), ("position",), "vector", inputs=(x,))
+    assert_equivariant(center, E3(), (Positions(3),), Vectors(3), inputs=(x,))
+    assert_equivariant(normalize, E3(), (Positions(3),), Vectors(3), inputs=(x,))
     out = normalize(x)
     assert torch.allclose(out.mean(0), torch.zeros(3, dtype=torch.float64), atol=1e-12)
     assert out.norm(dim=1).max().item() == pytest.approx(1.0)
@@ -90,8 +91,8 @@ def test_graphs_match_brute_force_and_are_invariant():
         assert len(srcs) == k
         others = torch.tensor([j for j in range(30) if j != i])
         assert set(srcs.tolist()) == set(others[d[i, others].argsort()[:k]].tolist())
-    assert_invariant(lambda p: _dense(radius_graph(p, r), 30), E3(), ("position",), inputs=(x,))
-    assert_invariant(lambda p: _dense(knn_graph(p, k), 30), E3(), ("position",), inputs=(x,))
+    assert_invariant(lambda p: _dense(radius_graph(p, r), 30), E3(), (Positions(3),), inputs=(x,))
+    assert_invariant(lambda p: _dense(knn_graph(p, k), 30), E3(), (Positions(3),), inputs=(x,))
 
 
 def test_graphs_respect_batch_and_limits():

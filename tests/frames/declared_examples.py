@@ -10,13 +10,15 @@ from geomlin.frames import (
     Canonicalization,
     Canonicalizer,
     FrameAveraging,
+    GroupConv2d,
     ImageCanonicalizer,
+    LiftingConv2d,
     PointCloudCanonicalizer,
     VNLeakyReLU,
     VNLinear,
     VNPointNet,
 )
-from geomlin.frames.images import GroupConv2d, LiftingConv2d
+from geomlin.reps import Positions, Scalars, Vectors
 from tests.frames.conftest import PointMLP
 
 
@@ -40,18 +42,18 @@ def _biased(module: nn.Module) -> nn.Module:
 
 EXAMPLES = {
     FrameAveraging: [
-        lambda: FrameAveraging(PointMLP(out_dim=4), "E3", "invariant"),
-        lambda: FrameAveraging(PointMLP(out_dim=3, level="point"), "SO3", "vector"),
-        lambda: FrameAveraging(PointMLP(out_dim=3), "SE3", "position", on_degenerate="moments", gap_tol=0.2,
+        lambda: FrameAveraging(PointMLP(out_dim=4), "E3", Scalars()),
+        lambda: FrameAveraging(PointMLP(out_dim=3, level="point"), "SO3", Vectors(3)),
+        lambda: FrameAveraging(PointMLP(out_dim=3), "SE3", Positions(3), on_degenerate="moments", gap_tol=0.2,
                                signs="skewness"),
-        lambda: FrameAveraging(PointMLP(extra_dim=3, out_dim=3, level="point"), "O3", "vector", inputs="vector"),
+        lambda: FrameAveraging(PointMLP(extra_dim=3, out_dim=3, level="point"), "O3", Vectors(3), inputs=Vectors(3)),
     ],
     Canonicalization: [
         lambda: Canonicalization(PointCloudCanonicalizer("SE3", orthogonalization="procrustes", moment_frame=True),
-                                 PointMLP(out_dim=3), "position"),
-        lambda: Canonicalization(PointCloudCanonicalizer("O3", pooling="attention"), PointMLP(out_dim=2), "invariant"),
+                                 PointMLP(out_dim=3), Positions(3)),
+        lambda: Canonicalization(PointCloudCanonicalizer("O3", pooling="attention"), PointMLP(out_dim=2), Scalars()),
         lambda: Canonicalization(ImageCanonicalizer("D4", hidden_channels=4, num_blocks=1, kernel_size=3),
-                                 _FlatImageHead(2), "vector"),
+                                 _FlatImageHead(2), Vectors(2)),
     ],
     PointCloudCanonicalizer: [
         lambda: PointCloudCanonicalizer("SE3"),

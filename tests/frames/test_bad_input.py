@@ -9,16 +9,19 @@ from geomlin.frames import (
     Canonicalization,
     DegenerateFrameError,
     FrameAveraging,
+    GroupConv2d,
     ImageCanonicalizer,
+    LiftingConv2d,
     PointCloudCanonicalizer,
     VNLinear,
     VNPointNet,
     gram_schmidt_rotation,
     pca_frames,
 )
-from geomlin.frames.images import GroupConv2d, LiftingConv2d, act_on_image
 from geomlin.groups import C
-from geomlin.reps.types import Images, planar_element
+from geomlin.groups.square_grid import element_index
+from geomlin.reps import Images, RegularFeatures, Scalars, Vectors
+from geomlin.reps.images import act_on_image
 from tests.frames.conftest import PointMLP, random_clouds
 from tests.refusals import assert_refused
 
@@ -33,15 +36,15 @@ def _nan(x, where=(0, 0, 0)):
 
 
 def _fa(**kw):
-    return FrameAveraging(PointMLP(out_dim=3).double(), "E3", "vector", **kw)
+    return FrameAveraging(PointMLP(out_dim=3).double(), "E3", Vectors(3), **kw)
 
 
-def _invert_with(can, kind):
-    return can.invert(POS, can(POS), kind)
+def _invert_with(can, t):
+    return can.invert(POS, can(POS), t)
 
 
-def _canonicalize_with(can, kind):
-    return can.canonicalize(POS, can(POS), kind)
+def _canonicalize_with(can, t):
+    return can.canonicalize(POS, can(POS), t)
 
 
 def _image_can():
@@ -67,8 +70,10 @@ CASES = [
     ("a cloud with no points", lambda: pca_frames(POS, mask=MASK & (torch.arange(3) != 1)[:, None]), ValueError,
      "point clouds [1] have no points"),
     ("num_graphs too small", lambda: pca_frames(FLAT, batch=BATCH, num_graphs=2), ValueError, "num_graphs=2"),
-    ("unknown group", lambda: pca_frames(POS, "Q3"), ValueError, "unknown frame group"),
+    ("unknown group", lambda: pca_frames(POS, "Q3"), ValueError, "unknown group 'Q3'"),
     ("group of the wrong kind", lambda: pca_frames(POS, 3), TypeError, "group must be"),
+    ("a group without PCA frames", lambda: pca_frames(POS, "S3"), TypeError,
+     "group must be O(d), SO(d), E(d) or SE(d) for PCA frames, got S(3)"),
     ("dimension 11", lambda: pca_frames(torch.randn(2, 20, 11), "O(11)"), ValueError, "dimensions 1..10"),
     ("unknown policy", lambda: pca_frames(POS, on_degenerate="maybe"), ValueError, "on_degenerate must be one of"),
     ("negative gap_tol", lambda: pca_frames(POS, gap_tol=-0.1), ValueError, "gap_tol must be >= 0"),
@@ -79,24 +84,27 @@ CASES = [
      "degenerate covariance spectrum"),
     # ---- FrameAveraging
     ("backbone not callable", lambda: FrameAveraging(3, "E3"), TypeError, "backbone must be callable"),
-    ("unknown output kind", lambda: FrameAveraging(PointMLP(), "E3", "tensor"), ValueError, "output kinds must be in"),
+    ("output named by a string", lambda: FrameAveraging(PointMLP(), "E3", "tensor"), TypeError,
+     "output must be feature types, not strings: for 'tensor' pass a feature type"),
+    ("output of another kind", lambda: FrameAveraging(PointMLP(), "E3", Images("C4", 1)), TypeError,
+     "output of a point cloud in R^3 must be Scalars() (or another invariant type), Vectors(3) or Positions(3)"),
     ("inputs of the wrong kind", lambda: FrameAveraging(PointMLP(), "E3", inputs=3), TypeError,
-     "inputs must be a kind name"),
+     "inputs must be a feature type or a tuple of them"),
     ("frames_per_call 0", lambda: _fa(frames_per_call=0), ValueError, "frames_per_call must be"),
     ("stochastic not a bool", lambda: _fa(stochastic=1), TypeError, "stochastic must be a bool"),
     ("policy of FrameAveraging", lambda: _fa(on_degenerate="never"), ValueError, "on_degenerate must be one of"),
-    ("missing extra input", lambda: FrameAveraging(PointMLP(extra_dim=3, out_dim=3).double(), "E3", "vector",
-                                                   inputs="vector")(POS), ValueError, "expected 1 extra inputs"),
+    ("missing extra input", lambda: FrameAveraging(PointMLP(extra_dim=3, out_dim=3).double(), "E3", Vectors(3),
+                                                   inputs=Vectors(3))(POS), ValueError, "expected 1 extra inputs"),
     ("edge_index without batch", lambda: _fa()(POS, edge_index=torch.zeros(2, 1, dtype=torch.long)), ValueError,
      "edge_index is only supported with flat batches"),
-    ("extra input not a tensor", lambda: FrameAveraging(PointMLP(extra_dim=1, out_dim=3).double(), "E3", "vector",
-                                                        inputs="invariant")(POS, [1.0]), TypeError,
+    ("extra input not a tensor", lambda: FrameAveraging(PointMLP(extra_dim=1, out_dim=3).double(), "E3", Vectors(3),
+                                                        inputs=Scalars())(POS, [1.0]), TypeError,
      "extra input 0 must be a torch.Tensor"),
     # ---- canonicalization
     ("not a canonicalizer", lambda: Canonicalization(torch.nn.Linear(3, 3), PointMLP()), TypeError,
      "canonicalizer must be a geomlin Canonicalizer"),
-    ("no output kinds", lambda: Canonicalization(PointCloudCanonicalizer(), PointMLP(), ()), ValueError,
-     "at least one output kind"),
+    ("no output types", lambda: Canonicalization(PointCloudCanonicalizer(), PointMLP(), ()), ValueError,
+     "output must hold at least one feature type"),
     ("unknown orthogonalization", lambda: PointCloudCanonicalizer("SO3", orthogonalization="svd"), ValueError,
      "orthogonalization must be one of"),
     ("unknown pooling", lambda: PointCloudCanonicalizer("SO3", pooling="max"), ValueError, "pooling must be one of"),
@@ -105,13 +113,14 @@ CASES = [
     ("unknown keyword", lambda: PointCloudCanonicalizer("SO3", width=3), TypeError, "unexpected keyword"),
     ("moment_frame not a bool", lambda: PointCloudCanonicalizer("SO3", moment_frame="yes"), TypeError,
      "moment_frame must be a bool"),
-    ("regular output of a point cloud", lambda: _invert_with(PointCloudCanonicalizer("SO3").double(), "regular"),
-     ValueError, "'regular' needs a finite group"),
-    ("image kind for a point cloud", lambda: _canonicalize_with(PointCloudCanonicalizer("SO3").double(), "image"),
-     ValueError, "point clouds canonicalize"),
+    ("regular output of a point cloud", lambda: _invert_with(PointCloudCanonicalizer("SO3").double(),
+                                                             RegularFeatures("C4")),
+     TypeError, "point-cloud canonicalizers invert Scalars (invariant types), Vectors and Positions"),
+    ("image type for a point cloud", lambda: _canonicalize_with(PointCloudCanonicalizer("SO3").double(), Images("C4", 1)),
+     TypeError, "point-cloud canonicalizers canonicalize"),
     ("canonicalizer on NaN", lambda: PointCloudCanonicalizer("SO3").double()(_nan(POS)), ValueError, "NaN"),
     # ---- images
-    ("C8 images", lambda: ImageCanonicalizer(C(8)), ValueError, "C4 and D4 only"),
+    ("C8 images", lambda: ImageCanonicalizer(C(8)), ValueError, "C(4) or D(4)"),
     ("non-square images", lambda: _image_can()(torch.randn(2, 1, 8, 9, dtype=torch.float64)), ValueError, "H = W"),
     ("wrong image channels", lambda: _image_can()(torch.randn(2, 3, 9, 9, dtype=torch.float64)), ValueError,
      "expected 1 image channels"),
@@ -122,20 +131,20 @@ CASES = [
     ("zero temperature", lambda: ImageCanonicalizer("C4", temperature=0.0), ValueError, "temperature must be > 0"),
     ("zero channels", lambda: LiftingConv2d("C4", 0, 2), ValueError, "in_channels must be >= 1"),
     ("group conv on images", lambda: GroupConv2d("C4", 2, 2)(torch.randn(1, 2, 9, 9)), ValueError, "x must have shape"),
-    ("image type of C8", lambda: Images(C(8), 1), ValueError, "C(4) and D(4) only"),
-    ("not a planar element", lambda: planar_element(torch.tensor([[0.6, -0.8], [0.8, 0.6]], dtype=torch.float64)),
-     ValueError, "multiple of 90 degrees"),
+    ("image type of C8", lambda: Images(C(8), 1), ValueError, "C(4) or D(4)"),
+    ("not a planar element", lambda: element_index(torch.tensor([[0.6, -0.8], [0.8, 0.6]], dtype=torch.float64), "C4"),
+     ValueError, "g is not an element of C(4)"),
     # ---- vector neurons
     ("wrong vector channels", lambda: VNLinear(4, 2)(torch.randn(5, 3, 3)), ValueError, "v must have shape"),
     ("unknown VN pooling", lambda: VNPointNet(3, pooling="sum"), ValueError, "pooling must be one of"),
     ("missing frame", lambda: VNPointNet(3, frame_channels=3)(POS.float()), ValueError, "needs frame"),
     # ---- element indices are side inputs too (issue 24)
     ("C4 element index 9", lambda: act_on_image(torch.randn(5, 5), 9, "C4"), ValueError,
-     "index must be an element index of C4 in [0, 4), got 9"),
+     "index must be an element index of C(4) in [0, 4), got 9"),
     ("negative element index", lambda: act_on_image(torch.randn(5, 5), -1, "D4"), ValueError,
-     "element index of D4 in [0, 8), got -1"),
+     "element index of D(4) in [0, 8), got -1"),
     ("element index tensor out of range", lambda: act_on_image(torch.randn(5, 5), torch.tensor(4), "C4"),
-     ValueError, "index must index elements of C4 in [0, 4)"),
+     ValueError, "index must index elements of C(4) in [0, 4)"),
     ("frame for another number of clouds",
      lambda: VNPointNet(3, frame_channels=3).double()(POS, frame=torch.randn(POS.shape[0] + 1, 3, 3, dtype=torch.float64)),
      ValueError, f"frame must have shape ({POS.shape[0]}, 3, 3)"),
@@ -178,7 +187,7 @@ def test_coincident_points_get_the_identity_not_a_zero_matrix(group, orthogonali
     assert (g.R[1].T @ g.R[1] - torch.eye(3, dtype=torch.float64)).abs().max() < 1e-12
     one_direction = can(torch.tensor([[[0.3, -1.0, 2.0]] * 6], dtype=torch.float64)).R[0]
     assert (one_direction.T @ one_direction - torch.eye(3, dtype=torch.float64)).abs().max() < 1e-12
-    model = Canonicalization(can, PointMLP(out_dim=2).double(), "invariant")
+    model = Canonicalization(can, PointMLP(out_dim=2).double(), Scalars())
     model(same).sum().backward()
     assert torch.isfinite(same.grad).all()
 

@@ -10,16 +10,12 @@ from geomlin.frames import (
     gram_schmidt_rotation,
 )
 from geomlin.groups import E3, SE3, SO, Euclidean, O
+from geomlin.reps import Frames, Images, Positions, Scalars, Vectors
 from geomlin.testing import assert_equivariant, equivariance_error
 from tests.frames.prior_training import train_on_prior
 
 GROUPS = [("SO3", SO(3)), ("O3", O(3)), ("SE3", SE3()), ("E3", E3())]
-OUT_DIM = {"invariant": 4, "vector": 3, "position": 3}
-
-
-def _matrix_action(g, M):
-    R = g.R if hasattr(g, "R") else g
-    return R.to(M.dtype) @ M
+OUT_DIM = {Scalars(): 4, Vectors(3): 3, Positions(3): 3}
 
 
 @pytest.mark.parametrize("special", [True, False])
@@ -30,7 +26,7 @@ def test_gram_schmidt_rotation_is_equivariant(special):
     def frame(a, b, c):
         return gram_schmidt_rotation(a, b, None if special else c)
 
-    assert_equivariant(frame, group, ("vector",) * 3, _matrix_action, inputs=(v[:, 0], v[:, 1], v[:, 2]))
+    assert_equivariant(frame, group, (Vectors(3),) * 3, Frames(3), inputs=(v[:, 0], v[:, 1], v[:, 2]))
     R = frame(v[:, 0], v[:, 1], v[:, 2])
     assert torch.allclose(R.transpose(-1, -2) @ R, torch.eye(3, dtype=torch.float64).expand(5, 3, 3), atol=1e-12)
     if special:
@@ -40,28 +36,28 @@ def test_gram_schmidt_rotation_is_equivariant(special):
     assert torch.allclose(Q[..., :2], R[..., :2], atol=1e-12)
 
 
-@pytest.mark.parametrize("output", ["invariant", "vector", "position"])
+@pytest.mark.parametrize("output", [Scalars(), Vectors(3), Positions(3)], ids=repr)
 @pytest.mark.parametrize("name,group", GROUPS)
 def test_canonicalized_model_is_exact(name, group, output, point_mlp, clouds):
     pos, mask, _, _ = clouds()
     backbone = point_mlp(out_dim=OUT_DIM[output])
     model = Canonicalization(PointCloudCanonicalizer(name).double(), backbone, output)
-    assert_equivariant(model, group, "position", output, inputs=(pos,), kwargs={"mask": mask})
-    assert equivariance_error(backbone, group, "position", output, inputs=(pos,), kwargs={"mask": mask}) > 1e-3
+    assert_equivariant(model, group, Positions(3), output, inputs=(pos,), kwargs={"mask": mask})
+    assert equivariance_error(backbone, group, Positions(3), output, inputs=(pos,), kwargs={"mask": mask}) > 1e-3
 
 
 def test_rotation_canonicalizer_is_not_reflection_invariant(point_mlp, clouds):
     pos, mask, _, _ = clouds()
-    model = Canonicalization(PointCloudCanonicalizer("SO3").double(), point_mlp(out_dim=2), "invariant")
-    assert equivariance_error(model, O(3), "position", "invariant", inputs=(pos,), kwargs={"mask": mask}) > 1e-6
+    model = Canonicalization(PointCloudCanonicalizer("SO3").double(), point_mlp(out_dim=2), Scalars())
+    assert equivariance_error(model, O(3), Positions(3), Scalars(), inputs=(pos,), kwargs={"mask": mask}) > 1e-6
 
 
 def test_flat_batches_per_point_outputs_and_vector_inputs(point_mlp, clouds):
     _, _, flat, batch = clouds()
     vel = torch.randn_like(flat)
     model = Canonicalization(PointCloudCanonicalizer("E3").double(), point_mlp(extra_dim=3, out_dim=3, level="point"),
-                             "position", inputs=("vector",))
-    assert_equivariant(model, E3(), ("position", "vector"), "position", inputs=(flat, vel), kwargs={"batch": batch})
+                             Positions(3), inputs=(Vectors(3),))
+    assert_equivariant(model, E3(), (Positions(3), Vectors(3)), Positions(3), inputs=(flat, vel), kwargs={"batch": batch})
 
 
 def test_elements_are_orthogonal_and_o3_uses_both_orientations(clouds):
@@ -80,15 +76,15 @@ def test_elements_are_orthogonal_and_o3_uses_both_orientations(clouds):
 
 def test_other_dimensions_use_qr(point_mlp, clouds):
     pos, mask, _, _ = clouds(d=2)
-    model = Canonicalization(PointCloudCanonicalizer("SE(2)").double(), point_mlp(in_dim=2, out_dim=2), "vector")
-    assert_equivariant(model, Euclidean(2, reflections=False), "position", "vector", inputs=(pos,),
+    model = Canonicalization(PointCloudCanonicalizer("SE(2)").double(), point_mlp(in_dim=2, out_dim=2), Vectors(2))
+    assert_equivariant(model, Euclidean(2, reflections=False), Positions(2), Vectors(2), inputs=(pos,),
                        kwargs={"mask": mask})
 
 
 @pytest.mark.parametrize("name", ["SO3", "O3"])
 def test_gradients_reach_canonicalizer_and_backbone(name, point_mlp, clouds):
     pos, mask, _, _ = clouds()
-    model = Canonicalization(PointCloudCanonicalizer(name).double(), point_mlp(out_dim=2), "invariant")
+    model = Canonicalization(PointCloudCanonicalizer(name).double(), point_mlp(out_dim=2), Scalars())
     y, g = model(pos, mask=mask, return_elements=True)
     (y.square().sum() + model.prior_loss(g)).backward()
     for part in (model.canonicalizer, model.backbone):
@@ -99,7 +95,7 @@ def test_gradients_reach_canonicalizer_and_backbone(name, point_mlp, clouds):
 
 def test_frozen_backbone_still_trains_the_canonicalizer(point_mlp, clouds):
     pos, mask, _, _ = clouds()
-    model = Canonicalization(PointCloudCanonicalizer("SO3").double(), point_mlp(out_dim=2), "invariant",
+    model = Canonicalization(PointCloudCanonicalizer("SO3").double(), point_mlp(out_dim=2), Scalars(),
                              freeze_backbone=True)
     model(pos, mask=mask).square().sum().backward()
     assert all(p.grad is None for p in model.backbone.parameters())
@@ -151,8 +147,10 @@ def test_bad_input(clouds):
     with pytest.raises(ValueError, match="NaN"):
         can(pos.masked_fill(~mask[..., None], float("nan")), mask=mask)
     g = can(pos, mask=mask)
-    with pytest.raises(ValueError, match="regular"):
-        can.invert(pos, g, "regular")
+    with pytest.raises(TypeError, match="Scalars .*Vectors and Positions, got Images"):
+        can.invert(pos, g, Images("C4", 1))
+    with pytest.raises(TypeError, match=r"not strings: for 'invariant' pass geomlin.reps.Scalars\(\)"):
+        Canonicalization(can, torch.nn.Linear(3, 3), "invariant")
     with pytest.raises(TypeError, match="Canonicalizer"):
         Canonicalization(torch.nn.Linear(3, 3), torch.nn.Linear(3, 3))
 
@@ -169,8 +167,8 @@ def test_the_contract_is_abstract():
 def test_procrustes_canonicalizer_is_exact(name, group, point_mlp, clouds):
     pos, mask, _, _ = clouds()
     can = PointCloudCanonicalizer(name, orthogonalization="procrustes", pooling="attention", moment_frame=True)
-    model = Canonicalization(can.double(), point_mlp(out_dim=3), "vector")
-    assert_equivariant(model, group, "position", "vector", inputs=(pos,), kwargs={"mask": mask})
+    model = Canonicalization(can.double(), point_mlp(out_dim=3), Vectors(3))
+    assert_equivariant(model, group, Positions(3), Vectors(3), inputs=(pos,), kwargs={"mask": mask})
     g = can(pos, mask=mask)
     det = torch.linalg.det(g.R)
     assert (g.R.transpose(-1, -2) @ g.R - torch.eye(3, dtype=torch.float64)).abs().max() < 1e-12

@@ -13,15 +13,15 @@ from geomlin import validation
 from geomlin.frames import (
     DegenerateFrameError,
     FrameAveraging,
-    act_on_image,
     gram_schmidt_orthogonal,
     gram_schmidt_rotation,
-    image_action,
     moment_axes,
     pca_frames,
-    regular_action,
 )
-from geomlin.frames.images import as_image_group, element_matrices
+from geomlin.groups import C, D
+from geomlin.groups.square_grid import element_matrices, grid_order
+from geomlin.reps import Images, RegularFeatures, Vectors
+from geomlin.reps.images import act_on_image
 from tests.device import simulated as sim  # registers the stand-in before any backward pass starts autograd
 from tests.frames.conftest import PointMLP, random_clouds
 
@@ -183,7 +183,7 @@ def test_frame_averaging_stochastic_training_on_the_device():
     """One random frame element per input, drawn on the device; a generator on another device is
     refused at the boundary (CUDA would refuse it inside the kernel)."""
     pos, mask = _clouds(3)
-    model = FrameAveraging(PointMLP(out_dim=3, level="point").double(), "SE3", "vector", stochastic=True,
+    model = FrameAveraging(PointMLP(out_dim=3, level="point").double(), "SE3", Vectors(3), stochastic=True,
                            on_degenerate="ignore")
     model, dpos, dmask = sim.to_sim((model, pos, mask))
     with sim.watch() as log:
@@ -224,23 +224,23 @@ def test_gram_schmidt_on_the_device_and_under_autocast():
         assert Q.dtype == dtype and (sim.to_cpu(Q).float() - cpu_out[2]).abs().max() < 2e-2
 
 
-@pytest.mark.parametrize("name", ["C4", "D4"])
-def test_image_actions_on_the_device(name):
-    """The testing actions keep the element index on the device (no read of g); every element acts
+@pytest.mark.parametrize("group", [C(4), D(4)], ids=str)
+def test_image_actions_on_the_device(group):
+    """The image feature types keep the element index on the device (no read of g); every element acts
     as on the CPU, and a matrix outside the group is reported by raise_deferred."""
-    group = as_image_group(name)
+    order = grid_order(group)
     x = torch.randn(2, 3, 5, 5, dtype=torch.float64, generator=torch.Generator().manual_seed(8))
-    y = torch.randn(2, group.order, 4, dtype=torch.float64, generator=torch.Generator().manual_seed(9))
+    y = torch.randn(2, 4, order, dtype=torch.float64, generator=torch.Generator().manual_seed(9))
     mats = element_matrices(group)
     dx, dy, dmats = sim.to_sim((x, y, mats))
-    act_img, act_reg = image_action(group), regular_action(group)
+    act_img, act_reg = Images(group, 3).act, RegularFeatures(group, 4).act
     with sim.watch() as log:
-        images = [act_img(dmats[i], dx) for i in range(group.order)]
-        regular = [act_reg(dmats[i], dy) for i in range(group.order)]
-        indexed = [act_on_image(dx, torch.tensor(i, device=dx.device), group) for i in range(group.order)]
+        images = [act_img(dmats[i], dx) for i in range(order)]
+        regular = [act_reg(dmats[i], dy) for i in range(order)]
+        indexed = [act_on_image(dx, torch.tensor(i, device=dx.device), group) for i in range(order)]
         on_device = element_matrices(group, dx.device)
     assert not log.events, log.report()
-    for i in range(group.order):
+    for i in range(order):
         assert torch.equal(sim.to_cpu(images[i]), act_img(mats[i], x))
         assert torch.equal(sim.to_cpu(indexed[i]), act_on_image(x, i, group))
         assert torch.equal(sim.to_cpu(regular[i]), act_reg(mats[i], y))
@@ -248,5 +248,5 @@ def test_image_actions_on_the_device(name):
     with sim.watch() as log:
         act_img(dmats[1] * 0.5, dx)
     assert not log.events, log.report()
-    with pytest.raises(ValueError, match=f"g is not an element of {name}"):
+    with pytest.raises(ValueError, match=f"g is not an element of {str(group).replace('(', '.').replace(')', '.')}"):
         validation.raise_deferred()

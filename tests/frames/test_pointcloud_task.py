@@ -43,6 +43,6 @@ def test_the_task_models_are_invariant(name):
     torch.manual_seed(0)
     model = task.build_model(name, cfg, {"num_classes": 5}).double().eval()
     spec = task.audit_spec(name, model, {"num_points": 24, "frame_group": cfg["frame_group"]})
-    assert equivariance_error(model, SE3(), spec.reps_in, spec.reps_out, inputs=spec.inputs, num_samples=3) < 1e-9
+    assert equivariance_error(model, SE3(), spec.type_in, spec.type_out, inputs=spec.inputs, num_samples=3) < 1e-9
     baseline = task.build_model("pointnet", cfg, {"num_classes": 5}).double()
-    assert equivariance_error(baseline, SE3(), spec.reps_in, spec.reps_out, inputs=spec.inputs) > 1e-3
+    assert equivariance_error(baseline, SE3(), spec.type_in, spec.type_out, inputs=spec.inputs) > 1e-3

@@ -6,13 +6,14 @@ import torch
 from geomlin.frames import VNLeakyReLU, VNLinear, VNPointNet
 from geomlin.frames.vector_neurons import moment_features
 from geomlin.groups import O
+from geomlin.reps import Vectors
 from geomlin.testing import assert_equivariant
 
 
 def test_layers_are_o3_equivariant():
     v = torch.randn(4, 5, 6, 3, dtype=torch.float64)  # (B, N, C, 3)
     layer = torch.nn.Sequential(VNLinear(6, 7), VNLeakyReLU(7)).double()
-    assert_equivariant(layer, O(3), "vector", "vector", inputs=(v,))
+    assert_equivariant(layer, O(3), Vectors(3), Vectors(3), inputs=(v,))
 
 
 def test_leaky_relu_clips_against_the_learned_direction():
@@ -37,7 +38,7 @@ def test_pointnet_is_o3_equivariant_and_spans_space(layout):
     else:
         mask = torch.ones(3, 8, dtype=torch.bool)
         inputs, kwargs = (pos.reshape(-1, 3),), {"batch": torch.arange(3).repeat_interleave(8)}
-    assert_equivariant(net, O(3), "vector", "vector", inputs=inputs, kwargs=kwargs)
+    assert_equivariant(net, O(3), Vectors(3), Vectors(3), inputs=inputs, kwargs=kwargs)
     out = net(*inputs, **kwargs)
     # Centred clouds: the pooled vectors must still be linearly independent (a rank-3 frame).
     centred = pos - pos.mean(1, keepdim=True)
@@ -59,7 +60,7 @@ def test_attention_pooling_and_frame_channels_are_o3_equivariant(layout):
     def fn(x, f):
         return net(x, frame=f, **kwargs)
 
-    assert_equivariant(fn, O(3), ("vector", "vector"), "vector", inputs=(*inputs, frame))
+    assert_equivariant(fn, O(3), (Vectors(3), Vectors(3)), Vectors(3), inputs=(*inputs, frame))
 
 
 def test_attention_pooling_picks_points():

@@ -4,13 +4,15 @@ points with the join active, the flat-batch attention methods, autocast, compile
 import pytest
 import torch
 
-from geomlin.algebra import Pin301, pga, pin_action
+from geomlin.algebra import pga
 from geomlin.gatr import GATr
-from geomlin.groups import E3, SE3
+from geomlin.groups import E3, SE3, Pin301
+from geomlin.reps import Multivectors, Positions
 from geomlin.testing import assert_equivariant, equivariance_error
 
 DT = torch.float64
 PIN = Pin301()
+MV = Multivectors(pga.PGA)
 
 
 def small_model(**kw) -> GATr:
@@ -59,7 +61,7 @@ def test_flat_batch_matches_separate_sets_and_is_equivariant_per_set(method):
     g = PIN.sample(3, generator=torch.Generator().manual_seed(5))
 
     def per_set(x):
-        return torch.cat([pin_action(g[0], x[:3]), pin_action(g[1], x[3:7]), pin_action(g[2], x[7:])])
+        return torch.cat([MV.act(g[0], x[:3]), MV.act(g[1], x[3:7]), MV.act(g[2], x[7:])])
     got_mv, got_s = model(per_set(mv), s, batch=batch)
     torch.testing.assert_close(got_mv, per_set(out_mv), rtol=1e-9, atol=1e-9)
     torch.testing.assert_close(got_s, out_s, rtol=1e-9, atol=1e-9)
@@ -82,7 +84,7 @@ def test_explicit_join_reference_transforms_with_the_input():
 
     def fn(x, r):
         return model(x, join_reference=r)[0]
-    assert_equivariant(fn, PIN, (pin_action, pin_action), pin_action, inputs=(mv, ref))
+    assert_equivariant(fn, PIN, (MV, MV), MV, inputs=(mv, ref))
     assert model(mv)[1] is None
 
 
@@ -110,7 +112,7 @@ def test_points_follow_e3_exactly_with_the_join_active():
     elements = group.sample(20, generator=torch.Generator().manual_seed(1))
     assert (torch.linalg.det(elements.R) < 0).sum() >= 5
     cloud = pga.embed_point(torch.randn(2, 7, 3, dtype=DT))[..., None, :]
-    assert_equivariant(points, group, move, "position", inputs=cloud, num_samples=12)
+    assert_equivariant(points, group, move, Positions(3), inputs=cloud, num_samples=12)
 
     # the join is active: switching it off (a reference without e123) changes the output
     from geomlin.gatr import primitives as P
@@ -127,7 +129,7 @@ def test_reembedded_points_follow_proper_motions_exactly():
     def coords(pos):
         return pga.extract_point(model(pga.embed_point(pos)[..., None, :])[0][..., 0, :])
     pos = torch.randn(2, 6, 3, dtype=DT)
-    assert equivariance_error(coords, SE3(), "position", "position", inputs=pos) < 1e-9
+    assert equivariance_error(coords, SE3(), Positions(3), Positions(3), inputs=pos) < 1e-9
 
 
 def test_attention_methods_and_dense_primitives_compute_the_same_function():

@@ -6,14 +6,17 @@ import math
 import pytest
 import torch
 
-from geomlin.algebra import Pin301, pga, pin_action
+from geomlin.algebra import pga
 from geomlin.gatr import planes as PL
 from geomlin.gatr import primitives as P
+from geomlin.groups import Pin301
+from geomlin.reps import Multivectors, Scalars
 from geomlin.testing import assert_equivariant, assert_invariant
 from tests.gatr import pga_oracle as O
 
 DT = torch.float64
 PIN = Pin301()
+MV = Multivectors(pga.PGA)
 TOL = {"rtol": 1e-10, "atol": 1e-10}
 
 
@@ -90,7 +93,7 @@ def test_equi_linear_against_the_basis_written_out():
         torch.testing.assert_close(P.equi_linear(x, w, method, scalar_bias=bias), want, **TOL)
     planes = PL.linear(PL.to_planes(x), w, bias)
     torch.testing.assert_close(PL.from_planes(planes, (2, 5)), want, **TOL)
-    assert_equivariant(lambda a: P.equi_linear(a, w), PIN, pin_action, pin_action, inputs=x)
+    assert_equivariant(lambda a: P.equi_linear(a, w), PIN, MV, MV, inputs=x)
 
 
 def test_distance_features_are_the_reference_vectors():
@@ -111,20 +114,20 @@ def test_distance_features_are_the_reference_vectors():
 
     def pair(a, b):
         return (P.distance_features(a, "query") * P.distance_features(b, "key")).sum(-1)
-    assert_invariant(pair, PIN, (pin_action, pin_action), inputs=(x, y))
+    assert_invariant(pair, PIN, (MV, MV), inputs=(x, y))
 
 
 # ------------------------------------------------------------------ equivariance, norms, dropout
 def test_products_are_equivariant_and_the_plain_join_flips_sign():
     x, y = mv(2, 5, 3), mv(2, 5, 3)
-    assert_equivariant(P.geometric_product, PIN, (pin_action, pin_action), pin_action, inputs=(x, y))
+    assert_equivariant(P.geometric_product, PIN, (MV, MV), MV, inputs=(x, y))
     ref = mv(2, 1, 1)
-    assert_equivariant(P.equivariant_join, PIN, (pin_action,) * 3, pin_action, inputs=(x, y, ref))
+    assert_equivariant(P.equivariant_join, PIN, (MV,) * 3, MV, inputs=(x, y, ref))
     g = Pin301(parity="odd").sample(1)[0]
-    torch.testing.assert_close(P.join(pin_action(g, x), pin_action(g, y)), -pin_action(g, P.join(x, y)))
+    torch.testing.assert_close(P.join(MV.act(g, x), MV.act(g, y)), -MV.act(g, P.join(x, y)))
     # the e123 reference flips with odd versors too: a point's weight becomes -1
     point = pga.embed_point(torch.randn(3, dtype=DT))
-    assert pin_action(g, point)[pga.E123] == pytest.approx(-1.0)
+    assert MV.act(g, point)[pga.E123] == pytest.approx(-1.0)
 
 
 def test_planes_kernels_match_the_row_primitives():
@@ -147,8 +150,8 @@ def test_layer_norm_and_gelu_are_the_reference_formulas():
     gate = x[..., :1]
     tanh_gelu = 0.5 * gate * (1 + torch.tanh(math.sqrt(2 / math.pi) * (gate + 0.044715 * gate ** 3)))
     torch.testing.assert_close(P.scalar_gated_gelu(x), x * tanh_gelu, **TOL)
-    assert_equivariant(P.equi_layer_norm, PIN, pin_action, pin_action, inputs=x)
-    assert_equivariant(P.scalar_gated_gelu, PIN, pin_action, pin_action, inputs=x)
+    assert_equivariant(P.equi_layer_norm, PIN, MV, MV, inputs=x)
+    assert_equivariant(P.scalar_gated_gelu, PIN, MV, MV, inputs=x)
 
 
 def test_grade_dropout():
@@ -163,7 +166,7 @@ def test_grade_dropout():
 
     def fixed_draw(a):
         return P.grade_dropout(a, 0.3, generator=torch.Generator().manual_seed(7))
-    assert_equivariant(fixed_draw, PIN, pin_action, pin_action, inputs=x)
+    assert_equivariant(fixed_draw, PIN, MV, MV, inputs=x)
 
 
 # ------------------------------------------------------------------ attention
@@ -204,7 +207,7 @@ def test_attention_matches_the_written_out_formula_and_is_equivariant():
 
     def fn(a, b, c, d, e, f):
         return P.geometric_attention(a, b, c, d, e, f, attn_mask=P.set_layout(keep), distance_weights=weights)
-    assert_equivariant(fn, PIN, (pin_action,) * 3 + ("scalar",) * 3, (pin_action, "scalar"),
+    assert_equivariant(fn, PIN, (MV,) * 3 + (Scalars(),) * 3, (MV, Scalars()),
                        inputs=(q, k, v, qs, ks, vs))
 
 
@@ -310,7 +313,7 @@ def test_cross_attention_matches_the_reference_formula(num_queries, num_keys, kv
 
 def test_cross_attention_is_equivariant_and_refuses_mismatched_items():
     q, k, v = mv(2, 2, 5, 2), mv(2, 1, 7, 2), mv(2, 1, 7, 2)
-    assert_equivariant(lambda a, b, c: P.geometric_attention(a, b, c)[0], PIN, (pin_action,) * 3, pin_action,
+    assert_equivariant(lambda a, b, c: P.geometric_attention(a, b, c)[0], PIN, (MV,) * 3, MV,
                        inputs=(q, k, v))
     with pytest.raises(ValueError, match="same number of items"):
         P.geometric_attention(q, k, mv(2, 1, 6, 2))

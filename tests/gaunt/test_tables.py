@@ -10,6 +10,7 @@ from e3nn import o3
 from geomlin.gaunt import gaunt_tensor, sphere_irreps, spherical_harmonics
 from geomlin.gaunt import tables as T
 from geomlin.groups import O
+from geomlin.reps import Vectors
 from geomlin.testing import assert_equivariant
 
 
@@ -35,7 +36,7 @@ def test_spherical_harmonics_match_e3nn_off_the_sphere_and_at_zero(normalize):
 @pytest.mark.parametrize("lmax", [4, 16])
 def test_spherical_harmonics_equivariant_beyond_e3nn_range(lmax):
     v = torch.randn(6, 3, dtype=torch.float64)
-    assert_equivariant(lambda x: spherical_harmonics(lmax, x), O(3), "vector", sphere_irreps(lmax, 1), inputs=(v,))
+    assert_equivariant(lambda x: spherical_harmonics(lmax, x), O(3), Vectors(3), sphere_irreps(lmax, 1), inputs=(v,))
 
 
 def test_spherical_harmonics_orthonormal_lmax20():

@@ -6,12 +6,14 @@ import torch
 from geomlin.groups import (
     E3,
     SE3,
+    Euclidean,
     RigidTransform,
     random_rigid,
     transform_positions,
     transform_scalars,
     transform_vectors,
 )
+from tests.groups.generated import assert_generators_generate
 
 
 def test_e3_has_reflections_and_se3_does_not():
@@ -43,3 +45,14 @@ def test_batched_transforms():
 def test_bad_rigid_transform():
     with pytest.raises(ValueError):
         RigidTransform(torch.eye(3), torch.zeros(2))
+
+
+@pytest.mark.parametrize("group", [E3(), SE3(), Euclidean(2), Euclidean(2, reflections=False)], ids=str)
+def test_generators_on_homogeneous_coordinates_generate_the_sampled_motions(group):
+    """``x -> R x + t`` is ``[[R, t], [0, 1]]`` on ``(x, 1)``; the generators reach every sample."""
+    g = group.sample(24, generator=torch.Generator().manual_seed(3))
+    d = group.d
+    mats = torch.zeros(24, d + 1, d + 1, dtype=torch.float64)
+    mats[:, :d, :d], mats[:, :d, d], mats[:, d, d] = g.R, g.t, 1.0
+    assert group.lie_algebra.shape == (d * (d + 1) // 2, d + 1, d + 1)
+    assert_generators_generate(group.lie_algebra, group.discrete_generators, mats)

@@ -21,6 +21,7 @@ from geomlin.groups import (
     Trivial,
     symplectic_form,
 )
+from tests.groups.generated import assert_generators_generate
 
 N = 200
 
@@ -190,15 +191,11 @@ def test_membership_tolerance_follows_the_dtype():
         O(3).check_element(g.double() * (1 + 1e-4))  # float64 is held to 1e-6
 
 
-def test_string_aliases():
-    from geomlin.groups import as_group
-
-    assert as_group("O3") == O(3) and as_group("SO(3)") == SO(3) and as_group("S(4)") == S(4)
-    assert as_group("Lorentz") == Lorentz() and as_group("SO+(1,3)") == SO13p()
-    with pytest.raises(ValueError, match="rigid motions"):
-        as_group("E3")
-    with pytest.raises(TypeError, match="Group"):
-        as_group(3)
+@pytest.mark.parametrize("G", [SO(3), O(2), Sp(1), SL(2), Lorentz(), SO13p(), S(4), C(6), D(4), Trivial(2),
+                               DirectProduct(O(2), C(3))], ids=str)
+def test_the_generators_generate_the_sampled_group(G):
+    assert_generators_generate(G.lie_algebra, G.discrete_generators,
+                               G.sample(24, generator=torch.Generator().manual_seed(4)))
 
 
 @pytest.mark.parametrize("G, good, bad, phrase", MEMBERSHIP, ids=lambda x: repr(x) if isinstance(x, Group) else "")

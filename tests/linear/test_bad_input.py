@@ -25,7 +25,7 @@ from geomlin.linear import (
     uniform_rep,
 )
 from geomlin.linear.diagrams import Diagram
-from geomlin.reps import Rep, Scalar, T, V, wigner_D_from_matrix
+from geomlin.reps import IrrepsRep, Scalar, T, V, wigner_D_from_matrix
 
 F64 = torch.float64
 
@@ -58,9 +58,9 @@ CASES = {
     "element of the wrong size": (lambda: O(3).check_element(torch.eye(4, dtype=F64)), ValueError, "(..., 3, 3)"),
     "integer element": (lambda: O(3).check_element(torch.eye(3, dtype=torch.long)), TypeError, "floating-point"),
     "unknown group name": (lambda: as_group("G2"), ValueError, "unknown group"),
-    "Euclidean group as a matrix group": (lambda: V("E3"), ValueError, "rigid motions"),
+    "Euclidean group as a matrix group": (lambda: V("E3"), TypeError, "rigid motions"),
     # --- reps
-    "non-orthogonal matrix to IrrepsRep.rho": (lambda: Rep.from_irreps("1o + 2e").rho(2 * torch.eye(3, dtype=F64)),
+    "non-orthogonal matrix to IrrepsRep.rho": (lambda: IrrepsRep("1o + 2e").rho(2 * torch.eye(3, dtype=F64)),
                                                ValueError, "orthogonal"),
     "shear to wigner_D_from_matrix": (lambda: wigner_D_from_matrix("1o", torch.eye(3, dtype=F64) + 0.5),
                                       ValueError, "orthogonal"),
@@ -73,7 +73,7 @@ CASES = {
     "reps of two groups": (lambda: V(O(3)) + V(SO(3)), ValueError, "different groups"),
     "binding to another group": (lambda: V(O(3))(O(4)), ValueError, "not of O(4)"),
     "negative T rank": (lambda: T(-1), ValueError, "p must be >= 0"),
-    "bad irreps string": (lambda: Rep.from_irreps("2x1q"), ValueError, "could not parse"),
+    "bad irreps string": (lambda: IrrepsRep("2x1q"), ValueError, "could not parse"),
     # --- solver
     "unknown solver method": (lambda: equivariant_basis(V(O(3)), V(O(3)), method="qr"), ValueError,
                               "method must be one of"),

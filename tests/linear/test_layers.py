@@ -5,7 +5,7 @@ import torch
 
 from geomlin.groups import SL, SO, C, D, DirectProduct, Group, Lorentz, O, S, SO13p, Sp, Trivial
 from geomlin.linear import EquivariantLinear, equivariant_basis
-from geomlin.reps import Rep, Scalar, V
+from geomlin.reps import IrrepsRep, Scalar, V
 from geomlin.testing import assert_equivariant
 
 SHIPPED = [SO(3), O(3), SO(2), Sp(1), Sp(2), S(4), C(6), D(5), Lorentz(), SO13p(), SL(2), Trivial(2),
@@ -33,8 +33,8 @@ def test_equivariant_linear_for_every_shipped_group(G):
 
 
 def test_irreps_layer():
-    rin = Rep.from_irreps("2x0e + 1o + 2e")
-    rout = Rep.from_irreps("0e + 2x1o + 2e")
+    rin = IrrepsRep("2x0e + 1o + 2e")
+    rout = IrrepsRep("0e + 2x1o + 2e")
     layer = EquivariantLinear(rin, rout).double()
     assert_equivariant(layer, O(3), rin, rout, num_samples=10)
     # 0e->0e (2 in, 1 out), 1o->1o (1 in, 2 out), 2e->2e (1 in, 1 out)

@@ -22,7 +22,7 @@ def test_potential_is_e3_invariant():
     net = EGNNPotential(num_species=5, hidden_channels=16, num_blocks=2).double()
     pos, _, _ = _system()
     z = torch.randint(0, 5, pos.shape[:2])
-    assert_invariant(net, E3(), ("position", None), inputs=(pos, z))
+    assert_invariant(net, E3(), (Positions(3), None), inputs=(pos, z))
 
 
 def test_potential_forces_are_equivariant():
@@ -34,7 +34,7 @@ def test_potential_forces_are_equivariant():
         p = p.detach().requires_grad_(True)
         return -torch.autograd.grad(net(p, zz).sum(), p)[0]
 
-    assert_equivariant(forces, E3(), ("position", None), "vector", inputs=(pos, z))
+    assert_equivariant(forces, E3(), (Positions(3), None), Vectors(3), inputs=(pos, z))
 
 
 def test_potential_mask_and_permutation():
@@ -52,7 +52,7 @@ def test_potential_mask_and_permutation():
 def test_dynamics_is_e3_equivariant():
     net = EGNNDynamics(hidden_channels=16, num_blocks=2).double()
     pos, vel, q = _system()
-    assert_equivariant(net, E3(), ("position", "vector", None), "position", inputs=(pos, vel, q))
+    assert_equivariant(net, E3(), (Positions(3), Vectors(3), None), Positions(3), inputs=(pos, vel, q))
 
 
 def test_rbf_oracle():

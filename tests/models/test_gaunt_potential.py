@@ -7,7 +7,7 @@ from geomlin.groups import E3
 from geomlin.models import GauntPotential
 from geomlin.models.gaunt_potential import DegreeLinear
 from geomlin.models.graphs import count_neighbors
-from geomlin.reps import Labels, Positions, Scalars
+from geomlin.reps import Labels, Positions, Scalars, Vectors
 from geomlin.testing import assert_equivariant, assert_invariant
 from tests.device import simulated as sim  # registers the device before any backward runs
 
@@ -38,7 +38,7 @@ def test_energy_is_e3_invariant():
     pos, z = _molecules()
     energy = net(pos, z)
     assert energy.shape == (2,) and torch.isfinite(energy).all() and energy.abs().min() > 1e-6
-    assert_invariant(net, E3(), ("position", None), inputs=(pos, z))
+    assert_invariant(net, E3(), (Positions(3), None), inputs=(pos, z))
 
 
 def test_forces_are_e3_equivariant():
@@ -51,7 +51,7 @@ def test_forces_are_e3_equivariant():
 
     f = forces(pos, z)
     assert f.abs().max() > 1e-6
-    assert_equivariant(forces, E3(), ("position", None), "vector", inputs=(pos, z))
+    assert_equivariant(forces, E3(), (Positions(3), None), Vectors(3), inputs=(pos, z))
 
 
 def test_permuting_atoms_permutes_forces_and_keeps_energy():
@@ -188,7 +188,7 @@ def test_padded_neighbour_list_is_e3_equivariant_and_sync_free():
         p = p.detach().requires_grad_(True)
         return -torch.autograd.grad(net(p, zz).sum(), p, create_graph=True)[0]
 
-    assert_equivariant(forces, E3(), ("position", None), "vector", inputs=(pos, z))
+    assert_equivariant(forces, E3(), (Positions(3), None), Vectors(3), inputs=(pos, z))
     want = _energy_forces(net, pos, z)
     net, pos, z = sim.to_sim((net, pos, z))
     with sim.watch() as log:

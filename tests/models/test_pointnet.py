@@ -59,6 +59,7 @@ def test_bad_input(bad, msg):
 def test_vn_classifier_is_e3_and_permutation_invariant_and_masks_padding():
     from geomlin.groups import E3
     from geomlin.models import VNPointNetClassifier
+    from geomlin.reps import Positions, Scalars
     from geomlin.testing import assert_equivariant, equivariance_error
 
     torch.manual_seed(0)
@@ -71,7 +72,7 @@ def test_vn_classifier_is_e3_and_permutation_invariant_and_masks_padding():
     mask = torch.arange(20)[None] < 16
     torch.testing.assert_close(net(pos), net(padded, mask=mask.expand(2, 20)), rtol=1e-10, atol=1e-10)
     # the checker can fail: a PointNet on the same inputs is not invariant
-    assert equivariance_error(PointNet(4).double(), E3(), "position", "invariant", inputs=(pos,)) > 1e-3
+    assert equivariance_error(PointNet(4).double(), E3(), Positions(3), Scalars(), inputs=(pos,)) > 1e-3
 
 
 def test_vn_classifier_invariants_are_the_gram_matrix():

@@ -26,6 +26,7 @@ from geomlin.models.ponita import (
     vector_to_sphere,
 )
 from geomlin.models.ponita_grid import grid_symmetry_group
+from geomlin.reps import Positions, Vectors
 from geomlin.testing import assert_equivariant, equivariance_error
 
 F64 = torch.float64
@@ -260,7 +261,7 @@ def test_forces_of_the_potential_are_equivariant_and_match_finite_differences():
         return -g
 
     ico = pot.net.symmetry_group()
-    assert_equivariant(forces, ico, "position", "vector", inputs=(pos,), num_samples=4)
+    assert_equivariant(forces, ico, Positions(3), Vectors(3), inputs=(pos,), num_samples=4)
     p = pos[:1, :4].clone().requires_grad_(True)
     assert torch.autograd.gradcheck(lambda q: pot(q, z[:1, :4]), (p,))
     pts = PonitaPotential(num_species=5, hidden_channels=8, num_blocks=1, basis_dim=8).double()  # points mode

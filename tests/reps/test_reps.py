@@ -5,7 +5,7 @@ import torch
 from e3nn import o3
 
 from geomlin.groups import SO, Lorentz, O, S, Sp
-from geomlin.reps import Rep, Scalar, SumRep, V, wigner_D_from_matrix
+from geomlin.reps import IrrepsRep, Scalar, SumRep, V, wigner_D_from_matrix
 
 GROUPS = [O(3), SO(4), Sp(2), Lorentz(), S(4)]
 
@@ -77,13 +77,13 @@ def test_bad_rep_inputs():
 
 def test_irreps_bridge_matches_e3nn_up_to_its_precision():
     irreps = o3.Irreps("2x0e + 1o + 2e + 3o")
-    rep = Rep.from_irreps(irreps)
+    rep = IrrepsRep(irreps)
     g = O(3).sample(5)
     # e3nn's own D_from_matrix goes through Euler angles: only ~1e-6 accurate
     assert torch.allclose(rep.rho(g), irreps.D_from_matrix(g), atol=1e-5)
     assert rep.to_irreps() == irreps
     assert V(O(3)).to_irreps() == o3.Irreps("1o")
-    assert torch.allclose(Rep.from_irreps("1o").rho(g), g, atol=1e-14)
+    assert torch.allclose(IrrepsRep("1o").rho(g), g, atol=1e-14)
 
 
 def test_exact_wigner_matrices_are_homomorphisms_and_match_spherical_harmonics():
@@ -105,9 +105,9 @@ def test_wigner_at_rotation_by_pi():
 
 def test_irreps_rep_errors():
     with pytest.raises(ValueError):
-        Rep.from_irreps("1o", group=O(2))
+        IrrepsRep("1o", group=O(2))
     with pytest.raises(ValueError):
-        Rep.from_irreps("not irreps")
+        IrrepsRep("not irreps")
 
 
 def test_reps_copy_and_pickle():
@@ -164,7 +164,7 @@ def test_dual_powers_print_unambiguously():
 
 def test_rho_refuses_non_members():
     with pytest.raises(ValueError, match="orthogonal"):
-        Rep.from_irreps("1o + 2e").rho(torch.eye(3, dtype=torch.float64) + 0.1)  # a shear, not a rotation
+        IrrepsRep("1o + 2e").rho(torch.eye(3, dtype=torch.float64) + 0.1)  # a shear, not a rotation
     with pytest.raises(ValueError, match="determinant"):
         (V(SO(3)) ** 2).rho(torch.diag(torch.tensor([1.0, 1.0, -1.0], dtype=torch.float64)))
     with pytest.raises(ValueError, match="form-preserving"):

@@ -4,8 +4,8 @@ import pytest
 import torch
 from torch import nn
 
-from geomlin.algebra import CliffordAlgebra, CliffordGroup, Pin301, pga
-from geomlin.groups import E3, SE3, SO, O, S
+from geomlin.algebra import CliffordAlgebra, pga
+from geomlin.groups import E3, SE3, SO, CliffordGroup, O, Pin301, S
 from geomlin.reps import (
     PSEUDO,
     EquivariantSequential,

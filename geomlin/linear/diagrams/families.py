@@ -17,32 +17,35 @@ in the basis ``(q_1..q_m, p_1..p_m)``. A pair of two bottom vertices ``u < v``
 
 from __future__ import annotations
 
-from geomlin.groups import SO, O, S, Sp
+from geomlin.groups import SO, O, S, Sp, SymmetryGroup, as_group
 from geomlin.validation import check_int
 
-#: The accepted group names, in the order of the module table.
+#: The family names, in the order of the module table (the class names of the groups).
 GROUP_NAMES = ("S", "O", "SO", "Sp")
-_ALIASES = {"s": "S", "o": "O", "so": "SO", "sp": "Sp"}
 
 
 def group_name(group, n: int | None = None) -> str:
-    """Normalise ``group`` (a name or a geomlin ``S/O/SO/Sp`` instance) to one of [`GROUP_NAMES`][].
+    """The family of ``group``, one of [`GROUP_NAMES`][]: ``group`` is a family name, a geomlin
+    ``S(n)/O(n)/SO(n)/Sp(m)`` or a group name [`geomlin.groups.as_group`][geomlin.groups.names.as_group]
+    parses (``"S(4)"``, ``"O3"``).
 
-    When ``group`` is a geomlin group and ``n`` is given, checks that the group acts on R^n.
+    When ``group`` is a group (or names one) and ``n`` is given, checks that the group acts on R^n.
     """
-    if isinstance(group, str):
-        name = _ALIASES.get(group.lower())
-        if name is None:
-            raise ValueError(f"unknown group {group!r}; expected one of {list(GROUP_NAMES)} "
-                             "or a geomlin S(n)/O(n)/SO(n)/Sp(m) instance")
-        return name
+    if isinstance(group, str) and group in GROUP_NAMES:
+        return group
+    if not isinstance(group, (str, SymmetryGroup)):
+        raise TypeError(f"group must be one of {list(GROUP_NAMES)}, a geomlin S/O/SO/Sp group or its name, "
+                        f"got {type(group).__name__}")
+    try:
+        group = as_group(group)
+    except ValueError as err:
+        raise ValueError(f"{err}; or a family name, one of {list(GROUP_NAMES)}") from None
     for cls, name in ((S, "S"), (O, "O"), (SO, "SO"), (Sp, "Sp")):
         if type(group) is cls:
             if n is not None and group.d != n:
                 raise ValueError(f"{group} acts on R^{group.d} but n = {n} was given")
             return name
-    raise TypeError(f"group must be one of {list(GROUP_NAMES)} or a geomlin S/O/SO/Sp instance, "
-                    f"got {type(group).__name__}")
+    raise TypeError(f"diagram bases exist for the geomlin S/O/SO/Sp groups, got {group}")
 
 
 def check_n(name: str, n) -> int:

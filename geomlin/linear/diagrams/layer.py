@@ -63,7 +63,8 @@ class DiagramLinear(nn.Module):
     Parameters
     ----------
     group : str or Group
-        ``"S"``, ``"O"``, ``"SO"``, ``"Sp"`` (or a geomlin ``S(n)/O(n)/SO(n)/Sp(m)``).
+        the family ``"S"``, ``"O"``, ``"SO"``, ``"Sp"``, or a geomlin ``S(n)/O(n)/SO(n)/Sp(m)`` or its name
+        (``"S(4)"``; see [`group_name`][geomlin.linear.diagrams.families.group_name]).
         The group acts on every tensor axis by its ``n x n`` matrices;
         ``"Sp"`` uses ``J = symplectic_form(n // 2)`` in the basis ``(q_1..q_m, p_1..p_m)``.
     n : int

@@ -100,16 +100,16 @@ def stat(total: Tensor | float, count: Tensor | float) -> tuple[Tensor | float, 
 class AuditSpec:
     """How to check a model's declared symmetry with [`geomlin.testing`][].
 
-    ``fn(*inputs, **kwargs)`` is checked against ``group`` with actions
-    ``reps_in`` / ``reps_out`` (see
+    ``fn(*inputs, **kwargs)`` is checked against ``group`` with the feature types
+    ``type_in`` / ``type_out`` (see
     [`geomlin.testing.equivariance_check`][]). ``inputs`` are float64
     example inputs; ``description`` names the symmetry in words.
     """
 
     fn: Callable
     group: Any
-    reps_in: Any
-    reps_out: Any
+    type_in: Any
+    type_out: Any
     inputs: tuple
     description: str
     kwargs: dict = field(default_factory=dict)

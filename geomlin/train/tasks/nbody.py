@@ -186,10 +186,11 @@ class NBodyTask(Task):
     def audit_spec(self, name: str, model: nn.Module, info: dict) -> AuditSpec:
         """The task's symmetry, for models that declare no types (the MLP baseline)."""
         from geomlin.groups import E3
+        from geomlin.reps import Positions, Vectors
 
         g = torch.Generator().manual_seed(0)
         (pos, vel, q), _ = _example_system(info.get("num_particles", 5), g, torch.float64)
-        return AuditSpec(fn=model, group=E3(), reps_in=("position", "vector", None), reps_out="position",
+        return AuditSpec(fn=model, group=E3(), type_in=(Positions(3), Vectors(3), None), type_out=Positions(3),
                          inputs=(pos, vel, q), description="future positions E(3) equivariant in "
                                                           "(positions, velocities)")
 

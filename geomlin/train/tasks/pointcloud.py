@@ -78,17 +78,24 @@ MESH_NAMES = ("airplane", "ant", "nut")
 MESH_SCALE_RANGE, MESH_JITTER = (0.75, 1.25), 0.01
 
 
-def declared_group(name: str):
-    """The symmetry group named by ``--frame-group`` as a sampler for [`geomlin.testing`][], and in words."""
-    from geomlin.groups import E3, SE3, SO, O
+#: What each ``--frame-group`` does to a cloud, in words, by the group's name.
+GROUP_WORDS = {"E(3)": "rotations, reflections and translations of the cloud",
+               "SE(3)": "rotations and translations of the cloud",
+               "O(3)": "rotations and reflections about the origin",
+               "SO(3)": "rotations about the origin"}
 
-    table = {"E3": (E3(), "E(3) (rotations, reflections and translations of the cloud)"),
-             "SE3": (SE3(), "SE(3) (rotations and translations of the cloud)"),
-             "O3": (O(3), "O(3) (rotations and reflections about the origin)"),
-             "SO3": (SO(3), "SO(3) (rotations about the origin)")}
-    if name not in table:
-        raise UserError(f"unknown group {name!r}; expected one of {', '.join(table)}")
-    return table[name]
+
+def declared_group(name: str):
+    """The symmetry group named by ``--frame-group`` (parsed by [`geomlin.groups.as_group`][]), and in words."""
+    from geomlin.groups import as_group
+
+    try:
+        group = as_group(name, "--frame-group")
+    except ValueError as exc:
+        raise UserError(str(exc)) from None
+    if str(group) not in GROUP_WORDS:
+        raise UserError(f"--frame-group must be one of {', '.join(GROUP_WORDS)}, got {name!r}")
+    return group, f"{group} ({GROUP_WORDS[str(group)]})"
 
 
 def bundled_meshes() -> list:
@@ -279,7 +286,7 @@ class PointCloudTask(Task):
             # Symmetric shapes have (nearly) degenerate spectra: their axes come from higher moments.
             # signs="all" trains on one random frame element per shape (|F| times cheaper) and
             # averages all of them at evaluation; "skewness" has one element (|F| = 1).
-            return frames.FrameAveraging(PointNet(k), group=cfg["frame_group"], output="invariant",
+            return frames.FrameAveraging(PointNet(k), group=cfg["frame_group"], output=Scalars(k),
                                          stochastic=cfg["frame_signs"] == "all", on_degenerate="moments",
                                          gap_tol=FRAME_GAP_TOL, signs=cfg["frame_signs"])
         if name == "canonical":
@@ -287,7 +294,7 @@ class PointCloudTask(Task):
             canon = frames.PointCloudCanonicalizer(group=cfg["frame_group"], hidden_channels=CANON_WIDTH,
                                                    num_blocks=1, orthogonalization="procrustes",
                                                    moment_frame=True, gap_tol=FRAME_GAP_TOL)
-            return frames.Canonicalization(canon, PointNet(k), output="invariant")
+            return frames.Canonicalization(canon, PointNet(k), output=Scalars(k))
         if name == "vn_pointnet":
             from geomlin.models import VNPointNetClassifier
 
@@ -335,7 +342,7 @@ class PointCloudTask(Task):
         pos = torch.randn(2, info.get("num_points", 64), 3, generator=g, dtype=torch.float64)
         pos = pos * torch.tensor([1.0, 0.7, 0.4], dtype=torch.float64)  # a clear PCA spectrum
         group, words = declared_group(info.get("frame_group", "E3"))
-        return AuditSpec(fn=model, group=group, reps_in=("position",), reps_out="scalar", inputs=(pos,),
+        return AuditSpec(fn=model, group=group, type_in=(Positions(3),), type_out=Scalars(), inputs=(pos,),
                          description=f"class logits invariant under {words}")
 
     def summary_lines(self, last: dict, model_names: list[str]) -> list[str]:

@@ -82,6 +82,7 @@ def test_layer_accepts_geomlin_groups_and_extra_batch_axes():
     layer = DiagramLinear(O(3), 3, 2, 2, 2, 2)
     assert layer(torch.randn(5, 7, 2, 3, 3)).shape == (5, 7, 2, 3, 3)
     assert DiagramLinear(Sp(2), 4, 1, 1, 1, 1)(torch.randn(1, 4)).shape == (1, 4)
+    assert DiagramLinear("SO(3)", 3, 1, 1, 1, 1).type_in == DiagramLinear("SO", 3, 1, 1, 1, 1).type_in  # names parse
     with pytest.raises(ValueError, match="acts on R\\^4 but n = 3"):
         DiagramLinear(Sp(2), 3, 1, 1, 1, 1)
 
@@ -118,6 +119,10 @@ def test_bad_input_raises_clear_errors():
         layer([[1.0]])
     with pytest.raises(ValueError, match="unknown group"):
         DiagramLinear("U", 3, 1, 1, 1, 1)
+    with pytest.raises(ValueError, match="acts on R\\^4 but n = 3"):
+        DiagramLinear("S(4)", 3, 1, 1, 1, 1)
+    with pytest.raises(TypeError, match=r"diagram bases exist for the geomlin S/O/SO/Sp groups, got E\(3\)"):
+        DiagramLinear("E3", 3, 1, 1, 1, 1)
     with pytest.raises(TypeError, match="geomlin S/O/SO/Sp"):
         DiagramLinear(3, 3, 1, 1, 1, 1)
     with pytest.raises(ValueError, match="n = 2m even"):

@@ -1,4 +1,4 @@
-"""Samplers of the groups acting on multivectors, for [`geomlin.testing`][] and [`geomlin.reps`][].
+"""The groups acting on multivectors of a Clifford algebra.
 
 * [`CliffordGroup`][] — products of random invertible vectors of any [`CliffordAlgebra`][];
 * [`Pin301`][] — Pin(3,0,1), the double cover of E(3): products of 1..4 reflections in planes;
@@ -7,14 +7,25 @@
   Clifford group; for degenerate ones it is larger: in G(3,0,1) it holds the similarities
   ``p -> lambda R p + t``, which no versor realises (GLGENN, Filimoshina and Shirokov 2025).
 
-Versors act by the twisted sandwich ``v x^ v^-1`` ([`CliffordAlgebra.sandwich`][],
-[`geomlin.algebra.pga.sandwich`][]), so odd versors act as reflections on every
-grade; matrices by [`CliffordAlgebra.outermorphism`][]. [`CliffordAlgebra.act`][] takes either.
+Versors act by the twisted sandwich ``v x^ v^-1`` ([`CliffordAlgebra.sandwich`][]), so odd
+versors act as reflections on every grade; matrices by [`CliffordAlgebra.outermorphism`][].
+[`CliffordAlgebra.act`][] takes either; it is the action of the
+[`geomlin.reps.Multivectors`][geomlin.reps.types.Multivectors] feature type, whose default group is
+[`versor_group`][] of its algebra.
 
->>> from geomlin.algebra import Pin301, pin_action
+All three follow the [`SymmetryGroup`][] protocol: their generators act on the ``n`` basis vectors
+of the algebra (a versor ``v`` as the matrix of ``x -> v x^ v^-1`` on vectors), and their names
+(``"Pin(3,0,1)"``, ``"Spin(3,0,1)"``, ``"CliffordGroup(1,1,1)"``, ``"CliffordGroup+(1,1,1)"`` for the
+even part, ``"PseudoOrthogonalGroup(0,1,1,1)"``) are parsed back by
+[`geomlin.groups.as_group`][geomlin.groups.names.as_group]. ``parity="odd"`` samples the odd coset of the
+same group.
+
+>>> from geomlin.algebra import pga
+>>> from geomlin.groups import Pin301
+>>> from geomlin.reps import Multivectors
 >>> g = Pin301().sample(3)              # (3, 16) versors
 >>> x = torch.randn(5, 2, 16)           # (items, channels, 16)
->>> pin_action(g[0], x).shape
+>>> Multivectors(pga.PGA, 2).act(g[0], x).shape
 torch.Size([5, 2, 16])
 """
 
@@ -27,10 +38,13 @@ from torch import Tensor
 
 from geomlin.algebra import pga
 from geomlin.algebra.clifford import CliffordAlgebra
+from geomlin.groups.base import SymmetryGroup, haar_orthogonal
 from geomlin.validation import check_choice, check_float, check_int, check_positive_float, check_positive_int
 
 #: Parity options of the samplers: both, products of an even number of reflections, or an odd one.
 PARITIES = (None, "even", "odd")
+#: The metric of G(3,0,1), whose versor group is [`Pin301`][].
+PGA_METRIC = (0.0, 1.0, 1.0, 1.0)
 
 
 def as_algebra(algebra) -> CliffordAlgebra:
@@ -38,6 +52,18 @@ def as_algebra(algebra) -> CliffordAlgebra:
     if isinstance(algebra, CliffordAlgebra):
         return algebra
     return CliffordAlgebra(algebra)
+
+
+def versor_group(algebra) -> SymmetryGroup:
+    """The group of versors acting on ``algebra``'s multivectors: [`Pin301`][] for G(3,0,1),
+    [`CliffordGroup`][] otherwise."""
+    algebra = as_algebra(algebra)
+    return Pin301() if algebra.metric == PGA_METRIC else CliffordGroup(algebra)
+
+
+def metric_name(metric) -> str:
+    """``"0,1,1,1"`` for the metric ``(0.0, 1.0, 1.0, 1.0)`` (the arguments of the group names)."""
+    return ",".join(str(int(m)) for m in metric)
 
 
 def _check_dtype(dtype) -> torch.dtype:
@@ -51,13 +77,64 @@ def _counts(max_count: int, parity: str | None) -> list[int]:
     return [k for k in range(1, max_count + 1) if parity is None or (k % 2 == 0) == (parity == "even")]
 
 
-class CliffordGroup:
-    """Sampler of Clifford-group versors of ``algebra`` for [`geomlin.testing`][].
+def _on_vectors(algebra: CliffordAlgebra, f) -> Tensor:
+    """The ``(n, n)`` matrix of a linear map ``f`` of multivectors restricted to the vectors (column
+    ``k`` is the grade-1 part of ``f(e_k)``); ``f`` maps ``(n, dim)`` to ``(n, dim)``."""
+    basis = algebra.embed_vector(torch.eye(algebra.n, dtype=torch.float64))
+    return f(basis)[:, algebra.grade_slices[1]].T
+
+
+def _versor_generators(algebra: CliffordAlgebra, even: bool) -> tuple[Tensor, Tensor]:
+    """Generators of the versor group of ``algebra`` acting on its vectors.
+
+    Lie algebra: ``x -> B x - x B`` for the basis bivectors ``B = e_i e_j`` (those acting
+    non-trivially); discrete: the reflections ``x -> -e x e^-1`` in the first basis vector squaring
+    to ``+1`` and the first squaring to ``-1`` (their product when ``even``).
+    """
+    n = algebra.n
+    blades = algebra.embed_vector(torch.eye(n, dtype=torch.float64))
+    lie = []
+    for i in range(n):
+        for j in range(i + 1, n):
+            B = algebra.geometric_product(blades[i], blades[j])
+            X = _on_vectors(algebra, lambda x, B=B: algebra.geometric_product(B, x) - algebra.geometric_product(x, B))
+            if X.abs().amax() > 0:
+                lie.append(X)
+    firsts = [algebra.metric.index(sign) for sign in (1.0, -1.0) if sign in algebra.metric]
+    reflections = [_on_vectors(algebra, lambda x, e=blades[i]: algebra.sandwich(e, x)) for i in firsts]
+    if even:
+        reflections = [reflections[0] @ reflections[1]] if len(reflections) == 2 else []
+    empty = torch.zeros(0, n, n, dtype=torch.float64)
+    return (torch.stack(lie) if lie else empty), (torch.stack(reflections) if reflections else empty)
+
+
+class AlgebraGroup(SymmetryGroup):
+    """A group acting on the multivectors of ``self.algebra``, whose generators act on its vectors."""
+
+    algebra: CliffordAlgebra
+    parity: str | None
+
+    def generators(self) -> tuple[Tensor, Tensor]:
+        """``(lie_algebra (k, n, n), discrete_generators (h, n, n))`` on the ``n`` basis vectors, float64."""
+        raise NotImplementedError
+
+    @property
+    def lie_algebra(self) -> Tensor:
+        return self.generators()[0]
+
+    @property
+    def discrete_generators(self) -> Tensor:
+        return self.generators()[1]
+
+
+class CliffordGroup(AlgebraGroup):
+    """The Clifford group of ``algebra``: products of invertible vectors, acting by the twisted sandwich.
 
     ``sample(n)`` returns ``(n, dim)`` products of 1..``max_vectors`` random vectors whose
     squares satisfy ``|v^2| >= min_square`` (so the versors are well conditioned).
     ``parity="even"`` keeps products of an even number of vectors (the special Clifford group,
-    rotations), ``"odd"`` an odd number. Use [`action`][] as the action callable.
+    rotations, named ``"CliffordGroup+(...)"``), ``"odd"`` samples the odd coset. Feature type:
+    [`geomlin.reps.Multivectors`][geomlin.reps.types.Multivectors].
     """
 
     def __init__(self, algebra, max_vectors: int = 4, min_square: float = 0.3, parity: str | None = None):
@@ -71,19 +148,21 @@ class CliffordGroup:
         self.parity = check_choice(parity, "parity", PARITIES)
         if not _counts(self.max_vectors, self.parity):
             raise ValueError(f"parity={parity!r} needs max_vectors >= 2, got {self.max_vectors}")
-
-    def __repr__(self) -> str:
-        return f"CliffordGroup{self.algebra.metric}{'[' + self.parity + ']' if self.parity else ''}"
+        self.name = f"CliffordGroup{'+' if self.parity == 'even' else ''}({metric_name(self.algebra.metric)})"
 
     def key(self) -> tuple:
         return ("CliffordGroup", self.algebra.metric, self.parity == "even")
 
+    def generators(self) -> tuple[Tensor, Tensor]:
+        """The basis bivectors acting on the vectors by commutators; reflections in basis vectors of each
+        non-zero square (their product if even)."""
+        return _versor_generators(self.algebra, self.parity == "even")
+
     def is_subgroup_of(self, other) -> bool:
         """The (special) Clifford group lies in the Clifford group and in O(p,q,r) of its metric."""
-        if isinstance(other, CliffordGroup):
-            return other.algebra == self.algebra and (other.parity is None or self.parity == "even")
-        return isinstance(other, PseudoOrthogonalGroup) and other.algebra == self.algebra and (
-            other.parity is None or self.parity == "even")
+        if isinstance(other, (CliffordGroup, PseudoOrthogonalGroup)):
+            return other.algebra == self.algebra and (other.parity != "even" or self.parity == "even")
+        return False
 
     def sample(self, n: int = 1, generator: torch.Generator | None = None, dtype=torch.float64) -> Tensor:
         """``n`` random versors ``(n, dim)``."""
@@ -106,13 +185,9 @@ class CliffordGroup:
             out.append(v)
         return torch.stack(out).to(dtype)
 
-    def action(self, g: Tensor, x: Tensor) -> Tensor:
-        """``rho_g(x)`` on the last axis of ``x (..., dim)``."""
-        return self.algebra.sandwich(g, x)
 
-
-class Pin301:
-    """Sampler of random Pin(3,0,1) versors, for [`geomlin.testing.assert_equivariant`][].
+class Pin301(AlgebraGroup):
+    """Pin(3,0,1) (or Spin(3,0,1) with ``parity="even"``), the versors of G(3,0,1), the double cover of E(3).
 
     Every element of Pin(3,0,1) is a product of at most four reflections in planes; ``sample``
     draws ``k`` planes with ``k`` uniform in ``1..max_planes``, random unit normals and random
@@ -125,7 +200,12 @@ class Pin301:
     offset_scale : float
         standard deviation of the plane offsets (controls translations).
     parity : str | None
-        ``None`` for both, ``"even"`` (motions) or ``"odd"`` (improper motions).
+        ``None`` for both, ``"even"`` (motions: Spin(3,0,1)) or ``"odd"`` (samples the improper
+        motions of Pin(3,0,1)).
+
+    Notes
+    -----
+    The sampling options are not part of the group's identity: ``Pin301(max_planes=2) == Pin301()``.
     """
 
     def __init__(self, max_planes: int = 4, offset_scale: float = 1.0, parity: str | None = None):
@@ -136,21 +216,25 @@ class Pin301:
         self.max_planes = max_planes
         self.offset_scale = check_float(offset_scale, "offset_scale", minimum=0.0)
         self.parity = parity
-
-    def __repr__(self) -> str:
-        return f"Pin(3,0,1)[<= {self.max_planes} planes{', ' + self.parity if self.parity else ''}]"
+        self.algebra = pga.PGA
+        self.name = "Spin(3,0,1)" if parity == "even" else "Pin(3,0,1)"
 
     def key(self) -> tuple:
         """Spin(3,0,1) (``parity="even"``) or Pin(3,0,1); the sampling options are not part of it."""
         return ("Pin(3,0,1)", self.parity == "even")
 
+    def generators(self) -> tuple[Tensor, Tensor]:
+        """The six bivectors of G(3,0,1) (rotations and translations) on the vectors, ``(6, 4, 4)``; the
+        reflection in the plane ``e1``, ``(1, 4, 4)`` (none for Spin(3,0,1))."""
+        return _versor_generators(self.algebra, self.parity == "even")
+
     def is_subgroup_of(self, other) -> bool:
         """Spin(3,0,1) lies in Pin(3,0,1); both lie in O(3,0,1) ([`PseudoOrthogonalGroup`][] of
         G(3,0,1), which also holds the similarities) and in the Clifford group of G(3,0,1)."""
         if isinstance(other, Pin301):
-            return other.parity is None or self.parity == "even"
+            return other.parity != "even" or self.parity == "even"
         if isinstance(other, (PseudoOrthogonalGroup, CliffordGroup)):
-            return other.algebra.metric == pga.PGA.metric and (other.parity is None or self.parity == "even")
+            return other.algebra.metric == PGA_METRIC and (other.parity != "even" or self.parity == "even")
         return False
 
     def sample(self, n: int = 1, generator: torch.Generator | None = None,
@@ -176,22 +260,41 @@ class Pin301:
         return out.to(dtype)
 
 
-def pin_action(g: Tensor, x: Tensor) -> Tensor:
-    """Sandwich action of one versor ``g (16,)`` on multivectors ``x (..., 16)``.
+def _pseudo_orthogonal_generators(metric: tuple, even: bool) -> tuple[Tensor, Tensor]:
+    """Generators of O(p,q,r) of ``diag(metric)`` on ``R^n``: ``X^T G + G X = 0``.
 
-    Works on any layout with the multivector on the last axis, e.g. ``(..., items, channels, 16)``.
+    With ``Z`` the null and ``N`` the other indices, ``X[Z, :]`` is free, ``X[N, Z] = 0`` and
+    ``G_N X[N, N]`` is antisymmetric: basis ``E_ab`` (``a`` in ``Z``) and ``G_aa E_ab - G_bb E_ba``
+    (``a < b`` in ``N``). Discrete: the reflections in the first positive and first negative basis
+    vector (their product when ``even``) and the sign flip of the first null one.
     """
-    return pga.sandwich(g, x)
+    n = len(metric)
+    null = [i for i in range(n) if metric[i] == 0.0]
+    reg = [i for i in range(n) if metric[i] != 0.0]
+
+    def unit(a: int, b: int) -> Tensor:
+        e = torch.zeros(n, n, dtype=torch.float64)
+        e[a, b] = 1.0
+        return e
+
+    lie = [unit(a, b) for a in null for b in range(n)]
+    lie += [metric[a] * unit(a, b) - metric[b] * unit(b, a) for i, a in enumerate(reg) for b in reg[i + 1:]]
+
+    def flip(i: int) -> Tensor:
+        f = torch.eye(n, dtype=torch.float64)
+        f[i, i] = -1.0
+        return f
+
+    reflections = [flip(metric.index(sign)) for sign in (1.0, -1.0) if sign in metric]
+    if even:
+        reflections = [reflections[0] @ reflections[1]] if len(reflections) == 2 else []
+    disc = reflections + ([flip(null[0])] if null else [])
+    empty = torch.zeros(0, n, n, dtype=torch.float64)
+    return (torch.stack(lie) if lie else empty), (torch.stack(disc) if disc else empty)
 
 
-def _haar_orthogonal(d: int, generator: torch.Generator | None) -> Tensor:
-    """A Haar-random ``(d, d)`` orthogonal matrix (QR of a Gaussian with the sign fix), float64."""
-    q, r = torch.linalg.qr(torch.randn(d, d, generator=generator, dtype=torch.float64))
-    return q * torch.sign(torch.diagonal(r))
-
-
-class PseudoOrthogonalGroup:
-    """Sampler of O(p,q,r), the linear maps ``A`` of the vector space with ``A^T G A = G``
+class PseudoOrthogonalGroup(AlgebraGroup):
+    """O(p,q,r), the linear maps ``A`` of the vector space with ``A^T G A = G``
     (``G = diag(metric)``), acting on multivectors as outermorphisms ([`CliffordAlgebra.act`][]).
 
     Order the basis vectors as the null ones ``Z`` (radical, ``e_i^2 = 0``) and the rest ``N``.
@@ -207,10 +310,13 @@ class PseudoOrthogonalGroup:
       random signs included;
     * ``B`` with standard deviation ``translation_scale`` (translations in G(3,0,1)).
 
-    Elements are ``(n, n)`` matrices; [`action`][] is [`CliffordAlgebra.act`][]. Every
+    Elements are ``(n, n)`` matrices, acted on multivectors by [`CliffordAlgebra.act`][] (the
+    action of [`geomlin.reps.Multivectors`][geomlin.reps.types.Multivectors] under this group). Every
     grade-preserving algebra automorphism commuting with reversion preserves grades and the
     quadratic forms ``<x_k ~x_k>_0``, so CGENN / GLGENN layers are equivariant to this group;
     operations that use the complement or the pseudoscalar (GATr's join) are not.
+    Named ``"PseudoOrthogonalGroup(0,1,1,1)"`` (the metric), ``"PseudoOrthogonalGroup+(...)"`` for
+    ``parity="even"``.
 
     >>> G = PseudoOrthogonalGroup((0, 1, 1, 1))
     >>> G.sample(2).shape
@@ -241,18 +347,21 @@ class PseudoOrthogonalGroup:
             raise ValueError("a fully degenerate metric has no reflections; use parity=None")
         if n_reg and not _counts(self.max_reflections, self.parity):
             raise ValueError(f"parity={parity!r} needs max_reflections >= 2, got {self.max_reflections}")
-
-    def __repr__(self) -> str:
-        p, q, r = self.algebra.signature
-        return f"O({p},{q},{r}){'[' + self.parity + ']' if self.parity else ''} as outermorphisms"
+        self.name = (f"PseudoOrthogonalGroup{'+' if self.parity == 'even' else ''}"
+                     f"({metric_name(self.algebra.metric)})")
 
     def key(self) -> tuple:
         return ("PseudoOrthogonalGroup", self.algebra.metric, self.parity == "even")
 
+    def generators(self) -> tuple[Tensor, Tensor]:
+        """A basis of ``{X : X^T G + G X = 0}``; reflections in basis vectors (their product if even) and a
+        null sign flip."""
+        return _pseudo_orthogonal_generators(self.algebra.metric, self.parity == "even")
+
     def is_subgroup_of(self, other) -> bool:
         """Each lies in itself; the even part (``parity="even"``) in the whole group."""
         return isinstance(other, PseudoOrthogonalGroup) and other.algebra == self.algebra and (
-            other.parity is None or self.parity == "even")
+            other.parity != "even" or self.parity == "even")
 
     def sample(self, n: int = 1, generator: torch.Generator | None = None,
                dtype: torch.dtype = torch.float64) -> Tensor:
@@ -282,14 +391,11 @@ class PseudoOrthogonalGroup:
             if len(null):
                 scales = torch.exp(log_lo + (log_hi - log_lo) * torch.rand(len(null), generator=generator,
                                                                         dtype=torch.float64))
-                L = _haar_orthogonal(len(null), generator) @ torch.diag(scales) @ _haar_orthogonal(len(null), generator)
+                U, V = (haar_orthogonal(1, len(null), generator)[0] for _ in range(2))
+                L = U @ torch.diag(scales) @ V
                 A[null[:, None], null[None, :]] = L
                 if len(reg):
                     B = torch.randn(len(null), len(reg), generator=generator, dtype=torch.float64)
                     A[null[:, None], reg[None, :]] = B * self.translation_scale
             out[s] = A
         return out.to(dtype)
-
-    def action(self, g: Tensor, x: Tensor) -> Tensor:
-        """``g`` acting on the last axis of ``x (..., dim)`` as an outermorphism."""
-        return self.algebra.act(g, x)
