@@ -37,7 +37,7 @@ DEFAULT = {
 BREAKS: dict[str, str] = {}
 #: ``(rtol, atol)`` where float32 rounding is amplified: the canonical frame (Gram-Schmidt or Procrustes of
 #: attention-pooled vectors) is 2e-6 off its float64 value eagerly and 3e-6 compiled (measured), so the
-#: two differ by up to 4e-6 (2.2e-6 measured for the Gram-Schmidt example on an Intel Xeon, 0 on AMD EPYC).
+#: two differ by up to 4e-6 (2.2e-6 for the Gram-Schmidt example on an Intel Xeon; within 1e-6 on the CI machine).
 TOLERANCE = {"PointCloudCanonicalizer-0": (1e-4, 1e-5), "PointCloudCanonicalizer-1": (1e-4, 1e-5)}
 #: Keyword arguments of the compiled call, by class. The training model's forces keep the energy's graph
 #: for the force loss (an output that requires grad, which a graph cannot return): its energy is compiled,
