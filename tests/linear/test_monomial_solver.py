@@ -10,7 +10,6 @@ of every solved map through [geomlin.testing][].
 """
 
 import itertools
-import math
 
 import pytest
 import torch
@@ -21,6 +20,7 @@ from geomlin.linear.monomial_solver import applies, monomial_plan, nullspace_mon
 from geomlin.linear.solver import basis_method
 from geomlin.reps import Scalar, T
 from geomlin.testing import assert_equivariant
+from tests.linear.torus_oracle import torus_invariants
 from tests.oracles import require
 
 
@@ -33,27 +33,6 @@ def _character_dimension(G, p: int, q: int) -> int:
     g = G.elements()
     tr, tr_inv = torch.diagonal(g, dim1=-2, dim2=-1).sum(-1), torch.diagonal(torch.linalg.inv(g), dim1=-2, dim2=-1).sum(-1)
     return round(float((tr ** p * tr_inv ** q).mean()))
-
-
-def torus_invariants(n: int, a: int, b: int, special: bool) -> int:
-    """dim_C of the U(n)- (SU(n)-) invariants of ``V^(x a) (x) conj(V)^(x b)``, Weyl's integration formula.
-
-    ``(1/n!) E_t [ chi(t)^a conj(chi(t))^b prod_{i<j} |t_i - t_j|^2 ]`` over the maximal torus
-    (``prod t_i = 1`` for SU(n)); the integrand is a Laurent polynomial, so averaging over a grid
-    of M-th roots of unity with M above its degree spread is exact.
-    """
-    M = 2 * (a + b) + 8 * n + 1
-    free = n - 1 if special else n
-    k = torch.stack(torch.meshgrid(*[torch.arange(M)] * free, indexing="ij"), -1).reshape(-1, free)
-    t = torch.exp(2j * math.pi * k.to(torch.float64) / M)
-    if special:
-        t = torch.cat([t, 1 / t.prod(-1, keepdim=True)], -1)
-    chi = t.sum(-1)
-    vandermonde = torch.ones(len(t), dtype=torch.float64)
-    for i, j in itertools.combinations(range(n), 2):
-        vandermonde = vandermonde * (t[:, i] - t[:, j]).abs() ** 2
-    value = (chi ** a * chi.conj() ** b * vandermonde).mean() / math.factorial(n)
-    return round(value.real.item())
 
 
 def _cube_group():
@@ -200,6 +179,25 @@ def _emlp():
     from emlp.reps import T as ET
 
     return eg, ET
+
+
+def test_emlp_rubiks_cube_generators_are_another_group():
+    # EMLP 1.0.3's RubiksCube(): solved on its own generators, both libraries agree (6 invariants in
+    # T(2)); they are not the cube's turns (adjacent turns compose to order 45, not 105), and
+    # geomlin's RubiksCube has the 9 of the union-find oracle above
+    eg, ET = _emlp()
+    import numpy as np
+
+    e = eg.RubiksCube()
+    gens = torch.from_numpy(np.stack([np.asarray(h @ np.eye(48)) for h in e.discrete_generators]))
+    G = Group(discrete_generators=gens, name="EMLP's RubiksCube")
+    assert len(equivariant_basis(Scalar, T(2)(G))) == ET(2)(e).equivariant_basis().shape[-1] == 6
+    perms = gens.argmax(1)
+    ru = perms[1][perms[2]]
+    order, p = 1, ru.clone()
+    while not torch.equal(p, torch.arange(48)):
+        p, order = ru[p], order + 1
+    assert order == 45
 
 
 @pytest.mark.parametrize("name,p,q", [("Z(4)", 4, 0), ("RubiksCube", 1, 0), ("GL(3)", 2, 2), ("SL(3)", 4, 1),
