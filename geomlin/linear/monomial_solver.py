@@ -33,6 +33,7 @@ SL(3) on ``T(5, 2)`` (2,187 unknowns) keeps the 240 multi-indices of weight zero
 
 from __future__ import annotations
 
+import warnings
 from collections import OrderedDict
 from dataclasses import dataclass
 
@@ -301,4 +302,6 @@ def _reduced_gram(plan: MonomialPlan) -> Tensor:
     if len(unique_rows) * plan.num_orbits <= DENSE_GRAM_ENTRIES:
         dense = M.to_dense()
         return dense.T @ dense
-    return torch.sparse.mm(M.t().coalesce(), M).to_dense()
+    with warnings.catch_warnings():  # "sparse CSR support is in beta", raised by the product itself
+        warnings.simplefilter("ignore", UserWarning)
+        return torch.sparse.mm(M.t().coalesce(), M).to_dense()

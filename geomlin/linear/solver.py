@@ -18,7 +18,9 @@ from Kronecker identities (no ``N x N`` matrix products):
 * ``"diagrams"``: tensor products of ``V`` and ``V*`` of S(n), O(n), SO(n), Sp(m) and the
   Lorentz groups, read off from Brauer / partition diagrams with no solve at all
   ([`geomlin.linear.diagram_solver`][]; exact and the same on every machine);
-* ``"monomial"``: tensor reps (``V``, ``V*`` factors) of groups whose discrete generators are
+* ``"monomial"`` (also in place of ``"diagrams"`` when the diagrams are dependent and more than
+  ``MAX_SELECTION_BEFORE_ORBITS`` of them would have to be reduced to a basis): tensor reps
+  (``V``, ``V*`` factors) of groups whose discrete generators are
   signed permutations and which have a signed permutation or a diagonal Lie algebra generator
   (Z(n), S(n), C(4), D(4), the Rubik's cube group, GL(n), SL(n), ...):
   [`geomlin.linear.monomial_solver`][] keeps the multi-indices of weight zero, takes orbits
@@ -48,7 +50,7 @@ from torch import Tensor
 
 from geomlin.io_atomic import atomic_write
 from geomlin.linear.diagram_solver import applies as diagrams_apply
-from geomlin.linear.diagram_solver import diagram_solution
+from geomlin.linear.diagram_solver import diagram_solution, selection_size
 from geomlin.linear.monomial_solver import applies as monomial_applies
 from geomlin.linear.monomial_solver import monomial_plan, nullspace_monomial
 from geomlin.linear.sampled_solver import nullspace_sampled
@@ -68,6 +70,10 @@ DENSE_MAX_UNKNOWNS = 1024
 MAX_DENSE_UNKNOWNS = 8192
 #: Largest block problem the sampled solver accepts (its iterate holds ``64 N`` floats).
 MAX_SAMPLED_UNKNOWNS = 2_000_000
+#: ``"auto"`` prefers the monomial solver to diagrams whose spanning set has dependencies and more
+#: diagrams than this (their selection grows cubically: O(2) on ``T(10)``, 945 Brauer diagrams, takes
+#: 7 s; its 512 orbit vectors 0.1 s).
+MAX_SELECTION_BEFORE_ORBITS = 300
 
 _BLOCK_CACHE: dict[tuple, Tensor] = {}
 
@@ -140,6 +146,8 @@ def basis_method(rep_in: Rep, rep_out: Rep, method: str = "auto") -> str:
     N = rep_in.size * rep_out.size
     group = common_group([rep_in, rep_out])
     compact = group is not None and group.is_compact
+    if method == "auto" and _orbits_beat_selection(rep_in, rep_out):  # before diagrams_apply: it selects
+        return "monomial"
     if method in ("auto", "diagrams") and diagrams_apply(rep_in, rep_out):
         return "diagrams"
     if method == "diagrams":
@@ -172,6 +180,16 @@ def basis_method(rep_in: Rep, rep_out: Rep, method: str = "auto") -> str:
         f"Hom({rep_in!r}, {rep_out!r}) has {N} unknowns, more than the solver's limit of {limit} "
         f"for {'compact' if compact else 'non-compact'} groups; split the reps into smaller direct-sum "
         "blocks, or use geomlin.linear.diagrams for tensor powers of S(n)/O(n)/SO(n)/Sp(n)")
+
+
+def _orbits_beat_selection(rep_in: Rep, rep_out: Rep) -> bool:
+    """Whether ``"auto"`` takes the monomial solver over diagrams: when the diagrams are dependent
+    (``n`` small for the rank) and more than ``MAX_SELECTION_BEFORE_ORBITS`` of them would be
+    reduced, and the monomial solver leaves at most ``DENSE_MAX_UNKNOWNS`` orbit vectors to solve."""
+    if selection_size(rep_in, rep_out) <= MAX_SELECTION_BEFORE_ORBITS or not monomial_applies(rep_in, rep_out):
+        return False
+    plan = monomial_plan(rep_in, rep_out)
+    return plan.num_orbits <= DENSE_MAX_UNKNOWNS or not plan.remaining.shape[0]
 
 
 def _solve_constraints(rep_in: Rep, rep_out: Rep, method: str) -> Tensor:

@@ -10,11 +10,12 @@ of every solved map through [geomlin.testing][].
 """
 
 import itertools
+import math
 
 import pytest
 import torch
 
-from geomlin.groups import GL, SL, SO, C, D, DirectProduct, Group, O, RubiksCube, S, Z
+from geomlin.groups import GL, SL, SO, C, D, DirectProduct, Group, O, RubiksCube, S, Sp, Z
 from geomlin.linear import clear_cache, equivariant_basis
 from geomlin.linear.monomial_solver import applies, monomial_plan, nullspace_monomial, signed_permutation
 from geomlin.linear.solver import basis_method
@@ -210,3 +211,19 @@ def test_dimension_matches_emlp(name, p, q):
                   "SL(3)": lambda: eg.SL(3), "SL(2)": lambda: eg.SL(2), "GL(2)": lambda: eg.GL(2)}[name]()
     expected = ET(p, q)(emlp_group).equivariant_basis().shape[-1]
     assert len(equivariant_basis(Scalar, T(p, q)(as_group(name)))) == expected
+
+
+@pytest.mark.parametrize("G,rep,dim", [
+    (O(2), T(10), math.comb(10, 5) // 2),  # SO(2): binom(k, k/2) weight-zero words; the flip pairs them
+    (Sp(1), T(0, 10), math.comb(10, 5) // 6),  # Sp(1) = SL(2): the Catalan number C_5 = 42
+], ids=["O(2)-T(10)", "Sp(1)-T(0,10)"])
+def test_auto_takes_orbits_over_a_large_dependent_diagram_set(G, rep, dim):
+    # 945 Brauer diagrams on 10 points, dependent for n = 2: reducing them takes seconds, the orbits not
+    from geomlin.linear.diagram_solver import selection_size
+
+    rep = rep(G)
+    assert selection_size(Scalar, rep) == 945
+    assert basis_method(Scalar, rep) == "monomial"
+    B = equivariant_basis(Scalar, rep)
+    assert len(B) == dim
+    _check_basis(G, Scalar, rep, B)
