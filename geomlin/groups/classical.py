@@ -458,7 +458,11 @@ class U(Group):
 
     def _check_membership(self, g: Tensor, name: str, tol: float) -> None:
         super()._check_membership(g, name, tol)  # orthogonal
-        J = self.complex_structure.to(device=g.device, dtype=g.dtype)
+        key = (g.device, g.dtype)
+        cache = self.__dict__.setdefault("_structure_on", {})
+        if key not in cache:  # one copy per (device, dtype), as the invariant forms
+            cache[key] = self.complex_structure.to(device=g.device, dtype=g.dtype)
+        J = cache[key]
         err = (g @ J - J @ g).abs().amax(dim=(-2, -1))
         _require(err <= 10 * tol, f"{name} is not an element of {self}: it must commute with the complex structure "
                  "J = [[0, -I], [I, 0]] (be complex-linear)", lambda: f" (off by {float(err.max()):.2e})")
@@ -563,7 +567,9 @@ class RubiksCube(Group):
         off = torch.minimum((g - 1).abs(), g.abs()).amax(dim=(-2, -1))
         rows = (g.sum(-1) - 1).abs().amax(dim=-1)
         cols = (g.sum(-2) - 1).abs().amax(dim=-1)
-        corner = self._corner.to(device=g.device, dtype=g.dtype)
+        corner = self.__dict__.setdefault("_corner_on", {}).get((g.device, g.dtype))
+        if corner is None:  # one copy per (device, dtype)
+            corner = self._corner_on[(g.device, g.dtype)] = self._corner.to(device=g.device, dtype=g.dtype)
         mixed = (corner @ g @ (1 - corner)).abs() + ((1 - corner) @ g @ corner).abs()
         _require((off <= tol) & (rows <= tol) & (cols <= tol) & (mixed <= tol),
                  f"{name} is not an element of {self}: it must be a permutation matrix of the stickers that "

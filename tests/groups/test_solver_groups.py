@@ -126,3 +126,56 @@ def test_names_round_trip(name):
     G = as_group(name)
     assert repr(G) == name and as_group(repr(G)) == G
     assert math.isfinite(float(G.sample(2).sum()))
+
+
+@pytest.mark.parametrize("factory,name", [(Z, "Z(n): n"), (GL, "GL(n): n"), (U, "U(n): n"), (SU, "SU(n): n")])
+def test_bad_dimensions_are_refused_by_name(factory, name):
+    with pytest.raises(ValueError, match=name.replace("(", r"\(").replace(")", r"\)")):
+        factory(0)
+    with pytest.raises(TypeError):
+        factory(2.5)
+
+
+def test_wrong_shapes_are_refused():
+    with pytest.raises(ValueError, match=r"\(\.\.\., 4, 4\)"):
+        U(2).check_element(torch.eye(3, dtype=torch.float64))
+    with pytest.raises(ValueError, match=r"\(\.\.\., 48, 48\)"):
+        RubiksCube().check_element(torch.eye(54, dtype=torch.float64))
+
+
+def _corner_edge_swap():
+    G = RubiksCube()
+    corner, edge = int(G._corner.int().argmax()), int((~G._corner).int().argmax())
+    swap = torch.arange(48)
+    swap[corner], swap[edge] = edge, corner
+    return _eye(48)[:, swap]
+
+
+DEFERRED = [
+    (Z(3), lambda: Z(3).discrete_generators[0], lambda: _eye(3)[[1, 0, 2]], "cyclic shift"),
+    (U(2), lambda: U(2).sample(2, generator=torch.Generator().manual_seed(0)),
+     lambda: torch.diag(torch.tensor([1.0, 1.0, -1.0, -1.0], dtype=torch.float64)), "complex structure"),
+    (SU(2), lambda: SU(2).sample(2, generator=torch.Generator().manual_seed(0)),
+     lambda: realify(torch.diag(torch.tensor([1j, 1.0 + 0j], dtype=torch.complex128))), "complex determinant"),
+    (RubiksCube(), lambda: RubiksCube().discrete_generators, _corner_edge_swap, "corner"),
+]
+
+
+@pytest.mark.parametrize("G, good, bad, phrase", DEFERRED, ids=lambda x: repr(x) if hasattr(x, "lie_algebra") else "")
+def test_membership_checks_are_deferred_on_accelerators(G, good, bad, phrase):
+    """On the simulated accelerator (tests/device/simulated.py): no host sync, the tables uploaded once
+    per device and dtype, and the CPU's message when the deferred checks are read."""
+    from geomlin import validation
+    from tests.device import simulated as sim
+
+    validation.raise_deferred()
+    g, h = sim.to_sim((good(), bad()))
+    with sim.watch() as log:
+        G.check_element(g)
+    assert all(e.kind == "upload" for e in log.events), log.report()
+    validation.raise_deferred()
+    with sim.watch() as log:
+        G.check_element(h)
+    assert not log.events, log.report()
+    with pytest.raises(ValueError, match=phrase):
+        validation.raise_deferred()
