@@ -161,6 +161,11 @@ def monomial_plan(rep_in: Rep, rep_out: Rep) -> MonomialPlan:
     return plan
 
 
+def clear_plans() -> None:
+    """Forget the cached plans (orbits of multi-indices)."""
+    _PLANS.clear()
+
+
 def _slot_sum(values: list[Tensor]) -> Tensor:
     """``out[t] = sum_k values[k][t_k]`` over all multi-indices ``t``, flattened row-major: ``(d^m,)``."""
     out = values[0].clone()

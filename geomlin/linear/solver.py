@@ -52,7 +52,7 @@ from geomlin.io_atomic import atomic_write
 from geomlin.linear.diagram_solver import applies as diagrams_apply
 from geomlin.linear.diagram_solver import diagram_solution, selection_size
 from geomlin.linear.monomial_solver import applies as monomial_applies
-from geomlin.linear.monomial_solver import monomial_plan, nullspace_monomial
+from geomlin.linear.monomial_solver import clear_plans, monomial_plan, nullspace_monomial
 from geomlin.linear.sampled_solver import nullspace_sampled
 from geomlin.reps.base import Rep, bind, common_group
 from geomlin.validation import check_choice
@@ -324,5 +324,6 @@ def block_basis(rep_in: Rep, rep_out: Rep, cache_dir=None, method: str = "auto")
 
 
 def clear_cache() -> None:
-    """Forget every cached basis (in memory)."""
+    """Forget every cached basis (in memory), and the monomial solver's orbits."""
     _BLOCK_CACHE.clear()
+    clear_plans()
