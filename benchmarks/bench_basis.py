@@ -21,7 +21,18 @@ is not compared.
    median time of a training step, and the relative test MSE (MSE / variance of the targets) of
    both after the same number of steps.
 
-Run: ``python benchmarks/bench_basis.py [--quick] [--threads N]``.
+3. **EMLP's high-rank test cases** (``--high-rank``: only this table). EMLP's own test matrix
+   (``tests/equivariance_tests.py::test_high_rank_representations``) solves the invariants of
+   ``T(p, q)`` for ``p + q <= 10``, skipping a case when ``num_constraints * d^(3 (p + q)) > 1e11``
+   and ``q > 0`` for orthogonal groups. For the groups where that matrix is slowest (Z(4):
+   ``T(0..6)``; the Rubik's cube group: ``T(0..2)``; GL(3) and SL(3): every ``T(p, q)`` with
+   ``p + q <= 7``), every case is solved once by each library, interleaved case by case (EMLP:
+   ``T(p, q)(G).equivariant_basis()``; geomlin: ``equivariant_basis(Scalar, T(p, q)(G))``), after
+   one warm-up solve of ``T(1)`` (and ``T(1, 1)``) each; both caches are cleared before every
+   solve. EMLP's times include the JAX compilation of each new problem shape, as in its test
+   matrix. Peak memory is the largest resident-set growth of one solve.
+
+Run: ``python benchmarks/bench_basis.py [--quick] [--threads N] [--high-rank]``.
 """
 
 from __future__ import annotations
@@ -54,6 +65,16 @@ QUICK_PROBLEMS = [p for p in PROBLEMS if not p[-1]]
 
 TASKS = ("O(5) synthetic", "inertia", "Lorentz scattering")
 
+#: EMLP's high-rank cases: group -> (d, EMLP's number of constraints, orthogonal), from EMLP 1.0.3's
+#: definitions (GL(3): 9 Lie algebra generators; geomlin's GL(3) adds a reflection, which changes no
+#: invariant of a tensor rep, so the case list is EMLP's).
+HIGH_RANK_GROUPS = {"Z(4)": (4, 1, True), "RubiksCube": (48, 6, True), "GL(3)": (3, 9, False), "SL(3)": (3, 8, False)}
+#: EMLP's rule: ranks up to this, cases with ``num_constraints * d^(3 (p + q))`` above the budget skipped.
+HIGH_RANK_MAX = 10
+HIGH_RANK_BUDGET = 1e11
+#: ``--quick``: the same groups up to this total rank.
+HIGH_RANK_QUICK_MAX = 3
+
 
 def _patch_emlp_progress_bar() -> None:
     """EMLP 1.0.3's Krylov solver feeds numpy float32 progress to tqdm, which current tqdm rejects
@@ -76,7 +97,8 @@ def _emlp_group(name: str):
     import emlp.groups as eg
 
     return {"SO(3)": lambda: eg.SO(3), "O(1,3)": eg.Lorentz, "S(4)": lambda: eg.S(4),
-            "O(5)": lambda: eg.O(5), "O(3)": lambda: eg.O(3)}[name]()
+            "O(5)": lambda: eg.O(5), "O(3)": lambda: eg.O(3), "Z(4)": lambda: eg.Z(4),
+            "RubiksCube": eg.RubiksCube, "GL(3)": lambda: eg.GL(3), "SL(3)": lambda: eg.SL(3)}[name]()
 
 
 def _fmt_seconds(s: float | None) -> str:
@@ -170,6 +192,107 @@ def basis_table(args, repeats: int, have_emlp: bool) -> None:
     print(f"**Basis solving** (median of {repeats} interleaved solves after a warm-up; problems over 1,024 "
           "unknowns: one solve, no warm-up)\n")
     table.print()
+
+
+def _emlp_rubiks_cube(emlp_group):
+    """EMLP's six RubiksCube generators as a geomlin Group (the same permutation matrices).
+
+    They do not generate the Rubik's cube group: two adjacent turns compose to a permutation of
+    order 45, where the cube's ``R U`` has order 105 (geomlin's [`RubiksCube`][] has), and T(2)
+    has 6 invariants instead of 9; the benchmark solves EMLP's group in both libraries.
+    """
+    import numpy as np
+    import torch
+
+    from geomlin.groups import Group
+
+    gens = np.stack([np.asarray(h @ np.eye(emlp_group.d)) for h in emlp_group.discrete_generators])
+    return Group(discrete_generators=torch.from_numpy(gens), name="RubiksCube")
+
+
+def high_rank_cases(name: str, max_rank: int = HIGH_RANK_MAX) -> list[tuple[int, int]]:
+    """The ``(p, q)`` of EMLP's ``test_high_rank_representations`` for ``name``, in its loop order."""
+    d, constraints, orthogonal = HIGH_RANK_GROUPS[name]
+    return [(p, q) for p in range(max_rank + 1) for q in range(max_rank - p + 1)
+            if constraints * d ** (3 * (p + q)) <= HIGH_RANK_BUDGET and not (orthogonal and q > 0)]
+
+
+def _timed_solve(fn) -> tuple[float, int, int]:
+    """``(seconds, dimension, peak bytes)`` of one call of ``fn`` returning a basis and its dimension."""
+    box = {}
+
+    def run():
+        t0 = time.perf_counter()
+        box["dim"] = fn()
+        box["t"] = time.perf_counter() - t0
+
+    memory = peak_memory(run)
+    return box["t"], box["dim"], memory
+
+
+def high_rank_table(args, have_emlp: bool) -> None:
+    from geomlin.linear import clear_cache, equivariant_basis
+    from geomlin.linear.solver import basis_method
+    from geomlin.reps import Scalar, T
+
+    if have_emlp:
+        from emlp.reps import T as EmlpT
+        from emlp.reps.representation import Rep as EmlpRep
+    max_rank = HIGH_RANK_QUICK_MAX if args.quick else HIGH_RANK_MAX
+    table = Table(["group", "cases (EMLP's rule)", "unknowns (largest)", "total dim", "EMLP, all cases",
+                   "geomlin, all cases", "EMLP / geomlin", "slowest EMLP case: EMLP / geomlin (method)",
+                   "peak memory EMLP / geomlin"])
+    for name in HIGH_RANK_GROUPS:
+        eG = _emlp_group(name) if have_emlp else None
+        G = _emlp_rubiks_cube(eG) if have_emlp and name == "RubiksCube" else _geomlin_group(name)
+        cases = high_rank_cases(name, max_rank)
+
+        def geomlin_solve(p, q, G=G):
+            clear_cache()
+            return equivariant_basis(Scalar, T(p, q)(G)).shape[0]
+
+        def emlp_solve(p, q, eG=eG):
+            EmlpRep.solcache.clear()
+            Q = EmlpT(p, q)(eG).equivariant_basis()
+            Q.block_until_ready()
+            return Q.shape[-1]
+
+        for p, q in [(1, 0)] + ([] if HIGH_RANK_GROUPS[name][2] else [(1, 1)]):  # warm-up
+            geomlin_solve(p, q)
+            if have_emlp:
+                emlp_solve(p, q)
+        rows = []
+        for p, q in cases:
+            t_g, dim_g, mem_g = _timed_solve(lambda p=p, q=q: geomlin_solve(p, q))
+            t_e, dim_e, mem_e = _timed_solve(lambda p=p, q=q: emlp_solve(p, q)) if have_emlp else (None, None, 0)
+            if have_emlp and dim_e != dim_g:
+                raise SystemExit(f"{name} T({p},{q}): EMLP finds {dim_e} invariants, geomlin {dim_g}")
+            rows.append((p, q, t_g, t_e, dim_g, mem_g, mem_e))
+            print(f"  {name} T({p},{q}): geomlin {t_g:.3f} s" + (f", EMLP {t_e:.3f} s" if have_emlp else ""),
+                  file=sys.stderr, flush=True)
+        d = HIGH_RANK_GROUPS[name][0]
+        largest = max(d ** (p + q) for p, q, *_ in rows)
+        total_g = sum(r[2] for r in rows)
+        total_e = sum(r[3] for r in rows) if have_emlp else None
+        if have_emlp:
+            p, q, t_g, t_e, *_ = max(rows, key=lambda r: r[3])
+            slowest = (f"T({p},{q}): {_fmt_seconds(t_e)} / {_fmt_seconds(t_g)} "
+                       f"({basis_method(Scalar, T(p, q)(G))})")
+        else:
+            slowest = "–"
+        top = max(p + q for p, q in cases)
+        table.add(name, f"{len(cases)}: " + (f"T(p), p <= {top}" if HIGH_RANK_GROUPS[name][2] else f"T(p, q), p + q <= {top}"),
+                  f"{largest:,}", sum(r[4] for r in rows),
+                  _fmt_seconds(total_e) if have_emlp else "not installed", _fmt_seconds(total_g),
+                  ratio(total_e, total_g) if have_emlp else "–", slowest,
+                  f"{mib(max(r[6] for r in rows)) if have_emlp else '–'} / {mib(max(r[5] for r in rows))}")
+    print("**EMLP's high-rank test cases** (each T(p, q) solved once per library, interleaved, after a warm-up; "
+          "EMLP's times include JAX compiling each new shape)\n")
+    table.print()
+    if have_emlp:
+        print("RubiksCube: both libraries solve EMLP's six generators (the same permutation matrices). They do "
+              "not generate the Rubik's cube group (two adjacent turns compose to order 45, not 105); "
+              "`geomlin.groups.RubiksCube()` does, and its T(2) has 9 invariants, not 6.\n")
 
 
 def _task_data(task: str, n_train: int, n_test: int):
@@ -308,17 +431,23 @@ def main(argv=None) -> None:
     p.add_argument("--steps", type=int, default=100, help="training steps per task and library")
     p.add_argument("--skip-tasks", action="store_true", help="only the basis-solving table")
     p.add_argument("--skip-basis", action="store_true", help="only the table of EMLP's tasks")
+    p.add_argument("--high-rank", action="store_true",
+                   help="only the table of EMLP's high-rank test cases (Z(4), RubiksCube, GL(3), SL(3))")
     args = p.parse_args(argv)
     _configure_jax(args.threads)
     setup(args)
     repeats = args.repeats or (1 if args.quick else 3)
     version = peer_version("emlp")
-    print(header("Equivariant bases and EMLP's tasks: geomlin vs EMLP", args, repeats))
+    title = "EMLP's high-rank test cases" if args.high_rank else "Equivariant bases and EMLP's tasks"
+    print(header(f"{title}: geomlin vs EMLP", args, None if args.high_rank else repeats))
     print(f"Peer: EMLP {version or 'not installed'}"
           + (f" (JAX {peer_version('jax')})" if version else "")
           + "; escnn not compared (not installable here: py3nj needs a Fortran compiler).\n")
     if version is not None:
         _patch_emlp_progress_bar()
+    if args.high_rank:
+        high_rank_table(args, version is not None)
+        return
     if not args.skip_basis:
         basis_table(args, repeats, version is not None)
     if not args.skip_tasks:

@@ -13,6 +13,7 @@ import torch
 from torch import Tensor
 
 from geomlin.groups.base import (
+    RANDOM_WORD_LENGTH,
     Group,
     _check_count,
     _check_form,
@@ -345,3 +346,230 @@ class DirectProduct(Group):
         a = self.factors[0].sample(n, generator, dtype)
         b = self.factors[1].sample(n, generator, dtype)
         return _block_diag_batch(a, b)
+
+
+class Z(Group):
+    """Cyclic group Z_n in its regular representation: cyclic shifts of the coordinates of R^n.
+
+    The generator sends ``e_j`` to ``e_{(j + 1) mod n}`` (EMLP's ``Z(n)``; not to be confused with
+    [`C`][], the same abstract group rotating the plane).
+    """
+
+    def __init__(self, n: int):
+        n = _check_dim(n, "Z(n): n")
+        shift = torch.eye(n, dtype=torch.float64)[torch.roll(torch.arange(n), 1)]
+        super().__init__(discrete_generators=shift[None], d=n, name=f"Z({n})")
+        self.n = n
+
+    def _check_membership(self, g: Tensor, name: str, tol: float) -> None:
+        # a power of the shift: g e_j = e_{(j + s) mod n} with s read off the first column
+        n = self.d
+        s = g[..., :, 0].argmax(-1)
+        i = torch.arange(n, device=g.device)
+        expected = ((i[:, None] - i[None, :] - s[..., None, None]) % n == 0).to(g.dtype)
+        err = (g - expected).abs().amax(dim=(-2, -1))
+        _require(err <= tol, f"{name} is not an element of {self}: it must be a cyclic shift of the coordinates",
+                 lambda: f" (off by {float(err.max()):.2e})")
+
+
+class GL(Group):
+    """General linear group GL(n): all invertible ``n x n`` matrices (not compact).
+
+    Lie algebra: the matrix units ``E_ij`` (EMLP's ``GL(n)``, which generates the identity
+    component GL+(n)); the reflection of the first axis reaches ``det < 0``. Tensor
+    representations have the same invariants under GL(n) and GL+(n).
+    """
+
+    def __init__(self, n: int):
+        n = _check_dim(n, "GL(n): n")
+        gens = torch.stack([_unit(n, i, j) for i in range(n) for j in range(n)])
+        super().__init__(lie_algebra=gens, discrete_generators=_reflection(n)[None], d=n, name=f"GL({n})")
+        self.n = n
+
+
+def realify(M: Tensor) -> Tensor:
+    """The real ``(..., 2n, 2n)`` matrix of a complex ``(..., n, n)`` one: ``A + iB -> [[A, -B], [B, A]]``.
+
+    Convention: ``z = x + iy`` in C^n is ``(x_1..x_n, y_1..y_n)`` in R^(2n), so ``realify(M)`` acts
+    on R^(2n) as ``M`` acts on C^n, and ``realify(M N) = realify(M) realify(N)``.
+    """
+    A, B = M.real, M.imag
+    return torch.cat([torch.cat([A, -B], -1), torch.cat([B, A], -1)], -2)
+
+
+def complexify(g: Tensor) -> Tensor:
+    """Inverse of [`realify`][] on complex-linear matrices: ``(..., 2n, 2n)`` real -> ``(..., n, n)`` complex."""
+    n = g.shape[-1] // 2
+    return torch.complex(g[..., :n, :n], g[..., n:, :n])
+
+
+def _unitary_algebra(n: int, special: bool) -> Tensor:
+    """Realified basis of u(n) (skew-Hermitian) or su(n) (also traceless), ``(k, 2n, 2n)`` float64."""
+    gens = []
+    for i in range(n):
+        for j in range(i + 1, n):
+            gens.append(torch.complex(_unit(n, i, j) - _unit(n, j, i), torch.zeros(n, n, dtype=torch.float64)))
+            gens.append(torch.complex(torch.zeros(n, n, dtype=torch.float64), _unit(n, i, j) + _unit(n, j, i)))
+    zero = torch.zeros(n, n, dtype=torch.float64)
+    if special:
+        gens += [torch.complex(zero, _unit(n, i, i) - _unit(n, i + 1, i + 1)) for i in range(n - 1)]
+    else:
+        gens += [torch.complex(zero, _unit(n, i, i)) for i in range(n)]
+    if not gens:
+        return torch.zeros(0, 2 * n, 2 * n, dtype=torch.float64)
+    return realify(torch.stack(gens))
+
+
+def _haar_unitary(n: int, d: int, generator, special: bool) -> Tensor:
+    """Haar-uniform ``(n, d, d)`` complex128 samples of U(d) or SU(d) (Mezzadri 2007, Sec. 5)."""
+    re = torch.randn(n, d, d, generator=generator, dtype=torch.float64)
+    im = torch.randn(n, d, d, generator=generator, dtype=torch.float64)
+    q, r = torch.linalg.qr(torch.complex(re, im))
+    phase = torch.diagonal(r, dim1=-2, dim2=-1)
+    q = q * (phase / phase.abs().clamp_min(torch.finfo(torch.float64).tiny))[..., None, :]
+    if special:  # divide by an n-th root of the determinant (a phase)
+        q = q * torch.exp(-1j * torch.angle(torch.linalg.det(q)) / d)[..., None, None]
+    return q
+
+
+class U(Group):
+    """Unitary group U(n), realified: acts on C^n = R^(2n) through [`realify`][] (a subgroup of SO(2n)).
+
+    geomlin's reps are real, so ``V(U(n))`` is C^n as the real space R^(2n) (``z = x + iy`` ->
+    ``(x, y)``) and ``T(p, q)`` its real tensors: ``T(1, 1)`` is every real-linear map of C^n, among
+    them the complex structure ``J = realify(i I)``, which is itself an invariant. Complexified,
+    ``V = C^n + conj(C^n)``, so the real invariants of ``T(k)`` number
+    ``sum_a binom(k, a) dim Inv(C^n^(x a) (x) conj(C^n)^(x (k - a)))`` (EMLP's complex ``T(a, k - a)``).
+    Lie algebra: the realified skew-Hermitian matrices (``n^2``); Haar sampling by complex QR.
+    """
+
+    special = False
+
+    def __init__(self, n: int):
+        n = _check_dim(n, f"{type(self).__name__}(n): n")
+        super().__init__(lie_algebra=_unitary_algebra(n, self.special), d=2 * n, name=f"{type(self).__name__}({n})")
+        self.n = n
+
+    @property
+    def complex_structure(self) -> Tensor:
+        """``J = realify(i I)``: multiplication by ``i`` on R^(2n), ``(2n, 2n)`` float64 (commutes with the group)."""
+        return realify(1j * torch.eye(self.n, dtype=torch.complex128))
+
+    def _check_membership(self, g: Tensor, name: str, tol: float) -> None:
+        super()._check_membership(g, name, tol)  # orthogonal
+        key = (g.device, g.dtype)
+        cache = self.__dict__.setdefault("_structure_on", {})
+        if key not in cache:  # one copy per (device, dtype), as the invariant forms
+            cache[key] = self.complex_structure.to(device=g.device, dtype=g.dtype)
+        J = cache[key]
+        err = (g @ J - J @ g).abs().amax(dim=(-2, -1))
+        _require(err <= 10 * tol, f"{name} is not an element of {self}: it must commute with the complex structure "
+                 "J = [[0, -I], [I, 0]] (be complex-linear)", lambda: f" (off by {float(err.max()):.2e})")
+
+    def sample(self, n: int = 1, generator=None, dtype=torch.float64) -> Tensor:
+        _check_sample_dtype(dtype)
+        return realify(_haar_unitary(_check_count(n), self.n, generator, self.special)).to(dtype)
+
+
+class SU(U):
+    """Special unitary group SU(n), realified as [`U`][] (complex determinant 1; ``n^2 - 1`` generators)."""
+
+    special = True
+
+    def is_subgroup_of(self, other) -> bool:
+        """SU(n) lies in U(n) (and in itself)."""
+        return isinstance(other, U) and other.d == self.d
+
+    def _check_membership(self, g: Tensor, name: str, tol: float) -> None:
+        super()._check_membership(g, name, tol)
+        if g.device.type == "mps":  # no complex determinant there
+            return
+        det = torch.linalg.det(complexify(g))
+        err = (det - 1).abs()
+        _require(err <= 10 * tol, f"{name} is not an element of {self}: its complex determinant must be 1",
+                 lambda: f" (off by {float(err.max()):.2e})")
+
+
+#: Order of the Rubik's cube group (Singmaster 1981): 2^27 3^14 5^3 7^2 11.
+RUBIKS_CUBE_ORDER = 43_252_003_274_489_856_000
+
+
+def _rubiks_stickers() -> list[tuple[tuple[int, int, int], tuple[int, int, int]]]:
+    """The 48 non-centre stickers as (cubie position in {-1, 0, 1}^3, outward face normal), sorted."""
+    stickers = []
+    for axis in range(3):
+        for side in (1, -1):
+            normal = tuple(side if a == axis else 0 for a in range(3))
+            for p in ((x, y, z) for x in (-1, 0, 1) for y in (-1, 0, 1) for z in (-1, 0, 1)):
+                if p[axis] == side and sum(c != 0 for c in p) >= 2:
+                    stickers.append((p, normal))
+    return stickers
+
+
+def _quarter_turn(axis: int, side: int, p: tuple[int, int, int]) -> tuple[int, int, int]:
+    """Rotate ``p`` by 90 degrees about ``side * e_axis`` (counterclockwise seen from outside)."""
+    a, b = [i for i in range(3) if i != axis]  # (a, b, axis) is a right-handed cyclic order up to sign
+    sign = side if (axis, a, b) in ((0, 1, 2), (1, 2, 0), (2, 0, 1)) else -side
+    out = list(p)
+    out[a], out[b] = -sign * p[b], sign * p[a]
+    return tuple(out)
+
+
+def _rubiks_generators() -> Tensor:
+    """The six face quarter turns as ``(6, 48, 48)`` permutation matrices of the stickers."""
+    stickers = _rubiks_stickers()
+    where = {s: i for i, s in enumerate(stickers)}
+    eye = torch.eye(len(stickers), dtype=torch.float64)
+    gens = []
+    for axis in range(3):
+        for side in (1, -1):
+            image = []
+            for p, normal in stickers:
+                if p[axis] == side:  # in the turning layer
+                    p, normal = _quarter_turn(axis, side, p), _quarter_turn(axis, side, normal)
+                image.append(where[(p, normal)])
+            gens.append(eye[:, image])  # column j is e_{image[j]}: sticker j moves to image[j]
+    return torch.stack(gens)
+
+
+class RubiksCube(Group):
+    """The Rubik's cube group: quarter turns of the six faces permuting the 48 non-centre stickers.
+
+    Acts on R^48 by permutation matrices (a sticker is a cubie position and a face normal; the
+    generators turn the layer of a face by 90 degrees). Order [`RUBIKS_CUBE_ORDER`][], too large to
+    enumerate: samples are random words of ``RANDOM_WORD_LENGTH`` generators. ``check_element``
+    checks that ``g`` is a permutation matrix that keeps corner stickers among corner stickers and
+    edge stickers among edge stickers (a necessary condition; deciding membership exactly needs a
+    Schreier-Sims computation, which geomlin does not do).
+    """
+
+    def __init__(self):
+        super().__init__(discrete_generators=_rubiks_generators(), d=48, name="RubiksCube")
+        self._corner = torch.tensor([sum(c != 0 for c in p) == 3 for p, _ in _rubiks_stickers()])
+
+    def elements(self) -> Tensor:
+        raise ValueError(f"{self} has {RUBIKS_CUBE_ORDER:,} elements, too many to enumerate")
+
+    def sample(self, n: int = 1, generator=None, dtype=torch.float64) -> Tensor:
+        n = _check_count(n)
+        _check_sample_dtype(dtype)
+        perms = self.discrete_generators.argmax(1)  # (6, 48): column j's 1 sits in row perms[:, j]
+        word = torch.arange(48).repeat(n, 1)
+        for _ in range(RANDOM_WORD_LENGTH):
+            choice = torch.randint(len(perms), (n,), generator=generator)
+            word = torch.gather(perms[choice], 1, word)  # apply the chosen turn after the word so far
+        out = torch.zeros(n, 48, 48, dtype=dtype)
+        out.scatter_(1, word[:, None, :], 1.0)
+        return out
+
+    def _check_membership(self, g: Tensor, name: str, tol: float) -> None:
+        off = torch.minimum((g - 1).abs(), g.abs()).amax(dim=(-2, -1))
+        rows = (g.sum(-1) - 1).abs().amax(dim=-1)
+        cols = (g.sum(-2) - 1).abs().amax(dim=-1)
+        corner = self.__dict__.setdefault("_corner_on", {}).get((g.device, g.dtype))
+        if corner is None:  # one copy per (device, dtype)
+            corner = self._corner_on[(g.device, g.dtype)] = self._corner.to(device=g.device, dtype=g.dtype)
+        mixed = (corner @ g @ (1 - corner)).abs() + ((1 - corner) @ g @ corner).abs()
+        _require((off <= tol) & (rows <= tol) & (cols <= tol) & (mixed <= tol),
+                 f"{name} is not an element of {self}: it must be a permutation matrix of the stickers that "
+                 "keeps corner stickers among corner stickers")

@@ -6,18 +6,18 @@ Grammar (spaces ignored, family names case-insensitive)::
     name    := factor ("x" factor)*          a direct product, G1 x G2 x ...
     factor  := family ["+"] ["(" n ("," n)* ")" | n]
 
-========================================  =====================================================
-name                                      group
-========================================  =====================================================
-``SO(n)``, ``O(n)``, ``SL(n)``, ``Sp(m)``  [`SO`][], [`O`][], [`SL`][], [`Sp`][] (``SO3`` = ``SO(3)``)
-``S(n)``, ``C(k)``, ``D(k)``, ``Trivial(n)``  [`S`][], [`C`][], [`D`][], [`Trivial`][]
-``O(1,3)`` or ``Lorentz``, ``SO+(1,3)``     [`Lorentz`][], [`SO13p`][]
-``E(d)``, ``SE(d)``                         [`Euclidean`][] (``E3`` = ``E(3)``)
-``Pin(3,0,1)``, ``Spin(3,0,1)``             [`Pin301`][]
-``CliffordGroup(1,1,1)``, ``CliffordGroup+(...)``   [`CliffordGroup`][] of the metric (``+``: even part)
-``PseudoOrthogonalGroup(0,1,1,1)``, ``...+(...)``   [`PseudoOrthogonalGroup`][] of the metric
-``O(3)xS(4)``                               [`DirectProduct`][]
-========================================  =====================================================
+| name | group |
+|---|---|
+| ``SO(n)``, ``O(n)``, ``SL(n)``, ``Sp(m)`` | [`SO`][], [`O`][], [`SL`][], [`Sp`][] (``SO3`` = ``SO(3)``) |
+| ``GL(n)``, ``U(n)``, ``SU(n)`` | [`GL`][], [`U`][], [`SU`][] (the unitary groups realified on ``R^2n``) |
+| ``S(n)``, ``C(k)``, ``D(k)``, ``Z(n)``, ``Trivial(n)`` | [`S`][], [`C`][], [`D`][], [`Z`][], [`Trivial`][] |
+| ``RubiksCube`` | [`RubiksCube`][] |
+| ``O(1,3)`` or ``Lorentz``, ``SO+(1,3)`` | [`Lorentz`][], [`SO13p`][] |
+| ``E(d)``, ``SE(d)`` | [`Euclidean`][] (``E3`` = ``E(3)``) |
+| ``Pin(3,0,1)``, ``Spin(3,0,1)`` | [`Pin301`][] |
+| ``CliffordGroup(1,1,1)``, ``CliffordGroup+(...)`` | [`CliffordGroup`][] of the metric (``+``: even part) |
+| ``PseudoOrthogonalGroup(0,1,1,1)``, ``...+(...)`` | [`PseudoOrthogonalGroup`][] of the metric |
+| ``O(3)xS(4)`` | [`DirectProduct`][] |
 
 A group given by its generators alone (``Group(lie_algebra=..., name="mine")``) prints the name it
 was given, which is a label, not something this parser can rebuild.
@@ -28,7 +28,24 @@ from __future__ import annotations
 import re
 
 from geomlin.groups.base import Group, SymmetryGroup
-from geomlin.groups.classical import SL, SO, C, D, DirectProduct, Lorentz, O, S, SO13p, Sp, Trivial
+from geomlin.groups.classical import (
+    GL,
+    SL,
+    SO,
+    SU,
+    C,
+    D,
+    DirectProduct,
+    Lorentz,
+    O,
+    RubiksCube,
+    S,
+    SO13p,
+    Sp,
+    Trivial,
+    U,
+    Z,
+)
 from geomlin.groups.euclidean import Euclidean
 from geomlin.groups.versor import CliffordGroup, Pin301, PseudoOrthogonalGroup
 
@@ -36,10 +53,12 @@ from geomlin.groups.versor import CliffordGroup, Pin301, PseudoOrthogonalGroup
 #: arguments, parenthesised or (one integer) written right after the family.
 _FACTOR = re.compile(r"^(?P<family>[A-Za-z]+)(?P<plus>\+?)(?:\((?P<args>[-+0-9.,]*)\)|(?P<bare>\d+))?$")
 #: Families taking one positive integer.
-_ONE_INT = {"so": SO, "o": O, "sl": SL, "sp": Sp, "s": S, "c": C, "d": D, "trivial": Trivial,
+_ONE_INT = {"so": SO, "o": O, "sl": SL, "gl": GL, "su": SU, "u": U, "sp": Sp, "s": S, "c": C, "d": D, "z": Z,
+            "trivial": Trivial,
             "e": lambda d: Euclidean(d, reflections=True), "se": lambda d: Euclidean(d, reflections=False)}
 #: Examples for error messages.
-EXAMPLES = ("'SO(3)'", "'O(3)'", "'E(3)'", "'SE3'", "'C4'", "'D(4)'", "'S(4)'", "'Sp(2)'", "'O(1,3)'",
+EXAMPLES = ("'SO(3)'", "'O(3)'", "'E(3)'", "'SE3'", "'C4'", "'D(4)'", "'S(4)'", "'Sp(2)'", "'GL(3)'", "'U(2)'",
+            "'Z(4)'", "'O(1,3)'",
             "'SO+(1,3)'", "'Pin(3,0,1)'", "'CliffordGroup(1,1,1)'", "'O(3)xS(4)'")
 
 
@@ -80,6 +99,8 @@ def _factor(text: str, original: str) -> SymmetryGroup:
         return Lorentz() if family == "o" else SO13p()
     if family == "lorentz" and not plus and nums in (None, ()):
         return Lorentz()
+    if family == "rubikscube" and not plus and nums in (None, ()):
+        return RubiksCube()
     if family in ("pin", "spin") and not plus and ints == (3, 0, 1):
         return Pin301(parity="even" if family == "spin" else None)
     if family in ("cliffordgroup", "pseudoorthogonalgroup") and nums and set(nums) <= {-1.0, 0.0, 1.0}:

@@ -132,6 +132,18 @@ def _plan(rep_in: Rep, rep_out: Rep):
     return name, form, n, k, l, upper, diagrams
 
 
+def selection_size(rep_in: Rep, rep_out: Rep) -> int:
+    """How many spanning diagrams [`diagram_solution`][] reduces to a basis: ``0`` when they are
+    independent (or for S(n), whose orbit basis needs no reduction, or when diagrams do not apply)."""
+    group = rep_in.group if rep_in.group is not None else rep_out.group
+    family = diagram_family(group) if group is not None else None
+    slots_out, slots_in = tensor_slots(rep_out), tensor_slots(rep_in)
+    if family is None or family[0] == "S" or slots_out is None or slots_in is None:
+        return 0
+    k, l, n = len(slots_in), len(slots_out), group.d
+    return 0 if _all_independent(family[0], k, l, n) else spanning_count(family[0], k + l, n)
+
+
 def applies(rep_in: Rep, rep_out: Rep) -> bool:
     """Whether [`diagram_solution`][] handles ``Hom(rep_in, rep_out)`` (cheap: no tensor is built)."""
     return _plan(rep_in, rep_out) is not None

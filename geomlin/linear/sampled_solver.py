@@ -36,22 +36,42 @@ STALL_RATIO = 0.5
 INITIAL_BLOCK = 16
 
 
-def act(rep: Rep, g: Tensor, x: Tensor, axis: int) -> Tensor:
-    """Apply ``rho(g)`` along ``axis`` of ``x`` (``x.shape[axis] == rep.size``), factor by factor."""
+def act(rep: Rep, g: Tensor, x: Tensor, axis: int, transpose: bool = False) -> Tensor:
+    """Apply ``rho(g)`` (or ``rho(g)^T``) along ``axis`` of ``x`` (``x.shape[axis] == rep.size``), factor by factor."""
+    return _factorwise(rep, x, axis, lambda leaf: leaf._rho(g), transpose, leibniz=False)
+
+
+def act_algebra(rep: Rep, A: Tensor, x: Tensor, axis: int, transpose: bool = False) -> Tensor:
+    """Apply ``drho(A)`` (or ``drho(A)^T``) along ``axis`` of ``x``, factor by factor.
+
+    On a tensor product ``drho(A) = sum_k I (x) .. (x) drho_k(A) (x) .. (x) I`` (the Leibniz rule), so
+    ``V ** m`` costs ``m d`` per entry instead of a ``d^m x d^m`` matrix.
+    """
+    return _factorwise(rep, x, axis, lambda leaf: leaf.drho(A), transpose, leibniz=True)
+
+
+def _factorwise(rep: Rep, x: Tensor, axis: int, leaf_matrix, transpose: bool, leibniz: bool) -> Tensor:
     axis = axis % x.ndim
     if isinstance(rep, SumRep):
         parts = torch.split(x, [b.size for b in rep.blocks], dim=axis)
-        return torch.cat([act(b, g, p, axis) for b, p in zip(rep.blocks, parts)], dim=axis)
+        return torch.cat([_factorwise(b, p, axis, leaf_matrix, transpose, leibniz)
+                          for b, p in zip(rep.blocks, parts)], dim=axis)
     if isinstance(rep, TensorRep):
         sizes = [f.size for f in rep.factors]
         shape = x.shape
         y = x.reshape(*shape[:axis], *sizes, *shape[axis + 1:])
-        for i, f in enumerate(rep.factors):
-            y = act(f, g, y, axis + i)
-        return y.reshape(shape)
+        if leibniz:
+            out = sum(_factorwise(f, y, axis + i, leaf_matrix, transpose, leibniz) for i, f in enumerate(rep.factors))
+        else:
+            out = y
+            for i, f in enumerate(rep.factors):
+                out = _factorwise(f, out, axis + i, leaf_matrix, transpose, leibniz)
+        return out.reshape(shape)
     if rep.is_scalar:
-        return x
-    M = rep._rho(g).to(x.dtype)  # g comes from group.sample: no membership check per factor
+        return torch.zeros_like(x) if leibniz else x
+    M = leaf_matrix(rep).to(x.dtype)  # group elements come from group.sample: no membership check per factor
+    if transpose:
+        M = M.transpose(-1, -2)
     return torch.movedim(torch.tensordot(M, x, dims=([1], [axis])), 0, axis)
 
 
@@ -61,22 +81,35 @@ def _act_on_maps(rep_in: Rep, rep_out: Rep, g: Tensor, W: Tensor) -> Tensor:
 
 
 def _constraint_residuals(rep_in: Rep, rep_out: Rep, W: Tensor) -> list[Tensor]:
-    """Exact generator constraints ``P W - W Q`` for ``W (b, out, in)``, one ``(b, out, in)`` per generator."""
+    """Exact generator constraints ``P W - W Q`` for ``W (b, out, in)``, one ``(b, out, in)`` per generator.
+
+    ``W Q`` is ``Q^T`` applied along the input axis; both products run factor by factor.
+    """
     group = rep_in.group if rep_in.group is not None else rep_out.group
     out = []
     for A in group.lie_algebra:
-        out.append(rep_out.drho(A).to(W.dtype) @ W - W @ rep_in.drho(A).to(W.dtype))
+        out.append(act_algebra(rep_out, A, W, 1) - act_algebra(rep_in, A, W, 2, transpose=True))
     for h in group.discrete_generators:
-        out.append(rep_out.rho(h).to(W.dtype) @ W - W @ rep_in.rho(h).to(W.dtype))
+        out.append(act(rep_out, h, W, 1) - act(rep_in, h, W, 2, transpose=True))
     return out
+
+
+def _algebra_norm(rep: Rep, A: Tensor) -> float:
+    """An upper bound of the spectral norm of ``drho(A)``: the sum over tensor factors, the largest block of a sum."""
+    if isinstance(rep, SumRep):
+        return max(_algebra_norm(b, A) for b in rep.blocks)
+    if isinstance(rep, TensorRep):
+        return sum(_algebra_norm(f, A) for f in rep.factors)
+    if rep.is_scalar:
+        return 0.0
+    return float(torch.linalg.matrix_norm(rep.drho(A), 2))
 
 
 def _generator_scale(rep_in: Rep, rep_out: Rep) -> float:
     group = rep_in.group if rep_in.group is not None else rep_out.group
     scale = 0.0
     for A in group.lie_algebra:
-        scale = max(scale, float(torch.linalg.matrix_norm(rep_out.drho(A), 2))
-                    + float(torch.linalg.matrix_norm(rep_in.drho(A), 2)))
+        scale = max(scale, _algebra_norm(rep_out, A) + _algebra_norm(rep_in, A))
     return max(scale, 2.0)
 
 

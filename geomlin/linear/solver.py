@@ -18,6 +18,14 @@ from Kronecker identities (no ``N x N`` matrix products):
 * ``"diagrams"``: tensor products of ``V`` and ``V*`` of S(n), O(n), SO(n), Sp(m) and the
   Lorentz groups, read off from Brauer / partition diagrams with no solve at all
   ([`geomlin.linear.diagram_solver`][]; exact and the same on every machine);
+* ``"monomial"`` (also in place of ``"diagrams"`` when the diagrams are dependent and more than
+  ``MAX_SELECTION_BEFORE_ORBITS`` of them would have to be reduced to a basis): tensor reps
+  (``V``, ``V*`` factors) of groups whose discrete generators are
+  signed permutations and which have a signed permutation or a diagonal Lie algebra generator
+  (Z(n), S(n), C(4), D(4), the Rubik's cube group, GL(n), SL(n), ...):
+  [`geomlin.linear.monomial_solver`][] keeps the multi-indices of weight zero, takes orbits
+  of multi-indices (exact, no solve), and solves the remaining generators on the orbit vectors
+  only; used when that leaves no solve or a reduced problem within the dense limits below;
 * ``"dense"``: the Gram matrix above, for up to ``DENSE_MAX_UNKNOWNS`` unknowns;
 * ``"sampled"``: larger problems of compact or finite groups,
   [`geomlin.linear.sampled_solver.nullspace_sampled`][]
@@ -42,13 +50,15 @@ from torch import Tensor
 
 from geomlin.io_atomic import atomic_write
 from geomlin.linear.diagram_solver import applies as diagrams_apply
-from geomlin.linear.diagram_solver import diagram_solution
+from geomlin.linear.diagram_solver import diagram_solution, selection_size
+from geomlin.linear.monomial_solver import applies as monomial_applies
+from geomlin.linear.monomial_solver import clear_plans, monomial_plan, nullspace_monomial
 from geomlin.linear.sampled_solver import nullspace_sampled
 from geomlin.reps.base import Rep, bind, common_group
 from geomlin.validation import check_choice
 
 #: The solver methods; ``"auto"`` picks one per pair of blocks (see the module docstring).
-METHODS = ("auto", "dense", "sampled", "diagrams")
+METHODS = ("auto", "dense", "sampled", "diagrams", "monomial")
 
 #: Eigenvalues of the Gram matrix below ``NULLSPACE_RTOL * max(1, largest)`` span the solution.
 NULLSPACE_RTOL = 1e-9
@@ -60,6 +70,10 @@ DENSE_MAX_UNKNOWNS = 1024
 MAX_DENSE_UNKNOWNS = 8192
 #: Largest block problem the sampled solver accepts (its iterate holds ``64 N`` floats).
 MAX_SAMPLED_UNKNOWNS = 2_000_000
+#: ``"auto"`` prefers the monomial solver to diagrams whose spanning set has dependencies and more
+#: diagrams than this (their selection grows cubically: O(2) on ``T(10)``, 945 Brauer diagrams, takes
+#: 7 s; its 512 orbit vectors 0.1 s).
+MAX_SELECTION_BEFORE_ORBITS = 300
 
 _BLOCK_CACHE: dict[tuple, Tensor] = {}
 
@@ -122,8 +136,9 @@ def _nullspace_dense(L: Tensor) -> Tensor:
 def basis_method(rep_in: Rep, rep_out: Rep, method: str = "auto") -> str:
     """The method that solves ``Hom(rep_in, rep_out)`` for two non-sum blocks, without solving.
 
-    One of ``"scalar"`` (both trivial), ``"dense"``, ``"diagrams"``, ``"sampled"``; raises
-    ``ValueError`` when the problem is beyond every method's limit (or the forced ``method``'s).
+    One of ``"scalar"`` (both trivial), ``"dense"``, ``"diagrams"``, ``"monomial"``, ``"sampled"``;
+    raises ``ValueError`` when the problem is beyond every method's limit (or the forced
+    ``method``'s). Deciding on ``"monomial"`` finds the orbits of multi-indices (cached for the solve).
     """
     check_choice(method, "method", METHODS)
     if rep_in.is_scalar and rep_out.is_scalar:
@@ -131,12 +146,26 @@ def basis_method(rep_in: Rep, rep_out: Rep, method: str = "auto") -> str:
     N = rep_in.size * rep_out.size
     group = common_group([rep_in, rep_out])
     compact = group is not None and group.is_compact
+    if method == "auto" and _orbits_beat_selection(rep_in, rep_out):  # before diagrams_apply: it selects
+        return "monomial"
     if method in ("auto", "diagrams") and diagrams_apply(rep_in, rep_out):
         return "diagrams"
     if method == "diagrams":
         raise ValueError("method='diagrams' covers tensor products of V and V* of S(n), O(n), SO(n), "
                          f"Sp(m) and the Lorentz groups; Hom({rep_in!r}, {rep_out!r}) is not one of them "
                          "(or is too large)")
+    if method in ("auto", "monomial") and monomial_applies(rep_in, rep_out):
+        plan = monomial_plan(rep_in, rep_out)
+        reduced = plan.num_orbits if plan.remaining.shape[0] else 0
+        if reduced <= (DENSE_MAX_UNKNOWNS if compact and method == "auto" else MAX_DENSE_UNKNOWNS):
+            return "monomial"
+        if method == "monomial":
+            raise ValueError(f"method='monomial' leaves {reduced} orbit vectors of Hom({rep_in!r}, {rep_out!r}) "
+                             f"to solve, more than the limit of {MAX_DENSE_UNKNOWNS}")
+    if method == "monomial":
+        raise ValueError("method='monomial' covers tensor products of V and V* of groups whose discrete "
+                         "generators are signed permutations, with a signed permutation or a diagonal Lie "
+                         f"algebra generator; Hom({rep_in!r}, {rep_out!r}) is not one of them (or is too large)")
     if method == "dense" or (method == "auto" and N <= DENSE_MAX_UNKNOWNS):
         if N <= MAX_DENSE_UNKNOWNS:
             return "dense"
@@ -153,6 +182,16 @@ def basis_method(rep_in: Rep, rep_out: Rep, method: str = "auto") -> str:
         "blocks, or use geomlin.linear.diagrams for tensor powers of S(n)/O(n)/SO(n)/Sp(n)")
 
 
+def _orbits_beat_selection(rep_in: Rep, rep_out: Rep) -> bool:
+    """Whether ``"auto"`` takes the monomial solver over diagrams: when the diagrams are dependent
+    (``n`` small for the rank) and more than ``MAX_SELECTION_BEFORE_ORBITS`` of them would be
+    reduced, and the monomial solver leaves at most ``DENSE_MAX_UNKNOWNS`` orbit vectors to solve."""
+    if selection_size(rep_in, rep_out) <= MAX_SELECTION_BEFORE_ORBITS or not monomial_applies(rep_in, rep_out):
+        return False
+    plan = monomial_plan(rep_in, rep_out)
+    return plan.num_orbits <= DENSE_MAX_UNKNOWNS or not plan.remaining.shape[0]
+
+
 def _solve_constraints(rep_in: Rep, rep_out: Rep, method: str) -> Tensor:
     """``(r, out * in)`` orthonormal rows spanning the solutions, by ``method`` (never ``"auto"``)."""
     N = rep_in.size * rep_out.size
@@ -162,6 +201,8 @@ def _solve_constraints(rep_in: Rep, rep_out: Rep, method: str) -> Tensor:
             return basis.reshape(-1, N)
         # the exact rank check refused the diagram selection (probability < 1e-6): solve instead
         method = "sampled" if common_group([rep_in, rep_out]).is_compact else "dense"
+    if method == "monomial":
+        return nullspace_monomial(rep_in, rep_out).reshape(-1, N)
     if method == "sampled":
         return nullspace_sampled(rep_in, rep_out).reshape(-1, N)
     return _nullspace_dense(constraint_gram(rep_in, rep_out)).T
@@ -244,7 +285,8 @@ def equivariant_basis(rep_in: Rep, rep_out: Rep, cache_dir: str | os.PathLike | 
         optional folder for an on-disk cache of the block bases (written atomically); a later
         process with the same ``cache_dir`` reads them instead of solving.
     method : str
-        ``"auto"`` (default), ``"dense"``, ``"sampled"`` or ``"diagrams"`` (module docstring).
+        ``"auto"`` (default), ``"dense"``, ``"sampled"``, ``"diagrams"`` or ``"monomial"`` (module
+        docstring).
     group : Group or str, optional
         binds group-free reps (a geomlin Group or a name such as ``"O(3)"``).
 
@@ -282,5 +324,6 @@ def block_basis(rep_in: Rep, rep_out: Rep, cache_dir=None, method: str = "auto")
 
 
 def clear_cache() -> None:
-    """Forget every cached basis (in memory)."""
+    """Forget every cached basis (in memory), and the monomial solver's orbits."""
     _BLOCK_CACHE.clear()
+    clear_plans()

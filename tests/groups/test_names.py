@@ -9,8 +9,10 @@ import pytest
 import geomlin
 from geomlin.algebra import CliffordAlgebra, pga
 from geomlin.groups import (
+    GL,
     SL,
     SO,
+    SU,
     C,
     CliffordGroup,
     D,
@@ -21,11 +23,14 @@ from geomlin.groups import (
     O,
     Pin301,
     PseudoOrthogonalGroup,
+    RubiksCube,
     S,
     SO13p,
     Sp,
     SymmetryGroup,
     Trivial,
+    U,
+    Z,
     as_group,
 )
 from geomlin.groups.versor import AlgebraGroup
@@ -36,6 +41,11 @@ CATALOG = {
     O: [O(1), O(3), O(5)],
     Sp: [Sp(1), Sp(3)],
     SL: [SL(2), SL(4)],
+    GL: [GL(1), GL(3)],
+    U: [U(1), U(3)],
+    SU: [SU(2), SU(3)],
+    Z: [Z(1), Z(4)],
+    RubiksCube: [RubiksCube()],
     S: [S(1), S(2), S(5)],
     C: [C(1), C(4), C(12)],
     D: [D(2), D(4), D(6)],

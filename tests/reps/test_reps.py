@@ -71,7 +71,7 @@ def test_bad_rep_inputs():
     with pytest.raises(TypeError):
         V(3)
     with pytest.raises(ValueError, match="unknown group"):
-        V("U(3)")
+        V("X(3)")  # no such group (U(3) is one now)
     assert V("O3") == v  # strings are documented aliases of the groups
 
 
