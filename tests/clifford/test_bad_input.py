@@ -19,7 +19,7 @@ from geomlin.clifford import (
     neighborhoods,
     weighted_geometric_product,
 )
-from geomlin.clifford.ga_attention import Neighborhoods
+from geomlin.clifford.neighbor_search import Neighborhoods
 
 G3 = CliffordAlgebra((1, 1, 1))
 PGA = CliffordAlgebra((0, 1, 1, 1))
@@ -105,7 +105,7 @@ CASES = [
      "num_reflections applies only"),
     ("groups that do not divide", lambda: GCAGroupNorm(PGA, 6, num_groups=4), ValueError, "divisible"),
     # ---- geometric-algebra attention
-    ("zero value width", lambda: GAAttention(0, mlp(4, 1), mlp(2, 4)), ValueError, "n_dim must be >= 1"),
+    ("zero value width", lambda: GAAttention(0, mlp(4, 1), mlp(2, 4)), ValueError, "channels must be >= 1"),
     ("score net as a string", lambda: GAAttention(4, "mlp", mlp(2, 4)), TypeError, "score_net must be a callable"),
     ("unknown invariant mode", lambda: attention(invariant_mode="most"), ValueError, "invariant_mode must be one of"),
     ("reduce as a string", lambda: attention(reduce="yes"), TypeError, "reduce must be a bool"),
