@@ -2,7 +2,7 @@
 a radius, so that [`geomlin.clifford.ga_attention`][] forms ``O(N k^(rank - 1))`` tuples instead of
 ``N^rank``.
 
-(The dense distance matrix here overlaps with the neighbour search of
+(The ``(N, N)`` distance matrix here overlaps with the neighbour search of
 [`geomlin.datasets.neighbors`][] and [`geomlin.models.ponita`][]; not unified yet.)
 """
 
@@ -54,8 +54,8 @@ def neighborhoods(pos: Tensor, k: int | None = None, radius: float | None = None
     ``radius``, padded to the largest count (``K`` is data dependent, so this is for CPU tensors;
     on an accelerator give ``k`` as an upper bound);
     both: the ``k`` nearest, masked beyond ``radius``. ``include_self`` lists each item as its own
-    (first) neighbour, so ``k = N`` reproduces the dense layer. Ties are broken by index.
-    Distances are computed densely, ``O(N^2)`` memory.
+    (first) neighbour, so ``k = N`` reproduces the layer over all tuples. Ties are broken by index.
+    All ``N^2`` distances are computed, ``O(N^2)`` memory.
     """
     check_tensor(pos, "pos", min_ndim=2, finite=True, nonempty=True)
     if k is None and radius is None:
@@ -63,7 +63,7 @@ def neighborhoods(pos: Tensor, k: int | None = None, radius: float | None = None
     n = pos.shape[-2]
     # distances, sorted distances and their int64 indices, (..., N, N) each
     check_memory(math.prod(pos.shape[:-2]) * n * n * (2 * pos.element_size() + 8),
-                 f"neighborhoods of {n} items (dense (N, N) distances)", "split the cloud into smaller batches")
+                 f"neighborhoods of {n} items (an (N, N) distance matrix)", "split the cloud into smaller batches")
     dist = torch.cdist(pos, pos)
     if not include_self:
         if n < 2:

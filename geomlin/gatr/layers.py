@@ -282,10 +282,8 @@ class GeometricBilinear(nn.Module):
 
     Parameters
     ----------
-    in_mv_channels, out_mv_channels : int
-        multivector channels in and out.
-    in_s_channels, out_s_channels : int
-        scalar channels in and out (0 for none).
+    in_mv_channels, out_mv_channels, in_s_channels, out_s_channels : int
+        channels in and out, as for [`EquiLinear`][].
     hidden_mv_channels : int, optional
         channels of each of the four operands (default ``max(1, out_mv_channels // 2)``).
     """
@@ -344,10 +342,8 @@ class GeometricAttention(nn.Module):
 
     Parameters
     ----------
-    in_mv_channels, out_mv_channels : int
-        multivector channels in and out.
-    in_s_channels, out_s_channels : int
-        scalar channels in and out (0 for none).
+    in_mv_channels, out_mv_channels, in_s_channels, out_s_channels : int
+        channels in and out, as for [`EquiLinear`][].
     num_heads : int
         query heads.
     head_mv_channels, head_s_channels : int, optional
@@ -485,10 +481,8 @@ class GATrBlock(nn.Module):
 
     Parameters
     ----------
-    mv_channels : int
-        multivector channels in and out.
-    s_channels : int
-        scalar channels in and out (0 for none).
+    mv_channels, s_channels : int
+        multivector and scalar channels in and out, as for [`GeometricMLP`][].
     num_heads, head_mv_channels, head_s_channels : int
         as for [`GeometricAttention`][] (head widths optional).
     mlp_hidden_mv_channels, mlp_hidden_s_channels : int, optional

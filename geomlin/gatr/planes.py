@@ -193,7 +193,7 @@ def equi_linear(xp: Tensor, weight: Tensor, scalar_bias: Tensor | None = None, *
     ``out[o, k] = sum_{i, b} weight[o, i, b] sum_l B[b, k, l] x[i, l]`` with the basis ``B`` of
     [`linear_basis`][] (GATr Prop. 2). Component-major: one batched matmul applies each
     component's grade weight (``16 in out`` multiply-adds per item), a second one the ``e0`` maps
-    on the 8 components that have one (``8 in out``), against ``256 in out`` for a dense
+    on the 8 components that have one (``8 in out``), against ``256 in out`` for a full
     ``(in 16, out 16)`` matrix.
 
     Parameters

@@ -94,57 +94,28 @@ def equi_linear(x: Tensor, weight: Tensor, scalar_bias: Tensor | None = None) ->
 
 # ---------------------------------------------------------------------- bilinear maps
 def geometric_product(x: Tensor, y: Tensor) -> Tensor:
-    """Geometric product of ``(..., 16)`` tensors (broadcasting): the complex 2x2 product of
-    [`geomlin.algebra.pga.geometric_product`][geomlin.algebra.pga.products.geometric_product].
+    """Geometric product ``x y``: ``(..., 16) x (..., 16) -> (..., 16)``, the leading axes broadcast.
 
+    The complex 2x2 product of
+    [`geomlin.algebra.pga.geometric_product`][geomlin.algebra.pga.products.geometric_product].
     Half-precision inputs are multiplied in float32 (there is no complex half precision): the
     result is float32 under autocast and in the input's dtype otherwise.
-
-    Parameters
-    ----------
-    x, y : Tensor of shape (..., 16)
-        multivectors; the leading axes broadcast.
-
-    Returns
-    -------
-    Tensor of shape (..., 16)
-        ``x y``, leading axes broadcast.
     """
     return pga.geometric_product(x, y)
 
 
 def outer_product(x: Tensor, y: Tensor) -> Tensor:
-    """Outer (wedge) product ``x ^ y`` of ``(..., 16)`` tensors (81 of 256 pairs,
-    [`geomlin.algebra.pga.outer_product`][geomlin.algebra.pga.products.outer_product]).
-
-    Parameters
-    ----------
-    x, y : Tensor of shape (..., 16)
-        multivectors; the leading axes broadcast.
-
-    Returns
-    -------
-    Tensor of shape (..., 16)
-        ``x ^ y``.
-    """
+    """Outer (wedge) product ``x ^ y``: ``(..., 16) x (..., 16) -> (..., 16)``, the leading axes
+    broadcast (81 of 256 pairs,
+    [`geomlin.algebra.pga.outer_product`][geomlin.algebra.pga.products.outer_product])."""
     return pga.outer_product(x, y)
 
 
 def join(x: Tensor, y: Tensor) -> Tensor:
-    """Join ``x v y = J(J(x) ^ J(y))`` of ``(..., 16)`` tensors
-    ([`geomlin.algebra.pga.join`][geomlin.algebra.pga.products.join]).
+    """Join ``x v y = J(J(x) ^ J(y))``: ``(..., 16) x (..., 16) -> (..., 16)``, the leading axes
+    broadcast ([`geomlin.algebra.pga.join`][geomlin.algebra.pga.products.join]).
 
     Equivariant only up to sign: odd versors flip it. [`equivariant_join`][] fixes that.
-
-    Parameters
-    ----------
-    x, y : Tensor of shape (..., 16)
-        multivectors; the leading axes broadcast.
-
-    Returns
-    -------
-    Tensor of shape (..., 16)
-        ``x v y``.
     """
     return pga.join(x, y)
 
@@ -194,18 +165,7 @@ def inner_product(x: Tensor, y: Tensor) -> Tensor:
 
 
 def norm_squared(x: Tensor) -> Tensor:
-    """``inner_product(x, x)``, ``(..., 16) -> (..., 1)``.
-
-    Parameters
-    ----------
-    x : Tensor of shape (..., 16)
-        multivectors.
-
-    Returns
-    -------
-    Tensor of shape (..., 1)
-        the squared norm, invariant.
-    """
+    """The invariant squared norm ``inner_product(x, x)``: ``(..., 16) -> (..., 1)``."""
     return inner_product(x, x)
 
 
@@ -373,7 +333,7 @@ def geometric_attention(q_mv: Tensor, k_mv: Tensor, v_mv: Tensor,
     attn_mask : Tensor | SetLayout | None
         ``None``; a boolean tensor broadcastable to ``(..., heads, items, key_items)``
         (``True`` = attend; a float mask is refused: it would read as an additive bias); or a
-        [`SetLayout`][] (padding mask or PyG batch vector over the items, no dense
+        [`SetLayout`][] (padding mask or PyG batch vector over the items, no
         ``items x items`` mask; cross-attention takes only a padded key mask).
     use_distance : bool
         add the distance-aware trivector features.

@@ -149,7 +149,7 @@ CASES = [
      lambda: GAMultivectorAttention(4, mlp(4, 1), mlp(4, 4))(torch.full((5, 8), float("nan")), torch.ones(5, 4)),
      ValueError, "GAMultivectorAttention: r contains NaN or inf"),
     ("neighbourhoods of 10^5 items", lambda: neighborhoods(torch.zeros(10**5, 3), k=4), ValueError,
-     "neighborhoods of 100000 items (dense (N, N) distances) would need about 149.0 GiB"),
+     "neighborhoods of 100000 items (an (N, N) distance matrix) would need about 149.0 GiB"),
     ("rank 5 on 64 items", lambda: attention(rank=5)(torch.randn(64, 3), torch.randn(64, 4)), ValueError,
      "would need about 32.0 GiB"),
 ]

@@ -118,7 +118,7 @@ def test_neighbourhoods():
     counts = ((d < 1.0).sum(-1) - 1)
     assert within.index.shape[-1] == max(int(counts.max()), 1)
     torch.testing.assert_close(within.mask.sum(-1), counts)
-    # k = N reproduces the dense layer; k < N is the dense formula restricted to the neighbours
+    # k = N reproduces the layer over all tuples; k < N is its formula restricted to the neighbours
     nets, options = build("vec", 2, "partial", reduce=False)
     layer = GAVectorAttention(CHANNELS, *nets, **options).double()
     r, v = pos - pos.mean(-2, keepdim=True), torch.randn(3, 9, CHANNELS, dtype=DT)
@@ -126,11 +126,11 @@ def test_neighbourhoods():
     got = layer(r, v, neighbors=nb)
     for b, i in [(0, 0), (2, 5)]:
         sub = torch.cat([nb.index[b, i], torch.tensor([j for j in range(9) if j not in nb.index[b, i]])])
-        # item i first; a dense layer on (i, neighbours, others) with the others masked out
+        # item i first; the all-tuples layer on (i, neighbours, others) with the others masked out
         mask = torch.zeros(9, dtype=torch.bool)
         mask[:4] = True
-        dense = layer(r[b, sub], v[b, sub], mask=mask)
-        torch.testing.assert_close(got[b, i], dense[0], rtol=1e-10, atol=1e-12)
+        every = layer(r[b, sub], v[b, sub], mask=mask)
+        torch.testing.assert_close(got[b, i], every[0], rtol=1e-10, atol=1e-12)
     assert_equivariant(lambda r_, v_: layer(r_, v_, neighbors=nb), SO(3), ["vector", "scalar"], "vector",
                        inputs=(r, v))
 

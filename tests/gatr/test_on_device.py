@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from geomlin.algebra import pga
-from geomlin.gatr import GATr, SetLayout, orientations, set_layout
+from geomlin.gatr import EquiLinear, GATr, GATrBlock, SetLayout, orientations, set_layout
 from geomlin.gatr import planes as PL
 from geomlin.gatr import primitives as P
 from geomlin.gatr.attention import attend
@@ -203,6 +203,47 @@ def test_gatr_under_autocast(device, dtype):
         assert torch.isfinite(a).all()
         assert float((a - b).norm() / b.norm()) < tolerance
     assert torch.isfinite(sim.to_cpu(mv.grad)).all()
+
+
+@pytest.mark.parametrize("device,low", [("cpu", torch.bfloat16), ("sim", torch.float16)], ids=["cpu-bf16", "sim-fp16"])
+def test_block_under_autocast_step_by_step(device, low):
+    """The reference GATr's block-under-autocast test (``test_gatr_block_autocast``), step by step: a
+    linear layer gives half-precision outputs, the layer norm float32 multivectors (and scalars in
+    float32 only under CUDA's policy), attention, MLP and the residuals half precision. Oracle for
+    the values: the float32 block (relative error below 5%), and the block's own forward equal to
+    the steps; gradients through the checkpointed block are finite."""
+    torch.manual_seed(13)
+    linear = EquiLinear(4, 4, 6, 6)
+    block = GATrBlock(4, 6, num_heads=2, checkpoint=True)
+    mv_in, s_in = torch.randn(3, 4, 16, generator=_gen(14)), torch.randn(3, 6, generator=_gen(15))
+    reference = P.canonical_reference(torch.float32)
+    with torch.no_grad():
+        want = block(*linear(mv_in, s_in), reference)
+    if device == "sim":
+        linear, block, mv_in, s_in, reference = sim.to_sim((linear, block, mv_in, s_in, reference))
+    high = torch.float32
+    with sim.watch(strict=True), torch.autocast(device if device == "cpu" else sim.DEVICE_TYPE, dtype=low):
+        assert mv_in.dtype == s_in.dtype == high
+        mv, s = linear(mv_in.requires_grad_(), s_in)
+        assert mv.dtype == s.dtype == low
+        h_mv, h_s = block.norm(mv, s)
+        assert h_mv.dtype == high
+        assert h_s.dtype == (low if device == "cpu" else high)  # torch's layer_norm follows the device's policy
+        h_mv, h_s = block.attention(h_mv, h_s)
+        assert h_mv.dtype == h_s.dtype == low
+        out_mv, out_s = mv + h_mv, s + h_s
+        assert out_mv.dtype == out_s.dtype == low
+        h_mv, h_s = block.mlp(*block.norm(out_mv, out_s), reference)
+        assert h_mv.dtype == h_s.dtype == low
+        out_mv, out_s = out_mv + h_mv, out_s + h_s
+        assert out_mv.dtype == out_s.dtype == low
+        got = block(mv, s, reference)
+        (got[0].float().square().mean() + got[1].float().square().mean()).backward()
+    for step, whole, full in zip((out_mv, out_s), got, want):
+        step, whole = sim.to_cpu(step).detach().float(), sim.to_cpu(whole).detach().float()
+        torch.testing.assert_close(whole, step, rtol=0, atol=0)
+        assert float((whole - full).norm() / full.norm()) < 0.05
+    assert torch.isfinite(sim.to_cpu(mv_in.grad)).all()
 
 
 def test_reductions_stay_in_float32_under_half_precision():

@@ -1,7 +1,8 @@
 """Projective geometric algebra G(3,0,1), the algebra of GATr: its basis, products and embeddings.
 
 * [`basis`][geomlin.algebra.pga.basis] — the blade order (the reference GATr's), named components
-  (``pga.E0``, ``pga.E123``, ``pga.GRADE_SLICES``, ...) and the multivector check;
+  (``pga.E0``, ``pga.E123``, ``pga.GRADE_SLICES``, ``pga.POINT_COMPONENTS``, ...) and the
+  multivector check;
 * [`products`][geomlin.algebra.pga.products] — the fast geometric product (complex 2x2 matrices),
   the join, the outer product, involutions and the versor action ``v x^ v^-1``, each with one
   kernel for the component-major layout ``(16, N)`` that GATr's layers run on;
@@ -39,21 +40,21 @@ from geomlin.algebra.pga.basis import (
     E23,
     E123,
     GRADE_SLICES,
+    LINE_DIRECTION_COMPONENTS,
     NONDEGENERATE,
     PGA,
+    PLANE_NORMAL,
+    POINT_COMPONENTS,
+    POINT_SIGNS,
     PSEUDOSCALAR,
+    ROTOR_COMPONENTS,
+    ROTOR_SIGNS,
     SCALAR,
+    TRANSLATION_COMPONENTS,
     check_mv,
     select_components,
 )
 from geomlin.algebra.pga.embeddings import (
-    LINE_DIRECTION_COMPONENTS,
-    PLANE_NORMAL,
-    POINT_COMPONENTS,
-    POINT_SIGNS,
-    ROTOR_COMPONENTS,
-    ROTOR_SIGNS,
-    TRANSLATION_COMPONENTS,
     TRANSLATION_SIGN,
     embed_line,
     embed_oriented_plane,

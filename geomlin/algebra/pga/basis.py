@@ -1,4 +1,5 @@
-"""The basis of G(3,0,1): blade order, named components, component groups, the multivector check.
+"""The basis of G(3,0,1): blade order, named components, the component groups of embedded objects,
+the multivector check.
 
 Basis order (the reference GATr's, so checkpoints and intuitions transfer)::
 
@@ -38,6 +39,20 @@ GRADE_SLICES = PGA.grade_slices
 NONDEGENERATE = (SCALAR, E1, E2, E3, E12, E13, E23, E123)
 #: Components with an e0 factor, in the order of [`NONDEGENERATE`][] (``e0 * blade``).
 DEGENERATE = (E0, E01, E02, E03, E012, E013, E023, E0123)
+
+#: The point's ``(x, y, z)`` are ``(-e023, +e013, -e012) / e123`` (the reference GATr's embedding).
+POINT_COMPONENTS = (E023, E013, E012)
+POINT_SIGNS = (-1.0, 1.0, -1.0)
+#: The plane's normal ``(n1, n2, n3)`` on ``(e1, e2, e3)``; its offset is the ``e0`` component.
+PLANE_NORMAL = (E1, E2, E3)
+#: A translator's ``e0i`` components.
+TRANSLATION_COMPONENTS = (E01, E02, E03)
+#: A rotor of the quaternion ``(w, x, y, z)`` is ``w + sx x e23 + sy y e13 + sz z e12`` with these signs.
+ROTOR_COMPONENTS = (E23, E13, E12)
+ROTOR_SIGNS = (-1.0, 1.0, -1.0)
+#: ``(e23, e13, e12)`` of a line hold ``(direction_x, -direction_y, direction_z)`` up to the
+#: orientation set by the join.
+LINE_DIRECTION_COMPONENTS = (E23, E13, E12)
 
 assert BLADE_NAMES == ("1", "e0", "e1", "e2", "e3", "e01", "e02", "e03", "e12", "e13", "e23",
                        "e012", "e013", "e023", "e123", "e0123")

@@ -40,38 +40,11 @@ import torch
 from torch import Tensor
 
 from geomlin.algebra.clifford import table_on
-from geomlin.algebra.pga.basis import (
-    DIM,
-    E0,
-    E01,
-    E012,
-    E0123,
-    E013,
-    E02,
-    E023,
-    E03,
-    E1,
-    E2,
-    E3,
-    E12,
-    E13,
-    E23,
-    E123,
-    SCALAR,
-    check_mv,
-    select_components,
-)
+from geomlin.algebra.pga import basis
+from geomlin.algebra.pga.basis import DIM, E0, E0123, E1, E123, SCALAR, check_mv, select_components
 from geomlin.algebra.pga.products import geometric_product, join
 from geomlin.reps.irreps import matrix_to_quaternion as _shepperd
 from geomlin.validation import check_bool, check_finite, check_orthogonal, check_positive_float, check_tensor
-
-#: The point's ``(x, y, z)`` are ``(-e023, +e013, -e012) / e123``.
-POINT_COMPONENTS = (E023, E013, E012)
-POINT_SIGNS = (-1.0, 1.0, -1.0)
-#: The plane's normal ``(n1, n2, n3)`` on ``(e1, e2, e3)``; its offset is the ``e0`` component.
-PLANE_NORMAL = (E1, E2, E3)
-#: A translator's ``e0i`` components.
-TRANSLATION_COMPONENTS = (E01, E02, E03)
 
 
 def _signed(x: Tensor, components: tuple[int, ...], signs: tuple[float, ...]) -> Tensor:
@@ -100,12 +73,17 @@ def _zeros(like: Tensor, lead) -> Tensor:
                        device=like.device)
 
 
+def _embed_component(values: Tensor, component: int, name: str) -> Tensor:
+    """``values (..., 1)`` on one component of zero multivectors ``(..., 16)``."""
+    _check_last(values, 1, name)
+    out = _zeros(values, values.shape[:-1])
+    out[..., component] = values[..., 0]
+    return out
+
+
 def embed_scalar(s: Tensor) -> Tensor:
     """Scalars ``(..., 1)`` -> multivectors ``(..., 16)``."""
-    _check_last(s, 1, "scalar")
-    out = _zeros(s, s.shape[:-1])
-    out[..., SCALAR] = s[..., 0]
-    return out
+    return _embed_component(s, SCALAR, "scalar")
 
 
 def extract_scalar(x: Tensor) -> Tensor:
@@ -115,10 +93,7 @@ def extract_scalar(x: Tensor) -> Tensor:
 
 def embed_pseudoscalar(p: Tensor) -> Tensor:
     """Pseudoscalars ``(..., 1)`` -> ``(..., 16)`` on ``e0123``."""
-    _check_last(p, 1, "pseudoscalar")
-    out = _zeros(p, p.shape[:-1])
-    out[..., E0123] = p[..., 0]
-    return out
+    return _embed_component(p, E0123, "pseudoscalar")
 
 
 def extract_pseudoscalar(x: Tensor) -> Tensor:
@@ -132,7 +107,7 @@ def embed_point(pos: Tensor) -> Tensor:
     check_finite(pos, "point coordinates")
     out = _zeros(pos, pos.shape[:-1])
     out[..., E123] = 1.0
-    for c, (idx, sign) in enumerate(zip(POINT_COMPONENTS, POINT_SIGNS)):
+    for c, (idx, sign) in enumerate(zip(basis.POINT_COMPONENTS, basis.POINT_SIGNS)):
         out[..., idx] = sign * pos[..., c]
     return out
 
@@ -151,7 +126,7 @@ def extract_point(x: Tensor, threshold: float = 1e-3) -> Tensor:
     w = x[..., E123:E123 + 1]
     clamped = w.new_full((), threshold)
     w = torch.where(w.abs() < threshold, torch.where(w < 0, -clamped, clamped), w)
-    return _signed(x, POINT_COMPONENTS, POINT_SIGNS) / w
+    return _signed(x, basis.POINT_COMPONENTS, basis.POINT_SIGNS) / w
 
 
 def embed_oriented_plane(normal: Tensor, position: Tensor) -> Tensor:
@@ -163,7 +138,7 @@ def embed_oriented_plane(normal: Tensor, position: Tensor) -> Tensor:
     _check_last(position, 3, "position")
     normal, position = torch.broadcast_tensors(normal, position)
     out = _zeros(normal, normal.shape[:-1])
-    _place(out, PLANE_NORMAL, normal)
+    _place(out, basis.PLANE_NORMAL, normal)
     out[..., E0] = -(normal * position).sum(-1)
     return out
 
@@ -172,7 +147,7 @@ def extract_oriented_plane(x: Tensor) -> tuple[Tensor, Tensor]:
     """Vector part of ``(..., 16)`` -> ``(normal (..., 3), offset (..., 1))`` with the plane
     ``normal . p + offset = 0``."""
     check_mv(x)
-    return select_components(x, PLANE_NORMAL), x[..., E0:E0 + 1]
+    return select_components(x, basis.PLANE_NORMAL), x[..., E0:E0 + 1]
 
 
 def plane_closest_point(x: Tensor) -> Tensor:
@@ -200,9 +175,6 @@ def embed_line(point: Tensor, direction: Tensor) -> Tensor:
     return join(embed_point(point), embed_point(point + direction))
 
 
-#: (e23, e13, e12) components of a line hold (direction_x, -direction_y, direction_z) up to
-#: the orientation set by the join; see [`extract_line`][].
-LINE_DIRECTION_COMPONENTS = (E23, E13, E12)
 
 
 @functools.cache
@@ -258,20 +230,17 @@ def embed_translation(t: Tensor) -> Tensor:
     _check_last(t, 3, "translation")
     out = _zeros(t, t.shape[:-1])
     out[..., SCALAR] = 1.0
-    return _place(out, TRANSLATION_COMPONENTS, TRANSLATION_SIGN * 0.5 * t)
+    return _place(out, basis.TRANSLATION_COMPONENTS, TRANSLATION_SIGN * 0.5 * t)
 
 
 def extract_translation(x: Tensor) -> Tensor:
     """Translation versor ``(..., 16)`` -> ``t (..., 3)`` (normalised by the scalar part)."""
     check_mv(x)
-    return TRANSLATION_SIGN * 2.0 * select_components(x, TRANSLATION_COMPONENTS) / x[..., SCALAR:SCALAR + 1]
+    return TRANSLATION_SIGN * 2.0 * select_components(x, basis.TRANSLATION_COMPONENTS) / x[..., SCALAR:SCALAR + 1]
 
 
 #: Sign of the ``e0i`` components of a translator (determined by the point convention).
 TRANSLATION_SIGN = -1.0
-#: Rotor components for quaternion ``(w, x, y, z)``: ``w + sx x e23 + sy y e13 + sz z e12``.
-ROTOR_COMPONENTS = (E23, E13, E12)
-ROTOR_SIGNS = (-1.0, 1.0, -1.0)
 
 
 def embed_rotation(quaternion: Tensor) -> Tensor:
@@ -286,7 +255,7 @@ def embed_rotation(quaternion: Tensor) -> Tensor:
     _check_last(quaternion, 4, "quaternion")
     out = _zeros(quaternion, quaternion.shape[:-1])
     out[..., SCALAR] = quaternion[..., 0]
-    for c, (idx, sign) in enumerate(zip(ROTOR_COMPONENTS, ROTOR_SIGNS)):
+    for c, (idx, sign) in enumerate(zip(basis.ROTOR_COMPONENTS, basis.ROTOR_SIGNS)):
         out[..., idx] = sign * quaternion[..., c + 1]
     return out
 
@@ -300,7 +269,7 @@ def extract_rotation(x: Tensor, normalize: bool = False) -> Tensor:
     """
     check_mv(x)
     normalize = check_bool(normalize, "normalize")
-    q = torch.cat([x[..., SCALAR:SCALAR + 1], _signed(x, ROTOR_COMPONENTS, ROTOR_SIGNS)], -1)
+    q = torch.cat([x[..., SCALAR:SCALAR + 1], _signed(x, basis.ROTOR_COMPONENTS, basis.ROTOR_SIGNS)], -1)
     return q / q.norm(dim=-1, keepdim=True).clamp_min(1e-12) if normalize else q
 
 
