@@ -467,7 +467,7 @@ class GeometricMLP(nn.Module):
     def forward(self, mv: Tensor, scalars: Tensor | None, reference: Tensor) -> tuple[Tensor, Tensor | None]:
         """``(mv (..., mv_channels, 16), scalars (..., s_channels) | None, reference) -> same shapes``."""
         _check_pair(mv, scalars if self.s_channels else None, self.mv_channels, self.s_channels, "GeometricMLP")
-        h_mv, h_s = self.bilinear(mv, scalars, check_reference(reference, "GeometricMLP"))
+        h_mv, h_s = self.bilinear(mv, scalars, reference)  # which checks the reference
         h_mv = PL.from_planes(PL.scalar_gated_gelu(PL.to_planes(h_mv)), _lead(h_mv))
         return self.out(h_mv, None if h_s is None else F.gelu(h_s))
 
