@@ -26,7 +26,7 @@ from harness import Table, header, measure, mib, ms, parser, peak_memory, peer_v
 
 from geomlin.algebra import CliffordAlgebra
 from geomlin.clifford import GAAttention, GAVectorAttention, GeometricProductLayer
-from geomlin.clifford.ga_attention import invariant_count
+from geomlin.clifford.tuple_products import invariant_count
 
 WIDTH = 32
 

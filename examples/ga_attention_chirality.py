@@ -28,7 +28,7 @@ import torch
 from torch import nn
 
 from geomlin.clifford import GAAttention, GAVectorAttention, neighborhoods
-from geomlin.clifford.ga_attention import invariant_count
+from geomlin.clifford.tuple_products import invariant_count
 from geomlin.groups import SO
 
 POINTS = 8

@@ -63,7 +63,7 @@ from geomlin.validation import (
 #: Largest supported number of basis vectors (dense tables are ``4**n * 2**n`` entries).
 MAX_DIM = 8
 #: Products the engine knows, each a masked Cayley table.
-PRODUCTS = ("geometric", "outer", "inner", "left_contraction", "right_contraction", "scalar",
+PRODUCTS = ("geometric", "outer", "fat_dot", "left_contraction", "right_contraction", "scalar",
             "regressive")
 METHODS = ("auto", "sparse", "dense")
 #: ``sparse`` is preferred by ``auto`` when this fraction of (i, j) pairs or fewer is non-zero.
@@ -191,7 +191,7 @@ def _table(metric: tuple[float, ...], kind: str) -> Tensor:
     grade = _vectors(metric)["grade"]
     gi, gj, gk = grade[:, None, None], grade[None, :, None], grade[None, None, :]
     mask = {"outer": gk == gi + gj, "left_contraction": gk == gj - gi, "right_contraction": gk == gi - gj,
-            "inner": gk == (gi - gj).abs(), "scalar": gk == 0}[kind]
+            "fat_dot": gk == (gi - gj).abs(), "scalar": gk == 0}[kind]
     return _table(metric, "geometric") * mask
 
 
@@ -200,23 +200,60 @@ def _tables_get(metric: tuple[float, ...], key: str) -> Tensor:
     return _table(metric, key) if key in PRODUCTS else _vectors(metric)[key]
 
 
-@functools.cache
-def _sparse(metric: tuple[float, ...], kind: str) -> tuple[Tensor, Tensor, Tensor]:
-    """Selection matrices ``(S_a (d, nnz), S_b (d, nnz), R (nnz, d))`` of a product table."""
-    table = _table(metric, kind)
+def selection_matrices(table: Tensor, left: Sequence[int] | None = None, right: Sequence[int] | None = None,
+                       multiple: int = 1) -> tuple[Tensor, Tensor, Tensor]:
+    """The non-zero terms of a bilinear product table as three matrices, the sparse form of a product.
+
+    ``(a * b)_k = sum_ij a_i b_j T[i, j, k]`` has one term per non-zero ``T[i, j, k]``; with the
+    ``t``-th term ``(i, j, k)`` in column ``t``, ``S_a[i, t] = T[i, j, k]``, ``S_b[j, t] = 1`` and
+    ``R[t, k] = 1``, so ``a * b = ((a @ S_a) * (b @ S_b)) @ R``. Terms are numbered in the order of
+    ``(i, j, k)``.
+
+    Parameters
+    ----------
+    table : Tensor of shape (d, d, d)
+        a float64 product table (each ``(i, j)`` pair has at most one non-zero ``k``).
+    left, right : Sequence[int], optional
+        keep only the terms whose ``i`` is in ``left`` / ``j`` is in ``right`` (the product of
+        multivectors known to vanish elsewhere; the other rows of ``S_a`` / ``S_b`` are zero).
+    multiple : int
+        pad the number of terms with zero columns to a multiple of this (BLAS kernels are faster
+        on a multiple of 8).
+
+    Returns
+    -------
+    S_a : Tensor of shape (d, T)
+        signed selection of the left factor's components, float64.
+    S_b : Tensor of shape (d, T)
+        selection of the right factor's components.
+    R : Tensor of shape (T, d)
+        the output component of each term.
+    """
+    check_tensor(table, "table", shape=(None, None, None), what="a (d, d, d) product table")
+    multiple = check_positive_int(multiple, "multiple")
     d = table.shape[0]
     i, j, k = table.nonzero(as_tuple=True)
-    # the regressive table can hold rounding noise from the inverse; its entries are +-1
-    vals = table[i, j, k].round()
-    nnz = len(i)
-    col = torch.arange(nnz)
-    sa = torch.zeros(d, nnz, dtype=torch.float64)
-    sa[i, col] = vals
-    sb = torch.zeros(d, nnz, dtype=torch.float64)
+    keep = torch.ones_like(i, dtype=torch.bool)
+    if left is not None:
+        keep &= torch.isin(i, torch.tensor(list(left)))
+    if right is not None:
+        keep &= torch.isin(j, torch.tensor(list(right)))
+    i, j, k = i[keep], j[keep], k[keep]
+    terms = -(-len(i) // multiple) * multiple
+    col = torch.arange(len(i))
+    sa = torch.zeros(d, terms, dtype=torch.float64)
+    sa[i, col] = table[i, j, k].to(torch.float64)
+    sb = torch.zeros(d, terms, dtype=torch.float64)
     sb[j, col] = 1.0
-    r = torch.zeros(nnz, d, dtype=torch.float64)
+    r = torch.zeros(terms, d, dtype=torch.float64)
     r[col, k] = 1.0
     return sa, sb, r
+
+
+@functools.cache
+def _sparse(metric: tuple[float, ...], kind: str) -> tuple[Tensor, Tensor, Tensor]:
+    """[`selection_matrices`][] of a product table of the algebra."""
+    return selection_matrices(_table(metric, kind))
 
 
 @functools.cache
@@ -533,7 +570,12 @@ class CliffordAlgebra:
         [`uncomplement`][] theirs. The involutions ([`reverse`][], ...) and [`parity`][]
         read no table (grades are contiguous slices).
         """
-        return ConstantTables({self._table_key(key): self._table_parts(self._table_key(key)) for key in keys})
+        return ConstantTables(self.table_entries(*keys))
+
+    def table_entries(self, *keys: str) -> dict[str, Tensor | tuple[Tensor, ...]]:
+        """``{key a method reads: float64 / long CPU table}`` of the requested [`tables`][] keys, for
+        a module that gathers tables of several sources into one [`ConstantTables`][]."""
+        return {self._table_key(key): self._table_parts(self._table_key(key)) for key in keys}
 
     def _table_key(self, key: str) -> str:
         """The key a method reads for a requested table (a product kind: the one ``method="auto"`` uses)."""
@@ -601,10 +643,15 @@ class CliffordAlgebra:
         """Wedge ``a ^ b`` (grade ``r + s`` part of the product of an r- and an s-blade)."""
         return self.product(a, b, "outer", method, tables=tables)
 
-    def inner_product(self, a: Tensor, b: Tensor, method: str = "auto", *,
-                      tables: ConstantTables | None = None) -> Tensor:
-        """Symmetric ("fat dot") inner product: grade ``|r - s|`` part of blade products."""
-        return self.product(a, b, "inner", method, tables=tables)
+    def fat_dot_product(self, a: Tensor, b: Tensor, method: str = "auto", *,
+                        tables: ConstantTables | None = None) -> Tensor:
+        """Hestenes' symmetric inner product, the "fat dot" of Dorst, Fontijne and Mann (*Geometric
+        Algebra for Computer Science*, sec. B.1): the grade ``|r - s|`` part of blade products.
+
+        Not to be confused with the invariant bilinear form ``<~x y>_0`` that GATr calls its inner
+        product ([`geomlin.gatr.primitives.inner_product`][]).
+        """
+        return self.product(a, b, "fat_dot", method, tables=tables)
 
     def left_contraction(self, a: Tensor, b: Tensor, method: str = "auto", *,
                          tables: ConstantTables | None = None) -> Tensor:

@@ -8,7 +8,9 @@ geometric-algebra attention.
 * [`geomlin.clifford.gcan`][] — group action layers with learned versors (Ruhe et al.
   2023b), geometric templates that are not equivariant;
 * [`geomlin.clifford.ga_attention`][] — attention over geometric products of
-  tuples of points in G(3) (Spellings 2021), rotation-invariant or covariant.
+  tuples of points in G(3) (Spellings 2021), rotation-invariant or covariant, on the products and
+  invariants of [`geomlin.clifford.tuple_products`][] and the neighbourhoods of
+  [`geomlin.clifford.neighbor_search`][].
 
 Multivectors are ``(..., channels, algebra.dim)``.
 
@@ -20,7 +22,7 @@ Multivectors are ``(..., channels, algebra.dim)``.
 torch.Size([10, 4, 8])
 """
 
-from geomlin.clifford import cgenn, ga_attention, gcan
+from geomlin.clifford import cgenn, ga_attention, gcan, neighbor_search, tuple_products
 from geomlin.clifford.cgenn import (
     CGENNBlock,
     GeometricProductLayer,
@@ -29,14 +31,9 @@ from geomlin.clifford.cgenn import (
     MVSiLU,
     weighted_geometric_product,
 )
-from geomlin.clifford.ga_attention import (
-    GAAttention,
-    GAMultivectorAttention,
-    GAVectorAttention,
-    Neighborhoods,
-    neighborhoods,
-)
+from geomlin.clifford.ga_attention import GAAttention, GAMultivectorAttention, GAVectorAttention
 from geomlin.clifford.gcan import GCAMLP, GCAGate, GCAGroupNorm, GroupActionLinear
+from geomlin.clifford.neighbor_search import Neighborhoods, neighborhoods
 
 __all__ = [
     "GCAMLP",
@@ -55,6 +52,8 @@ __all__ = [
     "cgenn",
     "ga_attention",
     "gcan",
+    "neighbor_search",
     "neighborhoods",
+    "tuple_products",
     "weighted_geometric_product",
 ]

@@ -37,7 +37,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from geomlin.algebra import CliffordAlgebra
-from geomlin.algebra.clifford import SUBSPACES, ConstantTables, _sparse, table_on
+from geomlin.algebra.clifford import SUBSPACES, ConstantTables, selection_matrices, table_on
 from geomlin.groups.versor import PseudoOrthogonalGroup, as_algebra
 from geomlin.reps.types import Multivectors
 from geomlin.validation import (
@@ -50,14 +50,18 @@ from geomlin.validation import (
 )
 
 
-def _check(algebra: CliffordAlgebra, x: Tensor, channels: int, where: str) -> None:
+def check_channels(algebra: CliffordAlgebra, x: Tensor, channels: int, where: str) -> None:
+    """Refuse ``x`` unless it is finite multivectors ``(..., channels, algebra.dim)`` (a layer's input;
+    ``where`` names the layer in the message)."""
     algebra.check(x, f"{where}: x")
     if x.ndim < 2 or x.shape[-2] != channels:
         raise ValueError(f"{where}: x must have shape (..., {channels}, {algebra.dim}), got {tuple(x.shape)}")
     check_finite(x, f"{where}: x")
 
 
-def _algebra(algebra) -> CliffordAlgebra:
+def algebra_argument(algebra) -> CliffordAlgebra:
+    """A layer's ``algebra`` argument: a [`CliffordAlgebra`][geomlin.algebra.clifford.CliffordAlgebra]
+    or a metric such as ``(1, 1, 1)``; anything else is refused."""
     if isinstance(algebra, CliffordAlgebra):
         return algebra
     if isinstance(algebra, (tuple, list, Tensor)):
@@ -81,7 +85,7 @@ def _path_plan_cpu(algebra: CliffordAlgebra, subspaces: str) -> tuple[Tensor, Te
     """Sparse geometric-product terms ``S_a (dim, nnz)``, ``S_b (dim, nnz)``, ``R (nnz, dim)`` (float64),
     each term's path as a flat index into ``S^3`` and as a position among the non-empty paths
     (``(nnz,)`` long each, ``S`` = number of subspaces)."""
-    sa, sb, r = (t.clone() for t in _sparse(algebra.metric, "geometric"))
+    sa, sb, r = selection_matrices(algebra.table("geometric"))
     i, j, k = sa.abs().argmax(0), sb.argmax(0), r.argmax(1)
     g = algebra.subspace_index(subspaces)
     m = algebra.num_subspaces(subspaces)
@@ -108,14 +112,8 @@ def cgenn_tables(algebra: CliffordAlgebra, subspaces: str, *keys: str) -> Consta
         "cgenn:paths": lambda: _path_plan_cpu(algebra, subspaces),
         "cgenn:path_index": lambda: algebra.product_paths("geometric", subspaces).flatten().nonzero()[:, 0],
     }
-    out = {}
-    for key in keys:
-        if key in builders:
-            out[key] = builders[key]()
-        else:
-            key = algebra._table_key(key)
-            out[key] = algebra._table_parts(key)
-    return ConstantTables(out)
+    own = {key: builders[key]() for key in keys if key in builders}
+    return ConstantTables({**own, **algebra.table_entries(*(key for key in keys if key not in builders))})
 
 
 class MVLinear(nn.Module):
@@ -129,7 +127,7 @@ class MVLinear(nn.Module):
     def __init__(self, algebra, in_channels: int, out_channels: int, bias: bool = True,
                  subspaces: str = "grade"):
         super().__init__()
-        self.algebra = _algebra(algebra)
+        self.algebra = algebra_argument(algebra)
         self.in_channels = check_positive_int(in_channels, "in_channels")
         self.out_channels = check_positive_int(out_channels, "out_channels")
         self.subspaces = check_choice(subspaces, "subspaces", SUBSPACES)
@@ -151,7 +149,7 @@ class MVLinear(nn.Module):
 
     def forward(self, x: Tensor) -> Tensor:
         """``x (..., in_channels, dim) -> (..., out_channels, dim)``."""
-        _check(self.algebra, x, self.in_channels, "MVLinear")
+        check_channels(self.algebra, x, self.in_channels, "MVLinear")
         w = self.expanded_weight(x.dtype)  # (out, in, dim)
         out = torch.einsum("...ik,oik->...ok", x, w)
         if self.bias is not None:
@@ -228,7 +226,7 @@ class GeometricProductLayer(nn.Module):
 
     def __init__(self, algebra, in_channels: int, out_channels: int, subspaces: str = "grade"):
         super().__init__()
-        self.algebra = _algebra(algebra)
+        self.algebra = algebra_argument(algebra)
         self.in_channels = check_positive_int(in_channels, "in_channels")
         self.out_channels = check_positive_int(out_channels, "out_channels")
         self.subspaces = check_choice(subspaces, "subspaces", SUBSPACES)
@@ -253,7 +251,7 @@ class GeometricProductLayer(nn.Module):
 
     def forward(self, x: Tensor) -> Tensor:
         """``x (..., in_channels, dim) -> (..., out_channels, dim)``."""
-        _check(self.algebra, x, self.in_channels, "GeometricProductLayer")
+        check_channels(self.algebra, x, self.in_channels, "GeometricProductLayer")
         sa, sb, r, _, compact = _path_plan(self.algebra, self.subspaces, x.device, x.dtype, self.tables)
         y = self.normalization(self.right(x))
         w = self.path_weights.to(x.dtype)[:, compact]
@@ -273,7 +271,7 @@ class MVSiLU(nn.Module):
 
     def __init__(self, algebra, channels: int, subspaces: str = "grade"):
         super().__init__()
-        self.algebra = _algebra(algebra)
+        self.algebra = algebra_argument(algebra)
         self.channels = check_positive_int(channels, "channels")
         self.subspaces = check_choice(subspaces, "subspaces", SUBSPACES)
         s = self.algebra.num_subspaces(subspaces)
@@ -284,7 +282,7 @@ class MVSiLU(nn.Module):
 
     def forward(self, x: Tensor) -> Tensor:
         """``x (..., channels, dim) -> (..., channels, dim)``."""
-        _check(self.algebra, x, self.channels, "MVSiLU")
+        check_channels(self.algebra, x, self.channels, "MVSiLU")
         # signed quadratic form of each grade; the scalar grade gates on the scalar itself
         forms = self.algebra.grade_quadratic_forms(x, tables=self.tables)
         q = torch.cat([x[..., :1].to(forms.dtype), forms[..., 1:]], -1)
@@ -302,7 +300,7 @@ class MVLayerNorm(nn.Module):
 
     def __init__(self, algebra, channels: int, eps: float = 1e-6, subspaces: str = "grade"):
         super().__init__()
-        self.algebra = _algebra(algebra)
+        self.algebra = algebra_argument(algebra)
         self.channels = check_positive_int(channels, "channels")
         self.eps = check_float(eps, "eps", minimum=0.0)
         self.subspaces = check_choice(subspaces, "subspaces", SUBSPACES)
@@ -312,7 +310,7 @@ class MVLayerNorm(nn.Module):
 
     def forward(self, x: Tensor) -> Tensor:
         """``x (..., channels, dim) -> (..., channels, dim)``."""
-        _check(self.algebra, x, self.channels, "MVLayerNorm")
+        check_channels(self.algebra, x, self.channels, "MVLayerNorm")
         norms = self.algebra.grade_norms(x, tables=self.tables).sum(-1, keepdim=True)  # (..., channels, 1), invariant
         return x / (norms.mean(-2, keepdim=True) + self.eps) * self.a.to(x.dtype)[:, None]
 
@@ -325,7 +323,7 @@ class CGENNBlock(nn.Module):
 
     def __init__(self, algebra, channels: int, subspaces: str = "grade"):
         super().__init__()
-        algebra = _algebra(algebra)
+        algebra = algebra_argument(algebra)
         self.layer = GeometricProductLayer(algebra, channels, channels, subspaces=subspaces)
         self.act = MVSiLU(algebra, channels, subspaces=subspaces)
         self.type_in = self.type_out = multivector_type(algebra, channels)

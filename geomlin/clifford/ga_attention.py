@@ -1,35 +1,23 @@
 """Geometric-algebra attention over tuples of points (Spellings, "Geometric algebra attention networks
 for small point clouds", 2021).
 
-For every tuple ``(i, j, k, ...)`` of ``rank`` items the layer forms the geometric products of
-their vectors in G(3), ``p_i = r_i``, ``p_ij = r_i r_j``, ``p_ijk = r_i r_j r_k``, ... and reads
-rotation invariants off them ([`product_invariants`][]):
-
-=====  ==========================  ==============================================================
-rank   product                     invariants
-=====  ==========================  ==============================================================
-1      ``r``                       ``|r|``
-2      ``a.b + a^b``               ``(a.b, |a x b|)``
-3      ``(a.b)c - (a.c)b + (b.c)a  ``(|(a.b)c - (a.c)b + (b.c)a|, det[a b c])``
-       + det[a b c] e123``
-4      scalar + bivector           ``(scalar, |bivector|)``, and so on alternating
-=====  ==========================  ==============================================================
-
-``invariant_mode="single"`` uses the full product only, ``"partial"`` also the partial products
-``p_i, p_ij, ...``, ``"full"`` the products of every contiguous sub-tuple;
-``include_normalized_products`` appends each product divided by its norm. A user-supplied
-``value_net`` maps the invariants to values, which are joined with the merged item values ``v``;
-a ``score_net`` turns them into attention logits; a softmax over the tuples (all of them with
-``reduce=True``, the tuples starting at each item with ``reduce=False``) weights the sum
-([`GAAttention`][]). [`GAVectorAttention`][] sums rotation-covariant vectors instead (the
-vector parts and bivector duals of the products, scaled by ``scale_net``), and
+For every tuple ``(i, j, k, ...)`` of ``rank`` items the layers form the geometric products of
+their vectors in G(3) and read rotation invariants off them
+([`geomlin.clifford.tuple_products`][]). ``invariant_mode="single"`` uses the full product only,
+``"partial"`` also the partial products ``p_i, p_ij, ...``, ``"full"`` the products of every
+contiguous sub-tuple; ``include_normalized_products`` appends each product divided by its norm. A
+user-supplied ``value_net`` maps the invariants to values, which are joined with the merged item
+values ``v``; a ``score_net`` turns them into attention logits; a softmax over the tuples (all of
+them with ``reduce=True``, the tuples starting at each item with ``reduce=False``) weights the sum
+([`GAAttention`][]). [`GAVectorAttention`][] sums rotation-covariant vectors instead (the vector
+parts and bivector duals of the products, scaled by ``scale_net``), and
 [`GAMultivectorAttention`][] works on G(3) multivectors ``(..., N, 8)``.
 
 The networks are the user's, as in the reference package ``geometric_algebra_attention``; the
-constructor arguments and the parameter names (``merge_kernels``, ``join_kernels``,
-``vector_kernels``) follow it, so its PyTorch models port by renaming the class, and a reference
-layer's ``state_dict`` loads into the geomlin layer (``tests/clifford/test_ga_attention.py``
-checks them against each other).
+constructor arguments (its ``n_dim`` is ``channels`` here) and the parameter names
+(``merge_kernels``, ``join_kernels``, ``vector_kernels``) follow it, so its PyTorch models port by
+renaming the class, and a reference layer's ``state_dict`` loads into the geomlin layer
+(``tests/clifford/test_ga_attention.py`` checks them against each other).
 
 **Chirality.** The trivector ``det[a b c]`` (odd ranks >= 3) and the bivector duals ``a x b``
 (even ranks) change sign under reflections, so by default the layers are invariant (covariant)
@@ -39,13 +27,14 @@ group it honours (``type_in`` / ``type_out``).
 
 **Cost.** A layer over ``N`` items forms ``N^rank`` products (memory too): rank 3 on 1,000
 points is 10^9 tuples. For larger clouds restrict the tuples to neighbourhoods
-([`neighborhoods`][]): ``forward(r, v, neighbors=neighborhoods(pos, k=16))`` keeps the tuples
-``(i, j, k, ...)`` whose later members are neighbours of ``i``, ``O(N k^(rank - 1))``; with
-``k = N`` (and ``include_self``) it is the dense layer.
+([`neighborhoods`][geomlin.clifford.neighbor_search.neighborhoods]):
+``forward(r, v, neighbors=neighborhoods(pos, k=16))`` keeps the tuples ``(i, j, k, ...)`` whose
+later members are neighbours of ``i``, ``O(N k^(rank - 1))``; with ``k = N`` (and
+``include_self``) it is the layer over all tuples.
 
-Shapes: ``r (..., N, 3)`` (multivectors ``(..., N, 8)``), values ``v (..., N, n_dim)``,
-``mask (..., N)`` bool (True = keep); outputs ``(..., n_dim)`` / ``(..., 3)`` / ``(..., 8)`` with
-``reduce=True``, ``(..., N, ...)`` otherwise.
+Shapes: ``r (..., N, 3)`` (multivectors ``(..., N, 8)``), values ``v (..., N, channels)``,
+``mask (..., N)`` bool (True = keep); outputs ``(..., channels)`` / ``(..., 3)`` / ``(..., 8)``
+with ``reduce=True``, ``(..., N, ...)`` otherwise.
 
 **Empty tuple sets.** Tuples with a masked member (``mask``, or a neighbour slot outside the
 radius in ``neighbors.mask``) get zero weight. Where *every* tuple of a softmax is masked (a fully
@@ -60,19 +49,27 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import NamedTuple
 
 import torch
 from torch import Tensor, nn
 
-from geomlin.algebra import CliffordAlgebra
-from geomlin.algebra.clifford import ConstantTables, table_on
+from geomlin.clifford.neighbor_search import Neighborhoods
+from geomlin.clifford.tuple_products import (
+    G3,
+    INVARIANT_MODES,
+    embed_vectors,
+    ga_tables,
+    invariant_count,
+    multivector_invariants,
+    product_covariant,
+    product_invariants,
+    tuple_products,
+)
 from geomlin.groups import SO, O
 from geomlin.reps.types import Multivectors, Scalars, Vectors
 from geomlin.validation import (
     check_choice,
     check_finite,
-    check_float,
     check_index,
     check_mask,
     check_memory,
@@ -80,238 +77,14 @@ from geomlin.validation import (
     check_tensor,
 )
 
-#: G(3): the algebra of the products (basis ``1, e1, e2, e3, e12, e13, e23, e123``).
-G3 = CliffordAlgebra((1.0, 1.0, 1.0))
-#: Which products' invariants enter the values.
-INVARIANT_MODES = ("single", "partial", "full")
 #: How the item values of a tuple are merged (``"concat"``: one learned matrix per tuple slot).
 MERGE_FUNS = ("mean", "concat")
 #: How invariant values and merged values are joined (``"concat"``: one learned matrix each).
 JOIN_FUNS = ("mean", "concat")
 #: Products are divided by ``max(|p|, NORMALIZATION_FLOOR)`` for ``include_normalized_products``.
 NORMALIZATION_FLOOR = 1e-7
-#: Scalar, vector, bivector and trivector components of a G(3) multivector.
-SCALAR, VECTOR, BIVECTOR, TRIVECTOR = slice(0, 1), slice(1, 4), slice(4, 7), slice(7, 8)
-#: Bivector components ``(e12, e13, e23)`` -> dual vector ``(e23, -e13, e12)`` (the cross product).
-DUAL_ORDER, DUAL_SIGNS = (6, 5, 4), (1.0, -1.0, 1.0)
 
 
-# ----------------------------------------------------------------------------- pure functions
-def embed_vectors(r: Tensor) -> Tensor:
-    """``(..., 3)`` vectors -> ``(..., 8)`` G(3) multivectors."""
-    check_tensor(r, "r", shape=(..., 3), what="vectors of R^3")
-    return torch.nn.functional.pad(r, (1, 4))
-
-
-def _norm(x: Tensor) -> Tensor:
-    return torch.linalg.vector_norm(x, dim=-1, keepdim=True)
-
-
-def bivector_dual(p: Tensor) -> Tensor:
-    """The vector ``(e23, -e13, e12)`` dual to the bivector part of ``p (..., 8)``: ``a x b`` for ``p = ab``."""
-    G3.check(p, "p")
-    return torch.stack([p[..., c] if sign > 0 else -p[..., c] for c, sign in zip(DUAL_ORDER, DUAL_SIGNS)], -1)
-
-
-def product_invariants(p: Tensor, rank: int, parity_invariant: bool = False) -> Tensor:
-    """Invariants of a product ``p (..., 8)`` of ``rank`` vectors: ``(..., 1)`` for rank 1
-    (``|r|``), else ``(..., 2)``: ``(scalar, |bivector|)`` for even ranks, ``(|vector|, trivector)``
-    for odd ranks (``|trivector|`` when ``parity_invariant``)."""
-    G3.check(p, "p")
-    check_positive_int(rank, "rank")
-    if rank == 1:
-        return _norm(p[..., VECTOR])
-    if rank % 2 == 0:
-        return torch.cat([p[..., SCALAR], _norm(p[..., BIVECTOR])], -1)
-    tri = p[..., TRIVECTOR].abs() if parity_invariant else p[..., TRIVECTOR]
-    return torch.cat([_norm(p[..., VECTOR]), tri], -1)
-
-
-def product_covariant(p: Tensor, rank: int) -> Tensor:
-    """The vector of a product ``p (..., 8)`` of ``rank`` vectors, ``(..., 3)``: its vector part for odd
-    ranks (a true vector), the dual of its bivector for even ranks (a pseudovector)."""
-    G3.check(p, "p")
-    check_positive_int(rank, "rank")
-    return p[..., VECTOR] if rank % 2 else bivector_dual(p)
-
-
-def multivector_invariants(p: Tensor, parity_invariant: bool = False) -> Tensor:
-    """``(scalar, |vector|, |bivector|, trivector)`` of ``p (..., 8)``, ``(..., 4)``."""
-    G3.check(p, "p")
-    tri = p[..., TRIVECTOR].abs() if parity_invariant else p[..., TRIVECTOR]
-    return torch.cat([p[..., SCALAR], _norm(p[..., VECTOR]), _norm(p[..., BIVECTOR]), tri], -1)
-
-
-#: Components that can be non-zero in a product of an odd / even number of vectors.
-ODD_COMPONENTS, EVEN_COMPONENTS = (1, 2, 3, 7), (0, 4, 5, 6)
-VECTOR_COMPONENTS = (1, 2, 3)
-
-
-def _plan(left: tuple[int, ...], right: tuple[int, ...]) -> tuple[Tensor, Tensor, Tensor]:
-    """Sparse G(3) product of multivectors supported on ``left`` and ``right`` components, float64:
-    ``(S_a (8, T), S_b (8, T), R (T, 8))`` for the ``T`` non-zero terms (the rows of ``S_a`` / ``S_b``
-    outside ``left`` / ``right`` are zero, so no components are gathered)."""
-    table = G3.table("geometric")
-    i, j, k = table.nonzero(as_tuple=True)
-    keep = torch.isin(i, torch.tensor(left)) & torch.isin(j, torch.tensor(right))
-    i, j, k = i[keep], j[keep], k[keep]
-    col = torch.arange(len(i))
-    sa = torch.zeros(8, len(i), dtype=torch.float64)
-    sa[i, col] = table[i, j, k]
-    sb = torch.zeros(8, len(i), dtype=torch.float64)
-    sb[j, col] = 1.0
-    r = torch.zeros(len(i), 8, dtype=torch.float64)
-    r[col, k] = 1.0
-    return sa, sb, r
-
-
-def _left_components(rank: int) -> tuple[int, ...]:
-    """The components a product of ``rank`` vectors can have."""
-    return VECTOR_COMPONENTS if rank == 1 else (ODD_COMPONENTS if rank % 2 else EVEN_COMPONENTS)
-
-
-def _plan_key(rank: int) -> str:
-    return "ga:vector_product:" + ("vector" if rank == 1 else ("odd" if rank % 2 else "even"))
-
-
-def ga_tables() -> ConstantTables:
-    """The constant tables of the attention layers' products as non-persistent buffers: the plans of
-    [`vector_product`][] (``"ga:vector_product:vector" / ":odd" / ":even"``) and the G(3) Cayley
-    table (``"geometric"``, for [`tuple_products`][] of multivectors)."""
-    tables = {_plan_key(rank): _plan(_left_components(rank), VECTOR_COMPONENTS) for rank in (1, 2, 3)}
-    key = G3._table_key("geometric")
-    tables[key] = G3._table_parts(key)
-    return ConstantTables(tables)
-
-
-def vector_product(p: Tensor, rank: int, r: Tensor, *, tables: ConstantTables | None = None) -> Tensor:
-    """``p r`` for a product ``p (..., 8)`` of ``rank`` vectors and a vector ``r (..., 8)``, forming
-    only the 12 non-zero terms (instead of 64); equal to ``G3.geometric_product(p, r)``.
-    ``tables``: a module's [`ga_tables`][] (``None``: a per-(device, dtype) cache)."""
-    G3.check(p, "p")
-    G3.check(r, "r")
-    check_positive_int(rank, "rank")
-    key = _plan_key(rank)
-    left = _left_components(rank)
-    sa, sb, out = (table_on(key, lambda: _plan(left, VECTOR_COMPONENTS), p.device, p.dtype, i, tables)
-                   for i in range(3))
-    return ((p @ sa) * (r.to(p.dtype) @ sb)) @ out
-
-
-def tuple_products(slots: list[Tensor], vectors: bool = False, *,
-                   tables: ConstantTables | None = None) -> dict[str, list[tuple[int, Tensor]]]:
-    """Products of the contiguous sub-tuples of ``slots`` (each ``(..., 8)``, broadcastable);
-    ``vectors=True`` when the slots are vectors (a faster product with the same result).
-    ``tables``: a module's [`ga_tables`][].
-
-    Returns ``{"single": [(rank, p_0..R)], "partial": [(R, p_0..R), ..., (1, p_0)],
-    "full": the partial list of every start 0, 1, ...}``, the reference package's order.
-    """
-    if not isinstance(slots, (list, tuple)) or not slots:
-        raise ValueError("slots must be a non-empty list of (..., 8) multivectors")
-    for i, x in enumerate(slots):
-        G3.check(x, f"slots[{i}]")
-    out: dict[str, list] = {"single": [], "partial": [], "full": []}
-    for start in range(len(slots)):
-        series, p = [], None
-        for m, right in enumerate(slots[start:], 1):
-            if p is None:
-                p = right
-            else:
-                p = (vector_product(p, m - 1, right, tables=tables) if vectors
-                     else G3.geometric_product(p, right, tables=tables))
-            series.append((m, p))
-        series.reverse()
-        if start == 0:
-            out["single"], out["partial"] = [series[0]], list(series)
-        out["full"].extend(series)
-    return out
-
-
-def invariant_count(rank: int, invariant_mode: str, include_normalized_products: bool = False,
-                    multivector: bool = False) -> int:
-    """Number of invariants per tuple (the input width of ``value_net``)."""
-    check_positive_int(rank, "rank")
-    check_choice(invariant_mode, "invariant_mode", INVARIANT_MODES)
-    ranks = {"single": [rank], "partial": list(range(rank, 0, -1)),
-             "full": [m for s in range(rank) for m in range(rank - s, 0, -1)]}[invariant_mode]
-    total = sum(4 if multivector else (1 if m == 1 else 2) for m in ranks)
-    return total * (2 if include_normalized_products else 1)
-
-
-# ----------------------------------------------------------------------------- neighbourhoods
-class Neighborhoods(NamedTuple):
-    """Tuples restricted to neighbourhoods: ``index (..., N, K)`` long, the neighbours of each item,
-    and ``mask (..., N, K)`` bool, False for padding (outside the radius)."""
-
-    index: Tensor
-    mask: Tensor
-
-    def gather(self, x: Tensor) -> Tensor:
-        """Per-item features ``x (..., N, C)`` -> their neighbours' ``(..., N, K, C)``."""
-        check_tensor(x, "x", shape=(*self.index.shape[:-1], None), dtype="any",
-                     what="(..., N, C) features of the items the neighbourhoods index")
-        return _gather_items(x, self.index)
-
-    def displacements(self, pos: Tensor) -> Tensor:
-        """``pos_j - pos_i`` for the neighbours ``j`` of each ``i``: ``(..., N, K, d)``."""
-        return self.gather(pos) - pos[..., :, None, :]
-
-
-def _gather_items(x: Tensor, index: Tensor) -> Tensor:
-    """``x (..., N, C)``, ``index (..., M, K)`` -> ``(..., M, K, C)``."""
-    lead = x.shape[:-2]
-    if index.shape[:-2] != lead:
-        index = index.expand(*lead, *index.shape[-2:])
-    xf = x.reshape(-1, x.shape[-2], x.shape[-1])
-    idx = index.reshape(xf.shape[0], -1)
-    out = torch.gather(xf, 1, idx[..., None].expand(-1, -1, x.shape[-1]))
-    return out.reshape(*lead, *index.shape[-2:], x.shape[-1])
-
-
-def neighborhoods(pos: Tensor, k: int | None = None, radius: float | None = None,
-                  include_self: bool = True) -> Neighborhoods:
-    """The ``k`` nearest items of each item and/or those within ``radius``, from ``pos (..., N, d)``.
-
-    ``k`` alone: the ``k`` nearest (``K = min(k, N)``); ``radius`` alone: every item within
-    ``radius``, padded to the largest count (``K`` is data dependent, so this is for CPU tensors;
-    on an accelerator give ``k`` as an upper bound);
-    both: the ``k`` nearest, masked beyond ``radius``. ``include_self`` lists each item as its own
-    (first) neighbour, so ``k = N`` reproduces the dense layer. Ties are broken by index.
-    Distances are computed densely, ``O(N^2)`` memory.
-    """
-    check_tensor(pos, "pos", min_ndim=2, finite=True, nonempty=True)
-    if k is None and radius is None:
-        raise ValueError("neighborhoods needs k, radius or both")
-    n = pos.shape[-2]
-    # distances, sorted distances and their int64 indices, (..., N, N) each
-    check_memory(math.prod(pos.shape[:-2]) * n * n * (2 * pos.element_size() + 8),
-                 f"neighborhoods of {n} items (dense (N, N) distances)", "split the cloud into smaller batches")
-    dist = torch.cdist(pos, pos)
-    if not include_self:
-        if n < 2:
-            raise ValueError("include_self=False needs at least 2 items")
-        dist = dist.masked_fill(torch.eye(n, dtype=torch.bool, device=pos.device), math.inf)
-    else:  # each item first among its ties
-        dist = dist.masked_fill(torch.eye(n, dtype=torch.bool, device=pos.device), -1.0)
-    order = torch.sort(dist, dim=-1, stable=True)
-    width = n if include_self else n - 1
-    if k is not None:
-        width = min(check_positive_int(k, "k"), width)
-    mask = torch.ones(*dist.shape[:-1], width, dtype=torch.bool, device=pos.device)
-    if radius is not None:
-        radius = check_float(radius, "radius", minimum=0.0, strict_minimum=True)
-        within = order.values[..., :width] <= radius
-        if k is None:
-            if pos.device.type != "cpu":
-                raise ValueError(f"neighborhoods(radius=...) on {pos.device} needs k, an upper bound of the neighbours "
-                                 "per item: without it the width would have to be read back from the device")
-            width = max(int(within.sum(-1).max()), 1)
-        mask = within[..., :width]
-    return Neighborhoods(order.indices[..., :width], mask)
-
-
-# ----------------------------------------------------------------------------- layers
 def _check_net(net, name: str, optional: bool = False):
     if net is None and optional:
         return None
@@ -327,11 +100,11 @@ class _GAAttentionBase(nn.Module):
     _multivector = False
     _item_dim = 3
 
-    def __init__(self, n_dim: int, score_net: Callable, value_net: Callable, rank: int,
+    def __init__(self, channels: int, score_net: Callable, value_net: Callable, rank: int,
                  invariant_mode: str, reduce: bool, merge_fun: str, join_fun: str,
                  include_normalized_products: bool, parity_invariant: bool):
         super().__init__()
-        self.n_dim = check_positive_int(n_dim, "n_dim")
+        self.channels = check_positive_int(channels, "channels")
         self.score_net = _check_net(score_net, "score_net")
         self.value_net = _check_net(value_net, "value_net")
         self.rank = check_positive_int(rank, "rank")
@@ -347,12 +120,12 @@ class _GAAttentionBase(nn.Module):
         self.parity_invariant = parity_invariant
         self.tables = ga_tables()
         if merge_fun == "concat":
-            std = math.sqrt(2.0 / self.rank / n_dim)
+            std = math.sqrt(2.0 / self.rank / channels)
             self.merge_kernels = nn.ParameterList(
-                [nn.Parameter(torch.randn(n_dim, n_dim) * std) for _ in range(self.rank)])
+                [nn.Parameter(torch.randn(channels, channels) * std) for _ in range(self.rank)])
         if join_fun == "concat":
-            std = math.sqrt(1.0 / n_dim)
-            self.join_kernels = nn.ParameterList([nn.Parameter(torch.randn(n_dim, n_dim) * std) for _ in range(2)])
+            std = math.sqrt(1.0 / channels)
+            self.join_kernels = nn.ParameterList([nn.Parameter(torch.randn(channels, channels) * std) for _ in range(2)])
 
     @property
     def invariant_dims(self) -> int:
@@ -378,7 +151,7 @@ class _GAAttentionBase(nn.Module):
         name = type(self).__name__
         what = "G(3) multivectors" if self._multivector else "vectors"
         check_tensor(r, f"{name}: r", shape=(..., None, self._item_dim), what=f"(..., N, {self._item_dim}) {what}")
-        check_tensor(v, f"{name}: v", shape=(*r.shape[:-1], self.n_dim), what="(..., N, n_dim) values")
+        check_tensor(v, f"{name}: v", shape=(*r.shape[:-1], self.channels), what="(..., N, channels) values")
         if r.shape[-2] == 0:
             raise ValueError(f"{name}: r has no items (shape {tuple(r.shape)})")
         check_finite(r, f"{name}: r")
@@ -404,7 +177,7 @@ class _GAAttentionBase(nn.Module):
             tuples, how = n * neighbors.index.shape[-1] ** (self.rank - 1), "N K^(rank-1)"
         else:
             tuples, how = n ** self.rank, "N^rank"
-        width = max(8, self.n_dim, self.invariant_dims)
+        width = max(8, self.channels, self.invariant_dims)
         check_memory(lead * tuples * width * r.element_size(),
                      f"{type(self).__name__}(rank={self.rank}) on {n} items ({how} = {tuples:,} tuples per cloud, "
                      f"{width} values each)",
@@ -421,7 +194,7 @@ class _GAAttentionBase(nn.Module):
                 shape[s] = x.shape[-2]
                 out.append(x.reshape(*x.shape[:-2], *shape, x.shape[-1]))
             return out
-        gathered = _gather_items(x, neighbors.index)  # (..., N, K, C)
+        gathered = neighbors.gather(x)  # (..., N, K, C)
         for s in range(R):
             if s == 0:
                 out.append(x.reshape(*x.shape[:-2], x.shape[-2], *([1] * (R - 1)), x.shape[-1]))
@@ -462,7 +235,8 @@ class _GAAttentionBase(nn.Module):
         """``items`` followed by the same items divided by their product's norm (reference order)."""
         if not self.include_normalized_products:
             return items
-        scales = [1.0 / _norm(p).clamp_min(NORMALIZATION_FLOOR) for _, p in products]
+        scales = [1.0 / torch.linalg.vector_norm(p, dim=-1, keepdim=True).clamp_min(NORMALIZATION_FLOOR)
+                  for _, p in products]
         return items + [x * s for x, s in zip(items, scales)]
 
     def _joined(self, r: Tensor, v: Tensor, neighbors) -> tuple[Tensor, dict]:
@@ -506,26 +280,26 @@ class _GAAttentionBase(nn.Module):
         return out
 
     def example_inputs(self, generator: torch.Generator | None = None, dtype: torch.dtype = torch.float64):
-        """``(r (2, 5, d), v (2, 5, n_dim))``: two clouds of five items."""
+        """``(r (2, 5, d), v (2, 5, channels))``: two clouds of five items."""
         r = torch.randn(2, 5, self._item_dim, generator=generator, dtype=dtype)
-        v = torch.randn(2, 5, self.n_dim, generator=generator, dtype=dtype)
+        v = torch.randn(2, 5, self.channels, generator=generator, dtype=dtype)
         return (r, v), {}
 
 
 class GAAttention(_GAAttentionBase):
     """Invariant geometric-algebra attention (the reference package's ``VectorAttention``).
 
-    ``forward(r (..., N, 3), v (..., N, n_dim), mask=None, neighbors=None)`` ->
-    ``(..., n_dim)`` (``reduce=True``) or ``(..., N, n_dim)``.
+    ``forward(r (..., N, 3), v (..., N, channels), mask=None, neighbors=None)`` ->
+    ``(..., channels)`` (``reduce=True``) or ``(..., N, channels)``.
 
     Parameters
     ----------
-    n_dim : int
+    channels : int
         width of the item values ``v`` and of the output.
     score_net : Callable
-        ``(..., n_dim) -> (..., 1)`` attention logits.
+        ``(..., channels) -> (..., 1)`` attention logits.
     value_net : Callable
-        ``(..., invariant_dims) -> (..., n_dim)``; see ``invariant_dims``.
+        ``(..., invariant_dims) -> (..., channels)``; see ``invariant_dims``.
     rank : int
         tuple size (1, 2, 3, ...); cost ``O(N^rank)``.
     invariant_mode : str
@@ -534,7 +308,7 @@ class GAAttention(_GAAttentionBase):
         sum over all tuples (permutation invariant) or over the tuples starting at each item
         (permutation equivariant).
     merge_fun, join_fun : str
-        ``"mean"`` or ``"concat"`` (learned ``n_dim x n_dim`` matrices).
+        ``"mean"`` or ``"concat"`` (learned ``channels x channels`` matrices).
     parity_invariant : bool
         ``|det|`` instead of ``det`` for odd ranks >= 3: O(3)- instead of
         SO(3)-invariant (ranks <= 2 are O(3)-invariant anyway).
@@ -542,15 +316,15 @@ class GAAttention(_GAAttentionBase):
         also feed the invariants of the normalised products.
     """
 
-    def __init__(self, n_dim: int, score_net: Callable, value_net: Callable, rank: int = 2,
+    def __init__(self, channels: int, score_net: Callable, value_net: Callable, rank: int = 2,
                  invariant_mode: str = "single", reduce: bool = True, merge_fun: str = "mean",
                  join_fun: str = "mean", parity_invariant: bool = False,
                  include_normalized_products: bool = False):
-        super().__init__(n_dim, score_net, value_net, rank, invariant_mode, reduce, merge_fun, join_fun,
+        super().__init__(channels, score_net, value_net, rank, invariant_mode, reduce, merge_fun, join_fun,
                          include_normalized_products, parity_invariant)
         group = self._group(self._uses_pseudoscalars())
-        self.type_in = (Vectors(3, group=group), Scalars(n_dim))
-        self.type_out = Scalars(n_dim)
+        self.type_in = (Vectors(3, group=group), Scalars(channels))
+        self.type_out = Scalars(channels)
 
     def forward(self, r: Tensor, v: Tensor, mask: Tensor | None = None,
                 neighbors: Neighborhoods | None = None) -> Tensor:
@@ -606,27 +380,27 @@ class _CovariantMixin:
 class GAVectorAttention(_CovariantMixin, _GAAttentionBase):
     """Rotation-covariant vector attention (the reference package's ``Vector2VectorAttention``).
 
-    ``forward(r (..., N, 3), v (..., N, n_dim), mask=None, neighbors=None)`` -> ``(..., 3)``
+    ``forward(r (..., N, 3), v (..., N, channels), mask=None, neighbors=None)`` -> ``(..., 3)``
     (``reduce=True``) or ``(..., N, 3)``: the attention-weighted sum of
     ``scale_net(joined) * sum_n alpha_n vector(p_n)`` over the products ``p_n`` chosen by
     ``covariant_mode`` (vector parts of odd-rank products, bivector duals of even-rank ones).
-    ``scale_net``: ``(..., n_dim) -> (..., 1)``; ``convex_covariants`` makes ``alpha`` a softmax
+    ``scale_net``: ``(..., channels) -> (..., 1)``; ``convex_covariants`` makes ``alpha`` a softmax
     that includes the origin. Other parameters as in [`GAAttention`][]; ``parity_invariant``
     also drops the pseudovector (even-rank) covariants, making the layer O(3)-covariant.
     """
 
-    def __init__(self, n_dim: int, score_net: Callable, value_net: Callable, scale_net: Callable,
+    def __init__(self, channels: int, score_net: Callable, value_net: Callable, scale_net: Callable,
                  rank: int = 2, invariant_mode: str = "single", covariant_mode: str = "partial",
                  reduce: bool = True, merge_fun: str = "mean", join_fun: str = "mean",
                  parity_invariant: bool = False, include_normalized_products: bool = False,
                  convex_covariants: bool = False):
-        super().__init__(n_dim, score_net, value_net, rank, invariant_mode, reduce, merge_fun, join_fun,
+        super().__init__(channels, score_net, value_net, rank, invariant_mode, reduce, merge_fun, join_fun,
                          include_normalized_products, parity_invariant)
         self.scale_net = _check_net(scale_net, "scale_net")
         self._init_covariants(covariant_mode, convex_covariants)
         pseudo = self._uses_pseudoscalars() or any(m % 2 == 0 for m in self._covariant_ranks())
         group = self._group(pseudo)
-        self.type_in = (Vectors(3, group=group), Scalars(n_dim))
+        self.type_in = (Vectors(3, group=group), Scalars(channels))
         self.type_out = Vectors(3, group=group)
 
     def forward(self, r: Tensor, v: Tensor, mask: Tensor | None = None,
@@ -643,7 +417,7 @@ class GAMultivectorAttention(_CovariantMixin, _GAAttentionBase):
     ``MultivectorAttention`` and, with ``scale_net``, ``Multivector2MultivectorAttention``).
 
     Invariants of each product: ``(scalar, |vector|, |bivector|, trivector)``. Without
-    ``scale_net`` the output is invariant, ``(..., n_dim)``; with it, the attention-weighted sum
+    ``scale_net`` the output is invariant, ``(..., channels)``; with it, the attention-weighted sum
     of ``scale_net(joined) * sum_n alpha_n p_n``, a multivector ``(..., 8)`` covariant under the
     twisted adjoint action (``(..., N, ...)`` with ``reduce=False``). The trivector makes it
     SO(3)-only unless ``parity_invariant``. Multivectors use the basis
@@ -653,19 +427,19 @@ class GAMultivectorAttention(_CovariantMixin, _GAAttentionBase):
     _multivector = True
     _item_dim = 8
 
-    def __init__(self, n_dim: int, score_net: Callable, value_net: Callable, scale_net: Callable | None = None,
+    def __init__(self, channels: int, score_net: Callable, value_net: Callable, scale_net: Callable | None = None,
                  rank: int = 2, invariant_mode: str = "single", covariant_mode: str = "partial",
                  reduce: bool = True, merge_fun: str = "mean", join_fun: str = "mean",
                  parity_invariant: bool = False, include_normalized_products: bool = False,
                  convex_covariants: bool = False):
-        super().__init__(n_dim, score_net, value_net, rank, invariant_mode, reduce, merge_fun, join_fun,
+        super().__init__(channels, score_net, value_net, rank, invariant_mode, reduce, merge_fun, join_fun,
                          include_normalized_products, parity_invariant)
         self.scale_net = _check_net(scale_net, "scale_net", optional=True)
         group = self._group(self._uses_pseudoscalars())
         mv = Multivectors(G3, 1, group=group)
-        self.type_in = (mv, Scalars(n_dim))
+        self.type_in = (mv, Scalars(channels))
         if self.scale_net is None:
-            self.type_out = Scalars(n_dim)
+            self.type_out = Scalars(channels)
         else:
             self._init_covariants(covariant_mode, convex_covariants)
             self.type_out = mv

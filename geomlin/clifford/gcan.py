@@ -42,7 +42,7 @@ from torch import Tensor, nn
 
 from geomlin.algebra import CliffordAlgebra
 from geomlin.algebra.clifford import ConstantTables, scaling_and_squaring, table_on
-from geomlin.clifford.cgenn import _algebra, _check, cgenn_tables, multivector_type
+from geomlin.clifford.cgenn import algebra_argument, cgenn_tables, check_channels, multivector_type
 from geomlin.validation import check_choice, check_float, check_int, check_positive_int
 
 #: The versor parametrisations of [`GroupActionLinear`][].
@@ -181,7 +181,7 @@ class GroupActionLinear(nn.Module):
     def __init__(self, algebra, in_channels: int, out_channels: int, versor: str = "exp",
                  num_reflections: int | None = None, init_scale: float = 0.5):
         super().__init__()
-        self.algebra = _algebra(algebra)
+        self.algebra = algebra_argument(algebra)
         self.in_channels = check_positive_int(in_channels, "in_channels")
         self.out_channels = check_positive_int(out_channels, "out_channels")
         self.versor = check_choice(versor, "versor", VERSORS)
@@ -267,7 +267,7 @@ class GroupActionLinear(nn.Module):
 
     def forward(self, x: Tensor) -> Tensor:
         """``x (..., in_channels, dim) -> (..., out_channels, dim)``."""
-        _check(self.algebra, x, self.in_channels, "GroupActionLinear")
+        check_channels(self.algebra, x, self.in_channels, "GroupActionLinear")
         w = self.weight.to(x.dtype)
         outs = [torch.einsum("...il,oilk->...ok", x[..., s], w[..., None, None] * T)
                 for s, T in zip(self.algebra.grade_slices, self.sandwich_blocks(x.dtype))]
@@ -284,14 +284,14 @@ class GCAGate(nn.Module):
 
     def __init__(self, algebra, channels: int):
         super().__init__()
-        self.algebra = _algebra(algebra)
+        self.algebra = algebra_argument(algebra)
         self.channels = check_positive_int(channels, "channels")
         self.functional = nn.Parameter(torch.randn(channels, self.algebra.dim) / math.sqrt(self.algebra.dim))
         self.bias = nn.Parameter(torch.zeros(channels))
 
     def forward(self, x: Tensor) -> Tensor:
         """``x (..., channels, dim) -> (..., channels, dim)``."""
-        _check(self.algebra, x, self.channels, "GCAGate")
+        check_channels(self.algebra, x, self.channels, "GCAGate")
         logits = (x * self.functional.to(x.dtype)).sum(-1) + self.bias.to(x.dtype)
         return x * torch.sigmoid(logits)[..., None]
 
@@ -304,7 +304,7 @@ class GCAGroupNorm(nn.Module):
 
     def __init__(self, algebra, channels: int, num_groups: int = 1, eps: float = 1e-6):
         super().__init__()
-        self.algebra = _algebra(algebra)
+        self.algebra = algebra_argument(algebra)
         self.channels = check_positive_int(channels, "channels")
         self.num_groups = check_positive_int(num_groups, "num_groups")
         if channels % num_groups:
@@ -317,7 +317,7 @@ class GCAGroupNorm(nn.Module):
 
     def forward(self, x: Tensor) -> Tensor:
         """``x (..., channels, dim) -> (..., channels, dim)``."""
-        _check(self.algebra, x, self.channels, "GCAGroupNorm")
+        check_channels(self.algebra, x, self.channels, "GCAGroupNorm")
         norms = self.algebra.grade_norms(x, tables=self.tables).sum(-1)  # (..., channels)
         groups = norms.unflatten(-1, (self.num_groups, -1)).mean(-1, keepdim=True)  # (..., groups, 1)
         denom = groups.expand(*groups.shape[:-1], self.channels // self.num_groups).flatten(-2)
@@ -335,7 +335,7 @@ class GCAMLP(nn.Module):
     def __init__(self, algebra, in_channels: int, out_channels: int, hidden_channels: int = 32,
                  num_layers: int = 3, versor: str = "exp", num_groups: int = 1):
         super().__init__()
-        algebra = _algebra(algebra)
+        algebra = algebra_argument(algebra)
         check_positive_int(num_layers, "num_layers")
         check_positive_int(in_channels, "in_channels")
         check_positive_int(hidden_channels, "hidden_channels")
@@ -352,5 +352,5 @@ class GCAMLP(nn.Module):
 
     def forward(self, x: Tensor) -> Tensor:
         """``x (..., in_channels, dim) -> (..., out_channels, dim)``."""
-        _check(self.algebra, x, self.in_channels, "GCAMLP")
+        check_channels(self.algebra, x, self.in_channels, "GCAMLP")
         return self.net(x)

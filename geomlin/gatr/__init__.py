@@ -1,11 +1,11 @@
 """GATr, the Geometric Algebra Transformer (Brehmer et al., NeurIPS 2023), Pin(3,0,1)-equivariant.
 
-Layers: [`primitives`][] (pure functions on ``(..., 16)``) ->
-[`layers`][] (modules) -> [`model`][] ([`GATr`][]), with
-[`attention`][] (how items are grouped into sets for fused attention),
-[`planes`][] (the component-major kernels the layers run on) and
-[`reference`][] (loading the reference implementation's weights) and
-[`orientations`][] (exact reflections for models on coordinates).
+Floors: [`planes`][] (the one implementation of every map, on the component-major layout) ->
+[`layers`][] (modules calling the kernels and each other's forwards) -> [`model`][] ([`GATr`][]).
+[`primitives`][] are the same maps as pure functions on ``(..., 16)`` tensors (the reference's
+``gatr.primitives``); [`attention`][] groups items into sets for fused attention;
+[`orientations`][] makes models on coordinates exact under reflections; [`reference`][] loads the
+reference implementation's weights.
 Pin(3,0,1), the group GATr is equivariant to, is sampled by
 [`geomlin.groups.Pin301`][geomlin.groups.versor.Pin301] (re-exported here). Layers for any Clifford
 algebra (CGENN) live in [`geomlin.clifford`][].

@@ -12,7 +12,7 @@ Attention must cost memory linear in the number of items, whatever the batch lay
   and runs one fused call per group: no ``items x items`` mask is ever built, and equal-size sets
   stored contiguously (the usual PyG batch) are a reshape, not a copy. ``method="chunked"`` runs
   query chunks of [`CHUNK_ITEMS`][] items against the key range of their sets with a small block
-  mask (the fallback for one huge set among many small ones); ``method="dense"`` builds the
+  mask (the fallback for one huge set among many small ones); ``method="masked"`` builds the
   ``items x items`` block-diagonal mask (small inputs and tests only). ``method="padded"`` pads
   every set to a given bound ``max_items`` in one fused call; it is planned on the batch vector's
   device from ``num_sets`` and ``max_items`` alone.
@@ -63,7 +63,7 @@ BUCKET_RATIO = math.sqrt(2.0)
 #: Query items per chunk in ``method="chunked"``.
 CHUNK_ITEMS = 1024
 #: Attention methods for flat (PyG) batches.
-FLAT_METHODS = ("auto", "bucketed", "chunked", "dense", "padded")
+FLAT_METHODS = ("auto", "bucketed", "chunked", "masked", "padded")
 
 
 def _move(value, device, non_blocking: bool):
@@ -129,7 +129,7 @@ class SetLayout:
 
 
 def attention_mask(mask: Tensor | None = None, batch: Tensor | None = None) -> Tensor | None:
-    """Dense boolean mask ``True = may attend`` (small problems and tests).
+    """A boolean mask ``True = may attend`` as one tensor (small problems and tests; see [`attend_masked`][]).
 
     ``mask (..., items)`` marks valid items (padding layout) -> ``(..., 1, 1, items)``;
     ``batch (items,)`` assigns items to sets (PyG flat layout) -> ``(1, items, items)``
@@ -159,7 +159,7 @@ def set_layout(mask: Tensor | None = None, batch: Tensor | None = None, method: 
         see above; give ``batch`` for a flat batch.
     method : str
         flat batches: ``"auto"`` (``"padded"`` when ``max_items`` is given, else
-        ``"bucketed"``), ``"bucketed"``, ``"chunked"``, ``"dense"``, ``"padded"``; see the module
+        ``"bucketed"``), ``"bucketed"``, ``"chunked"``, ``"masked"``, ``"padded"``; see the module
         docstring.
     num_items : int | None
         the number of items ``batch`` must describe (default: its length).
@@ -292,11 +292,25 @@ def _sdpa(q: Tensor, k: Tensor, v: Tensor, key_mask: Tensor | None, scale: float
     return out.transpose(1, 2)
 
 
-def _sdpa_masked(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, scale: float) -> Tensor:
-    """Like ``_sdpa`` for a query-dependent ``mask (Nq, Nk)`` (heads-first, keys shared by GQA)."""
-    out = F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2),
-                                         attn_mask=mask, scale=scale, enable_gqa=k.shape[2] != q.shape[2])
-    return out.transpose(1, 2)
+def attend_masked(q: Tensor, k: Tensor, v: Tensor, mask: Tensor, scale: float) -> Tensor:
+    """Scaled dot-product attention of items-first features under a boolean ``mask``.
+
+    ``q (..., N, heads, D)``, ``k, v (..., Nk, kv_heads, D)`` (``kv_heads`` 1 or ``heads``, shared
+    by groups of query heads), ``mask`` (``True`` = may attend) broadcastable to
+    ``(..., heads, N, Nk)``. Returns ``(..., N, heads, D)``. The mask is materialised by the
+    kernel: for query-dependent masks of small problems; [`attend`][] covers set layouts.
+    """
+    want = (*q.shape[:-3], q.shape[-2], q.shape[-3], k.shape[-3])
+    try:
+        fits = torch.broadcast_shapes(mask.shape, want) == want
+    except RuntimeError:
+        fits = False
+    if not fits:
+        raise ValueError(f"attn_mask has shape {tuple(mask.shape)}, which does not broadcast against "
+                         f"(..., heads, items, key_items) = {want}")
+    out = F.scaled_dot_product_attention(q.transpose(-2, -3), k.transpose(-2, -3), v.transpose(-2, -3),
+                                         attn_mask=mask, scale=scale, enable_gqa=k.shape[-2] != q.shape[-2])
+    return out.transpose(-2, -3)
 
 
 def attend(q: Tensor, k: Tensor, v: Tensor, layout: SetLayout | None, scale: float) -> Tensor:
@@ -314,10 +328,9 @@ def attend(q: Tensor, k: Tensor, v: Tensor, layout: SetLayout | None, scale: flo
     if q.shape[0] != 1:
         raise ValueError(f"a flat (batch-vector) layout needs items without leading batch axes, got {q.shape[0]} rows")
     q, k, v = q[0], k[0], v[0]  # (N, H, D)
-    if layout.method == "dense":
+    if layout.method == "masked":
         b = layout.sets
-        mask = (b[:, None] == b[None, :])
-        return _sdpa_masked(q[None], k[None], v[None], mask, scale)
+        return attend_masked(q[None], k[None], v[None], b[:, None] == b[None, :], scale)
     if layout.method == "chunked":
         return _attend_chunked(q, k, v, layout, scale)[None]
     if layout.method == "padded":
@@ -372,6 +385,6 @@ def _attend_chunked(q: Tensor, k: Tensor, v: Tensor, layout: SetLayout, scale: f
             out.append(_sdpa(q[None, a:e], k[None, lo:hi], v[None, lo:hi], None, scale)[0])
         else:
             mask = layout.set_of[a:e, None] == layout.set_of[None, lo:hi]
-            out.append(_sdpa_masked(q[None, a:e], k[None, lo:hi], v[None, lo:hi], mask, scale)[0])
+            out.append(attend_masked(q[None, a:e], k[None, lo:hi], v[None, lo:hi], mask, scale)[0])
     res = torch.cat(out) if out else q.new_zeros(0, q.shape[1], v.shape[-1])
     return res if layout.inverse is None else res[layout.inverse]

@@ -1,10 +1,13 @@
-"""GATr layers: thin ``nn.Module`` shells around [`geomlin.gatr.primitives`][].
+"""GATr layers: thin ``nn.Module`` shells around the kernels of [`geomlin.gatr.planes`][].
 
 Every layer maps ``(mv (..., items, mv_channels, 16), scalars (..., items, s_channels) | None)``
 to the same pair, and declares its feature types (``type_in`` / ``type_out``: multivectors of
 G(3,0,1) under Pin(3,0,1), invariant scalars), so ``geomlin.testing.assert_equivariant(layer)``
-checks it with no other argument. ``method`` (``"auto"`` or ``"dense"``) selects the primitive
-implementations; ``"dense"`` reproduces the reference-style einsum path.
+checks it with no other argument. A layer's ``forward`` is the only way in: the block calls its
+layers' forwards and the model its blocks'. Each forward rearranges its input into planes
+([`to_planes`][geomlin.gatr.planes.to_planes]) and returns a view of its output planes
+([`from_planes`][geomlin.gatr.planes.from_planes]), so between layers the activations stay
+component-major and nothing is copied.
 
 The architecture is the reference GATr's (v1.4, ``gatr.layers``): the same maps, initialisation,
 multi-query attention with learnable distance weights, the same layer norm and gated GELU, so a
@@ -22,8 +25,8 @@ from torch import Tensor, nn
 
 from geomlin.algebra import pga
 from geomlin.gatr import planes as PL
-from geomlin.gatr import primitives as P
-from geomlin.gatr.attention import SetLayout, attend, set_layout
+from geomlin.gatr.attention import SetLayout, attend, attend_masked, set_layout
+from geomlin.gatr.primitives import join_reference
 from geomlin.reps import Multivectors, Scalars
 from geomlin.validation import (
     check_choice,
@@ -74,7 +77,9 @@ def _check_pair(mv: Tensor, scalars: Tensor | None, mv_channels: int, s_channels
         raise ValueError(f"{where}: built without scalar channels but got scalars of shape {tuple(scalars.shape)}")
 
 
-def _reference(reference: Tensor, where: str) -> Tensor:
+def check_reference(reference: Tensor, where: str) -> Tensor:
+    """Refuse a join reference unless it is finite multivectors broadcastable to ``(..., 1, 16)``
+    (one per item or set; ``where`` names the caller in the message); returns it."""
     pga.check_mv(reference, f"{where}: reference")
     if reference.ndim >= 2 and reference.shape[-2] != 1:
         raise ValueError(f"{where}: reference must be one multivector per item or set, broadcastable to "
@@ -84,7 +89,7 @@ def _reference(reference: Tensor, where: str) -> Tensor:
     return reference
 
 
-def reference_weight(reference: Tensor, lead: tuple) -> Tensor:
+def _reference_weight(reference: Tensor, lead: tuple) -> Tensor:
     """The ``e123`` component of a join reference ``(..., [1,] 16)`` per item: ``(M, 1)`` (or ``(1, 1)``).
 
     ``lead`` is the items' leading shape (``mv.shape[:-2]``); the reference broadcasts against it.
@@ -115,7 +120,7 @@ class EquiLinear(nn.Module):
     ``mv (..., in_mv, 16), scalars (..., in_s) -> mv (..., out_mv, 16), scalars (..., out_s)``.
 
     Multivectors mix through the 9 equivariant basis maps
-    ([`equi_linear`][geomlin.gatr.primitives.equi_linear]); input scalars feed the output scalar components
+    ([`equi_linear`][geomlin.gatr.planes.equi_linear]); input scalars feed the output scalar components
     ``<mv>_0``; output scalars read input scalars and ``<mv>_0``. The multivector bias sits on the scalar component (the only invariant one).
     Missing scalar sides are ``0`` channels (``scalars=None``).
 
@@ -128,8 +133,6 @@ class EquiLinear(nn.Module):
     bias : bool
         add a learnable bias on the scalar component of the multivector outputs (and on the
         output scalars).
-    method : str
-        ``"auto"`` / ``"fast"`` (fast primitives) or ``"dense"`` (reference-style einsums).
     initialization : str
         the reference's schemes (``"default"``: variance preserving with its per-grade factors;
         ``"small"``: outputs ten times smaller; ``"unit_scalar"`` / ``"almost_unit_scalar"``:
@@ -137,29 +140,26 @@ class EquiLinear(nn.Module):
     """
 
     def __init__(self, in_mv_channels: int, out_mv_channels: int, in_s_channels: int = 0,
-                 out_s_channels: int = 0, bias: bool = True, method: str = "auto",
-                 initialization: str = "default"):
+                 out_s_channels: int = 0, bias: bool = True, initialization: str = "default"):
         super().__init__()
         self.in_mv = check_positive_int(in_mv_channels, "in_mv_channels")
         self.out_mv = check_positive_int(out_mv_channels, "out_mv_channels")
         self.in_s = check_nonnegative_int(in_s_channels, "in_s_channels")
         self.out_s = check_nonnegative_int(out_s_channels, "out_s_channels")
-        self.method = P._check_method(method)
-        self.weight = nn.Parameter(torch.empty(self.out_mv, self.in_mv, P.NUM_LINEAR_BASIS))
+        self.weight = nn.Parameter(torch.empty(self.out_mv, self.in_mv, PL.NUM_LINEAR_BASIS))
         self.s_to_mv = nn.Parameter(torch.empty(self.out_mv, self.in_s)) if self.in_s else None
         self.mv_to_s = nn.Parameter(torch.empty(self.out_s, self.in_mv)) if self.out_s else None
         self.s_to_s = nn.Parameter(torch.empty(self.out_s, self.in_s)) if self.out_s and self.in_s else None
         self.bias_mv = nn.Parameter(torch.zeros(self.out_mv)) if bias else None
         self.bias_s = nn.Parameter(torch.zeros(self.out_s)) if bias and self.out_s else None
-        #: the index plan (and, for ``method="dense"``, the basis) as buffers, see
-        #: [`tables`][geomlin.gatr.planes.tables]
-        self.tables = PL.tables(*(("gatr:linear", "gatr:basis") if self.method == "dense" else ("gatr:linear",)))
+        #: the index plan as buffers, see [`tables`][geomlin.gatr.planes.tables]
+        self.tables = PL.tables("gatr:linear")
         self.reset_parameters(initialization)
         self.type_in = (_mv_type(self.in_mv), _s_type(self.in_s))
         self.type_out = (_mv_type(self.out_mv), _s_type(self.out_s))
 
     def extra_repr(self) -> str:
-        return f"mv {self.in_mv}->{self.out_mv}, scalars {self.in_s}->{self.out_s}, method={self.method}"
+        return f"mv {self.in_mv}->{self.out_mv}, scalars {self.in_s}->{self.out_s}"
 
     @torch.no_grad()
     def reset_parameters(self, initialization: str = "default", out_channels: slice | None = None) -> None:
@@ -170,7 +170,7 @@ class EquiLinear(nn.Module):
         mv_factor = {"default": 1.0, "small": 0.1, "unit_scalar": 0.1, "almost_unit_scalar": 0.5}[initialization]
         s_factor = 0.1 if initialization == "small" else 1.0
         shift = 1.0 if initialization in ("unit_scalar", "almost_unit_scalar") else 0.0
-        norms = P.reference_basis_norms(torch.float64).tolist()
+        norms = PL.reference_basis_norms(torch.float64).tolist()
         bound = mv_factor / math.sqrt(self.in_mv)
         for b, (factor, norm) in enumerate(zip(_REFERENCE_INIT_FACTORS, norms)):
             scale = math.sqrt(factor) * bound / norm  # reference weight w_ref = w * norm
@@ -204,42 +204,30 @@ class EquiLinear(nn.Module):
         """``(mv (..., in_mv, 16), scalars (..., in_s) | None) -> (mv (..., out_mv, 16), scalars (..., out_s) | None)``."""
         _check_pair(mv, scalars if self.in_s else None, self.in_mv, self.in_s, "EquiLinear")
         lead = _lead(mv)
-        out, s_out = self._planes(PL.to_planes(mv), _flat_scalars(scalars, self.in_s))
-        return PL.from_planes(out, lead), _unflat_scalars(s_out, lead)
-
-    def _planes(self, xp: Tensor, s: Tensor | None, src: Tensor | None = None,
-                rows: slice | None = None) -> tuple[Tensor, Tensor | None]:
-        """Planes ``(16, M, in_mv)`` and scalars ``(M, in_s)`` -> planes ``(16, M, out_mv)`` and
-        scalars ``(M, out_s)``; ``rows`` restricts to some output channels (multivectors only)."""
-        sel = slice(None) if rows is None else rows
-        weight = self.weight[sel]
-        bias_mv = None if self.bias_mv is None else self.bias_mv[sel]
-        scalar_part = bias_mv  # onto the scalar component only
-        if self.s_to_mv is not None and s is not None:
-            scalar_part = F.linear(s, self.s_to_mv[sel].to(s.dtype), None if bias_mv is None else bias_mv.to(s.dtype))
-        if self.method == "dense":
-            out = PL.to_planes(P.equi_linear(PL.from_planes(xp, (xp.shape[1],)), weight, "dense", scalar_part,
-                                             tables=self.tables))
-        else:
-            out = PL.linear(xp, weight, scalar_part, src, self.tables)
+        xp, s = PL.to_planes(mv), _flat_scalars(scalars, self.in_s)
+        scalar_part = self.bias_mv  # onto the scalar component only
+        if self.s_to_mv is not None:
+            scalar_part = F.linear(s, self.s_to_mv.to(s.dtype), None if self.bias_mv is None else self.bias_mv.to(s.dtype))
+        out = PL.equi_linear(xp, self.weight, scalar_part, tables=self.tables)
         s_out = None
-        if self.out_s and rows is None:
+        if self.out_s:
             mv0 = xp[pga.SCALAR]
             bias = None if self.bias_s is None else self.bias_s.to(mv0.dtype)
-            if self.s_to_s is not None and s is not None:
+            if self.s_to_s is not None:
                 s_out = F.linear(torch.cat([mv0, s.to(mv0.dtype)], -1),
                                  torch.cat([self.mv_to_s, self.s_to_s], 1).to(mv0.dtype), bias)
             else:
                 s_out = F.linear(mv0, self.mv_to_s.to(mv0.dtype), bias)
-        return out, s_out
+        return PL.from_planes(out, lead), _unflat_scalars(s_out, lead)
 
 
 class EquiLayerNorm(nn.Module):
     """Equivariant layer norm on multivector channels plus a plain layer norm on scalars.
 
     ``(mv (..., channels, 16), scalars (..., s) | None) -> same shapes``. The multivector part is
-    [`equi_layer_norm`][geomlin.gatr.primitives.equi_layer_norm] (mean squared norm clamped below at ``eps``);
-    scalars get ``torch.nn.functional.layer_norm`` with ``s_eps``.
+    [`equi_layer_norm`][geomlin.gatr.planes.equi_layer_norm] (mean squared norm clamped below at
+    ``eps``; float32 under autocast, as the reference's); scalars get
+    ``torch.nn.functional.layer_norm`` with ``s_eps``.
 
     Parameters
     ----------
@@ -253,7 +241,7 @@ class EquiLayerNorm(nn.Module):
         ``eps`` of the scalar layer norm.
     """
 
-    def __init__(self, eps: float = P.LAYER_NORM_EPS, mv_channels: int | None = None, s_channels: int = 0,
+    def __init__(self, eps: float = PL.LAYER_NORM_EPS, mv_channels: int | None = None, s_channels: int = 0,
                  s_eps: float = 1e-5):
         super().__init__()
         self.eps = check_float(eps, "eps", minimum=0.0)
@@ -270,19 +258,16 @@ class EquiLayerNorm(nn.Module):
         return _example(generator, dtype, self.mv_channels or 1, self.s_channels), {}
 
     def forward(self, mv: Tensor, scalars: Tensor | None = None) -> tuple[Tensor, Tensor | None]:
+        """``(mv (..., channels, 16), scalars (..., s) | None) -> same shapes``."""
         pga.check_mv(mv, "EquiLayerNorm: mv")
+        if mv.ndim < 2:
+            raise ValueError(f"EquiLayerNorm: mv must have a channel axis, (..., channels, 16), got {tuple(mv.shape)}")
         if self.mv_channels is not None:
             _check_pair(mv, scalars if self.s_channels else None, self.mv_channels, self.s_channels, "EquiLayerNorm")
-        mv = P.equi_layer_norm(mv, eps=self.eps, tables=self.tables)
+        out = PL.from_planes(PL.equi_layer_norm(PL.to_planes(mv), self.eps, tables=self.tables), _lead(mv))
         if scalars is not None and scalars.shape[-1] > 0:
             scalars = F.layer_norm(scalars, scalars.shape[-1:], eps=self.s_eps)
-        return mv, scalars
-
-    def _planes(self, xp: Tensor, s: Tensor | None) -> tuple[Tensor, Tensor | None]:
-        xp = PL.layer_norm(xp, self.eps, self.tables)
-        if s is not None and s.shape[-1] > 0:
-            s = F.layer_norm(s, s.shape[-1:], eps=self.s_eps)
-        return xp, s
+        return out, scalars
 
 
 class GeometricBilinear(nn.Module):
@@ -297,30 +282,23 @@ class GeometricBilinear(nn.Module):
 
     Parameters
     ----------
-    in_mv_channels, out_mv_channels : int
-        multivector channels in and out.
-    in_s_channels, out_s_channels : int
-        scalar channels in and out (0 for none).
+    in_mv_channels, out_mv_channels, in_s_channels, out_s_channels : int
+        channels in and out, as for [`EquiLinear`][].
     hidden_mv_channels : int, optional
         channels of each of the four operands (default ``max(1, out_mv_channels // 2)``).
-    method : str
-        ``"auto"`` / ``"fast"`` (fast primitives) or ``"dense"`` (reference-style einsums).
     """
 
     def __init__(self, in_mv_channels: int, out_mv_channels: int, in_s_channels: int = 0,
-                 out_s_channels: int = 0, hidden_mv_channels: int | None = None, method: str = "auto"):
+                 out_s_channels: int = 0, hidden_mv_channels: int | None = None):
         super().__init__()
         hidden = max(1, check_positive_int(out_mv_channels, "out_mv_channels") // 2) \
             if hidden_mv_channels is None else check_positive_int(hidden_mv_channels, "hidden_mv_channels")
         self.hidden = hidden
-        self.method = P._check_method(method)
-        self.proj_in = EquiLinear(in_mv_channels, 4 * hidden, in_s_channels, 0, method=method)
+        self.proj_in = EquiLinear(in_mv_channels, 4 * hidden, in_s_channels, 0)
         # the reference starts the right factor of the product near the unit scalar
         self.proj_in.reset_parameters("almost_unit_scalar", out_channels=slice(hidden, 2 * hidden))
-        self.proj_out = EquiLinear(2 * hidden, out_mv_channels, in_s_channels, out_s_channels, method=method)
-        keys = ("dense:geometric", "pga:join_table") if self.method == "dense" else (
-            "gatr:linear", "planes:geometric_product", "planes:join")
-        self.tables = PL.tables(*keys)
+        self.proj_out = EquiLinear(2 * hidden, out_mv_channels, in_s_channels, out_s_channels)
+        self.tables = PL.tables("pga:geometric_product", "pga:join")
         self.in_mv, self.in_s = self.proj_in.in_mv, self.proj_in.in_s
         self.type_in = (_mv_type(self.in_mv), _s_type(self.in_s), _mv_type(1))
         self.type_out = self.proj_out.type_out
@@ -328,29 +306,20 @@ class GeometricBilinear(nn.Module):
     def example_inputs(self, generator: torch.Generator | None = None, dtype: torch.dtype = torch.float64):
         """Points-and-noise ``(mv, scalars or None, reference (2, 1, 1, 16))``, the data mean as reference."""
         mv, s = _example(generator, dtype, self.in_mv, self.in_s)
-        return (mv, s, P.join_reference(mv)), {}
+        return (mv, s, join_reference(mv)), {}
 
     def forward(self, mv: Tensor, scalars: Tensor | None, reference: Tensor) -> tuple[Tensor, Tensor | None]:
+        """``(mv (..., in_mv, 16), scalars (..., in_s) | None, reference) -> (mv (..., out_mv, 16), scalars (..., out_s) | None)``;
+        ``reference`` broadcastable to ``(..., 1, 16)`` (one multivector per item or set)."""
         _check_pair(mv, scalars if self.in_s else None, self.in_mv, self.in_s, "GeometricBilinear")
         lead = _lead(mv)
-        ref_w = reference_weight(_reference(reference, "GeometricBilinear"), lead)
-        out, s_out = self._planes(PL.to_planes(mv), _flat_scalars(scalars, self.in_s), ref_w)
-        return PL.from_planes(out, lead), _unflat_scalars(s_out, lead)
-
-    def _planes(self, xp: Tensor, s: Tensor | None, ref_w: Tensor) -> tuple[Tensor, Tensor | None]:
-        """Planes and scalars; ``ref_w (M, 1)``: the reference's ``e123`` component per item."""
-        h = self.hidden
-        src = PL.sources(xp, self.tables) if self.method != "dense" else None
-        a, b, c, d = (self.proj_in._planes(xp, s, src, slice(i * h, (i + 1) * h))[0] for i in range(4))
-        if self.method == "dense":
-            def rows(t):
-                return PL.from_planes(t, (t.shape[1],))
-            gp = PL.to_planes(P.geometric_product(rows(a), rows(b), "dense", tables=self.tables))
-            jn = PL.to_planes(P.join(rows(c), rows(d), "dense", tables=self.tables))
-        else:
-            gp, jn = PL.geometric_product(a, b, self.tables), PL.join(c, d, self.tables)
-        jn = jn * ref_w.to(jn.dtype)
-        return self.proj_out._planes(torch.cat([gp.to(jn.dtype), jn], -1), s)
+        ref_w = _reference_weight(check_reference(reference, "GeometricBilinear"), lead)
+        operands, _ = self.proj_in(mv, scalars)
+        a, b, c, d = PL.to_planes(operands).split(self.hidden, dim=-1)
+        gp = PL.geometric_product(a, b, tables=self.tables)
+        jn = PL.equivariant_join(c, d, ref_w, tables=self.tables)
+        hidden = torch.cat([gp.to(jn.dtype), jn], -1)
+        return self.proj_out(PL.from_planes(hidden, lead), scalars)
 
 
 class GeometricAttention(nn.Module):
@@ -373,29 +342,25 @@ class GeometricAttention(nn.Module):
 
     Parameters
     ----------
-    in_mv_channels, out_mv_channels : int
-        multivector channels in and out.
-    in_s_channels, out_s_channels : int
-        scalar channels in and out (0 for none).
+    in_mv_channels, out_mv_channels, in_s_channels, out_s_channels : int
+        channels in and out, as for [`EquiLinear`][].
     num_heads : int
         query heads.
     head_mv_channels, head_s_channels : int, optional
         multivector and scalar channels per head (defaults above).
     use_distance : bool
         add the distance-aware trivector features to queries and keys.
-    method : str
-        ``"auto"`` / ``"fast"`` (fast primitives) or ``"dense"`` (reference-style einsums).
     multi_query : bool
         one key/value head shared by all query heads.
     distance_eps : float
         ``eps`` of the distance features' normaliser (see
-        [`distance_features`][geomlin.gatr.primitives.distance_features]).
+        [`distance_features`][geomlin.gatr.planes.distance_features]).
     """
 
     def __init__(self, in_mv_channels: int, out_mv_channels: int, in_s_channels: int = 0,
                  out_s_channels: int = 0, num_heads: int = 4, head_mv_channels: int | None = None,
-                 head_s_channels: int | None = None, use_distance: bool = True, method: str = "auto",
-                 multi_query: bool = True, distance_eps: float = P.DISTANCE_EPS):
+                 head_s_channels: int | None = None, use_distance: bool = True, multi_query: bool = True,
+                 distance_eps: float = PL.DISTANCE_EPS):
         super().__init__()
         self.heads = check_positive_int(num_heads, "num_heads")
         in_mv = check_positive_int(in_mv_channels, "in_mv_channels")
@@ -411,10 +376,10 @@ class GeometricAttention(nn.Module):
         self.distance_eps = check_float(distance_eps, "distance_eps", minimum=0.0)
         kv_heads = 1 if self.multi_query else self.heads
         self.qkv = EquiLinear(in_mv, (self.heads + 2 * kv_heads) * self.head_mv, in_s,
-                              (self.heads + 2 * kv_heads) * self.head_s, method=method)
+                              (self.heads + 2 * kv_heads) * self.head_s)
         self.log_distance_weights = nn.Parameter(torch.zeros(self.heads, self.head_mv))
         self.out = EquiLinear(self.heads * self.head_mv, out_mv_channels, self.heads * self.head_s,
-                              out_s_channels, method=method, initialization="small")
+                              out_s_channels, initialization="small")
         self.tables = PL.tables("gatr:attention")
         self.in_mv, self.in_s = in_mv, in_s
         self.type_in = (_mv_type(in_mv), _s_type(in_s))
@@ -440,40 +405,25 @@ class GeometricAttention(nn.Module):
         if attn_mask is not None and not isinstance(attn_mask, SetLayout):
             check_mask(attn_mask, "attn_mask")
         lead = _lead(mv)
-        out, s_out = self._planes(PL.to_planes(mv), _flat_scalars(scalars, self.in_s), lead, attn_mask)
-        return PL.from_planes(out, lead), _unflat_scalars(s_out, lead)
-
-    def _planes(self, xp: Tensor, s: Tensor | None, lead: tuple, attn_mask) -> tuple[Tensor, Tensor | None]:
-        """Planes ``(16, M, in_mv)`` of items with leading shape ``lead`` (``M = prod(lead)``)."""
-        qkv, qkv_s = self.qkv._planes(xp, s)
+        qkv, qkv_s = self.qkv(mv, scalars)
         h, kv, c, cs = self.heads, 1 if self.multi_query else self.heads, self.head_mv, self.head_s
-        q, k, v, scale = PL.attention_features(qkv, qkv_s, h, kv, c, cs, self.use_distance,
-                                               self.log_distance_weights.exp(), self.distance_eps, self.tables)
-        n = lead[-1]
-        q, k, v = (t.reshape(-1, n, t.shape[-2], t.shape[-1]) for t in (q, k, v))
+        q, k, v = PL.to_planes(qkv).split((h * c, kv * c, kv * c), dim=-1)
+        q, k, v = q.unflatten(-1, (h, c)), k.unflatten(-1, (kv, c)), v.unflatten(-1, (kv, c))  # (16, M, heads, c)
+        q_s = k_s = v_s = None
+        if cs:
+            q_s, k_s, v_s = qkv_s.reshape(-1, (h + 2 * kv) * cs).split((h * cs, kv * cs, kv * cs), dim=-1)
+            q_s, k_s, v_s = q_s.unflatten(-1, (h, cs)), k_s.unflatten(-1, (kv, cs)), v_s.unflatten(-1, (kv, cs))
+        q, k, v, scale = PL.attention_features(q, k, v, q_s, k_s, v_s, self.use_distance,
+                                               self.log_distance_weights.exp(), self.distance_eps, tables=self.tables)
+        # items first, (..., items, heads, width)
+        q, k, v = (t.reshape(*lead, t.shape[-2], t.shape[-1]) for t in (q, k, v))
         if attn_mask is None or isinstance(attn_mask, SetLayout):
-            out = attend(q, k, v, attn_mask, scale)
+            out = attend(*(t.reshape(-1, *t.shape[-3:]) for t in (q, k, v)), attn_mask, scale)
         else:
-            out = _attend_dense_mask(q, k, v, attn_mask, lead, scale)
-        mv_p, s_o = PL.attention_values(out.reshape(-1, h, out.shape[-1]), c, cs)
-        return self.out._planes(mv_p, s_o)
-
-
-def _attend_dense_mask(q: Tensor, k: Tensor, v: Tensor, mask: Tensor, lead: tuple, scale: float) -> Tensor:
-    """Attention under a boolean mask broadcastable to ``(*lead[:-1], heads, items, items)``."""
-    rows = lead[:-1]
-    extra = mask.ndim - 3
-    if extra > len(rows):
-        raise ValueError(f"attn_mask has shape {tuple(mask.shape)}, which does not broadcast against "
-                         f"(..., heads, items, items) with leading shape {rows}")
-    if mask.ndim < 3:
-        mask = mask.reshape((1,) * (3 - mask.ndim) + tuple(mask.shape))
-        extra = 0
-    mask = mask.reshape((1,) * (len(rows) - extra) + tuple(mask.shape))
-    mask = mask.expand(*rows, *mask.shape[len(rows):]).reshape(-1, *mask.shape[len(rows):])
-    out = F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), attn_mask=mask,
-                                         scale=scale, enable_gqa=k.shape[2] != q.shape[2])
-    return out.transpose(1, 2)
+            out = attend_masked(q, k, v, attn_mask, scale)
+        mv_out, s_out = PL.attention_values(out.reshape(-1, h, out.shape[-1]), c, cs)  # (16, M, heads, c)
+        mv_out = PL.from_planes(mv_out.reshape(pga.DIM, -1, h * c), lead)
+        return self.out(mv_out, None if s_out is None else s_out.reshape(*lead, h * cs))
 
 
 class GeometricMLP(nn.Module):
@@ -491,12 +441,10 @@ class GeometricMLP(nn.Module):
         scalar channels in and out (0 for none).
     hidden_mv_channels, hidden_s_channels : int, optional
         channels between the bilinear and the output linear layer (defaults above).
-    method : str
-        ``"auto"`` / ``"fast"`` (fast primitives) or ``"dense"`` (reference-style einsums).
     """
 
     def __init__(self, mv_channels: int, s_channels: int = 0, hidden_mv_channels: int | None = None,
-                 hidden_s_channels: int | None = None, method: str = "auto"):
+                 hidden_s_channels: int | None = None):
         super().__init__()
         mv_channels = check_positive_int(mv_channels, "mv_channels")
         s_channels = check_nonnegative_int(s_channels, "s_channels")
@@ -505,8 +453,8 @@ class GeometricMLP(nn.Module):
         hidden_s = 2 * s_channels if hidden_s_channels is None else check_nonnegative_int(hidden_s_channels,
                                                                                         "hidden_s_channels")
         self.bilinear = GeometricBilinear(mv_channels, hidden_mv, s_channels, hidden_s,
-                                          hidden_mv_channels=max(1, hidden_mv // 2), method=method)
-        self.out = EquiLinear(hidden_mv, mv_channels, hidden_s, s_channels, method=method)
+                                          hidden_mv_channels=max(1, hidden_mv // 2))
+        self.out = EquiLinear(hidden_mv, mv_channels, hidden_s, s_channels)
         self.mv_channels, self.s_channels = mv_channels, s_channels
         self.type_in = (_mv_type(mv_channels), _s_type(s_channels), _mv_type(1))
         self.type_out = (_mv_type(mv_channels), _s_type(s_channels))
@@ -514,21 +462,14 @@ class GeometricMLP(nn.Module):
     def example_inputs(self, generator: torch.Generator | None = None, dtype: torch.dtype = torch.float64):
         """``(mv, scalars or None, reference)`` with the data mean as reference."""
         mv, s = _example(generator, dtype, self.mv_channels, self.s_channels)
-        return (mv, s, P.join_reference(mv)), {}
+        return (mv, s, join_reference(mv)), {}
 
     def forward(self, mv: Tensor, scalars: Tensor | None, reference: Tensor) -> tuple[Tensor, Tensor | None]:
+        """``(mv (..., mv_channels, 16), scalars (..., s_channels) | None, reference) -> same shapes``."""
         _check_pair(mv, scalars if self.s_channels else None, self.mv_channels, self.s_channels, "GeometricMLP")
-        lead = _lead(mv)
-        ref_w = reference_weight(_reference(reference, "GeometricMLP"), lead)
-        out, s_out = self._planes(PL.to_planes(mv), _flat_scalars(scalars, self.s_channels), ref_w)
-        return PL.from_planes(out, lead), _unflat_scalars(s_out, lead)
-
-    def _planes(self, xp: Tensor, s: Tensor | None, ref_w: Tensor) -> tuple[Tensor, Tensor | None]:
-        h_mv, h_s = self.bilinear._planes(xp, s, ref_w)
-        h_mv = PL.gated_gelu(h_mv)
-        if h_s is not None:
-            h_s = F.gelu(h_s)
-        return self.out._planes(h_mv, h_s)
+        h_mv, h_s = self.bilinear(mv, scalars, reference)  # which checks the reference
+        h_mv = PL.from_planes(PL.scalar_gated_gelu(PL.to_planes(h_mv)), _lead(h_mv))
+        return self.out(h_mv, None if h_s is None else F.gelu(h_s))
 
 
 class GATrBlock(nn.Module):
@@ -540,10 +481,8 @@ class GATrBlock(nn.Module):
 
     Parameters
     ----------
-    mv_channels : int
-        multivector channels in and out.
-    s_channels : int
-        scalar channels in and out (0 for none).
+    mv_channels, s_channels : int
+        multivector and scalar channels in and out, as for [`GeometricMLP`][].
     num_heads, head_mv_channels, head_s_channels : int
         as for [`GeometricAttention`][] (head widths optional).
     mlp_hidden_mv_channels, mlp_hidden_s_channels : int, optional
@@ -552,8 +491,6 @@ class GATrBlock(nn.Module):
         grade dropout (multivectors) and dropout (scalars) after attention and MLP.
     use_distance : bool
         distance-aware attention features.
-    method : str
-        ``"auto"`` / ``"fast"`` (fast primitives) or ``"dense"`` (reference-style einsums).
     multi_query : bool
         one key/value head shared by all query heads.
     checkpoint : bool
@@ -564,8 +501,8 @@ class GATrBlock(nn.Module):
     def __init__(self, mv_channels: int, s_channels: int = 0, num_heads: int = 4,
                  head_mv_channels: int | None = None, head_s_channels: int | None = None,
                  mlp_hidden_mv_channels: int | None = None, mlp_hidden_s_channels: int | None = None,
-                 dropout: float = 0.0, use_distance: bool = True, method: str = "auto",
-                 multi_query: bool = True, checkpoint: bool = False):
+                 dropout: float = 0.0, use_distance: bool = True, multi_query: bool = True,
+                 checkpoint: bool = False):
         super().__init__()
         self.mv_channels = check_positive_int(mv_channels, "mv_channels")
         self.s_channels = check_nonnegative_int(s_channels, "s_channels")
@@ -573,8 +510,8 @@ class GATrBlock(nn.Module):
         self.checkpoint = bool(checkpoint)
         self.norm = EquiLayerNorm(mv_channels=self.mv_channels, s_channels=self.s_channels)
         self.attention = GeometricAttention(mv_channels, mv_channels, s_channels, s_channels, num_heads,
-                                            head_mv_channels, head_s_channels, use_distance, method, multi_query)
-        self.mlp = GeometricMLP(mv_channels, s_channels, mlp_hidden_mv_channels, mlp_hidden_s_channels, method)
+                                            head_mv_channels, head_s_channels, use_distance, multi_query)
+        self.mlp = GeometricMLP(mv_channels, s_channels, mlp_hidden_mv_channels, mlp_hidden_s_channels)
         self.tables = PL.tables("gatr:grades")
         self.type_in = (_mv_type(self.mv_channels), _s_type(self.s_channels), _mv_type(1))
         self.type_out = (_mv_type(self.mv_channels), _s_type(self.s_channels))
@@ -583,42 +520,37 @@ class GATrBlock(nn.Module):
         """``(mv, scalars or None, reference)`` and a padding mask as ``attn_mask``."""
         mv, s = _example(generator, dtype, self.mv_channels, self.s_channels)
         mask = torch.tensor([[True] * 5, [True] * 3 + [False] * 2])
-        return (mv, s, P.join_reference(mv, mask)), {"attn_mask": set_layout(mask)}
+        return (mv, s, join_reference(mv, mask)), {"attn_mask": set_layout(mask)}
 
     def _drop(self, mv: Tensor, s: Tensor | None) -> tuple[Tensor, Tensor | None]:
         if not self.training or self.dropout == 0.0:
             return mv, s
-        return PL.grade_dropout(mv, self.dropout, tables=self.tables), (F.dropout(s, self.dropout) if s is not None else None)
+        mv = PL.from_planes(PL.grade_dropout(PL.to_planes(mv), self.dropout, tables=self.tables), _lead(mv))
+        return mv, (F.dropout(s, self.dropout) if s is not None else None)
 
     def forward(self, mv: Tensor, scalars: Tensor | None, reference: Tensor,
                 attn_mask: Tensor | SetLayout | None = None) -> tuple[Tensor, Tensor | None]:
+        """``(mv (..., items, mv_channels, 16), scalars (..., items, s_channels) | None, reference, attn_mask)
+        -> same shapes``; ``reference`` as for [`GeometricMLP`][], ``attn_mask`` as for
+        [`GeometricAttention`][]."""
         _check_pair(mv, scalars if self.s_channels else None, self.mv_channels, self.s_channels, "GATrBlock")
         if mv.ndim < 3:
             raise ValueError(f"GATrBlock: mv must have shape (..., items, {self.mv_channels}, 16), got {tuple(mv.shape)}")
         if attn_mask is not None and not isinstance(attn_mask, SetLayout):
             check_mask(attn_mask, "attn_mask")
-        lead = _lead(mv)
-        ref_w = reference_weight(_reference(reference, "GATrBlock"), lead)
-        out, s_out = self._planes(PL.to_planes(mv), _flat_scalars(scalars, self.s_channels), ref_w, lead, attn_mask)
-        return PL.from_planes(out, lead), _unflat_scalars(s_out, lead)
-
-    def _planes(self, xp: Tensor, s: Tensor | None, ref_w: Tensor, lead: tuple, attn_mask
-                ) -> tuple[Tensor, Tensor | None]:
-        """Planes ``(16, M, C)``, scalars ``(M, S)``, reference weights ``(M, 1)``; items ``lead``."""
+        check_reference(reference, "GATrBlock")
         if self.checkpoint and torch.is_grad_enabled():
             from torch.utils.checkpoint import checkpoint
 
-            return checkpoint(self._block, xp, s, ref_w, lead, attn_mask, use_reentrant=False)
-        return self._block(xp, s, ref_w, lead, attn_mask)
+            return checkpoint(self._block, mv, scalars, reference, attn_mask, use_reentrant=False)
+        return self._block(mv, scalars, reference, attn_mask)
 
-    def _block(self, xp: Tensor, s: Tensor | None, ref_w: Tensor, lead: tuple, attn_mask
+    def _block(self, mv: Tensor, scalars: Tensor | None, reference: Tensor, attn_mask
                ) -> tuple[Tensor, Tensor | None]:
-        h_mv, h_s = self.norm._planes(xp, s)
-        a_mv, a_s = self._drop(*self.attention._planes(h_mv, h_s, lead, attn_mask))
-        xp = xp + a_mv
-        s = s + a_s if s is not None else None
-        h_mv, h_s = self.norm._planes(xp, s)
-        m_mv, m_s = self._drop(*self.mlp._planes(h_mv, h_s, ref_w))
-        xp = xp + m_mv
-        s = s + m_s if s is not None else None
-        return xp, s
+        h_mv, h_s = self.norm(mv, scalars)
+        a_mv, a_s = self._drop(*self.attention(h_mv, h_s, attn_mask))
+        mv = mv + a_mv
+        scalars = scalars + a_s if scalars is not None else None
+        h_mv, h_s = self.norm(mv, scalars)
+        m_mv, m_s = self._drop(*self.mlp(h_mv, h_s, reference))
+        return mv + m_mv, (scalars + m_s if scalars is not None else None)

@@ -45,18 +45,9 @@ import torch
 from torch import Tensor, nn
 
 from geomlin.algebra import pga
-from geomlin.gatr import planes as PL
-from geomlin.gatr import primitives as P
+from geomlin.gatr import primitives
 from geomlin.gatr.attention import FLAT_METHODS, SetLayout, set_layout
-from geomlin.gatr.layers import (
-    EXAMPLE_ITEMS,
-    EquiLinear,
-    GATrBlock,
-    _mv_type,
-    _reference,
-    _s_type,
-    reference_weight,
-)
+from geomlin.gatr.layers import EXAMPLE_ITEMS, EquiLinear, GATrBlock, check_reference
 from geomlin.validation import (
     check_batch_vector,
     check_choice,
@@ -90,13 +81,11 @@ class GATr(nn.Module):
         grade dropout (multivectors) and dropout (scalars) in the blocks.
     use_distance : bool
         distance-aware attention features.
-    method : str
-        ``"auto"`` (fast primitives) or ``"dense"`` (reference-style einsums).
     multi_query : bool
         one key/value head shared by all query heads (the reference's default).
     attention_method : str
         how flat (``batch=``) inputs are grouped: ``"auto"``, ``"bucketed"``,
-        ``"chunked"``, ``"dense"`` (see [`geomlin.gatr.attention`][]; ``"padded"`` needs
+        ``"chunked"``, ``"masked"`` (see [`geomlin.gatr.attention`][]; ``"padded"`` needs
         bounds, so it comes with a ``layout=`` from [`set_layout`][]).
     checkpoint : bool
         recompute each block in the backward pass (less memory, more time).
@@ -112,8 +101,7 @@ class GATr(nn.Module):
                  in_s_channels: int = 0, out_s_channels: int = 0, hidden_s_channels: int = 0,
                  num_blocks: int = 4, num_heads: int = 4, head_mv_channels: int | None = None,
                  head_s_channels: int | None = None, dropout: float = 0.0, use_distance: bool = True,
-                 method: str = "auto", multi_query: bool = True, attention_method: str = "auto",
-                 checkpoint: bool = False):
+                 multi_query: bool = True, attention_method: str = "auto", checkpoint: bool = False):
         super().__init__()
         self.in_mv = check_positive_int(in_mv_channels, "in_mv_channels")
         self.out_mv = check_positive_int(out_mv_channels, "out_mv_channels")
@@ -126,15 +114,14 @@ class GATr(nn.Module):
             raise ValueError(f"scalar inputs or outputs (in_s_channels={self.in_s}, out_s_channels={self.out_s}) "
                              "need hidden_s_channels > 0")
         self.attention_method = check_choice(attention_method, "attention_method", FLAT_METHODS)
-        self.linear_in = EquiLinear(self.in_mv, hidden_mv, self.in_s, self.hidden_s, method=method)
+        self.linear_in = EquiLinear(self.in_mv, hidden_mv, self.in_s, self.hidden_s)
         self.blocks = nn.ModuleList([
             GATrBlock(hidden_mv, self.hidden_s, num_heads, head_mv_channels, head_s_channels,
-                      dropout=dropout, use_distance=use_distance, method=method, multi_query=multi_query,
-                      checkpoint=checkpoint)
+                      dropout=dropout, use_distance=use_distance, multi_query=multi_query, checkpoint=checkpoint)
             for _ in range(num_blocks)])
-        self.linear_out = EquiLinear(hidden_mv, self.out_mv, self.hidden_s, self.out_s, method=method)
-        self.type_in = (_mv_type(self.in_mv), _s_type(self.in_s))
-        self.type_out = (_mv_type(self.out_mv), _s_type(self.out_s))
+        self.linear_out = EquiLinear(hidden_mv, self.out_mv, self.hidden_s, self.out_s)
+        self.type_in = self.linear_in.type_in
+        self.type_out = self.linear_out.type_out
 
     def example_inputs(self, generator: torch.Generator | None = None, dtype: torch.dtype = torch.float64):
         """``(mv (2, 5, in_mv, 16), scalars)`` with a padding mask (the second set has 3 items)."""
@@ -172,7 +159,7 @@ class GATr(nn.Module):
         if isinstance(join_reference, str):
             check_choice(join_reference, "join_reference", JOIN_REFERENCES)
         elif join_reference is not None:
-            _reference(join_reference, "join_reference")
+            check_reference(join_reference, "join_reference")
 
     def forward(self, mv: Tensor, scalars: Tensor | None = None, mask: Tensor | None = None,
                 batch: Tensor | None = None, join_reference: Tensor | str | None = None,
@@ -223,16 +210,13 @@ class GATr(nn.Module):
         elif layout.device is not None and layout.device != mv.device:
             raise ValueError(f"layout is on {layout.device} but mv is on {mv.device}; move it with layout.to(device)")
         if join_reference is None or isinstance(join_reference, str) and join_reference == "data":
-            join_reference = P.join_reference(mv, mask, batch, num_sets=layout.num_sets if batch is not None else None)
+            join_reference = primitives.join_reference(mv, mask, batch,
+                                                       num_sets=layout.num_sets if batch is not None else None)
         elif isinstance(join_reference, str):
-            join_reference = P.canonical_reference(mv.dtype, mv.device)
-        lead = tuple(mv.shape[:-2])
-        ref_w = reference_weight(_reference(join_reference, "GATr"), lead)
-        s = scalars.reshape(-1, self.in_s) if self.in_s else None
-        h_mv, h_s = self.linear_in._planes(PL.to_planes(mv), s)
+            join_reference = primitives.canonical_reference(mv.dtype, mv.device)
+        h_mv, h_s = self.linear_in(mv, scalars)
         # under autocast the residual stream stays in the input's precision (the blocks add to it)
         h_mv, h_s = h_mv.to(mv.dtype), (None if h_s is None else h_s.to(mv.dtype))
         for block in self.blocks:
-            h_mv, h_s = block._planes(h_mv, h_s, ref_w, lead, layout)
-        out, s_out = self.linear_out._planes(h_mv, h_s)
-        return PL.from_planes(out, lead), (None if s_out is None else s_out.reshape(*lead, self.out_s))
+            h_mv, h_s = block(h_mv, h_s, join_reference, layout)
+        return self.linear_out(h_mv, h_s)

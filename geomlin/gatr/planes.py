@@ -1,27 +1,32 @@
-"""Component-major ("planes") kernels: the layout of multivector activations inside GATr's layers.
+"""GATr's kernels: every map of the architecture, once, on the component-major ("planes") layout.
 
-The public tensors are ``(..., channels, 16)``. Inside the layers the same numbers are stored as
-``planes (16, M, channels)``, ``M`` the number of items over all leading axes: each component
-of the algebra is one contiguous ``(M, channels)`` matrix. In this layout
+The public tensors are ``(..., channels, 16)``. The kernels store the same numbers as
+``planes (16, M, channels)``, ``M`` the number of items over all leading axes: each component of
+the algebra is one contiguous ``(M, channels)`` matrix. In this layout
 
 * an equivariant linear map is two batched matmuls over planes (grade weights, ``e0`` maps)
-  with no transposes around them;
-* the geometric product and the join are products of ``(16, R)`` matrices with small tables
-  ([`geomlin.algebra.pga`][]'s complex 2x2 representation; the 81-pair join table), run
-  over column chunks that stay in cache;
+  with no transposes around them ([`equi_linear`][]);
+* the geometric product and the join are products of ``(16, N)`` matrices with small tables
+  ([`geomlin.algebra.pga.geometric_product_columns`][geomlin.algebra.pga.products.geometric_product_columns],
+  [`geomlin.algebra.pga.join_columns`][geomlin.algebra.pga.products.join_columns]);
 * layer norm, gating, residuals and the attention features are elementwise on planes.
 
-[`GATr`][] converts its input once ([`to_planes`][]) and its output once
-([`from_planes`][]); the layers' public ``forward`` methods convert at their boundary. Every
-function here is the same map as its counterpart in [`geomlin.gatr.primitives`][]
-(tested). Scalars stay ``(M, s_channels)``. The kernels check shapes and dtypes only (no finiteness: they
-run inside every block).
+[`to_planes`][] copies ``(..., channels, 16)`` into planes once; [`from_planes`][] returns a
+*view* ``(..., channels, 16)`` of planes, and [`to_planes`][] of such a view is free. So GATr's
+layers take and return ``(..., channels, 16)`` tensors, each converting at its boundary, and a
+chain of layers (a block, the model) keeps its activations in planes with no copies between
+layers. The pure functions of [`geomlin.gatr.primitives`][] on ``(..., 16)`` tensors are these
+kernels seen through the row layout. Scalars stay ``(M, s_channels)``.
+
+The kernels check shapes and dtypes only (no finiteness: they run inside every block). Constant
+tables come from a module's [`tables`][] (buffers that move with ``module.to(device)``) or, without
+``tables=``, from a per-(device, dtype) cache.
 """
 
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+import math
 
 import torch
 import torch.nn.functional as F
@@ -29,41 +34,124 @@ from torch import Tensor
 
 from geomlin.algebra import pga
 from geomlin.algebra.clifford import ConstantTables, table_on
-from geomlin.gatr import primitives as P
-from geomlin.validation import check_float
+from geomlin.validation import check_choice, check_float, check_tensor
 
-#: Columns (items x channels) per chunk of the bilinear products: intermediates of
-#: ``(88, CHUNK_COLUMNS)`` floats stay in the L2 cache.
-CHUNK_COLUMNS = 4096
+#: Number of Pin(3,0,1)-equivariant linear maps of G(3,0,1) (5 grade projections + 4 e0 maps).
+NUM_LINEAR_BASIS = 9
+#: Components of the attention inner product: the e0-free blades except ``e123``, which enters
+#: through the distance features instead (the reference's ``_INNER_PRODUCT_WO_TRI_IDX``).
+ATTENTION_IP_COMPONENTS = (pga.SCALAR, pga.E1, pga.E2, pga.E3, pga.E12, pga.E13, pga.E23)
+#: The homogeneous weight of a point and its position components (``e023, e013, e012``).
+TRIVECTOR_WEIGHT = pga.E123
+TRIVECTOR_POSITION = pga.POINT_COMPONENTS
+#: Distance-aware features per multivector channel ([`distance_features`][]).
+NUM_DISTANCE_FEATURES = 5
+#: Default ``eps`` of the normaliser ``w / (w^2 + eps)`` of the distance features (reference value).
+DISTANCE_EPS = 1e-3
+#: Default lower clamp of the mean squared norm in [`equi_layer_norm`][] (reference value).
+LAYER_NORM_EPS = 0.01
+#: The SDPA head width is padded to a multiple of this (fused kernels vectorise over it).
+HEAD_DIM_MULTIPLE = 8
 
 
-def _transposed(tables) -> Callable[[], tuple[Tensor, ...]]:
-    return lambda: tuple(t.T.contiguous() for t in tables())
+# ---------------------------------------------------------------------- tables
+@functools.cache
+def _linear_basis() -> Tensor:
+    """``(9, 16, 16)`` float64 basis ``B[b, k_out, l_in]`` of the equivariant linear maps."""
+    basis = torch.zeros(NUM_LINEAR_BASIS, pga.DIM, pga.DIM, dtype=torch.float64)
+    for g, sl in enumerate(pga.GRADE_SLICES):
+        idx = torch.arange(pga.DIM)[sl]
+        basis[g, idx, idx] = 1.0
+    e0 = torch.zeros(pga.DIM, dtype=torch.float64)
+    e0[pga.E0] = 1.0
+    for g in range(4):
+        # column l of e0 * <e_l>_g, as a (16 out, 16 in) matrix
+        basis[5 + g] = pga.PGA.geometric_product(e0.expand(pga.DIM, pga.DIM), basis[g].T.contiguous()).T
+    return basis
 
 
-#: Tables of the planes kernels (the pga product tables transposed for ``table @ planes``).
-_BUILDERS = {"planes:geometric_product": _transposed(pga._matrix_maps), "planes:join": _transposed(pga._join_sparse)}
+def linear_basis(dtype: torch.dtype = torch.float64, device=None) -> Tensor:
+    """The 9 equivariant linear maps as ``(9, 16, 16)`` matrices ``B[b, out, in]`` (a fresh copy).
+
+    Order: grade projections 0..4, then ``x -> e0 <x>_k`` for ``k = 0..3`` (GATr Prop. 2). Unlike
+    the reference GATr's basis these are not normalised: the reference's map ``b`` is
+    ``B[b] / |B[b]|_F`` ([`reference_basis_norms`][]).
+    """
+    return _linear_basis().to(dtype=dtype, device=device, copy=True)
+
+
+def reference_basis_norms(dtype: torch.dtype = torch.float64, device=None) -> Tensor:
+    """``(9,)`` Frobenius norms of the basis maps: a reference GATr weight ``w_ref[..., b]`` equals
+    ``w[..., b] * norms[b]`` for the same linear map (the reference normalises its basis)."""
+    return _linear_basis().flatten(1).norm(dim=1).to(dtype=dtype, device=device)
+
+
+@functools.cache
+def _linear_plan() -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
+    """Index plan of [`equi_linear`][], read off the basis.
+
+    ``grade_of (16,)``: basis index of the grade projection that keeps component ``k``;
+    ``source (8,)``, ``target (8,)``, ``e0_map (8,)``: the map ``x -> e0 <x>_g`` sends component
+    ``source[j]`` (no ``e0``) to component ``target[j]`` (with ``e0``) through basis map
+    ``e0_map[j]``, with coefficient ``+1`` in G(3,0,1) (``e0 e_l = +e_{0l}``; checked here);
+    ``target_and_scalar (9,)``: ``target`` followed by the scalar component (where a scalar bias goes).
+    """
+    basis = _linear_basis()
+    grade_of = pga.PGA.grades.clone()
+    source, target, which = [], [], []
+    for b in range(5, NUM_LINEAR_BASIS):
+        k, l = basis[b].nonzero(as_tuple=True)
+        if not torch.all(basis[b, k, l] == 1.0):
+            raise AssertionError("the e0 maps of G(3,0,1) are expected to have coefficient +1")
+        source += l.tolist()
+        target += k.tolist()
+        which += [b] * len(k)
+    return (grade_of, torch.tensor(source), torch.tensor(target), torch.tensor(which),
+            torch.tensor(target + [pga.SCALAR]))
+
+
+def _nondegenerate_mask() -> Tensor:
+    """``(16,)`` float64: 1 on the e0-free components."""
+    m = torch.zeros(pga.DIM, dtype=torch.float64)
+    m[list(pga.NONDEGENERATE)] = 1.0
+    return m
+
+
+def _attention_indices() -> tuple[Tensor, Tensor, Tensor]:
+    """Components read by the attention features: inner product (7 and 8 components), point position."""
+    return (torch.tensor(ATTENTION_IP_COMPONENTS), torch.tensor(pga.NONDEGENERATE), torch.tensor(TRIVECTOR_POSITION))
+
+
+def _grades() -> Tensor:
+    return pga.PGA.grades.clone()
+
+
+#: Builders of the tables of this module by key (float64 / long CPU tensors), see [`tables`][].
+_TABLES = {"gatr:linear": _linear_plan, "gatr:nondegenerate": _nondegenerate_mask, "gatr:grades": _grades,
+           "gatr:attention": _attention_indices}
 
 
 def tables(*keys: str) -> ConstantTables:
-    """The constant tables the planes kernels read through ``tables=``, as a module's buffers.
+    """The constant tables the kernels read through ``tables=``, as a module's buffers.
 
-    ``keys``: ``"planes:geometric_product"`` ([`geometric_product`][]), ``"planes:join"``
-    ([`join`][]), or any key of [`geomlin.gatr.primitives.tables`][]
-    (``"gatr:linear"`` for [`linear`][] and [`sources`][], ``"gatr:nondegenerate"`` for [`norm_squared`][] and
-    [`layer_norm`][], ``"gatr:grades"`` for [`grade_dropout`][], ``"gatr:attention"`` for
-    [`attention_features`][]). Without ``tables=`` the kernels read a per-(device, dtype) cache.
+    ``keys``: ``"gatr:linear"`` ([`equi_linear`][]), ``"gatr:nondegenerate"`` ([`inner_product`][],
+    [`equi_layer_norm`][]), ``"gatr:grades"`` ([`grade_dropout`][]), ``"gatr:attention"``
+    ([`attention_features`][]), ``"pga:geometric_product"`` ([`geometric_product`][]),
+    ``"pga:join"`` ([`join`][], [`equivariant_join`][]), or any other key of
+    [`geomlin.algebra.pga.tables`][geomlin.algebra.pga.products.tables]. Without ``tables=`` the
+    kernels read a per-(device, dtype) cache filled on the first call.
     """
-    return ConstantTables(dict((key, _BUILDERS[key]()) if key in _BUILDERS else P.build_table(key) for key in keys))
+    own = {key: _TABLES[key]() for key in keys if key in _TABLES}
+    return ConstantTables({**own, **pga.table_entries(*(key for key in keys if key not in _TABLES))})
 
 
 def _table(key: str, device, dtype=None, index: int = 0, tables: ConstantTables | None = None) -> Tensor:
-    build = _BUILDERS[key] if key in _BUILDERS else P._table_builders()[key]
-    return table_on(key, build, device, dtype, index, tables)
+    return table_on(key, _TABLES[key], device, dtype, index, tables)
 
 
-def _p(xp, name: str = "planes") -> Tensor:
-    """Boundary check of a planes tensor ``(16, M, channels)`` (shape and dtype only; cheap)."""
+# ---------------------------------------------------------------------- layout
+def _check_planes(xp, name: str = "planes") -> Tensor:
+    """Boundary check of planes ``(16, M, channels)`` (shape and dtype only; cheap)."""
     if not isinstance(xp, Tensor):
         raise TypeError(f"{name} must be a torch.Tensor, got {type(xp).__name__}")
     if not xp.is_floating_point():
@@ -74,7 +162,7 @@ def _p(xp, name: str = "planes") -> Tensor:
 
 
 def to_planes(x: Tensor) -> Tensor:
-    """``(..., channels, 16) -> (16, M, channels)`` (one copy)."""
+    """``(..., channels, 16) -> (16, M, channels)``: one copy, none for a view made by [`from_planes`][]."""
     pga.check_mv(x, "x")
     if x.ndim < 2:
         raise ValueError(f"x must have a channel axis, (..., channels, 16), got shape {tuple(x.shape)}")
@@ -82,191 +170,291 @@ def to_planes(x: Tensor) -> Tensor:
 
 
 def from_planes(p: Tensor, lead: tuple) -> Tensor:
-    """``(16, M, channels) -> (*lead, channels, 16)`` (one copy)."""
-    _p(p)
+    """``(16, M, channels) -> (*lead, channels, 16)``, a view of ``p`` (``M = prod(lead)``)."""
+    _check_planes(p)
     return p.permute(1, 2, 0).reshape(*lead, p.shape[-1], pga.DIM)
 
 
-# ---------------------------------------------------------------------- linear
-def sources(xp: Tensor, tables: ConstantTables | None = None) -> Tensor:
-    """The 8 planes the ``e0`` maps read, ``(8, M, channels)`` (shared by several linear maps)."""
-    _p(xp)
-    return xp.index_select(0, P._plan_on(xp.device, tables)[1])
+def _columns(xp: Tensor) -> Tensor:
+    """Planes ``(16, M, C)`` as ``(16, M * C)`` columns (a view of contiguous planes)."""
+    return xp.reshape(pga.DIM, -1)
 
 
-def linear(xp: Tensor, weight: Tensor, scalar_bias: Tensor | None = None, src: Tensor | None = None,
-           tables: ConstantTables | None = None) -> Tensor:
-    """[`equi_linear`][geomlin.gatr.primitives.equi_linear] on planes: ``(16, M, in) -> (16, M, out)``.
+def _at_least_float32(x: Tensor) -> Tensor:
+    """``x`` in float32 when it is in a half precision (sums of squares lose digits or overflow there)."""
+    return x.float() if x.dtype in (torch.float16, torch.bfloat16) else x
 
-    ``weight (out, in, 9)``; ``scalar_bias`` ``(out,)`` or ``(M, out)`` onto the scalar plane;
-    ``src`` = [`sources`][] of ``xp`` when already computed; ``tables`` see [`tables`][].
+
+# ---------------------------------------------------------------------- linear maps
+def equi_linear(xp: Tensor, weight: Tensor, scalar_bias: Tensor | None = None, *,
+                tables: ConstantTables | None = None) -> Tensor:
+    """Pin(3,0,1)-equivariant linear map of planes ``(16, M, in) -> (16, M, out)``.
+
+    ``out[o, k] = sum_{i, b} weight[o, i, b] sum_l B[b, k, l] x[i, l]`` with the basis ``B`` of
+    [`linear_basis`][] (GATr Prop. 2). Component-major: one batched matmul applies each
+    component's grade weight (``16 in out`` multiply-adds per item), a second one the ``e0`` maps
+    on the 8 components that have one (``8 in out``), against ``256 in out`` for a full
+    ``(in 16, out 16)`` matrix.
+
+    Parameters
+    ----------
+    xp : Tensor of shape (16, M, in)
+        planes.
+    weight : Tensor of shape (out, in, 9)
+        coefficients of the basis maps.
+    scalar_bias : Tensor of shape (out,) or (M, out), optional
+        added to the scalar plane.
+    tables : ConstantTables, optional
+        a module's [`tables`][] (``"gatr:linear"``).
+
+    Returns
+    -------
+    Tensor of shape (16, M, out)
+        in ``xp``'s dtype.
     """
-    _p(xp)
-    if not isinstance(weight, Tensor) or weight.shape[1:] != (xp.shape[2], P.NUM_LINEAR_BASIS):
-        raise ValueError(f"weight must have shape (out, {xp.shape[2]}, {P.NUM_LINEAR_BASIS}), got "
+    _check_planes(xp, "xp")
+    if not isinstance(weight, Tensor) or weight.shape[1:] != (xp.shape[2], NUM_LINEAR_BASIS):
+        raise ValueError(f"weight must have shape (out, {xp.shape[2]}, {NUM_LINEAR_BASIS}), got "
                          f"{tuple(weight.shape) if isinstance(weight, Tensor) else type(weight).__name__}")
-    grade_of, source, target, which = P._plan_on(xp.device, tables)
+    grade_of, source, target, which = (_table("gatr:linear", xp.device, None, i, tables) for i in range(4))
     weight = weight.to(xp.dtype)
-    planes = torch.bmm(xp, weight[:, :, grade_of].permute(2, 1, 0))
-    if src is None:
-        src = xp.index_select(0, source)
-    extra = torch.bmm(src, weight[:, :, which].permute(2, 1, 0))
+    out = torch.bmm(xp, weight[:, :, grade_of].permute(2, 1, 0))
+    extra = torch.bmm(xp.index_select(0, source), weight[:, :, which].permute(2, 1, 0))
     if scalar_bias is not None:
         extra = torch.cat([extra, scalar_bias.to(extra.dtype).expand(1, xp.shape[1], weight.shape[0])])
-        target = P._targets_with_scalar_on(xp.device, tables)
+        target = _table("gatr:linear", xp.device, None, 4, tables)
     # in place on a fresh (non-view) tensor: the backward pass needs no copy of it
-    return planes.index_add_(0, target, extra)
+    return out.index_add_(0, target, extra)
 
 
-# ---------------------------------------------------------------------- unary maps
-def norm_squared(xp: Tensor, tables: ConstantTables | None = None) -> Tensor:
-    """``<x, x>`` per item and channel: ``(16, M, C) -> (M, C)``."""
-    sq = _p(xp) * xp
-    mask = _table("gatr:nondegenerate", xp.device, sq.dtype, tables=tables)
-    return (mask[None, :] @ sq.reshape(pga.DIM, -1)).reshape(xp.shape[1:])
+# ---------------------------------------------------------------------- invariants and norms
+def inner_product(xp: Tensor, yp: Tensor, *, tables: ConstantTables | None = None) -> Tensor:
+    """Invariant inner product ``<~x y>_0`` per item and channel: ``(16, M, C) x (16, M, C) -> (M, C)``.
 
-
-def layer_norm(xp: Tensor, eps: float, tables: ConstantTables | None = None) -> Tensor:
-    """[`equi_layer_norm`][geomlin.gatr.primitives.equi_layer_norm] on planes (mean over channels).
-
-    The norm is computed in float32 for half-precision planes and under autocast; the result has
-    the dtype of ``xp``.
+    In G(3,0,1) every e0-free blade squares (with reversion) to ``+1``, so this is a dot product
+    over [`geomlin.algebra.pga.NONDEGENERATE`][geomlin.algebra.pga.basis.NONDEGENERATE] (a masked
+    sum, no gather).
     """
-    if xp.dtype in (torch.float32, torch.float64) and not torch.is_autocast_enabled(xp.device.type):
-        return xp * norm_squared(xp, tables).mean(-1, keepdim=True).clamp_min(eps).rsqrt()
+    prod = _check_planes(xp, "xp") * _check_planes(yp, "yp")
+    mask = _table("gatr:nondegenerate", xp.device, prod.dtype, tables=tables)
+    return (mask[None, :] @ prod.reshape(pga.DIM, -1)).reshape(prod.shape[1:])
+
+
+def equi_layer_norm(xp: Tensor, eps: float = LAYER_NORM_EPS, *, tables: ConstantTables | None = None) -> Tensor:
+    """Equivariant layer norm (GATr eq. 5): ``x / sqrt(max(mean_channels <x, x>, eps))`` on planes
+    ``(16, M, C)``, the mean over the channels.
+
+    The clamp from below (not an added ``eps``) is the reference's: components with ``e0`` do not
+    enter the norm, so a multivector can be large with a tiny norm. The norm is computed in float32
+    at least, with autocast off; like the reference's, the result is in that precision under
+    autocast and in ``xp``'s dtype otherwise.
+    """
+    _check_planes(xp, "xp")
+    autocast = torch.is_autocast_enabled(xp.device.type)
     with torch.autocast(xp.device.type, enabled=False):
-        wide = P._at_least_float32(xp)
-        return (wide * norm_squared(wide, tables).mean(-1, keepdim=True).clamp_min(eps).rsqrt()).to(xp.dtype)
+        wide = _at_least_float32(xp)
+        out = wide * inner_product(wide, wide, tables=tables).mean(-1, keepdim=True).clamp_min(eps).rsqrt()
+    return out if autocast else out.to(xp.dtype)
 
 
-def gated_gelu(xp: Tensor) -> Tensor:
-    """[`scalar_gated_gelu`][geomlin.gatr.primitives.scalar_gated_gelu] (tanh GELU of the scalar plane)."""
-    return _p(xp) * F.gelu(xp[pga.SCALAR], approximate="tanh")
+# ---------------------------------------------------------------------- nonlinearity, dropout
+def scalar_gated_gelu(xp: Tensor, gates: Tensor | None = None, approximate: str = "tanh") -> Tensor:
+    """Scalar-gated GELU (GATr sec. 3.2): ``x * gelu(gates)`` on planes ``(16, M, C)``, with
+    ``gates (M, C)`` the scalar plane ``<x>_0`` by default; ``approximate="tanh"`` as the reference
+    (``"none"``: the exact GELU)."""
+    _check_planes(xp, "xp")
+    check_choice(approximate, "approximate", ("tanh", "none"))
+    if gates is None:
+        gates = xp[pga.SCALAR]
+    else:
+        check_tensor(gates, "gates", shape=tuple(xp.shape[1:]))
+    return xp * F.gelu(gates, approximate=approximate)
 
 
-def grade_dropout(xp: Tensor, p: float, generator: torch.Generator | None = None,
+def grade_dropout(xp: Tensor, p: float, generator: torch.Generator | None = None, *,
                   tables: ConstantTables | None = None) -> Tensor:
-    """[`grade_dropout`][geomlin.gatr.primitives.grade_dropout] on planes: one draw per item, channel and grade."""
-    _p(xp)
+    """Dropout of whole grades on planes ``(16, M, C)``: one Bernoulli draw per item, channel and
+    grade, survivors scaled by ``1 / (1 - p)``; equivariant for each fixed draw (the Pin action
+    preserves grades)."""
+    _check_planes(xp, "xp")
     p = check_float(p, "dropout probability", minimum=0.0, maximum=1.0, strict_maximum=True)
     keep = torch.rand(5, *xp.shape[1:], dtype=xp.dtype, device=xp.device, generator=generator) >= p
-    return xp * keep[P._grade_index_on(xp.device, tables)].to(xp.dtype) / (1.0 - p)
+    return xp * keep[_table("gatr:grades", xp.device, tables=tables)].to(xp.dtype) / (1.0 - p)
 
 
 # ---------------------------------------------------------------------- bilinear maps
-def _split(t: Tensor) -> tuple[Tensor, ...]:
-    """Item chunks of planes ``(16, M, C)`` of about [`CHUNK_COLUMNS`][] columns each, as
-    ``(16, m * C)`` matrices (views; ``split`` rather than slicing, so the backward pass
-    concatenates the chunks' gradients instead of zero-filling a full tensor per chunk).
+def geometric_product(a: Tensor, b: Tensor, *, tables: ConstantTables | None = None) -> Tensor:
+    """Geometric product of planes ``(16, M, C) x (16, M, C) -> (16, M, C)``: the complex 2x2
+    product of
+    [`geomlin.algebra.pga.geometric_product_columns`][geomlin.algebra.pga.products.geometric_product_columns]
+    (float32 under autocast for half-precision planes)."""
+    _check_planes(a, "a")
+    _check_planes(b, "b")
+    out = pga.geometric_product_columns(_columns(a), _columns(b), tables=tables)
+    return out.view(pga.DIM, a.shape[1], a.shape[2])
 
-    A symbolic item count (``torch.export`` with a dynamic batch or items size) is one chunk: the
-    number of chunks would be a Python int fixed by the example's size.
+
+def join(a: Tensor, b: Tensor, *, tables: ConstantTables | None = None) -> Tensor:
+    """Join of planes ``(16, M, C) x (16, M, C) -> (16, M, C)``:
+    [`geomlin.algebra.pga.join_columns`][geomlin.algebra.pga.products.join_columns]."""
+    _check_planes(a, "a")
+    _check_planes(b, "b")
+    out = pga.join_columns(_columns(a), _columns(b), tables=tables)
+    return out.view(pga.DIM, a.shape[1], a.shape[2])
+
+
+def equivariant_join(a: Tensor, b: Tensor, reference_weight: Tensor, *,
+                     tables: ConstantTables | None = None) -> Tensor:
+    """``<ref>_{e123} (a v b)`` (GATr eq. 4) on planes ``(16, M, C)``, with ``reference_weight``
+    the ``e123`` component of the join reference per item, broadcastable to ``(M, C)``.
+
+    The join flips sign under odd versors, and so does the ``e123`` component of a reference that
+    transforms with the data (for a point it is the homogeneous weight, ``-1`` after a
+    reflection), so the product is equivariant. This is the reference GATr's choice; the
+    pseudoscalar ``e0123`` would flip too but vanishes for point clouds (it would switch the join
+    off).
     """
-    if isinstance(t.shape[1], torch.SymInt):
-        return (t.reshape(pga.DIM, -1),)
-    step = max(1, CHUNK_COLUMNS // max(t.shape[2], 1))
-    return tuple(c.reshape(pga.DIM, -1) for c in t.split(step, dim=1))
-
-
-def geometric_product(a: Tensor, b: Tensor, tables: ConstantTables | None = None) -> Tensor:
-    """Geometric product of planes ``(16, M, C) x (16, M, C) -> (16, M, C)``.
-
-    The complex 2x2 representation of
-    [`geomlin.algebra.pga.geometric_product`][], computed with complex
-    elementwise products over column chunks (float32 / float64).
-    """
-    _p(a, "a")
-    _p(b, "b")
-    dtype = a.dtype if a.dtype in (torch.float32, torch.float64) else torch.float32
-    with torch.autocast(a.device.type, enabled=False):
-        a, b = a.to(dtype), b.to(dtype)
-        wl, wr, wo = (_table("planes:geometric_product", a.device, dtype, i, tables) for i in range(3))
-        outs = []
-        for x, y in zip(_split(a), _split(b)):
-            left = (wl @ x).view(3, 2, 2, 2, -1)  # (product, row, column, re/im, columns)
-            right = (wr @ y).view(3, 2, 2, 2, -1)
-            lc = torch.complex(left[:, :, :, 0], left[:, :, :, 1])
-            rc = torch.complex(right[:, :, :, 0], right[:, :, :, 1])
-            prod = lc[:, :, 0, None] * rc[:, None, 0] + lc[:, :, 1, None] * rc[:, None, 1]
-            flat = torch.view_as_real(prod).movedim(-1, 3).reshape(24, -1)
-            outs.append((wo @ flat).view(pga.DIM, -1, a.shape[2]))
-        return torch.cat(outs, 1) if len(outs) > 1 else outs[0]
-
-
-def join(a: Tensor, b: Tensor, tables: ConstantTables | None = None) -> Tensor:
-    """Join [`geomlin.algebra.pga.join`][] of planes ``(16, M, C)`` (81-pair table, column chunks)."""
-    _p(a, "a")
-    _p(b, "b")
-    sx, sy, r = (_table("planes:join", a.device, a.dtype, i, tables) for i in range(3))
-    b = b.to(a.dtype)
-    outs = [(r @ ((sx @ x) * (sy @ y))).view(pga.DIM, -1, a.shape[2]) for x, y in zip(_split(a), _split(b))]
-    return torch.cat(outs, 1) if len(outs) > 1 else outs[0]
+    jn = join(a, b, tables=tables)
+    return jn * reference_weight.to(jn.dtype)
 
 
 # ---------------------------------------------------------------------- attention
-def _qk_features(p: Tensor, heads: int, channels: int, role: str, use_distance: bool, weights: Tensor | None,
-                 eps: float | None, tables: ConstantTables | None) -> list[Tensor]:
-    """Query or key features of planes ``p (16, M, heads * channels)`` as ``(M, heads, n)`` pieces."""
-    m = p.shape[1]
-    comps = P.ATTENTION_IP_COMPONENTS if use_distance else pga.NONDEGENERATE
-    ip = p.index_select(0, _table("gatr:attention", p.device, index=0 if use_distance else 1, tables=tables))
-    parts = [ip.view(len(comps), m, heads, channels).permute(1, 2, 0, 3).flatten(2)]
-    if use_distance:
-        # squared distances come from differences of large terms: computed in float32 at least
-        with torch.autocast(p.device.type, enabled=False):
-            w = P._at_least_float32(p[P.TRIVECTOR_WEIGHT])
-            pos = P._at_least_float32(p.index_select(0, _table("gatr:attention", p.device, index=2, tables=tables)))
-            if eps is not None:
-                scale = w / (w * w + eps)
-                w, pos = w * scale, pos * scale
-            pp = (pos * pos).sum(0)
-            if role == "query":
-                dist = torch.cat([pp[None], (w * w)[None], w * pos])
-                if weights is not None:
-                    dist = dist * weights.reshape(1, 1, -1).to(dist.dtype)
-            else:
-                dist = torch.cat([-(w * w)[None], -pp[None], 2.0 * w * pos])
-        parts.append(dist.view(P.NUM_DISTANCE_FEATURES, m, heads, channels).permute(1, 2, 0, 3).flatten(2))
-    return parts
+def distance_features(xp: Tensor, role: str, eps: float | None = DISTANCE_EPS, *,
+                      tables: ConstantTables | None = None) -> Tensor:
+    """Distance-aware attention features (GATr sec. 3.3) of component-major multivectors
+    ``(16, ...) -> (5, ...)``.
 
+    With ``w = <x>_{e123}``, ``p`` the ``e0ij`` components of the trivector and both scaled by the
+    reference's normaliser ``w / (w^2 + eps)`` (``eps=None``: unscaled),
+    ``distance_features(q, "query") . distance_features(k, "key") = -|w_k p_q - w_q p_k|^2``
+    (summed over the first axis), minus the squared Euclidean distance of two points (up to
+    ``(1 + eps)^-4`` for unit weights). The product is Pin(3,0,1)-invariant, though the two
+    factors are not; the normaliser is even in the trivector, so reflections (which negate it)
+    leave it unchanged. Computed in float32 at least with autocast off (squared distances are
+    differences of large terms).
 
-def attention_features(qkv: Tensor, qkv_s: Tensor | None, heads: int, kv_heads: int, channels: int,
-                       s_channels: int, use_distance: bool = True, weights: Tensor | None = None,
-                       eps: float | None = P.DISTANCE_EPS, tables: ConstantTables | None = None
-                       ) -> tuple[Tensor, Tensor, Tensor, float]:
-    """Queries, keys and values of [`attention_features`][geomlin.gatr.primitives.attention_features] from the
-    planes of a fused projection ``qkv (16, M, (heads + 2 kv_heads) channels)`` and scalars
-    ``qkv_s (M, (heads + 2 kv_heads) s_channels)``.
+    Parameters
+    ----------
+    xp : Tensor of shape (16, ...)
+        multivectors, component axis first (planes ``(16, M, C)``, or ``x.movedim(-1, 0)``).
+    role : str
+        ``"query"`` or ``"key"``.
+    eps : float or None
+        ``eps`` of the normaliser; ``None`` leaves the features unscaled.
+    tables : ConstantTables, optional
+        a module's [`tables`][] (``"gatr:attention"``).
 
-    Returns ``q (M, heads, D)``, ``k, v (M, kv_heads, D)`` (features in a head-internal order of
-    their own; values component-major, unpacked by [`attention_values`][]) and the scale.
+    Returns
+    -------
+    Tensor of shape (5, ...)
+        the features in their role: query ``(|p|^2, w^2, w p)``, key ``(-w^2, -|p|^2, 2 w p)``.
     """
-    _p(qkv, "qkv")
-    if qkv.shape[2] != (heads + 2 * kv_heads) * channels:
-        raise ValueError(f"qkv must have (heads + 2 kv_heads) * channels = {(heads + 2 * kv_heads) * channels} "
-                         f"channels, got {qkv.shape[2]}")
-    hq, hk, c = heads * channels, kv_heads * channels, channels
-    qf = _qk_features(qkv[:, :, :hq], heads, c, "query", use_distance, weights, eps, tables)
-    kf = _qk_features(qkv[:, :, hq:hq + hk], kv_heads, c, "key", use_distance, None, eps, tables)
-    m = qkv.shape[1]
-    vf = [qkv[:, :, hq + hk:].view(pga.DIM, m, kv_heads, c).permute(1, 2, 0, 3).flatten(2)]
-    if s_channels:
-        cs = s_channels
-        qf.append(qkv_s[:, :heads * cs].view(m, heads, cs))
-        kf.append(qkv_s[:, heads * cs:(heads + kv_heads) * cs].view(m, kv_heads, cs))
-        vf.append(qkv_s[:, (heads + kv_heads) * cs:].view(m, kv_heads, cs))
+    if not isinstance(xp, Tensor) or xp.ndim == 0 or xp.shape[0] != pga.DIM:
+        raise ValueError(f"xp must be multivectors with the component axis first, (16, ...), got "
+                         f"{tuple(xp.shape) if isinstance(xp, Tensor) else type(xp).__name__}")
+    if role not in ("query", "key"):
+        raise ValueError(f"role must be 'query' or 'key', got {role!r}")
+    if eps is not None:
+        eps = check_float(eps, "eps", minimum=0.0)
+    with torch.autocast(xp.device.type, enabled=False):
+        w = _at_least_float32(xp[TRIVECTOR_WEIGHT])
+        pos = _at_least_float32(xp.index_select(0, _table("gatr:attention", xp.device, index=2, tables=tables)))
+        if eps is not None:
+            scale = w / (w * w + eps)
+            w, pos = w * scale, pos * scale
+        pp = (pos * pos).sum(0)
+        if role == "query":
+            return torch.cat([pp[None], (w * w)[None], w * pos])
+        return torch.cat([-(w * w)[None], -pp[None], 2.0 * w * pos])
+
+
+def _head_width(qk: int, v: int) -> int:
+    width = max(qk, v)
+    return -(-width // HEAD_DIM_MULTIPLE) * HEAD_DIM_MULTIPLE
+
+
+def _pad(parts: list[Tensor], width: int) -> Tensor:
+    """Concatenate ``parts`` on the last axis and zero-pad to ``width`` in the same copy."""
+    have = sum(p.shape[-1] for p in parts)
+    if have < width:
+        parts = parts + [parts[0].new_zeros(*parts[0].shape[:-1], width - have)]
+    return torch.cat(parts, -1) if len(parts) > 1 else parts[0]
+
+
+def _flat(x: Tensor) -> Tensor:
+    """``(n, ..., C) -> (..., n C)``: component-major features per item, in ``(n, C)`` order."""
+    return x.movedim(0, -2).flatten(-2)
+
+
+def attention_features(q: Tensor, k: Tensor, v: Tensor, q_s: Tensor | None = None, k_s: Tensor | None = None,
+                       v_s: Tensor | None = None, use_distance: bool = True, distance_weights: Tensor | None = None,
+                       eps: float | None = DISTANCE_EPS, *, tables: ConstantTables | None = None
+                       ) -> tuple[Tensor, Tensor, Tensor, float]:
+    """Queries, keys and values of geometric attention (GATr sec. 3.3) as flat features of one width.
+
+    Features per multivector channel: the 7 inner-product components
+    ([`ATTENTION_IP_COMPONENTS`][]) and the 5 [`distance_features`][] (8 components, the full inner
+    product, with ``use_distance=False``); then the scalars. Queries, keys and values are
+    zero-padded to one width (a multiple of [`HEAD_DIM_MULTIPLE`][]), so PyTorch's fused attention
+    kernels apply. The logit ``q . k * scale`` is then
+    ``(sum_c [<q_c, k_c>_7 + w_c d(q_c) . d(k_c)] + q_s . k_s) / sqrt(n)`` with
+    ``n = 12 channels + s_channels`` (the reference's ``geometric_attention``).
+
+    Parameters
+    ----------
+    q, k : Tensor of shape (16, ..., channels)
+        query and key multivectors, component axis first (any layout after it: planes of heads
+        ``(16, M, heads, channels)`` in the layers).
+    v : Tensor of shape (16, ..., v_channels)
+        value multivectors.
+    q_s, k_s, v_s : Tensor of shape (..., s_channels), optional
+        scalar channels of queries, keys and values (queries and keys together or neither).
+    use_distance : bool
+        add the distance features (else the full 8-component inner product).
+    distance_weights : Tensor, optional
+        non-negative weights of the query distance features, broadcastable to ``q.shape[1:]``
+        (one per head and channel: the reference's ``exp(log_weights)``).
+    eps : float or None
+        ``eps`` of [`distance_features`][].
+    tables : ConstantTables, optional
+        a module's [`tables`][] (``"gatr:attention"``).
+
+    Returns
+    -------
+    q, k, v : Tensor of shape (..., width)
+        the features (in a head-internal order of their own; values unpacked by
+        [`attention_values`][]).
+    scale : float
+        ``1 / sqrt(n)``, the softmax scale.
+    """
+    if (q_s is None) != (k_s is None):
+        raise ValueError("give scalar queries and keys together (q_s and k_s), or neither")
+    idx = _table("gatr:attention", q.device, index=0 if use_distance else 1, tables=tables)
+    qf, kf = [_flat(q.index_select(0, idx))], [_flat(k.index_select(0, idx))]
+    if use_distance:
+        qd = distance_features(q, "query", eps, tables=tables)
+        if distance_weights is not None:
+            qd = qd * distance_weights.to(qd.dtype)
+        qf.append(_flat(qd))
+        kf.append(_flat(distance_features(k, "key", eps, tables=tables)))
+    if q_s is not None and q_s.shape[-1]:
+        qf.append(q_s)
+        kf.append(k_s)
+    vf = [_flat(v)]
+    if v_s is not None and v_s.shape[-1]:
+        vf.append(v_s)
     n_qk = sum(f.shape[-1] for f in qf)
-    width = P._head_width(n_qk, sum(f.shape[-1] for f in vf))
+    width = _head_width(n_qk, sum(f.shape[-1] for f in vf))
     dtype = functools.reduce(torch.promote_types, [f.dtype for f in qf + kf + vf])
-    return (P._pad([f.to(dtype) for f in qf], width), P._pad([f.to(dtype) for f in kf], width),
-            P._pad([f.to(dtype) for f in vf], width), 1.0 / n_qk ** 0.5)
+    return (_pad([f.to(dtype) for f in qf], width), _pad([f.to(dtype) for f in kf], width),
+            _pad([f.to(dtype) for f in vf], width), 1.0 / math.sqrt(n_qk))
 
 
-def attention_values(out: Tensor, channels: int, s_channels: int) -> tuple[Tensor, Tensor | None]:
-    """Unpack attention outputs ``(M, heads, D)`` into planes ``(16, M, heads * channels)`` and
-    scalars ``(M, heads * s_channels)`` (or ``None``)."""
-    m, heads = out.shape[0], out.shape[1]
-    n_mv = pga.DIM * channels
-    mv = out[..., :n_mv].reshape(m, heads, pga.DIM, channels).permute(2, 0, 1, 3).reshape(pga.DIM, m, heads * channels)
-    s = out[..., n_mv:n_mv + s_channels].reshape(m, heads * s_channels) if s_channels else None
+def attention_values(out: Tensor, v_channels: int, v_s_channels: int = 0) -> tuple[Tensor, Tensor | None]:
+    """Unpack attended values ``(..., width)`` (the layout of [`attention_features`][]) into
+    component-major multivectors ``(16, ..., v_channels)`` (a view) and scalars
+    ``(..., v_s_channels)`` (``None`` without scalars)."""
+    n_mv = pga.DIM * v_channels
+    mv = out[..., :n_mv].unflatten(-1, (pga.DIM, v_channels)).movedim(-2, 0)
+    s = out[..., n_mv:n_mv + v_s_channels] if v_s_channels else None
     return mv, s

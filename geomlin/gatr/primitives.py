@@ -14,50 +14,29 @@ its reference implementation (``gatr.primitives``, v1.4), whose formulas these f
   ``geometric_attention``) in one fused ``scaled_dot_product_attention`` per set group:
   [`geometric_attention`][] (see [`geomlin.gatr.attention`][] for the set layouts).
 
-Every function takes plain tensors, validates nothing inside hot loops and states its shapes.
-``method="dense"`` selects the Cayley-table einsum path (the reference-style implementation the
-tests compare against).
+Each function is the kernel of [`geomlin.gatr.planes`][] (or of
+[`geomlin.algebra.pga`][] for the products) seen through the row layout: the ``(..., 16)`` input
+is rearranged component-major, the kernel runs, and the result comes back as a contiguous
+``(..., 16)`` tensor. There is one implementation of every map; the layers call the kernels
+directly. Every function takes plain tensors, checks them at its boundary and states its shapes.
 """
 
 from __future__ import annotations
 
-import functools
-import math
-
 import torch
-import torch.nn.functional as F
 from torch import Tensor
 
 from geomlin.algebra import pga
-from geomlin.algebra.clifford import ConstantTables, table_on
-from geomlin.gatr.attention import SetLayout, attend, attention_mask, set_layout
+from geomlin.gatr import planes
+from geomlin.gatr.attention import SetLayout, attend, attend_masked, attention_mask, set_layout
+from geomlin.gatr.planes import DISTANCE_EPS, LAYER_NORM_EPS, NUM_LINEAR_BASIS
 from geomlin.validation import (
     check_batch_vector,
-    check_choice,
     check_float,
     check_mask,
     check_positive_int,
     check_tensor,
 )
-
-#: Number of Pin(3,0,1)-equivariant linear maps of G(3,0,1) (5 grade projections + 4 e0 maps).
-NUM_LINEAR_BASIS = 9
-METHODS = ("auto", "fast", "dense")
-#: Components of the attention inner product: the e0-free blades except ``e123``, which enters
-#: through the distance features instead (the reference's ``_INNER_PRODUCT_WO_TRI_IDX``).
-ATTENTION_IP_COMPONENTS = (pga.SCALAR, pga.E1, pga.E2, pga.E3, pga.E12, pga.E13, pga.E23)
-#: Distance-aware features per multivector channel ([`distance_features`][]).
-NUM_DISTANCE_FEATURES = 5
-#: Default ``eps`` of the normaliser ``w / (w^2 + eps)`` of the distance features (reference value).
-DISTANCE_EPS = 1e-3
-#: Default lower clamp of the mean squared norm in [`equi_layer_norm`][] (reference value).
-LAYER_NORM_EPS = 0.01
-#: The SDPA head width is padded to a multiple of this (fused kernels vectorise over it).
-HEAD_DIM_MULTIPLE = 8
-
-
-def _check_method(method: str) -> str:
-    return check_choice(method, "method", METHODS)
 
 
 def _mv(x, name: str, min_ndim: int = 1) -> Tensor:
@@ -68,139 +47,24 @@ def _mv(x, name: str, min_ndim: int = 1) -> Tensor:
     return x
 
 
+def _planes_of(*xs: Tensor) -> tuple[list[Tensor], torch.Size]:
+    """``(..., 16)`` tensors broadcast against each other as planes ``(16, N, 1)``, and the common shape."""
+    shape = torch.broadcast_shapes(*(x.shape for x in xs))
+    return [planes.to_planes(x.expand(shape)[..., None, :]) for x in xs], shape
+
+
+def _rows(p: Tensor, shape: torch.Size) -> Tensor:
+    """Planes ``(16, N, 1)`` back to a contiguous ``shape (..., 16)``."""
+    return planes.from_planes(p, (p.shape[1],))[:, 0].reshape(shape).contiguous()
+
+
 # ---------------------------------------------------------------------- linear maps
-@functools.cache
-def _linear_basis() -> Tensor:
-    """``(9, 16, 16)`` float64 basis ``B[b, k_out, l_in]`` of the equivariant linear maps."""
-    basis = torch.zeros(NUM_LINEAR_BASIS, pga.DIM, pga.DIM, dtype=torch.float64)
-    for g, sl in enumerate(pga.GRADE_SLICES):
-        idx = torch.arange(pga.DIM)[sl]
-        basis[g, idx, idx] = 1.0
-    e0 = torch.zeros(pga.DIM, dtype=torch.float64)
-    e0[pga.E0] = 1.0
-    for g in range(4):
-        proj = basis[g]  # grade-g projection
-        # column l of e0 * <e_l>_g, as a (16 out, 16 in) matrix
-        left = pga.PGA.geometric_product(e0.expand(pga.DIM, pga.DIM), proj.T.contiguous(), "dense")
-        basis[5 + g] = left.T
-    basis.requires_grad_(False)
-    return basis
-
-
-def linear_basis(dtype: torch.dtype = torch.float64, device=None) -> Tensor:
-    """The 9 equivariant linear maps as ``(9, 16, 16)`` matrices ``B[b, out, in]`` (a fresh copy).
-
-    Order: grade projections 0..4, then ``x -> e0 <x>_k`` for ``k = 0..3``. Unlike the reference
-    GATr's basis these are not normalised: the reference's map ``b`` is ``B[b] / |B[b]|_F``
-    ([`reference_basis_norms`][]).
-    """
-    return _linear_basis().to(dtype=dtype, device=device, copy=True)
-
-
-def reference_basis_norms(dtype: torch.dtype = torch.float64, device=None) -> Tensor:
-    """``(9,)`` Frobenius norms of the basis maps: a reference GATr weight ``w_ref[..., b]`` equals
-    ``w[..., b] * norms[b]`` for the same linear map (the reference normalises its basis)."""
-    return _linear_basis().flatten(1).norm(dim=1).to(dtype=dtype, device=device)
-
-
-@functools.cache
-def _blocked_plan() -> tuple[Tensor, Tensor, Tensor, Tensor]:
-    """Index plan of the blocked linear map, read off the basis.
-
-    ``grade_of (16,)``: basis index of the grade projection that keeps component ``k``;
-    ``source (8,)``, ``target (8,)``, ``e0_map (8,)``: the map ``x -> e0 <x>_g`` sends component
-    ``source[j]`` (no ``e0``) to component ``target[j]`` (with ``e0``) through basis map
-    ``e0_map[j]``, with coefficient ``+1`` in G(3,0,1) (``e0 e_l = +e_{0l}``; checked here).
-    """
-    basis = _linear_basis()
-    grade_of = pga.PGA.grades.clone()
-    source, target, which = [], [], []
-    for b in range(5, NUM_LINEAR_BASIS):
-        k, l = basis[b].nonzero(as_tuple=True)
-        if not torch.all(basis[b, k, l] == 1.0):
-            raise AssertionError("the e0 maps of G(3,0,1) are expected to have coefficient +1")
-        source += l.tolist()
-        target += k.tolist()
-        which += [b] * len(k)
-    return grade_of, torch.tensor(source), torch.tensor(target), torch.tensor(which)
-
-
-def _linear_plan() -> tuple[Tensor, ...]:
-    """``_blocked_plan`` and the e0-map targets followed by the scalar (where a scalar bias goes)."""
-    grade_of, source, target, which = _blocked_plan()
-    return grade_of, source, target, which, torch.cat([target, torch.tensor([pga.SCALAR])])
-
-
-def _nondegenerate_mask() -> Tensor:
-    """``(16,)`` float64: 1 on the e0-free components."""
-    m = torch.zeros(pga.DIM, dtype=torch.float64)
-    m[list(pga.NONDEGENERATE)] = 1.0
-    return m
-
-
-def _attention_indices() -> tuple[Tensor, Tensor, Tensor]:
-    """Components read by the attention features: inner product (7 and 8 components), point position."""
-    return (torch.tensor(ATTENTION_IP_COMPONENTS), torch.tensor(pga.NONDEGENERATE), torch.tensor(TRIVECTOR_POSITION))
-
-
-def _grades() -> Tensor:
-    return pga.PGA.grades.clone()
-
-
-#: Builders of the tables of this module by key (float64 / long CPU tensors), see [`tables`][].
-_BUILDERS = {"gatr:linear": _linear_plan, "gatr:basis": _linear_basis, "gatr:nondegenerate": _nondegenerate_mask,
-             "gatr:grades": _grades, "gatr:attention": _attention_indices}
-
-
-def _table_builders() -> dict:
-    return _BUILDERS
-
-
-def tables(*keys: str) -> ConstantTables:
-    """The constant tables a GATr module's forward pass reads through ``tables=``, as buffers.
-
-    ``keys``: ``"gatr:linear"`` (index plan of [`equi_linear`][]), ``"gatr:basis"``
-    (``method="dense"``), ``"gatr:nondegenerate"`` ([`inner_product`][], [`equi_layer_norm`][]),
-    ``"gatr:grades"`` ([`grade_dropout`][]), ``"gatr:attention"`` ([`attention_features`][]),
-    or any key of [`geomlin.algebra.pga.tables`][]. Without ``tables=`` the
-    functions read a per-(device, dtype) cache filled on the first call.
-    """
-    return ConstantTables(dict(build_table(key) for key in keys))
-
-
-def build_table(key: str) -> tuple[str, Tensor | tuple[Tensor, ...]]:
-    """``(key, float64 / long CPU table)`` of a [`tables`][] key."""
-    builders = _table_builders()
-    return (key, builders[key]()) if key in builders else pga.build_table(key)
-
-
-def _const(key: str, device, dtype=None, index: int = 0, tables: ConstantTables | None = None) -> Tensor:
-    return table_on(key, _table_builders()[key], device, dtype, index, tables)
-
-
-def _plan_on(device, tables: ConstantTables | None = None) -> tuple[Tensor, Tensor, Tensor, Tensor]:
-    return tuple(_const("gatr:linear", device, None, i, tables) for i in range(4))
-
-
-def _targets_with_scalar_on(device, tables: ConstantTables | None = None) -> Tensor:
-    return _const("gatr:linear", device, None, 4, tables)
-
-
-def equi_linear(x: Tensor, weight: Tensor, method: str = "auto", scalar_bias: Tensor | None = None, *,
-                tables: ConstantTables | None = None) -> Tensor:
+def equi_linear(x: Tensor, weight: Tensor, scalar_bias: Tensor | None = None) -> Tensor:
     """Pin(3,0,1)-equivariant linear map ``(..., in_ch, 16) -> (..., out_ch, 16)``.
 
     ``out[..., o, k] = sum_{i, b} weight[o, i, b] * sum_l B[b, k, l] x[..., i, l]`` with the
-    basis ``B`` of [`linear_basis`][] (GATr Prop. 2); ``weight (out_ch, in_ch, 9)``.
-    ``scalar_bias`` (``(out_ch,)`` or broadcastable to ``(..., out_ch)``) is added to the scalar
-    component.
-
-    ``method="fast"`` (``auto``) works component-major: one batched matmul applies each
-    component's grade weight (``16 in_ch out_ch`` multiply-adds per item), a second one the
-    ``e0`` maps on the 8 components that have one (``8 in_ch out_ch``), against ``256 in_ch
-    out_ch`` for a dense ``(in_ch*16, out_ch*16)`` matrix; no in-place writes, so the backward
-    pass copies nothing extra. ``method="dense"`` is the reference einsum with the ``(9, 16, 16)``
-    basis.
+    basis ``B`` of [`linear_basis`][geomlin.gatr.planes.linear_basis] (GATr Prop. 2);
+    [`planes.equi_linear`][geomlin.gatr.planes.equi_linear] does the work.
 
     Parameters
     ----------
@@ -208,133 +72,57 @@ def equi_linear(x: Tensor, weight: Tensor, method: str = "auto", scalar_bias: Te
         multivector channels, floating.
     weight : Tensor of shape (out_ch, in_ch, 9)
         coefficients of the basis maps.
-    method : str
-        ``"auto"`` / ``"fast"`` or ``"dense"`` (above).
     scalar_bias : Tensor of shape (out_ch,), optional
         added to the scalar component (or broadcastable to ``(..., out_ch)``).
-    tables : ConstantTables, optional
-        a module's [`tables`][] (``"gatr:linear"`` / ``"gatr:basis"``); ``None`` reads a
-        per-device cache.
 
     Returns
     -------
     Tensor of shape (..., out_ch, 16)
         in ``x``'s dtype and device.
     """
-    method = _check_method(method)
     _mv(x, "x", 2)
     check_tensor(weight, "weight", shape=(None, x.shape[-2], NUM_LINEAR_BASIS),
                  what=f"(out_channels, in_channels={x.shape[-2]}, {NUM_LINEAR_BASIS})")
+    lead, c_out = x.shape[:-2], weight.shape[0]
     if scalar_bias is not None:
-        check_tensor(scalar_bias, "scalar_bias", shape=(..., weight.shape[0]))
-    if method == "dense":
-        basis = _const("gatr:basis", x.device, x.dtype, tables=tables)
-        out = torch.einsum("oib,bkl,...il->...ok", weight.to(x.dtype), basis, x)
-        if scalar_bias is not None:
-            out = out + F.pad(scalar_bias.to(out.dtype)[..., None], (pga.SCALAR, pga.DIM - 1 - pga.SCALAR))
-        return out
-    grade_of, source, target, which = _plan_on(x.device, tables)
-    lead, c_in, c_out = x.shape[:-2], x.shape[-2], weight.shape[0]
-    weight = weight.to(x.dtype)
-    xt = x.reshape(-1, c_in, pga.DIM).permute(2, 0, 1).contiguous()  # (16, M, in)
-    m = xt.shape[1]
-    planes = torch.bmm(xt, weight[:, :, grade_of].permute(2, 1, 0))  # (16, M, out)
-    extra = torch.bmm(xt.index_select(0, source), weight[:, :, which].permute(2, 1, 0))  # (8, M, out)
-    if scalar_bias is not None:
-        sb = scalar_bias.to(x.dtype)
-        sb = sb.expand(*lead, c_out).reshape(1, m, c_out) if sb.ndim > 1 else sb.expand(1, m, c_out)
-        extra = torch.cat([extra, sb])
-        target = _targets_with_scalar_on(x.device, tables)
-    planes = planes.index_add(0, target, extra)
-    return planes.permute(1, 2, 0).reshape(*lead, c_out, pga.DIM)
+        check_tensor(scalar_bias, "scalar_bias", shape=(..., c_out))
+        if scalar_bias.ndim > 1:
+            scalar_bias = scalar_bias.expand(*lead, c_out).reshape(-1, c_out)
+    out = planes.equi_linear(planes.to_planes(x), weight, scalar_bias)
+    return planes.from_planes(out, lead).contiguous()
 
 
 # ---------------------------------------------------------------------- bilinear maps
-def geometric_product(x: Tensor, y: Tensor, method: str = "auto", *, tables: ConstantTables | None = None) -> Tensor:
-    """Geometric product of ``(..., 16)`` tensors (broadcasting).
+def geometric_product(x: Tensor, y: Tensor) -> Tensor:
+    """Geometric product ``x y``: ``(..., 16) x (..., 16) -> (..., 16)``, the leading axes broadcast.
 
-    ``fast``/``auto``: the complex-matrix product of
-    [`geomlin.algebra.pga.geometric_product`][] (under autocast in
-    float32 or float64, with autocast off: there is no complex bfloat16; half-precision inputs outside autocast use the sparse Cayley table); ``dense``: the ``16^3``
-    Cayley einsum.
-
-    Parameters
-    ----------
-    x, y : Tensor of shape (..., 16)
-        multivectors; the leading axes broadcast.
-    method : str
-        ``"auto"`` / ``"fast"`` or ``"dense"`` (above).
-    tables : ConstantTables, optional
-        a module's [`tables`][]; ``None`` reads a per-(device, dtype) cache.
-
-    Returns
-    -------
-    Tensor of shape (..., 16)
-        ``x y``, leading axes broadcast.
+    The complex 2x2 product of
+    [`geomlin.algebra.pga.geometric_product`][geomlin.algebra.pga.products.geometric_product].
+    Half-precision inputs are multiplied in float32 (there is no complex half precision): the
+    result is float32 under autocast and in the input's dtype otherwise.
     """
-    method = _check_method(method)
-    if method == "dense":
-        return pga.geometric_product(x, y, "dense", tables=tables)
-    if torch.is_autocast_enabled(x.device.type):
-        dtype = x.dtype if x.dtype in (torch.float32, torch.float64) else torch.float32
-        with torch.autocast(x.device.type, enabled=False):
-            return pga.geometric_product(x.to(dtype), y.to(dtype), "matrix", tables=tables)
-    return pga.geometric_product(x, y, "auto", tables=tables)
+    return pga.geometric_product(x, y)
 
 
-def outer_product(x: Tensor, y: Tensor, method: str = "auto", *, tables: ConstantTables | None = None) -> Tensor:
-    """Outer (wedge) product ``x ^ y`` of ``(..., 16)`` tensors (81 of 256 pairs; ``dense``: einsum).
-
-    Parameters
-    ----------
-    x, y : Tensor of shape (..., 16)
-        multivectors; the leading axes broadcast.
-    method : str
-        ``"auto"`` / ``"fast"`` or ``"dense"``.
-    tables : ConstantTables, optional
-        a module's [`tables`][]; ``None`` reads a per-(device, dtype) cache.
-
-    Returns
-    -------
-    Tensor of shape (..., 16)
-        ``x ^ y``.
-    """
-    method = _check_method(method)
-    return pga.outer_product(x, y, "dense" if method == "dense" else "sparse", tables=tables)
+def outer_product(x: Tensor, y: Tensor) -> Tensor:
+    """Outer (wedge) product ``x ^ y``: ``(..., 16) x (..., 16) -> (..., 16)``, the leading axes
+    broadcast (81 of 256 pairs,
+    [`geomlin.algebra.pga.outer_product`][geomlin.algebra.pga.products.outer_product])."""
+    return pga.outer_product(x, y)
 
 
-def join(x: Tensor, y: Tensor, method: str = "auto", *, tables: ConstantTables | None = None) -> Tensor:
-    """Join ``x v y = J(J(x) ^ J(y))`` of ``(..., 16)`` tensors ([`geomlin.algebra.pga.join`][]).
+def join(x: Tensor, y: Tensor) -> Tensor:
+    """Join ``x v y = J(J(x) ^ J(y))``: ``(..., 16) x (..., 16) -> (..., 16)``, the leading axes
+    broadcast ([`geomlin.algebra.pga.join`][geomlin.algebra.pga.products.join]).
 
     Equivariant only up to sign: odd versors flip it. [`equivariant_join`][] fixes that.
-
-    Parameters
-    ----------
-    x, y : Tensor of shape (..., 16)
-        multivectors; the leading axes broadcast.
-    method : str
-        ``"auto"`` / ``"fast"`` or ``"dense"``.
-    tables : ConstantTables, optional
-        a module's [`tables`][]; ``None`` reads a per-(device, dtype) cache.
-
-    Returns
-    -------
-    Tensor of shape (..., 16)
-        ``x v y``.
     """
-    method = _check_method(method)
-    return pga.join(x, y, "dense" if method == "dense" else "sparse", tables=tables)
+    return pga.join(x, y)
 
 
-def equivariant_join(x: Tensor, y: Tensor, reference: Tensor, method: str = "auto", *,
-                     tables: ConstantTables | None = None) -> Tensor:
-    """``<reference>_{e123} * (x v y)``: the join made Pin(3,0,1)-equivariant (GATr eq. 4).
-
-    The join flips sign under odd versors, and so does the ``e123`` component of a reference that
-    transforms with the data (for a point it is the homogeneous weight, ``-1`` after a
-    reflection), so the product is equivariant. This is the reference GATr's choice; the
-    pseudoscalar ``e0123`` would flip too but vanishes for point clouds (it would switch the
-    join off).
+def equivariant_join(x: Tensor, y: Tensor, reference: Tensor) -> Tensor:
+    """``<reference>_{e123} * (x v y)``: the join made Pin(3,0,1)-equivariant (GATr eq. 4,
+    [`planes.equivariant_join`][geomlin.gatr.planes.equivariant_join]).
 
     Parameters
     ----------
@@ -342,34 +130,28 @@ def equivariant_join(x: Tensor, y: Tensor, reference: Tensor, method: str = "aut
         multivectors; the leading axes broadcast.
     reference : Tensor of shape (..., 16)
         broadcastable against ``x`` and ``y`` (e.g. [`join_reference`][] of the input).
-    method : str
-        ``"auto"`` / ``"fast"`` or ``"dense"``.
-    tables : ConstantTables, optional
-        a module's [`tables`][]; ``None`` reads a per-(device, dtype) cache.
 
     Returns
     -------
     Tensor of shape (..., 16)
         ``<reference>_{e123} (x v y)``.
     """
+    _mv(x, "x")
+    _mv(y, "y")
     _mv(reference, "reference")
-    return reference[..., pga.E123:pga.E123 + 1] * join(x, y, method, tables=tables)
+    (a, b, r), shape = _planes_of(x, y.to(x.dtype), reference.to(x.dtype))
+    return _rows(planes.equivariant_join(a, b, r[pga.E123]), shape)
 
 
 # ---------------------------------------------------------------------- invariants and norms
-def inner_product(x: Tensor, y: Tensor, *, tables: ConstantTables | None = None) -> Tensor:
-    """Invariant inner product ``<~x y>_0`` on the 8 components without ``e0``: ``(..., 16) -> (..., 1)``.
-
-    In G(3,0,1) every e0-free blade squares (with reversion) to ``+1``, so this is a plain
-    dot product over [`geomlin.algebra.pga.NONDEGENERATE`][] (a masked sum,
-    no gather).
+def inner_product(x: Tensor, y: Tensor) -> Tensor:
+    """Invariant inner product ``<~x y>_0`` on the 8 components without ``e0``: ``(..., 16) -> (..., 1)``
+    ([`planes.inner_product`][geomlin.gatr.planes.inner_product]).
 
     Parameters
     ----------
     x, y : Tensor of shape (..., 16)
         multivectors; the leading axes broadcast.
-    tables : ConstantTables, optional
-        a module's [`tables`][]; ``None`` reads a per-(device, dtype) cache.
 
     Returns
     -------
@@ -378,36 +160,19 @@ def inner_product(x: Tensor, y: Tensor, *, tables: ConstantTables | None = None)
     """
     _mv(x, "x")
     _mv(y, "y")
-    xy = x * y
-    return xy @ _const("gatr:nondegenerate", x.device, xy.dtype, tables=tables)[:, None]
+    (a, b), shape = _planes_of(x, y.to(x.dtype))
+    return planes.inner_product(a, b).reshape(*shape[:-1], 1)
 
 
-def norm_squared(x: Tensor, *, tables: ConstantTables | None = None) -> Tensor:
-    """``inner_product(x, x)``, ``(..., 16) -> (..., 1)``.
-
-    Parameters
-    ----------
-    x : Tensor of shape (..., 16)
-        multivectors.
-    tables : ConstantTables, optional
-        a module's [`tables`][]; ``None`` reads a per-(device, dtype) cache.
-
-    Returns
-    -------
-    Tensor of shape (..., 1)
-        the squared norm, invariant.
-    """
-    return inner_product(x, x, tables=tables)
+def norm_squared(x: Tensor) -> Tensor:
+    """The invariant squared norm ``inner_product(x, x)``: ``(..., 16) -> (..., 1)``."""
+    return inner_product(x, x)
 
 
-def equi_layer_norm(x: Tensor, channel_dim: int = -2, eps: float = LAYER_NORM_EPS, *,
-                    tables: ConstantTables | None = None) -> Tensor:
-    """Equivariant layer norm (GATr eq. 5): ``x / sqrt(max(mean_channels <x, x>, eps))``.
-
-    ``x (..., channels, 16)``; the mean runs over ``channel_dim``. The clamp from below (not an
-    added ``eps``) is the reference's: components with ``e0`` do not enter the norm, so a
-    multivector can be large with a tiny norm. Half-precision inputs are normalised in float32
-    (autocast off) and returned in their own dtype.
+def equi_layer_norm(x: Tensor, channel_dim: int = -2, eps: float = LAYER_NORM_EPS) -> Tensor:
+    """Equivariant layer norm (GATr eq. 5): ``x / sqrt(max(mean_channels <x, x>, eps))``
+    ([`planes.equi_layer_norm`][geomlin.gatr.planes.equi_layer_norm]: computed in float32 at least;
+    the result in that precision under autocast and in ``x``'s dtype otherwise).
 
     Parameters
     ----------
@@ -417,29 +182,22 @@ def equi_layer_norm(x: Tensor, channel_dim: int = -2, eps: float = LAYER_NORM_EP
         the axis the mean runs over.
     eps : float
         lower clamp of the mean squared norm.
-    tables : ConstantTables, optional
-        a module's [`tables`][]; ``None`` reads a per-(device, dtype) cache.
 
     Returns
     -------
     Tensor of shape (..., channels, 16)
-        ``x`` normalised, in its own dtype.
+        ``x`` normalised.
     """
     _mv(x, "x", 2)
     eps = check_float(eps, "eps", minimum=0.0)
-    with torch.autocast(x.device.type, enabled=False):
-        wide = _at_least_float32(x)
-        sq = norm_squared(wide, tables=tables)  # (..., channels, 1)
-        return (wide / sq.mean(dim=channel_dim, keepdim=True).clamp_min(eps).sqrt()).to(x.dtype)
-
-
-def _at_least_float32(x: Tensor) -> Tensor:
-    """``x`` in float32 when it is in a half precision (sums of squares lose digits or overflow there)."""
-    return x.float() if x.dtype in (torch.float16, torch.bfloat16) else x
+    moved = x.movedim(channel_dim, -2)
+    out = planes.equi_layer_norm(planes.to_planes(moved), eps)
+    return planes.from_planes(out, moved.shape[:-2]).movedim(-2, channel_dim).contiguous()
 
 
 def scalar_gated_gelu(x: Tensor, gates: Tensor | None = None, approximate: str = "tanh") -> Tensor:
-    """Scalar-gated GELU: ``x * gelu(gates)`` with ``gates = <x>_0 (..., 1)`` by default.
+    """Scalar-gated GELU: ``x * gelu(gates)`` with ``gates = <x>_0 (..., 1)`` by default
+    ([`planes.scalar_gated_gelu`][geomlin.gatr.planes.scalar_gated_gelu]).
 
     Parameters
     ----------
@@ -456,17 +214,16 @@ def scalar_gated_gelu(x: Tensor, gates: Tensor | None = None, approximate: str =
         ``x * gelu(gates)``.
     """
     _mv(x, "x")
-    check_choice(approximate, "approximate", ("tanh", "none"))
     if gates is not None:
-        check_tensor(gates, "gates", shape=(..., 1))
-    if gates is None:
-        gates = x[..., pga.SCALAR:pga.SCALAR + 1]
-    return x * F.gelu(gates, approximate=approximate)
+        check_tensor(gates, "gates", shape=(*x.shape[:-1], 1))
+        gates = gates.reshape(-1, 1)
+    (p,), shape = _planes_of(x)
+    return _rows(planes.scalar_gated_gelu(p, gates, approximate), shape)
 
 
-def grade_dropout(x: Tensor, p: float, training: bool = True, generator: torch.Generator | None = None, *,
-                  tables: ConstantTables | None = None) -> Tensor:
-    """Dropout that zeroes whole grades: one Bernoulli draw per ``(..., grade)``; ``(..., 16)``.
+def grade_dropout(x: Tensor, p: float, training: bool = True, generator: torch.Generator | None = None) -> Tensor:
+    """Dropout that zeroes whole grades: one Bernoulli draw per ``(..., grade)``; ``(..., 16)``
+    ([`planes.grade_dropout`][geomlin.gatr.planes.grade_dropout]).
 
     Survivors are scaled by ``1 / (1 - p)``. Equivariant for each fixed draw, since the
     Pin action preserves grades.
@@ -481,8 +238,6 @@ def grade_dropout(x: Tensor, p: float, training: bool = True, generator: torch.G
         apply the dropout (``False``: return ``x`` unchanged).
     generator : torch.Generator, optional
         the random generator of the draws, on ``x``'s device.
-    tables : ConstantTables, optional
-        a module's [`tables`][]; ``None`` reads a per-(device, dtype) cache.
 
     Returns
     -------
@@ -493,30 +248,14 @@ def grade_dropout(x: Tensor, p: float, training: bool = True, generator: torch.G
     p = check_float(p, "dropout probability", minimum=0.0, maximum=1.0, strict_maximum=True)
     if not training or p == 0.0:
         return x
-    keep = torch.rand(*x.shape[:-1], 5, dtype=x.dtype, device=x.device, generator=generator) >= p
-    grade_of = _grade_index_on(x.device, tables)
-    return x * keep[..., grade_of].to(x.dtype) / (1.0 - p)
-
-
-def _grade_index_on(device, tables: ConstantTables | None = None) -> Tensor:
-    return _const("gatr:grades", device, tables=tables)
+    (xp,), shape = _planes_of(x)
+    return _rows(planes.grade_dropout(xp, p, generator), shape)
 
 
 # ---------------------------------------------------------------------- attention
-#: The 4 trivector components a point lives on, homogeneous weight first.
-TRIVECTOR_WEIGHT = pga.E123
-TRIVECTOR_POSITION = pga.POINT_COMPONENTS
-
-
 def distance_features(x: Tensor, role: str, eps: float | None = DISTANCE_EPS) -> Tensor:
-    """Distance-aware attention features of ``x (..., 16) -> (..., 5)`` (GATr sec. 3.3).
-
-    With ``w = <x>_{e123}``, ``p`` the ``e0ij`` components of the trivector and both scaled by the
-    reference's normaliser ``w / (w^2 + eps)`` (``eps=None``: unscaled),
-    ``distance_features(q, "query") . distance_features(k, "key") = -|w_k p_q - w_q p_k|^2``,
-    which is minus the squared Euclidean distance of two points (up to ``(1 + eps)^-4`` for unit
-    weights). The product is Pin(3,0,1)-invariant, though the two factors are not; the
-    normaliser is even in the trivector, so reflections (which negate it) leave it unchanged.
+    """Distance-aware attention features of ``x (..., 16) -> (..., 5)`` (GATr sec. 3.3):
+    [`planes.distance_features`][geomlin.gatr.planes.distance_features] with the component axis last.
 
     Parameters
     ----------
@@ -525,7 +264,7 @@ def distance_features(x: Tensor, role: str, eps: float | None = DISTANCE_EPS) ->
     role : str
         ``"query"`` or ``"key"``.
     eps : float or None
-        ``eps`` of the normaliser; ``None`` leaves the features unscaled.
+        ``eps`` of the normaliser ``w / (w^2 + eps)``; ``None`` leaves the features unscaled.
 
     Returns
     -------
@@ -533,52 +272,15 @@ def distance_features(x: Tensor, role: str, eps: float | None = DISTANCE_EPS) ->
         the features of ``x`` in its role.
     """
     _mv(x, "x")
-    if eps is not None:
-        eps = check_float(eps, "eps", minimum=0.0)
-    if role not in ("query", "key"):
-        raise ValueError(f"role must be 'query' or 'key', got {role!r}")
-    # squared distances come from differences of large terms: computed in float32 at least
-    with torch.autocast(x.device.type, enabled=False):
-        x = _at_least_float32(x)
-        w = x[..., TRIVECTOR_WEIGHT:TRIVECTOR_WEIGHT + 1]
-        p = x.index_select(-1, _const("gatr:attention", x.device, index=2))
-        if eps is not None:
-            scale = w / (w * w + eps)
-            w, p = w * scale, p * scale
-        pp = (p * p).sum(-1, keepdim=True)
-        if role == "query":
-            return torch.cat([pp, w * w, w * p], -1)
-        return torch.cat([-(w * w), -pp, 2.0 * w * p], -1)
-
-
-def _head_width(qk: int, v: int) -> int:
-    width = max(qk, v)
-    return -(-width // HEAD_DIM_MULTIPLE) * HEAD_DIM_MULTIPLE
-
-
-def _pad(parts: list[Tensor], width: int) -> Tensor:
-    """Concatenate ``parts`` on the last axis and zero-pad to ``width`` in the same copy."""
-    have = sum(p.shape[-1] for p in parts)
-    if have < width:
-        parts = parts + [parts[0].new_zeros(*parts[0].shape[:-1], width - have)]
-    return torch.cat(parts, -1) if len(parts) > 1 else parts[0]
+    return planes.distance_features(x.movedim(-1, 0), role, eps).movedim(0, -1)
 
 
 def attention_features(q_mv: Tensor, k_mv: Tensor, v_mv: Tensor, q_s: Tensor | None = None,
                        k_s: Tensor | None = None, v_s: Tensor | None = None, use_distance: bool = True,
                        distance_weights: Tensor | None = None, eps: float | None = DISTANCE_EPS
                        ) -> tuple[Tensor, Tensor, Tensor, float]:
-    """Queries, keys and values of [`geometric_attention`][] as flat features of one width.
-
-    ``q_mv, k_mv (..., channels, 16)`` (any leading layout), ``v_mv (..., v_channels, 16)``,
-    scalars ``(..., s_channels)``; ``distance_weights`` broadcastable to ``q_mv.shape[:-1]`` (one
-    non-negative weight per query channel, the reference's ``exp(log_weights)``).
-
-    Features per multivector channel: the 7 inner-product components
-    ([`ATTENTION_IP_COMPONENTS`][]) and the 5 [`distance_features`][] (8 components, the full
-    inner product, with ``use_distance=False``); then the scalars. Queries, keys and values are
-    zero-padded to one width (a multiple of [`HEAD_DIM_MULTIPLE`][]), so PyTorch's fused
-    attention kernels apply.
+    """Queries, keys and values of [`geometric_attention`][] as flat features of one width:
+    [`planes.attention_features`][geomlin.gatr.planes.attention_features] with the component axis last.
 
     Parameters
     ----------
@@ -606,95 +308,8 @@ def attention_features(q_mv: Tensor, k_mv: Tensor, v_mv: Tensor, q_s: Tensor | N
         _mv(t, name, 2)
     if q_mv.shape[-2] != k_mv.shape[-2]:
         raise ValueError(f"q_mv and k_mv must have the same channels, got {tuple(q_mv.shape)} and {tuple(k_mv.shape)}")
-    if (q_s is None) != (k_s is None):
-        raise ValueError("give scalar queries and keys together (q_s and k_s), or neither")
-    idx = _const("gatr:attention", q_mv.device, index=0 if use_distance else 1)
-    qf, kf = [q_mv.index_select(-1, idx).flatten(-2)], [k_mv.index_select(-1, idx).flatten(-2)]
-    if use_distance:
-        qd = distance_features(q_mv, "query", eps)
-        if distance_weights is not None:
-            qd = qd * distance_weights[..., None].to(qd.dtype)
-        qf.append(qd.flatten(-2))
-        kf.append(distance_features(k_mv, "key", eps).flatten(-2))
-    if q_s is not None and q_s.shape[-1]:
-        qf.append(q_s)
-        kf.append(k_s)
-    vf = [v_mv.flatten(-2)]
-    if v_s is not None and v_s.shape[-1]:
-        vf.append(v_s)
-    n_qk = sum(f.shape[-1] for f in qf)
-    n_v = sum(f.shape[-1] for f in vf)
-    width = _head_width(n_qk, n_v)
-    dtype = functools.reduce(torch.promote_types, [f.dtype for f in qf + kf + vf])
-    q = _pad([f.to(dtype) for f in qf], width)
-    k = _pad([f.to(dtype) for f in kf], width)
-    v = _pad([f.to(dtype) for f in vf], width)
-    return q, k, v, 1.0 / math.sqrt(n_qk)
-
-
-def _split_values(out: Tensor, v_channels: int, v_s_channels: int) -> tuple[Tensor, Tensor | None]:
-    n_mv = v_channels * pga.DIM
-    mv = out[..., :n_mv].unflatten(-1, (v_channels, pga.DIM))
-    s = out[..., n_mv:n_mv + v_s_channels] if v_s_channels else None
-    return mv, s
-
-
-def geometric_attention_items_first(q_mv: Tensor, k_mv: Tensor, v_mv: Tensor, q_s: Tensor | None = None,
-                                    k_s: Tensor | None = None, v_s: Tensor | None = None,
-                                    layout: SetLayout | None = None, use_distance: bool = True,
-                                    distance_weights: Tensor | None = None, eps: float | None = DISTANCE_EPS
-                                    ) -> tuple[Tensor, Tensor | None]:
-    """[`geometric_attention`][] in the items-first layout the layers use (no transposes).
-
-    ``q_mv (..., items, heads, channels, 16)``; ``k_mv, v_mv (..., key_items, kv_heads, ...)`` with
-    ``kv_heads`` 1 (multi-query) or ``heads`` and ``key_items`` any number (cross-attention when it
-    differs from ``items``; the leading axes broadcast); scalars ``(..., items, heads, s_channels)``;
-    ``layout`` from [`set_layout`][] (``None``: every query attends to
-    every key of its leading index; a padded layout's mask covers the keys).
-
-    Parameters
-    ----------
-    q_mv : Tensor of shape (..., items, heads, channels, 16)
-        query multivectors.
-    k_mv, v_mv : Tensor of shape (..., key_items, kv_heads, channels, 16)
-        key and value multivectors (values may have their own channel count).
-    q_s, k_s, v_s : Tensor, optional
-        scalar channels ``(..., items, heads, s_channels)`` (keys and values: ``key_items``,
-        ``kv_heads``).
-    layout : SetLayout, optional
-        the attention plan from [`set_layout`][].
-    use_distance : bool
-        distance-aware features.
-    distance_weights : Tensor, optional
-        per-head, per-channel weights of the distance features.
-    eps : float or None
-        ``eps`` of [`distance_features`][].
-
-    Returns
-    -------
-    mv : Tensor of shape (..., items, heads, v_channels, 16)
-        attended multivectors.
-    scalars : Tensor of shape (..., items, heads, v_s_channels) or None
-        attended scalars (``None`` without value scalars).
-    """
-    if k_mv.shape[-4] != v_mv.shape[-4]:
-        raise ValueError(f"k_mv and v_mv must have the same number of items, got shapes {tuple(k_mv.shape)} "
-                         f"and {tuple(v_mv.shape)}")
-    cross = q_mv.shape[-4] != k_mv.shape[-4]
-    if cross and layout is not None and layout.kind != "padded":
-        raise ValueError(f"cross-attention ({q_mv.shape[-4]} queries over {k_mv.shape[-4]} keys) needs layout None "
-                         "or a padded key mask; a flat (batch-vector) layout pairs each query with keys of its own set")
-    q, k, v, scale = attention_features(q_mv, k_mv, v_mv, q_s, k_s, v_s, use_distance, distance_weights, eps)
-    try:
-        lead = torch.broadcast_shapes(q.shape[:-3], k.shape[:-3], v.shape[:-3])
-    except RuntimeError as err:
-        raise ValueError(f"the leading axes of q_mv {tuple(q_mv.shape[:-4])}, k_mv {tuple(k_mv.shape[:-4])} and "
-                         f"v_mv {tuple(v_mv.shape[:-4])} do not broadcast") from err
-    n = q.shape[-3]
-    q, k, v = (t.expand(*lead, *t.shape[-3:]).reshape(-1, *t.shape[-3:]) for t in (q, k, v))
-    out = attend(q, k, v, layout, scale)
-    out = out.reshape(*lead, n, out.shape[-2], out.shape[-1])
-    return _split_values(out, v_mv.shape[-2], 0 if v_s is None else v_s.shape[-1])
+    return planes.attention_features(q_mv.movedim(-1, 0), k_mv.movedim(-1, 0), v_mv.movedim(-1, 0), q_s, k_s, v_s,
+                                     use_distance, distance_weights, eps)
 
 
 def geometric_attention(q_mv: Tensor, k_mv: Tensor, v_mv: Tensor,
@@ -711,19 +326,22 @@ def geometric_attention(q_mv: Tensor, k_mv: Tensor, v_mv: Tensor,
     k_mv, v_mv : Tensor
         ``(..., kv_heads, key_items, channels, 16)``, ``kv_heads`` 1 (multi-query, the
         reference's default) or ``heads``; ``key_items`` may differ from ``items``
-        (cross-attention: every query attends to the keys).
+        (cross-attention: every query attends to the keys). Values may have their own channel
+        count; the leading axes broadcast.
     q_s, k_s, v_s : Tensor, optional
         scalar channels ``(..., heads or kv_heads, items, s_channels)``.
     attn_mask : Tensor | SetLayout | None
         ``None``; a boolean tensor broadcastable to ``(..., heads, items, key_items)``
         (``True`` = attend; a float mask is refused: it would read as an additive bias); or a
-        [`SetLayout`][] (padding mask or PyG batch vector, no dense
-        ``items x items`` mask).
+        [`SetLayout`][] (padding mask or PyG batch vector over the items, no
+        ``items x items`` mask; cross-attention takes only a padded key mask).
     use_distance : bool
         add the distance-aware trivector features.
     distance_weights : Tensor | None
         ``(heads, channels)``-broadcastable non-negative weights of the distance
         features per query channel (the reference's ``exp(log_weights)``).
+    eps : float or None
+        ``eps`` of [`distance_features`][].
 
     Returns
     -------
@@ -739,20 +357,30 @@ def geometric_attention(q_mv: Tensor, k_mv: Tensor, v_mv: Tensor,
         _mv(t, name, 4)
     if not (attn_mask is None or isinstance(attn_mask, (Tensor, SetLayout))):
         raise TypeError(f"attn_mask must be a bool tensor or a SetLayout, got {type(attn_mask).__name__}")
+    if k_mv.shape[-3] != v_mv.shape[-3]:
+        raise ValueError(f"k_mv and v_mv must have the same number of items, got shapes {tuple(k_mv.shape)} "
+                         f"and {tuple(v_mv.shape)}")
+    cross = q_mv.shape[-3] != k_mv.shape[-3]
+    if cross and isinstance(attn_mask, SetLayout) and attn_mask.kind != "padded":
+        raise ValueError(f"cross-attention ({q_mv.shape[-3]} queries over {k_mv.shape[-3]} keys) needs a padded "
+                         "key mask; a flat (batch-vector) layout pairs each query with keys of its own set")
+    weights = None if distance_weights is None else distance_weights[..., None, :]  # over the items
+    q, k, v, scale = attention_features(q_mv, k_mv, v_mv, q_s, k_s, v_s, use_distance, weights, eps)
+    # items first, (..., items, heads, width): the layout of geomlin.gatr.attention
+    q, k, v = (t.transpose(-2, -3) for t in (q, k, v))
     if isinstance(attn_mask, Tensor):
         check_mask(attn_mask, "attn_mask")
-        q, k, v, scale = attention_features(
-            q_mv, k_mv, v_mv, q_s, k_s, v_s, use_distance,
-            None if distance_weights is None else distance_weights[..., None, :], eps)
-        out = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, scale=scale,
-                                             enable_gqa=k.shape[-3] != q.shape[-3])
-        return _split_values(out, v_mv.shape[-2], 0 if v_s is None else v_s.shape[-1])
-
-    mv, s = geometric_attention_items_first(
-        q_mv.movedim(-3, -4), k_mv.movedim(-3, -4), v_mv.movedim(-3, -4),
-        None if q_s is None else q_s.movedim(-2, -3), None if k_s is None else k_s.movedim(-2, -3),
-        None if v_s is None else v_s.movedim(-2, -3), attn_mask, use_distance, distance_weights, eps)
-    return mv.movedim(-4, -3), (None if s is None else s.movedim(-3, -2))
+        out = attend_masked(q, k, v, attn_mask, scale)
+    else:
+        try:
+            lead = torch.broadcast_shapes(q.shape[:-3], k.shape[:-3], v.shape[:-3])
+        except RuntimeError as err:
+            raise ValueError(f"the leading axes of q_mv {tuple(q_mv.shape[:-4])}, k_mv {tuple(k_mv.shape[:-4])} "
+                             f"and v_mv {tuple(v_mv.shape[:-4])} do not broadcast") from err
+        flat = [t.expand(*lead, *t.shape[-3:]).reshape(-1, *t.shape[-3:]) for t in (q, k, v)]
+        out = attend(*flat, attn_mask, scale).reshape(*lead, *q.shape[-3:-1], -1)
+    mv, s = planes.attention_values(out.transpose(-2, -3), v_mv.shape[-2], 0 if v_s is None else v_s.shape[-1])
+    return mv.movedim(0, -1), s
 
 
 # ---------------------------------------------------------------------- join reference
@@ -833,9 +461,8 @@ def canonical_reference(dtype: torch.dtype = torch.float32, device=None) -> Tens
 
 
 __all__ = [
-    "ATTENTION_IP_COMPONENTS", "DISTANCE_EPS", "LAYER_NORM_EPS", "METHODS", "NUM_LINEAR_BASIS", "SetLayout",
-    "attention_features", "attention_mask", "canonical_reference", "distance_features", "equi_layer_norm",
-    "equi_linear", "equivariant_join", "geometric_attention", "geometric_attention_items_first",
-    "geometric_product", "grade_dropout", "inner_product", "join", "join_reference", "linear_basis",
-    "norm_squared", "outer_product", "reference_basis_norms", "scalar_gated_gelu", "set_layout",
+    "SetLayout", "attention_features", "attention_mask", "canonical_reference", "distance_features",
+    "equi_layer_norm", "equi_linear", "equivariant_join", "geometric_attention", "geometric_product",
+    "grade_dropout", "inner_product", "join", "join_reference", "norm_squared", "outer_product",
+    "scalar_gated_gelu", "set_layout",
 ]

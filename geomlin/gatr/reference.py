@@ -10,7 +10,7 @@ and join. A reference ``state_dict`` therefore loads without retraining:
 What maps, parameter by parameter (``convert_reference_state_dict``):
 
 * ``EquiLinear``: ``weight`` is divided by the reference's basis norms (its basis maps are
-  normalised, geomlin's are not: [`reference_basis_norms`][geomlin.gatr.primitives.reference_basis_norms]);
+  normalised, geomlin's are not: [`reference_basis_norms`][geomlin.gatr.planes.reference_basis_norms]);
   ``s2mvs`` -> ``s_to_mv`` / ``bias_mv`` (or ``bias`` -> ``bias_mv`` without scalar inputs),
   ``mvs2s`` -> ``mv_to_s`` / ``bias_s``, ``s2s`` -> ``s_to_s``;
 * attention: ``q_linear``, ``k_linear``, ``v_linear`` (or the multi-head ``in_linear``) are
@@ -37,7 +37,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from geomlin.gatr import primitives as P
+from geomlin.gatr import planes
 from geomlin.validation import check_bool, check_positive_int
 
 #: Reference attention options geomlin cannot reproduce, with the value that is compatible.
@@ -95,7 +95,7 @@ def convert_reference_state_dict(state_dict: dict, num_heads: int, multi_query: 
     num_heads = check_positive_int(num_heads, "num_heads")
     check_bool(multi_query, "multi_query")
     # the reference divides each basis map by its norm in float32, whatever the model's dtype
-    basis = P.linear_basis(torch.float32)
+    basis = planes.linear_basis(torch.float32)
     norms = (basis / torch.linalg.norm(basis, dim=(1, 2), keepdim=True)).abs().amax(dim=(1, 2)).double()
     out: dict = {}
 
@@ -215,7 +215,7 @@ def gatr_from_reference(module, **kwargs):
 
     Sizes, heads and attention settings are read from ``module``; its parameters are converted
     by [`convert_reference_state_dict`][]. ``kwargs`` go to the ``GATr`` constructor
-    (``method``, ``attention_method``, ``checkpoint``). The result is in ``module``'s dtype.
+    (``attention_method``, ``checkpoint``). The result is in ``module``'s dtype.
     """
     from geomlin.gatr.model import GATr
 

@@ -7,6 +7,9 @@
 * [`GauntPotential`][] — an interatomic potential from Gaunt convolutions and many-body
   Gaunt powers ([`geomlin.gaunt`][]);
 * [`VNPointNetClassifier`][] — an E(3)-invariant vector-neuron point-cloud classifier;
+* [`GATrClassifier`][], [`GATrDynamics`][] — GATr on embedded coordinates for point-cloud
+  classification and n-body dynamics, exact under reflections by averaging both orientations;
+* [`MLPDynamics`][] — the non-equivariant n-body baseline;
 * [`Ponita`][] (+ [`PonitaPotential`][], [`PonitaDynamics`][]) — SE(3) weight sharing in
   position-orientation space (Bekkers et al. 2024), in point-cloud and fiber-bundle mode;
 * [`geomlin.models.graphs`][] — the edges of a batch, built once at the data boundary
@@ -17,6 +20,7 @@
 """
 
 from geomlin.models.egnn import EGNNDynamics, EGNNLayer, EGNNPotential, gaussian_rbf
+from geomlin.models.gatr_models import GATrClassifier, GATrDynamics
 from geomlin.models.gaunt_potential import GauntPotential
 from geomlin.models.graphs import (
     count_graphs,
@@ -28,6 +32,7 @@ from geomlin.models.graphs import (
     scatter_sum,
 )
 from geomlin.models.md import EnergyAndForces, velocity_verlet_step
+from geomlin.models.mlp_dynamics import MLPDynamics
 from geomlin.models.pointnet import PointNet, VNPointNetClassifier, masked_max_pool, scatter_max_pool
 from geomlin.models.ponita import Ponita, PonitaDynamics, PonitaPotential
 from geomlin.models.ponita_grid import grid_symmetries, orientation_grid
@@ -37,7 +42,10 @@ __all__ = [
            "EGNNLayer",
            "EGNNPotential",
            "EnergyAndForces",
+           "GATrClassifier",
+           "GATrDynamics",
            "GauntPotential",
+           "MLPDynamics",
            "PointNet",
            "Ponita",
            "PonitaDynamics",

@@ -1,4 +1,5 @@
-"""G(3,0,1): constants, the fast product against the Cayley table, embed/extract pairs, E(3) motions."""
+"""G(3,0,1): constants, the fast products against brute-force blade algebra (tests/gatr/pga_oracle.py),
+embed/extract pairs (the reference GATr's interface tests, formulas written out), E(3) motions."""
 
 import math
 
@@ -7,6 +8,7 @@ import torch
 
 from geomlin.algebra import pga
 from geomlin.groups import E3, SE3, transform_positions, transform_vectors
+from tests.gatr import pga_oracle as O
 
 DT = torch.float64
 
@@ -19,24 +21,30 @@ def test_basis_order_and_constants():
     assert pga.GRADE_SLICES[2] == slice(5, 11)
 
 
-@pytest.mark.parametrize("dtype,tol", [(torch.float64, 1e-12), (torch.float32, 1e-4)])
-def test_fast_product_matches_cayley_table(dtype, tol):
+@pytest.mark.parametrize("dtype,tol", [(torch.float64, 1e-12), (torch.float32, 1e-4), (torch.bfloat16, 3e-2)])
+def test_fast_products_match_brute_force_blade_algebra(dtype, tol):
     x = torch.randn(7, 3, 16, dtype=dtype)
     y = torch.randn(7, 3, 16, dtype=dtype)
-    want = pga.PGA.geometric_product(x.double(), y.double(), method="dense")
-    for method in ("matrix", "sparse", "dense"):
-        got = pga.geometric_product(x, y, method)
-        assert got.dtype == dtype
-        torch.testing.assert_close(got.double(), want, rtol=tol, atol=tol)
+    unit = torch.eye(16, dtype=DT)[pga.E123]
+    for got, want in ((pga.geometric_product(x, y), O.product(x.double(), y.double())),
+                      (pga.join(x, y), O.reference_join(x.double(), y.double(), unit)),
+                      (pga.outer_product(x, y), O.product(x.double(), y.double(), "outer"))):
+        assert got.dtype == dtype  # half precision is multiplied in float32 and comes back in its dtype
+        torch.testing.assert_close(got.double(), want, rtol=tol, atol=tol * want.abs().max().item())
     # broadcasting a single multivector against a batch
-    torch.testing.assert_close(pga.geometric_product(x[0, 0], y),
-                               pga.PGA.geometric_product(x[0, 0].expand_as(y), y, "dense"), rtol=tol, atol=tol)
+    torch.testing.assert_close(pga.geometric_product(x[0, 0], y).double(),
+                               O.product(x[0, 0].double().expand_as(y), y.double()), rtol=tol, atol=tol * 10)
+    # the component-major kernels, over several column chunks
+    a, b = torch.randn(2, 16, 2 * pga.CHUNK_COLUMNS + 3, dtype=DT)
+    torch.testing.assert_close(pga.geometric_product_columns(a, b), O.product(a.T, b.T).T, rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(pga.join_columns(a, b), O.reference_join(a.T, b.T, unit).T, rtol=1e-12, atol=1e-12)
 
 
 def test_fast_product_gradients():
     x = torch.randn(3, 16, dtype=DT, requires_grad=True)
     y = torch.randn(3, 16, dtype=DT, requires_grad=True)
-    assert torch.autograd.gradcheck(lambda a, b: pga.geometric_product(a, b, "matrix"), (x, y))
+    assert torch.autograd.gradcheck(pga.geometric_product, (x, y))
+    assert torch.autograd.gradcheck(pga.join, (x, y))
 
 
 def test_point_plane_scalar_roundtrips():
@@ -101,7 +109,7 @@ def test_rotation_translation_reflection():
     p = torch.randn(6, 3, dtype=DT)
     rotated = pga.extract_point(pga.sandwich(pga.embed_rotation(q), pga.embed_point(p)))
     torch.testing.assert_close(rotated, (quaternion_matrix(q) @ p[..., None])[..., 0])
-    torch.testing.assert_close(pga.extract_rotation(pga.embed_rotation(q)) * q[:, :1].sign(), q * q[:, :1].sign())
+    torch.testing.assert_close(pga.extract_rotation(pga.embed_rotation(q)), q)
     t = torch.randn(6, 3, dtype=DT)
     T = pga.embed_translation(t)
     torch.testing.assert_close(pga.extract_point(pga.sandwich(T, pga.embed_point(p))), p + t)
@@ -151,7 +159,7 @@ def test_sandwich_matrix_path_equals_batched_path():
 
 def test_bad_inputs():
     with pytest.raises(ValueError, match="last dimension 16"):
-        pga.geometric_product(torch.zeros(4, 15), torch.zeros(4, 16), "matrix")
+        pga.geometric_product(torch.zeros(4, 15), torch.zeros(4, 16))
     with pytest.raises(ValueError, match="last dimension 3"):
         pga.embed_point(torch.zeros(4, 2))
     with pytest.raises(ValueError, match="orthogonal"):
@@ -195,3 +203,57 @@ def test_point_embedding_and_extraction_refuse_non_finite_values():
         pga.embed_point(torch.tensor([[0.0, float("nan"), 1.0]]))
     with pytest.raises(ValueError, match="contains NaN or inf"):
         pga.extract_point(torch.full((2, 16), float("inf")))
+
+
+# ---------------------------------------------------------------- the reference GATr's rotation tests
+# Modelled on the reference's tests/gatr/interface/test_rotation.py (property tests, formulas written
+# out): quaternions in geomlin's (w, x, y, z) order, the reference's (x, y, z, w) through O.
+
+
+@pytest.mark.parametrize("batch", [(7, 9), ()])
+def test_rotation_embedding_is_cycle_consistent(batch):
+    """extract(embed(q)) = q for any quaternion, unit or not (the reference's re-encoding test)."""
+    q = torch.randn(*batch, 4, dtype=DT)
+    torch.testing.assert_close(pga.extract_rotation(pga.embed_rotation(q)), q, rtol=0, atol=0)
+    unit = pga.extract_rotation(pga.embed_rotation(q), normalize=True)
+    torch.testing.assert_close(unit, q / q.norm(dim=-1, keepdim=True))
+
+
+def test_rotation_conventions_are_the_reference_ones_up_to_the_order():
+    """The reference puts ``(x, y, z, w)`` into ``w - x e23 + y e13 - z e12``; geomlin takes ``(w, x, y, z)``."""
+    q = torch.randn(6, 4, dtype=DT)
+    xyzw = q[..., [1, 2, 3, 0]]
+    torch.testing.assert_close(pga.embed_rotation(q), O.reference_embed_rotation(xyzw), rtol=0, atol=0)
+    torch.testing.assert_close(pga.extract_rotation(O.reference_embed_rotation(xyzw))[..., [1, 2, 3, 0]],
+                               O.reference_extract_rotation(O.reference_embed_rotation(xyzw)), rtol=0, atol=0)
+    torch.testing.assert_close(O.reference_quaternion_matrix(xyzw), quaternion_matrix(q / q.norm(dim=-1, keepdim=True)))
+
+
+def _rotor_sandwich(m, x):
+    """``m x ~m`` with the brute-force product (the reference's test: reversion, not the inverse)."""
+    return O.product(O.product(m, x), m * O.reversion_signs())
+
+
+@pytest.mark.parametrize("batch", [(7, 9), ()])
+def test_rotations_act_on_points_planes_scalars_and_pseudoscalars(batch):
+    """A unit quaternion's rotor rotates points and plane normals as its rotation matrix (Hamilton
+    convention, the reference's formula) and leaves scalars and pseudoscalars alone."""
+    q = torch.randn(*batch, 4, dtype=DT)
+    q = q / q.norm(dim=-1, keepdim=True)
+    R = O.reference_quaternion_matrix(q[..., [1, 2, 3, 0]])
+    m = pga.embed_rotation(q)
+    x = torch.randn(*batch, 3, dtype=DT)
+    rx = (R @ x[..., None])[..., 0]
+    moved = _rotor_sandwich(m, pga.embed_point(x))
+    torch.testing.assert_close(moved, pga.embed_point(rx))
+    torch.testing.assert_close(pga.extract_point(moved), rx)
+    torch.testing.assert_close(pga.sandwich(m, pga.embed_point(x)), moved)
+    n = torch.nn.functional.normalize(torch.randn(*batch, 3, dtype=DT), dim=-1)
+    origin = torch.zeros_like(n)
+    plane = _rotor_sandwich(m, pga.embed_oriented_plane(n, origin))
+    rn = (R @ n[..., None])[..., 0]
+    torch.testing.assert_close(plane, pga.embed_oriented_plane(rn, origin))
+    torch.testing.assert_close(pga.extract_oriented_plane(plane)[0], rn)
+    s = torch.randn(*batch, 1, dtype=DT)
+    torch.testing.assert_close(pga.extract_scalar(_rotor_sandwich(m, pga.embed_scalar(s))), s)
+    torch.testing.assert_close(pga.extract_pseudoscalar(_rotor_sandwich(m, pga.embed_pseudoscalar(s))), s)

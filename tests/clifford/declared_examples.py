@@ -23,7 +23,7 @@ from geomlin.clifford import (
     MVLinear,
     MVSiLU,
 )
-from geomlin.clifford.ga_attention import invariant_count
+from geomlin.clifford.tuple_products import invariant_count
 from geomlin.groups import CliffordGroup
 from tests.randomized import randomized
 
@@ -32,20 +32,18 @@ LORENTZ = (1, 1, 1, -1)
 PGA = (0, 1, 1, 1)
 
 
-
-
 def mlp(d_in: int, d_out: int) -> nn.Module:
     """A small backbone with biases (odd functions hide bugs)."""
     return nn.Sequential(nn.Linear(d_in, 16), nn.SiLU(), nn.Linear(16, d_out))
 
 
-def _attention(cls, n_dim=4, **kw):
+def _attention(cls, channels=4, **kw):
     multivector = cls is GAMultivectorAttention
     value = mlp(invariant_count(kw.get("rank", 2), kw.get("invariant_mode", "single"),
-                                kw.get("include_normalized_products", False), multivector), n_dim)
+                                kw.get("include_normalized_products", False), multivector), channels)
     if cls is GAAttention or (multivector and not kw.pop("with_scale", False)):
-        return cls(n_dim, mlp(n_dim, 1), value, **kw)
-    return cls(n_dim, mlp(n_dim, 1), value, mlp(n_dim, 1), **kw)
+        return cls(channels, mlp(channels, 1), value, **kw)
+    return cls(channels, mlp(channels, 1), value, mlp(channels, 1), **kw)
 
 
 def _clifford_group(module, metric):

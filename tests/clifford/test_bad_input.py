@@ -19,7 +19,7 @@ from geomlin.clifford import (
     neighborhoods,
     weighted_geometric_product,
 )
-from geomlin.clifford.ga_attention import Neighborhoods
+from geomlin.clifford.neighbor_search import Neighborhoods
 from geomlin.groups import CliffordGroup, Pin301, PseudoOrthogonalGroup
 
 G3 = CliffordAlgebra((1, 1, 1))
@@ -106,7 +106,7 @@ CASES = [
      "num_reflections applies only"),
     ("groups that do not divide", lambda: GCAGroupNorm(PGA, 6, num_groups=4), ValueError, "divisible"),
     # ---- geometric-algebra attention
-    ("zero value width", lambda: GAAttention(0, mlp(4, 1), mlp(2, 4)), ValueError, "n_dim must be >= 1"),
+    ("zero value width", lambda: GAAttention(0, mlp(4, 1), mlp(2, 4)), ValueError, "channels must be >= 1"),
     ("score net as a string", lambda: GAAttention(4, "mlp", mlp(2, 4)), TypeError, "score_net must be a callable"),
     ("unknown invariant mode", lambda: attention(invariant_mode="most"), ValueError, "invariant_mode must be one of"),
     ("reduce as a string", lambda: attention(reduce="yes"), TypeError, "reduce must be a bool"),
@@ -150,7 +150,7 @@ CASES = [
      lambda: GAMultivectorAttention(4, mlp(4, 1), mlp(4, 4))(torch.full((5, 8), float("nan")), torch.ones(5, 4)),
      ValueError, "GAMultivectorAttention: r contains NaN or inf"),
     ("neighbourhoods of 10^5 items", lambda: neighborhoods(torch.zeros(10**5, 3), k=4), ValueError,
-     "neighborhoods of 100000 items (dense (N, N) distances) would need about 149.0 GiB"),
+     "neighborhoods of 100000 items (an (N, N) distance matrix) would need about 149.0 GiB"),
     ("rank 5 on 64 items", lambda: attention(rank=5)(torch.randn(64, 3), torch.randn(64, 4)), ValueError,
      "would need about 32.0 GiB"),
 ]

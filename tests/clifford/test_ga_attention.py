@@ -8,12 +8,8 @@ from torch import nn
 
 from geomlin.algebra import CliffordAlgebra
 from geomlin.clifford import GAAttention, GAMultivectorAttention, GAVectorAttention, neighborhoods
-from geomlin.clifford.ga_attention import (
-    G3,
-    embed_vectors,
+from geomlin.clifford.tuple_products import (
     invariant_count,
-    product_invariants,
-    tuple_products,
 )
 from geomlin.groups import SO, O
 from geomlin.reps import Multivectors, Scalars, Vectors
@@ -21,7 +17,7 @@ from geomlin.testing import assert_equivariant, equivariance_error
 from tests.oracles import require
 
 DT = torch.float64
-N_DIM = 5
+CHANNELS = 5
 
 
 def mlp(d_in, d_out):
@@ -30,30 +26,10 @@ def mlp(d_in, d_out):
 
 def build(kind, rank, mode, normalized=False, **kw):
     multivector = kind.startswith("mv")
-    value = mlp(invariant_count(rank, mode, normalized, multivector), N_DIM)
-    nets = (mlp(N_DIM, 1), value) + ((mlp(N_DIM, 1),) if kind in ("vec", "mv2") else ())
+    value = mlp(invariant_count(rank, mode, normalized, multivector), CHANNELS)
+    nets = (mlp(CHANNELS, 1), value) + ((mlp(CHANNELS, 1),) if kind in ("vec", "mv2") else ())
     options = dict(rank=rank, invariant_mode=mode, include_normalized_products=normalized, **kw)
     return nets, options
-
-
-def test_invariants_written_out():
-    a, b, c = torch.randn(3, 4, 3, dtype=DT)
-    A, B, C = embed_vectors(a), embed_vectors(b), embed_vectors(c)
-    ab = G3.geometric_product(A, B)
-    abc = G3.geometric_product(ab, C)
-    dot = lambda x, y: (x * y).sum(-1, keepdim=True)
-    torch.testing.assert_close(product_invariants(A, 1), a.norm(dim=-1, keepdim=True))
-    torch.testing.assert_close(product_invariants(ab, 2),
-                               torch.cat([dot(a, b), torch.cross(a, b, dim=-1).norm(dim=-1, keepdim=True)], -1))
-    vec = dot(a, b) * c - dot(a, c) * b + dot(b, c) * a
-    det = torch.linalg.det(torch.stack([a, b, c], -1))[:, None]
-    torch.testing.assert_close(product_invariants(abc, 3), torch.cat([vec.norm(dim=-1, keepdim=True), det], -1))
-    torch.testing.assert_close(product_invariants(abc, 3, parity_invariant=True)[:, 1:], det.abs())
-    # chirality: a reflection flips det[a b c] and nothing else
-    P = torch.diag(torch.tensor([1.0, 1.0, -1.0], dtype=DT))
-    ref = [embed_vectors(x @ P) for x in (a, b, c)]
-    flipped = product_invariants(tuple_products(ref)["single"][0][1], 3)
-    torch.testing.assert_close(flipped, product_invariants(abc, 3) * torch.tensor([1.0, -1.0], dtype=DT))
 
 
 def test_reproduces_the_reference_package():
@@ -70,10 +46,10 @@ def test_reproduces_the_reference_package():
         fun = "concat" if (rank + (mode == "full")) % 2 else "mean"
         nets, options = build(kind, rank, mode, normalized, reduce=reduce, merge_fun=fun, join_fun=fun)
         ref_cls, our_cls = classes[kind]
-        ref, ours = ref_cls(N_DIM, *nets, **options), our_cls(N_DIM, *nets, **options)
+        ref, ours = ref_cls(CHANNELS, *nets, **options), our_cls(CHANNELS, *nets, **options)
         ours.load_state_dict(ref.state_dict())
         r = torch.randn(2, 5, 8 if kind.startswith("mv") else 3)
-        v = torch.randn(2, 5, N_DIM)
+        v = torch.randn(2, 5, CHANNELS)
         mask = torch.rand(2, 5) > 0.3
         want, got = ref((r, v)), ours(r, v)
         assert got.shape == want.shape
@@ -93,9 +69,9 @@ def test_rotations_and_permutations(kind, rank):
     cls = {"inv": GAAttention, "vec": GAVectorAttention, "mv": GAMultivectorAttention, "mv2": GAMultivectorAttention}
     for reduce in (True, False):
         nets, options = build(kind, rank, mode, reduce=reduce, merge_fun="concat")
-        layer = cls[kind](N_DIM, *nets, **options).double()
+        layer = cls[kind](CHANNELS, *nets, **options).double()
         r = torch.randn(2, 6, 8 if kind.startswith("mv") else 3, dtype=DT)
-        v = torch.randn(2, 6, N_DIM, dtype=DT)
+        v = torch.randn(2, 6, CHANNELS, dtype=DT)
         assert_equivariant(layer, group=SO(3), inputs=(r, v), num_samples=5)
         perm = torch.randperm(6)
         out, out_p = layer(r, v), layer(r[:, perm], v[:, perm])
@@ -104,28 +80,28 @@ def test_rotations_and_permutations(kind, rank):
 
 def test_chirality_and_parity_invariance():
     torch.manual_seed(0)
-    r, v = torch.randn(2, 6, 3, dtype=DT), torch.randn(2, 6, N_DIM, dtype=DT)
+    r, v = torch.randn(2, 6, 3, dtype=DT), torch.randn(2, 6, CHANNELS, dtype=DT)
     # ("single" with merge_fun="mean" happens to be O(3)-invariant: the sum over ordered triples pairs
     # (i, j, k) with (i, k, j), whose products have equal |vector| and opposite det; "partial" does not)
     nets, options = build("inv", 3, "partial", reduce=False)
-    chiral = GAAttention(N_DIM, *nets, **options).double()
+    chiral = GAAttention(CHANNELS, *nets, **options).double()
     assert equivariance_error(chiral, O(3), inputs=(r, v)) > 1e-4  # det[a b c] flips
     assert chiral.type_out.group is None and chiral.type_in[0].group.key() == SO(3).key()
-    achiral = GAAttention(N_DIM, *nets, parity_invariant=True, **options).double()
+    achiral = GAAttention(CHANNELS, *nets, parity_invariant=True, **options).double()
     assert_equivariant(achiral, group=O(3), inputs=(r, v))
     # rank 2 needs nothing: its invariants are O(3) scalars
     nets, options = build("inv", 2, "full")
-    assert_equivariant(GAAttention(N_DIM, *nets, **options).double(), group=O(3), inputs=(r, v))
+    assert_equivariant(GAAttention(CHANNELS, *nets, **options).double(), group=O(3), inputs=(r, v))
     # vectors: a x b is a pseudovector; parity_invariant keeps the true vectors only
     nets, options = build("vec", 3, "full")
-    vec = GAVectorAttention(N_DIM, *nets, **options).double()
+    vec = GAVectorAttention(CHANNELS, *nets, **options).double()
     assert equivariance_error(vec, O(3), inputs=(r, v)) > 1e-4
-    vec = GAVectorAttention(N_DIM, *nets[:1], mlp(invariant_count(3, "full"), N_DIM), nets[2], parity_invariant=True,
+    vec = GAVectorAttention(CHANNELS, *nets[:1], mlp(invariant_count(3, "full"), CHANNELS), nets[2], parity_invariant=True,
                             **options).double()
     assert vec.input_vector_count == 2  # ranks 3 and 1 of the partial covariant series (not 2)
     assert_equivariant(vec, group=O(3), inputs=(r, v))
     with pytest.raises(ValueError, match="true vectors"):
-        GAVectorAttention(N_DIM, *build("vec", 2, "single")[0], rank=2, covariant_mode="single",
+        GAVectorAttention(CHANNELS, *build("vec", 2, "single")[0], rank=2, covariant_mode="single",
                           parity_invariant=True)
 
 
@@ -143,19 +119,19 @@ def test_neighbourhoods():
     counts = ((d < 1.0).sum(-1) - 1)
     assert within.index.shape[-1] == max(int(counts.max()), 1)
     torch.testing.assert_close(within.mask.sum(-1), counts)
-    # k = N reproduces the dense layer; k < N is the dense formula restricted to the neighbours
+    # k = N reproduces the layer over all tuples; k < N is its formula restricted to the neighbours
     nets, options = build("vec", 2, "partial", reduce=False)
-    layer = GAVectorAttention(N_DIM, *nets, **options).double()
-    r, v = pos - pos.mean(-2, keepdim=True), torch.randn(3, 9, N_DIM, dtype=DT)
+    layer = GAVectorAttention(CHANNELS, *nets, **options).double()
+    r, v = pos - pos.mean(-2, keepdim=True), torch.randn(3, 9, CHANNELS, dtype=DT)
     torch.testing.assert_close(layer(r, v, neighbors=neighborhoods(pos, k=9)), layer(r, v), rtol=1e-10, atol=1e-12)
     got = layer(r, v, neighbors=nb)
     for b, i in [(0, 0), (2, 5)]:
         sub = torch.cat([nb.index[b, i], torch.tensor([j for j in range(9) if j not in nb.index[b, i]])])
-        # item i first; a dense layer on (i, neighbours, others) with the others masked out
+        # item i first; the all-tuples layer on (i, neighbours, others) with the others masked out
         mask = torch.zeros(9, dtype=torch.bool)
         mask[:4] = True
-        dense = layer(r[b, sub], v[b, sub], mask=mask)
-        torch.testing.assert_close(got[b, i], dense[0], rtol=1e-10, atol=1e-12)
+        every = layer(r[b, sub], v[b, sub], mask=mask)
+        torch.testing.assert_close(got[b, i], every[0], rtol=1e-10, atol=1e-12)
     assert_equivariant(lambda r_, v_: layer(r_, v_, neighbors=nb), SO(3), [Vectors(3), Scalars()], Vectors(3),
                        inputs=(r, v))
 
@@ -165,7 +141,7 @@ def test_multivector_inputs_under_the_clifford_group():
     parity_invariant, of reflections too (the pseudoscalar changes sign)."""
     torch.manual_seed(0)
     nets, options = build("mv2", 2, "partial")
-    layer = GAMultivectorAttention(N_DIM, *nets, parity_invariant=True, **options).double()
-    r, v = torch.randn(2, 5, 8, dtype=DT), torch.randn(2, 5, N_DIM, dtype=DT)
+    layer = GAMultivectorAttention(CHANNELS, *nets, parity_invariant=True, **options).double()
+    r, v = torch.randn(2, 5, 8, dtype=DT), torch.randn(2, 5, CHANNELS, dtype=DT)
     mv = Multivectors(CliffordAlgebra((1, 1, 1)))
     assert_equivariant(layer, group=mv.group, type_in=[mv, Scalars()], type_out=mv, inputs=(r, v))

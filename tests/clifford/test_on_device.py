@@ -15,18 +15,18 @@ import torch
 from geomlin.algebra import CliffordAlgebra, pga
 from geomlin.clifford import GCAMLP, GCAGate, GroupActionLinear
 from geomlin.clifford.cgenn import weighted_geometric_product
-from geomlin.clifford.ga_attention import (
+from geomlin.clifford.gcan import matrix_exp, sandwich_matrices, versor_exp
+from geomlin.clifford.neighbor_search import neighborhoods
+from geomlin.clifford.tuple_products import (
     G3,
     bivector_dual,
     embed_vectors,
     multivector_invariants,
-    neighborhoods,
     product_covariant,
     product_invariants,
     tuple_products,
     vector_product,
 )
-from geomlin.clifford.gcan import matrix_exp, sandwich_matrices, versor_exp
 from tests.device import simulated as sim
 from tests.device.checks import assert_runs_on_device, no_deferred_checks  # noqa: F401 (a fixture)
 

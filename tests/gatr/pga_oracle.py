@@ -111,3 +111,30 @@ def reference_distance_vector(tri: torch.Tensor, role: str, eps: float = 1e-3) -
     if role == "query":
         return torch.cat([(ideal ** 2).sum(-1, keepdim=True), w ** 2, ideal * w], -1)
     return torch.cat([-(w ** 2), -(ideal ** 2).sum(-1, keepdim=True), 2.0 * ideal * w], -1)
+
+
+def reference_embed_rotation(q_xyzw: torch.Tensor) -> torch.Tensor:
+    """The reference's ``embed_rotation`` of a quaternion ``(x, y, z, w)`` (Hamilton):
+    scalar = w, e12 = -z, e13 = y, e23 = -x."""
+    mv = torch.zeros(*q_xyzw.shape[:-1], 16, dtype=q_xyzw.dtype)
+    mv[..., 0] = q_xyzw[..., 3]
+    mv[..., 8] = -q_xyzw[..., 2]
+    mv[..., 9] = q_xyzw[..., 1]
+    mv[..., 10] = -q_xyzw[..., 0]
+    return mv
+
+
+def reference_extract_rotation(mv: torch.Tensor) -> torch.Tensor:
+    """The reference's ``extract_rotation`` (``normalize=False``): ``(-e23, e13, -e12, scalar)``."""
+    return torch.stack([-mv[..., 10], mv[..., 9], -mv[..., 8], mv[..., 0]], -1)
+
+
+def reference_quaternion_matrix(q_xyzw: torch.Tensor) -> torch.Tensor:
+    """The rotation matrix of a quaternion ``(x, y, z, w)`` (normalised first; ``ij = k``), the
+    formula of the reference's ``quaternion_to_rotation_matrix`` written out."""
+    q = q_xyzw / q_xyzw.norm(dim=-1, keepdim=True)
+    x, y, z, w = q.unbind(-1)
+    rows = [[w * w + x * x - y * y - z * z, 2 * (x * y - z * w), 2 * (x * z + y * w)],
+            [2 * (x * y + z * w), w * w - x * x + y * y - z * z, 2 * (y * z - x * w)],
+            [2 * (x * z - y * w), 2 * (y * z + x * w), w * w - x * x - y * y + z * z]]
+    return torch.stack([torch.stack(r, -1) for r in rows], -2)

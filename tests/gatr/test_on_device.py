@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from geomlin.algebra import pga
-from geomlin.gatr import GATr, SetLayout, orientations, set_layout
+from geomlin.gatr import EquiLinear, GATr, GATrBlock, SetLayout, orientations, set_layout
 from geomlin.gatr import planes as PL
 from geomlin.gatr import primitives as P
 from geomlin.gatr.attention import attend
@@ -36,11 +36,9 @@ def test_primitives_on_the_device():
     g = _gen(1)
     x, y = torch.randn(2, 5, 3, 16, generator=g), torch.randn(2, 5, 3, 16, generator=g)
     w, bias = torch.randn(4, 3, 9, generator=g), torch.randn(4, generator=g)
-    for method in ("auto", "dense"):
-        assert_runs_on_device(lambda a, b, c, m=method: P.equi_linear(a, b, m, c), x, w, bias, warm=True)
-        assert_runs_on_device(lambda a, b, m=method: P.geometric_product(a, b, m), x, y, warm=True)
-        assert_runs_on_device(lambda a, b, m=method: P.outer_product(a, b, m), x, y, warm=True)
-        assert_runs_on_device(lambda a, b, m=method: P.join(a, b, m), x, y, warm=True)
+    assert_runs_on_device(P.equi_linear, x, w, bias, warm=True)
+    for fn in (P.geometric_product, P.outer_product, P.join):
+        assert_runs_on_device(fn, x, y, warm=True)
     assert_runs_on_device(P.equivariant_join, x, y, P.join_reference(x), warm=True)
     for fn in (P.norm_squared, P.equi_layer_norm, P.scalar_gated_gelu, lambda a: P.grade_dropout(a, 0.3, False),
                lambda a: P.distance_features(a, "query"), lambda a: P.distance_features(a, "key"),
@@ -79,15 +77,17 @@ def test_planes_kernels_on_the_device():
     g = _gen(3)
     a, b = torch.randn(16, 7, 4, generator=g), torch.randn(16, 7, 4, generator=g)
     w = torch.randn(5, 4, 9, generator=g)
-    for fn in (PL.geometric_product, PL.join):
+    for fn in (PL.geometric_product, PL.join, PL.inner_product):
         assert_runs_on_device(fn, a, b, warm=True)
-    for fn in (PL.norm_squared, lambda t: PL.layer_norm(t, 0.01), PL.gated_gelu, PL.sources,
-               lambda t: PL.from_planes(t, (7,)), lambda t: PL.to_planes(PL.from_planes(t, (7,)))):
+    assert_runs_on_device(PL.equivariant_join, a, b, torch.rand(7, 1, generator=g), warm=True)
+    for fn in (lambda t: PL.equi_layer_norm(t, 0.01), PL.scalar_gated_gelu, lambda t: PL.from_planes(t, (7,)),
+               lambda t: PL.to_planes(PL.from_planes(t, (7,))), lambda t: PL.distance_features(t, "query")):
         assert_runs_on_device(fn, a, warm=True)
-    assert_runs_on_device(PL.linear, a, w, torch.randn(5, generator=g), warm=True)
-    qkv = torch.randn(16, 7, 8, generator=g)
-    assert_runs_on_device(lambda t, s: PL.attention_features(t, s, 2, 1, 2, 3)[:3], qkv,
-                          torch.randn(7, 12, generator=g), warm=True)
+    assert_runs_on_device(PL.equi_linear, a, w, torch.randn(5, generator=g), warm=True)
+    q, kv = torch.randn(16, 7, 2, 2, generator=g), torch.randn(16, 7, 1, 2, generator=g)
+    qs, kvs = torch.randn(7, 2, 3, generator=g), torch.randn(7, 1, 3, generator=g)
+    assert_runs_on_device(lambda *t: PL.attention_features(*t, distance_weights=torch.ones(2, 2, device=t[0].device))[:3],
+                          q, kv, kv, qs, kvs, kvs, warm=True)
 
 
 def _per_set(q, k, v, sizes):
@@ -99,7 +99,7 @@ def _per_set(q, k, v, sizes):
     return torch.cat(out, 1)
 
 
-@pytest.mark.parametrize("method", ["bucketed", "chunked", "dense"])
+@pytest.mark.parametrize("method", ["bucketed", "chunked", "masked"])
 def test_host_plans_move_to_the_device(method):
     """A plan made on the CPU (a data loader's collation) and moved: attention needs nothing from the host."""
     batch = _batch()
@@ -205,18 +205,66 @@ def test_gatr_under_autocast(device, dtype):
     assert torch.isfinite(sim.to_cpu(mv.grad)).all()
 
 
+@pytest.mark.parametrize("device,low", [("cpu", torch.bfloat16), ("sim", torch.float16)], ids=["cpu-bf16", "sim-fp16"])
+def test_block_under_autocast_step_by_step(device, low):
+    """The reference GATr's block-under-autocast test (``test_gatr_block_autocast``), step by step: a
+    linear layer gives half-precision outputs, the layer norm float32 multivectors (and scalars in
+    float32 only under CUDA's policy), attention, MLP and the residuals half precision. Oracle for
+    the values: the float32 block (relative error below 5%), and the block's own forward equal to
+    the steps; gradients through the checkpointed block are finite."""
+    torch.manual_seed(13)
+    linear = EquiLinear(4, 4, 6, 6)
+    block = GATrBlock(4, 6, num_heads=2, checkpoint=True)
+    mv_in, s_in = torch.randn(3, 4, 16, generator=_gen(14)), torch.randn(3, 6, generator=_gen(15))
+    reference = P.canonical_reference(torch.float32)
+    with torch.no_grad():
+        want = block(*linear(mv_in, s_in), reference)
+    if device == "sim":
+        linear, block, mv_in, s_in, reference = sim.to_sim((linear, block, mv_in, s_in, reference))
+    high = torch.float32
+    with sim.watch(strict=True), torch.autocast(device if device == "cpu" else sim.DEVICE_TYPE, dtype=low):
+        assert mv_in.dtype == s_in.dtype == high
+        mv, s = linear(mv_in.requires_grad_(), s_in)
+        assert mv.dtype == s.dtype == low
+        h_mv, h_s = block.norm(mv, s)
+        assert h_mv.dtype == high
+        assert h_s.dtype == (low if device == "cpu" else high)  # torch's layer_norm follows the device's policy
+        h_mv, h_s = block.attention(h_mv, h_s)
+        assert h_mv.dtype == h_s.dtype == low
+        out_mv, out_s = mv + h_mv, s + h_s
+        assert out_mv.dtype == out_s.dtype == low
+        h_mv, h_s = block.mlp(*block.norm(out_mv, out_s), reference)
+        assert h_mv.dtype == h_s.dtype == low
+        out_mv, out_s = out_mv + h_mv, out_s + h_s
+        assert out_mv.dtype == out_s.dtype == low
+        got = block(mv, s, reference)
+        (got[0].float().square().mean() + got[1].float().square().mean()).backward()
+    for step, whole, full in zip((out_mv, out_s), got, want):
+        step, whole = sim.to_cpu(step).detach().float(), sim.to_cpu(whole).detach().float()
+        torch.testing.assert_close(whole, step, rtol=0, atol=0)
+        assert float((whole - full).norm() / full.norm()) < 0.05
+    assert torch.isfinite(sim.to_cpu(mv_in.grad)).all()
+
+
 def test_reductions_stay_in_float32_under_half_precision():
+    """Oracle: the float32 computation. Outside autocast a result comes back in the input's dtype;
+    under autocast in the float32 it was computed in (as torch's own layer norm under CUDA autocast
+    and the reference GATr's ``equi_layer_norm``)."""
     x = torch.randn(4, 3, 16, generator=_gen(11)) * 300  # squares overflow float16
     want = P.equi_layer_norm(x)
     got = P.equi_layer_norm(x.half())
     assert got.dtype == torch.float16 and torch.isfinite(got).all()
     torch.testing.assert_close(got.float(), want, rtol=2e-3, atol=2e-3)
     planes = PL.to_planes(x)
-    got = PL.layer_norm(planes.half(), 0.01)
-    torch.testing.assert_close(got.float(), PL.layer_norm(planes, 0.01), rtol=2e-3, atol=2e-3)
+    got = PL.equi_layer_norm(planes.half(), 0.01)
+    assert got.dtype == torch.float16
+    torch.testing.assert_close(got.float(), PL.equi_layer_norm(planes, 0.01), rtol=2e-3, atol=2e-3)
+    gp = PL.geometric_product(planes.bfloat16(), planes.bfloat16())
+    assert gp.dtype == torch.bfloat16
     with torch.autocast("cpu", dtype=torch.bfloat16):
         gp = PL.geometric_product(planes, planes)
-    assert gp.dtype == torch.float32
+        norm = PL.equi_layer_norm(planes.bfloat16())
+    assert gp.dtype == torch.float32 and norm.dtype == torch.float32
 
 
 def test_padded_plan_with_padding_items_inside_a_flat_batch():
@@ -232,6 +280,6 @@ def test_padded_plan_with_padding_items_inside_a_flat_batch():
 
 def test_layer_tables_are_buffers_outside_the_state_dict():
     """The tables move with the model and leave its state_dict (and reference weight loading) alone."""
-    model = GATr(2, 1, 4, in_s_channels=2, out_s_channels=1, hidden_s_channels=4, num_blocks=1, method="dense")
+    model = GATr(2, 1, 4, in_s_channels=2, out_s_channels=1, hidden_s_channels=4, num_blocks=1)
     assert not any("table" in key for key in model.state_dict())
     assert {b.device for b in sim.to_sim(model).buffers()} == {sim.DEVICE}

@@ -1,15 +1,21 @@
 """Averaging over the two orientations of embedded points makes coordinate-level GATr models exact
-under reflections (geomlin.gatr.orientations)."""
+under reflections (geomlin.gatr.orientations), in the padded and in the flat (PyG) layout."""
 
 import pytest
 import torch
 
 from geomlin.algebra import pga
-from geomlin.gatr.orientations import both_orientations, mean_over_orientations, repeat_for_orientations
+from geomlin.gatr import GATr, set_layout
+from geomlin.gatr.orientations import (
+    both_orientations,
+    mean_over_orientations,
+    orientation_batch,
+    repeat_for_orientations,
+)
 from geomlin.groups import E3
+from geomlin.models import GATrClassifier, GATrDynamics
 from geomlin.testing import assert_equivariant, equivariance_error
-from geomlin.train.tasks.nbody import GATrDynamics
-from geomlin.train.tasks.pointcloud import GATrClassifier
+from tests.randomized import randomized
 
 F64 = torch.float64
 
@@ -75,3 +81,49 @@ def test_helpers_check_their_inputs():
         GATrClassifier(3, average_orientations=1)
     assert repeat_for_orientations(None) is None
     assert repeat_for_orientations(torch.ones(2, 3)).shape == (4, 3)
+
+
+def test_orientation_batch_makes_the_copies_other_sets():
+    batch = torch.tensor([0, 0, 1, 1, 1, 3])
+    torch.testing.assert_close(orientation_batch(batch, 4), torch.tensor([0, 0, 1, 1, 1, 3, 4, 4, 5, 5, 5, 7]))
+    torch.testing.assert_close(orientation_batch(batch), torch.tensor([0, 0, 1, 1, 1, 3, 4, 4, 5, 5, 5, 7]))
+    with pytest.raises(ValueError, match="refers to graph 3 but there are 3"):
+        orientation_batch(batch, 3)  # set 3 exists
+
+
+def test_flat_orientation_average_equals_the_padded_one_per_set():
+    """Oracle: each set averaged over its orientations on its own, in the padded layout."""
+    torch.manual_seed(5)
+    model = randomized(GATr(1, 1, 4, out_s_channels=2, hidden_s_channels=4, num_blocks=2, num_heads=2), 0.4,
+                       torch.float64)
+    sizes = [3, 5, 2]
+    pos = torch.randn(sum(sizes), 3, dtype=F64)
+    batch = torch.repeat_interleave(torch.arange(3), torch.tensor(sizes))
+    mv = pga.embed_point(pos)[:, None, :]
+    both = orientation_batch(batch, 3)
+    out_mv, out_s = model(both_orientations(mv), layout=set_layout(batch=both))
+    points = mean_over_orientations(pga.extract_point(out_mv[:, 0]))
+    scalars = mean_over_orientations(out_s)
+    start = 0
+    for size in sizes:
+        one = mv[start:start + size][None]  # (1, size, 1, 16)
+        want_mv, want_s = model(both_orientations(one))
+        torch.testing.assert_close(points[start:start + size],
+                                   mean_over_orientations(pga.extract_point(want_mv[..., 0, :]))[0], rtol=1e-10,
+                                   atol=1e-12)
+        torch.testing.assert_close(scalars[start:start + size], mean_over_orientations(want_s)[0], rtol=1e-10,
+                                   atol=1e-12)
+        start += size
+
+
+def test_the_flat_classifier_is_the_padded_one_on_equal_clouds():
+    torch.manual_seed(6)
+    model = randomized(GATrClassifier(3, hidden_mv_channels=4, hidden_s_channels=4, num_blocks=2, num_heads=2,
+                                      max_points=7), 0.4, torch.float64)
+    pos = torch.randn(4, 7, 3, dtype=F64)
+    batch = torch.arange(4).repeat_interleave(7)
+    torch.testing.assert_close(model(pos.reshape(-1, 3), batch=batch, num_graphs=4), model(pos), rtol=1e-10,
+                               atol=1e-12)
+    torch.testing.assert_close(model(pos.reshape(-1, 3), batch=batch), model(pos), rtol=1e-10, atol=1e-12)
+    with pytest.raises(ValueError, match="max_items=7"):  # a flat cloud above max_points is refused
+        model(torch.randn(8, 3, dtype=F64), batch=torch.zeros(8, dtype=torch.long))

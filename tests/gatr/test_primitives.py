@@ -27,22 +27,25 @@ def mv(*shape):
 # ------------------------------------------------------------------ the reference's formulas, 1e-10
 def test_products_match_brute_force_blade_algebra():
     x, y = mv(6, 3), mv(6, 3)
-    for method in ("auto", "dense"):
-        torch.testing.assert_close(P.geometric_product(x, y, method), O.product(x, y), **TOL)
-        torch.testing.assert_close(P.outer_product(x, y, method), O.product(x, y, "outer"), **TOL)
+    torch.testing.assert_close(P.geometric_product(x, y), O.product(x, y), **TOL)
+    torch.testing.assert_close(P.outer_product(x, y), O.product(x, y, "outer"), **TOL)
     torch.testing.assert_close(P.inner_product(x, y), O.inner_product(x, y), **TOL)
     assert P.inner_product(x, y).shape == (6, 3, 1)
+    # broadcasting one multivector against a batch
+    torch.testing.assert_close(P.geometric_product(x[0, 0], y), O.product(x[0, 0].expand_as(y), y), **TOL)
+    torch.testing.assert_close(P.inner_product(x[:1], y), O.inner_product(x[:1].expand_as(y), y), **TOL)
 
 
 def test_join_is_the_reference_formula():
     x, y, ref = mv(5, 4), mv(5, 4), mv(5, 1)
     want = O.reference_join(x, y, ref)
-    for method in ("auto", "dense"):
-        torch.testing.assert_close(P.equivariant_join(x, y, ref, method), want, **TOL)
-    torch.testing.assert_close(pga.join(x, y), O.reference_join(x, y, torch.eye(16, dtype=DT)[14]), **TOL)
-    # long inputs take the chunked path
-    xl, yl = mv(3 * pga.JOIN_CHUNK_ROWS + 5), mv(3 * pga.JOIN_CHUNK_ROWS + 5)
-    torch.testing.assert_close(pga.join(xl, yl), pga.join(xl, yl, "dense"), **TOL)
+    torch.testing.assert_close(P.equivariant_join(x, y, ref), want, **TOL)
+    unit = torch.eye(16, dtype=DT)[14]
+    torch.testing.assert_close(P.join(x, y), O.reference_join(x, y, unit), **TOL)
+    # long inputs run over several column chunks
+    xl, yl = mv(3 * pga.CHUNK_COLUMNS + 5), mv(3 * pga.CHUNK_COLUMNS + 5)
+    torch.testing.assert_close(P.join(xl, yl), O.reference_join(xl, yl, unit), **TOL)
+    torch.testing.assert_close(P.geometric_product(xl, yl), O.product(xl, yl), **TOL)
 
 
 def test_point_embedding_and_extraction_are_the_reference_formulas():
@@ -57,11 +60,11 @@ def test_point_embedding_and_extraction_are_the_reference_formulas():
 
 
 def test_linear_basis_is_the_reference_basis_and_a_copy():
-    basis = P.linear_basis()
+    basis = PL.linear_basis()
     torch.testing.assert_close(basis, O.reference_equi_linear_basis(), rtol=0, atol=0)
     basis[0, 0, 0] = 7.0  # the cached table is not handed out
-    assert P.linear_basis()[0, 0, 0] == 1.0
-    norms = P.reference_basis_norms()
+    assert PL.linear_basis()[0, 0, 0] == 1.0
+    norms = PL.reference_basis_norms()
     torch.testing.assert_close(norms, O.reference_equi_linear_basis().flatten(1).norm(dim=1), **TOL)
 
 
@@ -77,7 +80,7 @@ def test_linear_basis_spans_the_commutant():
     A = torch.cat(rows)
     s = torch.linalg.svdvals(A)
     assert int((s < 1e-9 * s.max()).sum()) == 9
-    flat = P.linear_basis().reshape(9, -1)
+    flat = PL.linear_basis().reshape(9, -1)
     assert torch.linalg.matrix_rank(flat) == 9
     assert (A @ flat.T).abs().max() < 1e-9  # each basis map commutes with every versor
 
@@ -89,10 +92,14 @@ def test_equi_linear_against_the_basis_written_out():
     basis = O.reference_equi_linear_basis()
     want = torch.einsum("oib,bkl,...il->...ok", w, basis, x)
     want[..., 0] += bias
-    for method in ("auto", "dense"):
-        torch.testing.assert_close(P.equi_linear(x, w, method, scalar_bias=bias), want, **TOL)
-    planes = PL.linear(PL.to_planes(x), w, bias)
+    torch.testing.assert_close(P.equi_linear(x, w, scalar_bias=bias), want, **TOL)
+    planes = PL.equi_linear(PL.to_planes(x), w, bias)
     torch.testing.assert_close(PL.from_planes(planes, (2, 5)), want, **TOL)
+    # a bias per item
+    per_item = torch.randn(2, 5, 4, dtype=DT)
+    want = torch.einsum("oib,bkl,...il->...ok", w, basis, x)
+    want[..., 0] += per_item
+    torch.testing.assert_close(P.equi_linear(x, w, per_item), want, **TOL)
     assert_equivariant(lambda a: P.equi_linear(a, w), PIN, MV, MV, inputs=x)
 
 
@@ -130,15 +137,37 @@ def test_products_are_equivariant_and_the_plain_join_flips_sign():
     assert MV.act(g, point)[pga.E123] == pytest.approx(-1.0)
 
 
-def test_planes_kernels_match_the_row_primitives():
+def _tanh_gelu(gate):
+    """The tanh approximation of GELU written out (the reference's ``approximate="tanh"``)."""
+    return 0.5 * gate * (1 + torch.tanh(math.sqrt(2 / math.pi) * (gate + 0.044715 * gate ** 3)))
+
+
+def test_planes_kernels_are_the_reference_formulas():
     a, b = mv(300, 5), mv(300, 5)  # > CHUNK_COLUMNS columns: several chunks
     pa, pb = PL.to_planes(a), PL.to_planes(b)
+    weight = torch.rand(300, 1, dtype=DT)
     torch.testing.assert_close(PL.from_planes(PL.geometric_product(pa, pb), (300,)), O.product(a, b), **TOL)
     torch.testing.assert_close(PL.from_planes(PL.join(pa, pb), (300,)),
                                O.reference_join(a, b, torch.eye(16, dtype=DT)[14]), **TOL)
-    torch.testing.assert_close(PL.norm_squared(pa), O.inner_product(a, a)[..., 0], **TOL)
-    torch.testing.assert_close(PL.from_planes(PL.layer_norm(pa, 0.01), (300,)), P.equi_layer_norm(a), **TOL)
-    torch.testing.assert_close(PL.from_planes(PL.gated_gelu(pa), (300,)), P.scalar_gated_gelu(a), **TOL)
+    ref = torch.zeros(300, 1, 16, dtype=DT)
+    ref[..., 14] = weight
+    torch.testing.assert_close(PL.from_planes(PL.equivariant_join(pa, pb, weight), (300,)), O.reference_join(a, b, ref),
+                               **TOL)
+    torch.testing.assert_close(PL.inner_product(pa, pb), O.inner_product(a, b)[..., 0], **TOL)
+    sq = O.inner_product(a, a).mean(-2, keepdim=True).clamp_min(0.01)
+    torch.testing.assert_close(PL.from_planes(PL.equi_layer_norm(pa, 0.01), (300,)), a / sq.sqrt(), **TOL)
+    torch.testing.assert_close(PL.from_planes(PL.scalar_gated_gelu(pa), (300,)), a * _tanh_gelu(a[..., :1]), **TOL)
+
+
+def test_a_view_from_planes_goes_back_without_a_copy():
+    """The layers hand views of their output planes to the next layer: converting back is free."""
+    p = torch.randn(16, 12, 3, dtype=DT)
+    view = PL.from_planes(p, (3, 4))
+    assert view.shape == (3, 4, 3, 16) and view.data_ptr() == p.data_ptr()
+    back = PL.to_planes(view)
+    assert back.data_ptr() == p.data_ptr() and torch.equal(back, p)
+    rows = torch.randn(3, 4, 3, 16, dtype=DT)  # row-major input: one copy
+    torch.testing.assert_close(PL.from_planes(PL.to_planes(rows), (3, 4)), rows, rtol=0, atol=0)
 
 
 def test_layer_norm_and_gelu_are_the_reference_formulas():
@@ -147,9 +176,14 @@ def test_layer_norm_and_gelu_are_the_reference_formulas():
     torch.testing.assert_close(P.equi_layer_norm(x), x / sq.sqrt(), **TOL)
     small = 1e-3 * x
     torch.testing.assert_close(P.equi_layer_norm(small), small / math.sqrt(0.01), **TOL)
-    gate = x[..., :1]
-    tanh_gelu = 0.5 * gate * (1 + torch.tanh(math.sqrt(2 / math.pi) * (gate + 0.044715 * gate ** 3)))
-    torch.testing.assert_close(P.scalar_gated_gelu(x), x * tanh_gelu, **TOL)
+    # the mean over another channel axis
+    sq0 = O.inner_product(x, x).mean(0, keepdim=True).clamp_min(0.01)
+    torch.testing.assert_close(P.equi_layer_norm(x, channel_dim=0), x / sq0.sqrt(), **TOL)
+    torch.testing.assert_close(P.scalar_gated_gelu(x), x * _tanh_gelu(x[..., :1]), **TOL)
+    gates = torch.randn(4, 3, 1, dtype=DT)
+    torch.testing.assert_close(P.scalar_gated_gelu(x, gates), x * _tanh_gelu(gates), **TOL)
+    exact = 0.5 * gates * (1 + torch.erf(gates / math.sqrt(2)))
+    torch.testing.assert_close(P.scalar_gated_gelu(x, gates, "none"), x * exact, **TOL)
     assert_equivariant(P.equi_layer_norm, PIN, MV, MV, inputs=x)
     assert_equivariant(P.scalar_gated_gelu, PIN, MV, MV, inputs=x)
 
@@ -211,7 +245,7 @@ def test_attention_matches_the_written_out_formula_and_is_equivariant():
                        inputs=(q, k, v, qs, ks, vs))
 
 
-@pytest.mark.parametrize("method", ["bucketed", "chunked", "dense"])
+@pytest.mark.parametrize("method", ["bucketed", "chunked", "masked"])
 def test_flat_layouts_equal_attention_per_set(method, monkeypatch):
     sizes = [3, 7, 1, 12, 7, 30]  # several size groups, a singleton, an uneven mix
     batch = torch.repeat_interleave(torch.arange(len(sizes)), torch.tensor(sizes))
@@ -319,4 +353,4 @@ def test_cross_attention_is_equivariant_and_refuses_mismatched_items():
         P.geometric_attention(q, k, mv(2, 1, 6, 2))
     flat = P.set_layout(batch=torch.tensor([0, 0, 0, 1, 1]))
     with pytest.raises(ValueError, match="cross-attention"):
-        P.geometric_attention_items_first(mv(5, 1, 2), mv(7, 1, 2), mv(7, 1, 2), layout=flat)
+        P.geometric_attention(mv(1, 5, 2), mv(1, 7, 2), mv(1, 7, 2), attn_mask=flat)

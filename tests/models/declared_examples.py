@@ -1,9 +1,14 @@
 """Equivariance examples of the module classes in :mod:`geomlin.models` (see tests/test_declarations.py)."""
 
+import torch
+
 from geomlin.models import (
     EGNNDynamics,
     EGNNLayer,
     EGNNPotential,
+    GATrClassifier,
+    GATrDynamics,
+    MLPDynamics,
     PointNet,
     Ponita,
     PonitaDynamics,
@@ -12,6 +17,17 @@ from geomlin.models import (
 )
 from geomlin.models.md import EnergyAndForces
 from geomlin.models.ponita import ConvNeXtBlock, FiberBundleConv, KernelBasis, PointConv
+from tests.randomized import randomized
+
+
+def _flat_gatr_classifier():
+    """The flat (PyG) layout: three clouds of 4, 6 and 2 points, both orientations in one batch."""
+    model = randomized(GATrClassifier(5, hidden_mv_channels=4, hidden_s_channels=4, num_blocks=1, num_heads=2,
+                                      max_points=6), 0.4)
+    batch = torch.tensor([0] * 4 + [1] * 6 + [2] * 2)
+    return model, {"inputs": (torch.randn(12, 3, dtype=torch.float64),),
+                   "kwargs": {"batch": batch, "num_graphs": 3}}
+
 
 EXAMPLES = {
     EGNNLayer: [lambda: EGNNLayer(8, num_rbf=4),
@@ -35,10 +51,15 @@ EXAMPLES = {
     ],
     PonitaPotential: [lambda: PonitaPotential(num_species=4, hidden_channels=8, num_blocks=1)],
     PonitaDynamics: [lambda: PonitaDynamics(hidden_channels=8, num_blocks=1, mode="points")],
+    GATrDynamics: [lambda: GATrDynamics(hidden_mv_channels=4, hidden_s_channels=4, num_blocks=1, num_heads=2)],
+    GATrClassifier: [lambda: GATrClassifier(5, hidden_mv_channels=4, hidden_s_channels=4, num_blocks=1,
+                                            num_heads=2, max_points=8),
+                     _flat_gatr_classifier],
 }
 
 NOT_EQUIVARIANT = {
     PointNet: "the non-equivariant baseline (frames and canonicalization wrap it)",
+    MLPDynamics: "the n-body task's non-equivariant baseline: an MLP on flattened coordinates",
     KernelBasis: "an MLP on invariant pair attributes (no group acts on its input); checked inside Ponita",
     PointConv: "a PONITA layer on invariant features and kernels; its symmetry comes from how Ponita builds the "
                "attributes and is checked on Ponita",

@@ -15,12 +15,10 @@ from typing import ClassVar
 import torch
 from torch import Tensor, nn
 
-from geomlin.reps import Positions, Scalars, Vectors
 from geomlin.train.config import Option
 from geomlin.train.errors import UserError
 from geomlin.train.tasks.base import AuditSpec, Fields, Stats, Task, TaskData, stat
 from geomlin.train.tasks.pointcloud import _require
-from geomlin.validation import check_bool, check_positive_int, check_tensor
 
 TEST_UPRIGHT, TEST_ROTATED = "test", "rotated"
 TRAIN_SEED_OFFSET, TEST_SEED_OFFSET, MOTION_SEED_OFFSET = 0, 100_003, 200_003
@@ -32,75 +30,6 @@ def _example_system(num_particles: int, generator, dtype) -> tuple[tuple[Tensor,
     vel = 0.5 * torch.randn(2, num_particles, 3, generator=generator, dtype=dtype)
     q = torch.randint(0, 2, (2, num_particles, 1), generator=generator).to(dtype) * 2 - 1
     return (pos, vel, q), {}
-
-
-class MLPDynamics(nn.Module):
-    """Non-equivariant baseline: flattened ``(pos, vel, charges)`` -> MLP -> displacement.
-
-    ``forward(pos (B, n, 3), vel (B, n, 3), charges (B, n, 1)) -> pos' (B, n, 3)``. Makes no
-    symmetry claim (it declares no feature types); ``geomlin audit`` measures it against the
-    task's E(3) symmetry.
-    """
-
-    def __init__(self, num_particles: int, hidden_channels: int = 128):
-        super().__init__()
-        num_particles = check_positive_int(num_particles, "num_particles")
-        hidden_channels = check_positive_int(hidden_channels, "hidden_channels")
-        self.num_particles = num_particles
-        self.net = nn.Sequential(nn.Linear(7 * num_particles, hidden_channels), nn.SiLU(),
-                                 nn.Linear(hidden_channels, hidden_channels), nn.SiLU(),
-                                 nn.Linear(hidden_channels, 3 * num_particles))
-
-    def forward(self, pos: Tensor, vel: Tensor, charges: Tensor) -> Tensor:
-        n = self.num_particles
-        check_tensor(pos, "pos", shape=(None, n, 3), what=f"systems of {n} particles")
-        check_tensor(vel, "vel", shape=tuple(pos.shape))
-        B = pos.shape[0]
-        x = torch.cat([pos, vel, charges.reshape(B, n, 1).to(pos.dtype)], dim=-1).reshape(B, -1)
-        return pos + vel + self.net(x).reshape(B, n, 3)
-
-
-class GATrDynamics(nn.Module):
-    """GATr for n-body: each particle is one token carrying a point, a velocity and a charge.
-
-    ``forward(pos (B, n, 3), vel (B, n, 3), charges (B, n, 1)) -> pos' (B, n, 3)``, E(3) equivariant:
-    declared types ``Positions(3)``, ``Vectors(3)``, ``Scalars(1)`` -> ``Positions(3)``. The output
-    token's point is read back with ``geomlin.algebra.pga.extract_point``. Channel names follow the
-    reference GATr (``hidden_mv_channels`` / ``hidden_s_channels``). ``average_orientations``
-    (default) runs both orientations of the embedded points and averages the extracted positions
-    ([`geomlin.gatr.orientations`][]), which makes the model exact under reflections
-    of the coordinates at twice the cost; without it reflections are exact only up to ~1e-6 relative.
-    """
-
-    def __init__(self, hidden_mv_channels: int = 8, hidden_s_channels: int = 16, num_blocks: int = 4,
-                 num_heads: int = 4, *, average_orientations: bool = True):
-        super().__init__()
-        self.average_orientations = check_bool(average_orientations, "average_orientations")
-        gatr = _require("geomlin.gatr", "the GATr model")
-        self.pga = _require("geomlin.algebra.pga", "the GATr model")
-        self.orientations = gatr.orientations
-        self.net = gatr.GATr(in_mv_channels=2, out_mv_channels=1, hidden_mv_channels=hidden_mv_channels,
-                             in_s_channels=1, out_s_channels=0, hidden_s_channels=hidden_s_channels,
-                             num_blocks=num_blocks, num_heads=num_heads)
-        self.type_in = (Positions(3), Vectors(3), Scalars(1))
-        self.type_out = Positions(3)
-
-    def example_inputs(self, generator: torch.Generator | None = None, dtype: torch.dtype = torch.float64):
-        """Two random systems of 5 particles (see ``_example_system``)."""
-        return _example_system(5, generator, dtype)
-
-    def forward(self, pos: Tensor, vel: Tensor, charges: Tensor) -> Tensor:
-        check_tensor(pos, "pos", shape=(..., None, 3))
-        check_tensor(vel, "vel", shape=tuple(pos.shape))
-        mv = torch.stack([self.pga.embed_point(pos), self.pga.embed_translation(vel)], dim=-2)  # (B, n, 2, 16)
-        scalars = charges.to(pos.dtype)
-        if not self.average_orientations:
-            return self.pga.extract_point(self.net(mv, scalars=scalars)[0][..., 0, :])
-        lead = mv.shape[:-3]
-        mv, scalars = mv.reshape(-1, *mv.shape[-3:]), scalars.reshape(-1, *scalars.shape[-2:])
-        out, _ = self.net(self.orientations.both_orientations(mv), scalars=self.orientations.repeat_for_orientations(scalars))
-        pos_out = self.orientations.mean_over_orientations(self.pga.extract_point(out[..., 0, :]))
-        return pos_out.reshape(*lead, *pos_out.shape[-2:])
 
 
 def build_ponita_dynamics(info: dict) -> nn.Module:
@@ -162,8 +91,12 @@ class NBodyTask(Task):
 
             return EGNNDynamics()
         if name == "mlp":
+            from geomlin.models import MLPDynamics
+
             return MLPDynamics(info["num_particles"])
         if name == "gatr":
+            from geomlin.models import GATrDynamics
+
             return GATrDynamics()
         if name == "ponita":
             return build_ponita_dynamics(info)

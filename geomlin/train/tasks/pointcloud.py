@@ -20,7 +20,6 @@ from geomlin.reps import Positions, Scalars
 from geomlin.train.config import Option
 from geomlin.train.errors import UserError
 from geomlin.train.tasks.base import AuditSpec, Fields, Stats, Task, TaskData, stat
-from geomlin.validation import check_bool, check_positive_int, check_tensor
 
 #: Evaluation set names.
 TEST_UPRIGHT, TEST_ROTATED = "test", "rotated"
@@ -125,50 +124,6 @@ def mesh_clouds(path, count: int, num_points: int, seed: int) -> Tensor:
     lo, hi = MESH_SCALE_RANGE
     pts = pts * (lo + (hi - lo) * torch.rand(count, 1, 1, generator=g, dtype=torch.float64))
     return pts + MESH_JITTER * torch.randn(pts.shape, generator=g, dtype=torch.float64)
-
-
-class GATrClassifier(nn.Module):
-    """GATr on points embedded as PGA multivectors; mean-pooled invariant scalars -> MLP head.
-
-    ``forward(pos (B, N, 3)) -> logits (B, classes)``, E(3) invariant: declared types
-    ``Positions(3)`` -> ``Scalars(num_classes)``. Only the first ``max_points`` points of each
-    cloud are used (the clouds are i.i.d. surface samples, so this is a uniform subsample):
-    attention costs ``O(N^2)`` and GATr's layers are heavy per point. Channel names follow the
-    reference GATr.
-    ``average_orientations`` (default) pools the scalars of both orientations of the embedded points
-    ([`geomlin.gatr.orientations`][]): exact under reflections at twice the cost.
-    """
-
-    def __init__(self, num_classes: int, hidden_mv_channels: int = 8, hidden_s_channels: int = 16,
-                 num_blocks: int = 2, num_heads: int = 4, max_points: int = 32, *,
-                 average_orientations: bool = True):
-        super().__init__()
-        self.average_orientations = check_bool(average_orientations, "average_orientations")
-        gatr = _require("geomlin.gatr", "the GATr model")
-        self.pga = _require("geomlin.algebra.pga", "the GATr model")
-        self.orientations = gatr.orientations
-        self.max_points = check_positive_int(max_points, "max_points")
-        self.net = gatr.GATr(in_mv_channels=1, out_mv_channels=1, hidden_mv_channels=hidden_mv_channels,
-                             in_s_channels=0, out_s_channels=hidden_s_channels, hidden_s_channels=hidden_s_channels,
-                             num_blocks=num_blocks, num_heads=num_heads)
-        self.head = nn.Sequential(nn.Linear(hidden_s_channels, hidden_s_channels), nn.SiLU(),
-                                  nn.Linear(hidden_s_channels, num_classes))
-        self.type_in = Positions(3)
-        self.type_out = Scalars(num_classes)
-
-    def example_inputs(self, generator: torch.Generator | None = None, dtype: torch.dtype = torch.float64):
-        """Two clouds of 12 points ``(2, 12, 3)``."""
-        return (torch.randn(2, 12, 3, generator=generator, dtype=dtype),), {}
-
-    def forward(self, pos: Tensor) -> Tensor:
-        check_tensor(pos, "pos", shape=(None, None, 3), what="B clouds of N points")
-        if pos.shape[1] > self.max_points:  # a test, not a bare slice: exported items <= max_points stay free
-            pos = pos[:, : self.max_points]
-        mv = self.pga.embed_point(pos)[..., None, :]          # (B, N, 1, 16)
-        if not self.average_orientations:
-            return self.head(self.net(mv)[1].mean(dim=-2))
-        _, s = self.net(self.orientations.both_orientations(mv))
-        return self.head(self.orientations.mean_over_orientations(s.mean(dim=-2)))
 
 
 class PointCloudTask(Task):
@@ -301,6 +256,8 @@ class PointCloudTask(Task):
             return VNPointNetClassifier(k, hidden_channels=cfg["vn_width"], num_blocks=VN_BLOCKS,
                                         point_widths=(w, 2 * w, 4 * w), head_widths=(2 * w,))
         if name == "gatr":
+            from geomlin.models import GATrClassifier
+
             return GATrClassifier(k, max_points=cfg["gatr_points"])
         raise UserError(f"unknown model '{name}' for task pointcloud")
 
