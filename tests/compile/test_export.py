@@ -31,7 +31,7 @@ def export_case(task_name: str, name: str):
     rule = deploy.SHAPE_RULES.get(type(model).__name__, deploy.ShapeRule())
     if rule.max_items_attr is not None:
         top = int(getattr(model, rule.max_items_attr))
-        args = tuple(a[:, :top] if isinstance(a, torch.Tensor) and a.ndim >= 2 else a for a in args)
+        args = tuple(a[:, :top].contiguous() if isinstance(a, torch.Tensor) and a.ndim >= 2 else a for a in args)
     return model, args, kwargs
 
 
