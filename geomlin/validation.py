@@ -96,9 +96,13 @@ def tolerance(dtype: torch.dtype) -> float:
 
 def shape_str(shape: Iterable) -> str:
     """``(4, 7, 15)`` for a shape, ``(..., 16)`` for a pattern with ``...``, ``*`` for ``None``."""
-    # a symbolic size (torch.SymInt, while torch.export traces) is printed by name, never made an int
-    parts = ["..." if s is Ellipsis else ("*" if s is None else str(s if isinstance(s, torch.SymInt) else int(s)))
-             for s in shape]
+    # a symbolic size (torch.SymInt, while torch.export traces) is printed by name, never made an int;
+    # dynamo cannot trace str() of one and int() would specialise it, so while torch.compile traces the
+    # sizes print as "?" (a message built there is never shown: the checks that raise run eagerly)
+    compiling = torch.compiler.is_compiling()
+    parts = ["..." if s is Ellipsis else ("*" if s is None else (
+        "?" if compiling else str(s if isinstance(s, torch.SymInt) else int(s))))
+        for s in shape]
     return "(" + ", ".join(parts) + ("," if len(parts) == 1 else "") + ")"
 
 
@@ -326,7 +330,9 @@ def check_index(index: Tensor, name: str, size: int, what: str = "items") -> Ten
     of bounds (which would be a fatal device-side assert) before the error is raised.
     """
     check_tensor(index, name, dtype="int")
-    message = f"{name} must index {what} in [0, {size}), but has entries outside"
+    # dynamo sees a symbolic size as a plain int, and formatting it would specialise the graph to that size
+    bound = f"the number of {what}" if torch.compiler.is_dynamo_compiling() else size
+    message = f"{name} must index {what} in [0, {bound}), but has entries outside"
     if index.numel() == 0 or _values_unreadable(index):
         if index.numel():
             low, high = torch.aminmax(index)

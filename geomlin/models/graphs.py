@@ -68,8 +68,9 @@ def dense_edge_index(num_graphs: int, num_nodes: int, loop: bool = False, device
     N = check_nonnegative_int(num_nodes, "num_nodes")
     check_bool(loop, "loop")
     width = N if loop else max(N - 1, 0)
-    check_memory(2 * B * N * width * 8 * 2, f"dense_edge_index(num_graphs={B}, num_nodes={N}) (all pairs, int64)",
-                 "use a radius graph (graph_edges) for large graphs")
+    if not torch.compiler.is_compiling():  # the message would make symbolic sizes concrete (a recompile per size)
+        check_memory(2 * B * N * width * 8 * 2, f"dense_edge_index(num_graphs={B}, num_nodes={N}) (all pairs, int64)",
+                     "use a radius graph (graph_edges) for large graphs")
     target = torch.arange(N, device=device)[:, None].expand(N, width)
     source = torch.arange(width, device=device)[None, :].expand(N, width)
     if not loop:
