@@ -203,7 +203,7 @@ class EquivariantBilinear(nn.Module):
     max_unknowns : int
         triples ``(a, b, c)`` of block types whose ``Hom(a (x) b, c)`` has more unknowns
         are left out with a ``UserWarning`` naming them (``dropped`` lists them), unless the diagram
-        solver reads their basis off directly. Raise it to include them (solved once; keep them
+        or monomial solver reads their basis off directly. Raise it to include them (solved once; keep them
         with ``cache_dir=``).
     cache_dir : str or os.PathLike, optional
         as for [`EquivariantLinear`][].
@@ -309,9 +309,10 @@ class EquivariantBilinear(nn.Module):
 
 
 def _read_off(rep_in: Rep, rep_out: Rep, method: str) -> bool:
-    """True when the basis needs no solve (trivial reps or the diagram solver)."""
+    """True when the basis is read off rather than solved: trivial reps, the diagram solver, or the
+    monomial solver (orbits of multi-indices, with at most a small reduced system left)."""
     try:
-        return basis_method(rep_in, rep_out, method) in ("scalar", "diagrams")
+        return basis_method(rep_in, rep_out, method) in ("scalar", "diagrams", "monomial")
     except ValueError:
         return False
 
