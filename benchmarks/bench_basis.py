@@ -14,7 +14,7 @@ is not compared.
 2. **EMLP's tasks.** O(5) synthetic regression (``2 T(1) -> T(0)``), the inertia tensor
    (``5 T(0) + 5 T(1) -> T(2)`` under O(3)) and the e-mu scattering amplitude under the Lorentz
    group (``4 T(1) -> T(0)``), data from ``emlp.datasets`` (same seed for both). Models built
-   as each library's user would: ``emlp.nn.objax.EMLP(rep_in, rep_out, G, ch, num_layers=3)``
+   as each library's user would: ``emlp.nn.objax.EMLP(rep_in, rep_out, G, ch, num_blocks=3)``
    and ``geomlin.linear.EquivariantMLP(rep_in, rep_out, hidden_channels=ch, num_blocks=3,
    group=G)`` (the same hidden reps). Adam, learning rate 3e-3, batch 500, mean squared error;
    EMLP's training step is one ``objax.Jit``-compiled function. Reported: construction time, the
@@ -365,7 +365,7 @@ def train_emlp(task, data, ch, steps, batch, lr, timed_steps):
     G = _emlp_group(_reps(task)[2])
     objax.random.DEFAULT_GENERATOR.seed(0)
     t0 = time.perf_counter()
-    model = EMLP(rin, rout, G, ch=ch, num_layers=3)
+    model = EMLP(rin, rout, G, ch=ch, num_blocks=3)
     build = time.perf_counter() - t0
     opt = objax.optimizer.Adam(model.vars())
 

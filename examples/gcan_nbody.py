@@ -51,9 +51,9 @@ def embed(pos, vel, charges) -> tuple[torch.Tensor, torch.Tensor]:
 class GCANNBody(nn.Module):
     """GCA-MLP over the 15 multivectors of a system -> 5 displacement multivectors."""
 
-    def __init__(self, hidden: int, num_layers: int = 3):
+    def __init__(self, hidden: int, num_blocks: int = 3):
         super().__init__()
-        self.net = GCAMLP(pga.PGA, 3 * PARTICLES, PARTICLES, hidden, num_layers=num_layers, versor="exp")
+        self.net = GCAMLP(pga.PGA, 3 * PARTICLES, PARTICLES, hidden, num_blocks=num_blocks, versor="exp")
         with torch.no_grad():  # start from the static prediction (the residual's zero)
             self.net.net[-1].weight.zero_()
 

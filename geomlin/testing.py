@@ -362,8 +362,8 @@ def assert_equivariant(fn: Callable, group=None, type_in=None, type_out=None, in
     return report
 
 
-def assert_invariant(fn: Callable, group, type_in, inputs=None, *, n_outputs: int = 1,
+def assert_invariant(fn: Callable, group, type_in, inputs=None, *, num_outputs: int = 1,
                      **options) -> EquivarianceReport:
     """Shorthand for [`assert_equivariant`][] with every output ``Scalars()`` (invariant)."""
-    outs: Sequence = (Scalars(),) * n_outputs
+    outs: Sequence = (Scalars(),) * num_outputs
     return assert_equivariant(fn, group, type_in, outs, inputs, **options)

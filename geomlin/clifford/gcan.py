@@ -325,7 +325,7 @@ class GCAGroupNorm(nn.Module):
 
 
 class GCAMLP(nn.Module):
-    """GCA-MLP: ``num_layers`` group action layers, each but the last followed by
+    """GCA-MLP: ``num_blocks`` group action layers (blocks), each but the last followed by
     [`GCAGroupNorm`][] and [`GCAGate`][]; ``(..., in_channels, dim) -> (..., out_channels, dim)``.
 
     Channels are objects or parts (e.g. the particles of a system, each a point and a velocity);
@@ -333,18 +333,18 @@ class GCAMLP(nn.Module):
     """
 
     def __init__(self, algebra, in_channels: int, out_channels: int, hidden_channels: int = 32,
-                 num_layers: int = 3, versor: str = "exp", num_groups: int = 1):
+                 num_blocks: int = 3, versor: str = "exp", num_groups: int = 1):
         super().__init__()
         algebra = algebra_argument(algebra)
-        check_positive_int(num_layers, "num_layers")
+        check_positive_int(num_blocks, "num_blocks")
         check_positive_int(in_channels, "in_channels")
         check_positive_int(hidden_channels, "hidden_channels")
         check_positive_int(out_channels, "out_channels")
-        sizes = [in_channels] + [hidden_channels] * (num_layers - 1) + [out_channels]
+        sizes = [in_channels] + [hidden_channels] * (num_blocks - 1) + [out_channels]
         layers: list[nn.Module] = []
-        for i in range(num_layers):
+        for i in range(num_blocks):
             layers.append(GroupActionLinear(algebra, sizes[i], sizes[i + 1], versor=versor))
-            if i < num_layers - 1:
+            if i < num_blocks - 1:
                 layers += [GCAGroupNorm(algebra, sizes[i + 1], num_groups), GCAGate(algebra, sizes[i + 1])]
         self.net = nn.Sequential(*layers)
         self.algebra = algebra

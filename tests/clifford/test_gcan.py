@@ -96,7 +96,7 @@ def test_gcamlp_learns_a_rigid_motion():
     pts = torch.randn(64, 3, dtype=DT)
     x = pga.embed_point(pts)[:, None]
     target = pga.extract_point(pga.sandwich(motion, x[:, 0]))
-    model = GCAMLP(pga.PGA, 1, 1, hidden_channels=4, num_layers=1).double()
+    model = GCAMLP(pga.PGA, 1, 1, hidden_channels=4, num_blocks=1).double()
     opt = torch.optim.Adam(model.parameters(), lr=0.05)
     first = None
     for _ in range(150):
@@ -106,5 +106,5 @@ def test_gcamlp_learns_a_rigid_motion():
         loss.backward()
         opt.step()
     assert loss.item() < 0.05 * first
-    deep = GCAMLP(pga.PGA, 2, 3, hidden_channels=4, num_layers=3, num_groups=2)
+    deep = GCAMLP(pga.PGA, 2, 3, hidden_channels=4, num_blocks=3, num_groups=2)
     assert deep(torch.randn(7, 2, 16)).shape == (7, 3, 16)

@@ -52,7 +52,7 @@ def test_group_action_linear_on_the_device(versor, metric):
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=["bf16", "fp16"])
 def test_gcan_mlp_on_the_device_and_under_autocast(dtype):
     torch.manual_seed(2)
-    model = _seeded(GCAMLP(pga.PGA, 2, 1, hidden_channels=4, num_layers=3, num_groups=2))
+    model = _seeded(GCAMLP(pga.PGA, 2, 1, hidden_channels=4, num_blocks=3, num_groups=2))
     x = torch.randn(5, 2, 16)
     assert_runs_on_device(model, x)
     assert_runs_on_device(_seeded(GCAGate(pga.PGA, 2)), x)

@@ -69,10 +69,11 @@ class DiagramLinear(nn.Module):
         ``"Sp"`` uses ``J = symplectic_form(n // 2)`` in the basis ``(q_1..q_m, p_1..p_m)``.
     n : int
         dimension of R^n (even for Sp).
-    k : int
-        input tensor order (number of trailing ``n``-axes of the input), ``>= 0``.
-    l : int
-        output tensor order, ``>= 0``.
+    order_in : int
+        input tensor order ``k`` (number of trailing ``n``-axes of the input), ``>= 0``: the top
+        row of the ``(k, l)`` diagrams.
+    order_out : int
+        output tensor order ``l``, ``>= 0``: their bottom row.
     in_channels, out_channels : int
         channel counts (the axis just before the tensor axes).
     bias : bool
@@ -92,18 +93,18 @@ class DiagramLinear(nn.Module):
     output ``(..., out_channels, n, .., n)`` with ``l`` trailing ``n``-axes, same dtype.
     """
 
-    def __init__(self, group, n: int, k: int, l: int, in_channels: int, out_channels: int,
+    def __init__(self, group, n: int, order_in: int, order_out: int, in_channels: int, out_channels: int,
                  bias: bool = True):
         super().__init__()
         name = group_name(group, n)
         check_n(name, n)
-        k = _check_count(k, "DiagramLinear: k")
-        l = _check_count(l, "DiagramLinear: l")
+        k = _check_count(order_in, "DiagramLinear: order_in")
+        l = _check_count(order_out, "DiagramLinear: order_out")
         in_channels = check_positive_int(in_channels, "DiagramLinear: in_channels")
         out_channels = check_positive_int(out_channels, "DiagramLinear: out_channels")
         if not isinstance(bias, bool):
             raise TypeError(f"DiagramLinear: bias must be a bool, got {type(bias).__name__}")
-        self.group, self.n, self.k, self.l = name, n, k, l
+        self.group, self.n, self.order_in, self.order_out = name, n, k, l
         self.in_channels, self.out_channels = in_channels, out_channels
         acting = geomlin_group(name, n)
         self.type_in = Tensors(acting, k, in_channels)
@@ -160,7 +161,7 @@ class DiagramLinear(nn.Module):
             b = bottoms.setdefault(bottom, len(bottoms))
             tops.setdefault(top, []).append((a, b))
         self._bottoms = list(bottoms)
-        identity = TopOp(self.l, tuple((a,) for a in range(self.l)), (), (), self.group == "Sp")
+        identity = TopOp(self.order_out, tuple((a,) for a in range(self.order_out)), (), (), self.group == "Sp")
         order = []
         self._identity = None  # (bottom indices, first applied row) of the identity top
         if identity in tops:
@@ -173,7 +174,7 @@ class DiagramLinear(nn.Module):
                         and all(len(p) == 1 for p in op.passing) and len(op.passing) == op.k):
                     perms.append((r, tuple(p[0] for p in op.passing)))
                     bottom_of[r] = None
-            perms.sort(key=lambda item: item[1] != tuple(range(self.l)))  # identity first: contiguous sum
+            perms.sort(key=lambda item: item[1] != tuple(range(self.order_out)))  # identity first: contiguous sum
             self._identity = (bottom_of, 0, perms)
             # the applied rows of the permutation bottoms, as a device index (the identity top starts at row 0)
             self.register_buffer("identity_rows", torch.tensor([r for r, _ in perms], dtype=torch.long),
@@ -193,7 +194,7 @@ class DiagramLinear(nn.Module):
     def _plan_bias(self, orbit: bool) -> None:
         """Bias: each (0, l) basis element expands into top halves; those equal to a family's top
         are added to that family's (tiny) matrix product result, the others written on their own."""
-        name, n, l = self.group, self.n, self.l
+        name, n, l = self.group, self.n, self.order_out
         tops: dict = {}
         rows, cols, vals = [], [], []
         for r, d in enumerate(self.bias_basis):
@@ -227,7 +228,7 @@ class DiagramLinear(nn.Module):
         return len(self.basis)
 
     def extra_repr(self) -> str:
-        return (f"group={self.group!r}, n={self.n}, k={self.k}, l={self.l}, in_channels={self.in_channels}, "
+        return (f"group={self.group!r}, n={self.n}, order_in={self.order_in}, order_out={self.order_out}, in_channels={self.in_channels}, "
                 f"out_channels={self.out_channels}, num_basis={self.num_basis}, bias={self.bias is not None}")
 
     def diagram_weights(self) -> Tensor:
@@ -244,7 +245,7 @@ class DiagramLinear(nn.Module):
 
     def forward(self, x: Tensor) -> Tensor:
         """Apply the layer; ``x (..., in_channels, n^k) -> (..., out_channels, n^l)``."""
-        k, l, n = self.k, self.l, self.n
+        k, l, n = self.order_in, self.order_out, self.n
         _check_input(x, k, n)
         if x.ndim < k + 1 or x.shape[x.ndim - k - 1] != self.in_channels:
             raise ValueError(f"DiagramLinear expects input (..., in_channels={self.in_channels}, "

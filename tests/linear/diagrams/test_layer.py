@@ -129,7 +129,7 @@ def test_bad_input_raises_clear_errors():
         DiagramLinear("Sp", 3, 1, 1, 1, 1)
     with pytest.raises(ValueError, match=r"n \(the dimension of R\^n\) must be >= 1"):
         DiagramLinear("SO", 0, 1, 1, 1, 1)
-    with pytest.raises(ValueError, match="k must be >= 0"):
+    with pytest.raises(ValueError, match="order_in must be >= 0"):
         DiagramLinear("S", 3, -1, 1, 1, 1)
     with pytest.raises(ValueError, match="out_channels must be >= 1"):
         DiagramLinear("S", 3, 1, 1, 1, 0)
