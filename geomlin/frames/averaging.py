@@ -24,8 +24,8 @@ from geomlin.frames.pca import (
     DEFAULT_GAP_TOL,
     DEGENERATE_POLICIES,
     SIGN_POLICIES,
-    _flat_graphs,
     example_clouds,
+    flat_graphs,
     frame_group,
     num_frames,
     pca_frames,
@@ -242,7 +242,7 @@ class FrameAveraging(nn.Module):
         Q, c = self.frames(pos, mask, batch, num_graphs, generator)
         if batch is None:
             return self._forward_padded(pos, extras, types_in, mask, Q, c)
-        _, batch = _flat_graphs(batch, Q.shape[0])  # (clamped on accelerators: the gathers stay in bounds)
+        _, batch = flat_graphs(batch, Q.shape[0])  # (clamped on accelerators: the gathers stay in bounds)
         return self._forward_flat(pos, extras, types_in, batch, edge_index, Q, c)
 
     # ------------------------------------------------------------------ padded

@@ -43,9 +43,9 @@ from torch import Tensor, nn
 
 from geomlin.frames.averaging import INVARIANT, backbone_out_types, feature_types, point_type
 from geomlin.frames.pca import (
-    _check_positions,
-    _flat_graphs,
+    check_positions,
     example_clouds,
+    flat_graphs,
     frame_group,
     is_special,
     pca_frames,
@@ -261,9 +261,9 @@ class PointCloudCanonicalizer(Canonicalizer):
                 num_graphs: int | None = None, as_tensors: bool = False):
         """Predicted elements ``g = (R (B, d, d), t (B, d))``; ``g(Q x + s) = (Q, s) g(x)``."""
         G, special = self.group, is_special(self.group)
-        batch = _check_positions(pos, G.d, mask, batch)
+        batch = check_positions(pos, G.d, mask, batch)
         if batch is not None:
-            num_graphs, batch = _flat_graphs(batch, num_graphs)
+            num_graphs, batch = flat_graphs(batch, num_graphs)
         centroid, cov, _, sq = point_moments(pos, isinstance(G, Euclidean), mask, batch, num_graphs)
         x = pos - (centroid[batch] if batch is not None else centroid[:, None])
         frame = None

@@ -188,7 +188,7 @@ class PCAFrames(NamedTuple):
     degenerate: Tensor
 
 
-def _check_positions(pos: Tensor, d: int, mask: Tensor | None, batch: Tensor | None) -> Tensor | None:
+def check_positions(pos: Tensor, d: int, mask: Tensor | None, batch: Tensor | None) -> Tensor | None:
     """Validate a padded ``(B, N, d)`` (+ ``mask (B, N)`` bool) or flat ``(N, d)`` (+ ``batch (N,)``) cloud batch.
 
     Returns ``batch`` as checked (on an accelerator clamped to be non-negative, its test deferred).
@@ -219,7 +219,7 @@ def num_graphs_of(batch: Tensor, num_graphs: int | None = None) -> int:
 
     Without ``num_graphs`` the largest index is read (a host synchronisation on an accelerator); on
     an accelerator the range of ``batch`` against a given ``num_graphs`` is checked by
-    ``_flat_graphs`` (deferred, and clamped).
+    ``flat_graphs`` (deferred, and clamped).
     """
     if num_graphs is not None:
         num_graphs = check_nonnegative_int(num_graphs, "num_graphs")
@@ -229,7 +229,7 @@ def num_graphs_of(batch: Tensor, num_graphs: int | None = None) -> int:
     return int(batch.max()) + 1 if batch.numel() else 0
 
 
-def _flat_graphs(batch: Tensor, num_graphs: int | None) -> tuple[int, Tensor]:
+def flat_graphs(batch: Tensor, num_graphs: int | None) -> tuple[int, Tensor]:
     """``(B, batch)`` of a flat batch; on an accelerator ``batch`` is range-checked (deferred) and clamped."""
     B = num_graphs_of(batch, num_graphs)
     if batch.device.type != "cpu" and num_graphs is not None:
@@ -259,7 +259,7 @@ def point_moments(pos: Tensor, translation: bool, mask: Tensor | None = None,
     with full_precision(pos):
         p = pos.to(working_dtype(pos.dtype))
         if batch is not None:
-            B, batch = _flat_graphs(batch, num_graphs)
+            B, batch = flat_graphs(batch, num_graphs)
             counts = p.new_zeros(B).index_add_(0, batch, torch.ones_like(p[:, 0]))
             _require_points(counts)
             sums = p.new_zeros(B, d).index_add(0, batch, p)
@@ -569,7 +569,7 @@ def pca_frames(pos: Tensor, group="E3", mask: Tensor | None = None, batch: Tenso
     if signs == "skewness" and on_degenerate == "sample":
         raise ValueError("signs='skewness' picks one frame element; on_degenerate='sample' needs the full "
                          "sign orbit (use on_degenerate='moments' with one element)")
-    batch = _check_positions(pos, G.d, mask, batch)
+    batch = check_positions(pos, G.d, mask, batch)
     check_generator(generator, "generator", pos.device)
     if pos.dtype in (torch.float16, torch.bfloat16):
         # half precision overflows second moments at |x| ~ 256 and has no eigensolver: float32 inside
@@ -579,7 +579,7 @@ def pca_frames(pos: Tensor, group="E3", mask: Tensor | None = None, batch: Tenso
                             gaps=out.gaps.to(pos.dtype))
     d, special = G.d, is_special(G)
     if batch is not None:
-        num_graphs, batch = _flat_graphs(batch, num_graphs)
+        num_graphs, batch = flat_graphs(batch, num_graphs)
     centroid, cov, _, sq = point_moments(pos, isinstance(G, Euclidean), mask, batch, num_graphs)
 
     # Differentiable eigenvectors; degenerate items are detached below (eigenvector derivatives

@@ -20,7 +20,7 @@ import math
 import torch
 from torch import Tensor, nn
 
-from geomlin.frames.pca import _check_positions, _flat_graphs
+from geomlin.frames.pca import check_positions, flat_graphs
 from geomlin.validation import check_choice, check_nonnegative_int, check_positive_int, check_tensor
 
 #: Added to ``|k|^2`` so the projection is finite when the direction vanishes.
@@ -217,9 +217,9 @@ class VNPointNet(nn.Module):
         ``frame (B, frame_channels, d)``: per-cloud equivariant vectors (e.g. the moment axes of
         [`pca_frames`][]) added to every point's input channels.
         """
-        batch = _check_positions(x, self.d, mask, batch)
+        batch = check_positions(x, self.d, mask, batch)
         if batch is not None:  # (without num_graphs the largest index is read)
-            num_graphs, batch = _flat_graphs(batch, num_graphs)
+            num_graphs, batch = flat_graphs(batch, num_graphs)
         feats = moment_features(x, mask, batch, num_graphs)
         if self.frame_channels:
             if frame is None or frame.shape[-2:] != (self.frame_channels, self.d):

@@ -279,14 +279,14 @@ class Group(SymmetryGroup):
         return g
 
     def _check_membership(self, g: Tensor, name: str, tol: float) -> None:
-        """Membership test on ``g (..., d, d)`` (float64 on the CPU); refuses through ``_require``."""
+        """Membership test on ``g (..., d, d)`` (float64 on the CPU); refuses through ``check_elements``."""
         B = self._invariant_form_on(g.device, g.dtype)
         if B is None:
             det = torch.linalg.det(g).abs()
             scale = torch.linalg.matrix_norm(g).pow(self.d).clamp_min(1.0)
-            _require(det > tol * scale, f"{name} contains a singular matrix, which is not an element of {self}")
+            check_elements(det > tol * scale, f"{name} contains a singular matrix, which is not an element of {self}")
             return
-        _check_form(g, B, name, tol, f"{self}", self.is_orthogonal)
+        check_form(g, B, name, tol, f"{self}", self.is_orthogonal)
 
     def _invariant_form_on(self, device, dtype) -> Tensor | None:
         """[`invariant_form`][] on ``device`` in ``dtype``, cached per (group, device, dtype) (read-only)."""
@@ -313,8 +313,8 @@ class Group(SymmetryGroup):
             exponential of a random algebra element times a random word in the
             discrete generators. Subclasses with a known Haar measure override this.
         """
-        n = _check_count(n)
-        _check_sample_dtype(dtype)
+        n = check_sample_count(n)
+        check_sample_dtype(dtype)
         if self.is_finite:
             out = self._sample_finite(n, generator)
         else:
@@ -363,7 +363,7 @@ class Group(SymmetryGroup):
         return out
 
 
-def _require(ok: Tensor, message: str, detail: Callable[[], str] | None = None) -> None:
+def check_elements(ok: Tensor, message: str, detail: Callable[[], str] | None = None) -> None:
     """Refuse group elements unless every entry of ``ok`` is True.
 
     On the CPU a ``ValueError(message + detail())`` is raised at once (``detail`` may read the
@@ -376,14 +376,14 @@ def _require(ok: Tensor, message: str, detail: Callable[[], str] | None = None) 
         raise ValueError(message + (detail() if detail is not None else ""))
 
 
-def _check_form(g: Tensor, B: Tensor, name: str, tol: float, group: str, orthogonal: bool) -> None:
+def check_form(g: Tensor, B: Tensor, name: str, tol: float, group: str, orthogonal: bool) -> None:
     """Refuse ``g`` unless ``g^T B g = B`` to ``tol`` relative to ``max(1, |g|^2)`` (``orthogonal``: ``B = I``)."""
     lhs = g.transpose(-1, -2) @ B @ g
     err = (lhs - B).abs().amax(dim=(-2, -1))
     scale = g.abs().amax(dim=(-2, -1)).pow(2).clamp_min(1.0)
     rel = err / scale
     what = "orthogonal (g g^T = I)" if orthogonal else "form-preserving (g^T B g = B)"
-    _require(rel <= tol, f"{name} is not an element of {group}: it must be {what}",
+    check_elements(rel <= tol, f"{name} is not an element of {group}: it must be {what}",
              lambda: f", but the relative error is {float(rel.max()):.2e} > {tol:.0e}")
 
 
@@ -393,12 +393,12 @@ class _TooLarge(ValueError):
     pass
 
 
-def _check_sample_dtype(dtype) -> None:
+def check_sample_dtype(dtype) -> None:
     if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
         raise TypeError(f"dtype must be a floating-point torch.dtype, got {dtype!r}")
 
 
-def _check_count(n) -> int:
+def check_sample_count(n) -> int:
     """The number of samples: an int >= 0."""
     return check_nonnegative_int(n, "the number of samples n")
 
@@ -437,7 +437,7 @@ def haar_orthogonal(n: int, d: int, generator=None, special: bool = False) -> Te
     groups", Sec. 5). For SO(d) the first column is flipped when ``det = -1``,
     which maps the Haar measure of O(d)'s other coset onto SO(d)'s.
     """
-    n = _check_count(n)
+    n = check_sample_count(n)
     d = check_int(d, "d", minimum=1)
     z = torch.randn(n, d, d, generator=generator, dtype=torch.float64)
     q, r = torch.linalg.qr(z)

@@ -15,10 +15,10 @@ from torch import Tensor
 from geomlin.groups.base import (
     RANDOM_WORD_LENGTH,
     Group,
-    _check_count,
-    _check_form,
-    _check_sample_dtype,
-    _require,
+    check_elements,
+    check_form,
+    check_sample_count,
+    check_sample_dtype,
     haar_orthogonal,
 )
 from geomlin.validation import check_int
@@ -61,7 +61,7 @@ def _check_determinant(g: Tensor, name: str, tol: float, group, sign: float = 1.
     def worst() -> str:
         return f", got {float(det.flatten()[int(((det - sign).abs() / scale).flatten().argmax())]):+.6f}"
 
-    _require((det - sign).abs() <= 10 * tol * scale,
+    check_elements((det - sign).abs() <= 10 * tol * scale,
              f"{name} is not an element of {group}: its determinant must be {sign:+.0f}", worst)
 
 
@@ -82,8 +82,8 @@ class SO(Group):
         _check_determinant(g, name, tol, self)
 
     def sample(self, n: int = 1, generator=None, dtype=torch.float64) -> Tensor:
-        _check_sample_dtype(dtype)
-        return haar_orthogonal(_check_count(n), self.d, generator, special=True).to(dtype)
+        check_sample_dtype(dtype)
+        return haar_orthogonal(check_sample_count(n), self.d, generator, special=True).to(dtype)
 
 
 class O(Group):
@@ -96,8 +96,8 @@ class O(Group):
         self.n = n
 
     def sample(self, n: int = 1, generator=None, dtype=torch.float64) -> Tensor:
-        _check_sample_dtype(dtype)
-        return haar_orthogonal(_check_count(n), self.d, generator).to(dtype)
+        check_sample_dtype(dtype)
+        return haar_orthogonal(check_sample_count(n), self.d, generator).to(dtype)
 
 
 def symplectic_form(m: int) -> Tensor:
@@ -202,7 +202,7 @@ class SO13p(Group):
     def _check_membership(self, g: Tensor, name: str, tol: float) -> None:
         super()._check_membership(g, name, tol)
         _check_determinant(g, name, tol, self)
-        _require(g[..., 0, 0] >= 1 - tol, f"{name} is not an element of {self}: it reverses the direction of time",
+        check_elements(g[..., 0, 0] >= 1 - tol, f"{name} is not an element of {self}: it reverses the direction of time",
                  lambda: f" (g[0, 0] = {float(g[..., 0, 0].min()):+.6f} < 1)")
 
 
@@ -215,7 +215,7 @@ class Trivial(Group):
 
     def _check_membership(self, g: Tensor, name: str, tol: float) -> None:
         err = (g - torch.eye(self.d, dtype=g.dtype, device=g.device)).abs().amax(dim=(-2, -1))
-        _require(err <= tol, f"{name} is not an element of {self}: the only element is the identity",
+        check_elements(err <= tol, f"{name} is not an element of {self}: the only element is the identity",
                  lambda: f", got a matrix {float(err.max()):.2e} away from it")
 
 
@@ -242,13 +242,13 @@ class S(Group):
         off = torch.minimum((g - 1).abs(), g.abs()).amax(dim=(-2, -1))
         rows = (g.sum(-1) - 1).abs().amax(dim=-1)
         cols = (g.sum(-2) - 1).abs().amax(dim=-1)
-        _require((off <= tol) & (rows <= tol) & (cols <= tol),
+        check_elements((off <= tol) & (rows <= tol) & (cols <= tol),
                  f"{name} is not an element of {self}: it must be a permutation matrix "
                  "(entries 0 or 1, one 1 in every row and column)")
 
     def sample(self, n: int = 1, generator=None, dtype=torch.float64) -> Tensor:
-        n = _check_count(n)
-        _check_sample_dtype(dtype)
+        n = check_sample_count(n)
+        check_sample_dtype(dtype)
         perms = torch.argsort(torch.rand(n, self.d, generator=generator), dim=-1)
         eye = torch.eye(self.d, dtype=dtype)
         return eye[perms]
@@ -292,14 +292,14 @@ def _check_rotation_by_multiple(g: Tensor, name: str, tol: float, group, k: int,
     The angle may be off by ``ANGLE_SLACK * tol`` radians (an orthogonal matrix to ``tol`` has its
     angle to about ``tol``).
     """
-    _check_form(g, torch.eye(2, dtype=g.dtype, device=g.device), name, tol, f"{group}", True)
+    check_form(g, torch.eye(2, dtype=g.dtype, device=g.device), name, tol, f"{group}", True)
     det = torch.linalg.det(g)
     if not reflections:
-        _require(det >= 0, f"{name} is not an element of {group}: it is a reflection (det -1)")
+        check_elements(det >= 0, f"{name} is not an element of {group}: it is a reflection (det -1)")
     flipped = torch.stack([g[..., 0], -g[..., 1]], dim=-1)  # g diag(1, -1)
     rot = torch.where(det[..., None, None] < 0, flipped, g)
     steps = torch.atan2(rot[..., 1, 0], rot[..., 0, 0]) * k / (2 * math.pi)
-    _require((steps - steps.round()).abs() <= ANGLE_SLACK * tol * k / (2 * math.pi),
+    check_elements((steps - steps.round()).abs() <= ANGLE_SLACK * tol * k / (2 * math.pi),
              f"{name} is not an element of {group}: its rotation angle is not a multiple of 2 pi / {k}")
 
 
@@ -338,7 +338,7 @@ class DirectProduct(Group):
     def _check_membership(self, g: Tensor, name: str, tol: float) -> None:
         d1 = self.factors[0].d
         off = torch.maximum(g[..., :d1, d1:].abs().amax(dim=(-2, -1)), g[..., d1:, :d1].abs().amax(dim=(-2, -1)))
-        _require(off <= tol, f"{name} is not an element of {self}: it must be block diagonal ({d1} + {self.d - d1})")
+        check_elements(off <= tol, f"{name} is not an element of {self}: it must be block diagonal ({d1} + {self.d - d1})")
         self.factors[0]._check_membership(g[..., :d1, :d1], name, tol)
         self.factors[1]._check_membership(g[..., d1:, d1:], name, tol)
 
@@ -368,7 +368,7 @@ class Z(Group):
         i = torch.arange(n, device=g.device)
         expected = ((i[:, None] - i[None, :] - s[..., None, None]) % n == 0).to(g.dtype)
         err = (g - expected).abs().amax(dim=(-2, -1))
-        _require(err <= tol, f"{name} is not an element of {self}: it must be a cyclic shift of the coordinates",
+        check_elements(err <= tol, f"{name} is not an element of {self}: it must be a cyclic shift of the coordinates",
                  lambda: f" (off by {float(err.max()):.2e})")
 
 
@@ -463,12 +463,12 @@ class U(Group):
             cache[key] = self.complex_structure.to(device=g.device, dtype=g.dtype)
         J = cache[key]
         err = (g @ J - J @ g).abs().amax(dim=(-2, -1))
-        _require(err <= 10 * tol, f"{name} is not an element of {self}: it must commute with the complex structure "
+        check_elements(err <= 10 * tol, f"{name} is not an element of {self}: it must commute with the complex structure "
                  "J = [[0, -I], [I, 0]] (be complex-linear)", lambda: f" (off by {float(err.max()):.2e})")
 
     def sample(self, n: int = 1, generator=None, dtype=torch.float64) -> Tensor:
-        _check_sample_dtype(dtype)
-        return realify(_haar_unitary(_check_count(n), self.n, generator, self.special)).to(dtype)
+        check_sample_dtype(dtype)
+        return realify(_haar_unitary(check_sample_count(n), self.n, generator, self.special)).to(dtype)
 
 
 class SU(U):
@@ -486,7 +486,7 @@ class SU(U):
             return
         det = torch.linalg.det(complexify(g))
         err = (det - 1).abs()
-        _require(err <= 10 * tol, f"{name} is not an element of {self}: its complex determinant must be 1",
+        check_elements(err <= 10 * tol, f"{name} is not an element of {self}: its complex determinant must be 1",
                  lambda: f" (off by {float(err.max()):.2e})")
 
 
@@ -551,8 +551,8 @@ class RubiksCube(Group):
         raise ValueError(f"{self} has {RUBIKS_CUBE_ORDER:,} elements, too many to enumerate")
 
     def sample(self, n: int = 1, generator=None, dtype=torch.float64) -> Tensor:
-        n = _check_count(n)
-        _check_sample_dtype(dtype)
+        n = check_sample_count(n)
+        check_sample_dtype(dtype)
         perms = self.discrete_generators.argmax(1)  # (6, 48): column j's 1 sits in row perms[:, j]
         word = torch.arange(48).repeat(n, 1)
         for _ in range(RANDOM_WORD_LENGTH):
@@ -570,6 +570,6 @@ class RubiksCube(Group):
         if corner is None:  # one copy per (device, dtype)
             corner = self._corner_on[(g.device, g.dtype)] = self._corner.to(device=g.device, dtype=g.dtype)
         mixed = (corner @ g @ (1 - corner)).abs() + ((1 - corner) @ g @ corner).abs()
-        _require((off <= tol) & (rows <= tol) & (cols <= tol) & (mixed <= tol),
+        check_elements((off <= tol) & (rows <= tol) & (cols <= tol) & (mixed <= tol),
                  f"{name} is not an element of {self}: it must be a permutation matrix of the stickers that "
                  "keeps corner stickers among corner stickers")

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from geomlin.groups.base import SymmetryGroup, _check_count, _check_sample_dtype, haar_orthogonal
+from geomlin.groups.base import SymmetryGroup, check_sample_count, check_sample_dtype, haar_orthogonal
 from geomlin.validation import check_float, check_positive_int, check_tensor
 
 
@@ -149,8 +149,8 @@ class Euclidean(SymmetryGroup):
 
     def sample(self, n: int = 1, generator=None, dtype=torch.float64) -> RigidTransform:
         """``n`` random rigid transforms: R ``(n, d, d)``, t ``(n, d)``."""
-        n = _check_count(n)
-        _check_sample_dtype(dtype)
+        n = check_sample_count(n)
+        check_sample_dtype(dtype)
         R = haar_orthogonal(n, self.d, generator, special=not self.reflections)
         t = torch.randn(n, self.d, generator=generator, dtype=torch.float64) * self.translation_scale
         return RigidTransform(R.to(dtype), t.to(dtype))

@@ -41,9 +41,9 @@ import torch
 from torch import Tensor
 
 from geomlin.groups.classical import SO, Lorentz, O, S, SO13p, Sp
-from geomlin.linear.diagrams.basis import _all_independent, diagram_basis
+from geomlin.linear.diagrams.basis import all_independent, diagram_basis
 from geomlin.linear.diagrams.dense import levi_civita
-from geomlin.linear.diagrams.enumerate import _matching_count, _set_partitions, count_set_partitions
+from geomlin.linear.diagrams.enumerate import count_set_partitions, matching_count, set_partitions
 from geomlin.reps.base import DualRep, Rep, TensorRep, Vector
 
 #: Largest number of dense entries (diagrams x n^(k+l)) built; beyond it the general solvers run.
@@ -98,9 +98,9 @@ def spanning_count(family: str, m: int, n: int) -> int:
     """Number of spanning diagrams on ``m`` vertices (S(n): partitions with at most ``n`` blocks)."""
     if family == "S":
         return count_set_partitions(m, n)
-    count = _matching_count(m)
+    count = matching_count(m)
     if family == "SO" and n <= m:
-        count += math.comb(m, n) * _matching_count(m - n)
+        count += math.comb(m, n) * matching_count(m - n)
     return count
 
 
@@ -122,9 +122,9 @@ def _plan(rep_in: Rep, rep_out: Rep):
         if count > MAX_PARTITIONS or count * n ** m > MAX_DIAGRAM_ENTRIES:
             return None
         return name, form, n, k, l, upper, None
-    if not _all_independent(name, k, l, n) and count > MAX_SELECTION_DIAGRAMS:
+    if not all_independent(name, k, l, n) and count > MAX_SELECTION_DIAGRAMS:
         return None
-    if count * n ** m > MAX_DIAGRAM_ENTRIES and _all_independent(name, k, l, n):
+    if count * n ** m > MAX_DIAGRAM_ENTRIES and all_independent(name, k, l, n):
         return None
     diagrams = diagram_basis(name, k, l, n)
     if len(diagrams) * n ** m > MAX_DIAGRAM_ENTRIES:
@@ -141,7 +141,7 @@ def selection_size(rep_in: Rep, rep_out: Rep) -> int:
     if family is None or family[0] == "S" or slots_out is None or slots_in is None:
         return 0
     k, l, n = len(slots_in), len(slots_out), group.d
-    return 0 if _all_independent(family[0], k, l, n) else spanning_count(family[0], k + l, n)
+    return 0 if all_independent(family[0], k, l, n) else spanning_count(family[0], k + l, n)
 
 
 def applies(rep_in: Rep, rep_out: Rep) -> bool:
@@ -174,7 +174,7 @@ def _orbit_basis(n: int, m: int) -> Tensor:
     Row ``π`` is 1 exactly where the equality pattern of the multi-index is ``π`` (Pearce-Crump
     2022, orbit basis ``X_π``), so the rows have disjoint supports.
     """
-    parts = _set_partitions(m, n)
+    parts = set_partitions(m, n)
     index = {}
     for i, p in enumerate(parts):
         labels = [0] * m

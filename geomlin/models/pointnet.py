@@ -271,9 +271,9 @@ class VNPointNetClassifier(nn.Module):
 
     def invariants(self, pos: Tensor, mask: Tensor | None = None) -> Tensor:
         """Per-point invariants ``(B, N, V (V + 1) / 2)``: the Gram matrices of the point's vectors."""
-        from geomlin.frames.pca import _check_positions
+        from geomlin.frames.pca import check_positions
 
-        _check_positions(pos, 3, mask, None)
+        check_positions(pos, 3, mask, None)
         w = None if mask is None else mask[..., None].to(pos.dtype)
         counts = max(pos.shape[1], 1) if mask is None else w.sum(1, keepdim=True).clamp_min(1)  # 0 points: no 0/0
         centroid = (pos if w is None else pos * w).sum(1, keepdim=True) / counts

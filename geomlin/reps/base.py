@@ -38,7 +38,7 @@ def _kron(a: Tensor, b: Tensor) -> Tensor:
     return out.reshape(*out.shape[:-4], m * n, m * n)
 
 
-def _block_diag(blocks: list[Tensor]) -> Tensor:
+def block_diag(blocks: list[Tensor]) -> Tensor:
     """Batched block diagonal of ``(..., n_i, n_i)`` blocks."""
     lead = torch.broadcast_shapes(*[b.shape[:-2] for b in blocks])
     size = sum(b.shape[-1] for b in blocks)
@@ -61,7 +61,7 @@ def _check_element(g: Tensor, G: Group | None, what: str = "g") -> Tensor:
     return g
 
 
-def _check_algebra_element(A: Tensor, G: Group | None, what: str = "Lie algebra elements") -> Tensor:
+def check_algebra_element(A: Tensor, G: Group | None, what: str = "Lie algebra elements") -> Tensor:
     check_tensor(A, what, min_ndim=2)
     if A.shape[-1] != A.shape[-2] or (G is not None and A.shape[-1] != G.d):
         want = "(..., d, d)" if G is None else f"(..., {G.d}, {G.d}) for {G}"
@@ -308,7 +308,7 @@ class ScalarRep(Rep):
         return torch.ones(*g.shape[:-2], 1, 1, dtype=g.dtype, device=g.device)
 
     def drho(self, A: Tensor) -> Tensor:
-        _check_algebra_element(A, None)
+        check_algebra_element(A, None)
         return torch.zeros(*A.shape[:-2], 1, 1, dtype=A.dtype, device=A.device)
 
     def key(self) -> tuple:
@@ -346,7 +346,7 @@ class Vector(Rep):
         return g
 
     def drho(self, A: Tensor) -> Tensor:
-        return _check_algebra_element(A, self.group)
+        return check_algebra_element(A, self.group)
 
     def key(self) -> tuple:
         return ("V", self.group.key())
@@ -389,10 +389,10 @@ class SumRep(Rep):
         return all(r.is_scalar for r in self._blocks)
 
     def _rho(self, g: Tensor) -> Tensor:
-        return _block_diag([r._rho(g) for r in self._blocks])
+        return block_diag([r._rho(g) for r in self._blocks])
 
     def drho(self, A: Tensor) -> Tensor:
-        return _block_diag([r.drho(A) for r in self._blocks])
+        return block_diag([r.drho(A) for r in self._blocks])
 
     def key(self) -> tuple:
         return ("Sum",) + tuple(r.key() for r in self._blocks)

@@ -14,7 +14,7 @@ from torch import Tensor
 from geomlin.algebra.quaternions import shepperd_quaternion
 from geomlin.groups.base import Group
 from geomlin.groups.names import as_group
-from geomlin.reps.base import Rep, _check_algebra_element
+from geomlin.reps.base import Rep, check_algebra_element
 from geomlin.validation import check_nonnegative_int, check_orthogonal, check_tensor
 
 #: Dtypes without linear-algebra kernels (det, matrix_exp): computed in float32.
@@ -128,11 +128,11 @@ def _wigner_D(irreps, g: Tensor) -> Tensor:
         if ir.p == -1:
             D = D * torch.sign(det)[..., None, None]
         blocks.extend([D] * mul)
-    from geomlin.reps.base import _block_diag
+    from geomlin.reps.base import block_diag
 
     if not blocks:
         return g.new_zeros(*g.shape[:-2], 0, 0)
-    return _block_diag(blocks)
+    return block_diag(blocks)
 
 
 class IrrepsRep(Rep):
@@ -172,16 +172,16 @@ class IrrepsRep(Rep):
 
     def drho(self, A: Tensor) -> Tensor:
 
-        _check_algebra_element(A, self.group)
+        check_algebra_element(A, self.group)
         coeff = _so3_coefficients(A)
         blocks = []
         for mul, ir in self.irreps:
             gens = _so3_generators_on(ir.l, A.device, A.dtype)
             block = torch.einsum("...k,kij->...ij", coeff, gens)
             blocks.extend([block] * mul)
-        from geomlin.reps.base import _block_diag
+        from geomlin.reps.base import block_diag
 
-        return _block_diag(blocks)
+        return block_diag(blocks)
 
     def key(self) -> tuple:
         return ("Irreps", str(self.irreps), self.group.key())

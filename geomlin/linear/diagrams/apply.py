@@ -280,7 +280,7 @@ def top_add(op: TopOp, out: Tensor, z: Tensor, n: int, alpha: float = 1.0, offse
     return out
 
 
-def _check_input(x, k: int, n: int, what: str = "x") -> None:
+def check_diagram_input(x, k: int, n: int, what: str = "x") -> None:
     if not isinstance(x, Tensor):
         raise TypeError(f"{what} must be a torch.Tensor, got {type(x).__name__}")
     if not x.is_floating_point():
@@ -321,7 +321,7 @@ def apply_diagram(diagram: Diagram, x: Tensor, n: int, group, orbit: bool = Fals
     if not isinstance(diagram, Diagram):
         raise TypeError(f"diagram must be a Diagram, got {type(diagram).__name__}")
     check_diagram_for(name, diagram, n)
-    _check_input(x, diagram.k, n)
+    check_diagram_input(x, diagram.k, n)
     if orbit and name != "S":
         raise ValueError(f"orbit=True is the S_n orbit basis; group {name!r} has no orbit basis")
     lead = x.shape[: x.ndim - diagram.k]

@@ -27,9 +27,10 @@ from functools import lru_cache
 
 import numpy as np
 
-from geomlin.linear.diagrams.diagram import Diagram, _check_count
+from geomlin.linear.diagrams.diagram import Diagram
 from geomlin.linear.diagrams.enumerate import partition_diagrams, spanning_diagrams
 from geomlin.linear.diagrams.families import check_n, group_name
+from geomlin.validation import check_nonnegative_int
 
 #: The prime of the exact rank computation.
 PRIME = 2 ** 31 - 1
@@ -152,7 +153,7 @@ def independent_columns(A: np.ndarray) -> list[int]:
     return pivots
 
 
-def _all_independent(name: str, k: int, l: int, n: int) -> bool:
+def all_independent(name: str, k: int, l: int, n: int) -> bool:
     if name == "O":
         return 2 * n >= k + l
     if name == "SO":
@@ -165,7 +166,7 @@ def _basis(name: str, k: int, l: int, n: int) -> tuple[Diagram, ...]:
     if name == "S":
         return tuple(partition_diagrams(k, l, max_blocks=n))
     span = spanning_diagrams(name, k, l, n)
-    if _all_independent(name, k, l, n):
+    if all_independent(name, k, l, n):
         return tuple(span)
     keep = independent_columns(evaluation_matrix(span, n, name))
     return tuple(span[i] for i in keep)
@@ -180,7 +181,7 @@ def diagram_basis(group, k: int, l: int, n: int) -> list[Diagram]:
     """
     name = group_name(group, n)
     check_n(name, n)
-    return list(_basis(name, _check_count(k, "k"), _check_count(l, "l"), n))
+    return list(_basis(name, check_nonnegative_int(k, "k"), check_nonnegative_int(l, "l"), n))
 
 
 def basis_size(group, k: int, l: int, n: int) -> int:

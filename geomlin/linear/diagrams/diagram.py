@@ -41,11 +41,6 @@ _LETTERS = string.ascii_uppercase + string.ascii_lowercase
 FREE_MARK = "ε"
 
 
-def _check_count(value, name: str) -> int:
-    """A tensor order or count: an int >= 0 (``TypeError`` for other kinds of value)."""
-    return check_nonnegative_int(value, name)
-
-
 @dataclass(frozen=True)
 class Diagram:
     """A partition diagram with ``k`` bottom (input) and ``l`` top (output) vertices.
@@ -74,8 +69,8 @@ class Diagram:
     free: tuple[int, ...] = ()
 
     def __post_init__(self):
-        k = _check_count(self.k, "Diagram: k")
-        l = _check_count(self.l, "Diagram: l")
+        k = check_nonnegative_int(self.k, "Diagram: k")
+        l = check_nonnegative_int(self.l, "Diagram: l")
         try:
             blocks = tuple(sorted((tuple(sorted(int(v) for v in b)) for b in self.blocks),
                                   key=lambda b: b[0] if b else -1))

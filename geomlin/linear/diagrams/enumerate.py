@@ -19,8 +19,9 @@ import math
 from functools import lru_cache
 from itertools import combinations
 
-from geomlin.linear.diagrams.diagram import Diagram, _check_count
+from geomlin.linear.diagrams.diagram import Diagram
 from geomlin.linear.diagrams.families import check_n, group_name
+from geomlin.validation import check_nonnegative_int
 
 #: Largest number of diagrams an enumerator builds (each is a small Python object; beyond this
 #: the problem cannot fit in memory or be applied in reasonable time).
@@ -75,9 +76,9 @@ def set_partitions(m: int, max_blocks: int | None = None) -> list[tuple[tuple[in
     each a tuple of sorted blocks sorted by their smallest element. ``m = 0`` has one (empty)
     partition. Raises ``ValueError`` when there are more than [`MAX_DIAGRAMS`][].
     """
-    m = _check_count(m, "set_partitions: m")
+    m = check_nonnegative_int(m, "set_partitions: m")
     if max_blocks is not None:
-        max_blocks = _check_count(max_blocks, "set_partitions: max_blocks")
+        max_blocks = check_nonnegative_int(max_blocks, "set_partitions: max_blocks")
     _refuse_large(count_set_partitions(m, max_blocks), f"the set of partitions of {m} items")
     return list(_set_partitions(m, max_blocks))
 
@@ -108,10 +109,10 @@ def partition_diagrams(k: int, l: int, max_blocks: int | None = None) -> list[Di
     ``max_blocks`` keeps only partitions with at most that many blocks (the S_n
     orbit basis keeps ``max_blocks = n``).
     """
-    k = _check_count(k, "k")
-    l = _check_count(l, "l")
+    k = check_nonnegative_int(k, "k")
+    l = check_nonnegative_int(l, "l")
     if max_blocks is not None:
-        max_blocks = _check_count(max_blocks, "max_blocks")
+        max_blocks = check_nonnegative_int(max_blocks, "max_blocks")
     _refuse_large(count_set_partitions(k + l, max_blocks),
                   f"the set of ({k}, {l}) partition diagrams" + (f" with at most {max_blocks} blocks"
                                                                 if max_blocks is not None else ""))
@@ -120,13 +121,13 @@ def partition_diagrams(k: int, l: int, max_blocks: int | None = None) -> list[Di
 
 def brauer_diagrams(k: int, l: int) -> list[Diagram]:
     """All Brauer diagrams (perfect matchings) on ``k + l`` vertices; ``(k+l-1)!!`` or none if odd."""
-    k = _check_count(k, "k")
-    l = _check_count(l, "l")
-    _refuse_large(_matching_count(k + l), f"the set of ({k}, {l}) Brauer diagrams")
+    k = check_nonnegative_int(k, "k")
+    l = check_nonnegative_int(l, "l")
+    _refuse_large(matching_count(k + l), f"the set of ({k}, {l}) Brauer diagrams")
     return [Diagram(k, l, m) for m in _matchings(tuple(range(k + l)))]
 
 
-def _matching_count(m: int) -> int:
+def matching_count(m: int) -> int:
     """``(m-1)!!`` perfect matchings of ``m`` items (0 when ``m`` is odd)."""
     return 0 if m % 2 else math.prod(range(m - 1, 0, -2))
 
@@ -143,13 +144,13 @@ def levi_civita_diagrams(k: int, l: int, n: int) -> list[Diagram]:
         When ``n > k + l`` (a determinant diagram needs ``n`` vertices)
         or ``n < 1``.
     """
-    k = _check_count(k, "k")
-    l = _check_count(l, "l")
+    k = check_nonnegative_int(k, "k")
+    l = check_nonnegative_int(l, "l")
     check_n("SO", n)
     if n > k + l:
         raise ValueError(f"an SO(n) determinant ((l+k)\\n) diagram joins n vertices to the Levi-Civita "
                          f"symbol, so it needs k + l >= n; got k + l = {k + l} < n = {n}")
-    _refuse_large(math.comb(k + l, n) * _matching_count(k + l - n),
+    _refuse_large(math.comb(k + l, n) * matching_count(k + l - n),
                   f"the set of ({k}, {l}) Levi-Civita diagrams of SO({n})")
     out = []
     for free in combinations(range(k + l), n):

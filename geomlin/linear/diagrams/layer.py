@@ -33,19 +33,18 @@ from torch import Tensor, nn
 
 from geomlin.linear.diagrams.apply import (
     TopOp,
-    _check_input,
-    _levi_civita_matrix,
     bottom_apply,
+    check_diagram_input,
+    levi_civita_matrix,
     split_diagram,
     top_add,
 )
 from geomlin.linear.diagrams.basis import diagram_basis, frobenius_norm_sq
-from geomlin.linear.diagrams.diagram import _check_count
 from geomlin.linear.diagrams.enumerate import partition_diagrams
 from geomlin.linear.diagrams.families import check_n, geomlin_group, group_name
 from geomlin.linear.diagrams.orbit import orbit_expansion, orbit_to_diagram_matrix
 from geomlin.reps.types import Tensors
-from geomlin.validation import check_finite, check_positive_int
+from geomlin.validation import check_finite, check_nonnegative_int, check_positive_int
 
 #: Coefficient matrices (applied diagrams x basis elements) with more entries than this are
 #: stored sparse (the S(n) orbit basis expands each element into few diagrams).
@@ -98,8 +97,8 @@ class DiagramLinear(nn.Module):
         super().__init__()
         name = group_name(group, n)
         check_n(name, n)
-        k = _check_count(order_in, "DiagramLinear: order_in")
-        l = _check_count(order_out, "DiagramLinear: order_out")
+        k = check_nonnegative_int(order_in, "DiagramLinear: order_in")
+        l = check_nonnegative_int(order_out, "DiagramLinear: order_out")
         in_channels = check_positive_int(in_channels, "DiagramLinear: in_channels")
         out_channels = check_positive_int(out_channels, "DiagramLinear: out_channels")
         if not isinstance(bias, bool):
@@ -140,7 +139,7 @@ class DiagramLinear(nn.Module):
         self._plan_bias(orbit)
         # SO(n): the ε tables of every bottom half that contracts with it, as buffers (moved with the layer)
         for s in sorted({b.eps_out for b in self._bottoms + [b for b, _, _ in self._bias_alone] if b.eps_in or b.eps_out}):
-            self.register_buffer(f"levi_civita_{s}", _levi_civita_matrix(n, s).clone(), persistent=False)
+            self.register_buffer(f"levi_civita_{s}", levi_civita_matrix(n, s), persistent=False)
 
     def _bottom(self, op, x: Tensor) -> Tensor:
         """[`bottom_apply`][] with this layer's ε table."""
@@ -246,7 +245,7 @@ class DiagramLinear(nn.Module):
     def forward(self, x: Tensor) -> Tensor:
         """Apply the layer; ``x (..., in_channels, n^k) -> (..., out_channels, n^l)``."""
         k, l, n = self.order_in, self.order_out, self.n
-        _check_input(x, k, n)
+        check_diagram_input(x, k, n)
         if x.ndim < k + 1 or x.shape[x.ndim - k - 1] != self.in_channels:
             raise ValueError(f"DiagramLinear expects input (..., in_channels={self.in_channels}, "
                              f"{', '.join(['n'] * k)}{', ' if k else ''}) with n = {n}, got {tuple(x.shape)}")

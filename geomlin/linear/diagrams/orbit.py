@@ -23,7 +23,7 @@ import torch
 from torch import Tensor
 
 from geomlin.linear.diagrams.diagram import Diagram
-from geomlin.linear.diagrams.enumerate import _set_partitions
+from geomlin.linear.diagrams.enumerate import set_partitions
 
 
 def _mobius_weight(groups) -> int:
@@ -37,7 +37,7 @@ def orbit_expansion(diagram: Diagram) -> tuple[tuple[float, Diagram], ...]:
         raise ValueError(f"the orbit basis is for partition diagrams without free vertices, got {diagram}")
     blocks = diagram.blocks
     out = []
-    for groups in _set_partitions(len(blocks)):
+    for groups in set_partitions(len(blocks)):
         merged = [tuple(v for i in g for v in blocks[i]) for g in groups]
         out.append((float(_mobius_weight(groups)), Diagram(diagram.k, diagram.l, merged)))
     return tuple(out)
