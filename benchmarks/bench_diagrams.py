@@ -76,9 +76,9 @@ def tensor_bytes(*tensors) -> int:
 @torch.no_grad()
 def dense_weight(layer: DiagramLinear) -> torch.Tensor:
     """The layer's linear part as one ``(C_out n^l, C_in n^k)`` matrix, built from the layer."""
-    n, k = layer.n, layer.k
+    n, k = layer.n, layer.order_in
     cols = layer.in_channels * n ** k
-    rows = layer.out_channels * n ** layer.l
+    rows = layer.out_channels * n ** layer.order_out
     W = torch.empty(rows, cols)
     bias = layer.bias
     layer.bias = None
