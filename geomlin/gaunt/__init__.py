@@ -17,21 +17,19 @@ Modules: [`GauntTensorProduct`][] (the e3nn drop-in, built from ``Irreps``), [`S
 """
 
 from geomlin.gaunt.conv import GauntConvolution
-from geomlin.gaunt.modules import (
+from geomlin.gaunt.layout import (
     NATURAL,
     PSEUDO,
-    GauntTensorProduct,
-    ManyBodyGaunt,
-    SphereGauntProduct,
-    gaunt_parity_product,
-    gaunt_power,
     irreps_to_sphere,
     sphere_irreps,
     sphere_to_irreps,
     split_parity,
 )
-from geomlin.gaunt.product import METHODS, gaunt_tensor_product
+from geomlin.gaunt.powers import ManyBodyGaunt, gaunt_power
+from geomlin.gaunt.product import METHODS, gaunt_parity_product, gaunt_tensor_product
+from geomlin.gaunt.sphere_product import SphereGauntProduct
 from geomlin.gaunt.tables import gaunt_tensor, spherical_harmonics
+from geomlin.gaunt.tensor_product import GauntTensorProduct
 
 __all__ = [
     "METHODS",

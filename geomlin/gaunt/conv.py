@@ -23,7 +23,7 @@ from torch import Tensor, nn
 from torch_geometric.nn import MessagePassing
 
 from geomlin.gaunt.cache import RouteTables
-from geomlin.gaunt.modules import _check_layout, _degree_index
+from geomlin.gaunt.layout import _check_layout, _degree_index
 from geomlin.gaunt.precision import compute_dtype
 from geomlin.gaunt.product import METHODS, gaunt_tensor_product, table_keys
 from geomlin.gaunt.tables import spherical_harmonics

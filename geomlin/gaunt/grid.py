@@ -304,7 +304,7 @@ def product_keys(lmax1: int, lmax2: int, lmax_out: int) -> list[tuple]:
 
 
 def power_keys(lmax: int, nu: int, lmax_out: int) -> list[tuple]:
-    """Keys of every table the grid power ([`geomlin.gaunt.modules.power_sum`][]) reads, forward and
+    """Keys of every table the grid power ([`geomlin.gaunt.powers.power_sum`][]) reads, forward and
     backward (twice differentiable)."""
     nt, nphi = exact_grid_size(nu * lmax + lmax_out)
     return [synthesis_key(lmax, nt, nphi), synthesis_key(lmax_out, nt, nphi), projection_key(lmax_out, nt, nphi),

@@ -423,3 +423,20 @@ def gaunt_tensor_product(x1: Tensor, x2: Tensor, lmax_out: int | None = None, me
         b = x2.expand(*batch, x2.shape[-1]).reshape(-1, x2.shape[-1])
         out = gaunt_rows(a, b, lmax1, lmax2, lmax_out, method)
     return out.reshape(*batch, Do)
+
+
+def gaunt_parity_product(a: tuple[Tensor, Tensor], b: tuple[Tensor, Tensor], lmax_out: int | None = None,
+                         method: str = "auto") -> tuple[Tensor, Tensor]:
+    """Gaunt product of parity-split functions ``(natural, pseudo)``: returns ``(natural, pseudo)``.
+
+    ``natural = a_n b_n + a_p b_p`` and ``pseudo = a_n b_p + a_p b_n``: O(3)-equivariant
+    for every parity assignment.  All four tensors ``(..., C, (L+1)**2)`` broadcast.
+    """
+    for name, pair in (("a", a), ("b", b)):
+        if not isinstance(pair, (tuple, list)) or len(pair) != 2:
+            raise TypeError(f"{name} must be a (natural, pseudo) pair of tensors, as split_parity returns")
+    nn_ = gaunt_tensor_product(a[0], b[0], lmax_out, method)
+    pp = gaunt_tensor_product(a[1], b[1], lmax_out, method)
+    np_ = gaunt_tensor_product(a[0], b[1], lmax_out, method)
+    pn = gaunt_tensor_product(a[1], b[0], lmax_out, method)
+    return nn_ + pp, np_ + pn

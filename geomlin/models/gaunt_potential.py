@@ -20,7 +20,7 @@ import math
 import torch
 from torch import Tensor, nn
 
-from geomlin.gaunt.modules import _degree_index
+from geomlin.gaunt.layout import _degree_index
 from geomlin.groups import E3
 from geomlin.models.egnn import check_molecule_inputs
 from geomlin.models.graphs import dense_edge_index, padded_edge_index, padded_neighbors
@@ -71,7 +71,7 @@ class GauntPotential(nn.Module):
     num_blocks : int
         interaction blocks.
     correlation : int
-        body order of [`ManyBodyGaunt`][geomlin.gaunt.modules.ManyBodyGaunt] (powers 1..correlation).
+        body order of [`ManyBodyGaunt`][geomlin.gaunt.powers.ManyBodyGaunt] (powers 1..correlation).
     cutoff : float
         radius (Angstrom) of the convolutions.
     num_radial : int
