@@ -36,7 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import harness
 
 from geomlin.gaunt import gaunt_tensor_product, irreps_to_sphere, sphere_irreps, sphere_to_irreps
-from geomlin.gaunt.autotune import choose_method
+from geomlin.gaunt.method_tables import choose_method
 from geomlin.gaunt.product import dense_tables
 
 CHANNELS = 32

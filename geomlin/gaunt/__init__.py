@@ -5,9 +5,10 @@ spherical functions given by real SH coefficients (e3nn layout and basis,
 ``normalization="integral"``) and returns the coefficients of the product, exactly
 (Luo, Chen and Krishnapriyan, ICLR 2024).  Methods: ``"grid"`` (the fast O(L^3)
 route: blocked Legendre GEMMs and a half-circle real DFT), ``"fft"`` (the paper's 2D
-Fourier convolution), ``"dense"`` (sphere-grid GEMM, O(L^4)), ``"direct"`` (Gaunt tensor),
-``"triton"`` (the fast route as one fused GPU kernel), ``"auto"`` (measured table,
-``.autotune``).
+Fourier convolution), ``"dense"`` (sphere-grid GEMM, O(L^4)), ``"direct"`` (Gaunt tensor;
+with an input shared by the channels, its [`gaunt_operator`][geomlin.gaunt.product.gaunt_operator]),
+``"triton"`` (the fast route as one fused GPU kernel), ``"auto"`` (measured tables,
+[`geomlin.gaunt.method_tables`][]).
 
 Modules: [`GauntTensorProduct`][] (the e3nn drop-in, built from ``Irreps``), [`SphereGauntProduct`][]
 (the channel-wise product on sphere coefficients),

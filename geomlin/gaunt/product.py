@@ -25,7 +25,7 @@ via Gaunt Tensor Products", ICLR 2024, eq. 3-6).
 ``"direct"`` contraction with the dense Gaunt tensor, O(L^6); small L only.
 ``"triton"`` the fast route as one fused Triton kernel (CUDA; CPU under
              ``TRITON_INTERPRET=1``), [`geomlin.gaunt.kernels`][].
-``"auto"``   picks from [`geomlin.gaunt.autotune`][] (measured per device).
+``"auto"``   picks from [`geomlin.gaunt.method_tables`][] (measured per device and channel pattern).
 
 The transform routes share one autograd rule: ``G`` is symmetric in its three indices,
 so the gradient of a Gaunt product is a Gaunt product again (two per backward,
@@ -34,7 +34,11 @@ on the same route, themselves differentiable for force training); ``"dense"`` an
 
 When one input is the same for every channel (``x2`` of shape ``(..., 1, D2)``
 against ``x1 (..., C, D1)``, e.g. the spherical harmonics of an edge), the grid
-and Triton routes transform it once and broadcast it in the pointwise product.
+and Triton routes transform it once and broadcast it in the pointwise product, and the
+direct route contracts it with the Gaunt tensor once, into the matrix of "multiply by this
+function" ([`gaunt_operator`][]), which every channel then meets in one batched GEMM: ``D2 D1 Do``
+multiply-adds per row plus ``D1 Do`` per channel, against ``~P (D1 + Do)`` per channel on a sphere
+grid of ``P ~ 4.5 L^2`` points, so it wins at the degrees models use.
 """
 
 from __future__ import annotations
@@ -49,6 +53,7 @@ from torch import Tensor
 from geomlin.gaunt import grid as G
 from geomlin.gaunt import tables as T
 from geomlin.gaunt.cache import device_tables, table_builder
+from geomlin.gaunt.method_tables import TRACED_METHOD, choose_method
 from geomlin.gaunt.precision import DTYPES, compute_dtype, full_precision
 from geomlin.validation import (
     check_choice,
@@ -169,9 +174,53 @@ def _direct_tables(lmax1: int, lmax2: int, lmax_out: int) -> tuple[Tensor]:
     return (T.cached_gaunt_tensor(lmax1, lmax2, lmax_out).flatten(0, 1),)
 
 
+@table_builder("operator")
+def _operator_tables(lmax: int, lmax_other: int, lmax_out: int) -> tuple[Tensor]:
+    """The Gaunt tensor as ``(D, Do D_other)``: row ``j`` holds ``G[i, j, k]`` at ``k D_other + i``, float64."""
+    G = T.cached_gaunt_tensor(lmax_other, lmax, lmax_out)  # (D_other, D, Do)
+    return (G.permute(1, 2, 0).reshape(G.shape[1], -1).contiguous(),)
+
+
+def operator_key(lmax: int, lmax_other: int, lmax_out: int) -> tuple:
+    """Cache key ([`geomlin.gaunt.cache`][]) of the table [`gaunt_operator`][] reads."""
+    return ("operator", lmax, lmax_other, lmax_out)
+
+
+def gaunt_operator(x: Tensor, lmax_other: int, lmax_out: int) -> Tensor:
+    """The Gaunt product with ``f = sum x_lm Y_lm`` as a matrix: ``M[..., k, i] = sum_j G[i, j, k] x[..., j]``.
+
+    ``gaunt_tensor_product(y, x, lmax_out)[..., k] = sum_i M[..., k, i] y[..., i]`` for every ``y`` of degree
+    ``lmax_other``: one contraction of ``x`` with the Gaunt tensor, after which multiplying any
+    number of functions by ``f`` is a batched GEMM (the direct route with a shared input; the e3nn
+    drop-in with spherical harmonics).
+
+    Parameters
+    ----------
+    x : Tensor of shape (..., (L+1)**2)
+        float32/float64 SH coefficients of ``f``.
+    lmax_other : int
+        Degree of the functions the matrix multiplies.
+    lmax_out : int
+        Degree of the products.
+
+    Returns
+    -------
+    Tensor of shape (..., (lmax_out+1)**2, (lmax_other+1)**2)
+        in ``x``'s dtype; differentiable in ``x``. Total degree ``L + lmax_other + lmax_out`` at most
+        [`DIRECT_MAX_DEGREE`][] (the Gaunt tensor is dense).
+    """
+    L = T.lmax_from_size(x.shape[-1], "x")
+    (Gm,) = device_tables(operator_key(L, lmax_other, lmax_out), x.device, x.dtype)
+    return (x @ Gm).unflatten(-1, (T.num_coefficients(lmax_out), T.num_coefficients(lmax_other)))
+
+
 def _gaunt_direct(x1, x2, lmax1, lmax2, lmax_out, channels, shared, reduce):
+    if shared:  # one operator per group, met by every channel in a batched GEMM
+        one, many, lmax_many = (x1, x2, lmax2) if shared == 1 else (x2, x1, lmax1)
+        M = gaunt_operator(one, lmax_many, lmax_out)                              # (A, Do, D_many)
+        out = torch.matmul(many.view(one.shape[0], channels, -1), M.transpose(1, 2))  # (A, C, Do)
+        return out.sum(1) if reduce else out.reshape(-1, out.shape[-1])
     (Gt,) = device_tables(("direct", lmax1, lmax2, lmax_out), x1.device, x1.dtype)
-    x1, x2 = _expand_shared(x1, x2, channels, shared)
     outer = (x1[:, :, None] * x2[:, None, :]).flatten(1)
     return _reduce(outer @ Gt, channels, reduce)
 
@@ -274,7 +323,9 @@ def route_keys(method: str, lmax1: int, lmax2: int, lmax_out: int) -> list[tuple
     if method == "dense":
         return [("dense", lmax1, lmax2, lo)]
     if method == "direct":
-        return [("direct", lmax1, lmax2, lo)] if lmax1 + lmax2 + lo <= DIRECT_MAX_DEGREE else []
+        if lmax1 + lmax2 + lo > DIRECT_MAX_DEGREE:
+            return []  # the forward refuses (with the reason)
+        return [("direct", lmax1, lmax2, lo), operator_key(lmax1, lmax2, lo), operator_key(lmax2, lmax1, lo)]
     if method == "triton":
         from geomlin.gaunt.kernels import triton_available, triton_supports
 
@@ -294,10 +345,9 @@ def table_keys(method: str, lmax1: int, lmax2: int, lmax_out: int) -> list[tuple
     will run).
     """
     if method == "auto":
-        from geomlin.gaunt.autotune import TRACED_METHOD, choose_method
-
-        methods = dict.fromkeys([*(choose_method(lmax1, lmax2, lmax_out, device, torch.float32)
-                                   for device in ("cpu", "cuda", "accelerator")), TRACED_METHOD])
+        methods = dict.fromkeys([*(choose_method(lmax1, lmax2, lmax_out, device, torch.float32, shared)
+                                   for device in ("cpu", "cuda", "accelerator") for shared in (False, True)),
+                                 TRACED_METHOD])
     else:
         methods = {method: None}
     lo = min(lmax_out, lmax1 + lmax2)
@@ -323,14 +373,13 @@ def _common_dtype(x1: Tensor, x2: Tensor) -> torch.dtype:
     return torch.promote_types(compute_dtype(x1, "x1"), compute_dtype(x2, "x2"))
 
 
-def resolve_method(method: str, lmax1: int, lmax2: int, lmax_out: int, device, dtype) -> str:
-    """The concrete method ``"auto"`` stands for (others are validated and returned)."""
+def resolve_method(method: str, lmax1: int, lmax2: int, lmax_out: int, device, dtype, shared: bool = False) -> str:
+    """The concrete method ``"auto"`` stands for (others are validated and returned); ``shared``: one
+    input is shared by every channel ([`geomlin.gaunt.method_tables.choose_method`][])."""
     check_choice(method, "method", METHODS)
     if method != "auto":
         return method
-    from geomlin.gaunt.autotune import choose_method
-
-    return choose_method(lmax1, lmax2, lmax_out, torch.device(device).type, dtype)
+    return choose_method(lmax1, lmax2, lmax_out, torch.device(device).type, dtype, shared)
 
 
 def _check_triton(device, lmax1, lmax2, lmax_out, dtype) -> None:
@@ -399,7 +448,8 @@ def gaunt_tensor_product(x1: Tensor, x2: Tensor, lmax_out: int | None = None, me
         batch = tuple(torch.broadcast_shapes(x1.shape[:-1], x2.shape[:-1]))
     except RuntimeError as err:
         raise ValueError(f"leading shapes of x1 {tuple(x1.shape)} and x2 {tuple(x2.shape)} do not broadcast") from err
-    method = resolve_method(method, lmax1, lmax2, lmax_out, x1.device, x1.dtype)
+    shared, k = _shared_split(tuple(x1.shape[:-1]), tuple(x2.shape[:-1]), batch)
+    method = resolve_method(method, lmax1, lmax2, lmax_out, x1.device, x1.dtype, bool(shared))
     if method == "triton":
         _check_triton(x1.device, lmax1, lmax2, lmax_out, x1.dtype)
     if method == "direct" and lmax1 + lmax2 + lmax_out > DIRECT_MAX_DEGREE:
@@ -411,7 +461,6 @@ def gaunt_tensor_product(x1: Tensor, x2: Tensor, lmax_out: int | None = None, me
                  f"degrees above lmax1 + lmax2 = {lmax1 + lmax2} are zero; use a smaller lmax_out")
     if math.prod(batch) == 0:
         return x1.new_zeros(*batch, Do)
-    shared, k = _shared_split(tuple(x1.shape[:-1]), tuple(x2.shape[:-1]), batch)
     if shared:
         C = math.prod(batch[len(batch) - k:])
         head = batch[: len(batch) - k] + (1,) * k

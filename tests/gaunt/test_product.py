@@ -8,7 +8,7 @@ import torch
 from e3nn import o3
 
 from geomlin.gaunt import gaunt_tensor_product, sphere_irreps, spherical_harmonics
-from geomlin.gaunt.autotune import choose_method
+from geomlin.gaunt.method_tables import choose_method
 from geomlin.gaunt.product import gaunt_rows
 from geomlin.groups import O
 from geomlin.testing import assert_equivariant

@@ -19,7 +19,7 @@ where flops are cheap.
 
 float32 uses ``tl.dot`` with ``input_precision="ieee"`` (no TF32); float64 multiplies and sums in
 registers.  Runs on CUDA, and on the CPU under ``TRITON_INTERPRET=1`` (the tests).  Not timed on
-a GPU yet: ``method="auto"`` does not pick it (see [`geomlin.gaunt.autotune`][]).
+a GPU yet: ``method="auto"`` does not pick it (see [`geomlin.gaunt.method_tables`][]).
 """
 
 from __future__ import annotations
