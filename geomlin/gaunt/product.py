@@ -395,6 +395,16 @@ def _check_triton(device, lmax1, lmax2, lmax_out, dtype) -> None:
                          f"({lmax1}, {lmax2}, {lmax_out}) in {dtype}; use method='grid'")
 
 
+def check_method(method: str, device, lmax1: int, lmax2: int, lmax_out: int, dtype: torch.dtype) -> None:
+    """Refuse a concrete route that cannot run these sizes here (Triton off CUDA, ``"direct"`` beyond
+    [`DIRECT_MAX_DEGREE`][]), naming the route to use instead."""
+    if method == "triton":
+        _check_triton(device, lmax1, lmax2, lmax_out, dtype)
+    if method == "direct" and lmax1 + lmax2 + lmax_out > DIRECT_MAX_DEGREE:
+        raise ValueError(f"method='direct' builds the dense Gaunt tensor; lmax1 + lmax2 + lmax_out must be <= "
+                         f"{DIRECT_MAX_DEGREE}, got {lmax1 + lmax2 + lmax_out} (use 'grid')")
+
+
 def _shared_split(shape1: tuple, shape2: tuple, batch: tuple) -> tuple[int, int]:
     """``(shared, k)``: input ``shared`` (1 or 2) equals the broadcast shape on all but its last
     ``k`` leading axes, where it has size 1 (one row per group of ``prod(batch[-k:])`` channels);
@@ -450,11 +460,7 @@ def gaunt_tensor_product(x1: Tensor, x2: Tensor, lmax_out: int | None = None, me
         raise ValueError(f"leading shapes of x1 {tuple(x1.shape)} and x2 {tuple(x2.shape)} do not broadcast") from err
     shared, k = _shared_split(tuple(x1.shape[:-1]), tuple(x2.shape[:-1]), batch)
     method = resolve_method(method, lmax1, lmax2, lmax_out, x1.device, x1.dtype, bool(shared))
-    if method == "triton":
-        _check_triton(x1.device, lmax1, lmax2, lmax_out, x1.dtype)
-    if method == "direct" and lmax1 + lmax2 + lmax_out > DIRECT_MAX_DEGREE:
-        raise ValueError(f"method='direct' builds the dense Gaunt tensor; lmax1 + lmax2 + lmax_out must be <= "
-                         f"{DIRECT_MAX_DEGREE}, got {lmax1 + lmax2 + lmax_out} (use 'grid')")
+    check_method(method, x1.device, lmax1, lmax2, lmax_out, x1.dtype)
     Do = T.num_coefficients(lmax_out)
     check_memory(math.prod(batch) * Do * x1.element_size(),
                  f"gaunt_tensor_product's output {shape_str(batch + (Do,))} (lmax_out={lmax_out})",

@@ -8,8 +8,17 @@ import torch
 from torch import Tensor, nn
 
 from geomlin.gaunt.cache import RouteTables
-from geomlin.gaunt.layout import NATURAL, PSEUDO, _blocks, _check_flat, _class_layout, _degree_index, _irreps
-from geomlin.gaunt.product import METHODS, _common_dtype, gaunt_tensor_product, table_keys
+from geomlin.gaunt.layout import NATURAL, PSEUDO, _blocks, _check_flat, _class_layout, _irreps
+from geomlin.gaunt.precision import full_precision
+from geomlin.gaunt.product import (
+    METHODS,
+    _common_dtype,
+    check_method,
+    gaunt_operator,
+    gaunt_rows,
+    resolve_method,
+    table_keys,
+)
 from geomlin.validation import check_choice, check_positive_int, check_tensor
 
 __all__ = ["GauntTensorProduct"]
@@ -83,45 +92,60 @@ class GauntTensorProduct(nn.Module):
             self.weight = nn.Parameter(torch.ones(self.weight_numel))
         else:
             self.register_parameter("weight", None)
-        for L in {self.lmax1, self.lmax_out}:
-            self.register_buffer(f"degree_index_{L}", _degree_index(L), persistent=False)
+        #: per class of x2: its multiplicity-1 blocks are degrees 0, 1, ... in order from offset 0 (no gather)
+        self._shared_view = {p: self.shared_in2 and [(l, s) for l, c, _, s, _ in self._layout2 if c == p]
+                             == [(l, l * l) for l in range(self.lmax2 + 1)] for p in self.classes2}
         self.tables = RouteTables(table_keys(self.method, self.lmax1, self.lmax2, self.lmax_out))
         self.type_in = (IrrepsRep(self.irreps_in1), IrrepsRep(self.irreps_in2))
         self.type_out = IrrepsRep(self.irreps_out)
 
-    # -- layout maps
-    def _to_sphere(self, x: Tensor, layout, mixes, parity: int, lmax: int) -> Tensor:
-        """Flat block(s) of one parity class -> ``(..., C, (lmax+1)**2)`` (mixed channels)."""
+    # -- layout maps (degree-major: (N, D, C), the degree axis before the channels)
+    def _mix(self, x: Tensor, layout, mixes, parity: int, lmax: int, w: Tensor | None) -> Tensor:
+        """Flat rows ``x (N, dim)`` -> the mixed functions of one parity class ``(N, (lmax+1)**2, C)``.
+
+        A block ``u x l`` is ``(N, u, 2l+1)`` in e3nn's layout; transposed to ``(N (2l+1), u)`` its channel
+        mix is one GEMM. ``w (N, C, lmax+1)`` are per-sample weights (shared ones are folded into ``mixes``).
+        """
+        N, C = x.shape[0], self.channels
         degrees: list = [None] * (lmax + 1)
         for (l, cls, mul, start, stop), mix in zip(layout, mixes):
-            if cls == parity:
-                block = torch.einsum("...ud,uc->...cd", x[..., start:stop].unflatten(-1, (mul, 2 * l + 1)),
-                                     mix.to(x.dtype))
-                degrees[l] = block if degrees[l] is None else degrees[l] + block
-        return self._concat(degrees, x, self.channels)
+            if cls != parity:
+                continue
+            d = 2 * l + 1
+            rows = x[:, start:stop].view(N, mul, d).transpose(1, 2).reshape(N * d, mul)
+            block = (rows @ mix).view(N, d, C)
+            degrees[l] = block if degrees[l] is None else degrees[l] + block
+        if w is not None:
+            degrees = [None if b is None else b * w[:, None, :, l] for l, b in enumerate(degrees)]
+        return torch.cat([x.new_zeros(N, 2 * l + 1, C) if b is None else b for l, b in enumerate(degrees)], dim=1)
 
-    def _shared_sphere(self, x: Tensor, parity: int) -> Tensor:
-        """A multiplicity-1 input of one class -> ``(..., 1, (L2+1)**2)``, unmixed."""
+    def _shared(self, x: Tensor, parity: int) -> Tensor:
+        """A multiplicity-1 input of one class -> ``(N, (lmax2+1)**2)``, unmixed (zero at missing degrees)."""
+        if self._shared_view[parity]:  # the flat layout is the sphere layout already
+            return x[:, : (self.lmax2 + 1) ** 2]
         degrees: list = [None] * (self.lmax2 + 1)
         for l, cls, _, start, stop in self._layout2:
             if cls == parity:
-                degrees[l] = x[..., None, start:stop]
-        return self._concat(degrees, x, 1)
+                degrees[l] = x[:, start:stop]
+        return torch.cat([x.new_zeros(x.shape[0], 2 * l + 1) if b is None else b for l, b in enumerate(degrees)], dim=1)
 
-    @staticmethod
-    def _concat(degrees: list, like: Tensor, channels: int) -> Tensor:
-        """Per-degree blocks ``(..., channels, 2l+1)`` (``None``: zero) -> ``(..., channels, (L+1)**2)``."""
-        batch = torch.broadcast_shapes(*(d.shape[:-2] for d in degrees if d is not None))
-        return torch.cat([like.new_zeros(*batch, channels, 2 * l + 1) if d is None else d.expand(*batch, channels, 2 * l + 1)
-                          for l, d in enumerate(degrees)], dim=-1)
+    def _mixes(self, weights: Tensor, dtype: torch.dtype) -> tuple[list, list, bool]:
+        """``(mix1, mix_out, per_sample)``: the mixing matrix of every block of ``x1`` and of the output in
+        ``dtype``, with shared (not per-sample) weights folded in."""
+        C = self.channels
+        per_sample = weights.dim() > 1
+        w1 = weights[..., : C * (self.lmax1 + 1)].unflatten(-1, (C, self.lmax1 + 1))
+        wo = weights[..., C * (self.lmax1 + 1):].unflatten(-1, (C, self.lmax_out + 1))
+        mix1 = [m.to(dtype) if per_sample else m.to(dtype) * w1[:, l] for (l, *_), m in zip(self._layout1, self.mix1)]
+        mix_out = [m.to(dtype) if per_sample else wo[:, l, None] * m.to(dtype)
+                   for (l, *_), m in zip(self._layout_out, self.mix_out)]
+        return mix1, mix_out, per_sample
 
     def forward(self, x1: Tensor, x2: Tensor, weight: Tensor | None = None) -> Tensor:
         for name, x, (dim, text) in zip(("x1", "x2"), (x1, x2), self._flat_in):
             _check_flat(x, dim, text, name, finite=True)
         dtype = _common_dtype(x1, x2)
-        x1, x2 = x1.to(dtype), x2.to(dtype)
         self.tables.prime(x1.device, dtype)
-        C = self.channels
         if weight is None:
             if self.weight is None:
                 raise ValueError(f"this GauntTensorProduct has shared_weights={self.shared_weights}, "
@@ -133,34 +157,92 @@ class GauntTensorProduct(nn.Module):
             if weight.shape[-1] != self.weight_numel:
                 raise ValueError(f"weight must have last dimension weight_numel = {self.weight_numel}, "
                                  f"got shape {tuple(weight.shape)}")
-        weight = weight.to(x1.dtype)
-        n1 = C * (self.lmax1 + 1)
-        w1 = weight[..., :n1].unflatten(-1, (C, self.lmax1 + 1))[..., self._index(self.lmax1)]
-        w_out = weight[..., n1:].unflatten(-1, (C, self.lmax_out + 1))[..., self._index(self.lmax_out)]
-        sph1 = {p: self._to_sphere(x1, self._layout1, self.mix1, p, self.lmax1) * w1 for p in self.classes1}
-        if self.shared_in2:
-            sph2 = {p: self._shared_sphere(x2, p) for p in self.classes2}
-        else:
-            sph2 = {p: self._to_sphere(x2, self._layout2, self.mix2, p, self.lmax2) for p in self.classes2}
-        products: dict = {}
-        for p1, a in sph1.items():
-            for p2, b in sph2.items():
-                term = gaunt_tensor_product(a, b, self.lmax_out, self.method)
-                products[p1 * p2] = term if p1 * p2 not in products else products[p1 * p2] + term
+        weight = weight.to(dtype)
         batch = torch.broadcast_shapes(x1.shape[:-1], x2.shape[:-1], weight.shape[:-1])
-        sizes = [2 * l + 1 for l in range(self.lmax_out + 1)]
-        by_degree = {cls: torch.split(value * w_out, sizes, dim=-1) for cls, value in products.items()}
-        pieces = []
-        for (l, cls, mul, _, _), mix in zip(self._layout_out, self.mix_out):
-            if cls not in by_degree:
-                pieces.append(x1.new_zeros(*batch, mul * (2 * l + 1)))
-                continue
-            block = torch.einsum("...cd,cu->...ud", by_degree[cls][l], mix.to(x1.dtype))
-            pieces.append(block.expand(*batch, mul, 2 * l + 1).flatten(-2))
-        return torch.cat(pieces, dim=-1) if pieces else x1.new_zeros(*batch, 0)
+        N = math.prod(batch)
+        if N == 0 or not self.irreps_out.dim:
+            return x1.new_zeros(*batch, self.irreps_out.dim, dtype=dtype)
+        x1 = x1.to(dtype).expand(*batch, x1.shape[-1]).reshape(N, -1)
+        x2 = x2.to(dtype).expand(*batch, x2.shape[-1]).reshape(N, -1)
+        with full_precision(x1):  # under autocast: float32, as the routes compute (geomlin.gaunt.precision)
+            return self._forward(x1, x2, weight, batch, dtype).view(*batch, -1)
 
-    def _index(self, lmax: int) -> Tensor:
-        return getattr(self, f"degree_index_{lmax}")
+    def _forward(self, x1: Tensor, x2: Tensor, weight: Tensor, batch: tuple, dtype: torch.dtype) -> Tensor:
+        """Rows ``x1 (N, dim1)``, ``x2 (N, dim2)`` and ``weight`` -> ``(N, irreps_out.dim)``."""
+        N, C = x1.shape[0], self.channels
+        mix1, mix_out, per_sample = self._mixes(weight, dtype)
+        w1 = wo = None
+        if per_sample:
+            weight = weight.expand(*batch, self.weight_numel).reshape(N, -1)
+            n1 = C * (self.lmax1 + 1)
+            w1 = weight[:, :n1].unflatten(-1, (C, self.lmax1 + 1))
+            wo = weight[:, n1:].unflatten(-1, (C, self.lmax_out + 1))
+        a = {p: self._mix(x1, self._layout1, mix1, p, self.lmax1, w1) for p in self.classes1}
+        degree_block = self._products(a, x2, dtype)
+        pieces = []
+        for (l, cls, mul, _, _), mix in zip(self._layout_out, mix_out):
+            d = 2 * l + 1
+            y = degree_block(cls, l)                                    # (N, 2l+1, C)
+            if y is None:  # no class pair gives this class
+                pieces.append(x1.new_zeros(N, mul * d))
+                continue
+            if wo is not None:
+                y = y * wo[:, None, :, l]
+            z = (y.reshape(N * d, C) @ mix).view(N, d, mul)
+            pieces.append(z.transpose(1, 2).reshape(N, mul * d))
+        return torch.cat(pieces, dim=1)
+
+    def _products(self, a: dict, x2: Tensor, dtype: torch.dtype):
+        """The Gaunt products of every class pair, as ``degree_block(class, l) -> (N, 2l+1, C)`` (or None).
+
+        Spherical harmonics (``shared_in2``) on the direct route meet every channel through their
+        Gaunt operator ([`gaunt_operator`][geomlin.gaunt.product.gaunt_operator]): one batched GEMM per
+        class pair, in the degree-major layout. Otherwise the product of every class pair runs on the
+        chosen route ([`gaunt_rows`][geomlin.gaunt.product.gaunt_rows]) in the sphere layout.
+        """
+        N, C = x2.shape[0], self.channels
+        L1, L2, Lo = self.lmax1, self.lmax2, self.lmax_out
+        method = resolve_method(self.method, L1, L2, Lo, x2.device, dtype, self.shared_in2)
+        check_method(method, x2.device, L1, L2, Lo, dtype)
+        if self.shared_in2:
+            b = {p: self._shared(x2, p) for p in self.classes2}           # (N, D2)
+        else:
+            mix2 = [m.to(dtype) for m in self.mix2]
+            b = {p: self._mix(x2, self._layout2, mix2, p, L2, None) for p in self.classes2}  # (N, D2, C)
+        pairs: dict = {}
+        for p1 in a:
+            for p2 in b:
+                pairs.setdefault(p1 * p2, []).append((p1, p2))
+        if self.shared_in2 and method == "direct":
+            ops = {p: gaunt_operator(f, L1, Lo) for p, f in b.items()}    # (N, Do, D1)
+            products = {}
+            for cls, members in pairs.items():
+                for p1, p2 in members:
+                    term = torch.bmm(ops[p2], a[p1])                       # (N, Do, C)
+                    products[cls] = term if cls not in products else products[cls] + term
+
+            sizes = [2 * l + 1 for l in range(Lo + 1)]
+            by_degree = {cls: torch.split(v, sizes, dim=1) for cls, v in products.items()}  # one grad buffer each
+
+            def degree_block(cls, l):
+                return None if cls not in by_degree else by_degree[cls][l]
+
+            return degree_block
+        products: dict = {}
+        for cls, members in pairs.items():
+            for p1, p2 in members:
+                rows1 = a[p1].transpose(1, 2).reshape(N * C, -1)
+                if self.shared_in2:
+                    term = gaunt_rows(rows1, b[p2], L1, L2, Lo, method, C, 2)
+                else:
+                    term = gaunt_rows(rows1, b[p2].transpose(1, 2).reshape(N * C, -1), L1, L2, Lo, method)
+                products[cls] = term if cls not in products else products[cls] + term
+        products = {cls: v.view(N, C, -1) for cls, v in products.items()}
+
+        def degree_block(cls, l):
+            return None if cls not in products else products[cls][..., l * l:(l + 1) ** 2].transpose(1, 2)
+
+        return degree_block
 
     def example_inputs(self, generator=None, dtype=torch.float64):
         """Random features of both irreps (and per-sample weights when ``shared_weights=False``)."""
