@@ -56,11 +56,11 @@ def threej_000(l1: int, l2: int, l3: int) -> float:
         f(g - l1) * f(g - l2) * f(g - l3))
 
 
-def e3nn_gaunt_tp(lmax1: int, lmax2: int, lmax_out: int, channels: int):
+def e3nn_gaunt_tp(lmax_in1: int, lmax_in2: int, lmax_out: int, channels: int):
     """e3nn's ``TensorProduct`` restricted to Gaunt paths: the same map as ``gaunt_tensor_product``."""
     from e3nn import o3
 
-    ir1, ir2, ir3 = sphere_irreps(lmax1, channels), sphere_irreps(lmax2, channels), sphere_irreps(lmax_out, channels)
+    ir1, ir2, ir3 = sphere_irreps(lmax_in1, channels), sphere_irreps(lmax_in2, channels), sphere_irreps(lmax_out, channels)
     instructions = []
     for i1, (_, a) in enumerate(ir1):
         for i2, (_, b) in enumerate(ir2):
@@ -153,7 +153,7 @@ COLUMNS = ("auto", "grid", "fft", "dense GEMM", "e3nn Gaunt TP")
 
 def print_table(rows, title: str) -> None:
     print(f"**{title}** (ms; ratios = time of the other / time of auto, this run)\n")
-    table = harness.Table(["lmax1, lmax2, lmax_out", "auto picks"] + [f"{c}" for c in COLUMNS]
+    table = harness.Table(["lmax_in1, lmax_in2, lmax_out", "auto picks"] + [f"{c}" for c in COLUMNS]
                           + ["auto vs e3nn", "auto vs dense GEMM", "grid vs dense GEMM", "e3nn runs",
                              "peak mem grid / dense / e3nn"])
     for size, r in rows:
@@ -228,14 +228,14 @@ def profile(batch: int, repeats: int) -> None:
     }
     times = harness.measure({**{("fft", k): v for k, v in fft_stages.items()},
                              **{("grid", k): v for k, v in grid_stages.items()}}, repeats)
-    print(f"**Where the time goes** (lmax1 = lmax2 = lmax_out = {L}, {batch} rows, float32, ms)\n")
+    print(f"**Where the time goes** (lmax_in1 = lmax_in2 = lmax_out = {L}, {batch} rows, float32, ms)\n")
     table = harness.Table(["route", "stage", "ms", "share of the route"])
     for route, stages in (("fft", fft_stages), ("grid", grid_stages)):
         whole = times[(route, list(stages)[-1])]
         for name in stages:
             table.add(route, name, harness.ms(times[(route, name)]), f"{100 * times[(route, name)] / whole:.0f}%")
     table.print()
-    print("**fft route vs grid route as the degree grows** (lmax1 = lmax2 = lmax_out = L; rows scaled so each "
+    print("**fft route vs grid route as the degree grows** (lmax_in1 = lmax_in2 = lmax_out = L; rows scaled so each "
           "size does similar work)\n")
     table = harness.Table(["L", "rows", "grid ms", "fft ms", "fft / grid"])
     for L in (4, 8, 16, 32, 48):
@@ -336,10 +336,10 @@ def drop_in(rows: int, cases, repeats: int) -> None:
 
 def main(argv=None) -> None:
     p = harness.parser(__doc__.splitlines()[0])
-    p.add_argument("--sizes", nargs="+", default=None, help="lmax1,lmax2,lmax_out triples (default 8,8,16 12,12,12 "
+    p.add_argument("--sizes", nargs="+", default=None, help="lmax_in1,lmax_in2,lmax_out triples (default 8,8,16 12,12,12 "
                    "16,16,16 and small ones)")
     p.add_argument("--e3nn-max-degree", type=int, default=36,
-                   help="largest lmax1 + lmax2 + lmax_out for the e3nn Gaunt TP (its construction grows steeply)")
+                   help="largest lmax_in1 + lmax_in2 + lmax_out for the e3nn Gaunt TP (its construction grows steeply)")
     p.add_argument("--fft-max", type=int, default=12, help="largest degree for the (slow on CPU) fft route")
     p.add_argument("--forward-only", action="store_true")
     p.add_argument("--profile", action="store_true", help="per-stage times of the fft and grid routes instead")
@@ -380,7 +380,7 @@ def main(argv=None) -> None:
     version = harness.peer_version("e3nn")
     print(f"Peer: e3nn {version} `o3.TensorProduct` on the Gaunt paths (same outputs as geomlin: max |difference| "
           f"{err:.1e} at L = 2 in float64); `dense GEMM` is geomlin's own O(L^4) baseline. Batch {batch} x "
-          f"{CHANNELS} channels, float32; e3nn skipped above lmax1 + lmax2 + lmax_out = {e3nn_max}.\n")
+          f"{CHANNELS} channels, float32; e3nn skipped above lmax_in1 + lmax_in2 + lmax_out = {e3nn_max}.\n")
     for backward in (False,) if args.forward_only else (False, True):
         rows = []
         for size in tqdm(sizes, desc="forward + backward" if backward else "forward", file=sys.stderr, leave=False):

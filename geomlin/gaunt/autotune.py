@@ -1,7 +1,7 @@
 """Measure which Gaunt method is fastest per degree: the benchmark that fills [`geomlin.gaunt.method_tables`][].
 
 ``python -m geomlin.gaunt.autotune [--device cuda] [--backward] [--shared]`` prints one line per
-degree ``L`` (``lmax1 = lmax2 = lmax_out = L``): the fastest method and every method's median time in
+degree ``L`` (``lmax_in1 = lmax_in2 = lmax_out = L``): the fastest method and every method's median time in
 ms; paste the result into ``CPU_TABLE`` / ``CPU_SHARED_TABLE`` / ``CUDA_TABLE``. ``--shared`` times
 the channel pattern of a convolution (``x2 (N, 1, D)`` shared by the channels of ``x1 (N, C, D)``).
 """

@@ -3,7 +3,7 @@
 ``CPU_TABLE`` (two inputs with one function per channel each) and ``CPU_SHARED_TABLE`` (one input
 shared by every channel, ``(N, 1, D2)`` against ``(N, C, D1)``: the spherical harmonics of an edge in a
 convolution) were measured with ``python -m geomlin.gaunt.autotune`` ([`geomlin.gaunt.autotune`][]:
-float32, one thread, ``lmax1 = lmax2 = lmax_out = L``, forward and forward + backward, thread CPU time
+float32, one thread, ``lmax_in1 = lmax_in2 = lmax_out = L``, forward and forward + backward, thread CPU time
 so that other processes on a shared machine disturb it less); rerun it on another machine and paste
 its output here.
 
@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import torch
 
-#: Fastest method on CPU, keyed by ``max(lmax1, lmax2, lmax_out)`` (upper bounds, ascending).
+#: Fastest method on CPU, keyed by ``max(lmax_in1, lmax_in2, lmax_out)`` (upper bounds, ascending).
 CPU_TABLE: tuple[tuple[int, str], ...] = (
     (5, "dense"),
     (1_000_000, "grid"),
@@ -50,13 +50,13 @@ def _lookup(table, lmax: int) -> str:
     return table[-1][1] if table else DEFAULT_METHOD
 
 
-def choose_method(lmax1: int, lmax2: int, lmax_out: int, device_type: str, dtype: torch.dtype,
+def choose_method(lmax_in1: int, lmax_in2: int, lmax_out: int, device_type: str, dtype: torch.dtype,
                   shared: bool = False) -> str:
     """Method name ``"auto"`` resolves to for these sizes on ``device_type`` (``"cpu"``, ``"cuda"``).
 
     ``shared``: one input is shared by every channel (see the module docstring).
     """
-    lmax = max(lmax1, lmax2, lmax_out)
+    lmax = max(lmax_in1, lmax_in2, lmax_out)
     direct_shared = shared and _lookup(CPU_SHARED_TABLE, lmax) == "direct"
     if torch.compiler.is_compiling():
         return "direct" if direct_shared else TRACED_METHOD
@@ -65,7 +65,7 @@ def choose_method(lmax1: int, lmax2: int, lmax_out: int, device_type: str, dtype
         if method == "triton":
             from geomlin.gaunt.kernels import triton_supports
 
-            if not triton_supports(lmax1, lmax2, lmax_out, dtype):
+            if not triton_supports(lmax_in1, lmax_in2, lmax_out, dtype):
                 return DEFAULT_METHOD
         return method
     if device_type == "cpu":

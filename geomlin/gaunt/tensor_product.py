@@ -56,7 +56,7 @@ class GauntTensorProduct(nn.Module):
 
         if isinstance(irreps_in1, int) and not isinstance(irreps_in1, bool):
             raise TypeError(f"irreps_in1 must be e3nn Irreps, got the int {irreps_in1}: for sphere coefficients "
-                            "of given degrees use SphereGauntProduct(lmax1, lmax2, lmax_out, channels)")
+                            "of given degrees use SphereGauntProduct(lmax_in1, lmax_in2, lmax_out, channels)")
 
         self.irreps_in1 = _irreps(irreps_in1, "irreps_in1")
         self.irreps_in2 = _irreps(irreps_in2, "irreps_in2")
@@ -70,7 +70,7 @@ class GauntTensorProduct(nn.Module):
         if internal and not shared_weights:
             raise ValueError("internal_weights=True needs shared_weights=True (as in e3nn)")
         self.shared_weights, self.internal_weights = shared_weights, bool(internal)
-        self.lmax1, self.lmax2, self.lmax_out = (max((ir.l for _, ir in irreps), default=0) for irreps in
+        self.lmax_in1, self.lmax_in2, self.lmax_out = (max((ir.l for _, ir in irreps), default=0) for irreps in
                                                  (self.irreps_in1, self.irreps_in2, self.irreps_out))
         C = self.channels
         self.classes1 = [p for p in (NATURAL, PSEUDO) if _class_layout(self.irreps_in1, p)]
@@ -87,15 +87,15 @@ class GauntTensorProduct(nn.Module):
         self._layout_out = _blocks(self.irreps_out)
         self._flat_in = tuple((irreps.dim, str(irreps)) for irreps in (self.irreps_in1, self.irreps_in2))
         #: Numbers of per-sample weights: per (channel, degree) of x1, then per (channel, degree) of the output.
-        self.weight_numel = C * (self.lmax1 + 1) + C * (self.lmax_out + 1)
+        self.weight_numel = C * (self.lmax_in1 + 1) + C * (self.lmax_out + 1)
         if self.internal_weights:
             self.weight = nn.Parameter(torch.ones(self.weight_numel))
         else:
             self.register_parameter("weight", None)
         #: per class of x2: its multiplicity-1 blocks are degrees 0, 1, ... in order from offset 0 (no gather)
         self._shared_view = {p: self.shared_in2 and [(l, s) for l, c, _, s, _ in self._layout2 if c == p]
-                             == [(l, l * l) for l in range(self.lmax2 + 1)] for p in self.classes2}
-        self.tables = RouteTables(table_keys(self.method, self.lmax1, self.lmax2, self.lmax_out))
+                             == [(l, l * l) for l in range(self.lmax_in2 + 1)] for p in self.classes2}
+        self.tables = RouteTables(table_keys(self.method, self.lmax_in1, self.lmax_in2, self.lmax_out))
         self.type_in = (IrrepsRep(self.irreps_in1), IrrepsRep(self.irreps_in2))
         self.type_out = IrrepsRep(self.irreps_out)
 
@@ -120,10 +120,10 @@ class GauntTensorProduct(nn.Module):
         return torch.cat([x.new_zeros(N, 2 * l + 1, C) if b is None else b for l, b in enumerate(degrees)], dim=1)
 
     def _shared(self, x: Tensor, parity: int) -> Tensor:
-        """A multiplicity-1 input of one class -> ``(N, (lmax2+1)**2)``, unmixed (zero at missing degrees)."""
+        """A multiplicity-1 input of one class -> ``(N, (lmax_in2+1)**2)``, unmixed (zero at missing degrees)."""
         if self._shared_view[parity]:  # the flat layout is the sphere layout already
-            return x[:, : (self.lmax2 + 1) ** 2]
-        degrees: list = [None] * (self.lmax2 + 1)
+            return x[:, : (self.lmax_in2 + 1) ** 2]
+        degrees: list = [None] * (self.lmax_in2 + 1)
         for l, cls, _, start, stop in self._layout2:
             if cls == parity:
                 degrees[l] = x[:, start:stop]
@@ -134,8 +134,8 @@ class GauntTensorProduct(nn.Module):
         ``dtype``, with shared (not per-sample) weights folded in."""
         C = self.channels
         per_sample = weights.dim() > 1
-        w1 = weights[..., : C * (self.lmax1 + 1)].unflatten(-1, (C, self.lmax1 + 1))
-        wo = weights[..., C * (self.lmax1 + 1):].unflatten(-1, (C, self.lmax_out + 1))
+        w1 = weights[..., : C * (self.lmax_in1 + 1)].unflatten(-1, (C, self.lmax_in1 + 1))
+        wo = weights[..., C * (self.lmax_in1 + 1):].unflatten(-1, (C, self.lmax_out + 1))
         mix1 = [m.to(dtype) if per_sample else m.to(dtype) * w1[:, l] for (l, *_), m in zip(self._layout1, self.mix1)]
         mix_out = [m.to(dtype) if per_sample else wo[:, l, None] * m.to(dtype)
                    for (l, *_), m in zip(self._layout_out, self.mix_out)]
@@ -174,10 +174,10 @@ class GauntTensorProduct(nn.Module):
         w1 = wo = None
         if per_sample:
             weight = weight.expand(*batch, self.weight_numel).reshape(N, -1)
-            n1 = C * (self.lmax1 + 1)
-            w1 = weight[:, :n1].unflatten(-1, (C, self.lmax1 + 1))
+            n1 = C * (self.lmax_in1 + 1)
+            w1 = weight[:, :n1].unflatten(-1, (C, self.lmax_in1 + 1))
             wo = weight[:, n1:].unflatten(-1, (C, self.lmax_out + 1))
-        a = {p: self._mix(x1, self._layout1, mix1, p, self.lmax1, w1) for p in self.classes1}
+        a = {p: self._mix(x1, self._layout1, mix1, p, self.lmax_in1, w1) for p in self.classes1}
         degree_block = self._products(a, x2, dtype)
         pieces = []
         for (l, cls, mul, _, _), mix in zip(self._layout_out, mix_out):
@@ -201,7 +201,7 @@ class GauntTensorProduct(nn.Module):
         chosen route ([`gaunt_rows`][geomlin.gaunt.product.gaunt_rows]) in the sphere layout.
         """
         N, C = x2.shape[0], self.channels
-        L1, L2, Lo = self.lmax1, self.lmax2, self.lmax_out
+        L1, L2, Lo = self.lmax_in1, self.lmax_in2, self.lmax_out
         method = resolve_method(self.method, L1, L2, Lo, x2.device, dtype, self.shared_in2)
         check_method(method, x2.device, L1, L2, Lo, dtype)
         if self.shared_in2:

@@ -53,7 +53,7 @@ def test_direct_against_wigner_3j_oracle(L):
 
 @pytest.mark.parametrize("L", range(13))
 def test_every_route_matches_direct(L):
-    """float64, 1e-12, every degree up to 12 (lmax1 = lmax2 = lmax_out = L); the Triton kernel is
+    """float64, 1e-12, every degree up to 12 (lmax_in1 = lmax_in2 = lmax_out = L); the Triton kernel is
     checked the same way under the interpreter in test_kernels.py."""
     x1 = torch.randn(3, (L + 1) ** 2, dtype=torch.float64)
     x2 = torch.randn(3, (L + 1) ** 2, dtype=torch.float64)

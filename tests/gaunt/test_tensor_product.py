@@ -4,7 +4,14 @@ import pytest
 import torch
 from e3nn import o3
 
-from geomlin.gaunt import GauntTensorProduct, gaunt_tensor, gaunt_tensor_product, irreps_to_sphere, sphere_irreps, sphere_to_irreps
+from geomlin.gaunt import (
+    GauntTensorProduct,
+    gaunt_tensor,
+    gaunt_tensor_product,
+    irreps_to_sphere,
+    sphere_irreps,
+    sphere_to_irreps,
+)
 from geomlin.testing import assert_equivariant
 from tests.randomized import randomized
 
@@ -22,7 +29,7 @@ def drop_in_oracle(tp, x1, x2, weight=None):
     every output block is a channel mix of its degree and class. A multiplicity-1 ``x2`` with distinct
     degrees is used unmixed, one function for every channel.
     """
-    C, L1, L2, Lo = tp.channels, tp.lmax1, tp.lmax2, tp.lmax_out
+    C, L1, L2, Lo = tp.channels, tp.lmax_in1, tp.lmax_in2, tp.lmax_out
     w = tp.weight if weight is None else weight
     batch = torch.broadcast_shapes(x1.shape[:-1], x2.shape[:-1], w.shape[:-1])
     x1, x2 = x1.expand(*batch, x1.shape[-1]), x2.expand(*batch, x2.shape[-1])
@@ -143,3 +150,68 @@ def test_drop_in_gaunt_paths_equal_e3nn_tensor_product():
             p.copy_(torch.eye(C))
     x1, x2 = ir.randn(5, -1, dtype=torch.float64), ir.randn(5, -1, dtype=torch.float64)
     torch.testing.assert_close(tp(x1, x2), e3(x1, x2), atol=1e-6, rtol=0)  # e3nn keeps float32 3j tables
+
+
+def test_irreps_drop_in_equals_sphere_product_for_natural_irreps():
+    """Identity channel mixing and unit weights: the e3nn-layout module is the channel-wise Gaunt product."""
+    C = 3
+    tp = GauntTensorProduct(sphere_irreps(2, C), sphere_irreps(2, C), sphere_irreps(3, C)).double()
+    assert isinstance(tp, GauntTensorProduct) and tp.channels == C
+    with torch.no_grad():
+        for p in list(tp.mix1) + list(tp.mix2) + list(tp.mix_out):
+            p.copy_(torch.eye(C))
+    x1, x2 = torch.randn(4, C, 9, dtype=torch.float64), torch.randn(4, C, 9, dtype=torch.float64)
+    out = tp(sphere_to_irreps(x1), sphere_to_irreps(x2))
+    ref = gaunt_tensor_product(x1, x2, 3, method="direct")
+    torch.testing.assert_close(irreps_to_sphere(out, sphere_irreps(3, C)), ref, atol=1e-12, rtol=0)
+
+
+def test_irreps_drop_in_pseudo_parity_goes_to_pseudo_outputs():
+    tp = GauntTensorProduct("0o+1e+2o", "0e+1o+2e", "0e+1o+0o+1e").double()
+    with torch.no_grad():
+        for p in list(tp.mix1) + list(tp.mix_out):
+            p.fill_(1.0)
+    assert tp.shared_in2  # multiplicity-1 harmonics: used as they are, shared by the channels
+    x1, x2 = torch.randn(3, 9, dtype=torch.float64), torch.randn(3, 9, dtype=torch.float64)
+    out = tp(x1, x2)
+    ref = gaunt_tensor_product(x1, x2, 1, method="direct")  # pseudo x natural -> pseudo, numerically the product
+    assert out[:, :4].abs().max() == 0  # no natural path
+    torch.testing.assert_close(out[:, 4:], ref, atol=1e-12, rtol=0)
+
+
+@pytest.mark.parametrize("shared_weights", [True, False])
+def test_irreps_drop_in_is_o3_equivariant_for_any_parities(shared_weights):
+    tp = randomized(GauntTensorProduct("3x0e+2x1o+1x1e+2x2e+1x2o", "1x0e+1x1o+1x2e+1x1e", "2x0e+2x0o+3x1o+1x1e+2x2e",
+                                       channels=4, shared_weights=shared_weights)).double()
+    assert tp.weight_numel == 4 * 3 + 4 * 3
+    assert_equivariant(tp)
+    x1 = torch.randn(5, tp.irreps_in1.dim, dtype=torch.float64)
+    x2 = torch.randn(5, tp.irreps_in2.dim, dtype=torch.float64)
+    if not shared_weights:
+        with pytest.raises(ValueError, match="weight"):
+            tp(x1, x2)
+        assert tp(x1, x2, weight=torch.randn(5, tp.weight_numel, dtype=torch.float64)).shape == (5, tp.irreps_out.dim)
+
+
+def test_irreps_drop_in_swaps_for_e3nn_in_one_line():
+    """The e3nn call pattern of a convolution: per-edge weights from a radial MLP, same shapes out."""
+    irreps_node, irreps_sh, irreps_out = o3.Irreps("8x0e+4x1o"), o3.Irreps.spherical_harmonics(2), o3.Irreps("8x0e+4x1o")
+    for tp in (o3.FullyConnectedTensorProduct(irreps_node, irreps_sh, irreps_out, shared_weights=False),
+               GauntTensorProduct(irreps_node, irreps_sh, irreps_out, shared_weights=False)):
+        x = irreps_node.randn(10, -1)
+        sh = o3.spherical_harmonics(irreps_sh, torch.randn(10, 3), True)
+        weight = torch.randn(10, tp.weight_numel)
+        assert tp(x, sh, weight).shape == (10, irreps_out.dim)
+
+
+def test_module_deep_copies_and_pickles_as_the_irreps_form():
+    import copy
+    import io
+
+    tp = GauntTensorProduct("2x0e+2x1o", "0e+1o", "2x0e")
+    clone = copy.deepcopy(tp)
+    assert isinstance(clone, GauntTensorProduct) and clone.irreps_out == tp.irreps_out
+    buffer = io.BytesIO()
+    torch.save(tp, buffer)
+    buffer.seek(0)
+    assert isinstance(torch.load(buffer, weights_only=False), GauntTensorProduct)
