@@ -9,7 +9,7 @@ import geomlin
 
 ROOT = Path(geomlin.__file__).parent
 #: Subpackages (and top-level modules) in import order: each may import only from those before it.
-ORDER = ["validation", "io_atomic", "groups", "reps", "testing", "linear", "algebra", "clifford", "gatr", "frames", "gaunt",
+ORDER = ["validation", "io_atomic", "neighbors", "groups", "reps", "testing", "linear", "algebra", "clifford", "gatr", "frames", "gaunt",
          "datasets", "models", "train", "deploy", "cli", "__main__"]
 
 

@@ -73,8 +73,8 @@ class GauntPotential(nn.Module):
     correlation : int
         body order of [`ManyBodyGaunt`][geomlin.gaunt.powers.ManyBodyGaunt] (powers 1..correlation).
     cutoff : float
-        radius (Angstrom) of the convolutions.
-    num_radial : int
+        distance (Angstrom) beyond which atoms do not interact.
+    num_basis : int
         size of the Bessel radial basis.
     max_neighbors : int or None
         ``None`` (default): every pair of atoms is an edge (``B N (N - 1)`` edges; those beyond the
@@ -96,7 +96,7 @@ class GauntPotential(nn.Module):
     """
 
     def __init__(self, num_species: int = 10, hidden_channels: int = 16, lmax: int = 2, num_blocks: int = 2,
-                 correlation: int = 2, cutoff: float = 5.0, num_radial: int = 8, max_neighbors: int | None = None):
+                 correlation: int = 2, cutoff: float = 5.0, num_basis: int = 8, max_neighbors: int | None = None):
         super().__init__()
         from geomlin.gaunt import GauntConvolution, ManyBodyGaunt
 
@@ -109,7 +109,7 @@ class GauntPotential(nn.Module):
         channels = self.hidden_channels
         self.embed = nn.Embedding(num_species, channels)
         self.convs = nn.ModuleList(
-            GauntConvolution(0 if k == 0 else lmax, lmax, lmax, channels, num_radial=num_radial, cutoff=cutoff)
+            GauntConvolution(0 if k == 0 else lmax, lmax, lmax, channels, num_basis=num_basis, cutoff=cutoff)
             for k in range(num_blocks))
         self.many_body = nn.ModuleList(ManyBodyGaunt(lmax, lmax, channels, correlation) for _ in range(num_blocks))
         self.mix = nn.ModuleList(DegreeLinear(channels, lmax) for _ in range(num_blocks))

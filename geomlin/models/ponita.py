@@ -29,11 +29,11 @@ Two modes, one architecture (embedding -> ConvNeXt blocks -> readouts):
     others, with an error that falls as ``num_ori`` grows (tested).
 
 Kernels: polynomial features of the attributes (degrees ``1..degree``) -> MLP -> a basis,
-windowed by a smooth polynomial cutoff (Klicpera et al. 2020, Eq. 8) when ``radius`` is set;
+windowed by a smooth polynomial cutoff (Klicpera et al. 2020, Eq. 8) when ``cutoff`` is set;
 per-channel (depthwise) convolutions with ``torch.index_add_`` (no torch-scatter; sums in float32
 under autocast), ConvNeXt blocks (conv -> LayerNorm -> MLP -> residual), readouts after every
 block (averaged). Inputs are flat PyG batches (``x (N, C)``, ``pos (N, 3)``, ``batch (N,)``) and
-their graph: ``edge_index`` (all pairs within a graph, or within ``radius``, self-loops included:
+their graph: ``edge_index`` (all pairs within a graph, or within ``cutoff``, self-loops included:
 [`graph_edges`][]) and ``num_graphs``, built once per batch by the caller
 so that the forward never waits for an accelerator; [`Ponita`][] builds them itself when they
 are not given (with host syncs, see its docstring). The padded adapters [`PonitaPotential`][]
@@ -149,27 +149,27 @@ def vector_to_sphere(v: Tensor, grid: Tensor) -> Tensor:
 
 # ------------------------------------------------------------------------------------ modules
 class KernelBasis(nn.Module):
-    """Polynomial features of pair attributes -> MLP -> ``basis_dim`` basis functions (the reference's
+    """Polynomial features of pair attributes -> MLP -> ``num_basis`` basis functions (the reference's
     ``PolynomialFeatures -> Linear -> GELU -> Linear -> GELU``, with the input width computed, not lazy)."""
 
-    def __init__(self, num_attrs: int, hidden_channels: int, basis_dim: int, degree: int):
+    def __init__(self, num_attrs: int, hidden_channels: int, num_basis: int, degree: int):
         super().__init__()
         self.degree = degree
         width = sum(num_attrs ** k for k in range(1, degree + 1))
         self.net = nn.Sequential(nn.Linear(width, hidden_channels), nn.GELU(),
-                                 nn.Linear(hidden_channels, basis_dim), nn.GELU())
+                                 nn.Linear(hidden_channels, num_basis), nn.GELU())
 
     def forward(self, attrs: Tensor) -> Tensor:
-        """``(..., num_attrs)`` -> ``(..., basis_dim)``."""
+        """``(..., num_attrs)`` -> ``(..., num_basis)``."""
         return self.net(polynomial_features(attrs, self.degree))
 
 
 class PointConv(nn.Module):
     """Depthwise convolution on points: ``out_i = sum_j k(|x_ij|) * h_j + b`` (``(N, C)`` -> ``(N, C)``)."""
 
-    def __init__(self, channels: int, basis_dim: int):
+    def __init__(self, channels: int, num_basis: int):
         super().__init__()
-        self.kernel = nn.Linear(basis_dim, channels, bias=False)
+        self.kernel = nn.Linear(num_basis, channels, bias=False)
         self.bias = nn.Parameter(torch.zeros(channels))
 
     def forward(self, h: Tensor, edge_index: Tensor, basis: Tensor) -> Tensor:
@@ -186,12 +186,12 @@ class FiberBundleConv(nn.Module):
     ``out(p_i, o_a) = 1/O sum_j sum_b k(attrs(x, o_a, o_b)) h(p_j, o_b) + b``.
     """
 
-    def __init__(self, channels: int, basis_dim: int, complete: bool = False):
+    def __init__(self, channels: int, num_basis: int, complete: bool = False):
         super().__init__()
         self.complete = complete
-        self.kernel = nn.Linear(basis_dim, channels, bias=False)
+        self.kernel = nn.Linear(num_basis, channels, bias=False)
         if not complete:
-            self.fiber_kernel = nn.Linear(basis_dim, channels, bias=False)
+            self.fiber_kernel = nn.Linear(num_basis, channels, bias=False)
         self.bias = nn.Parameter(torch.zeros(channels))
 
     def forward(self, h: Tensor, edge_index: Tensor, basis: Tensor, fiber_basis: Tensor | None) -> Tensor:
@@ -245,9 +245,9 @@ class Ponita(nn.Module):
         grid_seed: seed of the repulsion grid.
     complete : bool
         bundle mode only: the non-separable kernel on the five complete pair attributes.
-    radius : float | None
+    cutoff : float | None
         cutoff of the graph and of the smooth window (None: all pairs, no window).
-    basis_dim : int | None
+    num_basis : int | None
         basis functions per kernel (default ``hidden_channels``); degree: of the polynomial features.
     widening_factor, layer_scale
         of the ConvNeXt blocks.
@@ -269,9 +269,9 @@ class Ponita(nn.Module):
     ``task_level="graph"``), forward and backward never make the host wait for an accelerator:
     build them once per batch with [`graph_edges`][] (at the collate
     step or on the device) and pass PyG's ``Batch.num_graphs``. Omitted, the forward builds them
-    itself ([`graph_edges`][] with this model's ``radius``, and
+    itself ([`graph_edges`][] with this model's ``cutoff``, and
     [`count_graphs`][]): convenient, but on an accelerator that is one
-    to three host syncs per call. ``edge_index`` may hold pairs beyond ``radius`` (all pairs of a
+    to three host syncs per call. ``edge_index`` may hold pairs beyond ``cutoff`` (all pairs of a
     padded batch, say): the smooth window gives them exactly zero weight. Indices are checked by
     [`geomlin.validation.check_index`][] (deferred and clamped on accelerators).
 
@@ -282,7 +282,7 @@ class Ponita(nn.Module):
     def __init__(self, in_channels: int, hidden_channels: int, out_channels: int, num_blocks: int = 2, *,
                  in_vector_channels: int = 0, out_vector_channels: int = 0, mode: str = "bundle",
                  num_ori: int = 16, grid: str = "fibonacci", grid_seed: int = 0, complete: bool = False,
-                 radius: float | None = None, basis_dim: int | None = None, degree: int = 3,
+                 cutoff: float | None = None, num_basis: int | None = None, degree: int = 3,
                  widening_factor: int = 4, layer_scale: float | None = None, task_level: str = "graph",
                  multiple_readouts: bool = True):
         super().__init__()
@@ -302,8 +302,8 @@ class Ponita(nn.Module):
         if complete and self.mode != "bundle":
             raise ValueError("complete=True needs mode='bundle' (points mode has the single attribute |x|)")
         self.complete = complete
-        self.radius = None if radius is None else check_positive_float(radius, "radius")
-        basis_dim = hidden if basis_dim is None else check_positive_int(basis_dim, "basis_dim")
+        self.cutoff = None if cutoff is None else check_positive_float(cutoff, "cutoff")
+        num_basis = hidden if num_basis is None else check_positive_int(num_basis, "num_basis")
         degree = check_positive_int(degree, "degree")
         widening_factor = check_positive_int(widening_factor, "widening_factor")
         if layer_scale is not None:
@@ -318,19 +318,19 @@ class Ponita(nn.Module):
             self.grid_method = grid
             self.register_buffer("grid", orientation_grid(num_ori, grid, grid_seed), persistent=False)
             attrs = NUM_COMPLETE_ATTRS if complete else NUM_SPATIAL_ATTRS
-            self.basis = KernelBasis(attrs, hidden, basis_dim, degree)
-            self.fiber_basis = None if complete else KernelBasis(NUM_FIBER_ATTRS, hidden, basis_dim, degree)
-            convs = [FiberBundleConv(hidden, basis_dim, complete) for _ in range(num_blocks)]
+            self.basis = KernelBasis(attrs, hidden, num_basis, degree)
+            self.fiber_basis = None if complete else KernelBasis(NUM_FIBER_ATTRS, hidden, num_basis, degree)
+            convs = [FiberBundleConv(hidden, num_basis, complete) for _ in range(num_blocks)]
             num_inputs = self.in_channels + self.in_vector_channels
         else:
             self.grid = None
-            self.basis = KernelBasis(NUM_POINT_ATTRS, hidden, basis_dim, degree)
+            self.basis = KernelBasis(NUM_POINT_ATTRS, hidden, num_basis, degree)
             self.fiber_basis = None
-            convs = [PointConv(hidden, basis_dim) for _ in range(num_blocks)]
+            convs = [PointConv(hidden, num_basis) for _ in range(num_blocks)]
             num_inputs = self.in_channels + self.in_vector_channels  # |v| per vector channel
             if self.out_vector_channels:
-                self.vector_basis = KernelBasis(NUM_POINT_ATTRS, hidden, basis_dim, degree)
-                self.vector_kernel = nn.Linear(basis_dim, self.out_vector_channels, bias=False)
+                self.vector_basis = KernelBasis(NUM_POINT_ATTRS, hidden, num_basis, degree)
+                self.vector_kernel = nn.Linear(num_basis, self.out_vector_channels, bias=False)
         self.embed = nn.Linear(num_inputs, hidden, bias=False)
         self.blocks = nn.ModuleList(ConvNeXtBlock(c, hidden, widening_factor, layer_scale) for c in convs)
         outs = self.out_channels + self.out_vector_channels
@@ -381,12 +381,12 @@ class Ponita(nn.Module):
         if self.in_vector_channels:
             args.append(torch.randn(n, self.in_vector_channels, 3, generator=generator, dtype=dtype))
         batch = torch.tensor([0] * 5 + [1] * 4)
-        edges = graph_edges(pos, batch, 2, self.radius)  # precomputed: the sync-free call
+        edges = graph_edges(pos, batch, 2, self.cutoff)  # precomputed: the sync-free call
         return tuple(args), {"batch": batch, "edge_index": edges, "num_graphs": 2}
 
     def extra_repr(self) -> str:
         grid = f", num_ori={self.grid.shape[0]}, grid={self.grid_method!r}" if self.mode == "bundle" else ""
-        return f"mode={self.mode!r}{grid}, complete={self.complete}, radius={self.radius}, task_level={self.task_level!r}"
+        return f"mode={self.mode!r}{grid}, complete={self.complete}, cutoff={self.cutoff}, task_level={self.task_level!r}"
 
     # -------------------------------------------------------------------- forward
     def _check(self, x, pos, vec, batch, edge_index, num_graphs):
@@ -418,11 +418,11 @@ class Ponita(nn.Module):
         """``(scalars, vectors)``; see the class docstring for shapes and for which calls sync."""
         batch, edge_index, num_graphs = self._check(x, pos, vec, batch, edge_index, num_graphs)
         if edge_index is None:  # the convenience path: host syncs on accelerators (see graph_edges)
-            edge_index = graph_edges(pos, batch, num_graphs, self.radius)
+            edge_index = graph_edges(pos, batch, num_graphs, self.cutoff)
         src, dst = edge_index
         rel = pos[src] - pos[dst]  # x = p_j - p_i for the message j -> i
         dist = safe_norm(rel, keepdim=True)  # (E, 1)
-        window = torch.ones_like(dist) if self.radius is None else polynomial_cutoff(dist, self.radius, CUTOFF_EXPONENT)
+        window = torch.ones_like(dist) if self.cutoff is None else polynomial_cutoff(dist, self.cutoff, CUTOFF_EXPONENT)
         feats = [] if x is None else [x.to(pos.dtype)]
         if self.mode == "bundle":
             grid = self.grid.to(pos.dtype)
@@ -473,8 +473,8 @@ def padded_graph(num_graphs: int, num_nodes: int, device) -> dict:
     """The graph keywords of [`Ponita.forward`][] for ``B`` padded graphs of ``N`` nodes: ``batch (B N,)``,
     every pair with self-loops as ``edge_index (2, B N^2)``, and ``num_graphs``; built without a host sync.
 
-    With a ``radius`` the pairs beyond it get zero weight from the smooth window, so the outputs
-    equal those on the radius graph.
+    With a ``cutoff`` the pairs beyond it get zero weight from the smooth window, so the outputs
+    equal those on the cutoff graph.
     """
     batch = torch.arange(num_graphs, device=device)[:, None].expand(num_graphs, num_nodes).reshape(-1)
     return {"batch": batch, "edge_index": dense_edge_index(num_graphs, num_nodes, loop=True, device=device),
@@ -499,12 +499,12 @@ class PonitaPotential(nn.Module):
     """
 
     def __init__(self, num_species: int = 10, hidden_channels: int = 128, num_blocks: int = 4, *,
-                 mode: str = "points", num_ori: int = 12, grid: str = "icosahedral", radius: float | None = None,
-                 basis_dim: int | None = 128, **kwargs):
+                 mode: str = "points", num_ori: int = 12, grid: str = "icosahedral", cutoff: float | None = None,
+                 num_basis: int | None = 128, **kwargs):
         super().__init__()
         self.num_species = check_positive_int(num_species, "num_species")
         self.net = Ponita(self.num_species, hidden_channels, 1, num_blocks, mode=mode, num_ori=num_ori,
-                          grid=grid, radius=radius, basis_dim=basis_dim, **kwargs)
+                          grid=grid, cutoff=cutoff, num_basis=num_basis, **kwargs)
 
     @property
     def type_in(self) -> tuple:

@@ -165,7 +165,7 @@ def test_polynomial_features_and_cutoff():
     w = polynomial_cutoff(d, 2.0, CUTOFF_EXPONENT)
     (grad,) = torch.autograd.grad(w.sum(), d)
     assert w[0] == 1 and (w[:251][d[:251] >= 2.0] == 0).all() and ((w[1:251] - w[:250]) <= 1e-15).all()
-    # smooth at the radius: value ~ (1 - u)^3 and slope ~ (1 - u)^2 vanish from both sides
+    # smooth at the cutoff: value ~ (1 - u)^3 and slope ~ (1 - u)^2 vanish from both sides
     assert w[-2] < 1e-6 and grad[-2].abs() < 1e-3 and w[-1] == 0 and grad[-1] == 0
 
 
@@ -185,7 +185,7 @@ def _points_model(**kw):
 
 
 def test_points_mode_is_exactly_se3_equivariant():
-    model = _points_model(radius=2.5)
+    model = _points_model(cutoff=2.5)
     assert_equivariant(model, SE3())
     assert_equivariant(model)  # declared: E(3), reflections included (|x| is all it sees)
     node = _points_model(task_level="node")
@@ -195,7 +195,7 @@ def test_points_mode_is_exactly_se3_equivariant():
 def test_bundle_mode_is_exact_for_the_grid_symmetries():
     torch.manual_seed(1)
     model = Ponita(3, 8, 2, 1, in_vector_channels=1, out_vector_channels=2, mode="bundle", num_ori=12,
-                   grid="icosahedral", radius=3.0).double()
+                   grid="icosahedral", cutoff=3.0).double()
     ico = grid_symmetry_group(model.grid, proper=False)
     assert_equivariant(model, ico, num_samples=6)  # the 60 rotations and the inversion
     assert model.type_in[1].group == ico  # the declared group
@@ -263,7 +263,7 @@ def test_forces_of_the_potential_are_equivariant_and_match_finite_differences():
     assert_equivariant(forces, ico, "position", "vector", inputs=(pos,), num_samples=4)
     p = pos[:1, :4].clone().requires_grad_(True)
     assert torch.autograd.gradcheck(lambda q: pot(q, z[:1, :4]), (p,))
-    pts = PonitaPotential(num_species=5, hidden_channels=8, num_blocks=1, basis_dim=8).double()  # points mode
+    pts = PonitaPotential(num_species=5, hidden_channels=8, num_blocks=1, num_basis=8).double()  # points mode
     assert_equivariant(pts)  # E(3)
 
 
@@ -293,7 +293,7 @@ def test_dynamics_is_equivariant_and_learns():
     (lambda: Ponita(2, 0, 1, 1), ValueError, "hidden_channels"),
     (lambda: Ponita(2, 8, 1, 1, mode="lifted"), ValueError, "mode"),
     (lambda: Ponita(2, 8, 1, 1, mode="points", complete=True), ValueError, "complete=True needs mode='bundle'"),
-    (lambda: Ponita(2, 8, 1, 1, radius=-1.0), ValueError, "radius"),
+    (lambda: Ponita(2, 8, 1, 1, cutoff=-1.0), ValueError, "cutoff"),
     (lambda: Ponita(2, 8, 1, 1, grid="icosahedral", num_ori=16), ValueError, "icosahedral grids have"),
     (lambda: Ponita(2, 8, 1, 1, task_level="edge"), ValueError, "task_level"),
 ])

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 import torch
 
-from geomlin.datasets import neighbors
-from geomlin.datasets.neighbors import knn_pairs, radius_pairs
+from geomlin import neighbors
+from geomlin.neighbors import knn_pairs, radius_pairs
 
 
 def _oracle(pos, batch, loop):
