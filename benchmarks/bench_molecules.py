@@ -13,7 +13,7 @@ parameters, the median training step time, and the median time of one MD step (e
 forces of one frame, neighbour search included, as a simulation calls it).
 
 geomlin's models are built as ``geomlin train molecules`` builds them (their default sizes,
-:class:`~geomlin.train.tasks.molecules.MoleculeEnergyModel` with the mean energy and force scale).
+:class:`~geomlin.models.MoleculeEnergyModel` with the mean energy and force scale).
 MACE (``mace-torch``) pins its own e3nn, so it runs in its own virtualenv: pass its Python with
 ``--mace-python PATH`` (or ``GEOMLIN_MACE_PYTHON``); this script then runs itself there as a
 worker on the same split file (``--mace-worker``), sequentially after geomlin's models (the

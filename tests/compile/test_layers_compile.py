@@ -17,8 +17,8 @@ import pytest
 import torch
 from torch.utils._pytree import tree_leaves
 
+from geomlin.models import MoleculeEnergyModel
 from geomlin.models.md import EnergyAndForces
-from geomlin.train.tasks.molecules import MoleculeEnergyModel
 from tests.test_declarations import CASES, IDS, build_case
 
 RTOL, ATOL = 1e-5, 1e-6

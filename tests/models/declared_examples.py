@@ -4,6 +4,7 @@ from geomlin.models import (
     EGNNDynamics,
     EGNNLayer,
     EGNNPotential,
+    MoleculeEnergyModel,
     PointNet,
     Ponita,
     PonitaDynamics,
@@ -23,6 +24,10 @@ EXAMPLES = {
     EnergyAndForces: [lambda: EnergyAndForces(EGNNPotential(num_species=5, hidden_channels=8, num_blocks=2,
                                                             num_basis=4, max_neighbors=4), backend=None)],
     EGNNDynamics: [lambda: EGNNDynamics(hidden_channels=8, num_blocks=2, num_basis=4)],
+    # energy invariant, forces equivariant; a composition baseline and a scale as QM9 training sets them
+    MoleculeEnergyModel: [lambda: MoleculeEnergyModel(EGNNPotential(num_species=4, hidden_channels=8, num_blocks=1),
+                                                      energy_mean=-3.0, scale=2.0,
+                                                      atom_energies=[0.0, -0.5, -1.5, -2.0])],
     VNPointNetClassifier: [lambda: VNPointNetClassifier(5, hidden_channels=6, num_blocks=1)],
     Ponita: [
         lambda: Ponita(3, 8, 2, 1, in_vector_channels=1, out_vector_channels=2, mode="points", cutoff=2.5),
