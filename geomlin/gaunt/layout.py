@@ -3,7 +3,7 @@
 **Layout**
 
 Layers work on ``(..., channels, (L+1)**2)``: one spherical function per
-channel, in e3nn's real SH basis ([`SphereCoefficients`][]).
+channel, in e3nn's real SH basis ([`SphereCoefficients`][geomlin.reps.types.SphereCoefficients]).
 [`irreps_to_sphere`][] / [`sphere_to_irreps`][] move between this layout
 and e3nn's flat layout ``"C x 0e + C x 1o + C x 2e + ..."``.
 
