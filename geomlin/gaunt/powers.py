@@ -14,21 +14,26 @@ from geomlin.gaunt import grid as G
 from geomlin.gaunt import tables as T
 from geomlin.gaunt.cache import RouteTables, device_tables, table_builder
 from geomlin.gaunt.layout import _check_layout, _degree_index
+from geomlin.gaunt.method_tables import choose_power_method
 from geomlin.gaunt.precision import compute_dtype, full_precision
 from geomlin.gaunt.product import METHODS, _check_coefficients, gaunt_tensor_product
 from geomlin.reps.types import SphereCoefficients
 from geomlin.validation import check_choice, check_nonnegative_int, check_positive_int
 
-__all__ = ["ManyBodyGaunt", "gaunt_power", "power_sum"]
+__all__ = ["POWER_ROUTES", "ManyBodyGaunt", "gaunt_power", "power_sum"]
+
+#: Methods of [`gaunt_power`][] that form the power on one grid ([`power_sum`][]).
+POWER_ROUTES = ("auto", "grid", "dense")
 
 
 def gaunt_power(x: Tensor, nu: int, lmax_out: int | None = None, method: str = "auto") -> Tensor:
     """Coefficients of ``f^nu`` for ``f = sum x_lm Y_lm``, exact up to ``lmax_out``.
 
-    ``method="grid"`` (and ``"auto"``) evaluates ``f`` once on a half grid exact for
-    degree ``nu L + lmax_out`` and projects ``f^nu`` once; other methods use
-    divide and conquer (``f^nu = f^a f^b``, ``a = nu // 2``) with the pairwise
-    product, keeping every intermediate to the degree the final result needs.
+    ``method="grid"`` evaluates ``f`` once on a half grid exact for degree ``nu L + lmax_out`` and
+    projects ``f^nu`` once, ``"dense"`` does the same on the full grid with plain GEMMs, and
+    ``"auto"`` picks one of the two ([`power_sum`][]); other methods use divide and conquer
+    (``f^nu = f^a f^b``, ``a = nu // 2``) with the pairwise product, keeping every intermediate to
+    the degree the final result needs.
 
     Parameters
     ----------
@@ -51,8 +56,8 @@ def gaunt_power(x: Tensor, nu: int, lmax_out: int | None = None, method: str = "
     nu = check_positive_int(nu, "nu")
     lmax_out = nu * L if lmax_out is None else check_nonnegative_int(lmax_out, "lmax_out")
     check_choice(method, "method", METHODS)
-    if method in ("auto", "grid"):
-        return power_sum(x, L, nu, lmax_out, None)
+    if method in POWER_ROUTES:
+        return power_sum(x, L, nu, lmax_out, None, method)
     return _power_divide(x, L, nu, lmax_out, method)
 
 
@@ -67,13 +72,17 @@ def _power_divide(x: Tensor, L: int, nu: int, need: int, method: str) -> Tensor:
     return gaunt_tensor_product(pa, pb, need, method)
 
 
-def power_sum(x: Tensor, L: int, nu: int, lmax_out: int, weights: Tensor | None) -> Tensor:
-    """``sum_k weights[..., k] f^(k+1)`` (or ``f^nu`` when ``weights`` is None) on one half grid.
+def power_sum(x: Tensor, L: int, nu: int, lmax_out: int, weights: Tensor | None, method: str = "auto") -> Tensor:
+    """``sum_k weights[..., k] f^(k+1)`` (or ``f^nu`` when ``weights`` is None) on one sphere grid.
 
     ``x (..., (L+1)**2)`` float32/float64 (computed in its dtype, autocast off); ``weights``
-    broadcasts against ``x.shape[:-1] + (nu,)``.  One
-    synthesis, ``nu - 1`` pointwise products at ``phi`` and ``-phi``, one projection; exact
-    (the grid integrates degree ``nu L + lmax_out``); differentiable (exact adjoints).
+    broadcasts against ``x.shape[:-1] + (nu,)``. Exact (the grid integrates degree
+    ``nu L + lmax_out``); differentiable (exact adjoints). Two ways (``method`` one of
+    [`POWER_ROUTES`][]; ``"auto"`` asks
+    [`choose_power_method`][geomlin.gaunt.method_tables.choose_power_method]): plain GEMMs on the full
+    grid (values, pointwise powers, projection; what compiled graphs run, and the CPU up to a measured
+    degree), or the half-grid transforms of [`geomlin.gaunt.grid`][] (one synthesis, ``nu - 1``
+    pointwise products at ``phi`` and ``-phi``, one projection).
     """
     batch = x.shape[:-1]
     flat = x.reshape(-1, x.shape[-1])
@@ -81,7 +90,9 @@ def power_sum(x: Tensor, L: int, nu: int, lmax_out: int, weights: Tensor | None)
     if B == 0:
         return x.new_zeros(*batch, T.num_coefficients(lmax_out))
     with full_precision(x):
-        if torch.compiler.is_compiling():
+        if method == "auto":
+            method = choose_power_method(L, nu, lmax_out, x.device.type)
+        if method == "dense" or torch.compiler.is_compiling():
             return _power_dense(flat, weights, batch, L, nu, lmax_out)
         num_theta, num_phi = G.exact_grid_size(nu * L + lmax_out)
         return _power_on_grid(flat, weights, batch, L, nu, lmax_out, num_theta, num_phi)
