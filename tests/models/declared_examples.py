@@ -12,7 +12,14 @@ from geomlin.models import (
     VNPointNetClassifier,
 )
 from geomlin.models.md import EnergyAndForces
-from geomlin.models.ponita import ConvNeXtBlock, FiberBundleConv, KernelBasis, PointConv
+from geomlin.models.ponita import (
+    BundleSpace,
+    ConvNeXtBlock,
+    FiberBundleConv,
+    KernelBasis,
+    PointConv,
+    PointSpace,
+)
 
 EXAMPLES = {
     EGNNLayer: [lambda: EGNNLayer(8, num_basis=4),
@@ -50,4 +57,7 @@ NOT_EQUIVARIANT = {
     FiberBundleConv: "a PONITA layer on grid functions indexed by the orientation grid; equivariance needs the "
                      "grid permutation and is checked on Ponita",
     ConvNeXtBlock: "wraps a PONITA convolution (see PointConv / FiberBundleConv); checked on Ponita",
+    PointSpace: "PONITA's point-cloud mode as a holder of its bases and readout (no forward); checked on Ponita",
+    BundleSpace: "PONITA's fiber-bundle mode as a holder of its grid, bases and readout (no forward); checked on "
+                 "Ponita",
 }
