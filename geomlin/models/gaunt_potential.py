@@ -60,6 +60,10 @@ class DegreeLinear(nn.Module):
 class GauntPotential(nn.Module):
     """Energy model ``E(pos, species)`` from Gaunt convolutions and many-body Gaunt powers.
 
+    The default sizes (32 channels, ``lmax`` 3, correlation 3; the ``gaunt`` model of ``geomlin train
+    molecules``) won a grid of channels {16, 32} x ``lmax`` {2, 3} x correlation {2, 3} on a validation
+    split of the bundled ethanol trajectory (``benchmarks/bench_molecules.py --tune``; docs/molecules.md).
+
     Parameters
     ----------
     num_species : int
@@ -95,8 +99,8 @@ class GauntPotential(nn.Module):
     gets the energy (and forces) it has alone.
     """
 
-    def __init__(self, num_species: int = 10, hidden_channels: int = 16, lmax: int = 2, num_blocks: int = 2,
-                 correlation: int = 2, cutoff: float = 5.0, num_basis: int = 8, max_neighbors: int | None = None):
+    def __init__(self, num_species: int = 10, hidden_channels: int = 32, lmax: int = 3, num_blocks: int = 2,
+                 correlation: int = 3, cutoff: float = 5.0, num_basis: int = 8, max_neighbors: int | None = None):
         super().__init__()
         from geomlin.gaunt import GauntConvolution, ManyBodyGaunt
 

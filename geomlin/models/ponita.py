@@ -583,14 +583,16 @@ class PonitaPotential(nn.Module):
     (QM9): the pairs with a padded atom get zero weight and padded atoms are left out of the sum, so
     each molecule's energy is the one it has alone (tested). Defaults (the ``ponita`` model of
     ``geomlin train molecules``): point-cloud mode, exactly E(3) invariant, all atom pairs (small
-    molecules), 4 blocks of 128 channels, 128 basis functions. At a few hundred optimiser steps it
-    beat the fiber-bundle mode on the bundled ethanol trajectory at a fraction of its cost;
-    ``mode="bundle"`` (default grid: the 12 icosahedral directions) is the paper's full model.
+    molecules), 2 blocks of 64 channels, 64 basis functions: the best of channels {64, 128} x blocks
+    {2, 4} on a validation split of the bundled ethanol trajectory (``benchmarks/bench_molecules.py
+    --tune``; docs/molecules.md). At a few hundred optimiser steps point-cloud mode beat the
+    fiber-bundle mode there at a fraction of its cost; ``mode="bundle"`` (default grid: the 12
+    icosahedral directions) is the paper's full model.
     """
 
-    def __init__(self, num_species: int = 10, hidden_channels: int = 128, num_blocks: int = 4, *,
+    def __init__(self, num_species: int = 10, hidden_channels: int = 64, num_blocks: int = 2, *,
                  mode: str = "points", num_ori: int = 12, grid: str = "icosahedral", cutoff: float | None = None,
-                 num_basis: int | None = 128, **kwargs):
+                 num_basis: int | None = 64, **kwargs):
         super().__init__()
         self.num_species = check_positive_int(num_species, "num_species")
         self.net = Ponita(self.num_species, hidden_channels, 1, num_blocks, mode=mode, num_ori=num_ori,
