@@ -14,7 +14,8 @@ Modules: [`GauntTensorProduct`][] (the e3nn drop-in, built from ``Irreps``), [`S
 (the channel-wise product on sphere coefficients),
 [`ManyBodyGaunt`][], [`GauntConvolution`][]; helpers [`gaunt_power`][],
 [`irreps_to_sphere`][], [`sphere_to_irreps`][], [`split_parity`][],
-[`gaunt_parity_product`][], [`spherical_harmonics`][].
+[`gaunt_parity_product`][], [`spherical_harmonics`][], [`gaunt_operator`][] (the product with a
+fixed function as a matrix).
 """
 
 from geomlin.gaunt.conv import GauntConvolution
@@ -27,7 +28,7 @@ from geomlin.gaunt.layout import (
     split_parity,
 )
 from geomlin.gaunt.powers import ManyBodyGaunt, gaunt_power
-from geomlin.gaunt.product import METHODS, gaunt_parity_product, gaunt_tensor_product
+from geomlin.gaunt.product import METHODS, gaunt_operator, gaunt_parity_product, gaunt_tensor_product
 from geomlin.gaunt.sphere_product import SphereGauntProduct
 from geomlin.gaunt.tables import gaunt_tensor, spherical_harmonics
 from geomlin.gaunt.tensor_product import GauntTensorProduct
@@ -40,6 +41,7 @@ __all__ = [
     "GauntTensorProduct",
     "ManyBodyGaunt",
     "SphereGauntProduct",
+    "gaunt_operator",
     "gaunt_parity_product",
     "gaunt_power",
     "gaunt_tensor",
