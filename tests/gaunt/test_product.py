@@ -192,3 +192,16 @@ def test_grid_route_compiles_to_the_eager_numbers(backend):
         compiled = torch.compile(fn, fullgraph=True, backend=backend)
         for got, want in zip(_grid_product_and_grads(compiled, x1, x2), _grid_product_and_grads(fn, x1, x2)):
             torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6)
+
+
+def test_gaunt_operator_multiplies_by_its_function():
+    """Oracle: the product on the grid route (an independent transform) with the function as its second input."""
+    from geomlin.gaunt import gaunt_operator
+
+    f = torch.randn(5, 9, dtype=torch.float64, requires_grad=True)
+    y = torch.randn(5, 16, dtype=torch.float64)
+    M = gaunt_operator(f, 3, 4)
+    assert M.shape == (5, 25, 16)
+    ref = gaunt_tensor_product(y, f, 4, method="grid")
+    torch.testing.assert_close((M @ y[..., None])[..., 0], ref, atol=1e-12, rtol=0)
+    assert torch.autograd.gradcheck(lambda t: gaunt_operator(t, 1, 2), (f[:2, :4].detach().requires_grad_(),))
