@@ -86,6 +86,7 @@ class GauntTensorProduct(nn.Module):
         self._layout2 = _blocks(self.irreps_in2)
         self._layout_out = _blocks(self.irreps_out)
         self._flat_in = tuple((irreps.dim, str(irreps)) for irreps in (self.irreps_in1, self.irreps_in2))
+        self._dim_out = self.irreps_out.dim  # an int: torch.compile cannot guard on e3nn's Irreps
         #: Numbers of per-sample weights: per (channel, degree) of x1, then per (channel, degree) of the output.
         self.weight_numel = C * (self.lmax_in1 + 1) + C * (self.lmax_out + 1)
         if self.internal_weights:
@@ -160,8 +161,8 @@ class GauntTensorProduct(nn.Module):
         weight = weight.to(dtype)
         batch = torch.broadcast_shapes(x1.shape[:-1], x2.shape[:-1], weight.shape[:-1])
         N = math.prod(batch)
-        if N == 0 or not self.irreps_out.dim:
-            return x1.new_zeros(*batch, self.irreps_out.dim, dtype=dtype)
+        if N == 0 or not self._dim_out:
+            return x1.new_zeros(*batch, self._dim_out, dtype=dtype)
         x1 = x1.to(dtype).expand(*batch, x1.shape[-1]).reshape(N, -1)
         x2 = x2.to(dtype).expand(*batch, x2.shape[-1]).reshape(N, -1)
         with full_precision(x1):  # under autocast: float32, as the routes compute (geomlin.gaunt.precision)
