@@ -11,7 +11,7 @@ of one more run (:mod:`benchmarks.harness`):
 * **SamplePoints**: area-weighted surface sampling of the bundled airplane mesh, geomlin's
   ``SamplePoints`` against PyG's ``SamplePoints``.
 * **radius / kNN graphs**: geomlin's exact ``radius_graph`` / ``knn_graph`` (a cell-list search in
-  plain torch, :mod:`geomlin.datasets.neighbors`; no compiled extension) against PyG's ``RadiusGraph`` / ``KNNGraph`` when ``torch-cluster`` or
+  plain torch, :mod:`geomlin.neighbors`; no compiled extension) against PyG's ``RadiusGraph`` / ``KNNGraph`` when ``torch-cluster`` or
   ``pyg-lib`` is installed (reported as missing otherwise: neither is a geomlin dependency), and
   against SciPy's ``cKDTree`` (``query_pairs`` / ``query``), the neighbour search a user without
   those extensions would reach for. Point clouds are uniform in a cube with ~16 neighbours per

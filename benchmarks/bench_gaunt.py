@@ -15,9 +15,12 @@ a warm-up, all in this process (ratios in a table come from this run only). Colu
 
 ``--profile`` prints instead where the time of the ``fft`` and ``grid`` routes goes, stage by stage;
 ``--e3nn-swap`` runs ``examples/e3nn_swap.py`` (an e3nn potential trained with e3nn's and with
-geomlin's tensor product) and prints its table.
+geomlin's tensor product) and prints its table; ``--drop-in`` times the e3nn drop-in
+(:class:`geomlin.gaunt.GauntTensorProduct`) against the e3nn modules it replaces, in the layouts of
+NequIP / MACE-like models (see :func:`drop_in`).
 
-Usage: ``python benchmarks/bench_gaunt.py [--quick] [--threads 1] [--sizes 8,8,16 12,12,12] [--profile]``.
+Usage: ``python benchmarks/bench_gaunt.py [--quick] [--threads 1] [--sizes 8,8,16 12,12,12] [--profile]
+[--drop-in]``.
 """
 
 from __future__ import annotations
@@ -36,7 +39,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import harness
 
 from geomlin.gaunt import gaunt_tensor_product, irreps_to_sphere, sphere_irreps, sphere_to_irreps
-from geomlin.gaunt.autotune import choose_method
+from geomlin.gaunt.method_tables import choose_method
 from geomlin.gaunt.product import dense_tables
 
 CHANNELS = 32
@@ -53,11 +56,11 @@ def threej_000(l1: int, l2: int, l3: int) -> float:
         f(g - l1) * f(g - l2) * f(g - l3))
 
 
-def e3nn_gaunt_tp(lmax1: int, lmax2: int, lmax_out: int, channels: int):
+def e3nn_gaunt_tp(lmax_in1: int, lmax_in2: int, lmax_out: int, channels: int):
     """e3nn's ``TensorProduct`` restricted to Gaunt paths: the same map as ``gaunt_tensor_product``."""
     from e3nn import o3
 
-    ir1, ir2, ir3 = sphere_irreps(lmax1, channels), sphere_irreps(lmax2, channels), sphere_irreps(lmax_out, channels)
+    ir1, ir2, ir3 = sphere_irreps(lmax_in1, channels), sphere_irreps(lmax_in2, channels), sphere_irreps(lmax_out, channels)
     instructions = []
     for i1, (_, a) in enumerate(ir1):
         for i2, (_, b) in enumerate(ir2):
@@ -150,7 +153,7 @@ COLUMNS = ("auto", "grid", "fft", "dense GEMM", "e3nn Gaunt TP")
 
 def print_table(rows, title: str) -> None:
     print(f"**{title}** (ms; ratios = time of the other / time of auto, this run)\n")
-    table = harness.Table(["lmax1, lmax2, lmax_out", "auto picks"] + [f"{c}" for c in COLUMNS]
+    table = harness.Table(["lmax_in1, lmax_in2, lmax_out", "auto picks"] + [f"{c}" for c in COLUMNS]
                           + ["auto vs e3nn", "auto vs dense GEMM", "grid vs dense GEMM", "e3nn runs",
                              "peak mem grid / dense / e3nn"])
     for size, r in rows:
@@ -225,14 +228,14 @@ def profile(batch: int, repeats: int) -> None:
     }
     times = harness.measure({**{("fft", k): v for k, v in fft_stages.items()},
                              **{("grid", k): v for k, v in grid_stages.items()}}, repeats)
-    print(f"**Where the time goes** (lmax1 = lmax2 = lmax_out = {L}, {batch} rows, float32, ms)\n")
+    print(f"**Where the time goes** (lmax_in1 = lmax_in2 = lmax_out = {L}, {batch} rows, float32, ms)\n")
     table = harness.Table(["route", "stage", "ms", "share of the route"])
     for route, stages in (("fft", fft_stages), ("grid", grid_stages)):
         whole = times[(route, list(stages)[-1])]
         for name in stages:
             table.add(route, name, harness.ms(times[(route, name)]), f"{100 * times[(route, name)] / whole:.0f}%")
     table.print()
-    print("**fft route vs grid route as the degree grows** (lmax1 = lmax2 = lmax_out = L; rows scaled so each "
+    print("**fft route vs grid route as the degree grows** (lmax_in1 = lmax_in2 = lmax_out = L; rows scaled so each "
           "size does similar work)\n")
     table = harness.Table(["L", "rows", "grid ms", "fft ms", "fft / grid"])
     for L in (4, 8, 16, 32, 48):
@@ -244,18 +247,116 @@ def profile(batch: int, repeats: int) -> None:
     table.print()
 
 
+# ----------------------------------------------------------------------------- the e3nn drop-in
+#: Rows of the drop-in section (and of its --quick version).
+DROP_IN_ROWS = 8192
+DROP_IN_QUICK_ROWS = 256
+#: ``(case, channels, lmax)`` of the drop-in section: ``x (x) SH`` and the convolution at the widths of
+#: NequIP (32) and MACE (128) models, features (x) features at 32 and lmax 2 (e3nn's fully connected
+#: product of two such features takes about a minute per call at lmax 3, tens of GiB at 128 channels).
+DROP_IN_CASES = [("x (x) SH", 32, 2), ("x (x) SH", 32, 3), ("x (x) SH", 128, 2), ("x (x) SH", 128, 3),
+                 ("convolution", 32, 2), ("convolution", 32, 3), ("convolution", 128, 2), ("convolution", 128, 3),
+                 ("features (x) features", 32, 2)]
+DROP_IN_QUICK_CASES = [("x (x) SH", 8, 2), ("convolution", 8, 2), ("features (x) features", 8, 2)]
+
+
+def e3nn_convolution_tp(irreps_node, irreps_sh, lmax_out: int):
+    """The tensor product of a NequIP / MACE interaction block: mode ``"uvu"`` on every path of
+    ``irreps_node (x) irreps_sh`` up to ``lmax_out``, one output block per path, weights per edge."""
+    from e3nn import o3
+
+    mid, instructions = [], []
+    for i1, (mul, a) in enumerate(irreps_node):
+        for i2, (_, b) in enumerate(irreps_sh):
+            for c in a * b:
+                if c.l <= lmax_out:
+                    instructions.append((i1, i2, len(mid), "uvu", True))
+                    mid.append((mul, c))
+    return o3.TensorProduct(irreps_node, irreps_sh, o3.Irreps(mid), instructions, shared_weights=False,
+                            internal_weights=False)
+
+
+def drop_in_pair(case: str, channels: int, lmax: int):
+    """``(e3nn module, geomlin module, per-sample weights?)`` of one row of the drop-in section."""
+    from e3nn import o3
+
+    from geomlin.gaunt import GauntTensorProduct
+
+    node = sphere_irreps(lmax, channels)
+    sh = o3.Irreps.spherical_harmonics(lmax)
+    if case == "convolution":
+        return e3nn_convolution_tp(node, sh, lmax), GauntTensorProduct(node, sh, node, shared_weights=False), True
+    other = sh if case == "x (x) SH" else node
+    return o3.FullyConnectedTensorProduct(node, other, node), GauntTensorProduct(node, other, node), False
+
+
+def drop_in(rows: int, cases, repeats: int) -> None:
+    """Time the e3nn drop-in against the e3nn modules it replaces, forward and forward + backward.
+
+    * ``x (x) SH``: node features ``C x (0e + 1o + ... + Le)`` times their spherical harmonics
+      ``1x0e + 1x1o + ...``, back to the node irreps, shared weights: e3nn's
+      ``FullyConnectedTensorProduct`` against ``GauntTensorProduct`` with the same irreps;
+    * ``convolution``: the same with per-edge weights (``weight (rows, weight_numel)``, as a radial MLP
+      gives them): e3nn's ``"uvu"`` ``TensorProduct`` of NequIP / MACE interaction blocks (one output
+      block per path; the models mix them per node afterwards) against ``GauntTensorProduct(...,
+      shared_weights=False)``, whose per-degree channel mixing is inside the call;
+    * ``features (x) features``: two node features, ``FullyConnectedTensorProduct`` against the drop-in.
+
+    The two sides are different parameterisations of the same role (Gaunt products keep the paths with
+    ``l1 + l2 + l3`` even), not the same numbers: the drop-in's map is tested against a written-out
+    oracle and, on the Gaunt paths, against e3nn's ``TensorProduct`` (``tests/gaunt/test_tensor_product.py``).
+    Peak memory: of one forward, or forward + backward, above what was in use before (inputs excluded).
+    """
+    torch.manual_seed(0)
+    tables = {False: harness.Table(["case", "channels", "lmax", "e3nn ms", "geomlin ms", "geomlin speed",
+                                    "peak mem e3nn", "peak mem geomlin", "geomlin memory"]),
+              True: harness.Table(["case", "channels", "lmax", "e3nn ms", "geomlin ms", "geomlin speed",
+                                   "peak mem e3nn", "peak mem geomlin", "geomlin memory"])}
+    for case, channels, lmax in tqdm(cases, desc="drop-in", file=sys.stderr, leave=False):
+        e3, gl, per_sample = drop_in_pair(case, channels, lmax)
+        x1 = e3.irreps_in1.randn(rows, -1)
+        x2 = e3.irreps_in2.randn(rows, -1)
+        w_e3 = torch.randn(rows, e3.weight_numel) if per_sample else None
+        w_gl = torch.randn(rows, gl.weight_numel) if per_sample else None
+        for backward in (False, True):
+            leaves = [t.clone().requires_grad_(backward) if t is not None else None for t in (x1, x2, w_e3, w_gl)]
+            e3_args = leaves[:3] if per_sample else leaves[:2]
+            calls = {"e3nn": partial(_call, partial(e3, *e3_args), backward),
+                     "geomlin": partial(_call, partial(gl, *leaves[:2], leaves[3]), backward)}
+            ms = {k: v * 1e3 for k, v in harness.measure(calls, repeats).items()}
+            mem = {k: harness.peak_memory(f) for k, f in calls.items()}
+            tables[backward].add(case, channels, lmax, harness.ms(ms["e3nn"] / 1e3), harness.ms(ms["geomlin"] / 1e3),
+                                 harness.ratio(ms["e3nn"], ms["geomlin"]), harness.mib(mem["e3nn"]),
+                                 harness.mib(mem["geomlin"]), f"{mem['geomlin'] / max(mem['e3nn'], 1):.2f}x")
+    for backward in (False, True):
+        print(f"**{'forward + backward' if backward else 'forward'}** (ms, medians; geomlin speed = e3nn time / "
+              "geomlin time; geomlin memory = its peak / e3nn's)\n")
+        tables[backward].print()
+
+
 def main(argv=None) -> None:
     p = harness.parser(__doc__.splitlines()[0])
-    p.add_argument("--sizes", nargs="+", default=None, help="lmax1,lmax2,lmax_out triples (default 8,8,16 12,12,12 "
+    p.add_argument("--sizes", nargs="+", default=None, help="lmax_in1,lmax_in2,lmax_out triples (default 8,8,16 12,12,12 "
                    "16,16,16 and small ones)")
     p.add_argument("--e3nn-max-degree", type=int, default=36,
-                   help="largest lmax1 + lmax2 + lmax_out for the e3nn Gaunt TP (its construction grows steeply)")
+                   help="largest lmax_in1 + lmax_in2 + lmax_out for the e3nn Gaunt TP (its construction grows steeply)")
     p.add_argument("--fft-max", type=int, default=12, help="largest degree for the (slow on CPU) fft route")
     p.add_argument("--forward-only", action="store_true")
     p.add_argument("--profile", action="store_true", help="per-stage times of the fft and grid routes instead")
     p.add_argument("--e3nn-swap", action="store_true", help="train examples/e3nn_swap.py and print its table instead")
+    p.add_argument("--drop-in", action="store_true", help="the e3nn drop-in against the e3nn modules it replaces")
     args = p.parse_args(argv)
     harness.setup(args)
+    if args.drop_in:
+        rows = DROP_IN_QUICK_ROWS if args.quick else DROP_IN_ROWS
+        repeats = args.repeats or (3 if args.quick else 5)
+        print(harness.header("The e3nn drop-in (GauntTensorProduct) against the e3nn modules it replaces", args, repeats))
+        print(f"Peer: e3nn {harness.peer_version('e3nn')}, in this process. {rows:,} rows (edges or nodes), float32; "
+              "`x (x) SH` and `features (x) features` against e3nn's `FullyConnectedTensorProduct` with the same "
+              "irreps, `convolution` (per-edge weights) against the `\"uvu\"` `TensorProduct` of NequIP / MACE "
+              "interaction blocks (`python benchmarks/bench_gaunt.py --help` and `drop_in` say exactly what runs).\n")
+        drop_in(rows, DROP_IN_QUICK_CASES if args.quick else DROP_IN_CASES, repeats)
+        return
     if args.quick:
         sizes, batch, repeats, e3nn_max = [(2, 2, 2), (4, 4, 4), (4, 4, 8)], 64, args.repeats or 3, 16
     else:
@@ -279,7 +380,7 @@ def main(argv=None) -> None:
     version = harness.peer_version("e3nn")
     print(f"Peer: e3nn {version} `o3.TensorProduct` on the Gaunt paths (same outputs as geomlin: max |difference| "
           f"{err:.1e} at L = 2 in float64); `dense GEMM` is geomlin's own O(L^4) baseline. Batch {batch} x "
-          f"{CHANNELS} channels, float32; e3nn skipped above lmax1 + lmax2 + lmax_out = {e3nn_max}.\n")
+          f"{CHANNELS} channels, float32; e3nn skipped above lmax_in1 + lmax_in2 + lmax_out = {e3nn_max}.\n")
     for backward in (False,) if args.forward_only else (False, True):
         rows = []
         for size in tqdm(sizes, desc="forward + backward" if backward else "forward", file=sys.stderr, leave=False):

@@ -48,7 +48,7 @@ sys.path.insert(0, str(ROOT))
 import harness
 
 #: Test files whose subject is the GPU (they skip without CUDA).
-CUDA_TESTS = ("tests/train/test_on_cuda.py", "tests/gaunt/test_kernels.py", "tests/gaunt/test_autotune.py")
+CUDA_TESTS = ("tests/train/test_on_cuda.py", "tests/gaunt/test_kernels.py", "tests/gaunt/test_method_tables.py")
 #: The whole check must fit in this many seconds on one GPU (the sum of the step budgets).
 TOTAL_BUDGET_S = 480
 #: Seconds the CUDA context and imports take before the first step (part of the total).

@@ -11,12 +11,13 @@ import geomlin
 ROOT = Path(geomlin.__file__).parent
 #: Subpackages (and top-level modules) in import order: each may import only from those before it.
 #: ``algebra`` (Clifford algebras: numbers, no groups) sits below ``groups``, whose versor groups
-#: (Pin(3,0,1), Clifford groups, O(p,q,r)) are built on it.
-ORDER = ["validation", "io_atomic", "algebra", "groups", "reps", "testing", "linear", "clifford", "gatr", "frames",
-         "gaunt", "datasets", "models", "train", "deploy", "cli", "__main__"]
-#: Import circles another branch removes (issue 23): listed so that this test guards everything else,
-#: and checked to still exist, so the entry is deleted as soon as the circle is gone.
-KNOWN_CIRCLES = [{"geomlin.gaunt.autotune", "geomlin.gaunt.product"}]
+#: (Pin(3,0,1), Clifford groups, O(p,q,r)) are built on it; ``neighbors`` (neighbour search on point
+#: coordinates) sits at the bottom, under every layer and dataset that builds graphs.
+ORDER = ["validation", "io_atomic", "neighbors", "algebra", "groups", "reps", "testing", "linear", "clifford", "gatr",
+         "frames", "gaunt", "datasets", "models", "train", "deploy", "cli", "__main__"]
+#: Import circles another branch removes: listed so that this test guards everything else, and checked
+#: to still exist, so an entry is deleted as soon as its circle is gone.
+KNOWN_CIRCLES: list[set[str]] = []
 
 
 def _imports(path: Path):

@@ -37,7 +37,7 @@ def _old_spellings():
     from geomlin.frames.images import ImageCanonicalizer
     from geomlin.gaunt import GauntConvolution
     from geomlin.gaunt import tables as T
-    from geomlin.gaunt.modules import sphere_irreps
+    from geomlin.gaunt.layout import sphere_irreps
     from geomlin.groups import O
     from geomlin.linear import EquivariantMLP, uniform_rep
     from geomlin.models import EGNNPotential, GauntPotential

@@ -8,7 +8,7 @@ only rotate; everything else (labels, energies, charges) is left alone. Pass you
 ``position_attrs`` / ``vector_attrs`` when a dataset stores e.g. target positions in ``y``.
 
 ``radius_graph`` and ``knn_graph`` are exact neighbour searches on a uniform grid
-([`geomlin.datasets.neighbors`][], plain torch), so they need neither
+([`geomlin.neighbors`][], plain torch), so they need neither
 ``torch-cluster`` nor ``pyg-lib``, which PyG's own ``RadiusGraph`` / ``KNNGraph`` require.
 
 Devices: every transform works where the ``Data`` lives and leaves every field there. Random
@@ -16,7 +16,7 @@ transforms draw on the data's device, so a ``generator`` must be on that device 
 the device's default generator). The random and geometric transforms make no host sync (their
 value checks are deferred on accelerators, see [`geomlin.validation`][]); the graph
 transforms and [`SamplePoints`][] read a few sizes back (see
-[`geomlin.datasets.neighbors`][] and [`sample_surface`][]), once per call, which is
+[`geomlin.neighbors`][] and [`sample_surface`][]), once per call, which is
 why they belong at the data boundary (a dataset ``transform`` on the CPU, or once per batch on the device).
 """
 
@@ -29,9 +29,9 @@ from torch import Tensor
 from torch_geometric.data import Data
 from torch_geometric.transforms import BaseTransform
 
-from geomlin.datasets.neighbors import knn_pairs, radius_pairs
 from geomlin.datasets.surface import sample_surface
 from geomlin.groups import SO, O, as_group
+from geomlin.neighbors import knn_pairs, radius_pairs
 from geomlin.validation import (
     check_batch_vector,
     check_condition,
@@ -221,7 +221,7 @@ def radius_graph(pos: Tensor, r: float, batch: Tensor | None = None, loop: bool 
     Notes
     -----
     Edges are sorted by target, then by distance (ties by source index). Exact: a cell-list search
-    ([`geomlin.datasets.neighbors.radius_pairs`][]) with float64
+    ([`geomlin.neighbors.radius_pairs`][]) with float64
     distances, no compiled extension. On an accelerator it reads two or three sizes back (one more with ``max_num_neighbors``).
     """
     _check_graph_inputs(pos, batch, "radius_graph")
@@ -241,7 +241,7 @@ def knn_graph(pos: Tensor, k: int, batch: Tensor | None = None, loop: bool = Fal
 
     Rows are (source j, target i) as in PyG's ``flow="source_to_target"``; a graph with fewer than
     ``k + 1`` nodes contributes all its pairs. Sorted by target, then distance (ties by index).
-    Exact ([`geomlin.datasets.neighbors.knn_pairs`][]: cell-list searches
+    Exact ([`geomlin.neighbors.knn_pairs`][]: cell-list searches
     of growing radius; on an accelerator three or four host syncs per round, usually one or two rounds).
     """
     _check_graph_inputs(pos, batch, "knn_graph")

@@ -5,33 +5,33 @@ spherical functions given by real SH coefficients (e3nn layout and basis,
 ``normalization="integral"``) and returns the coefficients of the product, exactly
 (Luo, Chen and Krishnapriyan, ICLR 2024).  Methods: ``"grid"`` (the fast O(L^3)
 route: blocked Legendre GEMMs and a half-circle real DFT), ``"fft"`` (the paper's 2D
-Fourier convolution), ``"dense"`` (sphere-grid GEMM, O(L^4)), ``"direct"`` (Gaunt tensor),
-``"triton"`` (the fast route as one fused GPU kernel), ``"auto"`` (measured table,
-``.autotune``).
+Fourier convolution), ``"dense"`` (sphere-grid GEMM, O(L^4)), ``"direct"`` (Gaunt tensor;
+with an input shared by the channels, its [`gaunt_operator`][geomlin.gaunt.product.gaunt_operator]),
+``"triton"`` (the fast route as one fused GPU kernel), ``"auto"`` (measured tables,
+[`geomlin.gaunt.method_tables`][]).
 
 Modules: [`GauntTensorProduct`][] (the e3nn drop-in, built from ``Irreps``), [`SphereGauntProduct`][]
 (the channel-wise product on sphere coefficients),
 [`ManyBodyGaunt`][], [`GauntConvolution`][]; helpers [`gaunt_power`][],
 [`irreps_to_sphere`][], [`sphere_to_irreps`][], [`split_parity`][],
-[`gaunt_parity_product`][], [`spherical_harmonics`][].
+[`gaunt_parity_product`][], [`spherical_harmonics`][], [`gaunt_operator`][] (the product with a
+fixed function as a matrix).
 """
 
 from geomlin.gaunt.conv import GauntConvolution
-from geomlin.gaunt.modules import (
+from geomlin.gaunt.layout import (
     NATURAL,
     PSEUDO,
-    GauntTensorProduct,
-    ManyBodyGaunt,
-    SphereGauntProduct,
-    gaunt_parity_product,
-    gaunt_power,
     irreps_to_sphere,
     sphere_irreps,
     sphere_to_irreps,
     split_parity,
 )
-from geomlin.gaunt.product import METHODS, gaunt_tensor_product
+from geomlin.gaunt.powers import ManyBodyGaunt, gaunt_power
+from geomlin.gaunt.product import METHODS, gaunt_operator, gaunt_parity_product, gaunt_tensor_product
+from geomlin.gaunt.sphere_product import SphereGauntProduct
 from geomlin.gaunt.tables import gaunt_tensor, spherical_harmonics
+from geomlin.gaunt.tensor_product import GauntTensorProduct
 
 __all__ = [
     "METHODS",
@@ -41,6 +41,7 @@ __all__ = [
     "GauntTensorProduct",
     "ManyBodyGaunt",
     "SphereGauntProduct",
+    "gaunt_operator",
     "gaunt_parity_product",
     "gaunt_power",
     "gaunt_tensor",

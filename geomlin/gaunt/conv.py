@@ -23,7 +23,7 @@ from torch import Tensor, nn
 from torch_geometric.nn import MessagePassing
 
 from geomlin.gaunt.cache import RouteTables
-from geomlin.gaunt.modules import _check_layout, _degree_index
+from geomlin.gaunt.layout import _check_layout, _degree_index
 from geomlin.gaunt.precision import compute_dtype
 from geomlin.gaunt.product import METHODS, gaunt_tensor_product, table_keys
 from geomlin.gaunt.tables import spherical_harmonics
@@ -72,10 +72,10 @@ class GauntConvolution(MessagePassing):
         degrees of node features, edge harmonics and output.
     channels : int
         channels of the node features (kept).
-    num_radial : int
+    num_basis : int
         size of the Bessel basis.
     cutoff : float
-        radius beyond which edges contribute nothing.
+        distance beyond which edges contribute nothing.
     avg_degree : float
         messages are summed and divided by this.
     hidden_channels : int
@@ -92,19 +92,19 @@ class GauntConvolution(MessagePassing):
     whatever their endpoints (self-pairs included).
     """
 
-    def __init__(self, lmax_in: int, lmax_sh: int, lmax_out: int, channels: int, num_radial: int = 8,
+    def __init__(self, lmax_in: int, lmax_sh: int, lmax_out: int, channels: int, num_basis: int = 8,
                  cutoff: float = 5.0, avg_degree: float = 1.0, hidden_channels: int = 32, method: str = "auto"):
         super().__init__(aggr="add", flow="source_to_target", node_dim=0)
         self.lmax_in = check_nonnegative_int(lmax_in, "lmax_in")
         self.lmax_sh = check_nonnegative_int(lmax_sh, "lmax_sh")
         self.lmax_out = check_nonnegative_int(lmax_out, "lmax_out")
         self.channels = check_positive_int(channels, "channels")
-        self.num_radial = check_positive_int(num_radial, "num_radial")
+        self.num_basis = check_positive_int(num_basis, "num_basis")
         self.cutoff = check_positive_float(cutoff, "cutoff")
         self.avg_degree = check_float(avg_degree, "avg_degree", minimum=0.0, strict_minimum=True)
         self.hidden_channels = check_positive_int(hidden_channels, "hidden_channels")
         self.method = check_choice(method, "method", METHODS)
-        self.radial = nn.Sequential(nn.Linear(num_radial, hidden_channels), nn.SiLU(),
+        self.radial = nn.Sequential(nn.Linear(num_basis, hidden_channels), nn.SiLU(),
                                     nn.Linear(hidden_channels, channels * (lmax_in + 1 + lmax_out + 1)))
         self.register_buffer("degree_in", _degree_index(lmax_in), persistent=False)
         self.register_buffer("degree_out", _degree_index(lmax_out), persistent=False)
@@ -132,7 +132,7 @@ class GauntConvolution(MessagePassing):
             vec = torch.where(edge_mask[:, None], vec, far)  # outside the cutoff: the envelope is exactly 0
         r = torch.linalg.vector_norm(vec, dim=-1)
         check_condition(r >= COINCIDENT, "edge_index contains an edge between coincident positions (zero-length edge)")
-        radial = self.radial(bessel_basis(r, self.num_radial, self.cutoff).to(self.radial[0].weight.dtype))
+        radial = self.radial(bessel_basis(r, self.num_basis, self.cutoff).to(self.radial[0].weight.dtype))
         radial = radial.to(x.dtype) * polynomial_cutoff(r, self.cutoff).to(x.dtype)[:, None]
         radial = radial.view(-1, self.channels, self.lmax_in + 1 + self.lmax_out + 1)
         w_in = radial[..., : self.lmax_in + 1][..., self.degree_in]  # (E, C, D_in)

@@ -40,10 +40,10 @@ _COS, _SIN = G.COS, G.SIN
 
 
 @cache
-def fft_sizes(lmax1: int, lmax2: int, lmax_out: int) -> tuple[int, int]:
+def fft_sizes(lmax_in1: int, lmax_in2: int, lmax_out: int) -> tuple[int, int]:
     """``(N_u, N_v)``: alias-free sizes of the zero-padded 2D FFT in ``(theta, phi)``."""
-    n_u = 2 * (lmax1 + lmax2) + 1
-    n_v = max(lmax1 + lmax2 + lmax_out + 1, 2 * max(lmax1, lmax2) + 1)
+    n_u = 2 * (lmax_in1 + lmax_in2) + 1
+    n_v = max(lmax_in1 + lmax_in2 + lmax_out + 1, 2 * max(lmax_in1, lmax_in2) + 1)
     return n_u, n_v
 
 
@@ -112,14 +112,14 @@ def _analysis_host(lmax: int) -> tuple[Tensor, Tensor]:
 table_builder("fourier.projection")(_projection_table)
 
 
-def table_keys(lmax1: int, lmax2: int, lmax_out: int) -> list[tuple]:
+def table_keys(lmax_in1: int, lmax_in2: int, lmax_out: int) -> list[tuple]:
     """Cache keys ([`geomlin.gaunt.cache`][]) of the tables [`gaunt_fourier`][] reads for these degrees."""
-    return [("fourier.analysis", lmax1), ("fourier.analysis", lmax2), ("fourier.projection", lmax_out, lmax1 + lmax2)]
+    return [("fourier.analysis", lmax_in1), ("fourier.analysis", lmax_in2), ("fourier.projection", lmax_out, lmax_in1 + lmax_in2)]
 
 
-def _tables(lmax1, lmax2, lmax_out, device, dtype):
+def _tables(lmax_in1, lmax_in2, lmax_out, device, dtype):
     """``(a1, i1, a2, i2, proj, rows)``: both analysis tables and the projection, on ``device`` in ``dtype``."""
-    k1, k2, kp = table_keys(lmax1, lmax2, lmax_out)
+    k1, k2, kp = table_keys(lmax_in1, lmax_in2, lmax_out)
     return (*device_tables(k1, device, dtype), *device_tables(k2, device, dtype), *device_tables(kp, device, dtype))
 
 
@@ -137,21 +137,21 @@ def spectrum(x: Tensor, table: Tensor, gather: Tensor, lmax: int, n_u: int, n_v:
     return torch.view_as_complex(spec)
 
 
-def gaunt_fourier(x1: Tensor, x2: Tensor, lmax1: int, lmax2: int, lmax_out: int, channels: int = 1,
+def gaunt_fourier(x1: Tensor, x2: Tensor, lmax_in1: int, lmax_in2: int, lmax_out: int, channels: int = 1,
                   shared: int = 0, reduce: bool = False) -> Tensor:
     """Gaunt product through the 2D Fourier basis (same row conventions as
     [`geomlin.gaunt.grid.gaunt_on_grid`][]); exact."""
-    n_u, n_v = fft_sizes(lmax1, lmax2, lmax_out)
-    a1, i1, a2, i2, proj, rows = _tables(lmax1, lmax2, lmax_out, x1.device, x1.dtype)
+    n_u, n_v = fft_sizes(lmax_in1, lmax_in2, lmax_out)
+    a1, i1, a2, i2, proj, rows = _tables(lmax_in1, lmax_in2, lmax_out, x1.device, x1.dtype)
     C = channels
     c1 = 1 if shared == 1 else C
     c2 = 1 if shared == 2 else C
-    v1 = torch.fft.irfft2(spectrum(x1, a1, i1, lmax1, n_u, n_v), s=(n_u, n_v), norm="forward")
-    v2 = torch.fft.irfft2(spectrum(x2, a2, i2, lmax2, n_u, n_v), s=(n_u, n_v), norm="forward")
+    v1 = torch.fft.irfft2(spectrum(x1, a1, i1, lmax_in1, n_u, n_v), s=(n_u, n_v), norm="forward")
+    v2 = torch.fft.irfft2(spectrum(x2, a2, i2, lmax_in2, n_u, n_v), s=(n_u, n_v), norm="forward")
     v = v1.view(-1, c1, n_u, n_v) * v2.view(-1, c2, n_u, n_v)
     v = v.sum(1) if reduce else v.view(-1, n_u, n_v)
     spec = torch.fft.rfft2(v, norm="forward")[:, :, : lmax_out + 1]  # (n, n_u, m)
-    u_max = lmax1 + lmax2
+    u_max = lmax_in1 + lmax_in2
     u_index = torch.arange(-u_max, u_max + 1, device=x1.device) % n_u
     spec = torch.view_as_real(spec.index_select(1, u_index))  # (n, U3, m, re/im)
     cols = spec.permute(2, 3, 1, 0).reshape(lmax_out + 1, -1, spec.shape[0])  # (m, [re/im, u], n)

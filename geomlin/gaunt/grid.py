@@ -296,15 +296,15 @@ def weights_key(num_theta: int, num_phi: int) -> tuple:
     return ("grid.weights", num_theta, num_phi)
 
 
-def product_keys(lmax1: int, lmax2: int, lmax_out: int) -> list[tuple]:
+def product_keys(lmax_in1: int, lmax_in2: int, lmax_out: int) -> list[tuple]:
     """Keys of every table [`gaunt_on_grid`][] and [`gaunt_backward_on_grid`][] read for these degrees."""
-    nt, nphi = exact_grid_size(lmax1 + lmax2 + lmax_out)
-    return ([synthesis_key(L, nt, nphi) for L in (lmax1, lmax2, lmax_out)]
-            + [projection_key(L, nt, nphi) for L in (lmax_out, lmax1, lmax2)])
+    nt, nphi = exact_grid_size(lmax_in1 + lmax_in2 + lmax_out)
+    return ([synthesis_key(L, nt, nphi) for L in (lmax_in1, lmax_in2, lmax_out)]
+            + [projection_key(L, nt, nphi) for L in (lmax_out, lmax_in1, lmax_in2)])
 
 
 def power_keys(lmax: int, nu: int, lmax_out: int) -> list[tuple]:
-    """Keys of every table the grid power ([`geomlin.gaunt.modules.power_sum`][]) reads, forward and
+    """Keys of every table the grid power ([`geomlin.gaunt.powers.power_sum`][]) reads, forward and
     backward (twice differentiable)."""
     nt, nphi = exact_grid_size(nu * lmax + lmax_out)
     return [synthesis_key(lmax, nt, nphi), synthesis_key(lmax_out, nt, nphi), projection_key(lmax_out, nt, nphi),
@@ -485,9 +485,9 @@ def class_product(X1: Tensor, X2: Tensor, out: Tensor) -> Tensor:
 
 
 # ----------------------------------------------------------------------------- the product
-def gaunt_on_grid(x1: Tensor, x2: Tensor, lmax1: int, lmax2: int, lmax_out: int, channels: int = 1,
+def gaunt_on_grid(x1: Tensor, x2: Tensor, lmax_in1: int, lmax_in2: int, lmax_out: int, channels: int = 1,
                   shared: int = 0, reduce: bool = False) -> Tensor:
-    """Gaunt product through the grid exact for degree ``lmax1 + lmax2 + lmax_out``.
+    """Gaunt product through the grid exact for degree ``lmax_in1 + lmax_in2 + lmax_out``.
 
     Parameters
     ----------
@@ -519,14 +519,14 @@ def gaunt_on_grid(x1: Tensor, x2: Tensor, lmax1: int, lmax2: int, lmax_out: int,
     c1 = 1 if shared == 1 else C
     c2 = 1 if shared == 2 else C
     A = x1.shape[0] // c1
-    nt, nphi = exact_grid_size(lmax1 + lmax2 + lmax_out)
+    nt, nphi = exact_grid_size(lmax_in1 + lmax_in2 + lmax_out)
     dev, dt = x1.device, x1.dtype
-    s1, s2 = _synthesis(lmax1, nt, nphi, dev, dt), _synthesis(lmax2, nt, nphi, dev, dt)
+    s1, s2 = _synthesis(lmax_in1, nt, nphi, dev, dt), _synthesis(lmax_in2, nt, nphi, dev, dt)
     pr = _projection(lmax_out, nt, nphi, dev, dt)
     Q = s1.quarter[0].shape[0]
     out_cols = 1 if reduce else C
-    per_group = (c1 * (s1.packed + 2 * (lmax1 + 1) * nt + 4 * Q * nt + x1.shape[1])
-                 + c2 * (s2.packed + 2 * (lmax2 + 1) * nt + 4 * Q * nt + x2.shape[1])
+    per_group = (c1 * (s1.packed + 2 * (lmax_in1 + 1) * nt + 4 * Q * nt + x1.shape[1])
+                 + c2 * (s2.packed + 2 * (lmax_in2 + 1) * nt + 4 * Q * nt + x2.shape[1])
                  + C * 4 * Q * nt + out_cols * (2 * (lmax_out + 1) * nt + pr.packed + pr.scatter.shape[0]))
     groups = _chunk_columns(per_group, A)
     out = x1.new_empty(A * out_cols, pr.scatter.shape[0])
@@ -547,13 +547,13 @@ def gaunt_on_grid(x1: Tensor, x2: Tensor, lmax1: int, lmax2: int, lmax_out: int,
     return out
 
 
-def gaunt_backward_on_grid(grad: Tensor, x1: Tensor, x2: Tensor, lmax1: int, lmax2: int, lmax_out: int,
+def gaunt_backward_on_grid(grad: Tensor, x1: Tensor, x2: Tensor, lmax_in1: int, lmax_in2: int, lmax_out: int,
                            channels: int = 1, shared: int = 0, reduce: bool = False,
                            need1: bool = True, need2: bool = True) -> tuple[Tensor | None, Tensor | None]:
     """Both input gradients of [`gaunt_on_grid`][] in one pass (values only, not differentiable).
 
-    ``G[i, j, k]`` is symmetric, so ``dL/dx1 = gaunt(grad, x2)`` truncated at ``lmax1`` and
-    ``dL/dx2 = gaunt(grad, x1)`` at ``lmax2``, on the same grid as the forward.  Done together, the
+    ``G[i, j, k]`` is symmetric, so ``dL/dx1 = gaunt(grad, x2)`` truncated at ``lmax_in1`` and
+    ``dL/dx2 = gaunt(grad, x1)`` at ``lmax_in2``, on the same grid as the forward.  Done together, the
     output gradient is transformed once instead of twice; a gradient of an input shared by the
     channels sums its products over the channels before the projection, and a summed (``reduce``)
     output's gradient is broadcast to every channel.  Shapes as [`gaunt_on_grid`][]'s inputs.
@@ -563,14 +563,14 @@ def gaunt_backward_on_grid(grad: Tensor, x1: Tensor, x2: Tensor, lmax1: int, lma
     c2 = 1 if shared == 2 else C
     cg = 1 if reduce else C
     A = x1.shape[0] // c1
-    nt, nphi = exact_grid_size(lmax1 + lmax2 + lmax_out)
+    nt, nphi = exact_grid_size(lmax_in1 + lmax_in2 + lmax_out)
     dev, dt = x1.device, x1.dtype
     sg = _synthesis(lmax_out, nt, nphi, dev, dt)
-    s1, s2 = _synthesis(lmax1, nt, nphi, dev, dt), _synthesis(lmax2, nt, nphi, dev, dt)
-    p1, p2 = _projection(lmax1, nt, nphi, dev, dt), _projection(lmax2, nt, nphi, dev, dt)
+    s1, s2 = _synthesis(lmax_in1, nt, nphi, dev, dt), _synthesis(lmax_in2, nt, nphi, dev, dt)
+    p1, p2 = _projection(lmax_in1, nt, nphi, dev, dt), _projection(lmax_in2, nt, nphi, dev, dt)
     Q = sg.quarter[0].shape[0]
     per_group = (cg * (sg.packed + 2 * (lmax_out + 1) * nt + 4 * Q * nt + grad.shape[1])
-                 + (c1 + c2) * (max(s1.packed, s2.packed) + 2 * (max(lmax1, lmax2) + 1) * nt + 4 * Q * nt
+                 + (c1 + c2) * (max(s1.packed, s2.packed) + 2 * (max(lmax_in1, lmax_in2) + 1) * nt + 4 * Q * nt
                                 + max(x1.shape[1], x2.shape[1]) + max(p1.packed, p2.packed))
                  + 2 * C * 4 * Q * nt)
     groups = _chunk_columns(per_group, A)

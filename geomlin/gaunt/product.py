@@ -25,7 +25,7 @@ via Gaunt Tensor Products", ICLR 2024, eq. 3-6).
 ``"direct"`` contraction with the dense Gaunt tensor, O(L^6); small L only.
 ``"triton"`` the fast route as one fused Triton kernel (CUDA; CPU under
              ``TRITON_INTERPRET=1``), [`geomlin.gaunt.kernels`][].
-``"auto"``   picks from [`geomlin.gaunt.autotune`][] (measured per device).
+``"auto"``   picks from [`geomlin.gaunt.method_tables`][] (measured per device and channel pattern).
 
 The transform routes share one autograd rule: ``G`` is symmetric in its three indices,
 so the gradient of a Gaunt product is a Gaunt product again (two per backward,
@@ -34,7 +34,11 @@ on the same route, themselves differentiable for force training); ``"dense"`` an
 
 When one input is the same for every channel (``x2`` of shape ``(..., 1, D2)``
 against ``x1 (..., C, D1)``, e.g. the spherical harmonics of an edge), the grid
-and Triton routes transform it once and broadcast it in the pointwise product.
+and Triton routes transform it once and broadcast it in the pointwise product, and the
+direct route contracts it with the Gaunt tensor once, into the matrix of "multiply by this
+function" ([`gaunt_operator`][]), which every channel then meets in one batched GEMM: ``D2 D1 Do``
+multiply-adds per row plus ``D1 Do`` per channel, against ``~P (D1 + Do)`` per channel on a sphere
+grid of ``P ~ 4.5 L^2`` points, so it wins at the degrees models use.
 """
 
 from __future__ import annotations
@@ -49,6 +53,7 @@ from torch import Tensor
 from geomlin.gaunt import grid as G
 from geomlin.gaunt import tables as T
 from geomlin.gaunt.cache import device_tables, table_builder
+from geomlin.gaunt.method_tables import TRACED_METHOD, choose_method
 from geomlin.gaunt.precision import DTYPES, compute_dtype, full_precision
 from geomlin.validation import (
     check_choice,
@@ -62,7 +67,7 @@ from geomlin.validation import (
 
 #: Methods accepted by [`gaunt_tensor_product`][].
 METHODS = ("auto", "grid", "fft", "dense", "direct", "triton")
-#: Largest total degree ``lmax1 + lmax2 + lmax_out`` the dense Gaunt tensor (``"direct"``) is built for.
+#: Largest total degree ``lmax_in1 + lmax_in2 + lmax_out`` the dense Gaunt tensor (``"direct"``) is built for.
 DIRECT_MAX_DEGREE = 36
 
 
@@ -85,74 +90,74 @@ def _reduce(out: Tensor, channels: int, reduce: bool) -> Tensor:
 # trace: inside compiled graphs it runs as one opaque operator (the same function, its output shape
 # given by the fake implementation), so an explicit ``method="grid"`` compiles as one graph.
 @torch.library.custom_op("geomlin::gaunt_grid", mutates_args=())
-def _gaunt_grid_op(x1: Tensor, x2: Tensor, lmax1: int, lmax2: int, lmax_out: int, channels: int, shared: int,
+def _gaunt_grid_op(x1: Tensor, x2: Tensor, lmax_in1: int, lmax_in2: int, lmax_out: int, channels: int, shared: int,
                    reduce: bool) -> Tensor:
-    return G.gaunt_on_grid(x1, x2, lmax1, lmax2, lmax_out, channels, shared, reduce)
+    return G.gaunt_on_grid(x1, x2, lmax_in1, lmax_in2, lmax_out, channels, shared, reduce)
 
 
 @_gaunt_grid_op.register_fake
-def _(x1, x2, lmax1, lmax2, lmax_out, channels, shared, reduce):
+def _(x1, x2, lmax_in1, lmax_in2, lmax_out, channels, shared, reduce):
     groups = x1.shape[0] // (1 if shared == 1 else channels)
     return x1.new_empty(groups * (1 if reduce else channels), T.num_coefficients(lmax_out))
 
 
 @torch.library.custom_op("geomlin::gaunt_grid_backward", mutates_args=())
-def _gaunt_grid_backward_op(grad: Tensor, x1: Tensor, x2: Tensor, lmax1: int, lmax2: int, lmax_out: int,
+def _gaunt_grid_backward_op(grad: Tensor, x1: Tensor, x2: Tensor, lmax_in1: int, lmax_in2: int, lmax_out: int,
                             channels: int, shared: int, reduce: bool, need1: bool,
                             need2: bool) -> tuple[Tensor, Tensor]:
-    g1, g2 = G.gaunt_backward_on_grid(grad, x1, x2, lmax1, lmax2, lmax_out, channels, shared, reduce, need1, need2)
+    g1, g2 = G.gaunt_backward_on_grid(grad, x1, x2, lmax_in1, lmax_in2, lmax_out, channels, shared, reduce, need1, need2)
     # an operator returns tensors: an unneeded gradient is an empty one (None again in _grid_backward)
     return (x1.new_empty(0) if g1 is None else g1), (x2.new_empty(0) if g2 is None else g2)
 
 
 @_gaunt_grid_backward_op.register_fake
-def _(grad, x1, x2, lmax1, lmax2, lmax_out, channels, shared, reduce, need1, need2):
+def _(grad, x1, x2, lmax_in1, lmax_in2, lmax_out, channels, shared, reduce, need1, need2):
     return (torch.empty_like(x1) if need1 else x1.new_empty(0)), (torch.empty_like(x2) if need2 else x2.new_empty(0))
 
 
-def _gaunt_grid(x1, x2, lmax1, lmax2, lmax_out, channels, shared, reduce):
+def _gaunt_grid(x1, x2, lmax_in1, lmax_in2, lmax_out, channels, shared, reduce):
     if torch.compiler.is_compiling():
-        return _gaunt_grid_op(x1, x2, lmax1, lmax2, lmax_out, channels, shared, reduce)
-    return G.gaunt_on_grid(x1, x2, lmax1, lmax2, lmax_out, channels, shared, reduce)
+        return _gaunt_grid_op(x1, x2, lmax_in1, lmax_in2, lmax_out, channels, shared, reduce)
+    return G.gaunt_on_grid(x1, x2, lmax_in1, lmax_in2, lmax_out, channels, shared, reduce)
 
 
-def _grid_backward(grad, x1, x2, lmax1, lmax2, lmax_out, channels, shared, reduce, need1, need2):
+def _grid_backward(grad, x1, x2, lmax_in1, lmax_in2, lmax_out, channels, shared, reduce, need1, need2):
     """Both input gradients of the grid route in one pass ([`geomlin.gaunt.grid.gaunt_backward_on_grid`][])."""
     if not torch.compiler.is_compiling():
-        return G.gaunt_backward_on_grid(grad, x1, x2, lmax1, lmax2, lmax_out, channels, shared, reduce, need1, need2)
-    g1, g2 = _gaunt_grid_backward_op(grad, x1, x2, lmax1, lmax2, lmax_out, channels, shared, reduce, need1, need2)
+        return G.gaunt_backward_on_grid(grad, x1, x2, lmax_in1, lmax_in2, lmax_out, channels, shared, reduce, need1, need2)
+    g1, g2 = _gaunt_grid_backward_op(grad, x1, x2, lmax_in1, lmax_in2, lmax_out, channels, shared, reduce, need1, need2)
     return (g1 if need1 else None), (g2 if need2 else None)
 
 
-def _gaunt_fft(x1, x2, lmax1, lmax2, lmax_out, channels, shared, reduce):
+def _gaunt_fft(x1, x2, lmax_in1, lmax_in2, lmax_out, channels, shared, reduce):
     from geomlin.gaunt.fourier import gaunt_fourier
 
-    return gaunt_fourier(x1, x2, lmax1, lmax2, lmax_out, channels, shared, reduce)
+    return gaunt_fourier(x1, x2, lmax_in1, lmax_in2, lmax_out, channels, shared, reduce)
 
 
 @table_builder("dense")
 @cache
-def _dense_tables(lmax1: int, lmax2: int, lmax_out: int) -> tuple[Tensor, Tensor, Tensor]:
+def _dense_tables(lmax_in1: int, lmax_in2: int, lmax_out: int) -> tuple[Tensor, Tensor, Tensor]:
     """``Y1^T (D1, P)``, ``Y2^T (D2, P)`` and weighted ``W (P, Do)`` on an exact grid, float64.
 
     Read-only tensors (cached: never hand them to code that writes in place).
     """
-    Y, w = T.cached_sh_on_grid(max(lmax1, lmax2, lmax_out), lmax1 + lmax2 + lmax_out)
-    return (Y[:, : T.num_coefficients(lmax1)].T.contiguous(), Y[:, : T.num_coefficients(lmax2)].T.contiguous(),
+    Y, w = T.cached_sh_on_grid(max(lmax_in1, lmax_in2, lmax_out), lmax_in1 + lmax_in2 + lmax_out)
+    return (Y[:, : T.num_coefficients(lmax_in1)].T.contiguous(), Y[:, : T.num_coefficients(lmax_in2)].T.contiguous(),
             (Y[:, : T.num_coefficients(lmax_out)] * w[:, None]).contiguous())
 
 
-def dense_tables(lmax1: int, lmax2: int, lmax_out: int, device=None, dtype=torch.float64) -> tuple[Tensor, ...]:
+def dense_tables(lmax_in1: int, lmax_in2: int, lmax_out: int, device=None, dtype=torch.float64) -> tuple[Tensor, ...]:
     """Copies of the tables of the plain sphere-grid GEMM ``((x1 @ Y1) * (x2 @ Y2)) @ W``.
 
     Returns ``Y1 (D1, P)``, ``Y2 (D2, P)``, ``W (P, Do)`` on the smallest grid exact for degree
-    ``lmax1 + lmax2 + lmax_out`` (``P`` points), in ``dtype`` on ``device``.
+    ``lmax_in1 + lmax_in2 + lmax_out`` (``P`` points), in ``dtype`` on ``device``.
     """
-    return tuple(t.to(device=device, dtype=dtype, copy=True) for t in _dense_tables(lmax1, lmax2, lmax_out))
+    return tuple(t.to(device=device, dtype=dtype, copy=True) for t in _dense_tables(lmax_in1, lmax_in2, lmax_out))
 
 
-def _gaunt_dense(x1, x2, lmax1, lmax2, lmax_out, channels, shared, reduce):
-    Y1, Y2, W = device_tables(("dense", lmax1, lmax2, lmax_out), x1.device, x1.dtype)
+def _gaunt_dense(x1, x2, lmax_in1, lmax_in2, lmax_out, channels, shared, reduce):
+    Y1, Y2, W = device_tables(("dense", lmax_in1, lmax_in2, lmax_out), x1.device, x1.dtype)
     v1, v2 = x1 @ Y1, x2 @ Y2  # the shared input is evaluated once per group, broadcast below
     P = v1.shape[-1]
     c1 = 1 if shared == 1 else channels
@@ -164,22 +169,66 @@ def _gaunt_dense(x1, x2, lmax1, lmax2, lmax_out, channels, shared, reduce):
 
 
 @table_builder("direct")
-def _direct_tables(lmax1: int, lmax2: int, lmax_out: int) -> tuple[Tensor]:
+def _direct_tables(lmax_in1: int, lmax_in2: int, lmax_out: int) -> tuple[Tensor]:
     """The Gaunt tensor as ``(D1 D2, Do)``, float64 (read-only)."""
-    return (T.cached_gaunt_tensor(lmax1, lmax2, lmax_out).flatten(0, 1),)
+    return (T.cached_gaunt_tensor(lmax_in1, lmax_in2, lmax_out).flatten(0, 1),)
 
 
-def _gaunt_direct(x1, x2, lmax1, lmax2, lmax_out, channels, shared, reduce):
-    (Gt,) = device_tables(("direct", lmax1, lmax2, lmax_out), x1.device, x1.dtype)
-    x1, x2 = _expand_shared(x1, x2, channels, shared)
+@table_builder("operator")
+def _operator_tables(lmax: int, lmax_other: int, lmax_out: int) -> tuple[Tensor]:
+    """The Gaunt tensor as ``(D, Do D_other)``: row ``j`` holds ``G[i, j, k]`` at ``k D_other + i``, float64."""
+    G = T.cached_gaunt_tensor(lmax_other, lmax, lmax_out)  # (D_other, D, Do)
+    return (G.permute(1, 2, 0).reshape(G.shape[1], -1).contiguous(),)
+
+
+def operator_key(lmax: int, lmax_other: int, lmax_out: int) -> tuple:
+    """Cache key ([`geomlin.gaunt.cache`][]) of the table [`gaunt_operator`][] reads."""
+    return ("operator", lmax, lmax_other, lmax_out)
+
+
+def gaunt_operator(x: Tensor, lmax_other: int, lmax_out: int) -> Tensor:
+    """The Gaunt product with ``f = sum x_lm Y_lm`` as a matrix: ``M[..., k, i] = sum_j G[i, j, k] x[..., j]``.
+
+    ``gaunt_tensor_product(y, x, lmax_out)[..., k] = sum_i M[..., k, i] y[..., i]`` for every ``y`` of degree
+    ``lmax_other``: one contraction of ``x`` with the Gaunt tensor, after which multiplying any
+    number of functions by ``f`` is a batched GEMM (the direct route with a shared input; the e3nn
+    drop-in with spherical harmonics).
+
+    Parameters
+    ----------
+    x : Tensor of shape (..., (L+1)**2)
+        float32/float64 SH coefficients of ``f``.
+    lmax_other : int
+        Degree of the functions the matrix multiplies.
+    lmax_out : int
+        Degree of the products.
+
+    Returns
+    -------
+    Tensor of shape (..., (lmax_out+1)**2, (lmax_other+1)**2)
+        in ``x``'s dtype; differentiable in ``x``. Total degree ``L + lmax_other + lmax_out`` at most
+        [`DIRECT_MAX_DEGREE`][] (the Gaunt tensor is dense).
+    """
+    L = T.lmax_from_size(x.shape[-1], "x")
+    (Gm,) = device_tables(operator_key(L, lmax_other, lmax_out), x.device, x.dtype)
+    return (x @ Gm).unflatten(-1, (T.num_coefficients(lmax_out), T.num_coefficients(lmax_other)))
+
+
+def _gaunt_direct(x1, x2, lmax_in1, lmax_in2, lmax_out, channels, shared, reduce):
+    if shared:  # one operator per group, met by every channel in a batched GEMM
+        one, many, lmax_many = (x1, x2, lmax_in2) if shared == 1 else (x2, x1, lmax_in1)
+        M = gaunt_operator(one, lmax_many, lmax_out)                              # (A, Do, D_many)
+        out = torch.matmul(many.view(one.shape[0], channels, -1), M.transpose(1, 2))  # (A, C, Do)
+        return out.sum(1) if reduce else out.reshape(-1, out.shape[-1])
+    (Gt,) = device_tables(("direct", lmax_in1, lmax_in2, lmax_out), x1.device, x1.dtype)
     outer = (x1[:, :, None] * x2[:, None, :]).flatten(1)
     return _reduce(outer @ Gt, channels, reduce)
 
 
-def _gaunt_triton(x1, x2, lmax1, lmax2, lmax_out, channels, shared, reduce):
+def _gaunt_triton(x1, x2, lmax_in1, lmax_in2, lmax_out, channels, shared, reduce):
     from geomlin.gaunt.kernels import gaunt_grid_triton
 
-    return gaunt_grid_triton(x1, x2, lmax1, lmax2, lmax_out, channels, shared, reduce)
+    return gaunt_grid_triton(x1, x2, lmax_in1, lmax_in2, lmax_out, channels, shared, reduce)
 
 
 _IMPLEMENTATIONS = {
@@ -196,21 +245,21 @@ _IMPLEMENTATIONS = {
 #: values and beats two more products. The transform routes (grid, fft, triton) use ``_GauntFunction``.
 _AUTOGRAD_THROUGH = ("dense", "direct")
 
-def gaunt_rows(x1: Tensor, x2: Tensor, lmax1: int, lmax2: int, lmax_out: int, method: str,
+def gaunt_rows(x1: Tensor, x2: Tensor, lmax_in1: int, lmax_in2: int, lmax_out: int, method: str,
                channels: int = 1, shared: int = 0, reduce: bool = False) -> Tensor:
     """Gaunt products of rows: the differentiable core behind [`gaunt_tensor_product`][].
 
     ``x1 (A * c1, D1)``, ``x2 (A * c2, D2)`` with ``c1, c2`` as in
     [`geomlin.gaunt.grid.gaunt_on_grid`][] (``shared`` in 0, 1, 2; ``reduce``
     sums over the ``channels`` of each group); returns ``(A * channels, Do)`` (``(A, Do)`` when ``reduce``),
-    zero above degree ``lmax1 + lmax2``.  ``method`` is a concrete method (not ``"auto"``).
+    zero above degree ``lmax_in1 + lmax_in2``.  ``method`` is a concrete method (not ``"auto"``).
     """
-    lo = min(lmax_out, lmax1 + lmax2)
+    lo = min(lmax_out, lmax_in1 + lmax_in2)
     with full_precision(x1):
         if method in _AUTOGRAD_THROUGH:
-            out = _IMPLEMENTATIONS[method](x1, x2, lmax1, lmax2, lo, channels, shared, reduce)
+            out = _IMPLEMENTATIONS[method](x1, x2, lmax_in1, lmax_in2, lo, channels, shared, reduce)
         else:
-            out = _GauntFunction.apply(x1, x2, lmax1, lmax2, lo, method, channels, shared, reduce)
+            out = _GauntFunction.apply(x1, x2, lmax_in1, lmax_in2, lo, method, channels, shared, reduce)
     if lo < lmax_out:
         out = torch.nn.functional.pad(out, (0, T.num_coefficients(lmax_out) - T.num_coefficients(lo)))
     return out
@@ -227,28 +276,28 @@ class _GauntFunction(torch.autograd.Function):
     """
 
     @staticmethod
-    def forward(ctx, x1, x2, lmax1, lmax2, lmax_out, method, channels, shared, reduce):
+    def forward(ctx, x1, x2, lmax_in1, lmax_in2, lmax_out, method, channels, shared, reduce):
         ctx.save_for_backward(x1, x2)
-        ctx.meta = (lmax1, lmax2, lmax_out, method, channels, shared, reduce)
-        return _IMPLEMENTATIONS[method](x1.contiguous(), x2.contiguous(), lmax1, lmax2, lmax_out,
+        ctx.meta = (lmax_in1, lmax_in2, lmax_out, method, channels, shared, reduce)
+        return _IMPLEMENTATIONS[method](x1.contiguous(), x2.contiguous(), lmax_in1, lmax_in2, lmax_out,
                                         channels, shared, reduce)
 
     @staticmethod
     def backward(ctx, grad):
         x1, x2 = ctx.saved_tensors
-        lmax1, lmax2, lmax_out, method, C, shared, reduce = ctx.meta
+        lmax_in1, lmax_in2, lmax_out, method, C, shared, reduce = ctx.meta
         if method == "grid" and not torch.is_grad_enabled():
             # first-order backward: both products in one pass, the output gradient transformed once
             # (with create_graph=True the two products below keep the graph for double backward)
             with full_precision(grad):
-                grads = _grid_backward(grad.contiguous(), x1.contiguous(), x2.contiguous(), lmax1, lmax2, lmax_out,
+                grads = _grid_backward(grad.contiguous(), x1.contiguous(), x2.contiguous(), lmax_in1, lmax_in2, lmax_out,
                                        C, shared, reduce, ctx.needs_input_grad[0], ctx.needs_input_grad[1])
             return (*grads, None, None, None, None, None, None, None)
         g1 = g2 = None
         if ctx.needs_input_grad[0]:
-            g1 = _transposed(grad, x2, lmax_out, lmax2, lmax1, method, C, shared, reduce, own=1)
+            g1 = _transposed(grad, x2, lmax_out, lmax_in2, lmax_in1, method, C, shared, reduce, own=1)
         if ctx.needs_input_grad[1]:
-            g2 = _transposed(grad, x1, lmax_out, lmax1, lmax2, method, C, shared, reduce, own=2)
+            g2 = _transposed(grad, x1, lmax_out, lmax_in1, lmax_in2, method, C, shared, reduce, own=2)
         return g1, g2, None, None, None, None, None, None, None
 
 
@@ -262,31 +311,33 @@ def _transposed(grad, other, lmax_grad, lmax_other, lmax_want, method, C, shared
 
 
 # ---------------------------------------------------------------- tables of modules
-def route_keys(method: str, lmax1: int, lmax2: int, lmax_out: int) -> list[tuple]:
+def route_keys(method: str, lmax_in1: int, lmax_in2: int, lmax_out: int) -> list[tuple]:
     """Cache keys ([`geomlin.gaunt.cache`][]) of the tables one product on a concrete route reads."""
-    lo = min(lmax_out, lmax1 + lmax2)
+    lo = min(lmax_out, lmax_in1 + lmax_in2)
     if method == "grid":
-        return G.product_keys(lmax1, lmax2, lo)  # with those of the fused first-order backward
+        return G.product_keys(lmax_in1, lmax_in2, lo)  # with those of the fused first-order backward
     if method == "fft":
         from geomlin.gaunt.fourier import table_keys
 
-        return table_keys(lmax1, lmax2, lo)
+        return table_keys(lmax_in1, lmax_in2, lo)
     if method == "dense":
-        return [("dense", lmax1, lmax2, lo)]
+        return [("dense", lmax_in1, lmax_in2, lo)]
     if method == "direct":
-        return [("direct", lmax1, lmax2, lo)] if lmax1 + lmax2 + lo <= DIRECT_MAX_DEGREE else []
+        if lmax_in1 + lmax_in2 + lo > DIRECT_MAX_DEGREE:
+            return []  # the forward refuses (with the reason)
+        return [("direct", lmax_in1, lmax_in2, lo), operator_key(lmax_in1, lmax_in2, lo), operator_key(lmax_in2, lmax_in1, lo)]
     if method == "triton":
         from geomlin.gaunt.kernels import triton_available, triton_supports
 
-        if not triton_available() or not triton_supports(lmax1, lmax2, lo, torch.float32):
+        if not triton_available() or not triton_supports(lmax_in1, lmax_in2, lo, torch.float32):
             return []  # the forward refuses (with the reason)
         from geomlin.gaunt.kernels.triton_grid import table_keys
 
-        return table_keys(lmax1, lmax2, lo)
+        return table_keys(lmax_in1, lmax_in2, lo)
     raise ValueError(f"method must be a concrete route, one of {', '.join(_IMPLEMENTATIONS)}, got {method!r}")
 
 
-def table_keys(method: str, lmax1: int, lmax2: int, lmax_out: int) -> list[tuple]:
+def table_keys(method: str, lmax_in1: int, lmax_in2: int, lmax_out: int) -> list[tuple]:
     """Keys of every table a product reads, forward and backward (twice differentiable).
 
     ``method`` may be ``"auto"``: then the routes it picks on the CPU, on CUDA, on other
@@ -294,15 +345,14 @@ def table_keys(method: str, lmax1: int, lmax2: int, lmax_out: int) -> list[tuple
     will run).
     """
     if method == "auto":
-        from geomlin.gaunt.autotune import TRACED_METHOD, choose_method
-
-        methods = dict.fromkeys([*(choose_method(lmax1, lmax2, lmax_out, device, torch.float32)
-                                   for device in ("cpu", "cuda", "accelerator")), TRACED_METHOD])
+        methods = dict.fromkeys([*(choose_method(lmax_in1, lmax_in2, lmax_out, device, torch.float32, shared)
+                                   for device in ("cpu", "cuda", "accelerator") for shared in (False, True)),
+                                 TRACED_METHOD])
     else:
         methods = {method: None}
-    lo = min(lmax_out, lmax1 + lmax2)
+    lo = min(lmax_out, lmax_in1 + lmax_in2)
     # the gradients are products of the output gradient with the other input (see _transposed)
-    triples = ((lmax1, lmax2, lo), (lo, lmax2, min(lmax1, lo + lmax2)), (lo, lmax1, min(lmax2, lo + lmax1)))
+    triples = ((lmax_in1, lmax_in2, lo), (lo, lmax_in2, min(lmax_in1, lo + lmax_in2)), (lo, lmax_in1, min(lmax_in2, lo + lmax_in1)))
     return list(dict.fromkeys(k for m in methods for t in triples for k in route_keys(m, *t)))
 
 
@@ -323,17 +373,16 @@ def _common_dtype(x1: Tensor, x2: Tensor) -> torch.dtype:
     return torch.promote_types(compute_dtype(x1, "x1"), compute_dtype(x2, "x2"))
 
 
-def resolve_method(method: str, lmax1: int, lmax2: int, lmax_out: int, device, dtype) -> str:
-    """The concrete method ``"auto"`` stands for (others are validated and returned)."""
+def resolve_method(method: str, lmax_in1: int, lmax_in2: int, lmax_out: int, device, dtype, shared: bool = False) -> str:
+    """The concrete method ``"auto"`` stands for (others are validated and returned); ``shared``: one
+    input is shared by every channel ([`geomlin.gaunt.method_tables.choose_method`][])."""
     check_choice(method, "method", METHODS)
     if method != "auto":
         return method
-    from geomlin.gaunt.autotune import choose_method
-
-    return choose_method(lmax1, lmax2, lmax_out, torch.device(device).type, dtype)
+    return choose_method(lmax_in1, lmax_in2, lmax_out, torch.device(device).type, dtype, shared)
 
 
-def _check_triton(device, lmax1, lmax2, lmax_out, dtype) -> None:
+def _check_triton(device, lmax_in1, lmax_in2, lmax_out, dtype) -> None:
     from geomlin.gaunt.kernels import triton_available, triton_supports
 
     if not triton_available():
@@ -341,9 +390,19 @@ def _check_triton(device, lmax1, lmax2, lmax_out, dtype) -> None:
     if device.type != "cuda" and os.environ.get("TRITON_INTERPRET", "0") != "1":
         raise ValueError(f"method='triton' runs on CUDA devices (or on the CPU under TRITON_INTERPRET=1), got "
                          f"tensors on {device}; use method='grid' there")
-    if not triton_supports(lmax1, lmax2, lmax_out, dtype):
+    if not triton_supports(lmax_in1, lmax_in2, lmax_out, dtype):
         raise ValueError(f"method='triton' handles float32/float64 and degrees up to its MAX_LMAX, got lmax "
-                         f"({lmax1}, {lmax2}, {lmax_out}) in {dtype}; use method='grid'")
+                         f"({lmax_in1}, {lmax_in2}, {lmax_out}) in {dtype}; use method='grid'")
+
+
+def check_method(method: str, device, lmax_in1: int, lmax_in2: int, lmax_out: int, dtype: torch.dtype) -> None:
+    """Refuse a concrete route that cannot run these sizes here (Triton off CUDA, ``"direct"`` beyond
+    [`DIRECT_MAX_DEGREE`][]), naming the route to use instead."""
+    if method == "triton":
+        _check_triton(device, lmax_in1, lmax_in2, lmax_out, dtype)
+    if method == "direct" and lmax_in1 + lmax_in2 + lmax_out > DIRECT_MAX_DEGREE:
+        raise ValueError(f"method='direct' builds the dense Gaunt tensor; lmax_in1 + lmax_in2 + lmax_out must be <= "
+                         f"{DIRECT_MAX_DEGREE}, got {lmax_in1 + lmax_in2 + lmax_out} (use 'grid')")
 
 
 def _shared_split(shape1: tuple, shape2: tuple, batch: tuple) -> tuple[int, int]:
@@ -389,37 +448,50 @@ def gaunt_tensor_product(x1: Tensor, x2: Tensor, lmax_out: int | None = None, me
         An output above [`geomlin.validation.MEMORY_LIMIT_BYTES`][] is
         refused with its estimate.
     """
-    lmax1 = _check_coefficients(x1, "x1")
-    lmax2 = _check_coefficients(x2, "x2")
+    lmax_in1 = _check_coefficients(x1, "x1")
+    lmax_in2 = _check_coefficients(x2, "x2")
     dtype = _common_dtype(x1, x2)
     check_same_device("x1", x1, "x2", x2)
     x1, x2 = x1.to(dtype), x2.to(dtype)
-    lmax_out = lmax1 + lmax2 if lmax_out is None else check_nonnegative_int(lmax_out, "lmax_out")
+    lmax_out = lmax_in1 + lmax_in2 if lmax_out is None else check_nonnegative_int(lmax_out, "lmax_out")
     try:
         batch = tuple(torch.broadcast_shapes(x1.shape[:-1], x2.shape[:-1]))
     except RuntimeError as err:
         raise ValueError(f"leading shapes of x1 {tuple(x1.shape)} and x2 {tuple(x2.shape)} do not broadcast") from err
-    method = resolve_method(method, lmax1, lmax2, lmax_out, x1.device, x1.dtype)
-    if method == "triton":
-        _check_triton(x1.device, lmax1, lmax2, lmax_out, x1.dtype)
-    if method == "direct" and lmax1 + lmax2 + lmax_out > DIRECT_MAX_DEGREE:
-        raise ValueError(f"method='direct' builds the dense Gaunt tensor; lmax1 + lmax2 + lmax_out must be <= "
-                         f"{DIRECT_MAX_DEGREE}, got {lmax1 + lmax2 + lmax_out} (use 'grid')")
+    shared, k = _shared_split(tuple(x1.shape[:-1]), tuple(x2.shape[:-1]), batch)
+    method = resolve_method(method, lmax_in1, lmax_in2, lmax_out, x1.device, x1.dtype, bool(shared))
+    check_method(method, x1.device, lmax_in1, lmax_in2, lmax_out, x1.dtype)
     Do = T.num_coefficients(lmax_out)
     check_memory(math.prod(batch) * Do * x1.element_size(),
                  f"gaunt_tensor_product's output {shape_str(batch + (Do,))} (lmax_out={lmax_out})",
-                 f"degrees above lmax1 + lmax2 = {lmax1 + lmax2} are zero; use a smaller lmax_out")
+                 f"degrees above lmax_in1 + lmax_in2 = {lmax_in1 + lmax_in2} are zero; use a smaller lmax_out")
     if math.prod(batch) == 0:
         return x1.new_zeros(*batch, Do)
-    shared, k = _shared_split(tuple(x1.shape[:-1]), tuple(x2.shape[:-1]), batch)
     if shared:
         C = math.prod(batch[len(batch) - k:])
         head = batch[: len(batch) - k] + (1,) * k
         a = x1.expand(*(batch if shared == 2 else head), x1.shape[-1]).reshape(-1, x1.shape[-1])
         b = x2.expand(*(head if shared == 2 else batch), x2.shape[-1]).reshape(-1, x2.shape[-1])
-        out = gaunt_rows(a, b, lmax1, lmax2, lmax_out, method, C, shared)
+        out = gaunt_rows(a, b, lmax_in1, lmax_in2, lmax_out, method, C, shared)
     else:
         a = x1.expand(*batch, x1.shape[-1]).reshape(-1, x1.shape[-1])
         b = x2.expand(*batch, x2.shape[-1]).reshape(-1, x2.shape[-1])
-        out = gaunt_rows(a, b, lmax1, lmax2, lmax_out, method)
+        out = gaunt_rows(a, b, lmax_in1, lmax_in2, lmax_out, method)
     return out.reshape(*batch, Do)
+
+
+def gaunt_parity_product(a: tuple[Tensor, Tensor], b: tuple[Tensor, Tensor], lmax_out: int | None = None,
+                         method: str = "auto") -> tuple[Tensor, Tensor]:
+    """Gaunt product of parity-split functions ``(natural, pseudo)``: returns ``(natural, pseudo)``.
+
+    ``natural = a_n b_n + a_p b_p`` and ``pseudo = a_n b_p + a_p b_n``: O(3)-equivariant
+    for every parity assignment.  All four tensors ``(..., C, (L+1)**2)`` broadcast.
+    """
+    for name, pair in (("a", a), ("b", b)):
+        if not isinstance(pair, (tuple, list)) or len(pair) != 2:
+            raise TypeError(f"{name} must be a (natural, pseudo) pair of tensors, as split_parity returns")
+    nn_ = gaunt_tensor_product(a[0], b[0], lmax_out, method)
+    pp = gaunt_tensor_product(a[1], b[1], lmax_out, method)
+    np_ = gaunt_tensor_product(a[0], b[1], lmax_out, method)
+    pn = gaunt_tensor_product(a[1], b[0], lmax_out, method)
+    return nn_ + pp, np_ + pn

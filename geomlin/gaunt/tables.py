@@ -301,11 +301,11 @@ def sh_on_grid(lmax: int, lmax_exact: int) -> tuple[Tensor, Tensor]:
 
 
 @cache
-def _gaunt_tensor(lmax1: int, lmax2: int, lmax_out: int) -> Tensor:
-    degree = lmax1 + lmax2 + lmax_out
-    Y, w = _sh_on_grid(max(lmax1, lmax2, lmax_out), degree)
-    Y1 = Y[:, : num_coefficients(lmax1)]
-    Y2 = Y[:, : num_coefficients(lmax2)]
+def _gaunt_tensor(lmax_in1: int, lmax_in2: int, lmax_out: int) -> Tensor:
+    degree = lmax_in1 + lmax_in2 + lmax_out
+    Y, w = _sh_on_grid(max(lmax_in1, lmax_in2, lmax_out), degree)
+    Y1 = Y[:, : num_coefficients(lmax_in1)]
+    Y2 = Y[:, : num_coefficients(lmax_in2)]
     Y3 = Y[:, : num_coefficients(lmax_out)] * w[:, None]
     # G[i, j, k] = sum_p Y1[p, i] Y2[p, j] Y3[p, k], one GEMM per block of i (bounded memory)
     D1, D2, D3 = Y1.shape[1], Y2.shape[1], Y3.shape[1]
@@ -318,19 +318,19 @@ def _gaunt_tensor(lmax1: int, lmax2: int, lmax_out: int) -> Tensor:
     return G
 
 
-def gaunt_tensor(lmax1: int, lmax2: int, lmax_out: int) -> Tensor:
+def gaunt_tensor(lmax_in1: int, lmax_in2: int, lmax_out: int) -> Tensor:
     """Gaunt coefficients ``G[i, j, k] = int Y_i Y_j Y_k`` in float64: ``(D1, D2, D_out)``.
 
     Exact Gauss-Legendre x trapezoid quadrature of the closed-form harmonics; a copy of a
     cached table (safe to modify).
     """
-    return _gaunt_tensor(check_nonnegative_int(lmax1, "lmax1"), check_nonnegative_int(lmax2, "lmax2"),
+    return _gaunt_tensor(check_nonnegative_int(lmax_in1, "lmax_in1"), check_nonnegative_int(lmax_in2, "lmax_in2"),
                          check_nonnegative_int(lmax_out, "lmax_out")).clone()
 
 
-def cached_gaunt_tensor(lmax1: int, lmax2: int, lmax_out: int) -> Tensor:
+def cached_gaunt_tensor(lmax_in1: int, lmax_in2: int, lmax_out: int) -> Tensor:
     """The cached [`gaunt_tensor`][] itself, for library code that only reads it (never write to it)."""
-    return _gaunt_tensor(lmax1, lmax2, lmax_out)
+    return _gaunt_tensor(lmax_in1, lmax_in2, lmax_out)
 
 
 def cached_sh_on_grid(lmax: int, lmax_exact: int) -> tuple[Tensor, Tensor]:

@@ -15,11 +15,14 @@
 * [`geomlin.models.graphs`][] — the edges of a batch, built once at the data boundary
   ([`graph_edges`][], [`dense_edge_index`][]), so that the forwards never wait for an accelerator,
   and the static-shape padded neighbour list of the potentials ([`padded_neighbors`][]);
+* [`MoleculeEnergyModel`][] — any of the potentials' networks with the data's energy scale and
+  shift, energy and forces ``-dE/dpos`` (what ``geomlin train molecules`` trains);
 * [`geomlin.models.md`][] — [`EnergyAndForces`][], a potential's energy and forces compiled once
   for a whole MD trajectory, and [`velocity_verlet_step`][].
 """
 
 from geomlin.models.egnn import EGNNDynamics, EGNNLayer, EGNNPotential, gaussian_rbf
+from geomlin.models.energy import MoleculeEnergyModel
 from geomlin.models.gatr_models import GATrClassifier, GATrDynamics
 from geomlin.models.gaunt_potential import GauntPotential
 from geomlin.models.graphs import (
@@ -46,6 +49,7 @@ __all__ = [
            "GATrDynamics",
            "GauntPotential",
            "MLPDynamics",
+           "MoleculeEnergyModel",
            "PointNet",
            "Ponita",
            "PonitaDynamics",

@@ -31,7 +31,7 @@ from geomlin.validation import (
 )
 
 #: Default number of Gaussian radial basis functions for the pair distance.
-DEFAULT_RBF = 16
+DEFAULT_NUM_BASIS = 16
 #: What species index, in error messages ("species must index atom types in [0, 5) ...").
 SPECIES = "atom types"
 #: Size of the example systems of ``example_inputs``: 2 systems of 5 nodes.
@@ -109,17 +109,17 @@ class EGNNLayer(nn.Module):
     and masks are invariant keyword inputs.
     """
 
-    def __init__(self, hidden_channels: int = 64, edge_dim: int = 0, num_rbf: int = DEFAULT_RBF, cutoff: float = 5.0,
+    def __init__(self, hidden_channels: int = 64, edge_dim: int = 0, num_basis: int = DEFAULT_NUM_BASIS, cutoff: float = 5.0,
                  update_coords: bool = True):
         super().__init__()
         hidden_channels = check_positive_int(hidden_channels, "hidden_channels")
         self.hidden_channels = hidden_channels
         self.edge_dim = check_nonnegative_int(edge_dim, "edge_dim")
-        self.num_rbf = check_positive_int(num_rbf, "num_rbf")
+        self.num_basis = check_positive_int(num_basis, "num_basis")
         self.cutoff = check_positive_float(cutoff, "cutoff")
         self.update_coords = update_coords
         H = hidden_channels
-        self.phi_e = nn.Sequential(nn.Linear(2 * H + self.num_rbf + self.edge_dim, H), nn.SiLU(),
+        self.phi_e = nn.Sequential(nn.Linear(2 * H + self.num_basis + self.edge_dim, H), nn.SiLU(),
                                    nn.Linear(H, H), nn.SiLU())
         self.phi_h = nn.Sequential(nn.Linear(2 * H, H), nn.SiLU(), nn.Linear(H, H))
         if update_coords:
@@ -159,7 +159,7 @@ class EGNNLayer(nn.Module):
         width = pm.shape[2]
         diff = pos[:, :, None, :] - pos_j                                # (B, N, width, 3): x_i - x_j
         dist = torch.sqrt((diff * diff).sum(-1) + 1e-12)                # smooth at 0 (self pairs are masked)
-        feats = [h[:, :, None, :].expand(B, N, width, H), h_j, gaussian_rbf(dist, self.num_rbf, self.cutoff)]
+        feats = [h[:, :, None, :].expand(B, N, width, H), h_j, gaussian_rbf(dist, self.num_basis, self.cutoff)]
         if edge_attr is not None:
             feats.append(edge_attr)
         pm = pm.to(h.dtype)[..., None]                                   # (B, N, width, 1)
@@ -196,14 +196,14 @@ class EGNNPotential(nn.Module):
     """
 
     def __init__(self, num_species: int = 10, hidden_channels: int = 64, num_blocks: int = 3,
-                 num_rbf: int = DEFAULT_RBF, cutoff: float = 5.0, max_neighbors: int | None = None):
+                 num_basis: int = DEFAULT_NUM_BASIS, cutoff: float = 5.0, max_neighbors: int | None = None):
         super().__init__()
         num_blocks = check_positive_int(num_blocks, "num_blocks")
         self.num_species = check_positive_int(num_species, "num_species")
         self.cutoff = check_positive_float(cutoff, "cutoff")
         self.max_neighbors = None if max_neighbors is None else check_positive_int(max_neighbors, "max_neighbors")
         self.embed = nn.Embedding(self.num_species, hidden_channels)
-        self.layers = nn.ModuleList(EGNNLayer(hidden_channels, num_rbf=num_rbf, cutoff=cutoff, update_coords=False)
+        self.layers = nn.ModuleList(EGNNLayer(hidden_channels, num_basis=num_basis, cutoff=cutoff, update_coords=False)
                                     for _ in range(num_blocks))
         self.readout = nn.Sequential(nn.Linear(hidden_channels, hidden_channels), nn.SiLU(),
                                      nn.Linear(hidden_channels, 1))
@@ -239,13 +239,13 @@ class EGNNDynamics(nn.Module):
     features start from ``|v_i|``.
     """
 
-    def __init__(self, hidden_channels: int = 64, num_blocks: int = 4, num_rbf: int = DEFAULT_RBF,
+    def __init__(self, hidden_channels: int = 64, num_blocks: int = 4, num_basis: int = DEFAULT_NUM_BASIS,
                  cutoff: float = 6.0):
         super().__init__()
         hidden_channels = check_positive_int(hidden_channels, "hidden_channels")
         num_blocks = check_positive_int(num_blocks, "num_blocks")
         self.embed = nn.Linear(2, hidden_channels)
-        self.layers = nn.ModuleList(EGNNLayer(hidden_channels, edge_dim=1, num_rbf=num_rbf, cutoff=cutoff)
+        self.layers = nn.ModuleList(EGNNLayer(hidden_channels, edge_dim=1, num_basis=num_basis, cutoff=cutoff)
                                     for _ in range(num_blocks))
         self.scale = 1.0 / math.sqrt(num_blocks)
         self.type_in = (Positions(3), Vectors(3), Scalars(1))

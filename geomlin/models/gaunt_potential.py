@@ -20,7 +20,7 @@ import math
 import torch
 from torch import Tensor, nn
 
-from geomlin.gaunt.modules import _degree_index
+from geomlin.gaunt.layout import _degree_index
 from geomlin.groups import E3
 from geomlin.models.egnn import check_molecule_inputs
 from geomlin.models.graphs import dense_edge_index, padded_edge_index, padded_neighbors
@@ -60,6 +60,10 @@ class DegreeLinear(nn.Module):
 class GauntPotential(nn.Module):
     """Energy model ``E(pos, species)`` from Gaunt convolutions and many-body Gaunt powers.
 
+    The default sizes (32 channels, ``lmax`` 3, correlation 3; the ``gaunt`` model of ``geomlin train
+    molecules``) won a grid of channels {16, 32} x ``lmax`` {2, 3} x correlation {2, 3} on a validation
+    split of the bundled ethanol trajectory (``benchmarks/bench_molecules.py --tune``; docs/molecules.md).
+
     Parameters
     ----------
     num_species : int
@@ -71,10 +75,10 @@ class GauntPotential(nn.Module):
     num_blocks : int
         interaction blocks.
     correlation : int
-        body order of [`ManyBodyGaunt`][geomlin.gaunt.modules.ManyBodyGaunt] (powers 1..correlation).
+        body order of [`ManyBodyGaunt`][geomlin.gaunt.powers.ManyBodyGaunt] (powers 1..correlation).
     cutoff : float
-        radius (Angstrom) of the convolutions.
-    num_radial : int
+        distance (Angstrom) beyond which atoms do not interact.
+    num_basis : int
         size of the Bessel radial basis.
     max_neighbors : int or None
         ``None`` (default): every pair of atoms is an edge (``B N (N - 1)`` edges; those beyond the
@@ -95,8 +99,8 @@ class GauntPotential(nn.Module):
     gets the energy (and forces) it has alone.
     """
 
-    def __init__(self, num_species: int = 10, hidden_channels: int = 16, lmax: int = 2, num_blocks: int = 2,
-                 correlation: int = 2, cutoff: float = 5.0, num_radial: int = 8, max_neighbors: int | None = None):
+    def __init__(self, num_species: int = 10, hidden_channels: int = 32, lmax: int = 3, num_blocks: int = 2,
+                 correlation: int = 3, cutoff: float = 5.0, num_basis: int = 8, max_neighbors: int | None = None):
         super().__init__()
         from geomlin.gaunt import GauntConvolution, ManyBodyGaunt
 
@@ -109,7 +113,7 @@ class GauntPotential(nn.Module):
         channels = self.hidden_channels
         self.embed = nn.Embedding(num_species, channels)
         self.convs = nn.ModuleList(
-            GauntConvolution(0 if k == 0 else lmax, lmax, lmax, channels, num_radial=num_radial, cutoff=cutoff)
+            GauntConvolution(0 if k == 0 else lmax, lmax, lmax, channels, num_basis=num_basis, cutoff=cutoff)
             for k in range(num_blocks))
         self.many_body = nn.ModuleList(ManyBodyGaunt(lmax, lmax, channels, correlation) for _ in range(num_blocks))
         self.mix = nn.ModuleList(DegreeLinear(channels, lmax) for _ in range(num_blocks))

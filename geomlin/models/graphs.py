@@ -10,9 +10,9 @@ models of [`geomlin.models`][] never find their graph in ``forward``: they take 
   a host sync; [`PonitaPotential`][], [`PonitaDynamics`][]
   and [`GauntPotential`][] call it inside their forward for that reason.
 * [`graph_edges`][]: all pairs within each graph of a flat PyG batch (sorted ``batch`` vector),
-  optionally only those closer than a radius. On an accelerator it reads one number back (the
-  count of same-graph pairs) and, with a radius, a second (the count within it); on the CPU it
-  costs nothing extra. Run it where the batch is collated, or once per batch on the device.
+  optionally only those within a cutoff (the cell-list search of [`geomlin.neighbors`][]). On an
+  accelerator it reads one number back (the count of same-graph pairs), or with a cutoff those of
+  the cell list; on the CPU it costs nothing extra. Run it where the batch is collated, or once per batch on the device.
 * [`count_graphs`][]: ``batch[-1] + 1`` as a Python int (one sync on an accelerator); pass
   ``num_graphs`` to the models instead when the collate step knows it (PyG's ``Batch.num_graphs``).
 * [`padded_neighbors`][]: the neighbours within a cutoff of every atom of a padded batch as a
@@ -32,6 +32,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from geomlin.neighbors import nearest_neighbors, radius_pairs
 from geomlin.validation import (
     check_batch_vector,
     check_bool,
@@ -90,19 +91,20 @@ def count_graphs(batch: Tensor) -> int:
 
 
 def graph_edges(pos: Tensor, batch: Tensor | None = None, num_graphs: int | None = None,
-                radius: float | None = None, loop: bool = True) -> Tensor:
-    """Edges between the nodes of each graph of a flat batch, optionally only those closer than ``radius``.
+                cutoff: float | None = None, loop: bool = True) -> Tensor:
+    """Edges between the nodes of each graph of a flat batch, optionally only those within ``cutoff``.
 
     Parameters
     ----------
     pos : Tensor
-        ``(N, d)`` float positions (only read with ``radius``).
+        ``(N, d)`` float positions (only read with ``cutoff``).
     batch : Tensor, optional
         ``(N,)`` sorted graph index of every node (default: one graph).
     num_graphs : int, optional
         Number of graphs (default [`count_graphs`][], one more host sync on an accelerator).
-    radius : float, optional
-        Keep the pairs with ``|p_j - p_i| < radius``.
+    cutoff : float, optional
+        Only the pairs with ``|p_j - p_i| <= cutoff``, from the cell-list search of
+        [`geomlin.neighbors.radius_pairs`][] (the smooth windows of the models vanish at the cutoff).
     loop : bool
         Include the self-pairs ``i -> i`` (PONITA's convolutions do).
 
@@ -111,24 +113,28 @@ def graph_edges(pos: Tensor, batch: Tensor | None = None, num_graphs: int | None
     Tensor
         Tensor
             ``edge_index (2, E)`` int64 on ``pos``'s device, rows (source ``j``, target ``i``), ordered
-            by graph, then target, then source.
+            by graph, then target, then source (with ``cutoff``: by target, then distance, then source).
 
         Host syncs on an accelerator: one to read ``E`` (the number of same-graph pairs,
-        ``sum_b n_b^2``) and, with ``radius``, one for the pairs within it; the work and memory are
-        ``O(sum_b n_b^2)``. Build the edges once per batch (at the collate step, or on the device
-        before the forward) and hand them to the model.
+        ``sum_b n_b^2``), work and memory ``O(sum_b n_b^2)``; with ``cutoff`` those of
+        [`geomlin.neighbors.radius_pairs`][] (two or three), work ``O(N log N + pairs)``. Build the
+        edges once per batch (at the collate step, or on the device before the forward) and hand
+        them to the model.
     """
     check_tensor(pos, "pos", ndim=2, finite=True)
     N, device = pos.shape[0], pos.device
     check_bool(loop, "loop")
-    if radius is not None:
-        radius = check_positive_float(radius, "radius")
+    if cutoff is not None:
+        cutoff = check_positive_float(cutoff, "cutoff")
     if batch is None:
         batch = torch.zeros(N, dtype=torch.int64, device=device)
     if num_graphs is None:
         num_graphs = count_graphs(batch)
     num_graphs = check_nonnegative_int(num_graphs, "num_graphs")
     batch = check_batch_vector(batch, "batch", N, num_graphs=num_graphs).long()
+    if cutoff is not None:
+        src, dst, _ = radius_pairs(pos, cutoff, batch, loop)
+        return torch.stack([src, dst])
     # nodes of graph b are starts[b] .. starts[b+1] - 1 (the batch vector is sorted)
     starts = torch.searchsorted(batch, torch.arange(num_graphs + 1, device=device))
     counts = starts[1:] - starts[:-1]
@@ -141,23 +147,17 @@ def graph_edges(pos: Tensor, batch: Tensor | None = None, num_graphs: int | None
     target, source = local // row.clamp_min(1), local % row.clamp_min(1)
     if not loop:
         source = source + (source >= target)
-    edges = torch.stack([starts[graph] + source, starts[graph] + target])
-    if radius is not None:
-        p = pos.detach()
-        edges = edges[:, (p[edges[0]] - p[edges[1]]).norm(dim=-1) < radius]  # host sync: the kept count
-    return edges
+    return torch.stack([starts[graph] + source, starts[graph] + target])
 
 
-def _within_cutoff(pos: Tensor, cutoff: float, mask: Tensor | None) -> tuple[Tensor, Tensor]:
-    """Squared distances ``(B, N, N)`` (of the detached positions) and the pairs ``j != i`` with
-    ``|p_j - p_i| < cutoff`` between real atoms ``(B, N, N)`` bool (row: target ``i``)."""
-    p = pos.detach()
-    d2 = (p[:, :, None, :] - p[:, None, :, :]).pow(2).sum(dim=-1)
-    N = pos.shape[1]
-    near = (d2 < cutoff * cutoff) & ~torch.eye(N, dtype=torch.bool, device=pos.device)
-    if mask is not None:
-        near = near & mask[:, :, None] & mask[:, None, :]
-    return d2, near
+def _all_neighbors(pos: Tensor, cutoff: float, mask: Tensor | None) -> tuple[Tensor, Tensor]:
+    """Every neighbour within ``cutoff`` of every atom, nearest first: ``(B, N, N - 1)`` slots and their
+    mask ([`geomlin.neighbors.nearest_neighbors`][]); ``(B, N, 0)`` for single atoms."""
+    B, N, _ = pos.shape
+    if N < 2:
+        return (torch.zeros(B, N, 0, dtype=torch.long, device=pos.device),
+                torch.zeros(B, N, 0, dtype=torch.bool, device=pos.device))
+    return nearest_neighbors(pos, N - 1, cutoff, loop=False, mask=mask)
 
 
 def _check_neighbor_inputs(pos: Tensor, cutoff: float, mask: Tensor | None) -> float:
@@ -186,7 +186,7 @@ def count_neighbors(pos: Tensor, cutoff: float, mask: Tensor | None = None) -> T
         ``(B, N)`` int64 on ``pos``'s device, computed without a host sync (shapes only).
     """
     cutoff = _check_neighbor_inputs(pos, cutoff, mask)
-    return _within_cutoff(pos, cutoff, mask)[1].sum(dim=-1)
+    return _all_neighbors(pos, cutoff, mask)[1].sum(dim=-1)
 
 
 def padded_neighbors(pos: Tensor, cutoff: float, max_neighbors: int,
@@ -196,9 +196,10 @@ def padded_neighbors(pos: Tensor, cutoff: float, max_neighbors: int,
     A static-shape neighbour list: its shapes depend only on ``B, N`` and ``K = max_neighbors``, never
     on the positions, so it is built on any device without a host sync, traces into one
     ``torch.compile(fullgraph=True)`` graph, and that graph serves every frame of a trajectory. The
-    work and memory are ``O(B N^2)`` (all pairs are measured, then the ``K`` nearest kept with
-    ``topk``): meant for molecules of up to a few hundred atoms; for large systems use a cell list
-    at the data boundary ([`geomlin.datasets.neighbors.radius_pairs`][]).
+    work and memory are ``O(B N^2)`` (all pairs are measured and sorted by
+    [`geomlin.neighbors.nearest_neighbors`][], the ``K`` nearest kept): meant for molecules of up to a
+    few hundred atoms; for large systems use a cell list at the data boundary
+    ([`geomlin.neighbors.radius_pairs`][]).
 
     Parameters
     ----------
@@ -235,20 +236,15 @@ def padded_neighbors(pos: Tensor, cutoff: float, max_neighbors: int,
     cutoff = _check_neighbor_inputs(pos, cutoff, mask)
     K = check_positive_int(max_neighbors, "max_neighbors")
     B, N, _ = pos.shape
-    d2, near = _within_cutoff(pos, cutoff, mask)
-    check_condition(near.sum(dim=-1) <= K,
+    neighbors, edge_mask = _all_neighbors(pos, cutoff, mask)                      # (B, N, N - 1)
+    check_condition(edge_mask.sum(dim=-1) <= K,
                     f"an atom has more than max_neighbors={K} neighbours within cutoff={cutoff}: raise "
                     f"max_neighbors (no neighbour is ever dropped silently)")
-    k = min(K, N)
-    far = torch.where(near, d2, torch.full_like(d2, float("inf")))
-    dist, slot = torch.topk(far, k, dim=-1, largest=False, sorted=True)          # (B, N, k), nearest first
-    edge_mask = torch.isfinite(dist)
-    own = torch.arange(N, device=pos.device)[None, :, None].expand(B, N, k)
-    neighbors = torch.where(edge_mask, slot, own)
-    if k < K:  # fewer atoms than slots: the rest stay unused
-        neighbors = torch.cat([neighbors, own[..., :1].expand(B, N, K - k)], dim=-1)
-        edge_mask = torch.cat([edge_mask, edge_mask.new_zeros(B, N, K - k)], dim=-1)
-    return neighbors, edge_mask
+    k = neighbors.shape[-1]
+    if k >= K:
+        return neighbors[..., :K], edge_mask[..., :K]
+    own = torch.arange(N, device=pos.device)[None, :, None].expand(B, N, K - k)  # fewer atoms than slots
+    return torch.cat([neighbors, own], dim=-1), torch.cat([edge_mask, edge_mask.new_zeros(B, N, K - k)], dim=-1)
 
 
 def padded_edge_index(neighbors: Tensor, edge_mask: Tensor) -> tuple[Tensor, Tensor]:

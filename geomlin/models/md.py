@@ -44,7 +44,7 @@ class EnergyAndForces(nn.Module):
     potential : nn.Module
         ``potential(pos (B, N, 3), species (B, N)[, mask=mask]) -> energy (B,)`` (the potentials of
         [`geomlin.models`][]), or a module with such an ``energy`` method
-        ([`MoleculeEnergyModel`][geomlin.train.tasks.molecules.MoleculeEnergyModel]). Give it ``max_neighbors`` for
+        ([`MoleculeEnergyModel`][geomlin.models.energy.MoleculeEnergyModel]). Give it ``max_neighbors`` for
         the static-shape path; with all pairs the shapes are static too, at ``O(N^2)`` edges.
     backend : str or callable, optional
         ``torch.compile`` backend of the energy (default ``"inductor"``); ``None`` runs it eagerly.

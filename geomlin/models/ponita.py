@@ -29,11 +29,11 @@ Two modes, one architecture (embedding -> ConvNeXt blocks -> readouts):
     others, with an error that falls as ``num_ori`` grows (tested).
 
 Kernels: polynomial features of the attributes (degrees ``1..degree``) -> MLP -> a basis,
-windowed by a smooth polynomial cutoff (Klicpera et al. 2020, Eq. 8) when ``radius`` is set;
+windowed by a smooth polynomial cutoff (Klicpera et al. 2020, Eq. 8) when ``cutoff`` is set;
 per-channel (depthwise) convolutions with ``torch.index_add_`` (no torch-scatter; sums in float32
 under autocast), ConvNeXt blocks (conv -> LayerNorm -> MLP -> residual), readouts after every
 block (averaged). Inputs are flat PyG batches (``x (N, C)``, ``pos (N, 3)``, ``batch (N,)``) and
-their graph: ``edge_index`` (all pairs within a graph, or within ``radius``, self-loops included:
+their graph: ``edge_index`` (all pairs within a graph, or within ``cutoff``, self-loops included:
 [`graph_edges`][]) and ``num_graphs``, built once per batch by the caller
 so that the forward never waits for an accelerator; [`Ponita`][] builds them itself when they
 are not given (with host syncs, see its docstring). The padded adapters [`PonitaPotential`][]
@@ -56,14 +56,13 @@ from geomlin.validation import (
     check_float,
     check_index,
     check_int,
+    check_mask,
     check_nonnegative_int,
     check_positive_float,
     check_positive_int,
     check_tensor,
 )
 
-#: Modes of [`Ponita`][].
-MODES = ("points", "bundle")
 #: Task levels: one output per graph (sum over its nodes) or per node.
 TASK_LEVELS = ("graph", "node")
 #: Exponent ``p`` of the polynomial cutoff (DimeNet's default).
@@ -149,27 +148,27 @@ def vector_to_sphere(v: Tensor, grid: Tensor) -> Tensor:
 
 # ------------------------------------------------------------------------------------ modules
 class KernelBasis(nn.Module):
-    """Polynomial features of pair attributes -> MLP -> ``basis_dim`` basis functions (the reference's
+    """Polynomial features of pair attributes -> MLP -> ``num_basis`` basis functions (the reference's
     ``PolynomialFeatures -> Linear -> GELU -> Linear -> GELU``, with the input width computed, not lazy)."""
 
-    def __init__(self, num_attrs: int, hidden_channels: int, basis_dim: int, degree: int):
+    def __init__(self, num_attrs: int, hidden_channels: int, num_basis: int, degree: int):
         super().__init__()
         self.degree = degree
         width = sum(num_attrs ** k for k in range(1, degree + 1))
         self.net = nn.Sequential(nn.Linear(width, hidden_channels), nn.GELU(),
-                                 nn.Linear(hidden_channels, basis_dim), nn.GELU())
+                                 nn.Linear(hidden_channels, num_basis), nn.GELU())
 
     def forward(self, attrs: Tensor) -> Tensor:
-        """``(..., num_attrs)`` -> ``(..., basis_dim)``."""
+        """``(..., num_attrs)`` -> ``(..., num_basis)``."""
         return self.net(polynomial_features(attrs, self.degree))
 
 
 class PointConv(nn.Module):
     """Depthwise convolution on points: ``out_i = sum_j k(|x_ij|) * h_j + b`` (``(N, C)`` -> ``(N, C)``)."""
 
-    def __init__(self, channels: int, basis_dim: int):
+    def __init__(self, channels: int, num_basis: int):
         super().__init__()
-        self.kernel = nn.Linear(basis_dim, channels, bias=False)
+        self.kernel = nn.Linear(num_basis, channels, bias=False)
         self.bias = nn.Parameter(torch.zeros(channels))
 
     def forward(self, h: Tensor, edge_index: Tensor, basis: Tensor) -> Tensor:
@@ -186,12 +185,12 @@ class FiberBundleConv(nn.Module):
     ``out(p_i, o_a) = 1/O sum_j sum_b k(attrs(x, o_a, o_b)) h(p_j, o_b) + b``.
     """
 
-    def __init__(self, channels: int, basis_dim: int, complete: bool = False):
+    def __init__(self, channels: int, num_basis: int, complete: bool = False):
         super().__init__()
         self.complete = complete
-        self.kernel = nn.Linear(basis_dim, channels, bias=False)
+        self.kernel = nn.Linear(num_basis, channels, bias=False)
         if not complete:
-            self.fiber_kernel = nn.Linear(basis_dim, channels, bias=False)
+            self.fiber_kernel = nn.Linear(num_basis, channels, bias=False)
         self.bias = nn.Parameter(torch.zeros(channels))
 
     def forward(self, h: Tensor, edge_index: Tensor, basis: Tensor, fiber_basis: Tensor | None) -> Tensor:
@@ -220,6 +219,126 @@ class ConvNeXtBlock(nn.Module):
         return h + (y if self.layer_scale is None else self.layer_scale * y)
 
 
+class PointSpace(nn.Module):
+    """PONITA's point-cloud mode: features on the points of R^3, kernels of ``|x|`` (exactly E(3) invariant).
+
+    Vector inputs enter as their norms ``|v|``; vector outputs are ``sum_j w_ij (p_j - p_i)`` with
+    invariant weights ``w_ij`` (exactly equivariant). One of the two spaces [`Ponita`][] runs on
+    ([`MODES`][]); both answer the same calls (lift, kernels, readout, symmetry group).
+    """
+
+    def __init__(self, in_vector_channels: int, out_vector_channels: int, hidden: int, num_basis: int, degree: int):
+        super().__init__()
+        self.basis = KernelBasis(NUM_POINT_ATTRS, hidden, num_basis, degree)
+        if out_vector_channels:
+            self.vector_basis = KernelBasis(NUM_POINT_ATTRS, hidden, num_basis, degree)
+            self.vector_kernel = nn.Linear(num_basis, out_vector_channels, bias=False)
+
+    grid = None
+
+    @staticmethod
+    def conv(hidden: int, num_basis: int) -> nn.Module:
+        """The convolution of one block."""
+        return PointConv(hidden, num_basis)
+
+    @staticmethod
+    def num_inputs(in_channels: int, in_vector_channels: int) -> int:
+        """Input features per point: the scalars and one norm per vector channel."""
+        return in_channels + in_vector_channels
+
+    def lift(self, x: Tensor | None, vec: Tensor | None, dtype: torch.dtype) -> Tensor:
+        """``x (N, C_in)``, ``vec (N, V_in, 3)`` -> ``(N, C_in + V_in)``: the scalars and ``|v|``."""
+        feats = [] if x is None else [x.to(dtype)]
+        if vec is not None:
+            feats.append(safe_norm(vec.to(dtype)))
+        return torch.cat(feats, dim=-1)
+
+    def kernels(self, rel: Tensor, window: Tensor) -> tuple:
+        """The convolutions' arguments after ``(h, edge_index)``: the windowed basis of ``|x|`` ``(E, K)``."""
+        return (self.basis(point_attributes(rel)) * window,)
+
+    def readout(self, scal: Tensor, vecs: Tensor, rel: Tensor, window: Tensor, edge_index: Tensor, num_nodes: int):
+        """Per-point ``(scalars (N, C_out), vectors (N, V_out, 3))`` (None for zero channels)."""
+        scalars = scal if scal.shape[-1] else None
+        if not vecs.shape[-1]:
+            return scalars, None
+        src, dst = edge_index
+        w = self.vector_kernel(self.vector_basis(point_attributes(rel)) * window) * vecs[src]  # (E, V)
+        return scalars, scatter_sum(w[:, :, None] * rel[:, None, :], dst, num_nodes)
+
+    def symmetry_group(self):
+        """E(3): the model is exactly invariant / equivariant."""
+        from geomlin.groups import E3
+
+        return E3()
+
+    def extra_repr(self) -> str:
+        return ""
+
+
+class BundleSpace(nn.Module):
+    """PONITA's fiber-bundle mode: features on R^3 x S^2, a function on a grid of ``num_ori`` orientations
+    per point ([`geomlin.models.ponita_grid`][]), separable (spatial, then spherical) kernels or, with
+    ``complete``, one kernel of the five complete pair attributes.
+
+    Vector inputs are lifted to the sphere as ``v . o``; scalars are read out as the mean over the
+    sphere, vectors as ``sum_k f(o_k) o_k / O``. Exactly equivariant to the rotations (and, without
+    ``complete``, reflections) that permute the grid.
+    """
+
+    def __init__(self, in_vector_channels: int, out_vector_channels: int, hidden: int, num_basis: int, degree: int,
+                 num_ori: int = 16, grid: str = "fibonacci", grid_seed: int = 0, complete: bool = False):
+        super().__init__()
+        self.complete = complete
+        self.grid_method = grid
+        self.register_buffer("grid", orientation_grid(num_ori, grid, grid_seed), persistent=False)
+        self.basis = KernelBasis(NUM_COMPLETE_ATTRS if complete else NUM_SPATIAL_ATTRS, hidden, num_basis, degree)
+        self.fiber_basis = None if complete else KernelBasis(NUM_FIBER_ATTRS, hidden, num_basis, degree)
+
+    def conv(self, hidden: int, num_basis: int) -> nn.Module:
+        """The convolution of one block."""
+        return FiberBundleConv(hidden, num_basis, self.complete)
+
+    @staticmethod
+    def num_inputs(in_channels: int, in_vector_channels: int) -> int:
+        """Input features per (point, orientation): the scalars and ``v . o`` per vector channel."""
+        return in_channels + in_vector_channels
+
+    def lift(self, x: Tensor | None, vec: Tensor | None, dtype: torch.dtype) -> Tensor:
+        """``x (N, C_in)``, ``vec (N, V_in, 3)`` -> ``(N, O, C_in + V_in)``: scalars copied to every
+        orientation, vectors as ``v . o``."""
+        grid = self.grid.to(dtype)
+        feats = [] if x is None else [x.to(dtype)[:, None, :].expand(-1, grid.shape[0], -1)]
+        if vec is not None:
+            feats.append(vector_to_sphere(vec.to(dtype), grid))
+        return torch.cat(feats, dim=-1)
+
+    def kernels(self, rel: Tensor, window: Tensor) -> tuple:
+        """The convolutions' arguments after ``(h, edge_index)``: the windowed spatial basis ``(E, O, K)``
+        and the spherical one ``(O, O, K)``, or the complete basis ``(E, O, O, K)`` and None."""
+        grid = self.grid.to(rel.dtype)
+        if self.complete:
+            return self.basis(complete_attributes(rel, grid)) * window[:, :, None, None], None
+        return self.basis(spatial_attributes(rel, grid)) * window[:, :, None], self.fiber_basis(fiber_attributes(grid))
+
+    def readout(self, scal: Tensor, vecs: Tensor, rel: Tensor, window: Tensor, edge_index: Tensor, num_nodes: int):
+        """Per-point ``(scalars (N, C_out), vectors (N, V_out, 3))`` from ``(N, O, ...)`` (None for zero channels)."""
+        scalars = sphere_to_scalar(scal) if scal.shape[-1] else None
+        vectors = sphere_to_vector(vecs, self.grid.to(vecs.dtype)) if vecs.shape[-1] else None
+        return scalars, vectors
+
+    def symmetry_group(self):
+        """The rotations (and, without ``complete``, the reflections) that permute the grid."""
+        return grid_symmetry_group(self.grid, proper=self.complete)
+
+    def extra_repr(self) -> str:
+        return f"num_ori={self.grid.shape[0]}, grid={self.grid_method!r}"
+
+
+#: The spaces of [`Ponita`][]: its ``mode`` names one.
+MODES = {"points": PointSpace, "bundle": BundleSpace}
+
+
 class Ponita(nn.Module):
     """PONITA on flat PyG batches (see the module docstring for the modes and attributes).
 
@@ -245,9 +364,9 @@ class Ponita(nn.Module):
         grid_seed: seed of the repulsion grid.
     complete : bool
         bundle mode only: the non-separable kernel on the five complete pair attributes.
-    radius : float | None
+    cutoff : float | None
         cutoff of the graph and of the smooth window (None: all pairs, no window).
-    basis_dim : int | None
+    num_basis : int | None
         basis functions per kernel (default ``hidden_channels``); degree: of the polynomial features.
     widening_factor, layer_scale
         of the ConvNeXt blocks.
@@ -269,9 +388,9 @@ class Ponita(nn.Module):
     ``task_level="graph"``), forward and backward never make the host wait for an accelerator:
     build them once per batch with [`graph_edges`][] (at the collate
     step or on the device) and pass PyG's ``Batch.num_graphs``. Omitted, the forward builds them
-    itself ([`graph_edges`][] with this model's ``radius``, and
+    itself ([`graph_edges`][] with this model's ``cutoff``, and
     [`count_graphs`][]): convenient, but on an accelerator that is one
-    to three host syncs per call. ``edge_index`` may hold pairs beyond ``radius`` (all pairs of a
+    to three host syncs per call. ``edge_index`` may hold pairs beyond ``cutoff`` (all pairs of a
     padded batch, say): the smooth window gives them exactly zero weight. Indices are checked by
     [`geomlin.validation.check_index`][] (deferred and clamped on accelerators).
 
@@ -282,7 +401,7 @@ class Ponita(nn.Module):
     def __init__(self, in_channels: int, hidden_channels: int, out_channels: int, num_blocks: int = 2, *,
                  in_vector_channels: int = 0, out_vector_channels: int = 0, mode: str = "bundle",
                  num_ori: int = 16, grid: str = "fibonacci", grid_seed: int = 0, complete: bool = False,
-                 radius: float | None = None, basis_dim: int | None = None, degree: int = 3,
+                 cutoff: float | None = None, num_basis: int | None = None, degree: int = 3,
                  widening_factor: int = 4, layer_scale: float | None = None, task_level: str = "graph",
                  multiple_readouts: bool = True):
         super().__init__()
@@ -296,14 +415,14 @@ class Ponita(nn.Module):
         if self.out_channels + self.out_vector_channels == 0:
             raise ValueError("Ponita needs outputs: out_channels + out_vector_channels must be >= 1")
         num_blocks = check_positive_int(num_blocks, "num_blocks")
-        self.mode = check_choice(mode, "mode", MODES)
+        self.mode = check_choice(mode, "mode", tuple(MODES))
         self.task_level = check_choice(task_level, "task_level", TASK_LEVELS)
         check_bool(complete, "complete")
         if complete and self.mode != "bundle":
             raise ValueError("complete=True needs mode='bundle' (points mode has the single attribute |x|)")
         self.complete = complete
-        self.radius = None if radius is None else check_positive_float(radius, "radius")
-        basis_dim = hidden if basis_dim is None else check_positive_int(basis_dim, "basis_dim")
+        self.cutoff = None if cutoff is None else check_positive_float(cutoff, "cutoff")
+        num_basis = hidden if num_basis is None else check_positive_int(num_basis, "num_basis")
         degree = check_positive_int(degree, "degree")
         widening_factor = check_positive_int(widening_factor, "widening_factor")
         if layer_scale is not None:
@@ -314,23 +433,11 @@ class Ponita(nn.Module):
         check_choice(grid, "grid", GRID_METHODS)
         grid_seed = check_int(grid_seed, "grid_seed", minimum=0)
 
-        if self.mode == "bundle":
-            self.grid_method = grid
-            self.register_buffer("grid", orientation_grid(num_ori, grid, grid_seed), persistent=False)
-            attrs = NUM_COMPLETE_ATTRS if complete else NUM_SPATIAL_ATTRS
-            self.basis = KernelBasis(attrs, hidden, basis_dim, degree)
-            self.fiber_basis = None if complete else KernelBasis(NUM_FIBER_ATTRS, hidden, basis_dim, degree)
-            convs = [FiberBundleConv(hidden, basis_dim, complete) for _ in range(num_blocks)]
-            num_inputs = self.in_channels + self.in_vector_channels
-        else:
-            self.grid = None
-            self.basis = KernelBasis(NUM_POINT_ATTRS, hidden, basis_dim, degree)
-            self.fiber_basis = None
-            convs = [PointConv(hidden, basis_dim) for _ in range(num_blocks)]
-            num_inputs = self.in_channels + self.in_vector_channels  # |v| per vector channel
-            if self.out_vector_channels:
-                self.vector_basis = KernelBasis(NUM_POINT_ATTRS, hidden, basis_dim, degree)
-                self.vector_kernel = nn.Linear(basis_dim, self.out_vector_channels, bias=False)
+        grid_args = {"num_ori": num_ori, "grid": grid, "grid_seed": grid_seed, "complete": complete}
+        self.space = MODES[self.mode](self.in_vector_channels, self.out_vector_channels, hidden, num_basis, degree,
+                                     **(grid_args if self.mode == "bundle" else {}))
+        convs = [self.space.conv(hidden, num_basis) for _ in range(num_blocks)]
+        num_inputs = self.space.num_inputs(self.in_channels, self.in_vector_channels)
         self.embed = nn.Linear(num_inputs, hidden, bias=False)
         self.blocks = nn.ModuleList(ConvNeXtBlock(c, hidden, widening_factor, layer_scale) for c in convs)
         outs = self.out_channels + self.out_vector_channels
@@ -342,11 +449,12 @@ class Ponita(nn.Module):
     def symmetry_group(self):
         """The group the model is exactly equivariant to: E(3) (points mode) or the rotations (and,
         without ``complete``, the reflections) that permute the grid (bundle mode)."""
-        if self.mode == "points":
-            from geomlin.groups import E3
+        return self.space.symmetry_group()
 
-            return E3()
-        return grid_symmetry_group(self.grid, proper=self.complete)
+    @property
+    def grid(self) -> Tensor | None:
+        """The orientation grid ``(O, 3)`` of bundle mode (None in points mode)."""
+        return self.space.grid
 
     def _declared(self) -> tuple:
         """``(type_in, type_out)``, built on first use (finding the grid's symmetries takes a moment)."""
@@ -381,12 +489,13 @@ class Ponita(nn.Module):
         if self.in_vector_channels:
             args.append(torch.randn(n, self.in_vector_channels, 3, generator=generator, dtype=dtype))
         batch = torch.tensor([0] * 5 + [1] * 4)
-        edges = graph_edges(pos, batch, 2, self.radius)  # precomputed: the sync-free call
+        edges = graph_edges(pos, batch, 2, self.cutoff)  # precomputed: the sync-free call
         return tuple(args), {"batch": batch, "edge_index": edges, "num_graphs": 2}
 
     def extra_repr(self) -> str:
-        grid = f", num_ori={self.grid.shape[0]}, grid={self.grid_method!r}" if self.mode == "bundle" else ""
-        return f"mode={self.mode!r}{grid}, complete={self.complete}, radius={self.radius}, task_level={self.task_level!r}"
+        space = self.space.extra_repr()
+        return (f"mode={self.mode!r}{', ' + space if space else ''}, complete={self.complete}, cutoff={self.cutoff}, "
+                f"task_level={self.task_level!r}")
 
     # -------------------------------------------------------------------- forward
     def _check(self, x, pos, vec, batch, edge_index, num_graphs):
@@ -414,35 +523,26 @@ class Ponita(nn.Module):
         return batch, edge_index, num_graphs
 
     def forward(self, x: Tensor | None, pos: Tensor, vec: Tensor | None = None, *, batch: Tensor | None = None,
-                edge_index: Tensor | None = None, num_graphs: int | None = None):
-        """``(scalars, vectors)``; see the class docstring for shapes and for which calls sync."""
+                edge_index: Tensor | None = None, num_graphs: int | None = None, edge_mask: Tensor | None = None):
+        """``(scalars, vectors)``; see the class docstring for shapes and for which calls sync.
+
+        ``edge_mask (E,)`` bool (with ``edge_index``): edges marked False contribute exactly nothing
+        (their kernels are zero), e.g. the pairs with a padded atom in a padded batch.
+        """
         batch, edge_index, num_graphs = self._check(x, pos, vec, batch, edge_index, num_graphs)
         if edge_index is None:  # the convenience path: host syncs on accelerators (see graph_edges)
-            edge_index = graph_edges(pos, batch, num_graphs, self.radius)
+            if edge_mask is not None:
+                raise ValueError("edge_mask needs the edge_index it masks")
+            edge_index = graph_edges(pos, batch, num_graphs, self.cutoff)
         src, dst = edge_index
         rel = pos[src] - pos[dst]  # x = p_j - p_i for the message j -> i
         dist = safe_norm(rel, keepdim=True)  # (E, 1)
-        window = torch.ones_like(dist) if self.radius is None else polynomial_cutoff(dist, self.radius, CUTOFF_EXPONENT)
-        feats = [] if x is None else [x.to(pos.dtype)]
-        if self.mode == "bundle":
-            grid = self.grid.to(pos.dtype)
-            if feats:
-                feats = [feats[0][:, None, :].expand(-1, grid.shape[0], -1)]
-            if vec is not None:
-                feats.append(vector_to_sphere(vec.to(pos.dtype), grid))
-            h = self.embed(torch.cat(feats, dim=-1))  # (N, O, C)
-            if self.complete:
-                basis = self.basis(complete_attributes(rel, grid)) * window[:, :, None, None]
-                fiber = None
-            else:
-                basis = self.basis(spatial_attributes(rel, grid)) * window[:, :, None]
-                fiber = self.fiber_basis(fiber_attributes(grid))
-            conv_args = (edge_index, basis, fiber)
-        else:
-            if vec is not None:
-                feats.append(safe_norm(vec.to(pos.dtype)))
-            h = self.embed(torch.cat(feats, dim=-1))  # (N, C)
-            conv_args = (edge_index, self.basis(point_attributes(rel)) * window)
+        window = torch.ones_like(dist) if self.cutoff is None else polynomial_cutoff(dist, self.cutoff, CUTOFF_EXPONENT)
+        if edge_mask is not None:
+            check_mask(edge_mask, "edge_mask", (edge_index.shape[1],))
+            window = window * edge_mask[:, None].to(window.dtype)
+        h = self.embed(self.space.lift(x, vec, pos.dtype))  # (N, C) or (N, O, C)
+        conv_args = (edge_index, *self.space.kernels(rel, window))
         readouts = []
         for block, readout in zip(self.blocks, self.readouts):
             h = block(h, *conv_args)
@@ -450,19 +550,7 @@ class Ponita(nn.Module):
                 readouts.append(readout(h))
         out = sum(readouts) / len(readouts)
         scal, vecs = out.split([self.out_channels, self.out_vector_channels], dim=-1)
-        scalars = vectors = None
-        if self.mode == "bundle":
-            if self.out_channels:
-                scalars = sphere_to_scalar(scal)
-            if self.out_vector_channels:
-                vectors = sphere_to_vector(vecs, grid)
-        else:
-            if self.out_channels:
-                scalars = scal
-            if self.out_vector_channels:
-                # sum_j w_ij (p_j - p_i) with invariant weights: equivariant vectors on the points
-                w = self.vector_kernel(self.vector_basis(point_attributes(rel)) * window) * vecs[src]  # (E, V)
-                vectors = scatter_sum(w[:, :, None] * rel[:, None, :], dst, pos.shape[0])
+        scalars, vectors = self.space.readout(scal, vecs, rel, window, edge_index, pos.shape[0])
         if self.task_level == "graph":
             scalars = None if scalars is None else _pool(scalars, batch, num_graphs)
             vectors = None if vectors is None else _pool(vectors, batch, num_graphs)
@@ -473,8 +561,8 @@ def padded_graph(num_graphs: int, num_nodes: int, device) -> dict:
     """The graph keywords of [`Ponita.forward`][] for ``B`` padded graphs of ``N`` nodes: ``batch (B N,)``,
     every pair with self-loops as ``edge_index (2, B N^2)``, and ``num_graphs``; built without a host sync.
 
-    With a ``radius`` the pairs beyond it get zero weight from the smooth window, so the outputs
-    equal those on the radius graph.
+    With a ``cutoff`` the pairs beyond it get zero weight from the smooth window, so the outputs
+    equal those on the cutoff graph.
     """
     batch = torch.arange(num_graphs, device=device)[:, None].expand(num_graphs, num_nodes).reshape(-1)
     return {"batch": batch, "edge_index": dense_edge_index(num_graphs, num_nodes, loop=True, device=device),
@@ -488,23 +576,27 @@ def _pool(v: Tensor, batch: Tensor, num_graphs: int) -> Tensor:
 
 # ------------------------------------------------------------------------- task adapters
 class PonitaPotential(nn.Module):
-    """An interatomic potential from [`Ponita`][]: ``forward(pos (B, N, 3), species (B, N)) -> energy (B,)``.
+    """An interatomic potential from [`Ponita`][]: ``forward(pos (B, N, 3), species (B, N), mask=None) -> energy (B,)``.
 
-    One-hot species in, one scalar per molecule out (sum over atoms); forces are ``-dE/dpos``.
-    Defaults (the ``ponita`` model of ``geomlin train molecules``): point-cloud mode, exactly E(3)
-    invariant, all atom pairs (small molecules), 4 blocks of 128 channels, 128 basis functions. At a
-    few hundred optimiser steps it beat the fiber-bundle mode on the bundled ethanol trajectory at a
-    fraction of its cost; ``mode="bundle"`` (default grid: the 12 icosahedral directions) is the
-    paper's full model.
+    One-hot species in, one scalar per atom out, summed over each molecule's atoms; forces are
+    ``-dE/dpos``. ``mask (B, N)`` bool marks the real atoms of padded molecules of different sizes
+    (QM9): the pairs with a padded atom get zero weight and padded atoms are left out of the sum, so
+    each molecule's energy is the one it has alone (tested). Defaults (the ``ponita`` model of
+    ``geomlin train molecules``): point-cloud mode, exactly E(3) invariant, all atom pairs (small
+    molecules), 2 blocks of 64 channels, 64 basis functions: the best of channels {64, 128} x blocks
+    {2, 4} on a validation split of the bundled ethanol trajectory (``benchmarks/bench_molecules.py
+    --tune``; docs/molecules.md). At a few hundred optimiser steps point-cloud mode beat the
+    fiber-bundle mode there at a fraction of its cost; ``mode="bundle"`` (default grid: the 12
+    icosahedral directions) is the paper's full model.
     """
 
-    def __init__(self, num_species: int = 10, hidden_channels: int = 128, num_blocks: int = 4, *,
-                 mode: str = "points", num_ori: int = 12, grid: str = "icosahedral", radius: float | None = None,
-                 basis_dim: int | None = 128, **kwargs):
+    def __init__(self, num_species: int = 10, hidden_channels: int = 64, num_blocks: int = 2, *,
+                 mode: str = "points", num_ori: int = 12, grid: str = "icosahedral", cutoff: float | None = None,
+                 num_basis: int | None = 64, **kwargs):
         super().__init__()
         self.num_species = check_positive_int(num_species, "num_species")
         self.net = Ponita(self.num_species, hidden_channels, 1, num_blocks, mode=mode, num_ori=num_ori,
-                          grid=grid, radius=radius, basis_dim=basis_dim, **kwargs)
+                          grid=grid, cutoff=cutoff, num_basis=num_basis, task_level="node", **kwargs)
 
     @property
     def type_in(self) -> tuple:
@@ -523,14 +615,20 @@ class PonitaPotential(nn.Module):
         pos = 1.3 * torch.randn(2, 6, 3, generator=generator, dtype=dtype)
         return (pos, torch.randint(self.num_species, (2, 6), generator=generator)), {}
 
-    def forward(self, pos: Tensor, species: Tensor) -> Tensor:
+    def forward(self, pos: Tensor, species: Tensor, mask: Tensor | None = None) -> Tensor:
         from geomlin.models.egnn import check_molecule_inputs
 
-        species = check_molecule_inputs(pos, species, self.num_species)
+        species = check_molecule_inputs(pos, species, self.num_species, mask)
         B, N, _ = pos.shape
         x = nn.functional.one_hot(species.reshape(-1), self.num_species).to(pos.dtype)
-        energy, _ = self.net(x, pos.reshape(B * N, 3), **padded_graph(B, N, pos.device))
-        return energy[:, 0]
+        graph = padded_graph(B, N, pos.device)
+        edge_mask = None
+        if mask is not None:
+            flat = mask.reshape(-1)
+            edge_mask = flat[graph["edge_index"][0]] & flat[graph["edge_index"][1]]
+        energy, _ = self.net(x, pos.reshape(B * N, 3), edge_index=graph["edge_index"], edge_mask=edge_mask)
+        energy = energy[:, 0].view(B, N)
+        return (energy if mask is None else energy * mask.to(energy.dtype)).sum(dim=1)
 
 
 class PonitaDynamics(nn.Module):

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from geomlin.__main__ import main
-from geomlin.train.tasks.molecules import accepts_mask
+from geomlin.models.energy import accepts_mask
 
 QUICK = ["--quick", "--no-progress"]
 

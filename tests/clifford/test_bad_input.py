@@ -122,9 +122,9 @@ CASES = [
     ("vectors into multivector attention",
      lambda: GAMultivectorAttention(4, mlp(4, 1), mlp(4, 4))(torch.ones(5, 3), torch.ones(5, 4)), ValueError,
      "r must have shape (..., *, 8)"),
-    ("neighbourhoods of nothing", lambda: neighborhoods(torch.ones(5, 3)), ValueError, "needs k, radius"),
+    ("neighbourhoods of nothing", lambda: neighborhoods(torch.ones(5, 3)), ValueError, "needs k, cutoff"),
     ("NaN positions", lambda: neighborhoods(torch.full((5, 3), float("nan")), k=2), ValueError, "NaN"),
-    ("zero radius", lambda: neighborhoods(torch.randn(5, 3), radius=0.0), ValueError, "radius must be > 0"),
+    ("zero cutoff", lambda: neighborhoods(torch.randn(5, 3), cutoff=0.0), ValueError, "cutoff must be > 0"),
     # ---- silent NaN and unclear errors (issues 22, 24)
     ("exp of inf", lambda: G3.exp(torch.tensor([0, 0, 0, 0, float("inf"), 0, 0, 0])), ValueError,
      "x contains NaN or inf"),
@@ -150,7 +150,7 @@ CASES = [
      lambda: GAMultivectorAttention(4, mlp(4, 1), mlp(4, 4))(torch.full((5, 8), float("nan")), torch.ones(5, 4)),
      ValueError, "GAMultivectorAttention: r contains NaN or inf"),
     ("neighbourhoods of 10^5 items", lambda: neighborhoods(torch.zeros(10**5, 3), k=4), ValueError,
-     "neighborhoods of 100000 items (an (N, N) distance matrix) would need about 149.0 GiB"),
+     "nearest_neighbors of sets of 100000 points (dense (N, N) distances) would need about 121.1 GiB"),
     ("rank 5 on 64 items", lambda: attention(rank=5)(torch.randn(64, 3), torch.randn(64, 4)), ValueError,
      "would need about 32.0 GiB"),
 ]
@@ -170,7 +170,7 @@ def test_valid_controls():
     assert PGA.act(g, torch.randn(5, 16, dtype=torch.float64)).shape == (5, 16)
     assert attention(reduce=False)(torch.randn(5, 3), torch.randn(5, 4), mask=torch.ones(5, dtype=torch.bool)).shape \
         == (5, 4)
-    nb = neighborhoods(torch.randn(2, 6, 3), k=3, radius=10.0)
+    nb = neighborhoods(torch.randn(2, 6, 3), k=3, cutoff=10.0)
     assert nb.index.shape == (2, 6, 3) and nb.mask.all()
     assert torch.isfinite(G3.inverse_versor(torch.eye(8)[1:4].float())).all()
 
@@ -210,7 +210,7 @@ def test_an_item_without_neighbours_does_not_attend_to_padding():
     layer = GAAttention(4, mlp(4, 1), mlp(2, 4), reduce=False).double()
     pos = torch.tensor([[0.0, 0, 0], [0.1, 0, 0], [5.0, 5, 5]], dtype=torch.float64)
     v = torch.randn(3, 4, dtype=torch.float64)
-    nb = neighborhoods(pos, k=2, radius=1.0, include_self=False)
+    nb = neighborhoods(pos, k=2, cutoff=1.0, include_self=False)
     assert not nb.mask[2].any()  # item 2 has no neighbour in the radius: only padded slots
     out = layer(pos, v, neighbors=nb)
     assert out[2].abs().max() == 0  # documented: zero update, whatever sits in the padded slots

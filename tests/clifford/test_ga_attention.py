@@ -115,7 +115,7 @@ def test_neighbourhoods():
         assert nb.index[b, i, 0] == i
         assert set(nb.index[b, i, 1:].tolist()) == set(d[b, i].argsort()[1:4].tolist())
     torch.testing.assert_close(nb.displacements(pos)[:, :, 0], torch.zeros(3, 9, 3, dtype=DT))
-    within = neighborhoods(pos, radius=1.0, include_self=False)
+    within = neighborhoods(pos, cutoff=1.0, include_self=False)
     counts = ((d < 1.0).sum(-1) - 1)
     assert within.index.shape[-1] == max(int(counts.max()), 1)
     torch.testing.assert_close(within.mask.sum(-1), counts)

@@ -120,8 +120,8 @@ def test_cgenn_and_attention_functions_on_the_device():
     assert_runs_on_device(products, torch.randn(3, 8, generator=gen), torch.randn(3, 8, generator=gen), warm=True)
     assert_runs_on_device(lambda a: G3.geometric_product(a, a), torch.randn(3, 8, generator=gen), warm=True)
     pos = torch.randn(2, 7, 3, generator=gen)
-    nb = assert_runs_on_device(lambda q: neighborhoods(q, k=4, radius=1.5), pos, warm=True, grads=False)
-    want = neighborhoods(pos, k=4, radius=1.5)
+    nb = assert_runs_on_device(lambda q: neighborhoods(q, k=4, cutoff=1.5), pos, warm=True, grads=False)
+    want = neighborhoods(pos, k=4, cutoff=1.5)
     assert torch.equal(sim.to_cpu(nb.index), want.index) and torch.equal(sim.to_cpu(nb.mask), want.mask)
     with pytest.raises(ValueError, match="needs k"):
-        neighborhoods(sim.to_sim(pos), radius=1.5)
+        neighborhoods(sim.to_sim(pos), cutoff=1.5)

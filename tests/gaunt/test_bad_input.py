@@ -62,7 +62,7 @@ CASES = [
     ("sphere_irreps channels 0", lambda: sphere_irreps(2, 0), ValueError, "channels must be >= 1"),
     ("parity product not a pair", lambda: gaunt_parity_product(X9, (X9, X9)), TypeError, r"\(natural, pseudo\) pair"),
     # SphereGauntProduct
-    ("tp negative lmax", lambda: SphereGauntProduct(-1, 1, 1, 2), ValueError, "lmax1 must be >= 0"),
+    ("tp negative lmax", lambda: SphereGauntProduct(-1, 1, 1, 2), ValueError, "lmax_in1 must be >= 0"),
     ("tp zero channels", lambda: SphereGauntProduct(1, 1, 1, 0), ValueError, "channels must be >= 1"),
     ("tp float channels", lambda: SphereGauntProduct(1, 1, 1, 2.5), TypeError, "channels must be an int"),
     ("tp bad method", lambda: SphereGauntProduct(1, 1, 1, 2, method="fast"), ValueError, "method must be one of"),
@@ -113,7 +113,7 @@ CASES = [
     ("sh negative lmax", lambda: spherical_harmonics(-1, torch.zeros(4, 3)), ValueError, "lmax must be >= 0"),
     ("legendre zero latitudes", lambda: T.legendre_table(3, 0), ValueError, "num_theta must be >= 1"),
     ("sphere grid negative", lambda: T.sphere_grid(-2), ValueError, "lmax_exact must be >= 0"),
-    ("gaunt tensor negative", lambda: T.gaunt_tensor(1, -1, 2), ValueError, "lmax2 must be >= 0"),
+    ("gaunt tensor negative", lambda: T.gaunt_tensor(1, -1, 2), ValueError, "lmax_in2 must be >= 0"),
 ]
 
 

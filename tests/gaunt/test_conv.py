@@ -39,7 +39,7 @@ def test_conv_matches_edge_loop():
     for j, i in edge_index.T.tolist():
         vec = pos[i] - pos[j]
         r = vec.norm()[None]
-        radial = conv.radial(bessel_basis(r, conv.num_radial, conv.cutoff))[0].view(3, 3 + 4)
+        radial = conv.radial(bessel_basis(r, conv.num_basis, conv.cutoff))[0].view(3, 3 + 4)
         radial = radial * polynomial_cutoff(r, conv.cutoff)
         w_in, w_out = radial[:, :3][:, deg_in], radial[:, 3:][:, deg_out]
         sh = spherical_harmonics(2, vec)

@@ -8,7 +8,7 @@ import torch
 from e3nn import o3
 
 from geomlin.gaunt import gaunt_tensor_product, sphere_irreps, spherical_harmonics
-from geomlin.gaunt.autotune import choose_method
+from geomlin.gaunt.method_tables import choose_method
 from geomlin.gaunt.product import gaunt_rows
 from geomlin.groups import O
 from geomlin.testing import assert_equivariant
@@ -53,7 +53,7 @@ def test_direct_against_wigner_3j_oracle(L):
 
 @pytest.mark.parametrize("L", range(13))
 def test_every_route_matches_direct(L):
-    """float64, 1e-12, every degree up to 12 (lmax1 = lmax2 = lmax_out = L); the Triton kernel is
+    """float64, 1e-12, every degree up to 12 (lmax_in1 = lmax_in2 = lmax_out = L); the Triton kernel is
     checked the same way under the interpreter in test_kernels.py."""
     x1 = torch.randn(3, (L + 1) ** 2, dtype=torch.float64)
     x2 = torch.randn(3, (L + 1) ** 2, dtype=torch.float64)
@@ -192,3 +192,16 @@ def test_grid_route_compiles_to_the_eager_numbers(backend):
         compiled = torch.compile(fn, fullgraph=True, backend=backend)
         for got, want in zip(_grid_product_and_grads(compiled, x1, x2), _grid_product_and_grads(fn, x1, x2)):
             torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6)
+
+
+def test_gaunt_operator_multiplies_by_its_function():
+    """Oracle: the product on the grid route (an independent transform) with the function as its second input."""
+    from geomlin.gaunt import gaunt_operator
+
+    f = torch.randn(5, 9, dtype=torch.float64, requires_grad=True)
+    y = torch.randn(5, 16, dtype=torch.float64)
+    M = gaunt_operator(f, 3, 4)
+    assert M.shape == (5, 25, 16)
+    ref = gaunt_tensor_product(y, f, 4, method="grid")
+    torch.testing.assert_close((M @ y[..., None])[..., 0], ref, atol=1e-12, rtol=0)
+    assert torch.autograd.gradcheck(lambda t: gaunt_operator(t, 1, 2), (f[:2, :4].detach().requires_grad_(),))

@@ -9,6 +9,7 @@ from geomlin.models import (
     GATrClassifier,
     GATrDynamics,
     MLPDynamics,
+    MoleculeEnergyModel,
     PointNet,
     Ponita,
     PonitaDynamics,
@@ -16,7 +17,14 @@ from geomlin.models import (
     VNPointNetClassifier,
 )
 from geomlin.models.md import EnergyAndForces
-from geomlin.models.ponita import ConvNeXtBlock, FiberBundleConv, KernelBasis, PointConv
+from geomlin.models.ponita import (
+    BundleSpace,
+    ConvNeXtBlock,
+    FiberBundleConv,
+    KernelBasis,
+    PointConv,
+    PointSpace,
+)
 from tests.randomized import randomized
 
 
@@ -30,24 +38,28 @@ def _flat_gatr_classifier():
 
 
 EXAMPLES = {
-    EGNNLayer: [lambda: EGNNLayer(8, num_rbf=4),
-                lambda: EGNNLayer(8, edge_dim=2, num_rbf=4, update_coords=False)],
-    EGNNPotential: [lambda: EGNNPotential(num_species=5, hidden_channels=8, num_blocks=2, num_rbf=4),
-                    lambda: EGNNPotential(num_species=5, hidden_channels=8, num_blocks=2, num_rbf=4, cutoff=3.0,
+    EGNNLayer: [lambda: EGNNLayer(8, num_basis=4),
+                lambda: EGNNLayer(8, edge_dim=2, num_basis=4, update_coords=False)],
+    EGNNPotential: [lambda: EGNNPotential(num_species=5, hidden_channels=8, num_blocks=2, num_basis=4),
+                    lambda: EGNNPotential(num_species=5, hidden_channels=8, num_blocks=2, num_basis=4, cutoff=3.0,
                                           max_neighbors=4)],
     # eager (backend=None): the compiled step is tested in tests/models/test_md.py
     EnergyAndForces: [lambda: EnergyAndForces(EGNNPotential(num_species=5, hidden_channels=8, num_blocks=2,
-                                                            num_rbf=4, max_neighbors=4), backend=None)],
-    EGNNDynamics: [lambda: EGNNDynamics(hidden_channels=8, num_blocks=2, num_rbf=4)],
+                                                            num_basis=4, max_neighbors=4), backend=None)],
+    EGNNDynamics: [lambda: EGNNDynamics(hidden_channels=8, num_blocks=2, num_basis=4)],
+    # energy invariant, forces equivariant; a composition baseline and a scale as QM9 training sets them
+    MoleculeEnergyModel: [lambda: MoleculeEnergyModel(EGNNPotential(num_species=4, hidden_channels=8, num_blocks=1),
+                                                      energy_mean=-3.0, scale=2.0,
+                                                      atom_energies=[0.0, -0.5, -1.5, -2.0])],
     VNPointNetClassifier: [lambda: VNPointNetClassifier(5, hidden_channels=6, num_blocks=1)],
     Ponita: [
-        lambda: Ponita(3, 8, 2, 1, in_vector_channels=1, out_vector_channels=2, mode="points", radius=2.5),
+        lambda: Ponita(3, 8, 2, 1, in_vector_channels=1, out_vector_channels=2, mode="points", cutoff=2.5),
         lambda: Ponita(3, 8, 2, 2, in_vector_channels=1, out_vector_channels=1, num_ori=12, grid="icosahedral"),
         lambda: Ponita(2, 8, 1, 1, in_vector_channels=1, out_vector_channels=1, num_ori=12, grid="icosahedral",
                        complete=True, task_level="node"),
         # a float32 layer scale makes the node features float32 under autocast while the messages are not
         lambda: Ponita(2, 8, 1, 2, in_vector_channels=1, out_vector_channels=1, num_ori=12, grid="icosahedral",
-                       complete=True, layer_scale=0.5, radius=3.0),
+                       complete=True, layer_scale=0.5, cutoff=3.0),
     ],
     PonitaPotential: [lambda: PonitaPotential(num_species=4, hidden_channels=8, num_blocks=1)],
     PonitaDynamics: [lambda: PonitaDynamics(hidden_channels=8, num_blocks=1, mode="points")],
@@ -66,4 +78,7 @@ NOT_EQUIVARIANT = {
     FiberBundleConv: "a PONITA layer on grid functions indexed by the orientation grid; equivariance needs the "
                      "grid permutation and is checked on Ponita",
     ConvNeXtBlock: "wraps a PONITA convolution (see PointConv / FiberBundleConv); checked on Ponita",
+    PointSpace: "PONITA's point-cloud mode as a holder of its bases and readout (no forward); checked on Ponita",
+    BundleSpace: "PONITA's fiber-bundle mode as a holder of its grid, bases and readout (no forward); checked on "
+                 "Ponita",
 }

@@ -121,7 +121,7 @@ def test_padded_neighbour_list_gives_the_all_pairs_energy_and_forces(with_mask):
     """Oracle: the all-pairs potential with the same weights. EGNN has no smooth envelope, so the two
     agree when every pair is within the cutoff (here 50, K >= N - 1)."""
     torch.manual_seed(0)
-    dense = EGNNPotential(num_species=5, hidden_channels=8, num_blocks=2, num_rbf=4, cutoff=50.0).double()
+    dense = EGNNPotential(num_species=5, hidden_channels=8, num_blocks=2, num_basis=4, cutoff=50.0).double()
     pos, _, _ = _system(B=3, N=6)
     z = torch.randint(0, 5, pos.shape[:2])
     mask = None
@@ -130,7 +130,7 @@ def test_padded_neighbour_list_gives_the_all_pairs_energy_and_forces(with_mask):
         mask[0, 4:] = False
     e0, f0 = _energy_forces(dense, pos, z, mask)
     for K in (5, 9):
-        padded = EGNNPotential(num_species=5, hidden_channels=8, num_blocks=2, num_rbf=4, cutoff=50.0,
+        padded = EGNNPotential(num_species=5, hidden_channels=8, num_blocks=2, num_basis=4, cutoff=50.0,
                                max_neighbors=K).double()
         padded.load_state_dict(dense.state_dict())
         e, f = _energy_forces(padded, pos, z, mask)
@@ -148,7 +148,7 @@ def test_layer_on_a_padded_neighbour_list():
     from geomlin.models.graphs import count_neighbors, padded_neighbors
 
     torch.manual_seed(1)
-    layer = EGNNLayer(8, edge_dim=2, num_rbf=4).double()
+    layer = EGNNLayer(8, edge_dim=2, num_basis=4).double()
     B, N = 2, 6
     h = torch.randn(B, N, 8, dtype=torch.float64)
     pos, vel, _ = _system(B, N)

@@ -26,21 +26,25 @@ def _pairs(edge_index) -> list:
     return list(map(tuple, sim.to_cpu(edge_index).T.tolist()))
 
 
-def _brute(pos, batch, radius, loop):
-    """Ordered by target, then source, within each graph (graphs in order)."""
+def _brute(pos, batch, cutoff, loop):
+    """Ordered by target, then source, within each graph (graphs in order); with a cutoff, the pairs
+    within it by target, then distance, then source."""
     n = pos.shape[0]
-    return [(j, i) for i in range(n) for j in range(n) if batch[i] == batch[j] and (loop or i != j)
-            and (radius is None or (pos[i] - pos[j]).norm() < radius)]
+    pairs = [(j, i) for i in range(n) for j in range(n) if batch[i] == batch[j] and (loop or i != j)
+             and (cutoff is None or (pos[i] - pos[j]).norm() <= cutoff)]
+    if cutoff is not None:
+        pairs.sort(key=lambda p: (p[1], float((pos[p[0]] - pos[p[1]]).pow(2).sum()), p[0]))
+    return pairs
 
 
 @pytest.mark.parametrize("loop", [True, False])
-@pytest.mark.parametrize("radius", [None, 1.2])
-def test_graph_edges_match_brute_force(radius, loop):
+@pytest.mark.parametrize("cutoff", [None, 1.2])
+def test_graph_edges_match_brute_force(cutoff, loop):
     pos = torch.randn(14, 3, dtype=F64, generator=torch.Generator().manual_seed(5))
     batch = torch.tensor([0] * 4 + [1] * 1 + [3] * 9)  # graph 2 is empty, graph 1 a single node
-    got = graph_edges(pos, batch, 4, radius, loop)
-    assert got.dtype == torch.int64 and _pairs(got) == _brute(pos, batch, radius, loop)
-    assert _pairs(graph_edges(pos, batch, radius=radius, loop=loop)) == _pairs(got)  # num_graphs counted
+    got = graph_edges(pos, batch, 4, cutoff, loop)
+    assert got.dtype == torch.int64 and _pairs(got) == _brute(pos, batch, cutoff, loop)
+    assert _pairs(graph_edges(pos, batch, cutoff=cutoff, loop=loop)) == _pairs(got)  # num_graphs counted
 
 
 @pytest.mark.parametrize("loop", [True, False])
@@ -60,24 +64,24 @@ def test_bad_graph_input():
         graph_edges(pos, torch.tensor([0, 0, 1, 1]), 1)
     with pytest.raises(ValueError, match="NaN"):
         graph_edges(torch.full((2, 3), float("nan")))
-    with pytest.raises(ValueError, match="radius must be > 0"):
-        graph_edges(pos, radius=0.0)
+    with pytest.raises(ValueError, match="cutoff must be > 0"):
+        graph_edges(pos, cutoff=0.0)
     with pytest.raises(TypeError, match="batch must have an integer dtype"):
         count_graphs(torch.zeros(3))
 
 
 def test_host_syncs_of_the_data_boundary_functions():
-    """graph_edges reads one number back (two with a radius), count_graphs one, dense_edge_index none;
-    every output stays on the device."""
+    """graph_edges reads one number back (with a cutoff, the two of the cell list), count_graphs one,
+    dense_edge_index none; every output stays on the device."""
     pos = torch.randn(9, 3, generator=torch.Generator().manual_seed(0))
     batch = torch.tensor([0] * 5 + [1] * 4)
     want = {r: graph_edges(pos, batch, 2, r) for r in (None, 1.5)}
     pos, batch = sim.to_sim((pos, batch))
-    for radius, syncs in ((None, 1), (1.5, 2)):
+    for cutoff, syncs in ((None, 1), (1.5, 2)):
         with sim.watch() as log:
-            e = graph_edges(pos, batch, 2, radius)
+            e = graph_edges(pos, batch, 2, cutoff)
         assert len(log.of("sync")) == syncs and len(log.events) == syncs, log.report()
-        assert e.device == sim.DEVICE and torch.equal(sim.to_cpu(e), want[radius])
+        assert e.device == sim.DEVICE and torch.equal(sim.to_cpu(e), want[cutoff])
     with sim.watch() as log:
         assert count_graphs(batch) == 2
     assert len(log.events) == 1
@@ -96,9 +100,9 @@ def test_scatter_sum_accumulates_in_float32():
 
 
 def test_padded_all_pairs_equal_the_radius_graph():
-    """The smooth window gives the pairs beyond the radius zero weight: all pairs = radius graph."""
+    """The smooth window gives the pairs beyond the cutoff zero weight: all pairs = cutoff graph."""
     torch.manual_seed(0)
-    model = Ponita(2, 8, 1, 2, in_vector_channels=1, out_vector_channels=1, mode="points", radius=1.5).double()
+    model = Ponita(2, 8, 1, 2, in_vector_channels=1, out_vector_channels=1, mode="points", cutoff=1.5).double()
     (x, pos, vec), _ = model.example_inputs(generator=torch.Generator().manual_seed(1))
     pos = pos[:8]
     x, vec = x[:8], vec[:8]
@@ -113,10 +117,10 @@ def test_models_are_sync_free_with_precomputed_graphs():
     """With edge_index and num_graphs given (or padded inputs), forward and backward record no event;
     the convenience calls that find the graph themselves sync a bounded number of times."""
     torch.manual_seed(0)
-    ponita = Ponita(2, 8, 1, 1, in_vector_channels=1, out_vector_channels=1, mode="points", radius=2.0)
+    ponita = Ponita(2, 8, 1, 1, in_vector_channels=1, out_vector_channels=1, mode="points", cutoff=2.0)
     (x, pos, vec), kw = ponita.example_inputs(generator=torch.Generator().manual_seed(2), dtype=torch.float32)
     pointnet = PointNet(3, point_widths=(8,), head_widths=(8,))
-    potential = PonitaPotential(num_species=3, hidden_channels=8, num_blocks=1, radius=2.0)
+    potential = PonitaPotential(num_species=3, hidden_channels=8, num_blocks=1, cutoff=2.0)
     mol, z = torch.randn(2, 5, 3), torch.randint(3, (2, 5))
     modules, inputs = sim.to_sim(((ponita, pointnet, potential), (x, pos, vec, kw, mol, z)))
     x, pos, vec, kw, mol, z = inputs

@@ -43,7 +43,7 @@ def _potential(kind: str, dtype=torch.float32, **kwargs):
     if kind == "gaunt":
         net = GauntPotential(num_species=3, hidden_channels=8, lmax=1, num_blocks=2, **kwargs)
     else:
-        net = EGNNPotential(num_species=3, hidden_channels=8, num_blocks=2, num_rbf=8, **kwargs)
+        net = EGNNPotential(num_species=3, hidden_channels=8, num_blocks=2, num_basis=8, **kwargs)
     return net.to(dtype).requires_grad_(False)
 
 

@@ -3,9 +3,9 @@ and the models that take padded molecules of different sizes."""
 
 import pytest
 
+from geomlin.models.energy import accepts_mask
 from geomlin.train import UserError, get_task, run_training
 from geomlin.train.config import resolve_config
-from geomlin.train.tasks.molecules import accepts_mask
 
 
 def _config(tmp_path, **cli):

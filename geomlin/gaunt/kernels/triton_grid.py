@@ -19,7 +19,7 @@ where flops are cheap.
 
 float32 uses ``tl.dot`` with ``input_precision="ieee"`` (no TF32); float64 multiplies and sums in
 registers.  Runs on CUDA, and on the CPU under ``TRITON_INTERPRET=1`` (the tests).  Not timed on
-a GPU yet: ``method="auto"`` does not pick it (see [`geomlin.gaunt.autotune`][]).
+a GPU yet: ``method="auto"`` does not pick it (see [`geomlin.gaunt.method_tables`][]).
 """
 
 from __future__ import annotations
@@ -54,9 +54,9 @@ def _pad(n: int) -> int:
     return max(16, triton.next_power_of_2(max(n, 1)))
 
 
-def supports(lmax1: int, lmax2: int, lmax_out: int, dtype) -> bool:
+def supports(lmax_in1: int, lmax_in2: int, lmax_out: int, dtype) -> bool:
     """Whether the kernels handle these degrees and dtype."""
-    return dtype in (torch.float32, torch.float64) and max(lmax1, lmax2, lmax_out) <= MAX_LMAX
+    return dtype in (torch.float32, torch.float64) and max(lmax_in1, lmax_in2, lmax_out) <= MAX_LMAX
 
 
 # ----------------------------------------------------------------------------- tables
@@ -103,14 +103,14 @@ def _output_tables(lmax: int, num_theta: int, num_phi: int) -> tuple[Tensor, ...
             torch.tensor(row, dtype=torch.int32))
 
 
-def table_keys(lmax1: int, lmax2: int, lmax_out: int) -> list[tuple]:
+def table_keys(lmax_in1: int, lmax_in2: int, lmax_out: int) -> list[tuple]:
     """Cache keys ([`geomlin.gaunt.cache`][]) of the tables one launch reads."""
-    nt, nphi = G.exact_grid_size(lmax1 + lmax2 + lmax_out)
-    return [("triton.input", lmax1, nt, nphi), ("triton.input", lmax2, nt, nphi), ("triton.output", lmax_out, nt, nphi)]
+    nt, nphi = G.exact_grid_size(lmax_in1 + lmax_in2 + lmax_out)
+    return [("triton.input", lmax_in1, nt, nphi), ("triton.input", lmax_in2, nt, nphi), ("triton.output", lmax_out, nt, nphi)]
 
 
-def _tables(lmax1, lmax2, lmax_out, device, dtype):
-    k1, k2, ko = table_keys(lmax1, lmax2, lmax_out)
+def _tables(lmax_in1, lmax_in2, lmax_out, device, dtype):
+    k1, k2, ko = table_keys(lmax_in1, lmax_in2, lmax_out)
     return device_tables(k1, device, dtype), device_tables(k2, device, dtype), device_tables(ko, device, dtype)
 
 
@@ -232,21 +232,21 @@ def _legendre_projection_kernel(lat_ptr, leg_ptr, row_ptr, out_ptr, NOUT, DO, NT
 
 
 # ----------------------------------------------------------------------------- launcher
-def gaunt_grid_triton(x1: Tensor, x2: Tensor, lmax1: int, lmax2: int, lmax_out: int, channels: int = 1,
+def gaunt_grid_triton(x1: Tensor, x2: Tensor, lmax_in1: int, lmax_in2: int, lmax_out: int, channels: int = 1,
                       shared: int = 0, reduce: bool = False) -> Tensor:
     """Gaunt product of rows with the same conventions as [`geomlin.gaunt.grid.gaunt_on_grid`][]
     (``x1 (A c1, D1)``, ``x2 (A c2, D2)`` -> ``(A C, Do)`` or ``(A, Do)`` when ``reduce``),
-    on the half grid exact for degree ``lmax1 + lmax2 + lmax_out``; float32/float64."""
-    if not supports(lmax1, lmax2, lmax_out, x1.dtype):
+    on the half grid exact for degree ``lmax_in1 + lmax_in2 + lmax_out``; float32/float64."""
+    if not supports(lmax_in1, lmax_in2, lmax_out, x1.dtype):
         raise ValueError(f"the Triton Gaunt kernel handles float32/float64 and degrees <= {MAX_LMAX}, got "
-                         f"lmax ({lmax1}, {lmax2}, {lmax_out}) in {x1.dtype}; use method='grid'")
+                         f"lmax ({lmax_in1}, {lmax_in2}, {lmax_out}) in {x1.dtype}; use method='grid'")
     _check_device(x1, x2)
     x1, x2 = x1.contiguous(), x2.contiguous()
     C = channels
     A = x1.shape[0] // (1 if shared == 1 else C)
     nout = A if reduce else A * C
-    nt, nphi = G.exact_grid_size(lmax1 + lmax2 + lmax_out)
-    t1, t2, to = _tables(lmax1, lmax2, lmax_out, x1.device, x1.dtype)
+    nt, nphi = G.exact_grid_size(lmax_in1 + lmax_in2 + lmax_out)
+    t1, t2, to = _tables(lmax_in1, lmax_in2, lmax_out, x1.device, x1.dtype)
     K, Mo, Do = nphi // 2 + 1, lmax_out + 1, T.num_coefficients(lmax_out)
     lat = torch.empty(nout, 2 * Mo, nt, device=x1.device, dtype=x1.dtype)
     out = torch.empty(nout, Do, device=x1.device, dtype=x1.dtype)
@@ -255,8 +255,8 @@ def gaunt_grid_triton(x1: Tensor, x2: Tensor, lmax1: int, lmax2: int, lmax_out: 
     use_dot = x1.dtype == torch.float32
     grid1 = (triton.cdiv(nout, BLOCK_ROWS), nt)
     _latitude_kernel[grid1](x1, x2, lat, *t1, *t2, to[0], to[1],
-                            nout, C, x1.shape[1], x2.shape[1], nt, lmax1 + 1, lmax2 + 1, Mo, K,
-                            BLOCK=BLOCK_ROWS, M1P=_pad(lmax1 + 1), M2P=_pad(lmax2 + 1), MOP=_pad(Mo), KP=_pad(K),
+                            nout, C, x1.shape[1], x2.shape[1], nt, lmax_in1 + 1, lmax_in2 + 1, Mo, K,
+                            BLOCK=BLOCK_ROWS, M1P=_pad(lmax_in1 + 1), M2P=_pad(lmax_in2 + 1), MOP=_pad(Mo), KP=_pad(K),
                             SHARED=shared, REDUCE=bool(reduce), USE_DOT=use_dot)
     block_d = BLOCK_COEFFS if _pad(nt) <= 32 else BLOCK_COEFFS // 2  # keep the (rows, coefficients, latitudes) tile small
     grid2 = (triton.cdiv(nout, BLOCK_ROWS), triton.cdiv(Do, block_d))

@@ -1,6 +1,18 @@
-"""Exact neighbour search on point clouds with a uniform grid (a cell list), in plain torch.
+"""Neighbour search, once for the whole package: cell lists for clouds, dense slots for small sets.
 
-Points are binned into cubic cells of side ``cell >= r``; every pair closer than ``r`` lies in
+Two regimes, one module (every layer of geomlin that needs neighbours calls it; it imports nothing
+of geomlin but validation, so it sits on the lowest floor):
+
+* **Clouds** (flat batches of any size, at the data boundary): [`radius_pairs`][] and
+  [`knn_pairs`][], exact cell-list searches whose output size depends on the data (host syncs on
+  accelerators, see below). The datasets' graph transforms and PONITA's radius graphs use them.
+* **Small dense sets** (molecules, tuples of a layer, inside a model): [`nearest_neighbors`][], the
+  nearest points of every point in fixed slots ``(..., N, K)``, from all ``N^2`` distances: its shapes
+  depend only on the input's, so it runs on any device with no host sync (unless asked for a
+  data-dependent width) and traces into one compiled graph. The padded neighbour lists of the
+  potentials use it.
+
+**Cell lists.** Points are binned into cubic cells of side ``cell >= cutoff``; every pair closer than ``cutoff`` lies in
 the same or an adjacent cell, so each point is compared only with the points of its ``3^d``
 neighbouring cells (Allen & Tildesley, *Computer Simulation of Liquids*, Sec. 5.3). The points
 are sorted by their linearised cell keys and a cell's points are found by binary search
@@ -8,14 +20,13 @@ are sorted by their linearised cell keys and a cell's points are found by binary
 any device. Candidate pairs are processed in blocks of targets of about
 [`CANDIDATE_BUDGET`][] pairs, which bounds memory.
 
-[`radius_pairs`][] returns every pair within ``r``; [`knn_pairs`][] the ``k`` nearest
+[`radius_pairs`][] returns every pair within ``cutoff``; [`knn_pairs`][] the ``k`` nearest
 neighbours of every point, exactly: it searches a radius estimated from the density and doubles
 it for the points that have fewer than ``k`` neighbours inside, until all have enough (a ball
 holding ``k`` points holds the ``k`` nearest). Both order the pairs by target, then distance,
 then source index, and compute distances in float64.
 
-**Host syncs on accelerators**
-
+**Host syncs of the cell lists on accelerators.**
 The number of pairs depends on the data, so an accelerator must report sizes back to the
 host; everything else stays on the device. [`radius_pairs`][] reads back the number of
 candidate pairs, the block boundaries when there is more than one block, and the number of
@@ -66,8 +77,8 @@ def _keys(pos: Tensor, cell: Tensor, batch: Tensor | None) -> tuple[Tensor, Tens
     return key, strides
 
 
-def _cell_size(pos: Tensor, r, num_graphs: Tensor | int) -> Tensor:
-    """``r``, enlarged where needed so that the linearised keys fit comfortably in int64 (0-d tensor)."""
+def _cell_size(pos: Tensor, cutoff, num_graphs: Tensor | int) -> Tensor:
+    """``cutoff``, enlarged where needed so that the linearised keys fit comfortably in int64 (0-d tensor)."""
     d = pos.shape[1]
     extent = (pos.max(dim=0).values - pos.min(dim=0).values).max()
     if torch.is_tensor(num_graphs):
@@ -75,7 +86,7 @@ def _cell_size(pos: Tensor, r, num_graphs: Tensor | int) -> Tensor:
     else:
         per_axis = max(int((2.0 ** 60 / max(num_graphs, 1)) ** (1.0 / d)) - 3, 1)
     cell = (extent / per_axis).clamp_min(1e-300)
-    return torch.maximum(cell, r) if torch.is_tensor(r) else cell.clamp_min(r)
+    return torch.maximum(cell, cutoff) if torch.is_tensor(cutoff) else cell.clamp_min(cutoff)
 
 
 def _offsets(d: int, strides: Tensor) -> Tensor:
@@ -139,16 +150,16 @@ def _select(blocks: list, candidates, device: torch.device):
         yield values, [torch.nonzero_static(m, size=c).squeeze(1) for m, c in zip(masks, counts)]
 
 
-def radius_pairs(pos: Tensor, r, batch: Tensor | None = None, loop: bool = False,
+def radius_pairs(pos: Tensor, cutoff, batch: Tensor | None = None, loop: bool = False,
                  targets: Tensor | None = None) -> tuple[Tensor, Tensor, Tensor]:
-    """All ordered pairs ``(source j, target i)`` with ``|x_i - x_j| <= r`` in the same graph.
+    """All ordered pairs ``(source j, target i)`` with ``|x_i - x_j| <= cutoff`` in the same graph.
 
     Parameters
     ----------
     pos : Tensor of shape (N, d)
         float positions.
-    r : float or Tensor
-        the radius (> 0; a float, or a 0-d tensor on ``pos``'s device).
+    cutoff : float or Tensor
+        the distance (> 0; a float, or a 0-d tensor on ``pos``'s device).
     batch : Tensor of shape (N,), optional
         graph indices.
     loop : bool
@@ -182,10 +193,10 @@ def radius_pairs(pos: Tensor, r, batch: Tensor | None = None, loop: bool = False
     if n == 0 or targets.numel() == 0:
         return empty
     if d > MAX_GRID_DIM:
-        return _brute_force_pairs(pos, r, batch, loop, targets)
+        return _brute_force_pairs(pos, cutoff, batch, loop, targets)
     x = pos.detach().to(torch.float64)
     num_graphs = batch.max() + 1 if batch is not None else 1
-    key, strides = _keys(x, _cell_size(x, r, num_graphs), batch)
+    key, strides = _keys(x, _cell_size(x, cutoff, num_graphs), batch)
     order = torch.argsort(key, stable=True)
     sorted_key = key[order]
     offsets = _offsets(d, strides)
@@ -198,7 +209,7 @@ def radius_pairs(pos: Tensor, r, batch: Tensor | None = None, loop: bool = False
     per_cell = torch.where(found, _run_ends(sorted_key)[first_of_cell] - first_of_cell,
                            torch.zeros_like(first_of_cell))                    # points per cell (T, cells)
     counts = per_cell.sum(dim=1)                                                # candidates per target
-    r2 = r * r
+    r2 = cutoff * cutoff
 
     def candidates(block):
         start, stop, size = block
@@ -238,9 +249,9 @@ def _sorted(src: Tensor, dst: Tensor, d2: Tensor) -> tuple[Tensor, Tensor, Tenso
     return src[o], dst[o], d2[o]
 
 
-def _brute_force_pairs(pos: Tensor, r, batch: Tensor | None, loop: bool,
+def _brute_force_pairs(pos: Tensor, cutoff, batch: Tensor | None, loop: bool,
                        targets: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-    """All pairs within ``r`` by full distance rows (for high dimensions), in blocks of targets."""
+    """All pairs within ``cutoff`` by full distance rows (for high dimensions), in blocks of targets."""
     x = pos.detach().to(torch.float64)
     n = x.shape[0]
     rows = max(1, CANDIDATE_BUDGET // max(n, 1))
@@ -248,7 +259,7 @@ def _brute_force_pairs(pos: Tensor, r, batch: Tensor | None, loop: bool,
     def candidates(start):
         tgt = targets[start:start + rows]
         d2 = ((x[tgt, None, :] - x[None, :, :]) ** 2).sum(dim=-1)              # (t, N)
-        ok = d2 <= r * r
+        ok = d2 <= cutoff * cutoff
         if batch is not None:
             ok &= batch[tgt, None] == batch[None, :]
         if not loop:
@@ -309,3 +320,77 @@ def knn_pairs(pos: Tensor, k: int, batch: Tensor | None = None, loop: bool = Fal
             return _sorted(torch.cat(out_src), torch.cat(out_dst), torch.cat(out_d2))
         r = r * 2.0
     raise RuntimeError("knn_pairs: the search radius did not reach the k-th neighbour (unreachable for finite input)")
+
+
+# ----------------------------------------------------------------------------- dense sets
+def nearest_neighbors(pos: Tensor, k: int | None = None, cutoff: float | None = None, loop: bool = False,
+                      mask: Tensor | None = None) -> tuple[Tensor, Tensor]:
+    """The nearest points of every point of small dense sets, in fixed slots, nearest first.
+
+    Parameters
+    ----------
+    pos : Tensor of shape (..., N, d)
+        float positions of sets of ``N`` points (detached: the selection has no gradient).
+    k : int, optional
+        Slots per point: ``K = min(k, N)`` with ``loop``, ``min(k, N - 1)`` without. Omitted: every
+        neighbour, ``K = N`` (``N - 1``), or with ``cutoff`` the largest number within it (read back
+        from the values: CPU tensors only, an accelerator would have to wait for the device).
+    cutoff : float, optional
+        Only points closer than ``cutoff`` (strictly) are neighbours.
+    loop : bool
+        Every point is its own neighbour, in slot 0 (ahead of coincident points).
+    mask : Tensor of shape (..., N), optional
+        bool, the real points of padded sets: the others are nobody's neighbour and have none.
+
+    Returns
+    -------
+    index : Tensor of shape (..., N, K)
+        int64, ``index[..., i, s]`` the point (in ``[0, N)``, within its set) in slot ``s`` of point
+        ``i``, ordered by distance, ties by index; the point's own index in an unused slot.
+    valid : Tensor of shape (..., N, K)
+        bool, True for the used slots (consumers give the others zero weight).
+
+    Notes
+    -----
+    All ``N^2`` squared distances are formed (float64 for float64 input, else the input's dtype), then
+    sorted per point: ``O(N^2)`` memory, meant for molecules and the tuples of a layer, not clouds
+    ([`radius_pairs`][], [`knn_pairs`][]). No host sync on any device when ``k`` is given or
+    ``cutoff`` is not.
+    """
+    from geomlin.validation import check_float, check_mask, check_memory, check_positive_int, check_tensor
+
+    check_tensor(pos, "pos", min_ndim=2, finite=True, nonempty=True, what="sets of points (..., N, d)")
+    if mask is not None:
+        check_mask(mask, "mask", tuple(pos.shape[:-1]))
+    if cutoff is not None:
+        cutoff = check_float(cutoff, "cutoff", minimum=0.0, strict_minimum=True)
+    n = pos.shape[-2]
+    width = n if loop else n - 1
+    if k is not None:
+        width = min(check_positive_int(k, "k"), width)
+    if width < 1:
+        raise ValueError(f"nearest_neighbors of sets of {n} point(s) without loop has no neighbour slots")
+    check_memory(math.prod(pos.shape[:-2]) * n * n * (pos.element_size() + 8 + 1),
+                 f"nearest_neighbors of sets of {n} points (dense (N, N) distances)",
+                 "use radius_pairs / knn_pairs (cell lists) for large clouds")
+    p = pos.detach()
+    d2 = (p[..., :, None, :] - p[..., None, :, :]).pow(2).sum(dim=-1)            # (..., N, N), row: point i
+    own = torch.eye(n, dtype=torch.bool, device=pos.device)
+    near = ~own
+    if cutoff is not None:
+        near = near & (d2 < cutoff * cutoff)
+    if mask is not None:
+        near = near & mask[..., :, None] & mask[..., None, :]
+    key = torch.where(near, d2, torch.full_like(d2, math.inf))
+    if loop:  # its own first slot, ahead of any coincident point
+        mine = own if mask is None else own & mask[..., :, None]
+        key = torch.where(mine, torch.full_like(d2, -1.0), key)
+    if k is None and cutoff is not None:
+        if pos.device.type != "cpu":
+            raise ValueError(f"nearest_neighbors(cutoff=...) on {pos.device} needs k, an upper bound of the "
+                             "neighbours per point: without it the width would have to be read back from the device")
+        width = max(int(torch.isfinite(key).sum(dim=-1).max()), 1)
+    dist, index = torch.sort(key, dim=-1, stable=True)
+    valid = torch.isfinite(dist[..., :width])
+    slots = torch.arange(n, device=pos.device)[:, None].expand(n, width)
+    return torch.where(valid, index[..., :width], slots), valid

@@ -1,8 +1,8 @@
-"""The measured tables behind method="auto"."""
+"""The measured tables behind method="auto" (geomlin.gaunt.method_tables)."""
 
 import torch
 
-from geomlin.gaunt import autotune
+from geomlin.gaunt import method_tables as autotune
 from geomlin.gaunt.product import resolve_method
 
 
@@ -26,3 +26,14 @@ def test_cuda_table_entries_are_used(monkeypatch):
     monkeypatch.setattr("geomlin.gaunt.kernels.triton_supports", lambda *a: True)
     assert autotune.choose_method(4, 4, 4, "cuda", torch.float32) == "triton"
     assert autotune.choose_method(12, 12, 12, "cuda", torch.float32) == "grid"
+
+
+def test_shared_table_is_monotone_and_direct_stays_within_the_dense_tensor():
+    from geomlin.gaunt.product import DIRECT_MAX_DEGREE
+
+    bounds = [b for b, _ in autotune.CPU_SHARED_TABLE]
+    assert bounds == sorted(bounds)
+    assert all(3 * b <= DIRECT_MAX_DEGREE for b, m in autotune.CPU_SHARED_TABLE if m == "direct")
+    assert resolve_method("auto", 2, 2, 2, "cpu", torch.float32, shared=True) == "direct"
+    assert resolve_method("auto", 2, 2, 2, "cpu", torch.float32, shared=False) == "dense"
+    assert resolve_method("auto", 12, 12, 12, "cpu", torch.float32, shared=True) == "grid"
