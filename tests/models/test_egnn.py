@@ -9,6 +9,7 @@ from geomlin.models import EGNNDynamics, EGNNLayer, EGNNPotential, gaussian_rbf
 from geomlin.reps import Labels, Positions, Scalars, Vectors, declared_group, declared_types
 from geomlin.reps.feature_type import group_key
 from geomlin.testing import assert_equivariant, assert_invariant
+from tests.models.potentials import energy_forces
 
 
 def _system(B=3, N=6):
@@ -109,13 +110,6 @@ def test_constructor_arguments():
         EGNNLayer(8, edge_dim=1)(torch.randn(2, 3, 8), torch.randn(2, 3, 3), edge_attr=torch.randn(2, 3, 3, 2))
 
 
-def _energy_forces(net, pos, z, mask=None):
-    p = pos.clone().requires_grad_(True)
-    e = net(p, z, mask=mask)
-    (g,) = torch.autograd.grad(e.sum(), p)
-    return e.detach(), -g
-
-
 @pytest.mark.parametrize("with_mask", [False, True])
 def test_padded_neighbour_list_gives_the_all_pairs_energy_and_forces(with_mask):
     """Oracle: the all-pairs potential with the same weights. EGNN has no smooth envelope, so the two
@@ -128,12 +122,12 @@ def test_padded_neighbour_list_gives_the_all_pairs_energy_and_forces(with_mask):
     if with_mask:
         mask = torch.ones(3, 6, dtype=torch.bool)
         mask[0, 4:] = False
-    e0, f0 = _energy_forces(dense, pos, z, mask)
+    e0, f0 = energy_forces(dense, pos, z, mask)
     for K in (5, 9):
         padded = EGNNPotential(num_species=5, hidden_channels=8, num_blocks=2, num_basis=4, cutoff=50.0,
                                max_neighbors=K).double()
         padded.load_state_dict(dense.state_dict())
-        e, f = _energy_forces(padded, pos, z, mask)
+        e, f = energy_forces(padded, pos, z, mask)
         assert torch.isfinite(f).all()
         torch.testing.assert_close(e, e0, rtol=1e-10, atol=1e-10)
         torch.testing.assert_close(f, f0, rtol=1e-10, atol=1e-10)

@@ -10,6 +10,7 @@ from geomlin.models.graphs import count_neighbors
 from geomlin.reps import Labels, Positions, Scalars, Vectors
 from geomlin.testing import assert_equivariant, assert_invariant
 from tests.device import simulated as sim  # registers the device before any backward runs
+from tests.models.potentials import assert_padded_batch_equals_each_alone, energy_forces
 
 
 def _model(**kwargs):
@@ -120,36 +121,15 @@ def test_padded_molecules_get_the_energy_and_forces_they_have_alone():
     sizes = (5, 3)
     pos = torch.zeros(2, 5, 3, dtype=torch.float64)
     species = torch.zeros(2, 5, dtype=torch.long)
-    mask = torch.zeros(2, 5, dtype=torch.bool)
-    alone = []
     for b, n in enumerate(sizes):
-        p = 1.2 * torch.randn(1, n, 3, dtype=torch.float64)
-        z = torch.randint(1, 4, (1, n))
-        pos[b, :n], species[b, :n], mask[b, :n] = p[0], z[0], True
-        p.requires_grad_(True)
-        e = net(p, z)
-        (f,) = torch.autograd.grad(e.sum(), p)
-        alone.append((e.detach(), f))
-    pos.requires_grad_(True)
-    e = net(pos, species, mask=mask)
-    (f,) = torch.autograd.grad(e.sum(), pos)
-    for b, n in enumerate(sizes):
-        torch.testing.assert_close(e[b:b + 1].detach(), alone[b][0], rtol=1e-12, atol=1e-12)
-        torch.testing.assert_close(f[b, :n], alone[b][1][0], rtol=1e-10, atol=1e-12)
-    assert torch.count_nonzero(f[1, 3:]) == 0  # padded atoms feel no force
+        pos[b, :n], species[b, :n] = 1.2 * torch.randn(n, 3, dtype=torch.float64), torch.randint(1, 4, (n,))
+    assert_padded_batch_equals_each_alone(net, pos, species, sizes)
 
 
 def test_mask_shape_is_checked():
     net = GauntPotential(num_species=3, hidden_channels=2, lmax=1, num_blocks=1)
     with pytest.raises(ValueError, match="mask"):
         net(torch.randn(2, 4, 3), torch.zeros(2, 4, dtype=torch.long), mask=torch.ones(2, 3, dtype=torch.bool))
-
-
-def _energy_forces(net, pos, z, mask=None):
-    p = pos.clone().requires_grad_(True)
-    e = net(p, z, mask=mask)
-    (g,) = torch.autograd.grad(e.sum(), p)
-    return e.detach(), -g
 
 
 @pytest.mark.parametrize("with_mask", [False, True])
@@ -164,11 +144,11 @@ def test_padded_neighbour_list_gives_the_all_pairs_energy_and_forces(with_mask):
         mask[1, 5:] = False
     most = int(count_neighbors(pos, 2.0, mask).max())
     assert 0 < most < 7  # fewer than all pairs, so the padded list is a real subset
-    e0, f0 = _energy_forces(dense, pos, z, mask)
+    e0, f0 = energy_forces(dense, pos, z, mask)
     for K in (most, most + 3):
         padded = _model(cutoff=2.0, max_neighbors=K)
         padded.load_state_dict(dense.state_dict())
-        e, f = _energy_forces(padded, pos, z, mask)
+        e, f = energy_forces(padded, pos, z, mask)
         assert torch.isfinite(f).all()  # unused (zero-length) slots give no NaN
         torch.testing.assert_close(e, e0, rtol=1e-10, atol=1e-10)
         torch.testing.assert_close(f, f0, rtol=1e-10, atol=1e-10)
@@ -189,10 +169,10 @@ def test_padded_neighbour_list_is_e3_equivariant_and_sync_free():
         return -torch.autograd.grad(net(p, zz).sum(), p, create_graph=True)[0]
 
     assert_equivariant(forces, E3(), (Positions(3), None), Vectors(3), inputs=(pos, z))
-    want = _energy_forces(net, pos, z)
+    want = energy_forces(net, pos, z)
     net, pos, z = sim.to_sim((net, pos, z))
     with sim.watch() as log:
-        got = _energy_forces(net, pos, z)
+        got = energy_forces(net, pos, z)
     assert not log.events, log.report()
     for a, b in zip(sim.to_cpu(got), want):
         torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-12)

@@ -28,6 +28,7 @@ from geomlin.models.ponita import (
 from geomlin.models.ponita_grid import grid_symmetry_group
 from geomlin.reps import Positions, Vectors
 from geomlin.testing import assert_equivariant, equivariance_error
+from tests.models.potentials import assert_padded_batch_equals_each_alone
 from tests.randomized import randomized
 
 F64 = torch.float64
@@ -338,21 +339,7 @@ def test_padded_molecules_get_the_energy_and_forces_they_have_alone(kw):
     sizes = (5, 3, 1)
     pos = 1.3 * torch.randn(3, 5, 3, dtype=torch.float64)   # padding slots hold random positions
     species = torch.randint(4, (3, 5))
-    mask = torch.zeros(3, 5, dtype=torch.bool)
-    alone = []
-    for b, n in enumerate(sizes):
-        mask[b, :n] = True
-        p = pos[b:b + 1, :n].clone().requires_grad_(True)
-        e = net(p, species[b:b + 1, :n])
-        (f,) = torch.autograd.grad(e.sum(), p)
-        alone.append((e.detach(), f))
-    pos.requires_grad_(True)
-    e = net(pos, species, mask=mask)
-    (f,) = torch.autograd.grad(e.sum(), pos)
-    for b, n in enumerate(sizes):
-        torch.testing.assert_close(e[b:b + 1].detach(), alone[b][0], rtol=1e-12, atol=1e-12)
-        torch.testing.assert_close(f[b, :n], alone[b][1][0], rtol=1e-10, atol=1e-12)
-        assert torch.count_nonzero(f[b, n:]) == 0  # padded atoms feel no force
+    assert_padded_batch_equals_each_alone(net, pos, species, sizes)
 
 
 def test_masked_potential_is_invariant():
