@@ -148,3 +148,14 @@ def test_the_documented_floor_order_is_the_order_the_code_follows():
     documented = [name.strip() for name in sentence.split(",")]
     assert documented == [f for f in ORDER if f in documented], documented
     assert set(ORDER) - set(documented) <= {"__main__"}, set(ORDER) - set(documented)
+
+
+def test_no_module_imports_another_modules_private_names():
+    """A helper two modules share is public (named without ``_``) where it lives, documented and tested."""
+    private = []
+    for path in ROOT.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("geomlin"):
+                private += [f"{path.relative_to(ROOT.parent)}:{node.lineno} imports {a.name} from {node.module}"
+                            for a in node.names if a.name.startswith("_") and not a.name.startswith("__")]
+    assert not private, "imports of private names:\n" + "\n".join(private)

@@ -23,7 +23,7 @@ from torch import Tensor, nn
 from torch_geometric.nn import MessagePassing
 
 from geomlin.gaunt.cache import RouteTables
-from geomlin.gaunt.layout import _check_layout, _degree_index
+from geomlin.gaunt.layout import check_layout, degree_index
 from geomlin.gaunt.precision import compute_dtype
 from geomlin.gaunt.product import METHODS, gaunt_tensor_product, table_keys
 from geomlin.gaunt.tables import spherical_harmonics
@@ -106,15 +106,15 @@ class GauntConvolution(MessagePassing):
         self.method = check_choice(method, "method", METHODS)
         self.radial = nn.Sequential(nn.Linear(num_basis, hidden_channels), nn.SiLU(),
                                     nn.Linear(hidden_channels, channels * (lmax_in + 1 + lmax_out + 1)))
-        self.register_buffer("degree_in", _degree_index(lmax_in), persistent=False)
-        self.register_buffer("degree_out", _degree_index(lmax_out), persistent=False)
+        self.register_buffer("degree_in", degree_index(lmax_in), persistent=False)
+        self.register_buffer("degree_out", degree_index(lmax_out), persistent=False)
         self.tables = RouteTables(table_keys(self.method, self.lmax_in, self.lmax_sh, self.lmax_out))
         group = E3()  # messages see only differences of positions: translations act trivially on the features
         self.type_in = (SphereCoefficients(self.lmax_in, channels, group=group), Positions(3, group), None)
         self.type_out = SphereCoefficients(self.lmax_out, channels, group=group)
 
     def forward(self, x: Tensor, pos: Tensor, edge_index: Tensor, edge_mask: Tensor | None = None) -> Tensor:
-        x = x.to(_check_layout(x, "x", self.channels, self.lmax_in))
+        x = x.to(check_layout(x, "x", self.channels, self.lmax_in))
         if x.ndim != 3:
             raise ValueError(f"x must have shape (N, {self.channels}, {(self.lmax_in + 1) ** 2}), got {tuple(x.shape)}")
         check_tensor(pos, "pos", shape=(x.shape[0], 3), dtype="any", finite=True)

@@ -38,7 +38,7 @@ def _natural_parity(l: int) -> int:
     return 1 if l % 2 == 0 else -1
 
 
-def _irreps(irreps, name: str = "irreps"):
+def as_irreps(irreps, name: str = "irreps"):
     from e3nn import o3
 
     if not isinstance(irreps, (o3.Irreps, o3.Irrep, str, list, tuple)):
@@ -95,7 +95,7 @@ def _gather_class(x: Tensor, irreps, parity: int, lmax: int | None) -> Tensor:
     return out
 
 
-def _check_flat(x, dim: int, irreps: str, name: str = "x", finite: bool = False) -> None:
+def check_flat(x, dim: int, irreps: str, name: str = "x", finite: bool = False) -> None:
     """``x (..., dim)``: e3nn features of ``irreps`` (its text; a module passes its own, made at
     construction, since ``torch.compile`` cannot guard on e3nn's ``Irreps``)."""
     check_tensor(x, name, min_ndim=1, finite=finite, what=f"e3nn features of {irreps}")
@@ -110,8 +110,8 @@ def irreps_to_sphere(x: Tensor, irreps, lmax: int | None = None) -> Tensor:
     degrees, each with the same multiplicity ``C``); missing degrees are zero.
     Pseudo irreps raise ``ValueError`` (use [`split_parity`][]).
     """
-    irreps = _irreps(irreps)
-    _check_flat(x, irreps.dim, str(irreps))
+    irreps = as_irreps(irreps)
+    check_flat(x, irreps.dim, str(irreps))
     if lmax is not None:
         check_nonnegative_int(lmax, "lmax")
     bad = [str(ir) for _, ir in irreps if ir.p != _natural_parity(ir.l)]
@@ -139,18 +139,18 @@ def split_parity(x: Tensor, irreps, lmax: int | None = None) -> tuple[Tensor, Te
     Natural collects irreps with parity ``(-1)^l``, pseudo those with ``-(-1)^l``;
     a class absent from ``irreps`` comes back with ``C = 0`` channels.
     """
-    irreps = _irreps(irreps)
-    _check_flat(x, irreps.dim, str(irreps))
+    irreps = as_irreps(irreps)
+    check_flat(x, irreps.dim, str(irreps))
     lmax = irreps.lmax if lmax is None else check_nonnegative_int(lmax, "lmax")
     return _gather_class(x, irreps, NATURAL, lmax), _gather_class(x, irreps, PSEUDO, lmax)
 
 
-def _degree_index(lmax: int) -> Tensor:
+def degree_index(lmax: int) -> Tensor:
     """Degree ``l`` of each coefficient ``0..(lmax+1)**2 - 1`` (e3nn order)."""
     return torch.repeat_interleave(torch.arange(lmax + 1), torch.arange(lmax + 1) * 2 + 1)
 
 
-def _check_layout(x, name: str, channels: int, lmax: int, shared_ok: bool = False) -> torch.dtype:
+def check_layout(x, name: str, channels: int, lmax: int, shared_ok: bool = False) -> torch.dtype:
     """Check ``x (..., channels, (lmax+1)**2)``; returns the dtype it is computed in ([`compute_dtype`][])."""
     D = T.num_coefficients(lmax)
     check_tensor(x, name, min_ndim=2, dtype="any", what=f"{channels} channels of SH coefficients up to degree {lmax}")
@@ -162,7 +162,7 @@ def _check_layout(x, name: str, channels: int, lmax: int, shared_ok: bool = Fals
     return dtype
 
 
-def _blocks(irreps) -> tuple[tuple[int, int, int, int, int], ...]:
+def irreps_blocks(irreps) -> tuple[tuple[int, int, int, int, int], ...]:
     """``(l, parity class, mul, start, stop)`` of every irrep block of ``irreps`` in its flat layout."""
     out, offset = [], 0
     for mul, ir in irreps:
@@ -172,7 +172,7 @@ def _blocks(irreps) -> tuple[tuple[int, int, int, int, int], ...]:
     return tuple(out)
 
 
-def _class_layout(irreps, parity: int) -> list[tuple[int, int, int]]:
+def class_layout(irreps, parity: int) -> list[tuple[int, int, int]]:
     """``[(l, mul, offset)]`` of every irrep of ``irreps`` in one parity class (repeats allowed)."""
     out, offset = [], 0
     for mul, ir in irreps:

@@ -13,10 +13,10 @@ from torch import Tensor, nn
 from geomlin.gaunt import grid as G
 from geomlin.gaunt import tables as T
 from geomlin.gaunt.cache import RouteTables, device_tables, table_builder
-from geomlin.gaunt.layout import _check_layout, _degree_index
+from geomlin.gaunt.layout import check_layout, degree_index
 from geomlin.gaunt.method_tables import choose_power_method
 from geomlin.gaunt.precision import compute_dtype, full_precision
-from geomlin.gaunt.product import METHODS, _check_coefficients, gaunt_tensor_product
+from geomlin.gaunt.product import METHODS, check_coefficients, gaunt_tensor_product
 from geomlin.reps.types import SphereCoefficients
 from geomlin.validation import check_choice, check_nonnegative_int, check_positive_int
 
@@ -51,7 +51,7 @@ def gaunt_power(x: Tensor, nu: int, lmax_out: int | None = None, method: str = "
     Tensor of shape (..., (lmax_out+1)**2)
         .
     """
-    L = _check_coefficients(x, "x")
+    L = check_coefficients(x, "x")
     x = x.to(compute_dtype(x, "x"))
     nu = check_positive_int(nu, "nu")
     lmax_out = nu * L if lmax_out is None else check_nonnegative_int(lmax_out, "lmax_out")
@@ -167,15 +167,15 @@ class ManyBodyGaunt(nn.Module):
         self.weight_in = nn.Parameter(torch.ones(channels, lmax_in + 1))
         self.weight_nu = nn.Parameter(torch.ones(channels, correlation) / correlation)
         self.weight_out = nn.Parameter(torch.ones(channels, lmax_out + 1))
-        self.register_buffer("degree_in", _degree_index(lmax_in), persistent=False)
-        self.register_buffer("degree_out", _degree_index(lmax_out), persistent=False)
+        self.register_buffer("degree_in", degree_index(lmax_in), persistent=False)
+        self.register_buffer("degree_out", degree_index(lmax_out), persistent=False)
         self.tables = RouteTables([*G.power_keys(self.lmax_in, self.correlation, self.lmax_out),
                                    dense_power_key(self.lmax_in, self.correlation, self.lmax_out)])
         self.type_in = SphereCoefficients(self.lmax_in, channels)
         self.type_out = SphereCoefficients(self.lmax_out, channels)
 
     def forward(self, x: Tensor) -> Tensor:
-        x = x.to(_check_layout(x, "x", self.channels, self.lmax_in))
+        x = x.to(check_layout(x, "x", self.channels, self.lmax_in))
         self.tables.prime(x.device, x.dtype)
         a = x * self.weight_in[:, self.degree_in].to(x.dtype)
         out = power_sum(a, self.lmax_in, self.correlation, self.lmax_out, self.weight_nu.to(x.dtype))

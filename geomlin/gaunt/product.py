@@ -357,7 +357,7 @@ def table_keys(method: str, lmax_in1: int, lmax_in2: int, lmax_out: int) -> list
 
 
 # ---------------------------------------------------------------- public API
-def _check_coefficients(x, name: str) -> int:
+def check_coefficients(x, name: str) -> int:
     """Degree of SH coefficients ``x (..., (L+1)**2)``; refuses other dtypes than [`compute_dtype`][] accepts."""
     check_tensor(x, name, min_ndim=1, dtype="any", what="real SH coefficients (..., (L+1)**2)")
     compute_dtype(x, name)
@@ -365,7 +365,7 @@ def _check_coefficients(x, name: str) -> int:
     return T.lmax_from_size(x.shape[-1], name)
 
 
-def _common_dtype(x1: Tensor, x2: Tensor) -> torch.dtype:
+def common_dtype(x1: Tensor, x2: Tensor) -> torch.dtype:
     """The dtype both inputs are computed in: their common float32 / float64 (half precision under
     autocast counts as float32); ``TypeError`` when they differ otherwise."""
     if x1.dtype != x2.dtype and x1.dtype in DTYPES and x2.dtype in DTYPES:
@@ -448,9 +448,9 @@ def gaunt_tensor_product(x1: Tensor, x2: Tensor, lmax_out: int | None = None, me
         An output above [`geomlin.validation.MEMORY_LIMIT_BYTES`][] is
         refused with its estimate.
     """
-    lmax_in1 = _check_coefficients(x1, "x1")
-    lmax_in2 = _check_coefficients(x2, "x2")
-    dtype = _common_dtype(x1, x2)
+    lmax_in1 = check_coefficients(x1, "x1")
+    lmax_in2 = check_coefficients(x2, "x2")
+    dtype = common_dtype(x1, x2)
     check_same_device("x1", x1, "x2", x2)
     x1, x2 = x1.to(dtype), x2.to(dtype)
     lmax_out = lmax_in1 + lmax_in2 if lmax_out is None else check_nonnegative_int(lmax_out, "lmax_out")

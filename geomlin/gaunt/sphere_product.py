@@ -6,8 +6,8 @@ import torch
 from torch import Tensor, nn
 
 from geomlin.gaunt.cache import RouteTables
-from geomlin.gaunt.layout import _check_layout, _degree_index
-from geomlin.gaunt.product import METHODS, _common_dtype, gaunt_tensor_product, table_keys
+from geomlin.gaunt.layout import check_layout, degree_index
+from geomlin.gaunt.product import METHODS, common_dtype, gaunt_tensor_product, table_keys
 from geomlin.reps.types import SphereCoefficients
 from geomlin.validation import check_choice, check_nonnegative_int, check_positive_int
 
@@ -49,7 +49,7 @@ class SphereGauntProduct(nn.Module):
         self.weight2 = nn.Parameter(torch.ones(channels, lmax_in2 + 1))
         self.weight_out = nn.Parameter(torch.ones(channels, lmax_out + 1))
         for L in {self.lmax_in1, self.lmax_in2, self.lmax_out}:
-            self.register_buffer(f"degree_index_{L}", _degree_index(L), persistent=False)
+            self.register_buffer(f"degree_index_{L}", degree_index(L), persistent=False)
         #: the tables of every route the product may take, moved with the module (see geomlin.gaunt.cache)
         self.tables = RouteTables(table_keys(self.method, self.lmax_in1, self.lmax_in2, self.lmax_out))
         self.type_in = (SphereCoefficients(self.lmax_in1, channels), SphereCoefficients(self.lmax_in2, channels))
@@ -59,9 +59,9 @@ class SphereGauntProduct(nn.Module):
         return weight[:, getattr(self, f"degree_index_{lmax}")]
 
     def forward(self, x1: Tensor, x2: Tensor) -> Tensor:
-        _check_layout(x1, "x1", self.channels, self.lmax_in1)
-        _check_layout(x2, "x2", self.channels, self.lmax_in2, shared_ok=True)
-        dtype = _common_dtype(x1, x2)
+        check_layout(x1, "x1", self.channels, self.lmax_in1)
+        check_layout(x2, "x2", self.channels, self.lmax_in2, shared_ok=True)
+        dtype = common_dtype(x1, x2)
         x1, x2 = x1.to(dtype), x2.to(dtype)
         self.tables.prime(x1.device, dtype)
         a = x1 * self._expand(self.weight1, self.lmax_in1).to(x1.dtype)

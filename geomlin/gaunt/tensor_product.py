@@ -8,12 +8,12 @@ import torch
 from torch import Tensor, nn
 
 from geomlin.gaunt.cache import RouteTables
-from geomlin.gaunt.layout import NATURAL, PSEUDO, _blocks, _check_flat, _class_layout, _irreps
+from geomlin.gaunt.layout import NATURAL, PSEUDO, as_irreps, check_flat, class_layout, irreps_blocks
 from geomlin.gaunt.precision import full_precision
 from geomlin.gaunt.product import (
     METHODS,
-    _common_dtype,
     check_method,
+    common_dtype,
     gaunt_operator,
     gaunt_rows,
     resolve_method,
@@ -58,9 +58,9 @@ class GauntTensorProduct(nn.Module):
             raise TypeError(f"irreps_in1 must be e3nn Irreps, got the int {irreps_in1}: for sphere coefficients "
                             "of given degrees use SphereGauntProduct(lmax_in1, lmax_in2, lmax_out, channels)")
 
-        self.irreps_in1 = _irreps(irreps_in1, "irreps_in1")
-        self.irreps_in2 = _irreps(irreps_in2, "irreps_in2")
-        self.irreps_out = _irreps(irreps_out, "irreps_out")
+        self.irreps_in1 = as_irreps(irreps_in1, "irreps_in1")
+        self.irreps_in2 = as_irreps(irreps_in2, "irreps_in2")
+        self.irreps_out = as_irreps(irreps_out, "irreps_out")
         muls = [mul for mul, _ in self.irreps_in1] + [mul for mul, _ in self.irreps_out]
         self.channels = check_positive_int(max(muls, default=0) or 1 if channels is None else channels, "channels")
         self.method = check_choice(method, "method", METHODS)
@@ -73,8 +73,8 @@ class GauntTensorProduct(nn.Module):
         self.lmax_in1, self.lmax_in2, self.lmax_out = (max((ir.l for _, ir in irreps), default=0) for irreps in
                                                  (self.irreps_in1, self.irreps_in2, self.irreps_out))
         C = self.channels
-        self.classes1 = [p for p in (NATURAL, PSEUDO) if _class_layout(self.irreps_in1, p)]
-        self.classes2 = [p for p in (NATURAL, PSEUDO) if _class_layout(self.irreps_in2, p)]
+        self.classes1 = [p for p in (NATURAL, PSEUDO) if class_layout(self.irreps_in1, p)]
+        self.classes2 = [p for p in (NATURAL, PSEUDO) if class_layout(self.irreps_in2, p)]
         degrees2 = [ir.l for _, ir in self.irreps_in2]
         self.shared_in2 = all(mul == 1 for mul, _ in self.irreps_in2) and len(set(degrees2)) == len(degrees2)
         self.mix1 = nn.ParameterList(nn.Parameter(torch.randn(mul, C) / math.sqrt(mul))
@@ -82,9 +82,9 @@ class GauntTensorProduct(nn.Module):
         self.mix2 = nn.ParameterList(() if self.shared_in2 else (nn.Parameter(torch.randn(mul, C) / math.sqrt(mul))
                                                                  for mul, _ in self.irreps_in2))
         self.mix_out = nn.ParameterList(nn.Parameter(torch.randn(C, mul) / math.sqrt(C)) for mul, _ in self.irreps_out)
-        self._layout1 = _blocks(self.irreps_in1)
-        self._layout2 = _blocks(self.irreps_in2)
-        self._layout_out = _blocks(self.irreps_out)
+        self._layout1 = irreps_blocks(self.irreps_in1)
+        self._layout2 = irreps_blocks(self.irreps_in2)
+        self._layout_out = irreps_blocks(self.irreps_out)
         self._flat_in = tuple((irreps.dim, str(irreps)) for irreps in (self.irreps_in1, self.irreps_in2))
         self._dim_out = self.irreps_out.dim  # an int: torch.compile cannot guard on e3nn's Irreps
         #: Numbers of per-sample weights: per (channel, degree) of x1, then per (channel, degree) of the output.
@@ -144,8 +144,8 @@ class GauntTensorProduct(nn.Module):
 
     def forward(self, x1: Tensor, x2: Tensor, weight: Tensor | None = None) -> Tensor:
         for name, x, (dim, text) in zip(("x1", "x2"), (x1, x2), self._flat_in):
-            _check_flat(x, dim, text, name, finite=True)
-        dtype = _common_dtype(x1, x2)
+            check_flat(x, dim, text, name, finite=True)
+        dtype = common_dtype(x1, x2)
         self.tables.prime(x1.device, dtype)
         if weight is None:
             if self.weight is None:

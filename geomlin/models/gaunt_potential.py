@@ -20,7 +20,7 @@ import math
 import torch
 from torch import Tensor, nn
 
-from geomlin.gaunt.layout import _degree_index
+from geomlin.gaunt.layout import degree_index
 from geomlin.groups import E3
 from geomlin.models.egnn import check_molecule_inputs
 from geomlin.models.graphs import dense_edge_index, padded_edge_index, padded_neighbors
@@ -47,7 +47,7 @@ class DegreeLinear(nn.Module):
         self.channels = check_positive_int(channels, "channels")
         self.lmax = check_nonnegative_int(lmax, "lmax")
         self.weight = nn.Parameter(torch.randn(lmax + 1, channels, channels) / math.sqrt(channels))
-        self.register_buffer("degree", _degree_index(lmax), persistent=False)
+        self.register_buffer("degree", degree_index(lmax), persistent=False)
         self.type_in = SphereCoefficients(self.lmax, channels)
         self.type_out = SphereCoefficients(self.lmax, channels)
 

@@ -218,3 +218,13 @@ class Task:
         if len(set(names)) != len(names):
             raise UserError(f"--model lists a model twice: {spec}")
         return names
+
+
+def require_module(module: str, what: str):
+    """``module`` imported, or a one-line [`UserError`][geomlin.train.errors.UserError] saying what needs it."""
+    import importlib
+
+    try:
+        return importlib.import_module(module)
+    except ImportError as exc:
+        raise UserError(f"{what} needs {module}, which cannot be imported ({exc})") from None

@@ -32,8 +32,7 @@ from torch import Tensor, nn
 
 from geomlin.train.config import Option
 from geomlin.train.errors import UserError
-from geomlin.train.tasks.base import GraphSet, Stats, Task, TaskData, stat
-from geomlin.train.tasks.pointcloud import _require
+from geomlin.train.tasks.base import GraphSet, Stats, Task, TaskData, require_module, stat
 
 #: The bundled trajectory and QM9 sample, relative to the source tree / working directory.
 BUNDLED_ETHANOL = Path("datasets") / "md" / "xtb_md_ethanol.npz"
@@ -132,14 +131,14 @@ class MoleculesTask(Task):
         return {"epochs": 1, "num_train": 64, "num_test": 32}
 
     def _net_class(self, name: str):
-        models = _require("geomlin.models", "the molecule models")
+        models = require_module("geomlin.models", "the molecule models")
         return {"egnn": models.EGNNPotential, "gaunt": models.GauntPotential, "ponita": models.PonitaPotential}[name]
 
     def model_names(self, cfg: dict) -> list[str]:
         names = super().model_names(cfg)
         if cfg.get("dataset") != "qm9":
             return names
-        accepts_mask = _require("geomlin.models.energy", "the molecule models").accepts_mask
+        accepts_mask = require_module("geomlin.models.energy", "the molecule models").accepts_mask
         fits = [n for n in names if accepts_mask(self._net_class(n))]
         if cfg.get("model"):
             unfit = [n for n in names if n not in fits]
@@ -191,7 +190,7 @@ class MoleculesTask(Task):
         if path is None:
             raise UserError(f"the bundled trajectory {BUNDLED_ETHANOL} was not found (run from the "
                             "geomlin source tree or pass --data FILE)")
-        ds = _require("geomlin.datasets", "reading trajectories")
+        ds = require_module("geomlin.datasets", "reading trajectories")
         try:
             if path.suffix.lower() == ".npz":
                 from geomlin.datasets.md17 import read_npz_trajectory
@@ -287,7 +286,7 @@ class MoleculesTask(Task):
         if name not in self.models:
             raise UserError(f"unknown model '{name}' for task molecules")
         net = self._net_class(name)(num_species=info["num_species"])
-        models = _require("geomlin.models", "the molecule models")
+        models = require_module("geomlin.models", "the molecule models")
         return models.MoleculeEnergyModel(net, info.get("energy_mean", 0.0), info.get("scale", 1.0),
                                    info.get("atom_energies"))
 

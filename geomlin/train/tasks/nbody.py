@@ -17,8 +17,7 @@ from torch import Tensor, nn
 
 from geomlin.train.config import Option
 from geomlin.train.errors import UserError
-from geomlin.train.tasks.base import AuditSpec, Fields, Stats, Task, TaskData, stat
-from geomlin.train.tasks.pointcloud import _require
+from geomlin.train.tasks.base import AuditSpec, Fields, Stats, Task, TaskData, require_module, stat
 
 TEST_UPRIGHT, TEST_ROTATED = "test", "rotated"
 TRAIN_SEED_OFFSET, TEST_SEED_OFFSET, MOTION_SEED_OFFSET = 0, 100_003, 200_003
@@ -67,7 +66,7 @@ class NBodyTask(Task):
         return {"epochs": 1, "num_train": 128, "num_test": 64, "burn_in_steps": 100, "horizon_steps": 200}
 
     def build_data(self, cfg: dict) -> TaskData:
-        ds = _require("geomlin.datasets", "the n-body task")
+        ds = require_module("geomlin.datasets", "the n-body task")
         kw = {"num_particles": cfg["num_particles"], "horizon_steps": cfg["horizon_steps"],
               "burn_in_steps": cfg["burn_in_steps"]}
         train = ds.nbody(cfg["num_train"], seed=cfg["seed"] + TRAIN_SEED_OFFSET, **kw)

@@ -19,21 +19,12 @@ from torch.nn import functional as F
 from geomlin.reps import Positions, Scalars
 from geomlin.train.config import Option
 from geomlin.train.errors import UserError
-from geomlin.train.tasks.base import AuditSpec, Fields, Stats, Task, TaskData, stat
+from geomlin.train.tasks.base import AuditSpec, Fields, Stats, Task, TaskData, require_module, stat
 
 #: Evaluation set names.
 TEST_UPRIGHT, TEST_ROTATED = "test", "rotated"
 #: Seed offsets so that train / test / rotation draws never coincide.
 TRAIN_SEED_OFFSET, TEST_SEED_OFFSET, ROTATION_SEED_OFFSET = 0, 100_003, 200_003
-
-
-def _require(module: str, what: str):
-    import importlib
-
-    try:
-        return importlib.import_module(module)
-    except ImportError as exc:
-        raise UserError(f"{what} needs {module}, which cannot be imported ({exc})") from None
 
 
 def rotate_clouds(pos: Tensor, seed: int, reflections: bool = False) -> Tensor:
@@ -174,7 +165,7 @@ class PointCloudTask(Task):
     # ---------------------------------------------------------------- data
     def build_data(self, cfg: dict) -> TaskData:
         if cfg["dataset"] == "synthetic":
-            ds = _require("geomlin.datasets", "--dataset synthetic")
+            ds = require_module("geomlin.datasets", "--dataset synthetic")
             seed = cfg["seed"]
             kw = {"num_points": cfg["num_points"], "rotation": None, "dtype": torch.float32}
             pos, y = ds.synthetic_shapes(cfg["train_per_class"], seed=seed + TRAIN_SEED_OFFSET, **kw)
@@ -208,7 +199,7 @@ class PointCloudTask(Task):
         root = Path(cfg["root"])
         if not root.exists():
             raise UserError(f"--root {root} does not exist")
-        ds = _require("geomlin.datasets", f"--dataset {cfg['dataset']}")
+        ds = require_module("geomlin.datasets", f"--dataset {cfg['dataset']}")
         if not hasattr(ds, "ModelNet"):
             raise UserError(f"--dataset {cfg['dataset']} needs geomlin.datasets.ModelNet, "
                             "which this checkout does not have yet")
@@ -237,7 +228,7 @@ class PointCloudTask(Task):
         if name in ("pointnet", "pointnet_aug"):
             return PointNet(k)
         if name == "frame_avg":
-            frames = _require("geomlin.frames", "the frame-averaged model")
+            frames = require_module("geomlin.frames", "the frame-averaged model")
             # Symmetric shapes have (nearly) degenerate spectra: their axes come from higher moments.
             # signs="all" trains on one random frame element per shape (|F| times cheaper) and
             # averages all of them at evaluation; "skewness" has one element (|F| = 1).
@@ -245,7 +236,7 @@ class PointCloudTask(Task):
                                          stochastic=cfg["frame_signs"] == "all", on_degenerate="moments",
                                          gap_tol=FRAME_GAP_TOL, signs=cfg["frame_signs"])
         if name == "canonical":
-            frames = _require("geomlin.frames", "the canonicalized model")
+            frames = require_module("geomlin.frames", "the canonicalized model")
             canon = frames.PointCloudCanonicalizer(group=cfg["frame_group"], hidden_channels=CANON_WIDTH,
                                                    num_blocks=1, orthogonalization="procrustes",
                                                    moment_frame=True, gap_tol=FRAME_GAP_TOL)
