@@ -6,7 +6,10 @@ run's ``summary.json``, and the wall time of the whole command. The README's and
 tables are this script's output, pasted by ``geomlin bench --record``.
 
     python benchmarks/bench_training.py [--task pointcloud|molecules|nbody] [--quick] [--device cuda]
-                                        [--precision bf16] [-- extra train options]
+                                        [--precision bf16] [--keep DIR] [-- extra train options]
+
+``--keep DIR`` writes the run's files (checkpoint, metrics, plot) to ``DIR`` instead of a temporary
+folder, so the recorded run can be audited or resumed afterwards.
 
 ``--device`` and ``--precision`` are passed to ``geomlin train`` (default: its own, ``auto`` and
 ``fp32``) and named in the table's title; on a GPU each model's ``train s`` comes from timing events
@@ -40,6 +43,8 @@ def main() -> None:
     p.add_argument("--task", choices=TASKS, default="pointcloud")
     p.add_argument("--device", default=None, help="geomlin train --device (default: its own, auto)")
     p.add_argument("--precision", default=None, choices=("fp32", "bf16"), help="geomlin train --precision")
+    p.add_argument("--keep", default=None, metavar="DIR",
+                   help="keep the run's files in DIR (default: a temporary folder, removed afterwards)")
     p.add_argument("extra", nargs="*", help="options passed to geomlin train (after --)")
     args = p.parse_args()
     harness.setup(args)
@@ -47,7 +52,8 @@ def main() -> None:
                   *(["--device", args.device] if args.device else []),
                   *(["--precision", args.precision] if args.precision else []), *args.extra]
     print(harness.header(f"geomlin train {' '.join(train_args)}", args, repeats=None))
-    with tempfile.TemporaryDirectory() as out:
+    with tempfile.TemporaryDirectory() as scratch:
+        out = args.keep or scratch
         command = [sys.executable, "-m", "geomlin", "train", *train_args, "--out", out]
         t0 = time.perf_counter()
         proc = subprocess.run(command, stdout=sys.stderr, check=False)
@@ -72,7 +78,11 @@ def main() -> None:
     for line in summary.get("comparison", []):
         print(line.strip())
     print()
-    print(f"`geomlin train {' '.join(train_args)}`: {summary['epochs_done']} epochs, {run['device']}, "
+    done = f"{summary['epochs_done']} epochs, {summary.get('steps', 0):,} steps"
+    if "budget" in summary:
+        budget = summary["budget"]
+        done += f" ({budget['used_s'] / 60:.1f} of {budget['minutes']:g} budget minutes)"
+    print(f"`geomlin train {' '.join(train_args)}`: {done}, {run['device']}, "
           f"{run.get('world_size', 1)} process(es), {run.get('precision', 'fp32')}, {wall:.0f} s wall "
           f"for the whole command.")
 

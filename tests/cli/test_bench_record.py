@@ -59,6 +59,18 @@ def test_record_fills_the_readme_next_to_the_docs(tmp_path):
     assert "| 1 | --full |" in readme.read_text() and "stale" not in readme.read_text()
 
 
+def test_record_only_one_block_by_its_command(tmp_path, capsys):
+    bench, docs, page = _setup(tmp_path)
+    page.write_text("<!-- bench: bench_toy.py --a -->\nold a\n<!-- /bench -->\n"
+                    "<!-- bench: bench_toy.py --b -->\nold b\n<!-- /bench -->\n")
+    assert main(["bench", "--record", "--dir", str(bench), "--docs", str(docs), "--only", "bench_toy.py --b"]) == 0
+    text = page.read_text()
+    assert "old a" in text and "| 1 | --b |" in text and "old b" not in text
+    assert (bench / "calls.txt").read_text() == "x"
+    assert main(["bench", "--record", "--dir", str(bench), "--docs", str(docs), "--only", "bench_toy.py --c"]) == 2
+    assert "no docs block runs 'bench_toy.py --c'" in capsys.readouterr().err
+
+
 import pytest
 
 MALFORMED = [
