@@ -195,9 +195,11 @@ def record(directory: str | Path | None = None, docs: str | Path | None = None, 
         if script not in scripts:
             raise UserError(f"a docs block asks for {script!r}, which is not in {sorted(scripts)}")
     if only:
-        # a bare name picks every block of that script; a name with arguments picks that one block
-        wanted = {"bench_" + o.removeprefix("bench_").removesuffix(".py") + ".py" for o in only if " " not in o.strip()}
-        blocks = {" ".join(shlex.split(o)) for o in only if " " in o.strip()}
+        # a block's command as the page writes it picks that block; any other name, every block of its script
+        written = {" ".join(shlex.split(c)) for c in commands}
+        blocks = {" ".join(shlex.split(o)) for o in only} & written
+        wanted = {"bench_" + o.removeprefix("bench_").removesuffix(".py") + ".py" for o in only
+                  if " ".join(shlex.split(o)) not in blocks}
         commands = [c for c in commands if shlex.split(c)[0] in wanted or " ".join(shlex.split(c)) in blocks]
         if not commands:
             raise UserError(f"no docs block runs {' or '.join(map(repr, only))}")

@@ -110,7 +110,9 @@ def build_parser() -> argparse.ArgumentParser:
     bench = sub.add_parser("bench", help="run benchmarks/bench_*.py and print their tables")
     bench.add_argument("--quick", action="store_true", help="pass --quick to every benchmark")
     bench.add_argument("--dir", default=None, help="benchmark folder (default: ./benchmarks)")
-    bench.add_argument("--only", nargs="+", default=None, metavar="NAME", help="run only these benchmarks; with --record, a name with its arguments in quotes (\"bench_gaunt.py --drop-in\") records that one block")
+    bench.add_argument("--only", nargs="+", default=None, metavar="NAME", help="run only these benchmarks; with --record, a block's command as the page writes it "
+                       "(\"bench_gaunt.py --drop-in\", in quotes) records that one block, a script name "
+                       "(bench_gaunt) all of its blocks")
     bench.add_argument("--timeout", type=_seconds, default=900.0, help="seconds per benchmark")
     bench.add_argument("--record", action="store_true",
                        help="rerun the benchmark commands that docs pages ask for (<!-- bench: ... --> blocks) "

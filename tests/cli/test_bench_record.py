@@ -67,6 +67,11 @@ def test_record_only_one_block_by_its_command(tmp_path, capsys):
     text = page.read_text()
     assert "old a" in text and "| 1 | --b |" in text and "old b" not in text
     assert (bench / "calls.txt").read_text() == "x"
+    page.write_text(page.read_text() + "<!-- bench: bench_toy.py -->\nold bare\n<!-- /bench -->\n")
+    assert main(["bench", "--record", "--dir", str(bench), "--docs", str(docs), "--only", "bench_toy.py"]) == 0
+    assert "old a" in page.read_text() and "old bare" not in page.read_text()    # the bare block alone
+    assert main(["bench", "--record", "--dir", str(bench), "--docs", str(docs), "--only", "bench_toy"]) == 0
+    assert "old a" not in page.read_text()                                        # every block of the script
     assert main(["bench", "--record", "--dir", str(bench), "--docs", str(docs), "--only", "bench_toy.py --c"]) == 2
     assert "no docs block runs 'bench_toy.py --c'" in capsys.readouterr().err
 
