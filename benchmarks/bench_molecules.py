@@ -31,7 +31,11 @@ cannot share a process). Without it MACE is reported as not installed. The MACE 
 CPU configuration of its standard architecture (see :data:`MACE_CONFIG`), with its atomic-energy
 shift and scale set the same way as geomlin's.
 
+``--datasets``, ``--regimes`` and ``--seconds`` pick a part of the run: e.g. ``--datasets aspirin
+--regimes seconds --seconds 240`` compares the models on aspirin at a longer equal wall time alone.
+
     python benchmarks/bench_molecules.py [--quick] [--mace-python .venv-mace/bin/python] [--tune]
+                                         [--datasets ethanol,aspirin,qm9] [--regimes steps,seconds] [--seconds S]
 """
 
 from __future__ import annotations
@@ -66,6 +70,8 @@ QUICK = {"num_train": 64, "num_test": 32, "steps": 6, "seconds": 3.0, "md_repeat
 #: The QM9 subset: target, sizes, steps and seconds of the full run and of --quick.
 QM9_FULL = {"target": "gap", "num_train": 10_000, "num_test": 1_000, "steps": 300, "seconds": 60.0}
 QM9_QUICK = {"target": "gap", "num_train": 64, "num_test": 16, "steps": 4, "seconds": 2.0}
+#: The two comparisons: the same number of optimiser steps, the same training wall time.
+REGIMES = ("steps", "seconds")
 #: Folder where the processed QM9 is cached (gitignored).
 QM9_CACHE = ROOT / ".geomlin_cache" / "qm9"
 #: Profiled training steps (after two warm-up steps) for the tensor-product share.
@@ -481,7 +487,7 @@ def mace_worker(split_path: str, out_path: str) -> None:
     split = dict(np.load(split_path))
     results = {"version": getattr(mace, "__version__", "installed")}
     qm9 = str(split["kind"]) == QM9
-    for regime in ("steps", "seconds"):
+    for regime in args["regimes"]:
         torch.manual_seed(SEED)
         seconds = args["seconds"] if regime == "seconds" else 0.0
         if qm9:
@@ -579,7 +585,7 @@ def run_md(molecules, sizes, settings, args, tables, shares) -> None:
     for molecule in molecules:
         split = make_split(MOLECULES[molecule], sizes["num_train"], sizes["num_test"], settings["batch_size"],
                            sizes["steps"])
-        for regime in ("steps", "seconds"):
+        for regime in settings["regimes"]:
             for name in GEOMLIN_MODELS:
                 torch.manual_seed(SEED)
                 model, call = geomlin_model(name, split)
@@ -589,7 +595,7 @@ def run_md(molecules, sizes, settings, args, tables, shares) -> None:
                 _row(tables[regime], molecule, f"geomlin {name}", r)
         profile = settings["profile_steps"] if molecule == "ethanol" else 0
         mace = run_mace(args.mace_python, split, {**settings, "profile_steps": profile}, args.threads)
-        for regime in ("steps", "seconds"):
+        for regime in settings["regimes"]:
             if isinstance(mace, dict):
                 _row(tables[regime], molecule, f"MACE {mace['version']}", mace[regime])
             else:
@@ -610,10 +616,10 @@ def run_qm9(sizes: dict, settings: dict, args, tables) -> str:
     """The QM9 rows; returns the line that describes the subset."""
     split = make_qm9_split(Path(args.qm9_root), sizes, settings["batch_size"])
     if isinstance(split, str):
-        for regime in ("steps", "seconds"):
+        for regime in settings["regimes"]:
             tables[regime].add("–", split, "–", "–", "–")
         return split
-    for regime in ("steps", "seconds"):
+    for regime in settings["regimes"]:
         for name in GEOMLIN_MODELS:
             torch.manual_seed(SEED)
             model, call = geomlin_qm9_model(name, split)
@@ -622,7 +628,7 @@ def run_qm9(sizes: dict, settings: dict, args, tables) -> str:
             _qm9_row(tables[regime], f"geomlin {name}", r)
     mace = run_mace(args.mace_python, split, {**settings, "steps": sizes["steps"], "seconds": sizes["seconds"]},
                     args.threads)
-    for regime in ("steps", "seconds"):
+    for regime in settings["regimes"]:
         if isinstance(mace, dict):
             _qm9_row(tables[regime], f"MACE {mace['version']}", mace[regime])
         else:
@@ -644,13 +650,24 @@ def main() -> None:
                    help=f"comma-separated subset of {', '.join([*MOLECULES, QM9])}")
     p.add_argument("--qm9-root", default=str(QM9_CACHE), help="folder caching the processed QM9")
     p.add_argument("--tune", action="store_true", help="the grid that chose the models' defaults instead")
+    p.add_argument("--seconds", type=float, default=None,
+                   help=f"training seconds of the MD equal-wall-time comparison (default {FULL['seconds']:g})")
+    p.add_argument("--regimes", default=",".join(REGIMES),
+                   help="comma-separated comparisons to run: steps (equal optimiser steps), seconds (equal wall time)")
     args = p.parse_args()
     harness.setup(args, seed=SEED)
+    regimes = tuple(r.strip() for r in args.regimes.split(",") if r.strip())
+    if not regimes or any(r not in REGIMES for r in regimes):
+        raise SystemExit(f"--regimes must name some of {', '.join(REGIMES)}, got {args.regimes!r}")
+    if args.seconds is not None and not args.seconds > 0:
+        raise SystemExit(f"--seconds must be a positive number of seconds, got {args.seconds:g}")
     sizes = {**FULL, **(QUICK if args.quick else {})}
+    if args.seconds is not None:
+        sizes["seconds"] = args.seconds
     qm9_sizes = QM9_QUICK if args.quick else QM9_FULL
     settings = {**TRAIN, **{k: v for k, v in sizes.items() if k in TRAIN}, "steps": sizes["steps"],
                 "seconds": sizes["seconds"], "md_repeats": sizes["md_repeats"],
-                "profile_steps": PROFILE_STEPS[args.quick]}
+                "profile_steps": PROFILE_STEPS[args.quick], "regimes": regimes}
     if args.tune:
         print(harness.header("Molecular potentials: the grid behind geomlin's default sizes", args, None))
         tune(sizes, settings)
@@ -670,18 +687,22 @@ def main() -> None:
     molecules = [m for m in datasets if m in MOLECULES]
     if molecules:
         run_md(molecules, sizes, settings, args, tables, shares)
-        print(f"**Equal optimiser steps** ({sizes['steps']} steps each)\n")
-        tables["steps"].print()
-        print(f"**Equal wall time** ({sizes['seconds']:g} s of training each, from a fresh initialisation)\n")
-        tables["seconds"].print()
+        if "steps" in regimes:
+            print(f"**Equal optimiser steps** ({sizes['steps']} steps each)\n")
+            tables["steps"].print()
+        if "seconds" in regimes:
+            print(f"**Equal wall time** ({sizes['seconds']:g} s of training each, from a fresh initialisation)\n")
+            tables["seconds"].print()
     if QM9 in datasets:
         qm9_columns = ["model", "params", "steps", f"test MAE {qm9_sizes['target']} (eV)", "train step ms"]
         qm9_tables = {"steps": harness.Table(qm9_columns), "seconds": harness.Table(qm9_columns)}
         print(run_qm9(qm9_sizes, settings, args, qm9_tables) + "\n")
-        print(f"**QM9 subset, equal optimiser steps** ({qm9_sizes['steps']} steps each)\n")
-        qm9_tables["steps"].print()
-        print(f"**QM9 subset, equal wall time** ({qm9_sizes['seconds']:g} s of training each)\n")
-        qm9_tables["seconds"].print()
+        if "steps" in regimes:
+            print(f"**QM9 subset, equal optimiser steps** ({qm9_sizes['steps']} steps each)\n")
+            qm9_tables["steps"].print()
+        if "seconds" in regimes:
+            print(f"**QM9 subset, equal wall time** ({qm9_sizes['seconds']:g} s of training each)\n")
+            qm9_tables["seconds"].print()
     if shares:
         print(f"**Share of a training step in tensor products** (ethanol, batch {settings['batch_size']}, forces "
               f"trained; {settings['profile_steps']} profiled steps after two warm-up steps; backward passes "
