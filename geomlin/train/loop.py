@@ -328,7 +328,12 @@ def run_training(task: Task, cfg: dict[str, Any], resume_from: str | Path | None
     dist = D.setup(cfg["device"])
     try:
         with D.device_scope(dist.device):
-            return _run(task, cfg, dist, resume_from, overwrite)
+            summary = _run(task, cfg, dist, resume_from, overwrite)
+            # every rank leaves together: a rank that tears its connections down while rank 0 still
+            # writes the summary can abort in gloo's shutdown (seen once in CI, SIGABRT on rank 1).
+            # Only after a successful run: after an error the other ranks may never arrive.
+            D.barrier()
+            return summary
     finally:
         D.teardown()
 
