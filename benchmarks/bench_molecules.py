@@ -580,6 +580,14 @@ def _qm9_row(table, name, r):
     table.add(name, f"{r['params']:,}", r["steps"], f"{r['mae']:.4f}", harness.ms(r["step_s"]))
 
 
+def _print_regimes(tables: dict, regimes: tuple, titles: dict) -> None:
+    """Each run regime's table under its title, in the order of :data:`REGIMES`."""
+    for regime in REGIMES:
+        if regime in regimes:
+            print(titles[regime] + "\n")
+            tables[regime].print()
+
+
 def run_md(molecules, sizes, settings, args, tables, shares) -> None:
     """The MD rows (and, on ethanol, the tensor-product shares)."""
     for molecule in molecules:
@@ -687,22 +695,16 @@ def main() -> None:
     molecules = [m for m in datasets if m in MOLECULES]
     if molecules:
         run_md(molecules, sizes, settings, args, tables, shares)
-        if "steps" in regimes:
-            print(f"**Equal optimiser steps** ({sizes['steps']} steps each)\n")
-            tables["steps"].print()
-        if "seconds" in regimes:
-            print(f"**Equal wall time** ({sizes['seconds']:g} s of training each, from a fresh initialisation)\n")
-            tables["seconds"].print()
+        _print_regimes(tables, regimes, {
+            "steps": f"**Equal optimiser steps** ({sizes['steps']} steps each)",
+            "seconds": f"**Equal wall time** ({sizes['seconds']:g} s of training each, from a fresh initialisation)"})
     if QM9 in datasets:
         qm9_columns = ["model", "params", "steps", f"test MAE {qm9_sizes['target']} (eV)", "train step ms"]
         qm9_tables = {"steps": harness.Table(qm9_columns), "seconds": harness.Table(qm9_columns)}
         print(run_qm9(qm9_sizes, settings, args, qm9_tables) + "\n")
-        if "steps" in regimes:
-            print(f"**QM9 subset, equal optimiser steps** ({qm9_sizes['steps']} steps each)\n")
-            qm9_tables["steps"].print()
-        if "seconds" in regimes:
-            print(f"**QM9 subset, equal wall time** ({qm9_sizes['seconds']:g} s of training each)\n")
-            qm9_tables["seconds"].print()
+        _print_regimes(qm9_tables, regimes, {
+            "steps": f"**QM9 subset, equal optimiser steps** ({qm9_sizes['steps']} steps each)",
+            "seconds": f"**QM9 subset, equal wall time** ({qm9_sizes['seconds']:g} s of training each)"})
     if shares:
         print(f"**Share of a training step in tensor products** (ethanol, batch {settings['batch_size']}, forces "
               f"trained; {settings['profile_steps']} profiled steps after two warm-up steps; backward passes "

@@ -196,11 +196,16 @@ def record(directory: str | Path | None = None, docs: str | Path | None = None, 
             raise UserError(f"a docs block asks for {script!r}, which is not in {sorted(scripts)}")
     if only:
         # a block's command as the page writes it picks that block; any other name, every block of its script
-        written = {" ".join(shlex.split(c)) for c in commands}
-        blocks = {" ".join(shlex.split(o)) for o in only} & written
-        wanted = {"bench_" + o.removeprefix("bench_").removesuffix(".py") + ".py" for o in only
-                  if " ".join(shlex.split(o)) not in blocks}
-        commands = [c for c in commands if shlex.split(c)[0] in wanted or " ".join(shlex.split(c)) in blocks]
+        def normal(command: str) -> str:
+            try:
+                return " ".join(shlex.split(command))
+            except ValueError as exc:
+                raise UserError(f"--only {command!r}: cannot parse it ({exc})") from None
+
+        asked = {normal(o) for o in only}
+        blocks = asked & {normal(c) for c in commands}
+        wanted = {"bench_" + o.removeprefix("bench_").removesuffix(".py") + ".py" for o in asked - blocks}
+        commands = [c for c in commands if shlex.split(c)[0] in wanted or normal(c) in blocks]
         if not commands:
             raise UserError(f"no docs block runs {' or '.join(map(repr, only))}")
     outputs, failed = {}, []

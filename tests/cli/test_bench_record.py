@@ -74,6 +74,8 @@ def test_record_only_one_block_by_its_command(tmp_path, capsys):
     assert "old a" not in page.read_text()                                        # every block of the script
     assert main(["bench", "--record", "--dir", str(bench), "--docs", str(docs), "--only", "bench_toy.py --c"]) == 2
     assert "no docs block runs 'bench_toy.py --c'" in capsys.readouterr().err
+    assert main(["bench", "--record", "--dir", str(bench), "--docs", str(docs), "--only", "bench_toy.py 'a"]) == 2
+    assert "--only \"bench_toy.py 'a\": cannot parse it" in capsys.readouterr().err
 
 
 import pytest
