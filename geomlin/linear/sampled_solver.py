@@ -125,6 +125,8 @@ def nullspace_sampled(rep_in: Rep, rep_out: Rep, generator: torch.Generator | No
         raise ValueError(f"the sampled solver averages over a compact or finite group; {group} is not one")
     n_out, n_in = rep_out.size, rep_in.size
     N = n_out * n_in
+    if N == 0:  # an empty rep (e3nn's Irreps("")): only the zero map
+        return torch.zeros(0, n_out, n_in, dtype=torch.float64)
     gen = generator or torch.Generator().manual_seed(0)
     scale = _generator_scale(rep_in, rep_out)
     block = min(INITIAL_BLOCK, N)

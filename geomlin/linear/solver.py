@@ -122,7 +122,7 @@ def constraint_gram(rep_in: Rep, rep_out: Rep) -> Tensor:
         L += _kron(P.T @ P, eye_in)
         L -= _kron(P.T, Q)
         L -= _kron(P, Q.T)
-        L += _kron(eye_out, Q @ Q.T)
+        L += _kron(eye_out, Q.T @ Q)
     return L
 
 
@@ -136,13 +136,14 @@ def _nullspace_dense(L: Tensor) -> Tensor:
 def basis_method(rep_in: Rep, rep_out: Rep, method: str = "auto") -> str:
     """The method that solves ``Hom(rep_in, rep_out)`` for two non-sum blocks, without solving.
 
-    One of ``"scalar"`` (both trivial), ``"dense"``, ``"diagrams"``, ``"monomial"``, ``"sampled"``;
+    One of ``"scalar"`` (both trivial, or one of them empty: every map is equivariant), ``"dense"``,
+    ``"diagrams"``, ``"monomial"``, ``"sampled"``;
     raises ``ValueError`` when the problem is beyond every method's limit (or the forced
     ``method``'s). Deciding on ``"monomial"`` finds the orbits of multi-indices (cached for the solve).
     """
     check_choice(method, "method", METHODS)
-    if rep_in.is_scalar and rep_out.is_scalar:
-        return "scalar"
+    if (rep_in.is_scalar and rep_out.is_scalar) or rep_in.size * rep_out.size == 0:
+        return "scalar"  # an empty rep (e3nn's Irreps("")) has only the zero map, which every method agrees on
     N = rep_in.size * rep_out.size
     group = common_group([rep_in, rep_out])
     compact = group is not None and group.is_compact
@@ -226,7 +227,7 @@ def _solve_pair(rep_in: Rep, rep_out: Rep, cache_dir=None, method: str = "auto")
         basis = torch.eye(n_out * n_in, dtype=torch.float64)
     else:
         basis = _solve_constraints(rep_in, rep_out, resolved)
-    basis = _canonical_sign(basis.reshape(-1, n_out, n_in).contiguous())
+    basis = _canonical_sign(basis.reshape(basis.shape[0], n_out, n_in).contiguous())
     _BLOCK_CACHE[key] = basis
     if path is not None:
         _write_cache_file(path, key, basis)
