@@ -177,9 +177,13 @@ def basis_method(rep_in: Rep, rep_out: Rep, method: str = "auto") -> str:
     elif method == "auto" and not compact and N <= MAX_DENSE_UNKNOWNS:
         return "dense"
     limit = MAX_SAMPLED_UNKNOWNS if compact and method != "dense" else MAX_DENSE_UNKNOWNS
+    # the sampled solver averages an orthogonal action: a finite (or compact) group given by
+    # non-orthogonal generators has only the dense solver
+    kind = ("compact groups" if compact else "finite groups given by non-orthogonal generators"
+            if group.is_finite else "non-compact groups (or generators that are not orthogonal)")
     raise ValueError(
         f"Hom({rep_in!r}, {rep_out!r}) has {N} unknowns, more than the solver's limit of {limit} "
-        f"for {'compact' if compact else 'non-compact'} groups; split the reps into smaller direct-sum "
+        f"for {kind}; split the reps into smaller direct-sum "
         "blocks, or use geomlin.linear.diagrams for tensor powers of S(n)/O(n)/SO(n)/Sp(n)")
 
 
