@@ -53,7 +53,7 @@ from geomlin.linear.diagram_solver import applies as diagrams_apply
 from geomlin.linear.diagram_solver import diagram_solution, selection_size
 from geomlin.linear.monomial_solver import applies as monomial_applies
 from geomlin.linear.monomial_solver import clear_plans, monomial_plan, nullspace_monomial
-from geomlin.linear.sampled_solver import nullspace_sampled
+from geomlin.linear.sampled_solver import check_averaging, nullspace_sampled
 from geomlin.reps.base import Rep, bind, common_group
 from geomlin.validation import check_choice
 
@@ -171,7 +171,7 @@ def basis_method(rep_in: Rep, rep_out: Rep, method: str = "auto") -> str:
         if N <= MAX_DENSE_UNKNOWNS:
             return "dense"
     elif method == "sampled" and not compact:
-        raise ValueError(f"method='sampled' needs a compact or finite group; {group} is not")
+        check_averaging(group, "method='sampled'")
     elif compact and N <= MAX_SAMPLED_UNKNOWNS:
         return "sampled"
     elif method == "auto" and not compact and N <= MAX_DENSE_UNKNOWNS:
