@@ -185,7 +185,8 @@ class Group(SymmetryGroup):
     exact. Generators in a lower precision (float32, as a list of floats becomes; float16, bfloat16)
     are taken to their dtype's tolerance: the group they generate to that tolerance is enumerated
     and the generators replaced by exact ones ([`geomlin.groups.closure.refine`][]), so a float32
-    60-degree rotation, or one with entries rounded to ``0.866``, generates C6. Generators of no
+    60-degree rotation, or one with entries rounded to ``0.866``, generates C6 (with an antisymmetric
+    Lie algebra, such generators are replaced by their nearest orthogonal matrices). Generators of no
     finite group (``diag(2, 1)``, a shear: infinite order) are refused. Generators need not be
     orthogonal: a finite group in a non-orthonormal basis preserves the inner product
     [`invariant_form`][], and the equivariant bases are exact either way.
@@ -223,6 +224,8 @@ class Group(SymmetryGroup):
             if disc_dtype is not None:
                 self.discrete_generators, self._elements = _exact_finite_group(self.discrete_generators, disc_dtype)
             check_finite_order(self.discrete_generators, "discrete_generators")
+        elif disc_dtype is not None:
+            self.discrete_generators = _exact_orthogonal(self.discrete_generators, self.lie_algebra, disc_dtype)
 
     # ------------------------------------------------------------------ identity
     def key(self) -> tuple:
@@ -431,6 +434,16 @@ def check_form(g: Tensor, B: Tensor, name: str, tol: float, group: str, orthogon
     check_elements(rel <= tol, f"{name} is not an element of {group}: it must be {what}",
              lambda: f", but the relative error is {float(rel.max()):.2e} > {tol:.0e}")
 
+
+
+def _exact_orthogonal(H: Tensor, lie_algebra: Tensor, dtype: torch.dtype) -> Tensor:
+    """Low-precision discrete generators of a group with an antisymmetric Lie algebra: their nearest
+    orthogonal matrices when they are within ``dtype``'s tolerance of orthogonal (a rounded reflection
+    of O(2)); else as given. Only their component of the group matters, which a rounding error keeps."""
+    eye = torch.eye(H.shape[-1], dtype=torch.float64)
+    antisymmetric = torch.allclose(lie_algebra, -lie_algebra.transpose(-1, -2), atol=ORTHOGONAL_ATOL)
+    near = bool((H.transpose(-1, -2) @ H - eye).abs().max() <= tolerance(dtype))
+    return polar(H) if antisymmetric and near else H
 
 
 def _exact_finite_group(H: Tensor, dtype: torch.dtype) -> tuple[Tensor, Tensor]:

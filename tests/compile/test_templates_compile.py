@@ -38,7 +38,7 @@ CASES += [("gate", "PGA"), ("mlp", "PGA"), ("mlp", "G4")]
 #: Traced and exported in the default run (each about a second): every versor in PGA, ``"even"`` on every
 #: ``I^2``, the gate and the MLP; the other signatures are in the slow set.
 DEFAULT = {("exp", "PGA"), ("even", "PGA"), ("even", "G4"), ("even", "G13"), ("reflections", "PGA"),
-           ("gate", "PGA"), ("mlp", "PGA"), ("mlp", "G4")}
+           ("gate", "PGA"), ("mlp", "PGA")}
 #: Compiled with inductor in the default run (a compile takes a few seconds).
 DEFAULT_COMPILE = {("even", "PGA")}
 #: ``(rtol, atol)`` where float32 rounding is amplified: reflections in the Minkowski metric divide by

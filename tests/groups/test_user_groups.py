@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 import torch
 
-from geomlin.groups import SO, Group
+from geomlin.groups import SO, Group, O
 from geomlin.linear import EquivariantLinear, EquivariantMLP, equivariant_basis
 from geomlin.reps import Scalar, V
 from geomlin.testing import assert_equivariant
@@ -104,6 +104,20 @@ def test_icosahedral_rotations_from_float32_generators():
     for k_in, k_out in POWERS:
         assert equivariant_basis(V(G) ** k_in, V(G) ** k_out).shape[0] == \
             equivariant_basis(V(SO(3)) ** k_in, V(SO(3)) ** k_out).shape[0]
+
+
+def test_a_rounded_reflection_completes_o2():
+    """With a Lie algebra, a low-precision discrete generator near orthogonal is made orthogonal (only its
+    component matters): SO(2) and the reflection across the 30-degree line, rounded, is O(2) exactly."""
+    G = Group(lie_algebra=[[[0, -1], [1, 0]]], discrete_generators=[[[0.5, 0.866], [0.866, -0.5]]], name="O2user")
+    assert G.is_orthogonal
+    reflection = G.discrete_generators[0]
+    torch.testing.assert_close(reflection @ reflection.T, torch.eye(2, dtype=F64), rtol=0, atol=1e-15)
+    for k_in, k_out in POWERS:
+        assert equivariant_basis(V(G) ** k_in, V(G) ** k_out).shape[0] == \
+            equivariant_basis(V(O(2)) ** k_in, V(O(2)) ** k_out).shape[0], (k_in, k_out)
+    layer = EquivariantLinear(V(G) ** 2, V(G) ** 2 + Scalar).double()
+    assert_equivariant(layer, G, V(G) ** 2, V(G) ** 2 + Scalar)
 
 
 def _sheared_c3(dtype=F64) -> Group:
