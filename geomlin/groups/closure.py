@@ -12,7 +12,10 @@ and the tests that refuse generators of no finite group.
   epsilon-representations", Israel J. Math. 43; Grove, Karcher and Ruh 1974), so a few steps
   reach float64 round-off. The generators move by about their own error.
 * [`check_finite_order`][] refuses a generator that cannot lie in a finite (or compact) group:
-  ``|det| != 1``, or powers that grow without bound (an eigenvalue off the unit circle, a shear).
+  ``|det| != 1``, or powers that grow without bound (an eigenvalue off the unit circle, a shear);
+  [`check_inner_product`][] refuses generators, each of finite order, that preserve no inner
+  product together (two reflections whose product is a shear; SL(2, Z)): a compact group preserves
+  one (the average of ``g^T g``), so theirs is unbounded.
 """
 
 from __future__ import annotations
@@ -36,6 +39,8 @@ POWER_STEPS = 30
 DETERMINANT_RTOL = 1e-9
 #: A refused generator whose ``|det|`` is this close to 1 is probably rounded: the message says what to do.
 ROUNDED_DETERMINANT = 1e-2
+#: Singular values of the invariance constraints below this (relative) span the invariant forms.
+FORM_RTOL = 1e-9
 
 
 @dataclass(frozen=True)
@@ -55,6 +60,8 @@ class Closure:
     complete : bool
         False when the enumeration stopped at the limit or on unbounded entries (then ``table`` has
         ``-1`` where it stopped, and ``problem`` says why).
+    unbounded : bool
+        True when it stopped on unbounded entries: the group is neither finite nor compact.
     problem : str
         empty, or why the closure is incomplete.
     """
@@ -65,6 +72,7 @@ class Closure:
     depth: Tensor
     table: Tensor
     complete: bool
+    unbounded: bool = False
     problem: str = ""
 
 
@@ -101,7 +109,7 @@ def close(gens: Tensor, rtol: float, limit: int) -> Closure:
 
     buckets.setdefault(cell_of(w @ flat[0]), []).append(0)
     frontier = [0]
-    problem = ""
+    problem, unbounded = "", False
     while frontier and not problem:
         F = np.stack([flat[i] for i in frontier]).reshape(-1, d, d)
         products = np.einsum("sij,fjk->sfik", G, F).reshape(m, len(frontier), d * d)
@@ -113,6 +121,7 @@ def close(gens: Tensor, rtol: float, limit: int) -> Closure:
                 if not math.isfinite(top) or top > UNBOUNDED_GROWTH * scale:
                     problem = (f"an element has entries up to {top:.1e} ({UNBOUNDED_GROWTH:.0e} times the generators'): "
                                "the group is unbounded, so neither finite nor compact")
+                    unbounded = True
                     break
                 key = cell_of(w @ x)
                 j = find(x, key)
@@ -140,7 +149,7 @@ def close(gens: Tensor, rtol: float, limit: int) -> Closure:
             hs, js = zip(*pairs)
             cayley[s, list(hs)] = torch.tensor(js, dtype=torch.long)
     return Closure(torch.from_numpy(np.stack(flat).reshape(N, d, d)).clone(), torch.tensor(parent), torch.tensor(via),
-                   torch.tensor(depth), cayley, not problem, problem)
+                   torch.tensor(depth), cayley, not problem, unbounded, problem)
 
 
 def rebuild(gens: Tensor, closure: Closure) -> Tensor:
@@ -223,3 +232,39 @@ def check_finite_order(H: Tensor, name: str) -> None:
                              "continuous group)" + (". If its entries are rounded (0.866 for sqrt(3)/2), pass them as "
                                                     "float32, which geomlin takes to float32's tolerance"
                                                     if rounded else ""))
+
+
+def invariant_forms(H: Tensor) -> Tensor:
+    """A basis ``(r, d, d)`` (float64) of the symmetric forms ``B`` with ``h^T B h = B`` for every ``h`` in ``H``."""
+    d = H.shape[-1]
+    rows, cols = torch.triu_indices(d, d)
+    units = torch.zeros(len(rows), d, d, dtype=torch.float64)
+    units[torch.arange(len(rows)), rows, cols] = 1.0
+    units = units + units.transpose(-1, -2) - torch.diag_embed(torch.diagonal(units, dim1=-2, dim2=-1))
+    # column k of the constraint matrix: h^T U_k h - U_k for every h, flattened
+    C = torch.cat([(h.T @ units @ h - units).reshape(len(rows), d * d).T for h in H.to(torch.float64)])
+    _, sing, Vh = torch.linalg.svd(C, full_matrices=True)
+    scale = max(1.0, float(sing[0])) if len(sing) else 1.0
+    rank = int((sing > FORM_RTOL * scale).sum())
+    return torch.einsum("rk,kij->rij", Vh[rank:], units)
+
+
+def check_inner_product(H: Tensor, name: str) -> None:
+    """Refuse generators ``H (m, d, d)`` that provably preserve no inner product (their group is unbounded).
+
+    Certain when no symmetric form is invariant, or one is (up to scale) and it is not definite; with
+    several, a positive-definite combination may exist and nothing is refused (enumeration decides).
+    """
+    forms = invariant_forms(H)
+    if len(forms) > 1:
+        return
+    if len(forms) == 1:
+        ev = torch.linalg.eigvalsh(forms[0])
+        if bool((ev > FORM_RTOL * ev.abs().max()).all() or (ev < -FORM_RTOL * ev.abs().max()).all()):
+            return
+        why = "the one symmetric form they preserve is not definite"
+    else:
+        why = "they preserve no symmetric form"
+    raise ValueError(f"{name} preserve no inner product ({why}), so the group they generate is unbounded: neither "
+                     "finite nor compact, although each has finite order; a Group given by discrete generators "
+                     "alone must be finite")
