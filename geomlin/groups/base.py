@@ -29,7 +29,15 @@ from collections.abc import Callable
 import torch
 from torch import Tensor
 
-from geomlin.groups.closure import REFINED_RTOL, check_finite_order, check_inner_product, close, polar, refine
+from geomlin.groups.closure import (
+    REFINED_RTOL,
+    check_finite_order,
+    check_inner_product,
+    close,
+    invariant_forms,
+    polar,
+    refine,
+)
 from geomlin.validation import (
     check_condition,
     check_finite,
@@ -270,18 +278,23 @@ class Group(SymmetryGroup):
 
         The identity for orthogonal groups, ``J`` for Sp, the Minkowski metric for the Lorentz
         groups; for a finite group with non-orthogonal generators (enumerable: at most
-        ``MAX_ENUMERATED_ORDER`` elements) the invariant inner product ``mean_g g^T g``, scaled to
-        spectral norm 1; ``None`` for a group without a known form. A copy (safe to modify).
+        ``MAX_ENUMERATED_ORDER`` elements) the invariant inner product ``mean_g g^T g``; for another
+        group given by its generators, the symmetric form its generators preserve when there is one
+        up to scale ([`geomlin.groups.closure.invariant_forms`][]: SO(2) in a sheared basis). Scaled
+        to spectral norm 1; ``None`` for a group without a known form. A copy (safe to modify).
         """
         if self.is_orthogonal:
             return torch.eye(self.d, dtype=torch.float64)
-        if self.is_finite:
-            if "_averaged_form" not in self.__dict__:
+        if "_found_form" not in self.__dict__:
+            B = None
+            if self.is_finite:
                 E = self._closure_elements()
                 B = None if E is None else (E.transpose(-1, -2) @ E).mean(0)
-                self._averaged_form = None if B is None else B / torch.linalg.matrix_norm(B, 2)
-            return None if self._averaged_form is None else self._averaged_form.clone()
-        return None
+            else:
+                forms = invariant_forms(self.discrete_generators, self.lie_algebra)
+                B = forms[0] if forms is not None and len(forms) == 1 else None
+            self._found_form = None if B is None else B / torch.linalg.matrix_norm(B, 2)
+        return None if self._found_form is None else self._found_form.clone()
 
     @property
     def is_compact(self) -> bool:

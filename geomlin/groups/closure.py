@@ -41,6 +41,9 @@ DETERMINANT_RTOL = 1e-9
 ROUNDED_DETERMINANT = 1e-2
 #: Singular values of the invariance constraints below this (relative) span the invariant forms.
 FORM_RTOL = 1e-9
+#: [`invariant_forms`][] solves for ``d (d + 1) / 2`` unknowns in ``O(d^6)``: above this many (``d > 25``)
+#: it is not attempted (the form stays unknown, and nothing is refused for the lack of one).
+MAX_FORM_UNKNOWNS = 325
 
 
 @dataclass(frozen=True)
@@ -234,15 +237,22 @@ def check_finite_order(H: Tensor, name: str) -> None:
                                                     if rounded else ""))
 
 
-def invariant_forms(H: Tensor) -> Tensor:
-    """A basis ``(r, d, d)`` (float64) of the symmetric forms ``B`` with ``h^T B h = B`` for every ``h`` in ``H``."""
+def invariant_forms(H: Tensor, lie_algebra: Tensor | None = None) -> Tensor | None:
+    """A basis ``(r, d, d)`` (float64) of the symmetric forms ``B`` with ``h^T B h = B`` for every ``h`` in ``H``
+    and ``A^T B + B A = 0`` for every ``A`` in ``lie_algebra`` (the forms the group preserves); ``None`` when
+    ``d (d + 1) / 2`` exceeds ``MAX_FORM_UNKNOWNS``."""
     d = H.shape[-1]
+    if d * (d + 1) // 2 > MAX_FORM_UNKNOWNS:
+        return None
     rows, cols = torch.triu_indices(d, d)
     units = torch.zeros(len(rows), d, d, dtype=torch.float64)
     units[torch.arange(len(rows)), rows, cols] = 1.0
     units = units + units.transpose(-1, -2) - torch.diag_embed(torch.diagonal(units, dim1=-2, dim2=-1))
     # column k of the constraint matrix: h^T U_k h - U_k for every h, flattened
-    C = torch.cat([(h.T @ units @ h - units).reshape(len(rows), d * d).T for h in H.to(torch.float64)])
+    blocks = [(h.T @ units @ h - units) for h in H.to(torch.float64)]
+    if lie_algebra is not None:
+        blocks += [(A.T @ units + units @ A) for A in lie_algebra.to(torch.float64)]
+    C = torch.cat([b.reshape(len(rows), d * d).T for b in blocks])
     _, sing, Vh = torch.linalg.svd(C, full_matrices=True)
     scale = max(1.0, float(sing[0])) if len(sing) else 1.0
     rank = int((sing > FORM_RTOL * scale).sum())
@@ -256,7 +266,7 @@ def check_inner_product(H: Tensor, name: str) -> None:
     several, a positive-definite combination may exist and nothing is refused (enumeration decides).
     """
     forms = invariant_forms(H)
-    if len(forms) > 1:
+    if forms is None or len(forms) > 1:
         return
     if len(forms) == 1:
         ev = torch.linalg.eigvalsh(forms[0])

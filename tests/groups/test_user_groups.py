@@ -179,6 +179,18 @@ def test_sheared_so2_has_the_maps_of_so2():
     assert_equivariant(model, G, V(G) + Scalar, Scalar + V(G))
 
 
+def test_sheared_so2_preserves_the_sheared_inner_product():
+    """Its one invariant form is S^-T S^-1 (SO(2) preserves the identity), which membership checks use."""
+    G = _sheared_so2()
+    S_inv = torch.linalg.inv(SHEAR)
+    expected = S_inv.T @ S_inv
+    B = G.invariant_form
+    torch.testing.assert_close(B / B[0, 0], expected / expected[0, 0], rtol=0, atol=1e-12)
+    G.check_element(G.sample(4))
+    with pytest.raises(ValueError, match="form-preserving"):
+        G.check_element(rotation(1.0))  # in SO(2), not in its sheared copy
+
+
 def test_exact_generators_are_kept_as_given():
     """float64 and integer generators are exact: never moved, enumerated lazily as before."""
     h = rotation(2 * math.pi / 7)
