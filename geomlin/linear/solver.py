@@ -53,7 +53,7 @@ from geomlin.linear.diagram_solver import applies as diagrams_apply
 from geomlin.linear.diagram_solver import diagram_solution, selection_size
 from geomlin.linear.monomial_solver import applies as monomial_applies
 from geomlin.linear.monomial_solver import clear_plans, monomial_plan, nullspace_monomial
-from geomlin.linear.sampled_solver import nullspace_sampled
+from geomlin.linear.sampled_solver import check_averaging, nullspace_sampled
 from geomlin.reps.base import Rep, bind, common_group
 from geomlin.validation import check_choice
 
@@ -122,7 +122,7 @@ def constraint_gram(rep_in: Rep, rep_out: Rep) -> Tensor:
         L += _kron(P.T @ P, eye_in)
         L -= _kron(P.T, Q)
         L -= _kron(P, Q.T)
-        L += _kron(eye_out, Q @ Q.T)
+        L += _kron(eye_out, Q.T @ Q)
     return L
 
 
@@ -136,13 +136,14 @@ def _nullspace_dense(L: Tensor) -> Tensor:
 def basis_method(rep_in: Rep, rep_out: Rep, method: str = "auto") -> str:
     """The method that solves ``Hom(rep_in, rep_out)`` for two non-sum blocks, without solving.
 
-    One of ``"scalar"`` (both trivial), ``"dense"``, ``"diagrams"``, ``"monomial"``, ``"sampled"``;
+    One of ``"scalar"`` (both trivial, or one of them empty: every map is equivariant), ``"dense"``,
+    ``"diagrams"``, ``"monomial"``, ``"sampled"``;
     raises ``ValueError`` when the problem is beyond every method's limit (or the forced
     ``method``'s). Deciding on ``"monomial"`` finds the orbits of multi-indices (cached for the solve).
     """
     check_choice(method, "method", METHODS)
-    if rep_in.is_scalar and rep_out.is_scalar:
-        return "scalar"
+    if (rep_in.is_scalar and rep_out.is_scalar) or rep_in.size * rep_out.size == 0:
+        return "scalar"  # an empty rep (e3nn's Irreps("")) has only the zero map, which every method agrees on
     N = rep_in.size * rep_out.size
     group = common_group([rep_in, rep_out])
     compact = group is not None and group.is_compact
@@ -170,15 +171,19 @@ def basis_method(rep_in: Rep, rep_out: Rep, method: str = "auto") -> str:
         if N <= MAX_DENSE_UNKNOWNS:
             return "dense"
     elif method == "sampled" and not compact:
-        raise ValueError(f"method='sampled' needs a compact or finite group; {group} is not")
+        check_averaging(group, "method='sampled'")
     elif compact and N <= MAX_SAMPLED_UNKNOWNS:
         return "sampled"
     elif method == "auto" and not compact and N <= MAX_DENSE_UNKNOWNS:
         return "dense"
     limit = MAX_SAMPLED_UNKNOWNS if compact and method != "dense" else MAX_DENSE_UNKNOWNS
+    # the sampled solver averages an orthogonal action: a finite (or compact) group given by
+    # non-orthogonal generators has only the dense solver
+    kind = ("compact groups" if compact else "finite groups given by non-orthogonal generators"
+            if group.is_finite else "non-compact groups (or generators that are not orthogonal)")
     raise ValueError(
         f"Hom({rep_in!r}, {rep_out!r}) has {N} unknowns, more than the solver's limit of {limit} "
-        f"for {'compact' if compact else 'non-compact'} groups; split the reps into smaller direct-sum "
+        f"for {kind}; split the reps into smaller direct-sum "
         "blocks, or use geomlin.linear.diagrams for tensor powers of S(n)/O(n)/SO(n)/Sp(n)")
 
 
@@ -226,7 +231,7 @@ def _solve_pair(rep_in: Rep, rep_out: Rep, cache_dir=None, method: str = "auto")
         basis = torch.eye(n_out * n_in, dtype=torch.float64)
     else:
         basis = _solve_constraints(rep_in, rep_out, resolved)
-    basis = _canonical_sign(basis.reshape(-1, n_out, n_in).contiguous())
+    basis = _canonical_sign(basis.reshape(basis.shape[0], n_out, n_in).contiguous())
     _BLOCK_CACHE[key] = basis
     if path is not None:
         _write_cache_file(path, key, basis)

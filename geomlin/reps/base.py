@@ -241,7 +241,8 @@ def _multiplicity(n: int, rep: Rep) -> Rep:
     if n < 0:
         raise ValueError(f"multiplicities must be non-negative, got {n}")
     if n == 0:
-        raise ValueError("a multiplicity of 0 gives the empty representation, which geomlin does not use")
+        raise ValueError("a multiplicity of 0 gives the empty representation: leave the term out (an e3nn "
+                         "IrrepsRep('') is the empty rep of O(3) / SO(3))")
     return rep if n == 1 else SumRep([rep] * n)
 
 

@@ -181,6 +181,8 @@ class IrrepsRep(Rep):
             blocks.extend([block] * mul)
         from geomlin.reps.base import block_diag
 
+        if not blocks:  # the empty Irreps("")
+            return A.new_zeros(*A.shape[:-2], 0, 0)
         return block_diag(blocks)
 
     def key(self) -> tuple:

@@ -23,7 +23,7 @@ from geomlin.linear import (
 )
 from geomlin.linear.diagrams import spanning_diagrams
 from geomlin.linear.tables import ConstantTables
-from geomlin.reps import Scalar, V
+from geomlin.reps import IrrepsRep, Scalar, V
 from tests.device import simulated as sim
 
 DIAGRAM_CASES = [("S", 3, 2, 2, False), ("S", 3, 2, 1, True), ("O", 3, 3, 1, False), ("SO", 3, 2, 1, False),
@@ -65,6 +65,8 @@ LAYERS = [
     lambda: GatedNonlinearity(V(SO(3)) + 2 * Scalar + V(SO(3)) ** 2),  # gated blocks before scalars
     lambda: DiagramLinear("SO", 3, 2, 1, 2, 2),
     lambda: DiagramLinear("Sp", 4, 1, 1, 2, 3),
+    lambda: EquivariantLinear(IrrepsRep(""), 2 * Scalar + V(O(3))),  # an empty input: the output is the bias
+    lambda: EquivariantBilinear(IrrepsRep("") + Scalar + V(O(3)) + IrrepsRep("0x1o")),  # empty blocks
 ]
 
 
