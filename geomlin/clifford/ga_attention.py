@@ -1,4 +1,4 @@
-"""Geometric-algebra attention over tuples of points (Spellings, "Geometric algebra attention networks
+r"""Geometric-algebra attention over tuples of points (Spellings, "Geometric algebra attention networks
 for small point clouds", 2021).
 
 For every tuple ``(i, j, k, ...)`` of ``rank`` items the layers form the geometric products of
@@ -9,7 +9,12 @@ contiguous sub-tuple; ``include_normalized_products`` appends each product divid
 user-supplied ``value_net`` maps the invariants to values, which are joined with the merged item
 values ``v``; a ``score_net`` turns them into attention logits; a softmax over the tuples (all of
 them with ``reduce=True``, the tuples starting at each item with ``reduce=False``) weights the sum
-([`GAAttention`][]). [`GAVectorAttention`][] sums rotation-covariant vectors instead (the vector
+([`GAAttention`][]): with ``reduce=True``, for the tuples $t$ of a cloud,
+
+$$h_t = \mathrm{join}\big(\mathrm{value\_net}(I_t),\ \mathrm{merge}(v_{t_1}, \dots, v_{t_R})\big), \qquad
+y = \sum_t \frac{\exp \mathrm{score\_net}(h_t)}{\sum_{t'} \exp \mathrm{score\_net}(h_{t'})}\, h_t,$$
+
+with $I_t$ the invariants of tuple $t$ and $R$ the rank. [`GAVectorAttention`][] sums rotation-covariant vectors instead (the vector
 parts and bivector duals of the products, scaled by ``scale_net``), and
 [`GAMultivectorAttention`][] works on G(3) multivectors ``(..., N, 8)``.
 

@@ -149,7 +149,11 @@ class Center(BaseTransform):
 
 
 class NormalizeScale(BaseTransform):
-    """Centre ``pos`` and scale positions so the farthest point of ``pos`` has norm 1 (PyG's convention).
+    r"""Centre ``pos`` and scale positions so the farthest point of ``pos`` has norm 1 (PyG's convention):
+
+    $$x_i \mapsto \frac{x_i - c}{\max_j \lVert x_j - c \rVert}, \qquad c = \frac{1}{N} \sum_j x_j,$$
+
+    for ``pos`` and every other position attribute (with the centroid $c$ and radius of ``pos``).
 
     Positions with NaN or inf are refused as such (``data.pos contains NaN or inf values``), a
     cloud whose points all coincide as degenerate (there is no scale to divide by).

@@ -2,10 +2,11 @@
 
 [`geomlin.gatr.GATr`][geomlin.gatr.model.GATr] is the reference's ``gatr.nets.GATr`` architecture: the same
 layers, initialisation, multi-query attention with learnable distance weights, layer norm, gated GELU
-and join. A reference ``state_dict`` therefore loads without retraining:
+and join. A reference ``state_dict`` therefore loads without retraining (same outputs, to float64
+round-off):
 
 >>> from geomlin.gatr.reference import gatr_from_reference   # doctest: +SKIP
->>> model = gatr_from_reference(reference_model)              # same outputs, float64 round-off
+>>> model = gatr_from_reference(reference_model)              # doctest: +SKIP
 
 What maps, parameter by parameter (``convert_reference_state_dict``):
 

@@ -18,8 +18,6 @@ import re
 import shlex
 from pathlib import Path
 
-import pytest
-
 ROOT = Path(__file__).resolve().parents[2]
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 #: A geomlin command (also under ``python -m`` or ``torchrun ... -m``) with its sub-command.
@@ -40,8 +38,8 @@ NOT_HERE = [
     (r"--device cuda", "needs a CUDA device (benchmarks/gpu_check.py runs on one: geomlin bench --device cuda)"),
     (r"^torchrun", "several processes or machines: tests/train/test_distributed.py runs a 2-process torchrun job"),
     (r"--source qm9pack|runs/qm9", "the whole QM9 (130k molecules): the recorded run in docs/training.md"),
-    (r"^(python -m )?geomlin bench( --quick| --only .*)?$", "benchmarks run for minutes to hours: the slow tests run "
-                                                           "every script at --quick size (tests/cli/test_bench_scripts.py)"),
+    (r"^(python -m )?geomlin bench( --quick| --only .*)?$",
+     "benchmarks run for minutes to hours: the slow tests run each at --quick size (tests/cli/test_bench_scripts.py)"),
     (r"bench --record", "rewrites the docs' recorded tables (done on a quiet machine, tests/cli/test_bench_record.py)"),
     (r"^geomlin export|\.pt2\b", "an AOTInductor compile of minutes: tests/cli/test_export.py"),
 ]

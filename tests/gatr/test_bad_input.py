@@ -8,7 +8,11 @@ from geomlin.algebra import pga
 from geomlin.gatr import EquiLayerNorm, EquiLinear, GATr, GATrBlock, GeometricAttention, GeometricBilinear
 from geomlin.gatr import planes as PL
 from geomlin.gatr import primitives as P
-from geomlin.gatr.reference import convert_reference_state_dict, gatr_from_reference, load_reference_state_dict
+from geomlin.gatr.reference import (
+    convert_reference_state_dict,
+    gatr_from_reference,
+    load_reference_state_dict,
+)
 
 MV = torch.randn(2, 5, 2, 16)
 S = torch.randn(2, 5, 3)

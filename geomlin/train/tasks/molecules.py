@@ -1,13 +1,12 @@
-"""``geomlin train molecules``: energies (and forces) of molecules.
+r"""``geomlin train molecules``: energies (and forces) of molecules.
 
 Two datasets:
 
 * ``--dataset md`` (default): a molecular-dynamics trajectory, every frame the same molecule.
   Default data: the bundled GFN2-xTB ethanol trajectory ``datasets/md/xtb_md_ethanol.npz``;
   ``--data PATH`` reads any MD17 / revised-MD17 ``.npz`` or extended-XYZ file with energies and
-  forces. Forces are ``-dE/dpos`` of the learned energy (so they are conservative and, for an
-  invariant energy, equivariant); the loss is ``MSE(E)/scale^2 + force_weight MSE(F)/scale^2``
-  with ``scale`` the RMS force component and ``E = mean + scale * f(pos)``.
+  forces (energies alone with ``--force-weight 0``). Forces are ``-dE/dpos`` of the learned energy
+  (so they are conservative and, for an invariant energy, equivariant).
 * ``--dataset qm9``: molecules of different sizes, batched the PyTorch Geometric way (nodes
   concatenated, a ``batch`` vector; padded per batch for the dense models), fitting the QM9
   property ``--target`` (default ``U0``; any of
@@ -16,10 +15,23 @@ Two datasets:
   ``--source qm9pack`` without raw files in ``--root`` reads the installed ``qm9pack`` package and
   caches the processed set in ``--root``). ``--split standard`` is QM9's usual protocol, 110,000
   training, 10,000 validation and the remaining test molecules
-  ([`qm9_split`][geomlin.datasets.qm9.qm9_split]). The target is ``E = b + sum_i w[z_i] + scale * f(pos, z)``
-  with the per-element baseline ``w, b`` fitted by least squares on the training molecules (composition
-  alone explains most of an extensive property such as U0) and ``scale`` the RMS residual; the
-  loss is ``MSE(E)/scale^2``.
+  ([`qm9_split`][geomlin.datasets.qm9.qm9_split]).
+
+On a trajectory, with $s$ the RMS force component of the training frames (their energies' spread
+for data without forces) and $w_F$ the ``--force-weight``, the model and its loss on a batch of
+$B$ frames of $N$ atoms are
+
+$$E(x) = \bar E + s\, f(x), \qquad F(x) = -\nabla_x E(x), \qquad
+\mathcal{L} = \frac{1}{B s^2} \sum_{b} \big(E(x_b) - E_b\big)^2
++ \frac{w_F}{3 B N s^2} \sum_{b, i} \big\lVert F_i(x_b) - F_{b i} \big\rVert^2.$$
+
+On QM9 the prediction is
+
+$$y(x, z) = b + \sum_i w_{z_i} + s\, f(x, z)$$
+
+with the per-element baseline $w, b$ fitted by least squares on the training molecules (composition
+alone explains most of an extensive property such as U0) and $s$ the RMS residual; the
+loss is the mean squared error divided by $s^2$.
 """
 
 from __future__ import annotations
@@ -43,9 +55,11 @@ VALID = "valid"
 SPLITS = ("counts", "standard")
 #: QM9 property fitted when ``--target`` is not given.
 DEFAULT_QM9_TARGET = "U0"
-#: ``--num-train`` / ``--num-test`` when not given, for data of at least their sum; smaller data (the
-#: bundled 21-molecule QM9 sample) are split a fifth for testing, the rest for training.
-DEFAULT_NUM_TRAIN, DEFAULT_NUM_TEST = 800, 200
+#: ``--num-train`` when not given, for data of at least 1000 examples (smaller data, such as the
+#: bundled 21-molecule QM9 sample, train on what the test examples leave).
+DEFAULT_NUM_TRAIN = 800
+#: ``--num-test`` when not given, for data of at least 1000 examples (smaller data: a fifth of them).
+DEFAULT_NUM_TEST = 200
 
 
 def find_bundled(relative: Path) -> Path | None:
