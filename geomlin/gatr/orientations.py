@@ -24,7 +24,6 @@ set never attend to each other and per-set results average with [`mean_over_orie
 
 >>> import torch
 >>> from geomlin.algebra import pga
-from geomlin.validation import check_batch_vector, check_positive_int, check_tensor
 >>> mv = pga.embed_point(torch.randn(4, 10, 3))[..., None, :]          # (B, items, 1, 16)
 >>> both = both_orientations(mv)                                        # (2B, items, 1, 16)
 >>> mean_over_orientations(both[..., 0, 13:14]).abs().max().item()      # e023 cancels

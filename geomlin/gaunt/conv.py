@@ -66,6 +66,11 @@ def polynomial_cutoff(r: Tensor, cutoff: float, p: int = 6) -> Tensor:
 class GauntConvolution(MessagePassing):
     """E(3)-equivariant convolution with Gaunt-product messages (PyG ``edge_index``).
 
+    Build ``edge_index`` with geomlin's own search,
+    [`radius_graph`][geomlin.datasets.transforms.radius_graph] (or
+    [`geomlin.neighbors.radius_pairs`][]): PyG's ``torch_geometric.nn.radius_graph`` needs
+    ``torch-cluster`` or ``pyg-lib``, which geomlin's extras do not install.
+
     Parameters
     ----------
     lmax_in, lmax_sh, lmax_out : int

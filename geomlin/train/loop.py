@@ -313,9 +313,10 @@ def run_training(task: Task, cfg: dict[str, Any], resume_from: str | Path | None
     already holds a run ([`RUN_FILES`][]) is refused unless ``overwrite`` is true.
 
     Everything is checked before any file is written: every option against its declaration
-    ([`validate_config`][geomlin.train.config.validate_config]), the output folder, the checkpoint (same task,
-    models and data/model options, epochs left to run), and that the data have training and
-    evaluation examples. Problems raise [`UserError`][]; a loss that
+    ([`validate_config`][geomlin.train.config.validate_config]), the checkpoint (same task,
+    models and data/model options, epochs left to run), that the data have training and
+    evaluation examples, and last the output folder (so a wrong argument is reported as itself
+    where an earlier run holds the folder). Problems raise [`UserError`][]; a loss that
     turns NaN raises [`TrainingDiverged`][]. Process-wide settings
     (the number of torch threads) are the caller's: the ``geomlin`` command sets ``--threads``;
     the training device is made current only for the run
@@ -551,9 +552,6 @@ def _summary(task: Task, cfg: dict[str, Any], names: list[str], out: Path, epoch
 def _run(task: Task, cfg: dict[str, Any], dist: D.DistInfo, resume_from, overwrite: bool = False) -> dict[str, Any]:
     names = task.model_names(cfg)
     task.validate(cfg)
-    out = Path(cfg["out"].format(task=task.name))
-    check_output_folder(out)
-    check_fresh_output(out, resume_from is not None, overwrite)
     ckpt = _load_resume(task, cfg, names, resume_from)
     budget_s = 60.0 * cfg.get("budget_minutes", 0.0)
     if budget_s and dist.world_size > 1:
@@ -564,6 +562,11 @@ def _run(task: Task, cfg: dict[str, Any], dist: D.DistInfo, resume_from, overwri
     data = task.build_data(cfg)
     num_train = _check_run_data(data, dist)
     models, optimizers = _build_models(task, cfg, names, data.info, dist, ckpt, resume_from)
+    # the output folder is checked after everything the arguments ask for (the data they read, the
+    # models they build), so that a wrong option is reported as such where an earlier run holds the folder
+    out = Path(cfg["out"].format(task=task.name))
+    check_output_folder(out)
+    check_fresh_output(out, resume_from is not None, overwrite)
     history: list[dict] = list(ckpt["history"]) if ckpt is not None else []
     start_epoch = int(ckpt["epoch"]) + 1 if ckpt is not None else 1
     if dist.is_main:

@@ -12,6 +12,16 @@ from geomlin.models.energy import accepts_mask
 QUICK = ["--quick", "--no-progress"]
 
 
+def occupy(out):
+    """Make ``out`` look like the folder of an earlier run; returns its files' modification times."""
+    from geomlin.train.loop import RUN_FILES
+
+    out.mkdir(parents=True, exist_ok=True)
+    for name in RUN_FILES:
+        (out / name).write_text("an earlier run")
+    return {p.name: p.stat().st_mtime_ns for p in out.iterdir()}
+
+
 def _fails(capsys, args, phrase, out=None):
     """``geomlin ARGS`` exits 2 with one line naming ``phrase`` and leaves no checkpoint in ``out``."""
     capsys.readouterr()
@@ -35,6 +45,11 @@ def _fails(capsys, args, phrase, out=None):
     (["molecules", "--dataset", "qm9", "--data", "x.npz"], "--data applies to --dataset md"),
     (["molecules", "--target", "gap"], "--target applies to --dataset qm9"),
     (["molecules", "--dataset", "qm9", "--root", "/nonexistent/qm9"], "is not a folder"),
+    (["molecules", "--data", "/nonexistent/traj.npz"], "data file not found"),
+    (["pointcloud", "--dataset", "modelnet10", "--root", "/nonexistent"], "--root /nonexistent does not exist"),
+    (["pointcloud", "--dataset", "modelnet10"], "needs --root PATH"),
+    (["pointcloud", "--root", "datasets"], "--root applies to --dataset modelnet10 or modelnet40"),
+    (["pointcloud", "--model", "resnet"], "unknown model 'resnet'"),
     (["pointcloud", "--width", "0"], "--width must be >= 1, got 0"),
     (["pointcloud", "--num-points", "4"], "--num-points must be >= 8, got 4"),
     (["pointcloud", "--gatr-points", "0"], "--gatr-points must be >= 1"),
@@ -55,10 +70,18 @@ def _fails(capsys, args, phrase, out=None):
     (["nbody", "--num-train", "2.5"], "--num-train must be an int, got '2.5'"),
     (["nbody", "--stop-after", "-1"], "--stop-after must be >= 0"),
 ])
-def test_bad_train_options(tmp_path, capsys, args, phrase):
+@pytest.mark.parametrize("folder", ["fresh", "occupied"])
+def test_bad_train_options(tmp_path, capsys, args, phrase, folder):
+    """Each wrong option is reported as itself, also where an earlier run holds the --out folder (the
+    folder is checked after every argument) and leaves that run untouched."""
     out = tmp_path / "run"
-    _fails(capsys, ["train", *args, *QUICK, "--out", str(out)], phrase, out)
-    assert not out.exists()                     # refused before anything was written
+    if folder == "occupied":
+        stamps = occupy(out)
+        _fails(capsys, ["train", *args, *QUICK, "--out", str(out)], phrase)
+        assert {p.name: p.stat().st_mtime_ns for p in out.iterdir()} == stamps
+    else:
+        _fails(capsys, ["train", *args, *QUICK, "--out", str(out)], phrase, out)
+        assert not out.exists()                     # refused before anything was written
 
 
 def test_out_is_a_file(tmp_path, capsys):

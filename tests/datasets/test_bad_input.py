@@ -23,7 +23,17 @@ from geomlin.datasets.qm9 import QM9, qm9_split, read_qm9_csv
 from geomlin.datasets.shapenet import read_part_file
 from geomlin.datasets.surface import sample_surface
 from geomlin.datasets.synthetic import nbody, synthetic_shapes
-from geomlin.datasets.transforms import KNNGraph, RadiusGraph, SamplePoints, knn_graph, radius_graph
+from geomlin.datasets.transforms import (
+    Center,
+    KNNGraph,
+    NormalizeScale,
+    RadiusGraph,
+    RandomRotation,
+    RandomTranslation,
+    SamplePoints,
+    knn_graph,
+    radius_graph,
+)
 from geomlin.validation import FileFormatError
 from tests.datasets.conftest import MESH_DIR, QM9_DIR
 
@@ -323,3 +333,20 @@ def test_cache_keeps_temporaries_of_live_writers(tmp_path):
         warnings.simplefilter("error")
         assert load_cache(target, "fp") is None
     assert live.exists()
+
+
+@pytest.mark.parametrize("make", [NormalizeScale, Center, lambda: RandomRotation("O3"), RandomTranslation,
+                                  lambda: RadiusGraph(1.0), lambda: KNNGraph(2)],
+                         ids=["NormalizeScale", "Center", "RandomRotation", "RandomTranslation", "RadiusGraph",
+                              "KNNGraph"])
+@pytest.mark.parametrize("bad", [float("nan"), float("inf")], ids=["nan", "inf"])
+def test_transforms_name_non_finite_positions(make, bad):
+    """NaN or inf positions are named as such by every transform (NormalizeScale called them a
+    'degenerate' cloud), and a cloud of coinciding points is still the degenerate one."""
+    pos = torch.randn(5, 3, dtype=torch.float64)
+    pos[2, 1] = bad
+    name = type(make()).__name__
+    with pytest.raises(ValueError, match=rf"{name}: data.pos contains NaN or inf"):
+        make()(Data(pos=pos))
+    with pytest.raises(ValueError, match="degenerate point cloud"):
+        NormalizeScale()(Data(pos=torch.ones(4, 3)))

@@ -8,7 +8,11 @@ from geomlin.algebra import pga
 from geomlin.gatr import EquiLayerNorm, EquiLinear, GATr, GATrBlock, GeometricAttention, GeometricBilinear
 from geomlin.gatr import planes as PL
 from geomlin.gatr import primitives as P
-from geomlin.gatr.reference import convert_reference_state_dict, gatr_from_reference
+from geomlin.gatr.reference import (
+    convert_reference_state_dict,
+    gatr_from_reference,
+    load_reference_state_dict,
+)
 
 MV = torch.randn(2, 5, 2, 16)
 S = torch.randn(2, 5, 3)
@@ -140,6 +144,22 @@ CASES = [
      ValueError, "1 entries with no geomlin counterpart, e.g. 'extra.weight'"),
     ("reference head count 0", lambda: convert_reference_state_dict(_reference_head(), 0), ValueError,
      "num_heads must be >= 1"),
+    # issue 34: a bias without its weight names the weight; geomlin's own state_dict is named as such
+    ("reference scalar-to-mv bias without its weight",
+     lambda: convert_reference_state_dict({**_reference_head(), "linear_in.s2mvs.bias": torch.ones(4)}, 2),
+     ValueError, "missing 'linear_in.s2mvs.weight'"),
+    ("reference mv-to-scalar bias without its weight",
+     lambda: convert_reference_state_dict({**_reference_head(), "linear_out.mvs2s.bias": torch.ones(1)}, 2),
+     ValueError, "missing 'linear_out.mvs2s.weight'"),
+    ("reference mv bias without the weight",
+     lambda: convert_reference_state_dict({"linear_in.bias": torch.ones(4, 1), "linear_out.weight": torch.ones(1, 4, 9)},
+                                          2), ValueError, "missing 'linear_in.weight'"),
+    ("geomlin's own state_dict into the reference loader",
+     lambda: convert_reference_state_dict(GATr(1, 1, 4, in_s_channels=2, out_s_channels=1, hidden_s_channels=4,
+                                               num_blocks=1).state_dict(), 1),
+     ValueError, "is a geomlin GATr state_dict .* load it with GATr.load_state_dict"),
+    ("geomlin's own state_dict into load_reference_state_dict",
+     lambda: load_reference_state_dict(model(), model().state_dict()), ValueError, "is a geomlin GATr state_dict"),
 ]
 
 

@@ -159,8 +159,19 @@ class PointCloudTask(Task):
         return {"epochs": 1, "train_per_class": 8, "test_per_class": 4, "num_points": 64}
 
     def validate(self, cfg: dict) -> None:
-        if cfg["dataset"] != "synthetic" and not cfg.get("root"):
+        from pathlib import Path
+
+        if cfg["dataset"] == "synthetic":
+            if cfg.get("root"):
+                raise UserError("--root applies to --dataset modelnet10 or modelnet40, not --dataset synthetic")
+            return
+        if not cfg.get("root"):
             raise UserError(f"--dataset {cfg['dataset']} needs --root PATH (the ModelNet folder)")
+        root = Path(cfg["root"])
+        if not root.exists():
+            raise UserError(f"--root {root} does not exist")
+        if not root.is_dir():
+            raise UserError(f"--root {root} is a file; pass the ModelNet folder")
 
     # ---------------------------------------------------------------- data
     def build_data(self, cfg: dict) -> TaskData:
@@ -197,8 +208,6 @@ class PointCloudTask(Task):
         from pathlib import Path
 
         root = Path(cfg["root"])
-        if not root.exists():
-            raise UserError(f"--root {root} does not exist")
         ds = require_module("geomlin.datasets", f"--dataset {cfg['dataset']}")
         if not hasattr(ds, "ModelNet"):
             raise UserError(f"--dataset {cfg['dataset']} needs geomlin.datasets.ModelNet, "
@@ -208,7 +217,7 @@ class PointCloudTask(Task):
         for split in ("train", "test"):
             try:
                 data = ds.ModelNet(str(root), name=str(classes_n), train=(split == "train"),
-                                   num_points=cfg["num_points"])
+                                   num_points=cfg["num_points"], progress=cfg["progress"])
             except (FileNotFoundError, ValueError) as exc:
                 raise UserError(f"cannot read ModelNet{classes_n} from {root}: {exc}") from None
             out.append((torch.stack([d.pos for d in data]).float(), torch.cat([d.y.reshape(-1) for d in data])))
