@@ -11,9 +11,9 @@ and the tests that refuse generators of no finite group.
   multiplicative to ``e``) to one multiplicative to ``O(e^2)`` (Kazhdan 1982, "On
   epsilon-representations", Israel J. Math. 43; Grove, Karcher and Ruh 1974), so a few steps
   reach float64 round-off. The generators move by about their own error.
-* [`check_finite_order`][] refuses a generator that cannot lie in a finite (or compact) group:
+* `check_finite_order` refuses a generator that cannot lie in a finite (or compact) group:
   ``|det| != 1``, or powers that grow without bound (an eigenvalue off the unit circle, a shear);
-  [`check_inner_product`][] refuses generators, each of finite order, that preserve no inner
+  `check_inner_product` refuses generators, each of finite order, that preserve no inner
   product together (two reflections whose product is a shear; SL(2, Z)): a compact group preserves
   one (the average of ``g^T g``), so theirs is unbounded.
 """
@@ -33,7 +33,7 @@ UNBOUNDED_GROWTH = 1e6
 MAX_REFINE_STEPS = 12
 #: A refined closure is exact when ``|rho(s h) - rho(s) rho(h)|`` is below this (relative to the entries).
 REFINED_RTOL = 1e-11
-#: Squarings of each generator in [`check_finite_order`][] (powers up to ``2^30``).
+#: Squarings of each generator in `check_finite_order` (powers up to ``2^30``).
 POWER_STEPS = 30
 #: ``|det h|`` of an exact generator must be 1 to this (relative).
 DETERMINANT_RTOL = 1e-9

@@ -130,7 +130,7 @@ def nullspace_sampled(rep_in: Rep, rep_out: Rep, generator: torch.Generator | No
     """Orthonormal basis ``(r, out, in)`` of equivariant maps for a compact or finite group.
 
     Raises ``RuntimeError`` if the iteration does not converge (it reports the residual), and
-    ``ValueError`` for a group that is not compact with orthogonal generators ([`check_averaging`][]).
+    ``ValueError`` for a group that is not compact with orthogonal generators (`check_averaging`).
     """
     rep_in, rep_out = bind(rep_in, None, "rep_in"), bind(rep_out, None, "rep_out")
     group = common_group([rep_in, rep_out])
