@@ -14,6 +14,7 @@ import torch
 from torch import Tensor, nn
 
 from geomlin.reps import Labels, Positions, Scalars, Vectors
+from geomlin.reps.declarations import ExportShapes
 
 __all__ = ["EXAMPLE_ATOMS", "MoleculeEnergyModel", "accepts_mask"]
 
@@ -39,6 +40,11 @@ class MoleculeEnergyModel(nn.Module):
     species ``Labels(num_species)`` -> energy ``Scalars()`` (E(3) invariant) and forces
     ``Vectors(3)`` (E(3) equivariant).
     """
+
+    #: Exported programs take molecules of 3 atoms or more (geomlin.deploy).
+    export_shapes = ExportShapes(min_items=3, reason="the dense pair list has N - 1 neighbours per atom; PyTorch "
+                                 "specialises a size of 1, so a program for any N >= 3 cannot also take N = 2 "
+                                 "(pad a diatomic molecule to 3 atoms)")
 
     def __init__(self, net: nn.Module, energy_mean: float = 0.0, scale: float = 1.0,
                  atom_energies: Tensor | list[float] | None = None):

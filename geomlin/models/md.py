@@ -76,6 +76,7 @@ class EnergyAndForces(nn.Module):
         if not isinstance(potential, nn.Module):
             raise TypeError(f"potential must be an nn.Module, got {type(potential).__name__}")
         self.potential = potential
+        self.backend = backend
         self.mode = mode
         self.neighbor_lists = _neighbor_lists(potential)
         step = self._energy

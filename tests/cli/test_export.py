@@ -48,7 +48,7 @@ def test_export_then_audit_the_package(tmp_path, capsys):
 
 def test_export_refuses_bad_arguments(tmp_path, capsys):
     assert main(["export", str(tmp_path / "missing.pt"), "--out", str(tmp_path / "m.pt2")]) == 2
-    assert "checkpoint not found" in capsys.readouterr().err
+    assert "checkpoint or package not found" in capsys.readouterr().err
     assert main(["export", str(tmp_path / "missing.pt"), "--out", str(tmp_path / "m.zip")]) == 2
     assert ".pt2" in capsys.readouterr().err
     (tmp_path / "m.pt2").write_bytes(b"")
