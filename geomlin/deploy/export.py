@@ -314,7 +314,7 @@ def build_metadata(model: nn.Module, args: tuple, kwargs: dict | None = None, ex
     """
     import geomlin
 
-    kwargs = dict(kwargs or {})
+    kwargs, extra = dict(kwargs or {}), dict(extra or {})
     potential = is_potential(model) and kwargs.get("compute_forces", True)
     bound = _bind(model, tuple(args), kwargs)
     inputs = {}

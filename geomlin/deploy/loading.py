@@ -71,7 +71,7 @@ def load_package(path: str | Path) -> PackagedModel:
     model (random weights) only to read its declared feature types.
     """
     try:
-        packaged = PackagedModel(path)
+        packaged = PackagedModel.open(path)
     except (FileNotFoundError, ValueError) as exc:
         raise UserError(str(exc)) from None
     card = packaged.card

@@ -59,21 +59,40 @@ class PackagedModel(nn.Module):
 
     Parameters
     ----------
+    compiled : callable
+        The loaded package (``torch._inductor.aoti_load_package``), or any callable that takes the
+        program's inputs (an exported program's ``module()``).
+    metadata : dict
+        geomlin's metadata of the package ([`geomlin.deploy.export.build_metadata`][]).
     path : str or Path
-        The package file.
+        The file, for messages. [`open`][geomlin.deploy.packaged.PackagedModel.open] reads one.
 
     Attributes
     ----------
-    metadata : dict
-        geomlin's metadata ([`geomlin.deploy.export.build_metadata`][]).
     card : ModelCard
         Task, config, units and species map from the metadata.
     type_in, type_out
-        The declared feature types of the exported model (rebuilt by ``geomlin.load``; ``None`` here).
+        The declared feature types of the exported model (set by ``geomlin.load``; ``None`` here).
     """
 
-    def __init__(self, path: str | Path):
+    def __init__(self, compiled, metadata: dict, path: str | Path = ""):
         super().__init__()
+        self.compiled = compiled
+        self.path = Path(path)
+        self.metadata = dict(metadata)
+        if self.metadata.get("format") != PACKAGE_FORMAT:
+            raise ValueError(f"{path} is not a package written by geomlin (no geomlin metadata)")
+        self.specs = list(self.metadata.get("program_inputs", []))
+        if not self.specs:
+            raise ValueError(f"{path} was written by an older geomlin and records no input specs; export it again")
+        self.dims = dict(self.metadata.get("dims", {}))
+        self.card = ModelCard.from_metadata(self.metadata, source=str(path))
+        self.is_potential = self.metadata.get("outputs") == "energy, forces"
+        self.type_in = self.type_out = None
+
+    @classmethod
+    def open(cls, path: str | Path) -> PackagedModel:
+        """The package in file ``path``; a one-line error naming the file when it is missing or not a package."""
         path = Path(path)
         if not path.is_file():
             raise FileNotFoundError(f"package not found: {path}" + ("; it is a folder" if path.is_dir() else ""))
@@ -84,18 +103,7 @@ class PackagedModel(nn.Module):
         except Exception as exc:  # noqa: BLE001 - a foreign or corrupt archive: one line naming the file
             first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
             raise ValueError(f"cannot load package {path}: {first}") from None
-        self.compiled = compiled
-        self.path = path
-        self.metadata = read_metadata(compiled)
-        if self.metadata.get("format") != PACKAGE_FORMAT:
-            raise ValueError(f"{path} is not a package written by geomlin (no geomlin metadata)")
-        self.specs = list(self.metadata.get("program_inputs", []))
-        if not self.specs:
-            raise ValueError(f"{path} was written by an older geomlin and records no input specs; export it again")
-        self.dims = dict(self.metadata.get("dims", {}))
-        self.card = ModelCard.from_metadata(self.metadata, source=str(path))
-        self.is_potential = self.metadata.get("outputs") == "energy, forces"
-        self.type_in = self.type_out = None
+        return cls(compiled, read_metadata(compiled), path)
 
     @property
     def dtype(self) -> torch.dtype:

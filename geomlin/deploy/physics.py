@@ -3,8 +3,8 @@
 For each bundled MD trajectory (``datasets/md``: ethanol, malonaldehyde, aspirin) whose elements the
 model was trained on, on its first frame, in float64 (a package: in the dtype it was exported in):
 
-* **conservative forces**: the forces against central finite differences of the energy,
-  ``F_k ~ -(E(x + h e_k) - E(x - h e_k)) / 2h`` for every coordinate ``k``, as the relative error
+* **conservative forces**: the forces against central finite differences of the energy (the
+  fourth-order stencil, [`force_error`][]) for every coordinate, as the relative error
   ``||F - F_fd|| / ||F||``;
 * **symmetry**: the energy's invariance and the forces' equivariance under random rotations,
   reflections and translations (measured by [`geomlin.testing.equivariance_check`][]) and under
@@ -43,7 +43,7 @@ from geomlin.deploy.units import ACCELERATION_FS, BOLTZMANN_EV, Units
 MOLECULES = ("ethanol", "malonaldehyde", "aspirin")
 #: Per dtype: finite-difference step (Angstrom), and the thresholds of the relative force error,
 #: the relative symmetry errors and the NVE drift (eV/atom/ps).
-THRESHOLDS = {torch.float64: {"step": 1e-4, "forces": 1e-6, "symmetry": 1e-9, "drift": 1e-4},
+THRESHOLDS = {torch.float64: {"step": 3e-3, "forces": 1e-6, "symmetry": 1e-9, "drift": 1e-4},
               torch.float32: {"step": 1e-2, "forces": 1e-2, "symmetry": 1e-4, "drift": 1e-3}}
 #: NVE run of the audit: steps, time step (fs), initial temperature (K).
 NVE_STEPS, NVE_DT_FS, NVE_TEMPERATURE = 400, 0.5, 300.0
@@ -97,12 +97,18 @@ def _call(step, pos: Tensor, species: Tensor, dtype: torch.dtype) -> tuple[Tenso
 
 
 def force_error(step, pos: Tensor, species: Tensor, dtype: torch.dtype, h: float) -> float:
-    """``||F - F_fd|| / ||F||`` with central differences of step ``h``, all displaced frames in one batch."""
+    """``||F - F_fd|| / ||F||`` with the fourth-order central difference of step ``h``, all frames in one batch.
+
+    ``dE/dx_k ~ (E(x - 2h e_k) - 8 E(x - h e_k) + 8 E(x + h e_k) - E(x + 2h e_k)) / 12h``: its truncation
+    error is ``O(h^4)``, so a step well above round-off (the energy carries a large constant offset)
+    still resolves forces to ~1e-9 in float64.
+    """
     n = pos.shape[0]
     shifts = h * torch.eye(3 * n, dtype=torch.float64).reshape(3 * n, n, 3)
-    frames = torch.cat([pos[None] + shifts, pos[None] - shifts, pos[None]])
+    frames = torch.cat([pos[None] + c * shifts for c in (-2, -1, 1, 2)] + [pos[None]])
     energy, forces = _call(step, frames, species[None], dtype)
-    fd = -(energy[:3 * n] - energy[3 * n:6 * n]) / (2 * h)
+    e = energy[:-1].reshape(4, 3 * n)
+    fd = -(e[0] - 8 * e[1] + 8 * e[2] - e[3]) / (12 * h)
     got = forces[-1].reshape(-1)
     return float(torch.linalg.vector_norm(got - fd) / torch.linalg.vector_norm(got).clamp_min(1e-300))
 
