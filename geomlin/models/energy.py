@@ -13,6 +13,7 @@ import inspect
 import torch
 from torch import Tensor, nn
 
+from geomlin.models.md import require_autograd
 from geomlin.reps import Labels, Positions, Scalars, Vectors
 from geomlin.reps.declarations import ExportShapes
 
@@ -81,6 +82,7 @@ class MoleculeEnergyModel(nn.Module):
                 compute_forces: bool = True) -> tuple[Tensor, Tensor | None]:
         if not compute_forces:
             return self.energy(pos, species, mask), None
+        require_autograd("MoleculeEnergyModel")
         with torch.enable_grad():
             if not pos.requires_grad:
                 pos = pos.detach().requires_grad_(True)

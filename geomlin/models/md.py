@@ -26,6 +26,19 @@ from geomlin.validation import check_condition, check_tensor
 CUDA_GRAPH_MODES = ("reduce-overhead", "max-autotune")
 
 
+def require_autograd(what: str) -> None:
+    """Refuse at once under ``torch.inference_mode``, where forces (``-dE/dpos`` by autograd) cannot be computed.
+
+    PyTorch Lightning runs ``validate()`` / ``test()`` / ``predict()`` under ``inference_mode`` by
+    default; without this check a force model fails deep inside autograd ("element 0 of tensors
+    does not require grad").
+    """
+    if torch.is_inference_mode_enabled():
+        raise RuntimeError(f"{what} computes forces by autograd, which torch.inference_mode disables (PyTorch "
+                           "Lightning validates and tests under it by default): use Trainer(inference_mode=False), "
+                           "or torch.no_grad() instead of torch.inference_mode()")
+
+
 def _neighbor_lists(potential: nn.Module) -> list[tuple[float, int]]:
     """The ``(cutoff, max_neighbors)`` of every submodule that uses a padded neighbour list."""
     found = []
@@ -97,6 +110,7 @@ class EnergyAndForces(nn.Module):
     def forward(self, pos: Tensor, species: Tensor, mask: Tensor | None = None) -> tuple[Tensor, Tensor]:
         check_tensor(pos, "pos", shape=(None, None, 3), dtype=(torch.float32, torch.float64),
                      what="B molecules of N atoms")
+        require_autograd("EnergyAndForces")
         if self.mode in CUDA_GRAPH_MODES:
             torch.compiler.cudagraph_mark_step_begin()  # the previous step's graph outputs may be reused
         if not self._warm:
