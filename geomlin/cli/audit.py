@@ -316,8 +316,11 @@ def _physics_models(target: str, only: list[str] | None) -> list[tuple[str, nn.M
 
     if _is_reference(target):
         obj = _load_object(target)
-        if isinstance(obj, type):
-            obj = obj()
+        if isinstance(obj, type) or (callable(obj) and not isinstance(obj, nn.Module)):
+            try:
+                obj = obj()
+            except Exception as exc:  # noqa: BLE001 - user code: any failure is reported on one line
+                raise UserError(f"{target}: calling it to build the model raised {_one_line(exc)}") from None
         if not isinstance(obj, nn.Module):
             raise UserError(f"{target} is a {type(obj).__name__}, not a torch.nn.Module")
         return [(target.rpartition(":")[2], obj)]
@@ -361,11 +364,13 @@ def format_physics(target: str, results: dict[str, list]) -> str:
 
 
 def run(target: str, num_samples: int | None = None, seed: int = 0, model: str | None = None,
-        physics: bool = False) -> int:
+        physics: bool = False, nve_steps: int | None = None) -> int:
     """``geomlin audit``: print the report; the exit status is 1 when any check fails, else 0."""
     only = [m.strip() for m in model.split(",")] if model else None
+    if nve_steps is not None and not physics:
+        raise UserError("--nve-steps sets the NVE run of --physics; add --physics")
     if physics:
-        results = audit_physics(target, num_samples=num_samples or 4, seed=seed, only=only)
+        results = audit_physics(target, num_samples=num_samples or 4, seed=seed, only=only, nve_steps=nve_steps)
         print(format_physics(target, results))
         return 0 if all(f.passed for figures in results.values() for f in figures) else 1
     from geomlin import deploy

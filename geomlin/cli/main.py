@@ -136,6 +136,8 @@ def build_parser() -> argparse.ArgumentParser:
                             "translations and permutations, energy drift of a short NVE run")
     audit.add_argument("--samples", type=_count("--samples", 1), default=None,
                        help="random group elements per model (default 10; 4 with --physics)")
+    audit.add_argument("--nve-steps", type=_count("--nve-steps", 2), default=None,
+                       help="velocity-Verlet steps of 0.25 fs of the --physics energy-drift run (default 800)")
     audit.add_argument("--seed", type=_count("--seed", 0), default=0, help="seed of the group elements")
     audit.add_argument("--model", default=None, help="comma-separated models of the checkpoint to audit")
 
@@ -234,7 +236,7 @@ def main(argv: list[str] | None = None) -> int:
             from geomlin.cli.audit import run
 
             return run(args.target, num_samples=args.samples, seed=args.seed, model=args.model,
-                       physics=args.physics)
+                       physics=args.physics, nve_steps=args.nve_steps)
         if args.command == "export":
             from geomlin.cli.export import export_checkpoint
 

@@ -2,7 +2,7 @@
 
 Oracles: ASE itself (its numerical forces, its unit constants ``ase.units.kcal / ase.units.mol``,
 its integrators and optimizer), and the eager potential. The 1,000-step NVE runs of the issue's
-acceptance (eager and packaged) are slow; a 200-step eager run is in the default set.
+acceptance (eager and packaged) are slow; a 400-step eager run at 0.25 fs is in the default set.
 """
 
 import numpy as np
@@ -16,8 +16,9 @@ from tests.oracles import require
 
 ase = require("ase")
 from ase import Atoms, units  # noqa: E402
+from ase.calculators.fd import FiniteDifferenceCalculator  # noqa: E402
 from ase.md.langevin import Langevin  # noqa: E402
-from ase.md.velocitydistribution import MaxwellBoltzmannDistribution, Stationary  # noqa: E402
+from ase.md.velocitydistribution import Stationary, thermalize_momenta  # noqa: E402
 from ase.md.verlet import VelocityVerlet  # noqa: E402
 from ase.optimize import BFGS  # noqa: E402
 
@@ -36,7 +37,7 @@ def nve_drift(calc, steps: int, dt_fs: float = 0.5, seed: int = 0) -> float:
     """|slope| of the total energy per atom of ASE's VelocityVerlet, eV/atom/ps (300 K start)."""
     atoms = _atoms()
     atoms.calc = calc
-    MaxwellBoltzmannDistribution(atoms, temperature_K=300, rng=np.random.default_rng(seed))
+    thermalize_momenta(atoms, temperature_K=300, rng=np.random.default_rng(seed))
     Stationary(atoms)
     totals = []
     dyn = VelocityVerlet(atoms, timestep=dt_fs * units.fs)
@@ -62,7 +63,7 @@ def test_forces_equal_central_differences_in_float64():
     atoms = _atoms(frame=5)
     atoms.calc = GeomlinCalculator(trained_ethanol_potential(), dtype=torch.float64)
     forces = atoms.get_forces()
-    numeric = atoms.calc.calculate_numerical_forces(atoms, d=1e-4)     # ASE's central differences
+    numeric = FiniteDifferenceCalculator(atoms.calc, eps_disp=1e-4).get_forces(atoms)  # ASE's central differences
     error = np.linalg.norm(forces - numeric) / np.linalg.norm(forces)
     assert error < 1e-6, error
 
@@ -83,7 +84,9 @@ def test_compiled_step_gives_the_eager_numbers():
 
 
 def test_nve_conserves_energy_eager_short():
-    assert nve_drift(GeomlinCalculator(trained_ethanol_potential(), dtype=torch.float64), 200) < MAX_DRIFT
+    """100 fs at 0.25 fs (over shorter spans at 0.5 fs the fit measures the energy's fluctuation, not its drift)."""
+    calc = GeomlinCalculator(trained_ethanol_potential(), dtype=torch.float64)
+    assert nve_drift(calc, 400, dt_fs=0.25) < MAX_DRIFT
 
 
 @pytest.mark.slow
@@ -105,7 +108,7 @@ def test_langevin_and_bfgs_run_unchanged():
     model = trained_ethanol_potential()
     atoms = _atoms()
     atoms.calc = GeomlinCalculator(model)
-    MaxwellBoltzmannDistribution(atoms, temperature_K=300, rng=np.random.default_rng(1))
+    thermalize_momenta(atoms, temperature_K=300, rng=np.random.default_rng(1))
     Langevin(atoms, timestep=0.5 * units.fs, temperature_K=300, friction=0.01 / units.fs,
              rng=np.random.default_rng(2)).run(20)
     assert np.isfinite(atoms.get_potential_energy())
