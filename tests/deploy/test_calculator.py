@@ -63,7 +63,7 @@ def test_forces_equal_central_differences_in_float64():
     atoms = _atoms(frame=5)
     atoms.calc = GeomlinCalculator(trained_ethanol_potential(), dtype=torch.float64)
     forces = atoms.get_forces()
-X
+    numeric = calculate_numerical_forces(atoms, eps=1e-4)     # ASE's central differences
     error = np.linalg.norm(forces - numeric) / np.linalg.norm(forces)
     assert error < 1e-6, error
 
