@@ -170,6 +170,11 @@ def export(model: nn.Module, args: tuple, kwargs: dict | None = None, *,
         if extra or len(args) != 2:
             raise ValueError(f"a potential is exported as (pos, species) -> (energy, forces); got {len(args)} "
                              f"positional input(s) and keyword inputs {sorted(kwargs)}")
+    try:
+        _bind(model, args, kwargs)
+    except TypeError as exc:
+        raise TypeError(f"{type(model).__name__}.forward cannot take the example inputs ({len(args)} positional, "
+                        f"keywords {sorted(kwargs)}): {exc}") from None
     if isinstance(model, EnergyAndForces) and not forces:
         raise ValueError("an EnergyAndForces step always returns energy and forces; export its potential for the "
                          "energy alone")
