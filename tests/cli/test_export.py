@@ -29,10 +29,9 @@ def test_export_then_audit_the_package(tmp_path, capsys):
     assert main(["export", str(ckpt), "--out", str(pkg)]) == 0
     assert "wrote" in capsys.readouterr().out and pkg.is_file()
     # the package reproduces the checkpoint's eager model at another batch size
-    from geomlin.cli.audit import checkpoint_model
-    from geomlin.train.checkpoint import load_checkpoint
+    import geomlin
 
-    model = checkpoint_model(load_checkpoint(ckpt), "egnn", ckpt).float().eval()
+    model = geomlin.load(ckpt, dtype=torch.float32)
     g = torch.Generator().manual_seed(3)
     pos, vel, charges = (torch.randn(3, 5, 3, generator=g), torch.randn(3, 5, 3, generator=g),
                          torch.randn(3, 5, 1, generator=g).sign())

@@ -15,14 +15,14 @@ from tests.deploy.potentials import ethanol, trained_ethanol_potential
 from tests.oracles import require
 
 ase = require("ase")
-from ase import Atoms, units  # noqa: E402
-from ase.calculators.fd import calculate_numerical_forces  # noqa: E402
-from ase.md.langevin import Langevin  # noqa: E402
-from ase.md.velocitydistribution import Stationary, thermalize_momenta  # noqa: E402
-from ase.md.verlet import VelocityVerlet  # noqa: E402
-from ase.optimize import BFGS  # noqa: E402
+from ase import Atoms, units
+from ase.calculators.fd import calculate_numerical_forces
+from ase.md.langevin import Langevin
+from ase.md.velocitydistribution import Stationary, thermalize_momenta
+from ase.md.verlet import VelocityVerlet
+from ase.optimize import BFGS
 
-from geomlin.deploy.calculator import GeomlinCalculator  # noqa: E402
+from geomlin.deploy.calculator import GeomlinCalculator
 
 #: The issue's bound on the energy drift of NVE at 0.5 fs (eV per atom per ps).
 MAX_DRIFT = 1e-4
@@ -140,3 +140,18 @@ def test_a_model_without_units_needs_them():
     atoms = _atoms()
     atoms.calc = calc
     assert np.isfinite(atoms.get_potential_energy())
+
+
+def test_package_path_gives_the_eager_numbers_and_refuses_float64():
+    """Through a PackagedModel (here around the exported program; the AOTInductor build is in the slow tests)."""
+    from geomlin.deploy.packaged import PackagedModel
+    from tests.deploy.test_packaged import _program
+
+    model, program, meta = _program()
+    packaged = PackagedModel(program.module(), meta, "ethanol.pt2")
+    atoms, other = _atoms(3), _atoms(3)
+    atoms.calc, other.calc = GeomlinCalculator(model), GeomlinCalculator(packaged)
+    np.testing.assert_allclose(other.get_forces(), atoms.get_forces(), rtol=1e-4, atol=1e-5)
+    assert other.get_potential_energy() == pytest.approx(atoms.get_potential_energy(), rel=1e-6)
+    with pytest.raises(TypeError, match="runs in torch.float32; it cannot run in torch.float64"):
+        GeomlinCalculator(packaged, dtype=torch.float64)

@@ -99,3 +99,15 @@ def test_package_loads_with_the_checkpoint_outputs_and_card(run, tmp_path):
         geomlin.load(pkg, dtype=torch.float64)
     with pytest.raises(UserError, match="holds one model"):
         geomlin.load(pkg, model="egnn")
+
+
+def test_calculator_reads_a_run_folder_with_its_units(run):
+    ase = pytest.importorskip("ase")
+    from geomlin.deploy.calculator import GeomlinCalculator
+    from tests.deploy.potentials import ethanol
+
+    numbers, pos, _, _ = ethanol(slice(0, 1))
+    atoms = ase.Atoms(numbers=numbers.numpy(), positions=pos[0].numpy())
+    atoms.calc = GeomlinCalculator(run, model_name="egnn")
+    energy, _ = geomlin.load(run, model="egnn")(pos.float(), numbers[None])
+    assert atoms.get_potential_energy() == pytest.approx(float(energy) * ase.units.kcal / ase.units.mol, rel=1e-6)

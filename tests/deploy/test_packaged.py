@@ -57,7 +57,7 @@ def test_valid_inputs_give_the_eager_numbers(packaged):
 
 
 def test_non_contiguous_positions_give_the_contiguous_numbers(packaged):
-    model, pkg = packaged
+    _, pkg = packaged
     pos, species = _frames()
     padded = torch.zeros(3, 12, 3)
     padded[:, :9] = pos

@@ -198,7 +198,6 @@ def test_energy_and_forces_exports_with_torch_export():
 
 def test_export_of_a_potential_checks_its_inputs_before_running_it():
     from geomlin import deploy
-
     from geomlin.models import MoleculeEnergyModel
 
     pos, _ = _ethanol()
