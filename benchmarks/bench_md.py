@@ -80,9 +80,9 @@ def geomlin_run(name: str, split: dict, settings: dict, folder: Path) -> dict:
     z = torch.from_numpy(split["z"])
     model.card = deploy.ModelCard(units=deploy.Units("kcal/mol", "Angstrom"),
                                   species={int(v): int(v) for v in set(split["z"].tolist())})
-    frame = torch.from_numpy(split["pos_test"][:1]).float()
+    frames = torch.from_numpy(split["pos_test"][:2]).float()  # a batch of 2: a batch of 1 would be specialised
     path = folder / f"{name}.pt2"
-    meta = deploy.package(model.float().eval(), path, (frame, z[None].clone()))
+    meta = deploy.package(model.float().eval(), path, (frames, z.expand(2, -1).clone()))
     calc = GeomlinCalculator(geomlin.load(path))
     md = ase_md(calc, split["z"], split["pos_test"][0], settings["md_steps"])
     return {**result, **md, "package_s": meta["export_seconds"] + meta["compile_seconds"]}

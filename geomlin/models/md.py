@@ -82,6 +82,11 @@ class EnergyAndForces(nn.Module):
 
     The backward also computes the gradients of the parameters that require them; freeze the
     potential (``potential.requires_grad_(False)``) for pure inference.
+
+    Under ``torch.inference_mode`` (PyTorch Lightning's default for ``validate()`` / ``test()``)
+    forces cannot be computed: the call is refused at once ([`require_autograd`][]).
+    ``geomlin.deploy.export(step, (pos, species))`` exports the step as its potential's
+    ``(pos, species) -> (energy, forces)`` program.
     """
 
     def __init__(self, potential: nn.Module, backend: str | Callable | None = "inductor", mode: str | None = None):

@@ -99,3 +99,16 @@ def test_finite_difference_figure_is_the_gradient_error():
 
     error = physics.force_error(scaled, mol.pos, species, torch.float64, physics.THRESHOLDS[torch.float64]["step"])
     assert error == pytest.approx(0.01 / 1.01, rel=1e-4)
+
+
+def test_a_float32_package_is_audited_in_float32_with_float32_thresholds():
+    from geomlin.deploy.packaged import PackagedModel
+    from tests.deploy.test_packaged import _program
+
+    _, program, meta = _program()
+    figures = physics.physics_audit(PackagedModel(program.module(), meta, "ethanol.pt2"), num_samples=2,
+                                    nve_steps=2)
+    static = [f for f in figures if not f.check.startswith("NVE")]
+    assert all(f.passed for f in static), [f for f in static if not f.passed]
+    fd = [f for f in static if f.check.startswith("forces vs")]
+    assert all(f.threshold == physics.THRESHOLDS[torch.float32]["forces"] and f.value > 1e-5 for f in fd), fd
