@@ -33,7 +33,7 @@ def run_md(calc, numbers, positions, steps: int, dt_fs: float, temperature: floa
     Stationary(atoms)
     if langevin:
         dyn = Langevin(atoms, timestep=dt_fs * units.fs, temperature_K=temperature, friction=0.01 / units.fs,
-                       rng=np.random.default_rng(seed + 1))
+                       fixcm=False, rng=np.random.default_rng(seed + 1))
     else:
         dyn = VelocityVerlet(atoms, timestep=dt_fs * units.fs)
     record = []
@@ -103,7 +103,8 @@ def main(argv: list[str] | None = None) -> dict:
     figure = out / "md_ethanol.png"
     force_mae = torch.load(run / "checkpoint.pt", weights_only=True)["history"][-1][f"{args.model}/test_force_mae"]
     plot(figure, nve, langevin, len(numbers), args.temperature,
-         f"ethanol, {args.model} package ({calc.units}), test force MAE {force_mae:.2f} kcal/mol/Angstrom")
+         f"ethanol through the {args.model} package (trained in {calc.units.energy}, run in eV), "
+         f"test force MAE {force_mae:.2f} kcal/mol/Angstrom")
     drift = float(np.polyfit(nve[0], (nve[1] - nve[1][0]) / len(numbers), 1)[0])
     results = {"drift eV/atom/ps": drift, "NVE mean temperature K": float(nve[2].mean()),
                "Langevin mean temperature K": float(langevin[2][len(langevin[2]) // 2:].mean()),

@@ -33,7 +33,12 @@ def resolve_path(path: str | Path) -> Path:
 
 
 def is_package(path: str | Path) -> bool:
-    """True for an AOTInductor package: a zip archive holding a ``data/aotinductor`` folder."""
+    """True for an AOTInductor package (a zip archive holding a ``data/aotinductor`` folder) or a ``.pt2`` file.
+
+    A ``.pt2`` file that is no package is then refused by the package loader, naming the file.
+    """
+    if Path(path).suffix == ".pt2":
+        return True
     try:
         with zipfile.ZipFile(path) as archive:
             return any("/data/aotinductor/" in f"/{n}" for n in archive.namelist())

@@ -99,7 +99,7 @@ class PackagedModel(nn.Module):
         if not path.is_file():
             raise FileNotFoundError(f"package not found: {path}" + ("; it is a folder" if path.is_dir() else ""))
         if not zipfile.is_zipfile(path):
-            raise ValueError(f"{path} is not an AOTInductor package (not a zip archive)")
+            raise ValueError(f"cannot load package {path}: not an AOTInductor package (not a zip archive)")
         try:
             compiled = torch._inductor.aoti_load_package(str(path))
         except Exception as exc:  # noqa: BLE001 - a foreign or corrupt archive: one line naming the file

@@ -109,7 +109,7 @@ def test_langevin_and_bfgs_run_unchanged():
     atoms = _atoms()
     atoms.calc = GeomlinCalculator(model)
     thermalize_momenta(atoms, temperature_K=300, rng=np.random.default_rng(1))
-    Langevin(atoms, timestep=0.5 * units.fs, temperature_K=300, friction=0.01 / units.fs,
+    Langevin(atoms, timestep=0.5 * units.fs, temperature_K=300, friction=0.01 / units.fs, fixcm=False,
              rng=np.random.default_rng(2)).run(20)
     assert np.isfinite(atoms.get_potential_energy())
     start = atoms.get_potential_energy()
