@@ -118,6 +118,12 @@ def load(path: str | Path, model: str | None = None, device: str | torch.device 
         One line naming the file: missing, not a checkpoint or package, a checkpoint that needs
         Python objects (it is read with ``torch.load(weights_only=True)``, which never runs code
         from the file), a model name it does not hold, a device or dtype a package cannot run in.
+
+    Notes
+    -----
+    A checkpoint holds only tensors and plain data. A package holds compiled native code (its
+    kernels as a shared library, which loading runs): load only packages you trust, as you would
+    run only programs you trust.
     """
     from geomlin.train.checkpoint import load_checkpoint
 
