@@ -118,6 +118,11 @@ class PackagedModel(nn.Module):
         """The device the package was compiled for."""
         return torch.device(self.metadata.get("device", "cpu"))
 
+    def train(self, mode: bool = True) -> PackagedModel:
+        """A compiled package has no training mode: only the flag is set (nothing below is switched)."""
+        self.training = bool(mode)
+        return self
+
     def _apply(self, fn, recurse=True):
         # .to() / .double() cannot change compiled kernels: refuse instead of pretending
         raise TypeError(f"a compiled package runs in {self.dtype} on {self.device}; it cannot be moved or cast "
