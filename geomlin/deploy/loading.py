@@ -72,15 +72,16 @@ def checkpoint_model(ckpt: dict, name: str | None, path: str | Path) -> nn.Modul
 def load_package(path: str | Path) -> PackagedModel:
     """The [`PackagedModel`][geomlin.deploy.packaged.PackagedModel] of a package file, with its declared types.
 
-    A package of ``geomlin export`` records its task, model and config: the task rebuilds the
-    model (random weights) only to read its declared feature types.
+    A package of ``geomlin export`` records its task, model, config and data facts: the task
+    rebuilds the model (random weights) only to read its declared feature types. A package
+    written without them keeps ``type_in`` / ``type_out`` None.
     """
     try:
         packaged = PackagedModel.open(path)
     except (FileNotFoundError, ValueError) as exc:
         raise UserError(str(exc)) from None
     card = packaged.card
-    if card.task is not None and card.name is not None:
+    if card.task is not None and card.name is not None and card.data:
         from geomlin.train.tasks import get_task
 
         shell = get_task(card.task).build_model(card.name, dict(card.config), dict(card.data))
