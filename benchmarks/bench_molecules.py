@@ -507,8 +507,12 @@ def mace_worker(split_path: str, out_path: str) -> None:
     Path(out_path).write_text(json.dumps(results))
 
 
-def run_mace(python: str | None, split: dict, settings: dict, threads: int) -> dict | str:
-    """MACE's results from its own virtualenv, or why there are none."""
+def run_mace(python: str | None, split: dict, settings: dict, threads: int, script: str = __file__) -> dict | str:
+    """MACE's results from its own virtualenv, or why there are none.
+
+    Runs ``script --mace-worker SPLIT OUT`` there (this file's [`mace_worker`][], or another
+    benchmark's worker on the same split and settings files).
+    """
     if not python:
         return "not installed (pass --mace-python or set GEOMLIN_MACE_PYTHON)"
     with tempfile.TemporaryDirectory() as tmp:
@@ -517,7 +521,7 @@ def run_mace(python: str | None, split: dict, settings: dict, threads: int) -> d
         split_path.with_suffix(".json").write_text(json.dumps({**settings, "threads": threads}))
         out = Path(tmp) / "mace.json"
         env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-        proc = subprocess.run([python, __file__, "--mace-worker", str(split_path), str(out)], env=env,
+        proc = subprocess.run([python, script, "--mace-worker", str(split_path), str(out)], env=env,
                               capture_output=True, text=True, check=False)
         if proc.returncode != 0:
             last = (proc.stderr.strip().splitlines() or ["no output"])[-1]

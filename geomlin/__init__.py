@@ -19,8 +19,21 @@ Floors, lowest first: each imports only from the floors listed before it (tests/
 * ``geomlin.datasets`` — offline-first loaders for molecules and point clouds (PyG data);
 * ``geomlin.models`` — reference models used by the examples and the command line;
 * ``geomlin.train`` — the training loop, tasks, distributed setup, checkpoints;
-* ``geomlin.deploy`` — torch.export programs with dynamic sizes and AOTInductor packages;
+* ``geomlin.deploy`` — torch.export programs with dynamic sizes, AOTInductor packages with checked
+  inputs, ``load`` of checkpoints and packages, the ASE calculator;
 * ``geomlin.cli`` — the ``geomlin`` command (train, bench, audit, export).
 """
 
 __version__ = "0.1.0"
+
+#: Names served lazily from a higher floor, so that ``import geomlin`` stays light.
+_LAZY = {"load": "geomlin.deploy.loading"}
+
+
+def __getattr__(name: str):
+    """``geomlin.load``: [`geomlin.deploy.loading.load`][] (a checkpoint or package in, a ready model out)."""
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'geomlin' has no attribute {name!r}")

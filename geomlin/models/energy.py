@@ -13,7 +13,9 @@ import inspect
 import torch
 from torch import Tensor, nn
 
+from geomlin.models.md import require_autograd
 from geomlin.reps import Labels, Positions, Scalars, Vectors
+from geomlin.reps.declarations import ExportShapes
 
 __all__ = ["EXAMPLE_ATOMS", "MoleculeEnergyModel", "accepts_mask"]
 
@@ -39,6 +41,11 @@ class MoleculeEnergyModel(nn.Module):
     species ``Labels(num_species)`` -> energy ``Scalars()`` (E(3) invariant) and forces
     ``Vectors(3)`` (E(3) equivariant).
     """
+
+    #: Exported programs take molecules of 3 atoms or more (geomlin.deploy).
+    export_shapes = ExportShapes(min_items=3, reason="the dense pair list has N - 1 neighbours per atom; PyTorch "
+                                 "specialises a size of 1, so a program for any N >= 3 cannot also take N = 2 "
+                                 "(pad a diatomic molecule to 3 atoms)")
 
     def __init__(self, net: nn.Module, energy_mean: float = 0.0, scale: float = 1.0,
                  atom_energies: Tensor | list[float] | None = None):
@@ -75,6 +82,7 @@ class MoleculeEnergyModel(nn.Module):
                 compute_forces: bool = True) -> tuple[Tensor, Tensor | None]:
         if not compute_forces:
             return self.energy(pos, species, mask), None
+        require_autograd("MoleculeEnergyModel")
         with torch.enable_grad():
             if not pos.requires_grad:
                 pos = pos.detach().requires_grad_(True)

@@ -18,6 +18,7 @@ from geomlin.algebra import pga
 from geomlin.gatr import GATr, orientations, set_layout
 from geomlin.models.graphs import count_graphs, scatter_sum
 from geomlin.reps import Positions, Scalars, Vectors
+from geomlin.reps.declarations import ExportShapes
 from geomlin.validation import check_batch_vector, check_bool, check_positive_int, check_tensor
 
 #: Systems and particles of the example inputs of [`GATrDynamics`][].
@@ -50,6 +51,11 @@ class GATrClassifier(nn.Module):
     average_orientations : bool
         run both orientations of the embedded points (module docstring).
     """
+
+    #: An exported program takes at most ``max_points`` points (geomlin.deploy).
+    export_shapes = ExportShapes(max_items_attr="max_points", reason="the classifier reads only its first "
+                                 "max_points points; a program takes at most that many (subsample larger clouds "
+                                 "before the call)")
 
     def __init__(self, num_classes: int, hidden_mv_channels: int = 8, hidden_s_channels: int = 16,
                  num_blocks: int = 2, num_heads: int = 4, max_points: int = 32, *,

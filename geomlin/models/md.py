@@ -26,6 +26,19 @@ from geomlin.validation import check_condition, check_tensor
 CUDA_GRAPH_MODES = ("reduce-overhead", "max-autotune")
 
 
+def require_autograd(what: str) -> None:
+    """Refuse at once under ``torch.inference_mode``, where forces (``-dE/dpos`` by autograd) cannot be computed.
+
+    PyTorch Lightning runs ``validate()`` / ``test()`` / ``predict()`` under ``inference_mode`` by
+    default; without this check a force model fails deep inside autograd ("element 0 of tensors
+    does not require grad").
+    """
+    if torch.is_inference_mode_enabled():
+        raise RuntimeError(f"{what} computes forces by autograd, which torch.inference_mode disables (PyTorch "
+                           "Lightning validates and tests under it by default): use Trainer(inference_mode=False), "
+                           "or torch.no_grad() instead of torch.inference_mode()")
+
+
 def _neighbor_lists(potential: nn.Module) -> list[tuple[float, int]]:
     """The ``(cutoff, max_neighbors)`` of every submodule that uses a padded neighbour list."""
     found = []
@@ -69,6 +82,11 @@ class EnergyAndForces(nn.Module):
 
     The backward also computes the gradients of the parameters that require them; freeze the
     potential (``potential.requires_grad_(False)``) for pure inference.
+
+    Under ``torch.inference_mode`` (PyTorch Lightning's default for ``validate()`` / ``test()``)
+    forces cannot be computed: the call is refused at once ([`require_autograd`][]).
+    ``geomlin.deploy.export(step, (pos, species))`` exports the step as its potential's
+    ``(pos, species) -> (energy, forces)`` program.
     """
 
     def __init__(self, potential: nn.Module, backend: str | Callable | None = "inductor", mode: str | None = None):
@@ -76,6 +94,7 @@ class EnergyAndForces(nn.Module):
         if not isinstance(potential, nn.Module):
             raise TypeError(f"potential must be an nn.Module, got {type(potential).__name__}")
         self.potential = potential
+        self.backend = backend
         self.mode = mode
         self.neighbor_lists = _neighbor_lists(potential)
         step = self._energy
@@ -96,6 +115,7 @@ class EnergyAndForces(nn.Module):
     def forward(self, pos: Tensor, species: Tensor, mask: Tensor | None = None) -> tuple[Tensor, Tensor]:
         check_tensor(pos, "pos", shape=(None, None, 3), dtype=(torch.float32, torch.float64),
                      what="B molecules of N atoms")
+        require_autograd("EnergyAndForces")
         if self.mode in CUDA_GRAPH_MODES:
             torch.compiler.cudagraph_mark_step_begin()  # the previous step's graph outputs may be reused
         if not self._warm:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
+from geomlin.reps.declarations import ExportShapes
 from geomlin.validation import check_positive_int, check_tensor
 
 
@@ -23,6 +24,10 @@ class MLPDynamics(nn.Module):
     hidden_channels : int
         width of the two hidden layers.
     """
+
+    #: The body count is part of the weights: an exported program takes the example's count only.
+    export_shapes = ExportShapes(static_items=True, reason="a Linear layer reads all bodies flattened "
+                                 "(in_features = 7 num_particles): the body count is part of the weights")
 
     def __init__(self, num_particles: int, hidden_channels: int = 128):
         super().__init__()

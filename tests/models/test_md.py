@@ -180,3 +180,28 @@ def test_eager_step_is_sync_free_on_an_accelerator_and_defers_the_overflow():
     model(frames[1:2], species)  # frame 1 has an atom with 6 neighbours within 2 Angstrom
     with pytest.raises(ValueError, match="more than max_neighbors=5 .*raise_deferred"):
         raise_deferred()
+
+
+def test_energy_and_forces_exports_with_torch_export():
+    """``deploy.export`` of the step (issue 34): the program at other sizes equals the eager step."""
+    from geomlin import deploy
+
+    pos, species = _ethanol()
+    net = _potential("egnn")
+    step = EnergyAndForces(net, backend=None)
+    program = deploy.export(step, (pos[:2], species.expand(2, -1).clone()))
+    frames = pos[2:5, :8].contiguous()
+    got = program.module()(frames, species[:, :8].expand(3, -1).clone())
+    for g, w in zip(got, step(frames, species[:, :8].expand(3, -1))):
+        torch.testing.assert_close(g, w, rtol=RTOL, atol=1e-5)
+
+
+def test_export_of_a_potential_checks_its_inputs_before_running_it():
+    from geomlin import deploy
+    from geomlin.models import MoleculeEnergyModel
+
+    pos, _ = _ethanol()
+    with pytest.raises(ValueError, match=r"exported as \(pos, species\) -> \(energy, forces\); got 1 positional"):
+        deploy.export(MoleculeEnergyModel(_potential("egnn")), (pos[:2],))
+    with pytest.raises(TypeError, match=r"EGNNPotential.forward cannot take the example inputs .* 'species'"):
+        deploy.export(_potential("egnn"), (pos[:2],))

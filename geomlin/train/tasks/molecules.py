@@ -235,11 +235,12 @@ class MoleculesTask(Task):
         ds = require_module("geomlin.datasets", "reading trajectories")
         try:
             if path.suffix.lower() == ".npz":
-                from geomlin.datasets.md17 import read_npz_trajectory
+                from geomlin.datasets.md17 import MD17_UNITS, read_npz_trajectory
 
                 raw = read_npz_trajectory(path, require_forces=False)
                 pos = torch.from_numpy(raw["pos"]).double()
                 d = {"pos": pos, "z": torch.from_numpy(raw["z"]).long().expand(pos.shape[0], -1).clone(),
+                     "energy_unit": MD17_UNITS["energy"], "length_unit": MD17_UNITS["pos"],
                      "energy": torch.from_numpy(raw["energy"]).double().reshape(-1)}
                 if raw["force"] is not None:
                     d["forces"] = torch.from_numpy(raw["force"]).double().reshape(pos.shape)
@@ -280,6 +281,7 @@ class MoleculesTask(Task):
         if cfg["dataset"] == "qm9":
             return self._build_qm9(cfg)
         d = self._load(cfg)
+        d["path"] = cfg.get("data") or str(BUNDLED_ETHANOL)
         if not all(torch.isfinite(v).all() for k, v in d.items() if k in ("energy", "forces")):
             raise UserError("the trajectory has NaN or infinite energies/forces")
         split = self._split(d["pos"].shape[0], cfg)
@@ -291,9 +293,13 @@ class MoleculesTask(Task):
         scale = float(tr["forces"].double().pow(2).mean().sqrt() if "forces" in tr else tr["energy"].std(correction=0))
         self.primary_metric = f"{TEST}_force_mae" if "forces" in tr else f"{TEST}_energy_mae"
         self.eval_needs_grad = "forces" in tr
+        # units: MD17's for an .npz (the reader's convention), none for an XYZ file, which does not state them;
+        # the species index of an atom is its atomic number
         info = {"energy_mean": float(tr["energy"].mean()), "scale": scale if scale > 0 else 1.0,
                 "num_species": int(d["z"].max()) + 1, "num_atoms": int(d["pos"].shape[1]),
-                "frames": int(d["pos"].shape[0]), "dataset": "md"}
+                "frames": int(d["pos"].shape[0]), "dataset": "md", "data": d["path"],
+                "atomic_numbers": sorted(set(d["z"].reshape(-1).tolist()))}
+        info.update({k: d[k] for k in ("energy_unit", "length_unit") if k in d})
         return TaskData(train=fields["train"], evals={TEST: fields[TEST]}, info=info)
 
     def _build_qm9(self, cfg: dict) -> TaskData:
@@ -338,7 +344,10 @@ class MoleculesTask(Task):
 
         info = {"energy_mean": mean, "scale": rms if rms > 0 else 1.0, "atom_energies": ref.tolist(),
                 "num_species": num_species, "dataset": "qm9", "target": QM9_TARGETS[k][0],
-                "unit": QM9_TARGETS[k][3], "molecules": len(sizes), "max_atoms": max(sizes)}
+                "unit": QM9_TARGETS[k][3], "molecules": len(sizes), "max_atoms": max(sizes),
+                "atomic_numbers": sorted(set(data.z.tolist()))}
+        if QM9_TARGETS[k][3] == "eV":  # an energy target: a potential in eV
+            info.update(energy_unit="eV", length_unit="Angstrom")
         evals = {name: graphs(split[name]) for name in (VALID, TEST) if name in split}
         return TaskData(train=graphs(split["train"]), evals=evals, info=info)
 
