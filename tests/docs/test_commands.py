@@ -105,6 +105,10 @@ def _named_blocks() -> dict[str, str]:
 
 COMMANDS = printed_commands()
 
+#: Commands the pages say exit non-zero, with the status they promise: the pointcloud run holds the
+#: rotation-sensitive baseline, so auditing it fails by design (quickstart.md, "Audit what you trained").
+EXPECTED_STATUS = {"geomlin audit runs/pointcloud/checkpoint.pt": 1}
+
 
 def test_the_commands_are_found():
     commands = [c for _, c in COMMANDS]
@@ -171,8 +175,11 @@ def test_every_printed_command_runs(tmp_path, monkeypatch, capsys):
         if same in done:  # `X` and `X --threads 1` (the test adds --threads 1) run once
             continue
         status = _run(args)
-        assert status == 0, f"{page}: `{command}` failed:\n{capsys.readouterr().err[-2000:]}"
+        expected = EXPECTED_STATUS.get(command, 0)
+        assert status == expected, (f"{page}: `{command}` exited {status}, the pages promise {expected}:\n"
+                                    f"{capsys.readouterr().err[-2000:]}")
         capsys.readouterr()
         ran.append(command)
         done.add(same)
     assert any(c.startswith("geomlin audit runs/") for c in ran), ran
+    assert set(EXPECTED_STATUS) <= set(ran), "EXPECTED_STATUS names a command the pages no longer print"
