@@ -45,11 +45,12 @@ from __future__ import annotations
 import functools
 import itertools
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 
 import torch
-from torch import Tensor, nn
+from torch import Tensor
 
+from geomlin.tables import ConstantTables, device_cache, table_on
 from geomlin.validation import (
     check_choice,
     check_condition,
@@ -275,100 +276,12 @@ def _product_paths(metric: tuple[float, ...], kind: str, subspaces: str) -> Tens
     return out
 
 
-#: Tables already moved to a (device, dtype), by key. A plain dict rather than lru_cache so that
-#: torch.compile reads a warm entry as a constant instead of tracing the table builders.
-_CONSTANTS: dict = {}
-
-
-def cached_constant(key: tuple, build):
-    """``_CONSTANTS[key]`` (a table or a count), built by ``build()`` on the first request."""
-    t = _CONSTANTS.get(key)
-    if t is None:
-        t = build()
-        _CONSTANTS[key] = t
-    return t
-
-
 def _parts(metric: tuple[float, ...], key: str) -> tuple[Tensor, ...]:
     """The float64 CPU table(s) of ``key``: a product kind, ``"sparse:" + kind`` (a triple) or a
     per-component vector of ``_vectors``."""
     if key.startswith("sparse:"):
         return _sparse(metric, key[len("sparse:"):])
     return (_tables_get(metric, key),)
-
-
-def _on(metric: tuple[float, ...], key: str, index: int, device: torch.device, dtype: torch.dtype) -> Tensor:
-    """A cached table moved to ``device``/``dtype`` (``index`` selects within a sparse triple)."""
-    return cached_constant(("clifford", metric, key, index, device, dtype),
-                           lambda: _parts(metric, key)[index].to(device=device, dtype=dtype))
-
-
-class ConstantTables(nn.Module):
-    """Constant tables (Cayley tables, sign vectors, index plans) as non-persistent buffers.
-
-    A module whose forward pass reads constant tables holds one, so ``module.to(device)`` moves the
-    tables with the parameters: no forward pass fills a cache or uploads a constant, and the
-    module's ``state_dict`` does not change. [`CliffordAlgebra`][] methods read their tables from
-    it when given ``tables=`` ([`CliffordAlgebra.tables`][] builds one).
-
-    Parameters
-    ----------
-    tables : Mapping[str, Tensor | tuple[Tensor, ...]]
-        ``{key: tensor or tuple of tensors}``. Floating tables are stored in the default dtype
-        and cast to the input's dtype on use (every table geomlin stores this way holds small
-        dyadic numbers such as ``0, +-1, +-1/2, +-2``, exact in every floating dtype).
-    """
-
-    def __init__(self, tables: Mapping[str, Tensor | tuple[Tensor, ...]]):
-        super().__init__()
-        self._names: dict[str, tuple[str, ...]] = {}
-        for key, value in tables.items():
-            parts = value if isinstance(value, tuple) else (value,)
-            names = []
-            for t in parts:
-                name = f"table{len(self._buffers)}"
-                t = t.detach().clone()
-                if t.is_floating_point():
-                    t = t.to(torch.get_default_dtype())
-                self.register_buffer(name, t, persistent=False)
-                names.append(name)
-            self._names[key] = tuple(names)
-
-    def extra_repr(self) -> str:
-        return ", ".join(self._names)
-
-    def __contains__(self, key: str) -> bool:
-        return key in self._names
-
-    def get(self, key: str, index: int = 0, dtype: torch.dtype | None = None) -> Tensor:
-        """Table ``key`` (part ``index`` of a tuple), a floating one cast to ``dtype`` when given."""
-        names = self._names.get(key)
-        if names is None:
-            raise KeyError(f"these ConstantTables hold {sorted(self._names)}, not {key!r}; build them with "
-                           f"the keys the forward pass reads")
-        t = getattr(self, names[index])
-        if dtype is not None and t.is_floating_point() and t.dtype != dtype:
-            t = t.to(dtype)
-        return t
-
-
-def table_on(key: str, build: Callable[[], Tensor | tuple[Tensor, ...]], device: torch.device,
-             dtype: torch.dtype | None = None, index: int = 0, tables: ConstantTables | None = None) -> Tensor:
-    """Constant table ``key`` (part ``index`` of a tuple) on ``device``, floating tables in ``dtype``.
-
-    Read from ``tables`` (a module's buffers) when given, else from the per-(device, dtype) cache,
-    which ``build()`` (float64 / long CPU tensors) fills on the first request. ``key`` must name
-    the table uniquely across geomlin (``"pga:join"``, ``"gatr:linear"``).
-    """
-    if tables is not None:
-        return tables.get(key, index, dtype)
-
-    def fill() -> Tensor:
-        t = build()
-        t = t[index] if isinstance(t, tuple) else t
-        return t.to(device=device, dtype=dtype if dtype is not None and t.is_floating_point() else t.dtype)
-
-    return cached_constant((key, index, device, dtype), fill)
 
 
 def scaling_and_squaring(x: Tensor, size: Tensor, multiply: Callable[[Tensor, Tensor], Tensor],
@@ -460,7 +373,7 @@ class CliffordAlgebra:
     leading dimensions.
 
     Tables on devices. Methods that read constant tables (products, involutions, norms) take
-    ``tables=``: a [`ConstantTables`][] from [`tables`][] held by the calling module (its
+    ``tables=``: a [`ConstantTables`][geomlin.tables.ConstantTables] from [`tables`][] held by the calling module (its
     buffers move with ``module.to(device)``). Without it they read a per-(device, dtype) cache,
     filled on the first call for each device and dtype (one upload). No method synchronises with
     the device.
@@ -551,7 +464,7 @@ class CliffordAlgebra:
         kind = self._check_kind(kind)
         # through the dictionary cache: a compiled forward (``method="auto"`` asks) reads the count as a
         # constant instead of tracing the table's ``nonzero``
-        return cached_constant(("clifford", self.metric, "nnz", kind), lambda: _sparse(self.metric, kind)[0].shape[1])
+        return device_cache(("clifford:nnz", self.metric, kind), lambda: _sparse(self.metric, kind)[0].shape[1])
 
     def _check_kind(self, kind: str) -> str:
         if kind not in PRODUCTS:
@@ -574,7 +487,7 @@ class CliffordAlgebra:
 
     def table_entries(self, *keys: str) -> dict[str, Tensor | tuple[Tensor, ...]]:
         """``{key a method reads: float64 / long CPU table}`` of the requested [`tables`][] keys, for
-        a module that gathers tables of several sources into one [`ConstantTables`][]."""
+        a module that gathers tables of several sources into one [`ConstantTables`][geomlin.tables.ConstantTables]."""
         return {self._table_key(key): self._table_parts(self._table_key(key)) for key in keys}
 
     def _table_key(self, key: str) -> str:
@@ -599,9 +512,9 @@ class CliffordAlgebra:
         return kind if method == "dense" else "sparse:" + kind
 
     def _tab(self, key: str, like: Tensor, index: int = 0, tables: ConstantTables | None = None) -> Tensor:
-        if tables is not None:
-            return tables.get(key, index, like.dtype)
-        return _on(self.metric, key, index, like.device, like.dtype)
+        if tables is not None:  # a module's tables are keyed by name (one algebra per module)
+            return tables.get(key, like.dtype, index)
+        return table_on(("clifford", self.metric, key), lambda: _parts(self.metric, key), like.device, like.dtype, index)
 
     def check(self, x: Tensor, name: str = "x") -> Tensor:
         """Validate a multivector: a real floating tensor with last dimension ``dim``."""
@@ -838,8 +751,8 @@ class CliffordAlgebra:
             return A
         if A.device.type != "cpu":
             tol = tolerance(A.dtype)
-            G = cached_constant(("clifford-metric", self.metric, A.device, A.dtype),
-                                lambda: torch.diag(torch.tensor(self.metric, dtype=A.dtype)).to(A.device))
+            G = device_cache(("clifford:metric", self.metric), lambda: torch.diag(torch.tensor(self.metric, dtype=torch.float64)),
+                             A.device, A.dtype)
             size = A.detach().abs().amax().clamp_min(1.0)
             wide = A.detach().to(torch.float32) if A.dtype in (torch.float16, torch.bfloat16) else A.detach()
             ok = torch.isfinite(A).all() & ((A.transpose(-1, -2) @ G @ A - G).abs().amax() <= tol * size ** 2)
@@ -875,8 +788,7 @@ class CliffordAlgebra:
         for k in range(1, self.n + 1):
             s = self.grade_slices[k]
             # (m, k) basis-vector indices of each blade, cached on A's device
-            idx = cached_constant(("clifford-grade-index", self.n, k, A.device),
-                                  lambda k=k: _grade_index(self.n, k).to(A.device))
+            idx = device_cache(("clifford:grade-index", self.n, k), lambda k=k: _grade_index(self.n, k), A.device)
             sub = A[..., idx[:, None, :, None], idx[None, :, None, :]]  # (..., m, m, k, k)
             out[..., s, s] = torch.linalg.det(sub) if k > 1 else sub[..., 0, 0]
         return out

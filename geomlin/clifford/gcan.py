@@ -41,8 +41,9 @@ import torch
 from torch import Tensor, nn
 
 from geomlin.algebra import CliffordAlgebra
-from geomlin.algebra.clifford import ConstantTables, scaling_and_squaring, table_on
+from geomlin.algebra.clifford import scaling_and_squaring
 from geomlin.clifford.cgenn import algebra_argument, cgenn_tables, check_channels, multivector_type
+from geomlin.tables import ConstantTables, table_on
 from geomlin.validation import check_choice, check_float, check_int, check_positive_int
 
 #: The versor parametrisations of [`GroupActionLinear`][].

@@ -33,7 +33,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from geomlin.algebra import pga
-from geomlin.algebra.clifford import ConstantTables, table_on
+from geomlin.tables import ConstantTables, table_on
 from geomlin.validation import check_choice, check_float, check_tensor
 
 #: Number of Pin(3,0,1)-equivariant linear maps of G(3,0,1) (5 grade projections + 4 e0 maps).

@@ -29,6 +29,7 @@ from collections.abc import Callable
 import torch
 from torch import Tensor
 
+from geomlin.tables import device_cache
 from geomlin.validation import (
     check_condition,
     check_finite,
@@ -53,10 +54,6 @@ ELEMENT_DECIMALS = 8
 SINGULAR_RTOL = 1e-10
 #: Tolerance of [`Group.is_orthogonal`][] on the float64 generators.
 ORTHOGONAL_ATOL = 1e-10
-
-
-#: Invariant forms of groups on devices, by (group key, device, dtype): equal groups share them.
-_FORMS_ON: dict = {}
 
 
 def _as_generator_tensor(x, name: str, d: int | None) -> Tensor:
@@ -290,12 +287,10 @@ class Group(SymmetryGroup):
 
     def _invariant_form_on(self, device, dtype) -> Tensor | None:
         """[`invariant_form`][] on ``device`` in ``dtype``, cached per (group, device, dtype) (read-only)."""
-        key = (self.key(), torch.device(device), dtype)
-        if key not in _FORMS_ON:
-            B = self.invariant_form
-            with torch.inference_mode(False):
-                _FORMS_ON[key] = None if B is None else B.to(device=device, dtype=dtype)
-        return _FORMS_ON[key]
+        B = self.invariant_form
+        if B is None:
+            return None
+        return device_cache(("groups:invariant-form", self.key()), lambda: B, device, dtype)  # equal groups share it
 
     # ----------------------------------------------------------------- sampling
     def sample(self, n: int = 1, generator: torch.Generator | None = None,

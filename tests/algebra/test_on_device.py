@@ -10,7 +10,8 @@ import pytest
 import torch
 
 from geomlin.algebra import CliffordAlgebra, pga
-from geomlin.algebra.clifford import MAX_SQUARINGS, ConstantTables
+from geomlin.algebra.clifford import MAX_SQUARINGS
+from geomlin.tables import ConstantTables
 from geomlin.validation import pending_checks, raise_deferred
 from tests.device import simulated as sim
 from tests.device.checks import assert_runs_on_device, no_deferred_checks  # noqa: F401 (a fixture)
@@ -66,11 +67,11 @@ def test_methods_with_tables_read_no_cache(metric):
         alg.regressive_product(x, y, tables=tables)
 
 
-def test_tables_are_not_in_the_state_dict_and_follow_the_dtype():
+def test_tables_are_not_in_the_state_dict_and_are_read_in_the_dtype_asked_for():
     tables = CliffordAlgebra((1, 1, 1)).tables("geometric", "quadratic_form")
     assert tables.state_dict() == {}
-    assert tables.get("quadratic_form").dtype == torch.get_default_dtype()
-    assert tables.double().get("quadratic_form").dtype == torch.float64
+    assert tables.get("quadratic_form").dtype == torch.float64
+    assert tables.float().get("quadratic_form").dtype == torch.float64  # a module cast does not round them
     assert tables.get("quadratic_form", dtype=torch.bfloat16).dtype == torch.bfloat16
 
 

@@ -3,7 +3,7 @@
 Oracle: the same call on the CPU. ``apply_diagram`` for every group family (the SO(n) ε table is
 uploaded once per device, on the first call) and layers built from solved bases and diagram bases
 record no host sync, no upload and no device assert in forward and backward once on the device.
-:class:`~geomlin.linear.tables.ConstantTables` keeps float64 through module casts, follows the
+:class:`~geomlin.tables.ConstantTables` keeps float64 through module casts, follows the
 module's device and stays out of state dicts.
 """
 
@@ -22,8 +22,8 @@ from geomlin.linear import (
     apply_diagram,
 )
 from geomlin.linear.diagrams import spanning_diagrams
-from geomlin.linear.tables import ConstantTables
 from geomlin.reps import Scalar, V
+from geomlin.tables import ConstantTables
 from tests.device import simulated as sim
 
 DIAGRAM_CASES = [("S", 3, 2, 2, False), ("S", 3, 2, 1, True), ("O", 3, 3, 1, False), ("SO", 3, 2, 1, False),
@@ -88,16 +88,16 @@ def test_constant_tables_keep_float64_follow_the_device_and_copy_their_input():
     source = torch.randn(3, 4, dtype=torch.float64)
     tables = ConstantTables({"basis": source, "index": torch.arange(4)})
     source.zero_()
-    assert tables.basis.abs().sum() > 0  # a copy: the caller's tensor (often a cached one) is not aliased
+    assert tables.get("basis").abs().sum() > 0  # a copy: the caller's tensor (often a cached one) is not aliased
     assert tables.state_dict() == {}
     first = tables.get("basis", torch.float32)
     assert first.dtype == torch.float32 and tables.get("basis", torch.float32) is first  # cast once
     tables.float()
-    assert tables.basis.dtype == torch.float64 and tables.index.dtype == torch.int64
+    assert tables.get("basis").dtype == torch.float64 and tables.get("index").dtype == torch.int64
     tables.half()
-    assert tables.basis.dtype == torch.float64
+    assert tables.get("basis").dtype == torch.float64
     moved = sim.to_sim(tables)
-    assert moved.basis.device == sim.DEVICE and moved.basis.dtype == torch.float64
+    assert moved.get("basis").device == sim.DEVICE and moved.get("basis").dtype == torch.float64
     with sim.watch() as log:
         cast = moved.get("basis", torch.float32)
     assert not log.events and cast.device == sim.DEVICE

@@ -26,8 +26,9 @@ import functools
 import torch
 from torch import Tensor
 
-from geomlin.algebra.clifford import ConstantTables, selection_matrices, table_on
+from geomlin.algebra.clifford import selection_matrices
 from geomlin.algebra.pga.basis import DEGENERATE, DIM, NONDEGENERATE, PGA, check_mv
+from geomlin.tables import ConstantTables, table_on
 from geomlin.validation import check_tensor
 
 #: Columns per chunk of the component-major kernels: their ``(88, CHUNK_COLUMNS)`` intermediates
@@ -119,7 +120,7 @@ def tables(*keys: str) -> ConstantTables:
 
 def table_entries(*keys: str) -> dict[str, Tensor | tuple[Tensor, ...]]:
     """``{key read by the functions: float64 CPU table}`` of [`tables`][] keys (for a module that
-    gathers tables of several sources into one [`ConstantTables`][geomlin.algebra.clifford.ConstantTables])."""
+    gathers tables of several sources into one [`ConstantTables`][geomlin.tables.ConstantTables])."""
     own = {key: _TABLES[key]() for key in keys if key in _TABLES}
     return {**own, **PGA.table_entries(*(key for key in keys if key not in _TABLES))}
 
