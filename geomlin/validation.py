@@ -16,20 +16,45 @@ the argument, says what was expected and what was given::
 * Checks belong at public boundaries, never inside inner loops.
 
 Checks that read values (NaN, ranges, order, "is this a rotation") and accelerators
-    On the CPU a failed check raises at once. On an accelerator reading the answer would make the
-    host wait for the device on every call, and a device-side assert (``torch._assert_async``)
-    leaves a CUDA context unusable for the rest of the process. So there [`check_condition`][]
-    computes the answer on the device and *defers* it: the flag stays on the device (no host
-    sync) until [`raise_deferred`][] reads every pending flag at once and raises the same
-    ``ValueError`` the CPU would have raised. The training loop calls it after its first step and
-    once per epoch, where it reads its metrics anyway; call it yourself (or use
-    [`deferred_checks`][]) around your own loops. Indices that would make a kernel read out of
-    bounds are clamped by the checks that defer ([`check_index`][]), so a bad index never
-    becomes a fatal device-side assert before its error is raised. Value checks are skipped on the
-    meta device; while ``torch.compile`` or ``torch.export`` trace on the CPU, [`check_condition`][],
-    [`check_finite`][] and [`check_index`][] put their test into the graph as
-    ``torch._assert_async`` (a compiled program or AOTInductor package raises ``RuntimeError`` with
-    the same message); the other value checks (order, orthogonality) are skipped there.
+    A failed check raises at once, on every device: reading the answer on an accelerator costs one
+    host synchronisation, and no check ever clamps, truncates or zeroes its input instead. Inside
+    an explicit [`deferred_checks`][] scope, on an accelerator, a check keeps its answer on the
+    device instead (no host sync: a device-side assert, ``torch._assert_async``, would leave a
+    CUDA context unusable for the rest of the process) and the scope raises the same
+    ``ValueError`` the CPU would have raised when it ends (or at [`raise_deferred`][] inside it).
+    Only there does [`check_index`][] clamp the index it returns, so that a bad index never
+    becomes a fatal device-side assert before its error is raised. The training loop
+    (``geomlin.train``), [`EnergyAndForces`][geomlin.models.md.EnergyAndForces] and the
+    benchmarks open a scope; open one around your own loops on an accelerator. A block that raises
+    drops its scope's pending checks, so nothing leaks into the next block. Value checks are
+    skipped on the meta device and on fake tensors.
+
+What compiled code does differently (every ``torch.compiler.is_compiling()`` branch of geomlin)
+    Values cannot be read while ``torch.compile`` or ``torch.export`` trace (``geomlin.deploy``
+    traces exported programs the same way, ``deploy._tracing_like_compile``), so traced code takes
+    these paths, and only these (``tests/test_validation.py`` checks that the list is complete):
+
+    * ``validation.check_condition``, ``check_finite``, ``check_index`` (through
+      ``validation._values_unreadable`` and ``validation._traced_check``): on the CPU the test becomes an assert of the
+      graph (``torch._assert_async``; a compiled program or AOTInductor package raises
+      ``RuntimeError`` with the same message), on accelerators it is skipped; warnings are not
+      traced. The other value checks (``check_orthogonal``, ``check_batch_vector``'s order) are
+      skipped. ``validation.check_index`` names its bound in words (a symbolic size printed would
+      specialise the graph); ``validation.shape_str`` prints symbolic sizes as ``?``;
+      ``validation.check_memory`` is skipped (sizes may be symbolic; the eager call checked them),
+      and so is the memory check of ``models.graphs.dense_edge_index``.
+    * ``groups.base.Group.check_element`` skips the membership test of group elements.
+    * ``frames.pca._require_points``, ``frames.pca._work_needed`` and the degenerate-frame check of
+      ``frames.pca._report_degenerate`` take the accelerator's branch-free path (every item's
+      policy computed and selected with ``torch.where``; the refusal without item numbers).
+    * ``algebra.clifford.scaling_and_squaring`` runs all ``MAX_SQUARINGS`` masked squarings.
+    * ``linear.diagrams.layer.DiagramLinear`` clones its output buffer before the in-place
+      scatter (inductor functionalises it only on a base tensor).
+    * ``gaunt.product._gaunt_grid`` and ``gaunt.product._grid_backward`` run the grid route as one
+      opaque custom operator; ``gaunt.method_tables.choose_method`` and
+      ``gaunt.method_tables.choose_power_method`` pick the routes
+      that trace (``TRACED_METHOD``, ``"direct"``, ``"dense"``), and ``gaunt.powers.power_sum``
+      the dense power.
 """
 
 from __future__ import annotations
@@ -42,8 +67,10 @@ import warnings
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
+import numpy as np
 import torch
 from torch import Tensor
+from torch._subclasses.fake_tensor import FakeTensor
 
 #: Relative tolerance for "is this a group element / orthonormal / unit" checks, by dtype. Loose
 #: enough for values that went through a few float operations, tight enough to reject a shear.
@@ -190,20 +217,25 @@ def check_tensor(x, name: str, *, shape: Sequence | None = None, ndim: int | Non
 
 
 # ----------------------------------------------------------------------------- deferred checks
-_deferred = threading.local()
+_scopes = threading.local()
 
 
-def _pending() -> dict:
-    if not hasattr(_deferred, "flags"):
-        _deferred.flags = {}
-    return _deferred.flags
+def _stack() -> list[dict]:
+    """The open [`deferred_checks`][] scopes of this thread, innermost last (each: its pending flags)."""
+    if not hasattr(_scopes, "stack"):
+        _scopes.stack = []
+    return _scopes.stack
+
+
+def defers(t: Tensor) -> bool:
+    """Whether a value check on ``t`` is deferred here: ``t`` is on an accelerator and a
+    [`deferred_checks`][] scope is open in this thread (else the check reads the values and raises at once)."""
+    return t.device.type != "cpu" and bool(_stack())
 
 
 def _values_unreadable(t: Tensor) -> bool:
     """True where values cannot be read at all: meta tensors, fake tensors, and torch.compile tracing."""
-    if t.device.type == "meta" or torch.compiler.is_compiling():
-        return True
-    return type(t).__name__ == "FakeTensor"
+    return t.device.type == "meta" or torch.compiler.is_compiling() or isinstance(t, FakeTensor)
 
 
 def _traced_check(ok: Tensor, message: str) -> None:
@@ -217,27 +249,47 @@ def _traced_check(ok: Tensor, message: str) -> None:
         torch._assert_async(ok.all(), message)
 
 
-def check_condition(ok: Tensor, message: str, *, error: type = ValueError) -> None:
-    """Refuse unless every element of the boolean tensor ``ok`` is True.
+def _condition(ok) -> Tensor | bool:
+    """``ok`` as a boolean tensor (NaN counts as False), or a Python bool; ``TypeError`` otherwise."""
+    if isinstance(ok, (bool, np.bool_)):
+        return bool(ok)
+    if not isinstance(ok, Tensor):
+        raise TypeError(f"a condition must be a bool or a boolean tensor, got {type(ok).__name__}")
+    if ok.dtype == torch.bool:
+        return ok
+    if ok.is_complex():
+        raise TypeError(f"a condition must be a bool or a real tensor, got dtype {ok.dtype}")
+    return (ok != 0) & ~torch.isnan(ok) if ok.is_floating_point() else ok != 0
 
-    On the CPU ``error(message)`` is raised at once. On an accelerator the test stays on the
-    device and is raised later by [`raise_deferred`][] (no host synchronisation; see the module
-    docstring). ``message`` must not depend on tensor values (those cannot be read without a sync).
-    ``error`` is the exception class (default ``ValueError``); a ``Warning`` subclass warns instead
-    of raising. While ``torch.compile`` or ``torch.export`` trace on the CPU the test becomes an
-    assert of the traced graph (`torch._assert_async`); warnings are not traced.
+
+def check_condition(ok, message: str, *, error: type = ValueError) -> None:
+    """Refuse unless every element of the condition ``ok`` is True.
+
+    ``ok`` is a boolean tensor (a number tensor counts its non-zero entries as True, and NaN as
+    False) or a Python bool. ``error(message)`` is raised at once, on every device, unless the
+    test is deferred: on an accelerator inside a [`deferred_checks`][] scope the test stays on the
+    device (no host synchronisation) and the scope raises it when it ends, or [`raise_deferred`][]
+    when called inside it. ``message`` must not depend on tensor values. ``error`` is the exception
+    class (default ``ValueError``); a ``Warning`` subclass warns instead of raising. While
+    ``torch.compile`` or ``torch.export`` trace on the CPU the test becomes an assert of the traced
+    graph (`torch._assert_async`); warnings are not traced.
     """
+    ok = _condition(ok)
+    if isinstance(ok, bool):
+        if not ok:
+            _fail(error, message, stacklevel=3)
+        return
     if _values_unreadable(ok):
         if not issubclass(error, Warning):
             _traced_check(ok, message)
         return
-    if ok.device.type == "cpu":
+    if not defers(ok):
         if ok.numel() and not bool(ok.all()):
             _fail(error, message, stacklevel=3)
         return
     with torch.no_grad():
         failed = ~ok.all()
-        flags = _pending()
+        flags = _stack()[-1]
         key = (ok.device, message, error)
         if key not in flags and len(flags) >= MAX_DEFERRED_CHECKS:
             key = (ok.device, MORE_CHECKS_FAILED, ValueError)
@@ -252,48 +304,78 @@ def _fail(error: type, message: str, stacklevel: int) -> None:
 
 
 def pending_checks() -> int:
-    """Number of distinct deferred checks waiting for [`raise_deferred`][] in this thread."""
-    return len(_pending())
+    """Number of distinct deferred checks waiting in this thread's innermost [`deferred_checks`][] scope
+    (0 outside one)."""
+    stack = _stack()
+    return len(stack[-1]) if stack else 0
 
 
-def raise_deferred() -> None:
-    """Read every deferred check of this thread (one host sync per device) and raise the first failure.
-
-    Clears the pending checks either way. Raises the error the CPU would have raised (the first
-    failed check's), with a note saying where the check ran, after issuing the warnings of failed
-    checks whose ``error`` is a ``Warning``.
-    """
-    flags = _pending()
-    if not flags:
-        return
-    items = list(flags.items())
-    flags.clear()
+def _raise_flags(flags: dict) -> None:
+    """Read ``flags`` (one host sync per device) and raise the first failure, after the warnings."""
     by_device: dict = {}
-    for (device, message, error), flag in items:
+    for (device, message, error), flag in flags.items():
         by_device.setdefault(device, []).append((message, error, flag))
     first = None
     for device, entries in by_device.items():
         failed = torch.stack([f for _, _, f in entries]).cpu()
         for (message, error, _), bad in zip(entries, failed.tolist()):
             if bad and (issubclass(error, Warning) or first is None):
-                text = f"{message} (checked on {device}, raised by geomlin.validation.raise_deferred)"
+                text = f"{message} (checked on {device}, deferred by geomlin.validation.deferred_checks)"
                 if issubclass(error, Warning):
-                    _fail(error, text, stacklevel=2)
+                    _fail(error, text, stacklevel=3)
                 else:
                     first = error(text)
     if first is not None:
         raise first
 
 
+def raise_deferred() -> None:
+    """Read the checks deferred so far in this thread's innermost [`deferred_checks`][] scope (one host
+    sync per device) and raise the first failure (the error the CPU would have raised, with a note
+    saying where the check ran), after issuing the warnings of failed checks whose ``error`` is a
+    ``Warning``. Clears them either way; the scope stays open. Outside a scope nothing is pending."""
+    stack = _stack()
+    if not stack or not stack[-1]:
+        return
+    flags = dict(stack[-1])
+    stack[-1].clear()
+    _raise_flags(flags)
+
+
 @contextlib.contextmanager
 def deferred_checks():
-    """Run a block, then raise what its deferred device checks found (see [`raise_deferred`][])."""
-    yield
-    raise_deferred()
+    """A scope in which value checks on accelerators are deferred instead of read at once.
+
+    Inside, [`check_condition`][] (and every check built on it) keeps its answer on the device,
+    and [`check_index`][] clamps the index it returns so that no kernel reads out of bounds
+    before the error is raised. When the block ends the scope reads every pending check (one host
+    synchronisation per device) and raises the first failure; [`raise_deferred`][] does the same
+    at any point inside. A scope nested in another hands its pending checks to the enclosing one,
+    which reads them. A block that raises drops its pending checks (the exception that ended it is
+    the news): nothing leaks into the next block. The training loop, the benchmarks and
+    [`EnergyAndForces`][geomlin.models.md.EnergyAndForces] open one; open one around your own loops
+    on an accelerator to keep them free of host synchronisations.
+    """
+    stack = _stack()
+    flags: dict = {}
+    stack.append(flags)
+    finished = False
+    try:
+        yield
+        finished = True
+    finally:
+        stack.pop()
+        if finished and flags:
+            if stack:
+                outer = stack[-1]
+                for key, flag in flags.items():
+                    outer[key] = flag if key not in outer else outer[key] | flag
+            else:
+                _raise_flags(flags)
 
 
-def _all_finite_cpu(x: Tensor) -> bool:
-    """Whether a non-empty CPU tensor is free of NaN and inf.
+def _all_finite(x: Tensor) -> bool:
+    """Whether a non-empty tensor is free of NaN and inf (a read of its values).
 
     For real tensors the minimum and maximum (which propagate NaN) are checked: one fused
     reduction, about 20x faster than ``torch.isfinite(x).all()``, which writes a boolean tensor.
@@ -305,7 +387,8 @@ def _all_finite_cpu(x: Tensor) -> bool:
 
 
 def check_finite(x: Tensor, name: str) -> Tensor:
-    """Refuse NaN and inf in a floating tensor (deferred on accelerators, see [`check_condition`][]); return ``x``."""
+    """Refuse NaN and inf in a floating tensor (deferred inside [`deferred_checks`][] on accelerators, see
+    [`check_condition`][]); return ``x``."""
     if not x.is_floating_point() and not x.is_complex():
         return x
     message = f"{name} contains NaN or inf values"
@@ -314,8 +397,8 @@ def check_finite(x: Tensor, name: str) -> Tensor:
             low, high = torch.aminmax(x)
             _traced_check(torch.isfinite(low) & torch.isfinite(high), message)
         return x
-    if x.device.type == "cpu":
-        if x.numel() and not _all_finite_cpu(x):
+    if not defers(x):
+        if x.numel() and not _all_finite(x):
             raise ValueError(message)
     elif x.numel():
         check_condition(torch.isfinite(x).all(), message)
@@ -323,11 +406,13 @@ def check_finite(x: Tensor, name: str) -> Tensor:
 
 
 def check_index(index: Tensor, name: str, size: int, what: str = "items") -> Tensor:
-    """Integer ``index`` with every entry in ``[0, size)``; returns it (clamped on accelerators).
+    """Integer ``index`` with every entry in ``[0, size)``; returns it (clamped inside a [`deferred_checks`][] scope).
 
-    On the CPU an out-of-range entry raises at once. On an accelerator the range test is deferred
-    ([`check_condition`][]) and the returned index is clamped into range, so no kernel reads out
-    of bounds (which would be a fatal device-side assert) before the error is raised.
+    An out-of-range entry raises at once (naming the range of the entries), on every device, and
+    ``index`` is returned unchanged. On an accelerator inside a [`deferred_checks`][] scope the range
+    test is deferred instead ([`check_condition`][]) and the returned index is clamped into range,
+    so no kernel reads out of bounds (a fatal device-side assert) before the scope raises the error:
+    use the returned tensor. Nothing is clamped outside a scope.
     """
     check_tensor(index, name, dtype="int")
     # dynamo sees a symbolic size as a plain int, and formatting it would specialise the graph to that size
@@ -338,7 +423,7 @@ def check_index(index: Tensor, name: str, size: int, what: str = "items") -> Ten
             low, high = torch.aminmax(index)
             _traced_check((low >= 0) & (high < size), message)
         return index
-    if index.device.type == "cpu":
+    if not defers(index):
         low, high = torch.aminmax(index)
         if int(low) < 0 or int(high) >= size:
             raise ValueError(f"{name} must index {what} in [0, {size}), got entries from {int(low)} to {int(high)}")
@@ -437,8 +522,8 @@ def check_mask(mask, name: str, shape: Sequence | None = None) -> Tensor:
 def check_batch_vector(batch, name: str, num_items: int, *, num_graphs: int | None = None) -> Tensor:
     """A PyG batch vector: 1-D integer ``(num_items,)``, non-negative and sorted (non-decreasing).
 
-    Returns it; on accelerators the value tests are deferred and the returned vector is clamped
-    into ``[0, num_graphs)`` (see [`check_index`][]).
+    Returns it; on accelerators inside a [`deferred_checks`][] scope the value tests are deferred and
+    the returned vector is clamped into ``[0, num_graphs)`` (see [`check_index`][]).
     """
     check_tensor(batch, name, ndim=1, dtype="int")
     if batch.shape[0] != num_items:
@@ -446,7 +531,7 @@ def check_batch_vector(batch, name: str, num_items: int, *, num_graphs: int | No
     if not batch.numel() or _values_unreadable(batch):
         return batch
     sorted_message = f"{name} must be sorted (items of one graph contiguous, as PyG's Batch stores them)"
-    if batch.device.type == "cpu":
+    if not defers(batch):
         if int(batch.min()) < 0:
             raise ValueError(f"{name} must be non-negative, got minimum {int(batch.min())}")
         if batch.numel() > 1 and bool((batch[1:] < batch[:-1]).any()):
@@ -517,7 +602,8 @@ def check_orthogonal(R, name: str, *, special: bool | None = None, atol: float |
     """``R (..., d, d)`` must be orthogonal (``R R^T = I``) to a dtype tolerance.
 
     ``special=True`` also requires ``det R = +1`` (rotations), ``special=False`` ``det R = -1``;
-    ``None`` accepts both. On accelerators the test is deferred ([`check_condition`][]).
+    ``None`` accepts both. On accelerators inside a [`deferred_checks`][] scope the test is deferred
+    ([`check_condition`][]).
     """
     check_tensor(R, name, min_ndim=2, dtype="float")
     if R.shape[-1] != R.shape[-2]:
@@ -525,26 +611,27 @@ def check_orthogonal(R, name: str, *, special: bool | None = None, atol: float |
     if R.numel() == 0 or _values_unreadable(R):
         return R
     tol = tolerance(R.dtype) if atol is None else atol
-    if R.device.type != "cpu":
-        eye = torch.eye(R.shape[-1], dtype=R.dtype, device=R.device)
-        ok = torch.isfinite(R).all() & ((R @ R.transpose(-1, -2) - eye).abs().amax() <= tol)
-        check_condition(ok, f"{name} must be finite orthogonal matrices (R R^T = I to {tol:.0e})")
+    eye = torch.eye(R.shape[-1], dtype=R.dtype, device=R.device)
+    gap = (R @ R.transpose(-1, -2) - eye).abs().amax()
+    if defers(R):
+        check_condition(torch.isfinite(R).all() & (gap <= tol),
+                        f"{name} must be finite orthogonal matrices (R R^T = I to {tol:.0e})")
         if special is not None:
             det = torch.linalg.det(R.to(torch.float32) if R.dtype in (torch.float16, torch.bfloat16) else R)
             kind = "rotations (det +1)" if special else "improper (det -1)"
             check_condition((det - (1.0 if special else -1.0)).abs() <= 10 * tol, f"{name} must be {kind}")
         return R
     check_finite(R, name)
-    eye = torch.eye(R.shape[-1], dtype=R.dtype)
-    err = (R @ R.transpose(-1, -2) - eye).abs().amax().item()
+    err = float(gap)
     if err > tol:
         raise ValueError(f"{name} must be orthogonal (R R^T = I), but |R R^T - I| = {err:.2e} > {tol:.0e}")
     if special is not None:
-        det = torch.linalg.det(R.to(torch.float64))
+        wide = torch.float64 if R.device.type == "cpu" else torch.promote_types(R.dtype, torch.float32)
+        det = torch.linalg.det(R.detach().to(wide))
         want = 1.0 if special else -1.0
-        if ((det - want).abs() > 10 * tol).any():
+        if bool(((det - want).abs() > 10 * tol).any()):
             kind = "rotations (det +1)" if special else "improper (det -1)"
-            raise ValueError(f"{name} must be {kind}, got det = {det.flatten()[0].item():+.6f}")
+            raise ValueError(f"{name} must be {kind}, got det = {float(det.flatten()[0]):+.6f}")
     return R
 
 

@@ -54,9 +54,9 @@ eigenvalue 0); it is degenerate only when its in-plane spread is isotropic
 Nothing here makes the host wait for the device: the eigenvectors come from the sync-free
 Jacobi solver [`geomlin.groups.rotations.symmetric_eigh`][]
 (``torch.linalg.eigh`` reads an error code back on CUDA), every policy is computed for all items and selected per item with
-``torch.where``, and on an accelerator ``"raise"`` and ``"warn"`` are deferred checks
-([`geomlin.validation.check_condition`][], reported by
-[`raise_deferred`][geomlin.validation.raise_deferred] without the item numbers, which would need a read).
+``torch.where``, and on an accelerator ``"raise"`` and ``"warn"`` are checks without the item numbers,
+which would need a read ([`geomlin.validation.check_condition`][]; deferred inside a
+[`deferred_checks`][geomlin.validation.deferred_checks] scope).
 On the CPU a policy's extra work is skipped when no item needs it. Flat batches read
 ``batch.max()`` unless ``num_graphs`` is given, and ``on_degenerate="moments"`` pads them to the
 largest cloud (one read of its size); padded batches read nothing. Moments and

@@ -15,11 +15,9 @@ from geomlin.gatr import EquiLinear, GATr, GATrBlock, SetLayout, orientations, s
 from geomlin.gatr import planes as PL
 from geomlin.gatr import primitives as P
 from geomlin.gatr.attention import attend
-from geomlin.validation import raise_deferred
+from geomlin.validation import deferred_checks
 from tests.device import simulated as sim
-from tests.device.checks import assert_runs_on_device, no_deferred_checks  # noqa: F401 (a fixture)
-
-pytestmark = pytest.mark.usefixtures("no_deferred_checks")
+from tests.device.checks import assert_runs_on_device
 
 SIZES = [3, 7, 1, 12, 7, 30]
 
@@ -50,12 +48,12 @@ def test_primitives_on_the_device():
     flat, batch = x.reshape(10, 3, 16), torch.tensor([0, 0, 0, 1, 1, 1, 1, 1, 2, 4])
     assert_runs_on_device(lambda a, b: P.join_reference(a, batch=b), flat, batch, warm=True)
     assert_runs_on_device(lambda a, b: P.join_reference(a, batch=b, num_sets=5), flat, batch, warm=True)
-    with sim.watch(strict=True):
+    with deferred_checks(), sim.watch(strict=True):
         P.canonical_reference(torch.float32, sim.DEVICE)
     dev = sim.to_sim(x)
     with sim.allowed():
         P.grade_dropout(dev, 0.3)
-    with sim.watch(strict=True):  # random draws on the device
+    with deferred_checks(), sim.watch(strict=True):  # random draws on the device
         assert P.grade_dropout(dev, 0.3).shape == x.shape
 
 
@@ -120,7 +118,7 @@ def test_padded_plan_is_made_on_the_device_without_a_host_read():
     g = _gen(5)
     q, k, v = torch.randn(1, n, 2, 8, generator=g), torch.randn(1, n, 1, 8, generator=g), torch.randn(1, n, 1, 8, generator=g)
     dev = sim.to_sim((batch, q, k, v))
-    with sim.watch(strict=True):
+    with deferred_checks(), sim.watch(strict=True):
         layout = set_layout(batch=dev[0], num_sets=8, max_items=32)  # upper bounds
         out = attend(*dev[1:], layout, 0.3)
     assert layout.method == "padded" and layout.device == sim.DEVICE
@@ -131,16 +129,17 @@ def test_padded_plan_is_made_on_the_device_without_a_host_read():
         set_layout(batch=batch, num_sets=6, max_items=29)
     with pytest.raises(ValueError, match="needs num_sets and max_items"):
         set_layout(batch=batch, method="padded")
-    with sim.allowed():
+    with pytest.raises(ValueError, match="max_items=5"):  # outside a deferred-checks scope: at once
         set_layout(batch=dev[0], num_sets=8, max_items=5)
-        with pytest.raises(ValueError, match="max_items=5"):
-            raise_deferred()
+    # inside a scope: at the scope's end, no read before
+    with pytest.raises(ValueError, match="max_items=5"), deferred_checks(), sim.watch(strict=True):
+        set_layout(batch=dev[0], num_sets=8, max_items=5)
 
 
 def test_a_device_batch_vector_without_bounds_is_read_once_when_planned():
     """The documented fallback: ``set_layout`` (at the data boundary, not in a forward pass) reads it."""
     batch = sim.to_sim(_batch())
-    with sim.watch() as log:
+    with deferred_checks(), sim.watch() as log:  # the batch vector's checks stay on the device
         layout = set_layout(batch=batch)
     assert layout.device == sim.DEVICE and layout.sizes == SIZES
     assert {e.kind for e in log.events} <= {"sync", "upload"}
@@ -168,14 +167,12 @@ def test_gatr_on_a_flat_device_batch():
     with pytest.raises(ValueError, match="either layout or"):
         dev_model(dmv, ds, batch=db, layout=set_layout(batch=db, num_sets=4, max_items=5))
     for layout in (set_layout(batch=batch).to(sim.DEVICE), None):
-        with sim.watch(strict=True):
+        with deferred_checks(), sim.watch(strict=True):
             layout = layout or set_layout(batch=db, num_sets=4, max_items=5)
             out = dev_model(dmv, ds, layout=layout)
             (out[0].square().mean() + out[1].square().mean()).backward()
         for a, b in zip(out, want):
             torch.testing.assert_close(sim.to_cpu(a), b.detach(), rtol=1e-4, atol=1e-5)
-    with sim.allowed():
-        raise_deferred()
 
 
 @pytest.mark.parametrize("device", ["cpu", "sim"])
@@ -194,7 +191,7 @@ def test_gatr_under_autocast(device, dtype):
     want = [t.detach() for t in model(mv, s, mask=mask)]
     if device == "sim":
         model, mv, s, mask = sim.to_sim((model, mv, s, mask))
-    with sim.watch(strict=True), torch.autocast(device if device == "cpu" else sim.DEVICE_TYPE, dtype=dtype):
+    with deferred_checks(), sim.watch(strict=True), torch.autocast(device if device == "cpu" else sim.DEVICE_TYPE, dtype=dtype):
         out = model(mv.requires_grad_(), s, mask=mask)
         (out[0].float().square().mean() + out[1].float().square().mean()).backward()
     tolerance = {torch.bfloat16: 0.05, torch.float16: 0.01}[dtype]
@@ -222,7 +219,7 @@ def test_block_under_autocast_step_by_step(device, low):
     if device == "sim":
         linear, block, mv_in, s_in, reference = sim.to_sim((linear, block, mv_in, s_in, reference))
     high = torch.float32
-    with sim.watch(strict=True), torch.autocast(device if device == "cpu" else sim.DEVICE_TYPE, dtype=low):
+    with deferred_checks(), sim.watch(strict=True), torch.autocast(device if device == "cpu" else sim.DEVICE_TYPE, dtype=low):
         assert mv_in.dtype == s_in.dtype == high
         mv, s = linear(mv_in.requires_grad_(), s_in)
         assert mv.dtype == s.dtype == low

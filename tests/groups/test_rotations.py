@@ -410,7 +410,7 @@ def test_public_functions_on_the_simulated_device():
     inputs = [t.clone().requires_grad_(True) for t in (d6, M, A)] + [R2]
     cpu_out, cpu_grads = run(*inputs)
     dev = [t.detach().to(sim.DEVICE).requires_grad_(t.requires_grad) for t in inputs]
-    with sim.watch() as log:
+    with validation.deferred_checks(), sim.watch() as log:  # the checks pass at the scope's end
         out, grads = run(*dev)
     assert not log.events, log.report()
     # the device runs the Jacobi solvers, the CPU LAPACK: equal to float32 rounding, amplified by
@@ -419,18 +419,18 @@ def test_public_functions_on_the_simulated_device():
         tol = 2e-3 if k == 6 else 1e-5
         assert a.device == sim.DEVICE and (sim.to_cpu(a) - b).abs().max() <= tol * (1 + b.abs().max())
     for dtype in (torch.bfloat16, torch.float16):
-        with sim.watch() as log, torch.autocast(sim.DEVICE_TYPE, dtype=dtype):
+        with validation.deferred_checks(), sim.watch() as log, torch.autocast(sim.DEVICE_TYPE, dtype=dtype):
             out, grads = run(*dev)
         assert not log.events, log.report()
         for a, b in zip(out, cpu_out):
             assert (sim.to_cpu(a).double() - b.double()).abs().max() <= 2e-2 * (1 + b.abs().max())
         for g in grads:
             assert torch.isfinite(sim.to_cpu(g)).all()
-    validation.raise_deferred()  # the deferred checks (orthogonality, finiteness) all passed
-    # a bad input on the device: no exception at the call, the same message at raise_deferred
+    # a bad input on the device inside a scope: no exception at the call, the CPU's refusal at the scope's end
     R2 = R2.to(sim.DEVICE)
-    with sim.watch() as log:
+    with pytest.raises(ValueError, match="R1 must be finite orthogonal"), validation.deferred_checks():
+        with sim.watch() as log:
+            geodesic_distance(2 * R2, R2)
+        assert not log.events, log.report()
+    with pytest.raises(ValueError, match="R1 must be orthogonal"):  # outside a scope: at once
         geodesic_distance(2 * R2, R2)
-    assert not log.events, log.report()
-    with pytest.raises(ValueError, match="R1 must be finite orthogonal"):
-        validation.raise_deferred()

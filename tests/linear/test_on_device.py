@@ -39,13 +39,12 @@ def _grad_step(fn, args):
 def _compare(fn, args, rtol=1e-5):
     cpu_out, cpu_grads = _grad_step(fn, args)
     dev = sim.to_sim(args)
-    with sim.watch() as warm_up:
+    with validation.deferred_checks(), sim.watch() as warm_up:
         _grad_step(fn, dev)
     assert all(e.kind == "upload" for e in warm_up.events), warm_up.report()
-    with sim.watch() as log:
+    with validation.deferred_checks(), sim.watch() as log:
         out, grads = _grad_step(fn, dev)
     assert not log.events, log.report()
-    validation.raise_deferred()
     for a, b in zip((out, *grads), (cpu_out, *cpu_grads)):
         assert a.device == sim.DEVICE
         assert (sim.to_cpu(a) - b).norm() <= rtol * b.norm() + 1e-6
@@ -76,11 +75,11 @@ def test_layers_move_with_their_tables(make):
     cpu = layer(x)
     moved = sim.to_sim(layer)
     xs = sim.to_sim(x).requires_grad_()
-    with sim.watch() as log:  # the very first call: nothing to upload, the tables moved with the layer
+    # the very first call: nothing to upload, the tables moved with the layer
+    with validation.deferred_checks(), sim.watch() as log:
         out = moved(xs)
         out.square().sum().backward()
     assert not log.events, log.report()
-    validation.raise_deferred()
     torch.testing.assert_close(sim.to_cpu(out), cpu.detach(), rtol=1e-5, atol=1e-6)
 
 
@@ -98,7 +97,7 @@ def test_constant_tables_keep_float64_follow_the_device_and_copy_their_input():
     assert tables.get("basis").dtype == torch.float64
     moved = sim.to_sim(tables)
     assert moved.get("basis").device == sim.DEVICE and moved.get("basis").dtype == torch.float64
-    with sim.watch() as log:
+    with validation.deferred_checks(), sim.watch() as log:
         cast = moved.get("basis", torch.float32)
     assert not log.events and cast.device == sim.DEVICE
     torch.testing.assert_close(sim.to_cpu(cast), first)
@@ -117,7 +116,7 @@ def test_group_symplectic_diagram_layer_matches_dense_group_action():
     g = Sp(2).sample(1, generator=torch.Generator().manual_seed(2))[0]
     x = torch.randn(3, 1, 4, dtype=torch.float64)
     moved, xs, gs = sim.to_sim((layer, x, g))
-    with sim.watch() as log:
+    with validation.deferred_checks(), sim.watch() as log:
         lhs = moved(xs @ gs.T)
         rhs = moved(xs) @ gs.T
     assert not log.events, log.report()
