@@ -3,6 +3,7 @@
 Floors, lowest first: each imports only from the floors listed before it (tests/test_layout.py).
 
 * ``geomlin.tables`` — constant tables and the one device cache every kernel reads;
+* ``geomlin.precision`` — the autocast rule (float32 or float64, autocast off where it matters);
 * ``geomlin.validation`` — the shared input checks every public boundary uses;
 * ``geomlin.io_atomic`` — atomic file writes;
 * ``geomlin.algebra`` — Clifford algebras of any signature, G(3,0,1);

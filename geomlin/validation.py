@@ -72,6 +72,8 @@ import torch
 from torch import Tensor
 from torch._subclasses.fake_tensor import FakeTensor
 
+from geomlin.precision import at_least_float32, full_precision
+
 #: Relative tolerance for "is this a group element / orthonormal / unit" checks, by dtype. Loose
 #: enough for values that went through a few float operations, tight enough to reject a shear.
 GEOMETRY_TOLERANCE = {torch.float64: 1e-6, torch.float32: 1e-3, torch.float16: 2e-2, torch.bfloat16: 5e-2}
@@ -602,8 +604,10 @@ def check_orthogonal(R, name: str, *, special: bool | None = None, atol: float |
     """``R (..., d, d)`` must be orthogonal (``R R^T = I``) to a dtype tolerance.
 
     ``special=True`` also requires ``det R = +1`` (rotations), ``special=False`` ``det R = -1``;
-    ``None`` accepts both. On accelerators inside a [`deferred_checks`][] scope the test is deferred
-    ([`check_condition`][]).
+    ``None`` accepts both. The test runs by [`geomlin.precision`][]'s rule (in ``R``'s dtype, float32
+    for half precisions, with autocast off), so float32 rotations pass under ``torch.autocast`` and
+    bfloat16 ones with bfloat16's tolerance. On accelerators inside a [`deferred_checks`][] scope the
+    test is deferred ([`check_condition`][]).
     """
     check_tensor(R, name, min_ndim=2, dtype="float")
     if R.shape[-1] != R.shape[-2]:
@@ -611,23 +615,24 @@ def check_orthogonal(R, name: str, *, special: bool | None = None, atol: float |
     if R.numel() == 0 or _values_unreadable(R):
         return R
     tol = tolerance(R.dtype) if atol is None else atol
-    eye = torch.eye(R.shape[-1], dtype=R.dtype, device=R.device)
-    gap = (R @ R.transpose(-1, -2) - eye).abs().amax()
-    if defers(R):
-        check_condition(torch.isfinite(R).all() & (gap <= tol),
-                        f"{name} must be finite orthogonal matrices (R R^T = I to {tol:.0e})")
-        if special is not None:
-            det = torch.linalg.det(R.to(torch.float32) if R.dtype in (torch.float16, torch.bfloat16) else R)
-            kind = "rotations (det +1)" if special else "improper (det -1)"
-            check_condition((det - (1.0 if special else -1.0)).abs() <= 10 * tol, f"{name} must be {kind}")
-        return R
+    with full_precision(R):
+        work = at_least_float32(R.detach())
+        eye = torch.eye(R.shape[-1], dtype=work.dtype, device=R.device)
+        gap = (work @ work.transpose(-1, -2) - eye).abs().amax()
+        if defers(R):
+            check_condition(torch.isfinite(work).all() & (gap <= tol),
+                            f"{name} must be finite orthogonal matrices (R R^T = I to {tol:.0e})")
+            if special is not None:
+                kind = "rotations (det +1)" if special else "improper (det -1)"
+                check_condition((torch.linalg.det(work) - (1.0 if special else -1.0)).abs() <= 10 * tol,
+                                f"{name} must be {kind}")
+            return R
+        det = torch.linalg.det(work.to(torch.float64) if R.device.type == "cpu" else work) if special is not None else None
     check_finite(R, name)
     err = float(gap)
     if err > tol:
         raise ValueError(f"{name} must be orthogonal (R R^T = I), but |R R^T - I| = {err:.2e} > {tol:.0e}")
     if special is not None:
-        wide = torch.float64 if R.device.type == "cpu" else torch.promote_types(R.dtype, torch.float32)
-        det = torch.linalg.det(R.detach().to(wide))
         want = 1.0 if special else -1.0
         if bool(((det - want).abs() > 10 * tol).any()):
             kind = "rotations (det +1)" if special else "improper (det -1)"

@@ -50,6 +50,7 @@ from collections.abc import Callable, Sequence
 import torch
 from torch import Tensor
 
+from geomlin.precision import at_least_float32, full_precision
 from geomlin.tables import ConstantTables, device_cache, table_on
 from geomlin.validation import (
     check_choice,
@@ -58,6 +59,7 @@ from geomlin.validation import (
     check_int,
     check_positive_int,
     check_tensor,
+    defers,
     tolerance,
 )
 
@@ -657,9 +659,7 @@ class CliffordAlgebra:
 
         Half-precision inputs are summed in float32 (the result is float32 then).
         """
-        self.check(x)
-        if x.dtype in (torch.float16, torch.bfloat16):
-            x = x.float()
+        x = at_least_float32(self.check(x))
         sq = x * x * self._tab("quadratic_form", x, tables=tables)
         return torch.stack([sq[..., s].sum(-1) for s in self.grade_slices], -1)
 
@@ -738,37 +738,33 @@ class CliffordAlgebra:
 
     def check_orthogonal(self, A: Tensor, name: str = "A") -> Tensor:
         """Refuse ``A (..., n, n)`` unless ``A^T G A = G`` for ``G = diag(metric)`` and ``A`` is
-        invertible, to [`geomlin.validation.tolerance`][] of its dtype; returns
-        ``A``.
+        invertible, to [`geomlin.validation.tolerance`][] of its dtype (tested by
+        [`geomlin.precision`][]'s rule: float32 at least, autocast off); returns ``A``.
 
         For degenerate metrics this leaves the radical free: in G(3,0,1) ``A`` may scale ``e0``
         by any ``lambda != 0`` and add ``e0`` parts to ``e1, e2, e3`` (similarities). On
-        accelerators the test is deferred
-        ([`geomlin.validation.check_condition`][]).
+        accelerators inside a [`geomlin.validation.deferred_checks`][] scope the test is deferred.
         """
         check_tensor(A, name, shape=(..., self.n, self.n), what=f"a linear map of the {self.n} basis vectors")
         if A.numel() == 0:
             return A
-        if A.device.type != "cpu":
-            tol = tolerance(A.dtype)
+        tol = tolerance(A.dtype)
+        with full_precision(A):  # by geomlin.precision's rule, whatever the caller's autocast
+            wide = at_least_float32(A.detach())
             G = device_cache(("clifford:metric", self.metric), lambda: torch.diag(torch.tensor(self.metric, dtype=torch.float64)),
-                             A.device, A.dtype)
-            size = A.detach().abs().amax().clamp_min(1.0)
-            wide = A.detach().to(torch.float32) if A.dtype in (torch.float16, torch.bfloat16) else A.detach()
-            ok = torch.isfinite(A).all() & ((A.transpose(-1, -2) @ G @ A - G).abs().amax() <= tol * size ** 2)
-            ok = ok & (torch.linalg.det(wide).abs() > tol * size ** self.n).all()
+                             A.device, wide.dtype)
+            size = wide.abs().amax().clamp_min(1.0)
+            err = (wide.transpose(-1, -2) @ G @ wide - G).abs().amax() / size ** 2
+            det = torch.linalg.det(wide.to(torch.float64) if A.device.type == "cpu" else wide).abs()
+        if defers(A):
+            ok = torch.isfinite(wide).all() & (err <= tol) & (det > tol * size ** self.n).all()
             check_condition(ok, f"{name} must be finite, preserve the quadratic form diag{self.metric} "
                                 f"(A^T G A = G to {tol:.0e}) and be invertible")
             return A
         check_finite(A, name)
-        tol = tolerance(A.dtype)
-        G = torch.diag(torch.tensor(self.metric, dtype=A.dtype))
-        size = max(1.0, float(A.abs().amax()))
-        err = float((A.transpose(-1, -2) @ G @ A - G).abs().amax()) / size ** 2
-        if err > tol:
+        if float(err) > tol:
             raise ValueError(f"{name} must preserve the quadratic form diag{self.metric} "
-                             f"(A^T G A = G), but |A^T G A - G| = {err:.2e} > {tol:.0e} (relative)")
-        det = torch.linalg.det(A.to(torch.float64)).abs()
+                             f"(A^T G A = G), but |A^T G A - G| = {float(err):.2e} > {tol:.0e} (relative)")
         if bool((det <= tol * size ** self.n).any()):
             raise ValueError(f"{name} must be invertible, got |det| = {float(det.min()):.2e}")
         return A

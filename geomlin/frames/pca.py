@@ -73,7 +73,8 @@ import torch
 from torch import Tensor
 
 from geomlin.groups import SO, Euclidean, O, SymmetryGroup, as_group
-from geomlin.groups.rotations import full_precision, symmetric_eigh, working_dtype
+from geomlin.groups.rotations import symmetric_eigh
+from geomlin.precision import full_precision, working_dtype
 from geomlin.validation import (
     check_batch_vector,
     check_choice,
@@ -241,7 +242,7 @@ def point_moments(pos: Tensor, translation: bool, mask: Tensor | None = None,
                   batch: Tensor | None = None, num_graphs: int | None = None):
     """Centroid, covariance and point counts of padded or flat point clouds.
 
-    Computed with autocast off in at least float32 ([`working_dtype`][]):
+    Computed with autocast off in at least float32 ([`working_dtype`][geomlin.precision.working_dtype]):
     a covariance in bfloat16 would lose the frame.
 
     Returns

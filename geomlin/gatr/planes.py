@@ -33,6 +33,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from geomlin.algebra import pga
+from geomlin.precision import at_least_float32, full_precision, output_dtype
 from geomlin.tables import ConstantTables, table_on
 from geomlin.validation import check_choice, check_float, check_tensor
 
@@ -180,11 +181,6 @@ def _columns(xp: Tensor) -> Tensor:
     return xp.reshape(pga.DIM, -1)
 
 
-def _at_least_float32(x: Tensor) -> Tensor:
-    """``x`` in float32 when it is in a half precision (sums of squares lose digits or overflow there)."""
-    return x.float() if x.dtype in (torch.float16, torch.bfloat16) else x
-
-
 # ---------------------------------------------------------------------- linear maps
 def equi_linear(xp: Tensor, weight: Tensor, scalar_bias: Tensor | None = None, *,
                 tables: ConstantTables | None = None) -> Tensor:
@@ -245,16 +241,15 @@ def equi_layer_norm(xp: Tensor, eps: float = LAYER_NORM_EPS, *, tables: Constant
     ``(16, M, C)``, the mean over the channels.
 
     The clamp from below (not an added ``eps``) is the reference's: components with ``e0`` do not
-    enter the norm, so a multivector can be large with a tiny norm. The norm is computed in float32
-    at least, with autocast off; like the reference's, the result is in that precision under
-    autocast and in ``xp``'s dtype otherwise.
+    enter the norm, so a multivector can be large with a tiny norm. The norm follows
+    [`geomlin.precision`][]'s rule (float32 at least, autocast off); like the reference's, the result is
+    in that precision under autocast and in ``xp``'s dtype otherwise.
     """
     _check_planes(xp, "xp")
-    autocast = torch.is_autocast_enabled(xp.device.type)
-    with torch.autocast(xp.device.type, enabled=False):
-        wide = _at_least_float32(xp)
+    with full_precision(xp):
+        wide = at_least_float32(xp)
         out = wide * inner_product(wide, wide, tables=tables).mean(-1, keepdim=True).clamp_min(eps).rsqrt()
-    return out if autocast else out.to(xp.dtype)
+    return out.to(output_dtype(xp))
 
 
 # ---------------------------------------------------------------------- nonlinearity, dropout
@@ -330,8 +325,8 @@ def distance_features(xp: Tensor, role: str, eps: float | None = DISTANCE_EPS, *
     (summed over the first axis), minus the squared Euclidean distance of two points (up to
     ``(1 + eps)^-4`` for unit weights). The product is Pin(3,0,1)-invariant, though the two
     factors are not; the normaliser is even in the trivector, so reflections (which negate it)
-    leave it unchanged. Computed in float32 at least with autocast off (squared distances are
-    differences of large terms).
+    leave it unchanged. Computed by [`geomlin.precision`][]'s rule, float32 at least with autocast off
+    (squared distances are differences of large terms).
 
     Parameters
     ----------
@@ -356,9 +351,9 @@ def distance_features(xp: Tensor, role: str, eps: float | None = DISTANCE_EPS, *
         raise ValueError(f"role must be 'query' or 'key', got {role!r}")
     if eps is not None:
         eps = check_float(eps, "eps", minimum=0.0)
-    with torch.autocast(xp.device.type, enabled=False):
-        w = _at_least_float32(xp[TRIVECTOR_WEIGHT])
-        pos = _at_least_float32(xp.index_select(0, _table("gatr:attention", xp.device, index=2, tables=tables)))
+    with full_precision(xp):
+        w = at_least_float32(xp[TRIVECTOR_WEIGHT])
+        pos = at_least_float32(xp.index_select(0, _table("gatr:attention", xp.device, index=2, tables=tables)))
         if eps is not None:
             scale = w / (w * w + eps)
             w, pos = w * scale, pos * scale

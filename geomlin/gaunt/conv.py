@@ -25,9 +25,9 @@ from torch_geometric.nn import MessagePassing
 from geomlin.gaunt.cache import route_tables
 from geomlin.gaunt.harmonics import spherical_harmonics
 from geomlin.gaunt.layout import check_layout, degree_index
-from geomlin.gaunt.precision import compute_dtype
 from geomlin.gaunt.product import METHODS, gaunt_tensor_product, table_keys
 from geomlin.groups.euclidean import E3
+from geomlin.precision import compute_dtype
 from geomlin.reps.types import Positions, SphereCoefficients
 from geomlin.validation import (
     check_choice,

@@ -27,7 +27,7 @@ import torch
 from torch import Tensor
 
 from geomlin.gaunt import harmonics as T
-from geomlin.gaunt.precision import compute_dtype
+from geomlin.precision import compute_dtype
 from geomlin.reps.types import NATURAL, PSEUDO
 from geomlin.validation import check_finite, check_nonnegative_int, check_positive_int, check_tensor
 

@@ -15,8 +15,8 @@ from geomlin.gaunt import harmonics as T
 from geomlin.gaunt.cache import device_tables, route_tables, table_builder
 from geomlin.gaunt.layout import check_layout, degree_index
 from geomlin.gaunt.method_tables import choose_power_method
-from geomlin.gaunt.precision import compute_dtype, full_precision
 from geomlin.gaunt.product import METHODS, check_coefficients, gaunt_tensor_product
+from geomlin.precision import compute_dtype, full_precision
 from geomlin.reps.types import SphereCoefficients
 from geomlin.validation import check_choice, check_nonnegative_int, check_positive_int
 

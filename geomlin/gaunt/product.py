@@ -54,7 +54,7 @@ from geomlin.gaunt import grid as G
 from geomlin.gaunt import harmonics as T
 from geomlin.gaunt.cache import device_tables, resolved_tables, table_builder, unflatten_tables
 from geomlin.gaunt.method_tables import TRACED_METHOD, choose_method
-from geomlin.gaunt.precision import DTYPES, compute_dtype, full_precision
+from geomlin.precision import DTYPES, compute_dtype, full_precision
 from geomlin.validation import (
     check_choice,
     check_finite,

@@ -9,7 +9,6 @@ from torch import Tensor, nn
 
 from geomlin.gaunt.cache import route_tables
 from geomlin.gaunt.layout import NATURAL, PSEUDO, as_irreps, check_flat, class_layout, irreps_blocks
-from geomlin.gaunt.precision import full_precision
 from geomlin.gaunt.product import (
     METHODS,
     check_method,
@@ -19,6 +18,7 @@ from geomlin.gaunt.product import (
     resolve_method,
     table_keys,
 )
+from geomlin.precision import full_precision
 from geomlin.validation import check_choice, check_positive_int, check_tensor
 
 __all__ = ["GauntTensorProduct"]
@@ -164,7 +164,7 @@ class GauntTensorProduct(nn.Module):
             return x1.new_zeros(*batch, self._dim_out, dtype=dtype)
         x1 = x1.to(dtype).expand(*batch, x1.shape[-1]).reshape(N, -1)
         x2 = x2.to(dtype).expand(*batch, x2.shape[-1]).reshape(N, -1)
-        with full_precision(x1):  # under autocast: float32, as the routes compute (geomlin.gaunt.precision)
+        with full_precision(x1):  # under autocast: float32, as the routes compute (geomlin.precision)
             return self._forward(x1, x2, weight, batch, dtype).view(*batch, -1)
 
     def _forward(self, x1: Tensor, x2: Tensor, weight: Tensor, batch: tuple, dtype: torch.dtype) -> Tensor:

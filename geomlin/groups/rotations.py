@@ -17,7 +17,7 @@ accelerators the solvers here are plain tensor arithmetic with a fixed number of
 data-dependent branch, no host read); on the CPU, where reading back costs nothing, LAPACK is
 faster for these tiny matrices and is used instead (``method="auto"``; ``"jacobi"`` and
 ``"lapack"`` force one). Both run with autocast switched off in at least float32
-([`full_precision`][]) and return the same conventions (ascending eigenvalues; ``U, V`` in
+([`geomlin.precision.full_precision`][]) and return the same conventions (ascending eigenvalues; ``U, V`` in
 SO(d) with signed singular values), so results agree to rounding on every device. Every Jacobi
 rotation is in SO(2), so the orthogonal factors are orthogonal to rounding by construction.
 
@@ -30,13 +30,13 @@ is what lets an O(3) canonicalizer avoid a hard orientation sign.
 
 from __future__ import annotations
 
-import contextlib
 import math
 
 import torch
 from torch import Tensor
 from torch.autograd.function import once_differentiable
 
+from geomlin.precision import full_precision, working_dtype
 from geomlin.validation import (
     check_broadcastable,
     check_choice,
@@ -68,27 +68,6 @@ SOLVER_METHODS = ("auto", "jacobi", "lapack")
 #: The same for the two-sided Jacobi SVD of a general square matrix (after its QR preconditioning;
 #: the test set adds equal, clustered and graded singular values).
 SVD_SWEEPS = {1: 0, 2: 1, 3: 6, 4: 6, 5: 7, 6: 7, 7: 8, 8: 8, 9: 8, 10: 8}
-
-
-def full_precision(x: Tensor):
-    """A context without autocast on ``x``'s device type (a no-op where autocast is off or unknown;
-    the same rule as [`geomlin.gaunt.precision.full_precision`][], which
-    lives on a higher floor).
-
-    Geometry that needs its precision (eigenvectors, nearest rotations, orthogonality tests) runs
-    inside, in at least float32 ([`working_dtype`][]), also when the caller runs under
-    ``torch.autocast``; only the enclosed operations are affected, nothing process-wide.
-    """
-    try:
-        on = torch.is_autocast_enabled(x.device.type)
-    except RuntimeError:  # a device type autocast does not know (meta)
-        return contextlib.nullcontext()
-    return torch.autocast(x.device.type, enabled=False) if on else contextlib.nullcontext()
-
-
-def working_dtype(dtype: torch.dtype) -> torch.dtype:
-    """``dtype``, or float32 for half precisions (bfloat16, float16): the solvers' arithmetic type."""
-    return torch.promote_types(dtype, torch.float32)
 
 
 def _sweeps(table: dict, d: int) -> int:

@@ -28,6 +28,7 @@ from torch import Tensor
 
 from geomlin.algebra.clifford import selection_matrices
 from geomlin.algebra.pga.basis import DEGENERATE, DIM, NONDEGENERATE, PGA, check_mv
+from geomlin.precision import full_precision, output_dtype, working_dtype
 from geomlin.tables import ConstantTables, table_on
 from geomlin.validation import check_tensor
 
@@ -152,10 +153,10 @@ def _column_chunks(a: Tensor) -> tuple[Tensor, ...]:
 def geometric_product_columns(a: Tensor, b: Tensor, *, tables: ConstantTables | None = None) -> Tensor:
     """Geometric product of component-major multivectors ``(16, N) x (16, N) -> (16, N)``.
 
-    The complex 2x2 product of the module docstring, elementwise over column chunks. It runs in
-    float32 or float64 with autocast off (there is no complex half precision): half-precision
-    inputs give a float32 result under autocast (the precision it was computed in) and their own
-    dtype otherwise.
+    The complex 2x2 product of the module docstring, elementwise over column chunks. It follows
+    [`geomlin.precision`][]'s rule (there is no complex half precision): float32 or float64 with
+    autocast off; half-precision inputs give a float32 result under autocast (the precision it was
+    computed in) and their own dtype otherwise.
 
     Parameters
     ----------
@@ -172,9 +173,8 @@ def geometric_product_columns(a: Tensor, b: Tensor, *, tables: ConstantTables | 
     """
     _check_columns(a, "a")
     _check_columns(b, "b")
-    dtype = a.dtype if a.dtype in (torch.float32, torch.float64) else torch.float32
-    autocast = torch.is_autocast_enabled(a.device.type)
-    with torch.autocast(a.device.type, enabled=False):
+    dtype = working_dtype(a.dtype)
+    with full_precision(a):
         wide_a, wide_b = a.to(dtype), b.to(dtype)
         wl, wr, wo = (table_on("pga:geometric_product", _complex_maps, a.device, dtype, i, tables) for i in range(3))
         outs = []
@@ -187,7 +187,7 @@ def geometric_product_columns(a: Tensor, b: Tensor, *, tables: ConstantTables | 
             flat = torch.view_as_real(prod).movedim(-1, 3).reshape(24, -1)
             outs.append(wo @ flat)
         out = torch.cat(outs, 1) if len(outs) > 1 else outs[0]
-    return out if autocast else out.to(a.dtype)
+    return out.to(output_dtype(a))
 
 
 def join_columns(a: Tensor, b: Tensor, *, tables: ConstantTables | None = None) -> Tensor:
