@@ -5,6 +5,7 @@ Floors, lowest first: each imports only from the floors listed before it (tests/
 * ``geomlin.tables`` — constant tables and the one device cache every kernel reads;
 * ``geomlin.precision`` — the autocast rule (float32 or float64, autocast off where it matters);
 * ``geomlin.validation`` — the shared input checks every public boundary uses;
+* ``geomlin.linalg`` — sync-free small-matrix solvers (Jacobi eigenvectors and SVD, exponentials);
 * ``geomlin.io_atomic`` — atomic file writes;
 * ``geomlin.algebra`` — Clifford algebras of any signature, G(3,0,1);
 * ``geomlin.groups`` — symmetry groups as generators (matrix groups, rigid motions, versor groups),

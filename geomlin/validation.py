@@ -47,7 +47,7 @@ What compiled code does differently (every ``torch.compiler.is_compiling()`` bra
     * ``frames.pca._require_points``, ``frames.pca._work_needed`` and the degenerate-frame check of
       ``frames.pca._report_degenerate`` take the accelerator's branch-free path (every item's
       policy computed and selected with ``torch.where``; the refusal without item numbers).
-    * ``algebra.clifford.scaling_and_squaring`` runs all ``MAX_SQUARINGS`` masked squarings.
+    * ``linalg.scaling_and_squaring`` runs all ``MAX_SQUARINGS`` masked squarings.
     * ``linear.diagrams.layer.DiagramLinear`` clones its output buffer before the in-place
       scatter (inductor functionalises it only on a base tensor).
     * ``gaunt.product._gaunt_grid`` and ``gaunt.product._grid_backward`` run the grid route as one

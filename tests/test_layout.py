@@ -13,7 +13,7 @@ ROOT = Path(geomlin.__file__).parent
 #: ``algebra`` (Clifford algebras: numbers, no groups) sits below ``groups``, whose versor groups
 #: (Pin(3,0,1), Clifford groups, O(p,q,r)) are built on it; ``neighbors`` (neighbour search on point
 #: coordinates) sits at the bottom, under every layer and dataset that builds graphs.
-ORDER = ["tables", "precision", "validation", "io_atomic", "neighbors", "algebra", "groups", "reps", "testing", "linear", "clifford", "gatr",
+ORDER = ["tables", "precision", "validation", "linalg", "io_atomic", "neighbors", "algebra", "groups", "reps", "testing", "linear", "clifford", "gatr",
          "frames", "gaunt", "datasets", "models", "train", "deploy", "cli", "__main__"]
 #: Import circles another branch removes: listed so that this test guards everything else, and checked
 #: to still exist, so an entry is deleted as soon as its circle is gone.

@@ -37,7 +37,8 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from geomlin.algebra import CliffordAlgebra
-from geomlin.algebra.clifford import SUBSPACES, selection_matrices
+from geomlin.algebra.blades import selection_matrices
+from geomlin.algebra.clifford import SUBSPACES
 from geomlin.groups.versor import PseudoOrthogonalGroup, as_algebra
 from geomlin.reps.types import Multivectors
 from geomlin.tables import ConstantTables, table_on

@@ -27,7 +27,7 @@ import torch
 from torch import Tensor
 
 from geomlin.algebra import CliffordAlgebra
-from geomlin.algebra.clifford import selection_matrices
+from geomlin.algebra.blades import selection_matrices
 from geomlin.tables import ConstantTables, table_on
 from geomlin.validation import check_choice, check_positive_int, check_tensor
 

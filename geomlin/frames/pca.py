@@ -52,7 +52,7 @@ eigenvalue 0); it is degenerate only when its in-plane spread is isotropic
 **Accelerators and mixed precision**
 
 Nothing here makes the host wait for the device: the eigenvectors come from the sync-free
-Jacobi solver [`geomlin.groups.rotations.symmetric_eigh`][]
+Jacobi solver [`geomlin.linalg.symmetric_eigh`][]
 (``torch.linalg.eigh`` reads an error code back on CUDA), every policy is computed for all items and selected per item with
 ``torch.where``, and on an accelerator ``"raise"`` and ``"warn"`` are checks without the item numbers,
 which would need a read ([`geomlin.validation.check_condition`][]; deferred inside a
@@ -73,7 +73,7 @@ import torch
 from torch import Tensor
 
 from geomlin.groups import SO, Euclidean, O, SymmetryGroup, as_group
-from geomlin.groups.rotations import symmetric_eigh
+from geomlin.linalg import symmetric_eigh
 from geomlin.precision import full_precision, working_dtype
 from geomlin.validation import (
     check_batch_vector,

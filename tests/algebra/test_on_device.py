@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from geomlin.algebra import CliffordAlgebra, pga
-from geomlin.algebra.clifford import MAX_SQUARINGS
+from geomlin.linalg import MAX_SQUARINGS
 from geomlin.tables import ConstantTables
 from geomlin.validation import deferred_checks
 from tests.device import simulated as sim

@@ -26,7 +26,7 @@ import functools
 import torch
 from torch import Tensor
 
-from geomlin.algebra.clifford import selection_matrices
+from geomlin.algebra.blades import selection_matrices
 from geomlin.algebra.pga.basis import DEGENERATE, DIM, NONDEGENERATE, PGA, check_mv
 from geomlin.precision import full_precision, output_dtype, working_dtype
 from geomlin.tables import ConstantTables, table_on
@@ -99,7 +99,7 @@ def _join_table() -> Tensor:
 
 @functools.cache
 def _join_selection() -> tuple[Tensor, Tensor, Tensor]:
-    """[`selection_matrices`][geomlin.algebra.clifford.selection_matrices] of the join table,
+    """[`selection_matrices`][geomlin.algebra.blades.selection_matrices] of the join table,
     transposed for the component-major layout: ``S_x (88, 16), S_y (88, 16), R (16, 88)``."""
     sx, sy, r = selection_matrices(_join_table(), multiple=JOIN_TERM_MULTIPLE)
     return sx.T.contiguous(), sy.T.contiguous(), r.T.contiguous()
