@@ -48,11 +48,13 @@ from geomlin.linalg import scaling_and_squaring
 from geomlin.precision import at_least_float32, full_precision
 from geomlin.tables import ConstantTables, device_cache, table_on
 from geomlin.validation import (
+    check_broadcastable,
     check_choice,
     check_condition,
     check_finite,
     check_int,
     check_positive_int,
+    check_same_device,
     check_tensor,
     defers,
     tolerance,
@@ -284,14 +286,17 @@ class CliffordAlgebra:
         """Bilinear product ``kind`` of ``a (..., dim)`` and ``b (..., dim)`` -> ``(..., dim)``.
 
         ``kind`` is one of [`PRODUCTS`][]; ``method`` one of ``auto``, ``sparse``, ``dense``
-        (see the module docstring); ``tables`` see the class docstring.
+        (see the module docstring); ``tables`` see the class docstring. The leading axes broadcast;
+        ``b`` is cast to ``a``'s dtype; both must be on one device.
         """
         self._check_kind(kind)
         self.check(a, "a")
         self.check(b, "b")
         check_choice(method, "method", METHODS)
+        check_same_device("a", a, "b", b)
+        check_broadcastable(("a", a.shape[:-1]), ("b", b.shape[:-1]), what="leading shapes")
         key = self._product_key(kind, method)
-        a, b = torch.broadcast_tensors(a, b) if a.dtype == b.dtype else (a, b.to(a.dtype))
+        a, b = torch.broadcast_tensors(a, b.to(a.dtype))
         if not key.startswith("sparse:"):
             return torch.einsum("...i,...j,ijk->...k", a, b, self._tab(key, a, tables=tables))
         sa, sb, r = (self._tab(key, a, i, tables) for i in range(3))

@@ -136,6 +136,8 @@ class IrrepsRep(Rep):
     ``(..., irreps.dim)`` transform by ``x @ rho(g).T``.
     """
 
+    single_term_repr = True
+
     def __init__(self, irreps, group: Group | None = None):
         from e3nn import o3
 

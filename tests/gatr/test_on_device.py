@@ -75,16 +75,16 @@ def test_planes_kernels_on_the_device():
     g = _gen(3)
     a, b = torch.randn(16, 7, 4, generator=g), torch.randn(16, 7, 4, generator=g)
     w = torch.randn(5, 4, 9, generator=g)
-    for fn in (PL.geometric_product, PL.join, PL.inner_product):
+    for fn in (PL.geometric_product_planes, PL.join_planes, PL.inner_product_planes):
         assert_runs_on_device(fn, a, b, warm=True)
-    assert_runs_on_device(PL.equivariant_join, a, b, torch.rand(7, 1, generator=g), warm=True)
-    for fn in (lambda t: PL.equi_layer_norm(t, 0.01), PL.scalar_gated_gelu, lambda t: PL.from_planes(t, (7,)),
-               lambda t: PL.to_planes(PL.from_planes(t, (7,))), lambda t: PL.distance_features(t, "query")):
+    assert_runs_on_device(PL.equivariant_join_planes, a, b, torch.rand(7, 1, generator=g), warm=True)
+    for fn in (lambda t: PL.equi_layer_norm_planes(t, 0.01), PL.scalar_gated_gelu_planes, lambda t: PL.from_planes(t, (7,)),
+               lambda t: PL.to_planes(PL.from_planes(t, (7,))), lambda t: PL.distance_features_planes(t, "query")):
         assert_runs_on_device(fn, a, warm=True)
-    assert_runs_on_device(PL.equi_linear, a, w, torch.randn(5, generator=g), warm=True)
+    assert_runs_on_device(PL.equi_linear_planes, a, w, torch.randn(5, generator=g), warm=True)
     q, kv = torch.randn(16, 7, 2, 2, generator=g), torch.randn(16, 7, 1, 2, generator=g)
     qs, kvs = torch.randn(7, 2, 3, generator=g), torch.randn(7, 1, 3, generator=g)
-    assert_runs_on_device(lambda *t: PL.attention_features(*t, distance_weights=torch.ones(2, 2, device=t[0].device))[:3],
+    assert_runs_on_device(lambda *t: PL.attention_features_planes(*t, distance_weights=torch.ones(2, 2, device=t[0].device))[:3],
                           q, kv, kv, qs, kvs, kvs, warm=True)
 
 
@@ -253,14 +253,14 @@ def test_reductions_stay_in_float32_under_half_precision():
     assert got.dtype == torch.float16 and torch.isfinite(got).all()
     torch.testing.assert_close(got.float(), want, rtol=2e-3, atol=2e-3)
     planes = PL.to_planes(x)
-    got = PL.equi_layer_norm(planes.half(), 0.01)
+    got = PL.equi_layer_norm_planes(planes.half(), 0.01)
     assert got.dtype == torch.float16
-    torch.testing.assert_close(got.float(), PL.equi_layer_norm(planes, 0.01), rtol=2e-3, atol=2e-3)
-    gp = PL.geometric_product(planes.bfloat16(), planes.bfloat16())
+    torch.testing.assert_close(got.float(), PL.equi_layer_norm_planes(planes, 0.01), rtol=2e-3, atol=2e-3)
+    gp = PL.geometric_product_planes(planes.bfloat16(), planes.bfloat16())
     assert gp.dtype == torch.bfloat16
     with torch.autocast("cpu", dtype=torch.bfloat16):
-        gp = PL.geometric_product(planes, planes)
-        norm = PL.equi_layer_norm(planes.bfloat16())
+        gp = PL.geometric_product_planes(planes, planes)
+        norm = PL.equi_layer_norm_planes(planes.bfloat16())
     assert gp.dtype == torch.float32 and norm.dtype == torch.float32
 
 

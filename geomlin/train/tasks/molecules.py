@@ -32,25 +32,26 @@ from torch import Tensor, nn
 
 from geomlin.train.config import Option
 from geomlin.train.errors import UserError
-from geomlin.train.tasks.base import GraphSet, Stats, Task, TaskData, require_module, stat
+from geomlin.train.tasks.base import (
+    DATA_ROOT_ENV,
+    GraphSet,
+    Stats,
+    Task,
+    TaskData,
+    bundled_path,
+    require_module,
+    stat,
+)
 
-#: The bundled trajectory and QM9 sample, relative to the source tree / working directory.
-BUNDLED_ETHANOL = Path("datasets") / "md" / "xtb_md_ethanol.npz"
-BUNDLED_QM9 = Path("datasets") / "qm9"
+#: The bundled trajectory and QM9 sample, under ``datasets/`` ([`bundled_path`][geomlin.train.tasks.base.bundled_path]).
+BUNDLED_ETHANOL = Path("md") / "xtb_md_ethanol.npz"
+BUNDLED_QM9 = Path("qm9")
 TEST = "test"
 VALID = "valid"
 #: ``--split`` choices: random ``--num-train`` / ``--num-test`` counts, or QM9's 110k / 10k / rest.
 SPLITS = ("counts", "standard")
 #: QM9 property fitted when ``--target`` is not given.
 DEFAULT_QM9_TARGET = "U0"
-
-
-def find_bundled(relative: Path) -> Path | None:
-    """``relative`` (a file or folder) under the working directory or the geomlin source tree, if it exists."""
-    for base in (Path.cwd(), Path(__file__).resolve().parents[3]):
-        if (base / relative).exists():
-            return base / relative
-    return None
 
 
 def fit_composition_baseline(z: list[Tensor], y: Tensor, num_species: int) -> tuple[float, Tensor, float]:
@@ -186,10 +187,10 @@ class MoleculesTask(Task):
 
     # ---------------------------------------------------------------- data
     def _load(self, cfg: dict) -> dict[str, Tensor]:
-        path = Path(cfg["data"]) if cfg.get("data") else find_bundled(BUNDLED_ETHANOL)
+        path = Path(cfg["data"]) if cfg.get("data") else bundled_path(BUNDLED_ETHANOL)
         if path is None:
-            raise UserError(f"the bundled trajectory {BUNDLED_ETHANOL} was not found (run from the "
-                            "geomlin source tree or pass --data FILE)")
+            raise UserError(f"the bundled trajectory datasets/{BUNDLED_ETHANOL} was not found: pass --data FILE, "
+                            f"or set {DATA_ROOT_ENV} to a folder holding geomlin's datasets/ (a clone)")
         ds = require_module("geomlin.datasets", "reading trajectories")
         try:
             if path.suffix.lower() == ".npz":
@@ -243,10 +244,10 @@ class MoleculesTask(Task):
         from geomlin.datasets.qm9 import QM9, QM9_TARGETS, target_index
 
         bundled = not cfg.get("root")
-        root = find_bundled(BUNDLED_QM9) if bundled else Path(cfg["root"])
+        root = bundled_path(BUNDLED_QM9) if bundled else Path(cfg["root"])
         if root is None:
-            raise UserError(f"the bundled QM9 sample {BUNDLED_QM9} was not found (run from the geomlin source "
-                            "tree or pass --root PATH)")
+            raise UserError(f"the bundled QM9 sample datasets/{BUNDLED_QM9} was not found: pass --root PATH, "
+                            f"or set {DATA_ROOT_ENV} to a folder holding geomlin's datasets/ (a clone)")
         try:
             ds = QM9(root, cache=not bundled, source=cfg.get("source", "auto"))
         except (FileNotFoundError, ValueError, OSError) as exc:
