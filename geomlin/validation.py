@@ -1,60 +1,42 @@
 """Shared input validation for geomlin's public boundaries.
 
 Every public function, module constructor, ``forward``, dataset reader and CLI option checks its
-input with these helpers, so the same mistake gets the same message everywhere. A message names
-the argument, says what was expected and what was given::
+input with these helpers, so the same mistake gets the same message everywhere: it names the
+argument, says what was expected and what was given::
 
     ValueError: x must have shape (..., 8, 16) (multivectors of G(3,0,1), 8 channels), got (4, 7, 15)
 
-**Conventions**
-
-* ``TypeError`` for the wrong kind of object or dtype, ``ValueError`` for wrong values or
-  shapes, [`FileFormatError`][] (a ``ValueError``) for corrupt files, naming the file and
-  the line or record.
-* Nothing here converts silently: integer, complex or boolean tensors are refused where a real
-  floating tensor is needed (call ``.to(torch.float64)`` yourself).
-* Checks belong at public boundaries, never inside inner loops.
+``TypeError`` for the wrong kind of object or dtype, ``ValueError`` for wrong values or shapes,
+[`FileFormatError`][] (a ``ValueError``) for corrupt files, naming the file and the line or record.
+Nothing converts silently (integer, complex or boolean tensors are refused where a real floating
+tensor is needed). Checks belong at public boundaries, never inside inner loops.
 
 Checks that read values (NaN, ranges, order, "is this a rotation") and accelerators
-    A failed check raises at once, on every device: reading the answer on an accelerator costs one
-    host synchronisation, and no check ever clamps, truncates or zeroes its input instead. Inside
-    an explicit [`deferred_checks`][] scope, on an accelerator, a check keeps its answer on the
-    device instead (no host sync: a device-side assert, ``torch._assert_async``, would leave a
-    CUDA context unusable for the rest of the process) and the scope raises the same
-    ``ValueError`` the CPU would have raised when it ends (or at [`raise_deferred`][] inside it).
-    Only there does [`check_index`][] clamp the index it returns, so that a bad index never
-    becomes a fatal device-side assert before its error is raised. The training loop
-    (``geomlin.train``), [`EnergyAndForces`][geomlin.models.md.EnergyAndForces] and the
-    benchmarks open a scope; open one around your own loops on an accelerator. A block that raises
-    drops its scope's pending checks, so nothing leaks into the next block. Value checks are
-    skipped on the meta device and on fake tensors.
+    A failed check raises at once, on every device (on an accelerator: one host sync); none ever
+    clamps, truncates or zeroes its input instead. Only inside an explicit [`deferred_checks`][]
+    scope does a check on an accelerator keep its answer on the device (a device-side assert would
+    leave a CUDA context unusable) until the scope raises it, and only there does [`check_index`][]
+    clamp its index. The training loop, [`EnergyAndForces`][geomlin.models.md.EnergyAndForces] and the
+    benchmarks open one. Nothing is read on the meta device or from fake tensors.
 
-What compiled code does differently (every ``torch.compiler.is_compiling()`` branch of geomlin)
-    Values cannot be read while ``torch.compile`` or ``torch.export`` trace (``geomlin.deploy``
-    traces exported programs the same way, ``deploy._tracing_like_compile``), so traced code takes
-    these paths, and only these (``tests/test_validation.py`` checks that the list is complete):
+What compiled code does differently: every ``torch.compiler.is_compiling()`` branch of geomlin
+    Values cannot be read while ``torch.compile`` or ``torch.export`` (and ``geomlin.deploy``) trace,
+    so traced code takes these paths and only these (``tests/test_validation.py`` keeps the list
+    complete):
 
-    * ``validation.check_condition``, ``check_finite``, ``check_index`` (through
-      ``validation._values_unreadable`` and ``validation._traced_check``): on the CPU the test becomes an assert of the
-      graph (``torch._assert_async``; a compiled program or AOTInductor package raises
-      ``RuntimeError`` with the same message), on accelerators it is skipped; warnings are not
-      traced. The other value checks (``check_orthogonal``, ``check_batch_vector``'s order) are
-      skipped. ``validation.check_index`` names its bound in words (a symbolic size printed would
-      specialise the graph); ``validation.shape_str`` prints symbolic sizes as ``?``;
-      ``validation.check_memory`` is skipped (sizes may be symbolic; the eager call checked them),
-      and so is the memory check of ``models.graphs.dense_edge_index``.
-    * ``groups.base.Group.check_element`` skips the membership test of group elements.
-    * ``frames.pca._require_points``, ``frames.pca._work_needed`` and the degenerate-frame check of
-      ``frames.pca._report_degenerate`` take the accelerator's branch-free path (every item's
-      policy computed and selected with ``torch.where``; the refusal without item numbers).
-    * ``linalg.scaling_and_squaring`` runs all ``MAX_SQUARINGS`` masked squarings.
-    * ``linear.diagrams.layer.DiagramLinear`` clones its output buffer before the in-place
-      scatter (inductor functionalises it only on a base tensor).
-    * ``gaunt.product._gaunt_grid`` and ``gaunt.product._grid_backward`` run the grid route as one
-      opaque custom operator; ``gaunt.method_tables.choose_method`` and
-      ``gaunt.method_tables.choose_power_method`` pick the routes
-      that trace (``TRACED_METHOD``, ``"direct"``, ``"dense"``), and ``gaunt.powers.power_sum``
-      the dense power.
+    * ``validation.check_condition``, ``check_finite``, ``check_index`` become asserts of the graph
+      on the CPU (``validation._values_unreadable``, ``validation._traced_check``: the program raises
+      ``RuntimeError``), skipped on accelerators, as are warnings, ``check_orthogonal``,
+      ``check_batch_vector``'s order, ``validation.check_memory`` and the memory check of
+      ``models.graphs.dense_edge_index``; ``validation.check_index`` and ``validation.shape_str``
+      print no symbolic size (it would specialise the graph);
+    * ``groups.base.Group.check_element`` skips the membership test; ``frames.pca._require_points``,
+      ``frames.pca._work_needed`` and ``frames.pca._report_degenerate`` take the accelerators'
+      branch-free path; ``linalg.scaling_and_squaring`` runs all its masked squarings;
+      ``linear.diagrams.layer.DiagramLinear`` clones its output before an in-place scatter;
+    * ``gaunt.product._gaunt_grid``, ``gaunt.product._grid_backward``, ``gaunt.method_tables.choose_method``,
+      ``gaunt.method_tables.choose_power_method`` and ``gaunt.powers.power_sum`` take the routes that
+      trace (the grid route as one custom operator).
 """
 
 from __future__ import annotations
@@ -78,9 +60,8 @@ from geomlin.precision import at_least_float32, full_precision
 #: enough for values that went through a few float operations, tight enough to reject a shear.
 GEOMETRY_TOLERANCE = {torch.float64: 1e-6, torch.float32: 1e-3, torch.float16: 2e-2, torch.bfloat16: 5e-2}
 
-#: Largest memory (bytes) a constructor or function may plan for one of its tensors before it refuses:
-#: [`check_memory`][] raises with the estimate above this (8 GiB), instead of an allocator error
-#: (or an hour of swapping) later.
+#: Largest memory (bytes) a constructor or function may plan for one tensor: [`check_memory`][] refuses
+#: more (8 GiB) with the estimate, instead of an allocator error (or an hour of swapping) later.
 MEMORY_LIMIT_BYTES = 8 * 2**30
 
 #: Readable names of the dtype families accepted by [`check_tensor`][].
@@ -97,11 +78,7 @@ class FileFormatError(ValueError):
     """A file that cannot be read as what it claims to be; the message starts with ``path:line:``."""
 
     def __init__(self, path, message: str, line: int | None = None, record: int | str | None = None):
-        where = str(path)
-        if line is not None:
-            where += f":{line}"
-        if record is not None:
-            where += f" (record {record})"
+        where = str(path) + (f":{line}" if line is not None else "") + (f" (record {record})" if record is not None else "")
         super().__init__(f"{where}: {message}")
         self.path = str(path)
         self.line = line
@@ -125,9 +102,8 @@ def tolerance(dtype: torch.dtype) -> float:
 
 def shape_str(shape: Iterable) -> str:
     """``(4, 7, 15)`` for a shape, ``(..., 16)`` for a pattern with ``...``, ``*`` for ``None``."""
-    # a symbolic size (torch.SymInt, while torch.export traces) is printed by name, never made an int;
-    # dynamo cannot trace str() of one and int() would specialise it, so while torch.compile traces the
-    # sizes print as "?" (a message built there is never shown: the checks that raise run eagerly)
+    # a torch.SymInt (torch.export) prints by name, never made an int; under torch.compile sizes print as
+    # "?" (dynamo cannot trace str() of one, int() would specialise it; such messages are never shown)
     compiling = torch.compiler.is_compiling()
     parts = ["..." if s is Ellipsis else ("*" if s is None else (
         "?" if compiling else str(s if isinstance(s, torch.SymInt) else int(s))))
@@ -224,9 +200,7 @@ _scopes = threading.local()
 
 def _stack() -> list[dict]:
     """The open [`deferred_checks`][] scopes of this thread, innermost last (each: its pending flags)."""
-    if not hasattr(_scopes, "stack"):
-        _scopes.stack = []
-    return _scopes.stack
+    return _scopes.__dict__.setdefault("stack", [])
 
 
 def defers(t: Tensor) -> bool:
@@ -241,12 +215,8 @@ def _values_unreadable(t: Tensor) -> bool:
 
 
 def _traced_check(ok: Tensor, message: str) -> None:
-    """While ``torch.compile`` / ``torch.export`` trace on the CPU, put the check into the graph.
-
-    ``torch._assert_async(ok.all(), message)`` becomes an op of the traced program (and of an
-    AOTInductor package), which raises ``RuntimeError`` with ``message`` when it fails. Not on
-    accelerators, where a device-side assert would leave the device unusable (module docstring).
-    """
+    """While ``torch.compile`` / ``torch.export`` trace on the CPU, ``torch._assert_async(ok.all(), message)``
+    (an op of the traced program, raising ``RuntimeError``); nothing on accelerators (module docstring)."""
     if torch.compiler.is_compiling() and ok.device.type == "cpu":
         torch._assert_async(ok.all(), message)
 
@@ -268,13 +238,10 @@ def check_condition(ok, message: str, *, error: type = ValueError) -> None:
     """Refuse unless every element of the condition ``ok`` is True.
 
     ``ok`` is a boolean tensor (a number tensor counts its non-zero entries as True, and NaN as
-    False) or a Python bool. ``error(message)`` is raised at once, on every device, unless the
-    test is deferred: on an accelerator inside a [`deferred_checks`][] scope the test stays on the
-    device (no host synchronisation) and the scope raises it when it ends, or [`raise_deferred`][]
-    when called inside it. ``message`` must not depend on tensor values. ``error`` is the exception
-    class (default ``ValueError``); a ``Warning`` subclass warns instead of raising. While
-    ``torch.compile`` or ``torch.export`` trace on the CPU the test becomes an assert of the traced
-    graph (`torch._assert_async`); warnings are not traced.
+    False) or a Python bool. ``error(message)`` (``ValueError``; a ``Warning`` subclass warns
+    instead) is raised at once, on every device, except on an accelerator inside a
+    [`deferred_checks`][] scope, where the test stays on the device until the scope reads it
+    (``message`` must then not depend on tensor values). Traced code: see the module docstring.
     """
     ok = _condition(ok)
     if isinstance(ok, bool):
@@ -306,10 +273,8 @@ def _fail(error: type, message: str, stacklevel: int) -> None:
 
 
 def pending_checks() -> int:
-    """Number of distinct deferred checks waiting in this thread's innermost [`deferred_checks`][] scope
-    (0 outside one)."""
-    stack = _stack()
-    return len(stack[-1]) if stack else 0
+    """Distinct deferred checks waiting in this thread's innermost [`deferred_checks`][] scope (0 outside one)."""
+    return len(_stack()[-1]) if _stack() else 0
 
 
 def _raise_flags(flags: dict) -> None:
@@ -333,9 +298,8 @@ def _raise_flags(flags: dict) -> None:
 
 def raise_deferred() -> None:
     """Read the checks deferred so far in this thread's innermost [`deferred_checks`][] scope (one host
-    sync per device) and raise the first failure (the error the CPU would have raised, with a note
-    saying where the check ran), after issuing the warnings of failed checks whose ``error`` is a
-    ``Warning``. Clears them either way; the scope stays open. Outside a scope nothing is pending."""
+    sync per device), issue their warnings and raise the first failure (the CPU's error, saying where
+    it ran); clears them either way, the scope stays open. Outside a scope nothing is pending."""
     stack = _stack()
     if not stack or not stack[-1]:
         return
@@ -348,15 +312,12 @@ def raise_deferred() -> None:
 def deferred_checks():
     """A scope in which value checks on accelerators are deferred instead of read at once.
 
-    Inside, [`check_condition`][] (and every check built on it) keeps its answer on the device,
-    and [`check_index`][] clamps the index it returns so that no kernel reads out of bounds
-    before the error is raised. When the block ends the scope reads every pending check (one host
-    synchronisation per device) and raises the first failure; [`raise_deferred`][] does the same
-    at any point inside. A scope nested in another hands its pending checks to the enclosing one,
-    which reads them. A block that raises drops its pending checks (the exception that ended it is
-    the news): nothing leaks into the next block. The training loop, the benchmarks and
-    [`EnergyAndForces`][geomlin.models.md.EnergyAndForces] open one; open one around your own loops
-    on an accelerator to keep them free of host synchronisations.
+    Inside, [`check_condition`][] (and every check built on it) keeps its answer on the device and
+    [`check_index`][] clamps the index it returns, so no kernel reads out of bounds before the error.
+    When the block ends the scope reads every pending check (one host sync per device) and raises
+    the first failure ([`raise_deferred`][] does so inside); a nested scope hands them to the
+    enclosing one. A block that raises drops its pending checks: nothing leaks into the next block.
+    Open one around your own loops on an accelerator to keep them free of host synchronisations.
     """
     stack = _stack()
     flags: dict = {}
@@ -369,19 +330,15 @@ def deferred_checks():
         stack.pop()
         if finished and flags:
             if stack:
-                outer = stack[-1]
                 for key, flag in flags.items():
-                    outer[key] = flag if key not in outer else outer[key] | flag
+                    stack[-1][key] = flag | stack[-1].get(key, False)
             else:
                 _raise_flags(flags)
 
 
 def _all_finite(x: Tensor) -> bool:
-    """Whether a non-empty tensor is free of NaN and inf (a read of its values).
-
-    For real tensors the minimum and maximum (which propagate NaN) are checked: one fused
-    reduction, about 20x faster than ``torch.isfinite(x).all()``, which writes a boolean tensor.
-    """
+    """Whether a non-empty tensor is free of NaN and inf (a read): for real ones the minimum and maximum, which
+    propagate NaN (one fused reduction, ~20x faster than ``torch.isfinite(x).all()``)."""
     if x.is_complex():
         return bool(torch.isfinite(x).all())
     low, high = torch.aminmax(x)
@@ -408,13 +365,11 @@ def check_finite(x: Tensor, name: str) -> Tensor:
 
 
 def check_index(index: Tensor, name: str, size: int, what: str = "items") -> Tensor:
-    """Integer ``index`` with every entry in ``[0, size)``; returns it (clamped inside a [`deferred_checks`][] scope).
+    """Integer ``index`` with every entry in ``[0, size)``; returns it.
 
-    An out-of-range entry raises at once (naming the range of the entries), on every device, and
-    ``index`` is returned unchanged. On an accelerator inside a [`deferred_checks`][] scope the range
-    test is deferred instead ([`check_condition`][]) and the returned index is clamped into range,
-    so no kernel reads out of bounds (a fatal device-side assert) before the scope raises the error:
-    use the returned tensor. Nothing is clamped outside a scope.
+    An out-of-range entry raises at once, naming the entries' range, on every device. Only on an
+    accelerator inside a [`deferred_checks`][] scope is the test deferred and the returned index
+    clamped into range, so no kernel reads out of bounds before the scope raises: use the result.
     """
     check_tensor(index, name, dtype="int")
     # dynamo sees a symbolic size as a plain int, and formatting it would specialise the graph to that size
@@ -444,9 +399,8 @@ def check_bool(value, name: str) -> bool:
 def check_int(value, name: str, *, minimum: int | None = None, maximum: int | None = None) -> int:
     """An integer (Python or numpy, not bool) within ``[minimum, maximum]``; returns a Python int.
 
-    A ``torch.SymInt`` (a size that ``torch.export`` / ``torch.compile`` trace symbolically, such
-    as a dynamic batch size) is accepted and returned as is; its bounds become ``torch._check``
-    constraints of the traced program instead of a Python comparison.
+    A ``torch.SymInt`` (a size traced symbolically, such as a dynamic batch size) is returned as is,
+    its bounds ``torch._check`` constraints of the traced program.
     """
     if isinstance(value, torch.SymInt):
         if minimum is not None:
@@ -567,8 +521,7 @@ def check_memory(nbytes: int, what: str, hint: str = "") -> int:
     """Refuse a planned allocation of about ``nbytes`` bytes above [`MEMORY_LIMIT_BYTES`][].
 
     ``what`` names the tensor and the arguments that size it; ``hint`` says how to use less.
-    The ``ValueError`` prints the estimate and the limit. Returns ``nbytes``. Skipped while
-    ``torch.compile`` traces (sizes may be symbolic there; the eager call has checked them).
+    The ``ValueError`` prints the estimate and the limit. Returns ``nbytes``.
     """
     if torch.compiler.is_compiling():
         return nbytes
@@ -615,28 +568,22 @@ def check_orthogonal(R, name: str, *, special: bool | None = None, atol: float |
     if R.numel() == 0 or _values_unreadable(R):
         return R
     tol = tolerance(R.dtype) if atol is None else atol
+    kind, want = ("rotations (det +1)", 1.0) if special else ("improper (det -1)", -1.0)
     with full_precision(R):
         work = at_least_float32(R.detach())
-        eye = torch.eye(R.shape[-1], dtype=work.dtype, device=R.device)
-        gap = (work @ work.transpose(-1, -2) - eye).abs().amax()
-        if defers(R):
-            check_condition(torch.isfinite(work).all() & (gap <= tol),
-                            f"{name} must be finite orthogonal matrices (R R^T = I to {tol:.0e})")
-            if special is not None:
-                kind = "rotations (det +1)" if special else "improper (det -1)"
-                check_condition((torch.linalg.det(work) - (1.0 if special else -1.0)).abs() <= 10 * tol,
-                                f"{name} must be {kind}")
-            return R
-        det = torch.linalg.det(work.to(torch.float64) if R.device.type == "cpu" else work) if special is not None else None
+        gap = (work @ work.transpose(-1, -2) - torch.eye(R.shape[-1], dtype=work.dtype, device=R.device)).abs().amax()
+        det = torch.linalg.det(work.to(torch.float64) if R.device.type == "cpu" else work)
+    if defers(R):
+        check_condition(torch.isfinite(work).all() & (gap <= tol),
+                        f"{name} must be finite orthogonal matrices (R R^T = I to {tol:.0e})")
+        if special is not None:
+            check_condition((det - want).abs() <= 10 * tol, f"{name} must be {kind}")
+        return R
     check_finite(R, name)
-    err = float(gap)
-    if err > tol:
-        raise ValueError(f"{name} must be orthogonal (R R^T = I), but |R R^T - I| = {err:.2e} > {tol:.0e}")
-    if special is not None:
-        want = 1.0 if special else -1.0
-        if bool(((det - want).abs() > 10 * tol).any()):
-            kind = "rotations (det +1)" if special else "improper (det -1)"
-            raise ValueError(f"{name} must be {kind}, got det = {float(det.flatten()[0]):+.6f}")
+    if float(gap) > tol:
+        raise ValueError(f"{name} must be orthogonal (R R^T = I), but |R R^T - I| = {float(gap):.2e} > {tol:.0e}")
+    if special is not None and bool(((det - want).abs() > 10 * tol).any()):
+        raise ValueError(f"{name} must be {kind}, got det = {float(det.flatten()[0]):+.6f}")
     return R
 
 
