@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import copy
 
+import pytest
 import torch
 from torch.utils._pytree import tree_leaves, tree_map
 
@@ -71,3 +72,29 @@ def assert_runs_on_device(fn, *args, warm: bool = False, grads: bool = True, rto
             assert g.device == sim.DEVICE
             assert _relative(g, h) <= rtol, f"gradient differs from the CPU's: {_relative(g, h):.2e}"
     return out
+
+
+def warm_then_watch(warm, call):
+    """``warm()`` then ``call()`` on the device, each in a deferred-checks scope: the first call may only
+    upload (a per-(device, dtype) cache filled once), the second records nothing. Returns ``call()``."""
+    with deferred_checks(), sim.watch() as warm_up:
+        warm()
+    assert all(e.kind == "upload" for e in warm_up.events), warm_up.report()
+    with deferred_checks(), sim.watch() as log:
+        out = call()
+    assert not log.events, log.report()
+    return out
+
+
+def assert_membership_deferred(group, member, outsider, phrase: str) -> None:
+    """``group.check_element`` on the device: a member passes (after at most an upload of the group's
+    tables), an outsider is refused with ``phrase`` at the end of a deferred-checks scope without a
+    host read before it, and at once outside a scope."""
+    member, outsider = sim.to_sim((member, outsider))
+    warm_then_watch(lambda: group.check_element(member), lambda: group.check_element(member))
+    with pytest.raises(ValueError, match=phrase), deferred_checks():
+        with sim.watch() as log:
+            group.check_element(outsider)
+        assert not log.events, log.report()
+    with pytest.raises(ValueError, match=phrase):
+        group.check_element(outsider)

@@ -25,6 +25,7 @@ from geomlin.gaunt import (
     split_parity,
 )
 from tests.device import simulated as sim
+from tests.device.checks import warm_then_watch
 
 ROUTES = ("grid", "fft", "dense", "direct")
 
@@ -49,12 +50,7 @@ def _on_device_equals_cpu(fn, *inputs, rtol: float = 1e-5, create_graph: bool = 
     cpu_out, cpu_grads = run(inputs, False)
     dev_inputs = sim.to_sim(inputs)
     # the first call uploads the tables (once per device and dtype), nothing else
-    with validation.deferred_checks(), sim.watch() as warm_up:
-        run(dev_inputs, False)
-    assert all(e.kind == "upload" for e in warm_up.events), warm_up.report()
-    with validation.deferred_checks(), sim.watch() as log:
-        out, grads = run(dev_inputs, True)
-    assert not log.events, log.report()
+    out, grads = warm_then_watch(lambda: run(dev_inputs, False), lambda: run(dev_inputs, True))
     assert out.device == sim.DEVICE and out.dtype == cpu_out.dtype
     for a, b in zip((out, *grads), (cpu_out, *cpu_grads)):
         a = sim.to_cpu(a)

@@ -204,20 +204,9 @@ def test_membership_checks_are_deferred_on_accelerators(G, good, bad, phrase, dt
     """On the simulated accelerator (tests/device/simulated.py) the same tests run without a host sync (the
     group's invariant form is uploaded once per device and dtype) and raise, with the CPU's message, when
     the deferred checks are read (at once outside a deferred-checks scope)."""
-    from geomlin import validation
-    from tests.device import simulated as sim
+    from tests.device.checks import assert_membership_deferred
 
-    g, h = sim.to_sim((good().to(dtype), bad().to(dtype)))
-    # the first check on a device uploads the invariant form, once
-    with validation.deferred_checks(), sim.watch() as log:
-        G.check_element(g)
-    assert all(e.kind == "upload" for e in log.events), log.report()  # and members pass at the scope's end
-    with pytest.raises(ValueError, match=phrase), validation.deferred_checks():
-        with sim.watch() as log:
-            G.check_element(h)
-        assert not log.events, log.report()
-    with pytest.raises(ValueError, match=phrase):  # outside a deferred-checks scope: at once
-        G.check_element(h)
+    assert_membership_deferred(G, good().to(dtype), bad().to(dtype), phrase)
 
 
 def test_rotation_angle_of_cyclic_elements_is_checked_in_float32_too():

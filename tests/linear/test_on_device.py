@@ -25,6 +25,7 @@ from geomlin.linear.diagrams import spanning_diagrams
 from geomlin.reps import Scalar, V
 from geomlin.tables import ConstantTables
 from tests.device import simulated as sim
+from tests.device.checks import warm_then_watch
 
 DIAGRAM_CASES = [("S", 3, 2, 2, False), ("S", 3, 2, 1, True), ("O", 3, 3, 1, False), ("SO", 3, 2, 1, False),
                  ("SO", 3, 0, 3, False), ("Sp", 4, 2, 2, False)]
@@ -39,12 +40,7 @@ def _grad_step(fn, args):
 def _compare(fn, args, rtol=1e-5):
     cpu_out, cpu_grads = _grad_step(fn, args)
     dev = sim.to_sim(args)
-    with validation.deferred_checks(), sim.watch() as warm_up:
-        _grad_step(fn, dev)
-    assert all(e.kind == "upload" for e in warm_up.events), warm_up.report()
-    with validation.deferred_checks(), sim.watch() as log:
-        out, grads = _grad_step(fn, dev)
-    assert not log.events, log.report()
+    out, grads = warm_then_watch(lambda: _grad_step(fn, dev), lambda: _grad_step(fn, dev))
     for a, b in zip((out, *grads), (cpu_out, *cpu_grads)):
         assert a.device == sim.DEVICE
         assert (sim.to_cpu(a) - b).norm() <= rtol * b.norm() + 1e-6

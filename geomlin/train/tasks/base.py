@@ -253,3 +253,13 @@ def bundled_path(relative: Path | str) -> Path | None:
         if (root / "datasets" / relative).exists():
             return root / "datasets" / relative
     return None
+
+
+def require_bundled(relative: Path | str, option: str) -> Path:
+    """[`bundled_path`][] of ``relative``, or a [`UserError`][geomlin.train.errors.UserError] naming
+    ``option`` (the command-line option that gives the data instead) and ``$GEOMLIN_DATA``."""
+    path = bundled_path(relative)
+    if path is None:
+        raise UserError(f"the bundled sample datasets/{relative} was not found: pass {option}, or set "
+                        f"{DATA_ROOT_ENV} to a folder holding geomlin's datasets/ (a clone)")
+    return path

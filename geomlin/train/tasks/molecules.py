@@ -32,16 +32,7 @@ from torch import Tensor, nn
 
 from geomlin.train.config import Option
 from geomlin.train.errors import UserError
-from geomlin.train.tasks.base import (
-    DATA_ROOT_ENV,
-    GraphSet,
-    Stats,
-    Task,
-    TaskData,
-    bundled_path,
-    require_module,
-    stat,
-)
+from geomlin.train.tasks.base import GraphSet, Stats, Task, TaskData, require_bundled, require_module, stat
 
 #: The bundled trajectory and QM9 sample, under ``datasets/`` ([`bundled_path`][geomlin.train.tasks.base.bundled_path]).
 BUNDLED_ETHANOL = Path("md") / "xtb_md_ethanol.npz"
@@ -187,10 +178,7 @@ class MoleculesTask(Task):
 
     # ---------------------------------------------------------------- data
     def _load(self, cfg: dict) -> dict[str, Tensor]:
-        path = Path(cfg["data"]) if cfg.get("data") else bundled_path(BUNDLED_ETHANOL)
-        if path is None:
-            raise UserError(f"the bundled trajectory datasets/{BUNDLED_ETHANOL} was not found: pass --data FILE, "
-                            f"or set {DATA_ROOT_ENV} to a folder holding geomlin's datasets/ (a clone)")
+        path = Path(cfg["data"]) if cfg.get("data") else require_bundled(BUNDLED_ETHANOL, "--data FILE")
         ds = require_module("geomlin.datasets", "reading trajectories")
         try:
             if path.suffix.lower() == ".npz":
@@ -244,10 +232,7 @@ class MoleculesTask(Task):
         from geomlin.datasets.qm9 import QM9, QM9_TARGETS, target_index
 
         bundled = not cfg.get("root")
-        root = bundled_path(BUNDLED_QM9) if bundled else Path(cfg["root"])
-        if root is None:
-            raise UserError(f"the bundled QM9 sample datasets/{BUNDLED_QM9} was not found: pass --root PATH, "
-                            f"or set {DATA_ROOT_ENV} to a folder holding geomlin's datasets/ (a clone)")
+        root = require_bundled(BUNDLED_QM9, "--root PATH") if bundled else Path(cfg["root"])
         try:
             ds = QM9(root, cache=not bundled, source=cfg.get("source", "auto"))
         except (FileNotFoundError, ValueError, OSError) as exc:
