@@ -12,6 +12,7 @@ import torch
 
 from geomlin import validation
 from geomlin.algebra import CliffordAlgebra, pga
+from geomlin.groups import SO
 from geomlin.precision import at_least_float32, compute_dtype, full_precision, output_dtype, working_dtype
 from geomlin.reps.irreps import wigner_D_from_matrix
 from tests.device import simulated as sim
@@ -59,7 +60,7 @@ def test_exact_float32_rotations_pass_the_checks_under_autocast(device, dtype):
     autocast = torch.autocast(sim.DEVICE_TYPE if device == "sim" else "cpu", dtype=dtype)
     calls = [lambda: validation.check_orthogonal(R, "R", special=True), lambda: pga.matrix_to_quaternion(R),
              lambda: pga.embed_rigid_motion(R, t.expand(3, 3)), lambda: wigner_D_from_matrix("1x1o+1x2e", R),
-             lambda: g3.check_orthogonal(R, "R")]
+             lambda: g3.check_orthogonal(R, "R"), lambda: SO(3).check_element(R)]
     with validation.deferred_checks(), sim.watch() as log, autocast:
         for call in calls:
             call()
@@ -73,6 +74,8 @@ def test_exact_float32_rotations_pass_the_checks_under_autocast(device, dtype):
             validation.check_orthogonal(shear, "R")
         with pytest.raises(ValueError, match="quadratic form"):
             g3.check_orthogonal(shear, "R")
+        with pytest.raises(ValueError, match="not an element of SO"):
+            SO(3).check_element(shear)
 
 
 def test_half_precision_rotations_are_tested_with_their_own_tolerance():

@@ -29,6 +29,7 @@ from collections.abc import Callable
 import torch
 from torch import Tensor
 
+from geomlin.precision import full_precision
 from geomlin.tables import device_cache
 from geomlin.validation import (
     check_condition,
@@ -272,7 +273,8 @@ class Group(SymmetryGroup):
             work = work.to(torch.float64)
         elif work.dtype in (torch.float16, torch.bfloat16):
             work = work.float()  # determinants and products of half-precision matrices are not supported everywhere
-        self._check_membership(work, name, tolerance(g.dtype))
+        with full_precision(work):  # the caller's autocast must not round the test (geomlin.precision)
+            self._check_membership(work, name, tolerance(g.dtype))
         return g
 
     def _check_membership(self, g: Tensor, name: str, tol: float) -> None:
