@@ -8,6 +8,7 @@ import torch
 
 from geomlin import neighbors
 from geomlin.neighbors import knn_pairs, nearest_neighbors, radius_pairs
+from geomlin.validation import deferred_checks
 
 
 def _oracle(pos, batch, loop):
@@ -94,7 +95,7 @@ def test_searches_on_a_device_match_the_cpu_with_bounded_syncs(d, budget, monkey
     dpos, dbatch = sim.to_sim((pos, batch))
     for r in (0.05, 0.3, 2.0):
         want = radius_pairs(pos, r, batch)
-        with sim.watch() as log:
+        with deferred_checks(), sim.watch() as log:
             got = radius_pairs(dpos, r, dbatch)
         assert len(log.events) == len(log.of("sync")) <= (2 if budget > 1000 else 3), log.report()
         for a, b in zip(got, want):
@@ -105,7 +106,7 @@ def test_searches_on_a_device_match_the_cpu_with_bounded_syncs(d, budget, monkey
     for k in (1, 4, 60):
         want = knn_pairs(pos, k, batch)
         rounds.clear()
-        with sim.watch() as log:
+        with deferred_checks(), sim.watch() as log:
             got = knn_pairs(dpos, k, dbatch)
         assert len(log.events) == len(log.of("sync")) <= len(rounds) * (3 if budget > 1000 else 4), log.report()
         for a, b in zip(got, want):
@@ -173,7 +174,7 @@ def test_nearest_neighbors_are_sync_free_on_a_device():
     mask = torch.rand(3, 7, generator=torch.Generator().manual_seed(1)) > 0.3
     want = nearest_neighbors(pos, 4, 1.2, False, mask)
     dpos, dmask = sim.to_sim((pos, mask))
-    with sim.watch() as log:
+    with deferred_checks(), sim.watch() as log:
         got = nearest_neighbors(dpos, 4, 1.2, False, dmask)
     assert not log.events, log.report()
     for a, b in zip(got, want):

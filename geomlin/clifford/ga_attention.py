@@ -466,7 +466,7 @@ class GAMultivectorAttention(_CovariantMixin, _GAAttentionBase):
                          include_normalized_products, parity_invariant)
         self.scale_net = _check_net(scale_net, "scale_net", optional=True)
         group = self._group(self._uses_pseudoscalars())
-        mv = Multivectors(G3, 1, group=group)
+        mv = Multivectors(G3, group=group)  # (..., items, 8): no channel axis
         self.type_in = (mv, Scalars(channels))
         if self.scale_net is None:
             self.type_out = Scalars(channels)

@@ -41,8 +41,9 @@ import torch
 from torch import Tensor, nn
 
 from geomlin.algebra import CliffordAlgebra
-from geomlin.algebra.clifford import ConstantTables, scaling_and_squaring, table_on
 from geomlin.clifford.cgenn import algebra_argument, cgenn_tables, check_channels, multivector_type
+from geomlin.linalg import scaling_and_squaring
+from geomlin.tables import ConstantTables, table_on
 from geomlin.validation import check_choice, check_float, check_int, check_positive_int
 
 #: The versor parametrisations of [`GroupActionLinear`][].
@@ -70,7 +71,7 @@ def matrix_exp(A: Tensor) -> Tensor:
     """``exp(A)`` of square matrices ``A (..., m, m)`` without a host synchronisation.
 
     Scaling and squaring with a Taylor polynomial, per matrix
-    ([`geomlin.algebra.clifford.scaling_and_squaring`][], scaled
+    ([`geomlin.linalg.scaling_and_squaring`][], scaled
     by the 1-norm); differentiable, exact to round-off for 1-norms up to about ``5e5``. ``torch.linalg.matrix_exp`` reads the
     norms back to the host on CUDA to choose its degree, which this avoids.
     """

@@ -77,12 +77,12 @@ class Molecule:
 def bundled_molecules(known, root: str | Path | None = None) -> list[Molecule]:
     """The first frame of every bundled trajectory whose atomic numbers all satisfy ``known(z)``."""
     from geomlin.datasets.md17 import read_npz_trajectory
-    from geomlin.train.tasks.molecules import find_bundled
+    from geomlin.train.tasks.base import bundled_path
 
     out = []
     for name in MOLECULES:
-        relative = Path("datasets") / "md" / f"xtb_md_{name}.npz"
-        path = Path(root) / relative if root is not None else find_bundled(relative)
+        relative = Path("md") / f"xtb_md_{name}.npz"
+        path = Path(root) / "datasets" / relative if root is not None else bundled_path(relative)
         if path is None or not path.is_file():
             continue
         data = read_npz_trajectory(path)

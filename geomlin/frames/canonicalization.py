@@ -53,7 +53,7 @@ from geomlin.frames.pca import (
 )
 from geomlin.frames.vector_neurons import POOLINGS, VNPointNet
 from geomlin.groups import Euclidean, RigidTransform, special_procrustes
-from geomlin.groups.rotations import full_precision, working_dtype
+from geomlin.precision import full_precision, working_dtype
 from geomlin.reps.feature_type import FeatureType
 from geomlin.reps.types import Frames, Positions, Scalars, Vectors
 from geomlin.validation import check_bool, check_choice, check_float, check_positive_int, check_tensor

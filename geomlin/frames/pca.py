@@ -52,11 +52,11 @@ eigenvalue 0); it is degenerate only when its in-plane spread is isotropic
 **Accelerators and mixed precision**
 
 Nothing here makes the host wait for the device: the eigenvectors come from the sync-free
-Jacobi solver [`geomlin.groups.rotations.symmetric_eigh`][]
+Jacobi solver [`geomlin.linalg.symmetric_eigh`][]
 (``torch.linalg.eigh`` reads an error code back on CUDA), every policy is computed for all items and selected per item with
-``torch.where``, and on an accelerator ``"raise"`` and ``"warn"`` are deferred checks
-([`geomlin.validation.check_condition`][], reported by
-[`raise_deferred`][geomlin.validation.raise_deferred] without the item numbers, which would need a read).
+``torch.where``, and on an accelerator ``"raise"`` and ``"warn"`` are checks without the item numbers,
+which would need a read ([`geomlin.validation.check_condition`][]; deferred inside a
+[`deferred_checks`][geomlin.validation.deferred_checks] scope).
 On the CPU a policy's extra work is skipped when no item needs it. Flat batches read
 ``batch.max()`` unless ``num_graphs`` is given, and ``on_degenerate="moments"`` pads them to the
 largest cloud (one read of its size); padded batches read nothing. Moments and
@@ -73,7 +73,8 @@ import torch
 from torch import Tensor
 
 from geomlin.groups import SO, Euclidean, O, SymmetryGroup, as_group
-from geomlin.groups.rotations import full_precision, symmetric_eigh, working_dtype
+from geomlin.linalg import symmetric_eigh
+from geomlin.precision import full_precision, working_dtype
 from geomlin.validation import (
     check_batch_vector,
     check_choice,
@@ -241,7 +242,7 @@ def point_moments(pos: Tensor, translation: bool, mask: Tensor | None = None,
                   batch: Tensor | None = None, num_graphs: int | None = None):
     """Centroid, covariance and point counts of padded or flat point clouds.
 
-    Computed with autocast off in at least float32 ([`working_dtype`][]):
+    Computed with autocast off in at least float32 ([`working_dtype`][geomlin.precision.working_dtype]):
     a covariance in bfloat16 would lose the frame.
 
     Returns

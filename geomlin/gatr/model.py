@@ -45,7 +45,7 @@ import torch
 from torch import Tensor, nn
 
 from geomlin.algebra import pga
-from geomlin.gatr import primitives
+from geomlin.gatr import join_references
 from geomlin.gatr.attention import FLAT_METHODS, SetLayout, set_layout
 from geomlin.gatr.layers import EXAMPLE_ITEMS, EquiLinear, GATrBlock, check_reference
 from geomlin.validation import (
@@ -210,10 +210,10 @@ class GATr(nn.Module):
         elif layout.device is not None and layout.device != mv.device:
             raise ValueError(f"layout is on {layout.device} but mv is on {mv.device}; move it with layout.to(device)")
         if join_reference is None or isinstance(join_reference, str) and join_reference == "data":
-            join_reference = primitives.join_reference(mv, mask, batch,
+            join_reference = join_references.join_reference(mv, mask, batch,
                                                        num_sets=layout.num_sets if batch is not None else None)
         elif isinstance(join_reference, str):
-            join_reference = primitives.canonical_reference(mv.dtype, mv.device)
+            join_reference = join_references.canonical_reference(mv.dtype, mv.device)
         h_mv, h_s = self.linear_in(mv, scalars)
         # under autocast the residual stream stays in the input's precision (the blocks add to it)
         h_mv, h_s = h_mv.to(mv.dtype), (None if h_s is None else h_s.to(mv.dtype))

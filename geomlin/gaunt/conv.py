@@ -22,12 +22,12 @@ import torch
 from torch import Tensor, nn
 from torch_geometric.nn import MessagePassing
 
-from geomlin.gaunt.cache import RouteTables
+from geomlin.gaunt.cache import route_tables
+from geomlin.gaunt.harmonics import spherical_harmonics
 from geomlin.gaunt.layout import check_layout, degree_index
-from geomlin.gaunt.precision import compute_dtype
 from geomlin.gaunt.product import METHODS, gaunt_tensor_product, table_keys
-from geomlin.gaunt.tables import spherical_harmonics
 from geomlin.groups.euclidean import E3
+from geomlin.precision import compute_dtype
 from geomlin.reps.types import Positions, SphereCoefficients
 from geomlin.validation import (
     check_choice,
@@ -113,7 +113,7 @@ class GauntConvolution(MessagePassing):
                                     nn.Linear(hidden_channels, channels * (lmax_in + 1 + lmax_out + 1)))
         self.register_buffer("degree_in", degree_index(lmax_in), persistent=False)
         self.register_buffer("degree_out", degree_index(lmax_out), persistent=False)
-        self.tables = RouteTables(table_keys(self.method, self.lmax_in, self.lmax_sh, self.lmax_out))
+        self.tables = route_tables(table_keys(self.method, self.lmax_in, self.lmax_sh, self.lmax_out))
         group = E3()  # messages see only differences of positions: translations act trivially on the features
         self.type_in = (SphereCoefficients(self.lmax_in, channels, group=group), Positions(3, group), None)
         self.type_out = SphereCoefficients(self.lmax_out, channels, group=group)
@@ -127,7 +127,6 @@ class GauntConvolution(MessagePassing):
         check_tensor(edge_index, "edge_index", shape=(2, None), dtype="index")
         # on accelerators the range test is deferred and the indices clamped (geomlin.validation)
         edge_index = check_index(edge_index, "edge_index", x.shape[0], "nodes")
-        self.tables.prime(x.device, x.dtype)
         src, dst = edge_index
         vec = pos[dst] - pos[src]
         if edge_mask is not None:
@@ -148,7 +147,7 @@ class GauntConvolution(MessagePassing):
         return out / self.avg_degree
 
     def message(self, x_j: Tensor, edge_sh: Tensor, w_in: Tensor, w_out: Tensor) -> Tensor:
-        return gaunt_tensor_product(x_j * w_in, edge_sh, self.lmax_out, self.method) * w_out
+        return gaunt_tensor_product(x_j * w_in, edge_sh, self.lmax_out, self.method, tables=self.tables) * w_out
 
     def example_inputs(self, generator=None, dtype=torch.float64):
         """A fully connected graph of 5 nodes within the cutoff, with random features."""

@@ -55,7 +55,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from geomlin.gaunt import tables as T
+from geomlin.gaunt import harmonics as T
 from geomlin.gaunt.cache import device_tables, table_builder
 
 _SQRT2 = math.sqrt(2.0)
@@ -84,6 +84,7 @@ def exact_grid_size(degree: int) -> tuple[int, int]:
     return degree // 2 + 1, num_phi
 
 
+@cache
 def m_blocks(lmax: int) -> tuple[tuple[int, int], ...]:
     """Orders ``0..lmax`` grouped into ``(m_start, m_stop)`` blocks for the Legendre GEMMs.
 
@@ -312,34 +313,24 @@ def power_keys(lmax: int, nu: int, lmax_out: int) -> list[tuple]:
             weights_key(nt, nphi)]
 
 
-_WRAPPED: dict = {}
+def _synthesis(lmax: int, num_theta: int, num_phi: int, device, dtype, tables=None) -> Synthesis:
+    """[`Synthesis`][] tables of ``lmax`` on ``(num_theta, num_phi)`` (``tables``: see [`geomlin.gaunt.cache`][])."""
+    parts = device_tables(synthesis_key(lmax, num_theta, num_phi), device, dtype, tables)
+    blocks = m_blocks(lmax)
+    nb = len(blocks)
+    legs, (gather, c, s), quarter = parts[:nb], parts[nb:nb + 3], parts[nb + 3:]
+    return Synthesis(lmax, num_theta, blocks, legs, gather, c, s, quarter)
 
 
-def _synthesis(lmax: int, num_theta: int, num_phi: int, device, dtype) -> Synthesis:
-    """[`Synthesis`][] tables of ``lmax`` on ``(num_theta, num_phi)``, cached per device and dtype."""
-    key = (synthesis_key(lmax, num_theta, num_phi), torch.device(device), dtype)
-    hit = _WRAPPED.get(key)
-    if hit is None:
-        tables = device_tables(key[0], key[1], dtype)
-        blocks = m_blocks(lmax)
-        nb = len(blocks)
-        legs, (gather, c, s), quarter = tables[:nb], tables[nb:nb + 3], tables[nb + 3:]
-        hit = _WRAPPED[key] = Synthesis(lmax, num_theta, blocks, legs, gather, c, s, quarter)
-    return hit
-
-
-def _projection(lmax: int, num_theta: int, num_phi: int, device, dtype, weighted: bool = True) -> Projection:
-    """[`Projection`][] tables of ``lmax`` on ``(num_theta, num_phi)``, cached per device and dtype
-    (``weighted=False``: the adjoint of the synthesis)."""
-    key = (projection_key(lmax, num_theta, num_phi, weighted), torch.device(device), dtype)
-    hit = _WRAPPED.get(key)
-    if hit is None:
-        tables = device_tables(key[0], key[1], dtype)
-        blocks = m_blocks(lmax)
-        nb = len(blocks)
-        (c, s), legs, scatter, quarter = tables[:2], tables[2:2 + nb], tables[2 + nb], tables[3 + nb:]
-        hit = _WRAPPED[key] = Projection(lmax, num_theta, blocks, c, s, legs, scatter, quarter)
-    return hit
+def _projection(lmax: int, num_theta: int, num_phi: int, device, dtype, weighted: bool = True,
+                tables=None) -> Projection:
+    """[`Projection`][] tables of ``lmax`` on ``(num_theta, num_phi)`` (``weighted=False``: the adjoint
+    of the synthesis; ``tables``: see [`geomlin.gaunt.cache`][])."""
+    parts = device_tables(projection_key(lmax, num_theta, num_phi, weighted), device, dtype, tables)
+    blocks = m_blocks(lmax)
+    nb = len(blocks)
+    (c, s), legs, scatter, quarter = parts[:2], parts[2:2 + nb], parts[2 + nb], parts[3 + nb:]
+    return Projection(lmax, num_theta, blocks, c, s, legs, scatter, quarter)
 
 
 # ----------------------------------------------------------------------------- chunk stages
@@ -486,7 +477,7 @@ def class_product(X1: Tensor, X2: Tensor, out: Tensor) -> Tensor:
 
 # ----------------------------------------------------------------------------- the product
 def gaunt_on_grid(x1: Tensor, x2: Tensor, lmax_in1: int, lmax_in2: int, lmax_out: int, channels: int = 1,
-                  shared: int = 0, reduce: bool = False) -> Tensor:
+                  shared: int = 0, reduce: bool = False, tables=None) -> Tensor:
     """Gaunt product through the grid exact for degree ``lmax_in1 + lmax_in2 + lmax_out``.
 
     Parameters
@@ -502,6 +493,8 @@ def gaunt_on_grid(x1: Tensor, x2: Tensor, lmax_in1: int, lmax_in2: int, lmax_out
         channel: transformed once, broadcast in the product).
     reduce : bool
         sum the products over the ``C`` channels of each group before the projection.
+    tables : ConstantTables, optional
+        a module's tables of [`product_keys`][] ([`geomlin.gaunt.cache`][]); ``None`` reads the device cache.
 
     Returns
     -------
@@ -521,8 +514,8 @@ def gaunt_on_grid(x1: Tensor, x2: Tensor, lmax_in1: int, lmax_in2: int, lmax_out
     A = x1.shape[0] // c1
     nt, nphi = exact_grid_size(lmax_in1 + lmax_in2 + lmax_out)
     dev, dt = x1.device, x1.dtype
-    s1, s2 = _synthesis(lmax_in1, nt, nphi, dev, dt), _synthesis(lmax_in2, nt, nphi, dev, dt)
-    pr = _projection(lmax_out, nt, nphi, dev, dt)
+    s1, s2 = _synthesis(lmax_in1, nt, nphi, dev, dt, tables), _synthesis(lmax_in2, nt, nphi, dev, dt, tables)
+    pr = _projection(lmax_out, nt, nphi, dev, dt, tables=tables)
     Q = s1.quarter[0].shape[0]
     out_cols = 1 if reduce else C
     per_group = (c1 * (s1.packed + 2 * (lmax_in1 + 1) * nt + 4 * Q * nt + x1.shape[1])
@@ -549,14 +542,14 @@ def gaunt_on_grid(x1: Tensor, x2: Tensor, lmax_in1: int, lmax_in2: int, lmax_out
 
 def gaunt_backward_on_grid(grad: Tensor, x1: Tensor, x2: Tensor, lmax_in1: int, lmax_in2: int, lmax_out: int,
                            channels: int = 1, shared: int = 0, reduce: bool = False,
-                           need1: bool = True, need2: bool = True) -> tuple[Tensor | None, Tensor | None]:
+                           need1: bool = True, need2: bool = True, tables=None) -> tuple[Tensor | None, Tensor | None]:
     """Both input gradients of [`gaunt_on_grid`][] in one pass (values only, not differentiable).
 
     ``G[i, j, k]`` is symmetric, so ``dL/dx1 = gaunt(grad, x2)`` truncated at ``lmax_in1`` and
     ``dL/dx2 = gaunt(grad, x1)`` at ``lmax_in2``, on the same grid as the forward.  Done together, the
     output gradient is transformed once instead of twice; a gradient of an input shared by the
     channels sums its products over the channels before the projection, and a summed (``reduce``)
-    output's gradient is broadcast to every channel.  Shapes as [`gaunt_on_grid`][]'s inputs.
+    output's gradient is broadcast to every channel.  Shapes (and ``tables``) as [`gaunt_on_grid`][]'s inputs.
     """
     C = channels
     c1 = 1 if shared == 1 else C
@@ -565,9 +558,9 @@ def gaunt_backward_on_grid(grad: Tensor, x1: Tensor, x2: Tensor, lmax_in1: int, 
     A = x1.shape[0] // c1
     nt, nphi = exact_grid_size(lmax_in1 + lmax_in2 + lmax_out)
     dev, dt = x1.device, x1.dtype
-    sg = _synthesis(lmax_out, nt, nphi, dev, dt)
-    s1, s2 = _synthesis(lmax_in1, nt, nphi, dev, dt), _synthesis(lmax_in2, nt, nphi, dev, dt)
-    p1, p2 = _projection(lmax_in1, nt, nphi, dev, dt), _projection(lmax_in2, nt, nphi, dev, dt)
+    sg = _synthesis(lmax_out, nt, nphi, dev, dt, tables)
+    s1, s2 = _synthesis(lmax_in1, nt, nphi, dev, dt, tables), _synthesis(lmax_in2, nt, nphi, dev, dt, tables)
+    p1, p2 = _projection(lmax_in1, nt, nphi, dev, dt, tables=tables), _projection(lmax_in2, nt, nphi, dev, dt, tables=tables)
     Q = sg.quarter[0].shape[0]
     per_group = (cg * (sg.packed + 2 * (lmax_out + 1) * nt + 4 * Q * nt + grad.shape[1])
                  + (c1 + c2) * (max(s1.packed, s2.packed) + 2 * (max(lmax_in1, lmax_in2) + 1) * nt + 4 * Q * nt
@@ -595,51 +588,54 @@ def gaunt_backward_on_grid(grad: Tensor, x1: Tensor, x2: Tensor, lmax_in1: int, 
 
 
 # ----------------------------------------------------------------------------- differentiable transforms
-def synthesize(x: Tensor, lmax: int, num_theta: int, num_phi: int) -> tuple[Tensor, Tensor]:
+def synthesize(x: Tensor, lmax: int, num_theta: int, num_phi: int, tables=None) -> tuple[Tensor, Tensor]:
     """Half-grid values ``E, O (K, num_theta, n)`` of the rows ``x (n, (lmax+1)**2)`` (differentiable).
 
     The function is ``E + O`` at ``phi_k`` and ``E - O`` at ``-phi_k`` (``k = 0..num_phi // 2``).
+    ``tables``: a module's tables ([`geomlin.gaunt.cache`][]) of [`power_keys`][]; ``None`` reads the device cache.
     """
-    return _Synthesize.apply(x, lmax, num_theta, num_phi)
+    return _Synthesize.apply(x, lmax, num_theta, num_phi, tables)
 
 
-def analyze(E: Tensor, O: Tensor, lmax: int, num_theta: int, num_phi: int, weighted: bool = True) -> Tensor:
+def analyze(E: Tensor, O: Tensor, lmax: int, num_theta: int, num_phi: int, weighted: bool = True,
+            tables=None) -> Tensor:
     """Coefficients ``(n, (lmax+1)**2)`` of half-grid values ``E, O (K, num_theta, n)`` (differentiable).
 
     ``weighted=True`` is the exact projection (quadrature); ``False`` the adjoint of [`synthesize`][].
+    ``tables`` as in [`synthesize`][].
     """
-    return _Analyze.apply(E, O, lmax, num_theta, num_phi, weighted)
+    return _Analyze.apply(E, O, lmax, num_theta, num_phi, weighted, tables)
 
 
 class _Synthesize(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, x, lmax, num_theta, num_phi):
-        ctx.meta = (lmax, num_theta, num_phi)
+    def forward(ctx, x, lmax, num_theta, num_phi, tables):
+        ctx.meta = (lmax, num_theta, num_phi, tables)
         n = x.shape[0]
-        syn = _synthesis(lmax, num_theta, num_phi, x.device, x.dtype)
+        syn = _synthesis(lmax, num_theta, num_phi, x.device, x.dtype, tables)
         E, O = synthesize_chunk(x, syn, _Workspace(x), "")
         return E.view(-1, num_theta, n), O.view(-1, num_theta, n)
 
     @staticmethod
     def backward(ctx, gE, gO):
-        lmax, num_theta, num_phi = ctx.meta
-        return analyze(gE, gO, lmax, num_theta, num_phi, weighted=False), None, None, None
+        lmax, num_theta, num_phi, tables = ctx.meta
+        return analyze(gE, gO, lmax, num_theta, num_phi, False, tables), None, None, None, None
 
 
 class _Analyze(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, E, O, lmax, num_theta, num_phi, weighted):
-        ctx.meta = (lmax, num_theta, num_phi, weighted)
+    def forward(ctx, E, O, lmax, num_theta, num_phi, weighted, tables):
+        ctx.meta = (lmax, num_theta, num_phi, weighted, tables)
         K, _, n = E.shape
-        proj = _projection(lmax, num_theta, num_phi, E.device, E.dtype, weighted)
+        proj = _projection(lmax, num_theta, num_phi, E.device, E.dtype, weighted, tables)
         res = project_chunk(E.reshape(K, -1), O.reshape(K, -1), proj, n, _Workspace(E))
         return res.T.contiguous()
 
     @staticmethod
     def backward(ctx, grad):
-        lmax, num_theta, num_phi, weighted = ctx.meta
-        gE, gO = synthesize(grad.contiguous(), lmax, num_theta, num_phi)
+        lmax, num_theta, num_phi, weighted, tables = ctx.meta
+        gE, gO = synthesize(grad.contiguous(), lmax, num_theta, num_phi, tables)
         if weighted:
-            (w,) = device_tables(weights_key(num_theta, num_phi), grad.device, grad.dtype)
+            (w,) = device_tables(weights_key(num_theta, num_phi), grad.device, grad.dtype, tables)
             gE, gO = gE * w, gO * w
-        return gE, gO, None, None, None, None
+        return gE, gO, None, None, None, None, None

@@ -7,9 +7,8 @@ import math
 import torch
 from torch import Tensor, nn
 
-from geomlin.gaunt.cache import RouteTables
+from geomlin.gaunt.cache import route_tables
 from geomlin.gaunt.layout import NATURAL, PSEUDO, as_irreps, check_flat, class_layout, irreps_blocks
-from geomlin.gaunt.precision import full_precision
 from geomlin.gaunt.product import (
     METHODS,
     check_method,
@@ -19,6 +18,7 @@ from geomlin.gaunt.product import (
     resolve_method,
     table_keys,
 )
+from geomlin.precision import full_precision
 from geomlin.validation import check_choice, check_positive_int, check_tensor
 
 __all__ = ["GauntTensorProduct"]
@@ -96,7 +96,7 @@ class GauntTensorProduct(nn.Module):
         #: per class of x2: its multiplicity-1 blocks are degrees 0, 1, ... in order from offset 0 (no gather)
         self._shared_view = {p: self.shared_in2 and [(l, s) for l, c, _, s, _ in self._layout2 if c == p]
                              == [(l, l * l) for l in range(self.lmax_in2 + 1)] for p in self.classes2}
-        self.tables = RouteTables(table_keys(self.method, self.lmax_in1, self.lmax_in2, self.lmax_out))
+        self.tables = route_tables(table_keys(self.method, self.lmax_in1, self.lmax_in2, self.lmax_out))
         self.type_in = (IrrepsRep(self.irreps_in1), IrrepsRep(self.irreps_in2))
         self.type_out = IrrepsRep(self.irreps_out)
 
@@ -146,7 +146,6 @@ class GauntTensorProduct(nn.Module):
         for name, x, (dim, text) in zip(("x1", "x2"), (x1, x2), self._flat_in):
             check_flat(x, dim, text, name, finite=True)
         dtype = common_dtype(x1, x2)
-        self.tables.prime(x1.device, dtype)
         if weight is None:
             if self.weight is None:
                 raise ValueError(f"this GauntTensorProduct has shared_weights={self.shared_weights}, "
@@ -165,7 +164,7 @@ class GauntTensorProduct(nn.Module):
             return x1.new_zeros(*batch, self._dim_out, dtype=dtype)
         x1 = x1.to(dtype).expand(*batch, x1.shape[-1]).reshape(N, -1)
         x2 = x2.to(dtype).expand(*batch, x2.shape[-1]).reshape(N, -1)
-        with full_precision(x1):  # under autocast: float32, as the routes compute (geomlin.gaunt.precision)
+        with full_precision(x1):  # under autocast: float32, as the routes compute (geomlin.precision)
             return self._forward(x1, x2, weight, batch, dtype).view(*batch, -1)
 
     def _forward(self, x1: Tensor, x2: Tensor, weight: Tensor, batch: tuple, dtype: torch.dtype) -> Tensor:
@@ -215,7 +214,7 @@ class GauntTensorProduct(nn.Module):
             for p2 in b:
                 pairs.setdefault(p1 * p2, []).append((p1, p2))
         if self.shared_in2 and method == "direct":
-            ops = {p: gaunt_operator(f, L1, Lo) for p, f in b.items()}    # (N, Do, D1)
+            ops = {p: gaunt_operator(f, L1, Lo, tables=self.tables) for p, f in b.items()}    # (N, Do, D1)
             products = {}
             for cls, members in pairs.items():
                 for p1, p2 in members:
@@ -234,9 +233,10 @@ class GauntTensorProduct(nn.Module):
             for p1, p2 in members:
                 rows1 = a[p1].transpose(1, 2).reshape(N * C, -1)
                 if self.shared_in2:
-                    term = gaunt_rows(rows1, b[p2], L1, L2, Lo, method, C, 2)
+                    term = gaunt_rows(rows1, b[p2], L1, L2, Lo, method, C, 2, tables=self.tables)
                 else:
-                    term = gaunt_rows(rows1, b[p2].transpose(1, 2).reshape(N * C, -1), L1, L2, Lo, method)
+                    term = gaunt_rows(rows1, b[p2].transpose(1, 2).reshape(N * C, -1), L1, L2, Lo, method,
+                                      tables=self.tables)
                 products[cls] = term if cls not in products else products[cls] + term
         products = {cls: v.view(N, C, -1) for cls, v in products.items()}
 

@@ -38,6 +38,8 @@ from geomlin.groups.closure import (
     polar,
     refine,
 )
+from geomlin.precision import full_precision
+from geomlin.tables import device_cache
 from geomlin.validation import (
     check_condition,
     check_finite,
@@ -66,10 +68,6 @@ SEPARATION = 4.0
 SINGULAR_RTOL = 1e-10
 #: Tolerance of [`Group.is_orthogonal`][] on the float64 generators.
 ORTHOGONAL_ATOL = 1e-10
-
-
-#: Invariant forms of groups on devices, by (group key, device, dtype): equal groups share them.
-_FORMS_ON: dict = {}
 
 
 def _as_generator_tensor(x, name: str, d: int | None) -> tuple[Tensor, torch.dtype | None]:
@@ -323,7 +321,8 @@ class Group(SymmetryGroup):
             work = work.to(torch.float64)
         elif work.dtype in (torch.float16, torch.bfloat16):
             work = work.float()  # determinants and products of half-precision matrices are not supported everywhere
-        self._check_membership(work, name, tolerance(g.dtype))
+        with full_precision(work):  # the caller's autocast must not round the test (geomlin.precision)
+            self._check_membership(work, name, tolerance(g.dtype))
         return g
 
     def _check_membership(self, g: Tensor, name: str, tol: float) -> None:
@@ -338,12 +337,10 @@ class Group(SymmetryGroup):
 
     def _invariant_form_on(self, device, dtype) -> Tensor | None:
         """[`invariant_form`][] on ``device`` in ``dtype``, cached per (group, device, dtype) (read-only)."""
-        key = (self.key(), torch.device(device), dtype)
-        if key not in _FORMS_ON:
-            B = self.invariant_form
-            with torch.inference_mode(False):
-                _FORMS_ON[key] = None if B is None else B.to(device=device, dtype=dtype)
-        return _FORMS_ON[key]
+        B = self.invariant_form
+        if B is None:
+            return None
+        return device_cache(("groups:invariant-form", self.key()), lambda: B, device, dtype)  # equal groups share it
 
     # ----------------------------------------------------------------- sampling
     def sample(self, n: int = 1, generator: torch.Generator | None = None,

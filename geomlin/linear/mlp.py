@@ -29,9 +29,9 @@ from torch import Tensor, nn
 from geomlin.groups.base import Group
 from geomlin.linear.layers import BlockLayout, EquivariantLinear, check_features
 from geomlin.linear.solver import METHODS, basis_method, block_basis, check_cache_dir
-from geomlin.linear.tables import ConstantTables
 from geomlin.reps.base import Rep, Scalar, SumRep, TensorRep, bind, common_group
 from geomlin.reps.group_free import GroupFreeRep, T
+from geomlin.tables import ConstantTables
 from geomlin.validation import check_choice, check_positive_int
 
 #: Triples ``(a, b, c)`` whose ``Hom(a (x) b, c)`` has more unknowns than this are left out of the
@@ -280,7 +280,7 @@ class EquivariantBilinear(nn.Module):
         lay = self.layout
         lead = x.shape[:-1]
         # explicit sizes throughout, no -1: an empty rep (e3nn's Irreps("")) or an empty batch has 0 entries
-        xs = lay.sort(x.flatten(0, -2) if x.ndim > 1 else x[None], self.tables.layout_index)
+        xs = lay.sort(x.flatten(0, -2) if x.ndim > 1 else x[None], self.tables.get("layout_index"))
         B = xs.shape[0]
         # channel-major parts (m, B * size): every mixing below is one plain matrix product
         parts = [xs[:, sl].reshape(B, m, t.size).transpose(0, 1).reshape(m, B * t.size)
@@ -307,7 +307,7 @@ class EquivariantBilinear(nn.Module):
                 outs[c] = term if outs[c] is None else outs[c] + term
         ys = [(o if o is not None else torch.zeros_like(p)).view(m, B, t.size).transpose(0, 1).reshape(B, m * t.size)
               for o, p, t, m in zip(outs, parts, lay.types, lay.multiplicity)]
-        return lay.unsort(torch.cat(ys, dim=-1), self.tables.layout_inverse).reshape(*lead, self.rep.size)
+        return lay.unsort(torch.cat(ys, dim=-1), self.tables.get("layout_inverse")).reshape(*lead, self.rep.size)
 
 
 def _read_off(rep_in: Rep, rep_out: Rep, method: str) -> bool:

@@ -52,9 +52,10 @@ from geomlin.io_atomic import atomic_write
 from geomlin.linear.diagram_solver import applies as diagrams_apply
 from geomlin.linear.diagram_solver import diagram_solution, selection_size
 from geomlin.linear.monomial_solver import applies as monomial_applies
-from geomlin.linear.monomial_solver import clear_plans, monomial_plan, nullspace_monomial
+from geomlin.linear.monomial_solver import monomial_plan, nullspace_monomial
 from geomlin.linear.sampled_solver import check_averaging, nullspace_sampled
 from geomlin.reps.base import Rep, bind, common_group
+from geomlin.tables import device_cache, in_cache
 from geomlin.validation import check_choice
 
 #: The solver methods; ``"auto"`` picks one per pair of blocks (see the module docstring).
@@ -74,8 +75,6 @@ MAX_SAMPLED_UNKNOWNS = 2_000_000
 #: diagrams than this (their selection grows cubically: O(2) on ``T(10)``, 945 Brauer diagrams, takes
 #: 7 s; its 512 orbit vectors 0.1 s).
 MAX_SELECTION_BEFORE_ORBITS = 300
-
-_BLOCK_CACHE: dict[tuple, Tensor] = {}
 
 
 def _check_rep(rep, name: str) -> Rep:
@@ -217,14 +216,16 @@ def _solve_pair(rep_in: Rep, rep_out: Rep, cache_dir=None, method: str = "auto")
     """Orthonormal basis ``(r, out, in)`` of Hom_G(rep_in, rep_out) for two non-sum reps (cached)."""
     resolved = basis_method(rep_in, rep_out, method)
     key = (rep_in.key(), rep_out.key(), resolved)
-    hit = _BLOCK_CACHE.get(key)
-    if hit is not None:
-        return hit
+    return device_cache(("linear:block-basis", *key), lambda: _load_or_solve(rep_in, rep_out, key, cache_dir))
+
+
+def _load_or_solve(rep_in: Rep, rep_out: Rep, key: tuple, cache_dir) -> Tensor:
+    """The block basis of ``key`` from ``cache_dir`` when it holds it, else solved (and written there)."""
+    resolved = key[2]
     path = _disk_path(cache_dir, key) if cache_dir is not None else None
     if path is not None and path.exists():
         stored = _read_cache_file(path)
         if stored is not None and stored.get("key") == repr(key):
-            _BLOCK_CACHE[key] = stored["basis"]
             return stored["basis"]
     n_in, n_out = rep_in.size, rep_out.size
     if resolved == "scalar":
@@ -232,7 +233,6 @@ def _solve_pair(rep_in: Rep, rep_out: Rep, cache_dir=None, method: str = "auto")
     else:
         basis = _solve_constraints(rep_in, rep_out, resolved)
     basis = _canonical_sign(basis.reshape(basis.shape[0], n_out, n_in).contiguous())
-    _BLOCK_CACHE[key] = basis
     if path is not None:
         _write_cache_file(path, key, basis)
     return basis
@@ -244,7 +244,7 @@ def is_cached(rep_in: Rep, rep_out: Rep, cache_dir=None, method: str = "auto") -
         key = (rep_in.key(), rep_out.key(), basis_method(rep_in, rep_out, method))
     except ValueError:
         return False
-    return key in _BLOCK_CACHE or (cache_dir is not None and _disk_path(cache_dir, key).exists())
+    return in_cache(("linear:block-basis", *key)) or (cache_dir is not None and _disk_path(cache_dir, key).exists())
 
 
 def _canonical_sign(basis: Tensor) -> Tensor:
@@ -327,8 +327,3 @@ def block_basis(rep_in: Rep, rep_out: Rep, cache_dir=None, method: str = "auto")
     return _solve_pair(_check_rep(rep_in, "rep_in"), _check_rep(rep_out, "rep_out"),
                        check_cache_dir(cache_dir), check_choice(method, "method", METHODS))
 
-
-def clear_cache() -> None:
-    """Forget every cached basis (in memory), and the monomial solver's orbits."""
-    _BLOCK_CACHE.clear()
-    clear_plans()

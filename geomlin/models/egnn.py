@@ -39,12 +39,13 @@ EXAMPLE_SYSTEMS, EXAMPLE_NODES = 2, 5
 
 
 def check_molecule_inputs(pos: Tensor, species: Tensor, num_species: int, mask: Tensor | None = None) -> Tensor:
-    """Validate a padded molecule batch; return ``species`` (clamped into range on accelerators).
+    """Validate a padded molecule batch; return ``species`` (use it: clamped inside a deferred-checks scope).
 
     ``pos (B, N, 3)`` finite float, integer ``species (B, N)`` in ``[0, num_species)``, ``mask (B, N)``
     bool. The value checks go through [`geomlin.validation.check_finite`][] and
-    [`geomlin.validation.check_index`][]: at once on the CPU, deferred on
-    accelerators (no host sync), where the returned species are clamped so an embedding never reads out of bounds.
+    [`geomlin.validation.check_index`][]: they raise at once, on every device, except on an accelerator
+    inside [`geomlin.validation.deferred_checks`][] (the training loop), where they are deferred (no host
+    sync) and the returned species are clamped so an embedding never reads out of bounds before the error.
     """
     check_tensor(pos, "pos", shape=(None, None, 3), finite=True, what="B molecules of N atoms")
     check_tensor(species, "species", dtype="int")

@@ -227,8 +227,8 @@ def padded_neighbors(pos: Tensor, cutoff: float, max_neighbors: int,
     ------
     ValueError
         When an atom has more than ``K`` neighbours within ``cutoff``. Nothing is ever dropped
-        silently. The test goes through [`geomlin.validation.check_condition`][]: at once on the
-        CPU, deferred on an accelerator (raised by [`geomlin.validation.raise_deferred`][], no host
+        silently. The test goes through [`geomlin.validation.check_condition`][]: at once (on an
+        accelerator inside [`geomlin.validation.deferred_checks`][] deferred to the scope's end, no host
         sync), and skipped while ``torch.compile`` traces (values cannot be read there): a compiled
         caller checks [`count_neighbors`][] outside the graph, as
         [`EnergyAndForces`][geomlin.models.md.EnergyAndForces] does on every step.

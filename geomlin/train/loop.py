@@ -328,7 +328,8 @@ def run_training(task: Task, cfg: dict[str, Any], resume_from: str | Path | None
     cfg = validate_config(task.all_options(), cfg)
     dist = D.setup(cfg["device"])
     try:
-        with D.device_scope(dist.device):
+        # the run's value checks on an accelerator stay on the device, read after the first step and each epoch
+        with D.device_scope(dist.device), validation.deferred_checks():
             summary = _run(task, cfg, dist, resume_from, overwrite)
             # every rank leaves together: a rank that tears its connections down while rank 0 still
             # writes the summary can abort in gloo's shutdown (seen once in CI, SIGABRT on rank 1).

@@ -15,11 +15,9 @@ from geomlin.gatr import EquiLinear, GATr, GATrBlock, SetLayout, orientations, s
 from geomlin.gatr import planes as PL
 from geomlin.gatr import primitives as P
 from geomlin.gatr.attention import attend
-from geomlin.validation import raise_deferred
+from geomlin.validation import deferred_checks
 from tests.device import simulated as sim
-from tests.device.checks import assert_runs_on_device, no_deferred_checks  # noqa: F401 (a fixture)
-
-pytestmark = pytest.mark.usefixtures("no_deferred_checks")
+from tests.device.checks import assert_runs_on_device
 
 SIZES = [3, 7, 1, 12, 7, 30]
 
@@ -50,12 +48,12 @@ def test_primitives_on_the_device():
     flat, batch = x.reshape(10, 3, 16), torch.tensor([0, 0, 0, 1, 1, 1, 1, 1, 2, 4])
     assert_runs_on_device(lambda a, b: P.join_reference(a, batch=b), flat, batch, warm=True)
     assert_runs_on_device(lambda a, b: P.join_reference(a, batch=b, num_sets=5), flat, batch, warm=True)
-    with sim.watch(strict=True):
+    with deferred_checks(), sim.watch(strict=True):
         P.canonical_reference(torch.float32, sim.DEVICE)
     dev = sim.to_sim(x)
     with sim.allowed():
         P.grade_dropout(dev, 0.3)
-    with sim.watch(strict=True):  # random draws on the device
+    with deferred_checks(), sim.watch(strict=True):  # random draws on the device
         assert P.grade_dropout(dev, 0.3).shape == x.shape
 
 
@@ -77,16 +75,16 @@ def test_planes_kernels_on_the_device():
     g = _gen(3)
     a, b = torch.randn(16, 7, 4, generator=g), torch.randn(16, 7, 4, generator=g)
     w = torch.randn(5, 4, 9, generator=g)
-    for fn in (PL.geometric_product, PL.join, PL.inner_product):
+    for fn in (PL.geometric_product_planes, PL.join_planes, PL.inner_product_planes):
         assert_runs_on_device(fn, a, b, warm=True)
-    assert_runs_on_device(PL.equivariant_join, a, b, torch.rand(7, 1, generator=g), warm=True)
-    for fn in (lambda t: PL.equi_layer_norm(t, 0.01), PL.scalar_gated_gelu, lambda t: PL.from_planes(t, (7,)),
-               lambda t: PL.to_planes(PL.from_planes(t, (7,))), lambda t: PL.distance_features(t, "query")):
+    assert_runs_on_device(PL.equivariant_join_planes, a, b, torch.rand(7, 1, generator=g), warm=True)
+    for fn in (lambda t: PL.equi_layer_norm_planes(t, 0.01), PL.scalar_gated_gelu_planes, lambda t: PL.from_planes(t, (7,)),
+               lambda t: PL.to_planes(PL.from_planes(t, (7,))), lambda t: PL.distance_features_planes(t, "query")):
         assert_runs_on_device(fn, a, warm=True)
-    assert_runs_on_device(PL.equi_linear, a, w, torch.randn(5, generator=g), warm=True)
+    assert_runs_on_device(PL.equi_linear_planes, a, w, torch.randn(5, generator=g), warm=True)
     q, kv = torch.randn(16, 7, 2, 2, generator=g), torch.randn(16, 7, 1, 2, generator=g)
     qs, kvs = torch.randn(7, 2, 3, generator=g), torch.randn(7, 1, 3, generator=g)
-    assert_runs_on_device(lambda *t: PL.attention_features(*t, distance_weights=torch.ones(2, 2, device=t[0].device))[:3],
+    assert_runs_on_device(lambda *t: PL.attention_features_planes(*t, distance_weights=torch.ones(2, 2, device=t[0].device))[:3],
                           q, kv, kv, qs, kvs, kvs, warm=True)
 
 
@@ -120,7 +118,7 @@ def test_padded_plan_is_made_on_the_device_without_a_host_read():
     g = _gen(5)
     q, k, v = torch.randn(1, n, 2, 8, generator=g), torch.randn(1, n, 1, 8, generator=g), torch.randn(1, n, 1, 8, generator=g)
     dev = sim.to_sim((batch, q, k, v))
-    with sim.watch(strict=True):
+    with deferred_checks(), sim.watch(strict=True):
         layout = set_layout(batch=dev[0], num_sets=8, max_items=32)  # upper bounds
         out = attend(*dev[1:], layout, 0.3)
     assert layout.method == "padded" and layout.device == sim.DEVICE
@@ -131,16 +129,17 @@ def test_padded_plan_is_made_on_the_device_without_a_host_read():
         set_layout(batch=batch, num_sets=6, max_items=29)
     with pytest.raises(ValueError, match="needs num_sets and max_items"):
         set_layout(batch=batch, method="padded")
-    with sim.allowed():
+    with pytest.raises(ValueError, match="max_items=5"):  # outside a deferred-checks scope: at once
         set_layout(batch=dev[0], num_sets=8, max_items=5)
-        with pytest.raises(ValueError, match="max_items=5"):
-            raise_deferred()
+    # inside a scope: at the scope's end, no read before
+    with pytest.raises(ValueError, match="max_items=5"), deferred_checks(), sim.watch(strict=True):
+        set_layout(batch=dev[0], num_sets=8, max_items=5)
 
 
 def test_a_device_batch_vector_without_bounds_is_read_once_when_planned():
     """The documented fallback: ``set_layout`` (at the data boundary, not in a forward pass) reads it."""
     batch = sim.to_sim(_batch())
-    with sim.watch() as log:
+    with deferred_checks(), sim.watch() as log:  # the batch vector's checks stay on the device
         layout = set_layout(batch=batch)
     assert layout.device == sim.DEVICE and layout.sizes == SIZES
     assert {e.kind for e in log.events} <= {"sync", "upload"}
@@ -168,14 +167,12 @@ def test_gatr_on_a_flat_device_batch():
     with pytest.raises(ValueError, match="either layout or"):
         dev_model(dmv, ds, batch=db, layout=set_layout(batch=db, num_sets=4, max_items=5))
     for layout in (set_layout(batch=batch).to(sim.DEVICE), None):
-        with sim.watch(strict=True):
+        with deferred_checks(), sim.watch(strict=True):
             layout = layout or set_layout(batch=db, num_sets=4, max_items=5)
             out = dev_model(dmv, ds, layout=layout)
             (out[0].square().mean() + out[1].square().mean()).backward()
         for a, b in zip(out, want):
             torch.testing.assert_close(sim.to_cpu(a), b.detach(), rtol=1e-4, atol=1e-5)
-    with sim.allowed():
-        raise_deferred()
 
 
 @pytest.mark.parametrize("device", ["cpu", "sim"])
@@ -194,7 +191,7 @@ def test_gatr_under_autocast(device, dtype):
     want = [t.detach() for t in model(mv, s, mask=mask)]
     if device == "sim":
         model, mv, s, mask = sim.to_sim((model, mv, s, mask))
-    with sim.watch(strict=True), torch.autocast(device if device == "cpu" else sim.DEVICE_TYPE, dtype=dtype):
+    with deferred_checks(), sim.watch(strict=True), torch.autocast(device if device == "cpu" else sim.DEVICE_TYPE, dtype=dtype):
         out = model(mv.requires_grad_(), s, mask=mask)
         (out[0].float().square().mean() + out[1].float().square().mean()).backward()
     tolerance = {torch.bfloat16: 0.05, torch.float16: 0.01}[dtype]
@@ -222,7 +219,7 @@ def test_block_under_autocast_step_by_step(device, low):
     if device == "sim":
         linear, block, mv_in, s_in, reference = sim.to_sim((linear, block, mv_in, s_in, reference))
     high = torch.float32
-    with sim.watch(strict=True), torch.autocast(device if device == "cpu" else sim.DEVICE_TYPE, dtype=low):
+    with deferred_checks(), sim.watch(strict=True), torch.autocast(device if device == "cpu" else sim.DEVICE_TYPE, dtype=low):
         assert mv_in.dtype == s_in.dtype == high
         mv, s = linear(mv_in.requires_grad_(), s_in)
         assert mv.dtype == s.dtype == low
@@ -256,14 +253,14 @@ def test_reductions_stay_in_float32_under_half_precision():
     assert got.dtype == torch.float16 and torch.isfinite(got).all()
     torch.testing.assert_close(got.float(), want, rtol=2e-3, atol=2e-3)
     planes = PL.to_planes(x)
-    got = PL.equi_layer_norm(planes.half(), 0.01)
+    got = PL.equi_layer_norm_planes(planes.half(), 0.01)
     assert got.dtype == torch.float16
-    torch.testing.assert_close(got.float(), PL.equi_layer_norm(planes, 0.01), rtol=2e-3, atol=2e-3)
-    gp = PL.geometric_product(planes.bfloat16(), planes.bfloat16())
+    torch.testing.assert_close(got.float(), PL.equi_layer_norm_planes(planes, 0.01), rtol=2e-3, atol=2e-3)
+    gp = PL.geometric_product_planes(planes.bfloat16(), planes.bfloat16())
     assert gp.dtype == torch.bfloat16
     with torch.autocast("cpu", dtype=torch.bfloat16):
-        gp = PL.geometric_product(planes, planes)
-        norm = PL.equi_layer_norm(planes.bfloat16())
+        gp = PL.geometric_product_planes(planes, planes)
+        norm = PL.equi_layer_norm_planes(planes.bfloat16())
     assert gp.dtype == torch.float32 and norm.dtype == torch.float32
 
 

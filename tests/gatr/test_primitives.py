@@ -93,7 +93,7 @@ def test_equi_linear_against_the_basis_written_out():
     want = torch.einsum("oib,bkl,...il->...ok", w, basis, x)
     want[..., 0] += bias
     torch.testing.assert_close(P.equi_linear(x, w, scalar_bias=bias), want, **TOL)
-    planes = PL.equi_linear(PL.to_planes(x), w, bias)
+    planes = PL.equi_linear_planes(PL.to_planes(x), w, bias)
     torch.testing.assert_close(PL.from_planes(planes, (2, 5)), want, **TOL)
     # a bias per item
     per_item = torch.randn(2, 5, 4, dtype=DT)
@@ -146,17 +146,17 @@ def test_planes_kernels_are_the_reference_formulas():
     a, b = mv(300, 5), mv(300, 5)  # > CHUNK_COLUMNS columns: several chunks
     pa, pb = PL.to_planes(a), PL.to_planes(b)
     weight = torch.rand(300, 1, dtype=DT)
-    torch.testing.assert_close(PL.from_planes(PL.geometric_product(pa, pb), (300,)), O.product(a, b), **TOL)
-    torch.testing.assert_close(PL.from_planes(PL.join(pa, pb), (300,)),
+    torch.testing.assert_close(PL.from_planes(PL.geometric_product_planes(pa, pb), (300,)), O.product(a, b), **TOL)
+    torch.testing.assert_close(PL.from_planes(PL.join_planes(pa, pb), (300,)),
                                O.reference_join(a, b, torch.eye(16, dtype=DT)[14]), **TOL)
     ref = torch.zeros(300, 1, 16, dtype=DT)
     ref[..., 14] = weight
-    torch.testing.assert_close(PL.from_planes(PL.equivariant_join(pa, pb, weight), (300,)), O.reference_join(a, b, ref),
+    torch.testing.assert_close(PL.from_planes(PL.equivariant_join_planes(pa, pb, weight), (300,)), O.reference_join(a, b, ref),
                                **TOL)
-    torch.testing.assert_close(PL.inner_product(pa, pb), O.inner_product(a, b)[..., 0], **TOL)
+    torch.testing.assert_close(PL.inner_product_planes(pa, pb), O.inner_product(a, b)[..., 0], **TOL)
     sq = O.inner_product(a, a).mean(-2, keepdim=True).clamp_min(0.01)
-    torch.testing.assert_close(PL.from_planes(PL.equi_layer_norm(pa, 0.01), (300,)), a / sq.sqrt(), **TOL)
-    torch.testing.assert_close(PL.from_planes(PL.scalar_gated_gelu(pa), (300,)), a * _tanh_gelu(a[..., :1]), **TOL)
+    torch.testing.assert_close(PL.from_planes(PL.equi_layer_norm_planes(pa, 0.01), (300,)), a / sq.sqrt(), **TOL)
+    torch.testing.assert_close(PL.from_planes(PL.scalar_gated_gelu_planes(pa), (300,)), a * _tanh_gelu(a[..., :1]), **TOL)
 
 
 def test_a_view_from_planes_goes_back_without_a_copy():

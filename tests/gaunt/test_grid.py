@@ -6,8 +6,8 @@ import pytest
 import torch
 
 from geomlin.gaunt import grid as G
+from geomlin.gaunt import harmonics as T
 from geomlin.gaunt import spherical_harmonics
-from geomlin.gaunt import tables as T
 
 
 def test_half_circle_values_match_harmonics_at_grid_points():

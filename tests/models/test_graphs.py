@@ -16,7 +16,7 @@ from geomlin.models.graphs import (
     scatter_sum,
 )
 from geomlin.models.ponita import padded_graph
-from geomlin.validation import raise_deferred
+from geomlin.validation import deferred_checks
 from tests.device import simulated as sim
 
 F64 = torch.float64
@@ -78,11 +78,11 @@ def test_host_syncs_of_the_data_boundary_functions():
     want = {r: graph_edges(pos, batch, 2, r) for r in (None, 1.5)}
     pos, batch = sim.to_sim((pos, batch))
     for cutoff, syncs in ((None, 1), (1.5, 2)):
-        with sim.watch() as log:
+        with deferred_checks(), sim.watch() as log:
             e = graph_edges(pos, batch, 2, cutoff)
         assert len(log.of("sync")) == syncs and len(log.events) == syncs, log.report()
         assert e.device == sim.DEVICE and torch.equal(sim.to_cpu(e), want[cutoff])
-    with sim.watch() as log:
+    with deferred_checks(), sim.watch() as log:
         assert count_graphs(batch) == 2
     assert len(log.events) == 1
     with sim.watch() as log:
@@ -127,16 +127,16 @@ def test_models_are_sync_free_with_precomputed_graphs():
     ponita, pointnet, potential = modules
     pos.requires_grad_(True)
     mol.requires_grad_(True)
-    with sim.watch() as log:
+    with deferred_checks(), sim.watch() as log:
         s, v = ponita(x, pos, vec, **kw)
         logits = pointnet(pos, batch=kw["batch"], num_graphs=2)
         energy = potential(mol, z)
         (s.sum() + v.sum() + logits.sum() + energy.sum()).backward()
     assert not log.events, log.report()
-    with sim.watch() as log:
+    with deferred_checks(), sim.watch() as log:
         ponita(x, pos, vec, batch=kw["batch"])  # counts the graphs and builds the radius graph itself
     assert 1 <= len(log.of("sync")) <= 3 and len(log.events) == len(log.of("sync")), log.report()
-    with sim.watch() as log:
+    with deferred_checks(), sim.watch() as log:
         pointnet(pos, batch=kw["batch"])
     assert len(log.events) == 1, log.report()
 
@@ -191,19 +191,21 @@ def test_padded_neighbors_refuse_overflow():
 
 
 def test_padded_neighbors_are_sync_free_and_defer_overflow_on_an_accelerator():
-    """No host sync on the simulated device; the overflow check is deferred to raise_deferred."""
+    """No host sync on the simulated device inside a deferred-checks scope, where the overflow check is
+    deferred to the scope's end; at once outside one."""
     pos = torch.randn(2, 6, 3, generator=torch.Generator().manual_seed(0)) * 0.1
     want = padded_neighbors(pos, 1.0, 5)
     pos = sim.to_sim(pos)
-    with sim.watch() as log:
+    with deferred_checks(), sim.watch() as log:
         index, edge_mask = padded_neighbors(pos, 1.0, 5)
         padded_edge_index(index, edge_mask)
         count_neighbors(pos, 1.0)
     assert not log.events, log.report()
     assert torch.equal(sim.to_cpu(index), want[0]) and torch.equal(sim.to_cpu(edge_mask), want[1])
-    padded_neighbors(pos, 1.0, 4)  # too few slots: nothing raised yet
-    with pytest.raises(ValueError, match="more than max_neighbors=4 .*raise_deferred"):
-        raise_deferred()
+    with pytest.raises(ValueError, match="more than max_neighbors=4 .*deferred_checks"), deferred_checks():
+        padded_neighbors(pos, 1.0, 4)  # too few slots: nothing raised before the scope's end
+    with pytest.raises(ValueError, match="more than max_neighbors=4"):
+        padded_neighbors(pos, 1.0, 4)
 
 
 def test_padded_neighbors_trace_as_one_graph():

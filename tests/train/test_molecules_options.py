@@ -27,9 +27,10 @@ def test_inconsistent_qm9_options_are_refused(tmp_path, cli, phrase):
 
 
 def test_standard_split_of_the_bundled_sample_says_it_is_too_small(tmp_path):
-    from geomlin.train.tasks.molecules import BUNDLED_QM9, find_bundled
+    from geomlin.train.tasks.base import bundled_path
+    from geomlin.train.tasks.molecules import BUNDLED_QM9
 
-    task, cfg = _config(tmp_path, dataset="qm9", split="standard", root=str(find_bundled(BUNDLED_QM9)),
+    task, cfg = _config(tmp_path, dataset="qm9", split="standard", root=str(bundled_path(BUNDLED_QM9)),
                         model="egnn")
     with pytest.raises(UserError, match="split of 110000 train"):
         run_training(task, cfg)

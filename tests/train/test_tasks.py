@@ -1,6 +1,8 @@
 """Task helpers that keep training on the device: statistics left where they are computed, QM9 batches
 padded without reading the device (oracle: PyG's ``to_dense_batch``), rotations drawn on the device."""
 
+from pathlib import Path
+
 import torch
 from torch_geometric.data import Data
 from torch_geometric.utils import to_dense_batch
@@ -51,3 +53,20 @@ def test_random_rotations_are_rotations_drawn_on_the_device():
     assert R.mean(0).abs().max() < 0.05
     assert ((R ** 2).mean(0) - 1 / 3).abs().max() < 0.02
     assert random_rotations(2, dtype=torch.bfloat16).dtype == torch.bfloat16
+
+
+def test_bundled_samples_are_found_under_an_explicit_root_and_nowhere_else(tmp_path, monkeypatch):
+    """An install without the samples (a wheel) finds them under $GEOMLIN_DATA; the source tree is
+    found through the imported package, not the file's depth. Oracle: files made here."""
+    import geomlin
+    from geomlin.train.tasks.base import DATA_ROOT_ENV, bundled_path
+
+    monkeypatch.chdir(tmp_path)
+    clone = Path(geomlin.__file__).resolve().parent.parent
+    assert bundled_path("qm9") == clone / "datasets" / "qm9"  # this checkout holds them
+    root = tmp_path / "root"
+    (root / "datasets" / "md").mkdir(parents=True)
+    (root / "datasets" / "md" / "xtb_md_ethanol.npz").write_bytes(b"")
+    monkeypatch.setenv(DATA_ROOT_ENV, str(root))
+    assert bundled_path("md/xtb_md_ethanol.npz") == root / "datasets" / "md" / "xtb_md_ethanol.npz"
+    assert bundled_path("md/no_such_file.npz") is None

@@ -44,11 +44,11 @@ from torch import Tensor, nn
 
 from geomlin.train.config import Option
 from geomlin.train.errors import UserError
-from geomlin.train.tasks.base import GraphSet, Stats, Task, TaskData, require_module, stat
+from geomlin.train.tasks.base import GraphSet, Stats, Task, TaskData, require_bundled, require_module, stat
 
-#: The bundled trajectory and QM9 sample, relative to the source tree / working directory.
-BUNDLED_ETHANOL = Path("datasets") / "md" / "xtb_md_ethanol.npz"
-BUNDLED_QM9 = Path("datasets") / "qm9"
+#: The bundled trajectory and QM9 sample, under ``datasets/`` ([`bundled_path`][geomlin.train.tasks.base.bundled_path]).
+BUNDLED_ETHANOL = Path("md") / "xtb_md_ethanol.npz"
+BUNDLED_QM9 = Path("qm9")
 TEST = "test"
 VALID = "valid"
 #: ``--split`` choices: random ``--num-train`` / ``--num-test`` counts, or QM9's 110k / 10k / rest.
@@ -60,14 +60,6 @@ DEFAULT_QM9_TARGET = "U0"
 DEFAULT_NUM_TRAIN = 800
 #: ``--num-test`` when not given, for data of at least 1000 examples (smaller data: a fifth of them).
 DEFAULT_NUM_TEST = 200
-
-
-def find_bundled(relative: Path) -> Path | None:
-    """``relative`` (a file or folder) under the working directory or the geomlin source tree, if it exists."""
-    for base in (Path.cwd(), Path(__file__).resolve().parents[3]):
-        if (base / relative).exists():
-            return base / relative
-    return None
 
 
 def split_counts(m: int, num_train: int | None, num_test: int | None) -> tuple[int, int]:
@@ -228,10 +220,7 @@ class MoleculesTask(Task):
 
     # ---------------------------------------------------------------- data
     def _load(self, cfg: dict) -> dict[str, Tensor]:
-        path = Path(cfg["data"]) if cfg.get("data") else find_bundled(BUNDLED_ETHANOL)
-        if path is None:
-            raise UserError(f"the bundled trajectory {BUNDLED_ETHANOL} was not found (run from the "
-                            "geomlin source tree or pass --data FILE)")
+        path = Path(cfg["data"]) if cfg.get("data") else require_bundled(BUNDLED_ETHANOL, "--data FILE")
         ds = require_module("geomlin.datasets", "reading trajectories")
         try:
             if path.suffix.lower() == ".npz":
@@ -308,10 +297,7 @@ class MoleculesTask(Task):
         from geomlin.datasets.qm9 import QM9, QM9_TARGETS, target_index
 
         bundled = not cfg.get("root")
-        root = find_bundled(BUNDLED_QM9) if bundled else Path(cfg["root"])
-        if root is None:
-            raise UserError(f"the bundled QM9 sample {BUNDLED_QM9} was not found (run from the geomlin source "
-                            "tree or pass --root PATH)")
+        root = require_bundled(BUNDLED_QM9, "--root PATH") if bundled else Path(cfg["root"])
         try:
             ds = QM9(root, cache=not bundled, source=cfg.get("source", "auto"),
                      progress=None if cfg.get("progress", True) else False)

@@ -19,7 +19,16 @@ from torch.nn import functional as F
 from geomlin.reps import Positions, Scalars
 from geomlin.train.config import Option
 from geomlin.train.errors import UserError
-from geomlin.train.tasks.base import AuditSpec, Fields, Stats, Task, TaskData, require_module, stat
+from geomlin.train.tasks.base import (
+    AuditSpec,
+    Fields,
+    Stats,
+    Task,
+    TaskData,
+    bundled_path,
+    require_module,
+    stat,
+)
 
 #: Evaluation set names.
 TEST_UPRIGHT, TEST_ROTATED = "test", "rotated"
@@ -89,14 +98,10 @@ def declared_group(name: str):
 
 
 def bundled_meshes() -> list:
-    """Paths of the bundled meshes ``datasets/meshes/{airplane,ant,nut}.ply`` that exist."""
-    from pathlib import Path
-
-    for base in (Path.cwd(), Path(__file__).resolve().parents[3]):
-        found = [base / "datasets" / "meshes" / f"{n}.ply" for n in MESH_NAMES]
-        if all(p.is_file() for p in found):
-            return found
-    return []
+    """Paths of the bundled meshes ``datasets/meshes/{airplane,ant,nut}.ply`` (all three, or none), found
+    by [`bundled_path`][geomlin.train.tasks.base.bundled_path]."""
+    found = [bundled_path(f"meshes/{n}.ply") for n in MESH_NAMES]
+    return found if all(p is not None and p.is_file() for p in found) else []
 
 
 def mesh_clouds(path, count: int, num_points: int, seed: int) -> Tensor:
