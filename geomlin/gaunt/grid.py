@@ -494,7 +494,7 @@ def gaunt_on_grid(x1: Tensor, x2: Tensor, lmax_in1: int, lmax_in2: int, lmax_out
     reduce : bool
         sum the products over the ``C`` channels of each group before the projection.
     tables : ConstantTables, optional
-        a module's tables of [`product_keys`][] ([`geomlin.gaunt.cache`][]); ``None`` reads the device cache.
+        a module's tables of `product_keys` ([`geomlin.gaunt.cache`][]); ``None`` reads the device cache.
 
     Returns
     -------
@@ -592,7 +592,7 @@ def synthesize(x: Tensor, lmax: int, num_theta: int, num_phi: int, tables=None) 
     """Half-grid values ``E, O (K, num_theta, n)`` of the rows ``x (n, (lmax+1)**2)`` (differentiable).
 
     The function is ``E + O`` at ``phi_k`` and ``E - O`` at ``-phi_k`` (``k = 0..num_phi // 2``).
-    ``tables``: a module's tables ([`geomlin.gaunt.cache`][]) of [`power_keys`][]; ``None`` reads the device cache.
+    ``tables``: a module's tables ([`geomlin.gaunt.cache`][]) of `power_keys`; ``None`` reads the device cache.
     """
     return _Synthesize.apply(x, lmax, num_theta, num_phi, tables)
 

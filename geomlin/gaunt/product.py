@@ -215,7 +215,7 @@ def gaunt_operator(x: Tensor, lmax_other: int, lmax_out: int, *, tables=None) ->
     lmax_out : int
         Degree of the products.
     tables : ConstantTables, optional
-        a module's tables holding [`operator_key`][] ([`geomlin.gaunt.cache`][]); ``None`` reads the device cache.
+        a module's tables holding `operator_key` ([`geomlin.gaunt.cache`][]); ``None`` reads the device cache.
 
     Returns
     -------
@@ -267,7 +267,7 @@ def gaunt_rows(x1: Tensor, x2: Tensor, lmax_in1: int, lmax_in2: int, lmax_out: i
     [`geomlin.gaunt.grid.gaunt_on_grid`][] (``shared`` in 0, 1, 2; ``reduce``
     sums over the ``channels`` of each group); returns ``(A * channels, Do)`` (``(A, Do)`` when ``reduce``),
     zero above degree ``lmax_in1 + lmax_in2``.  ``method`` is a concrete method (not ``"auto"``);
-    ``tables``: a module's tables of [`table_keys`][] ([`geomlin.gaunt.cache`][]), ``None`` the device cache.
+    ``tables``: a module's tables of `table_keys` ([`geomlin.gaunt.cache`][]), ``None`` the device cache.
     """
     lo = min(lmax_out, lmax_in1 + lmax_in2)
     with full_precision(x1):
@@ -456,7 +456,7 @@ def gaunt_tensor_product(x1: Tensor, x2: Tensor, lmax_out: int | None = None, me
     method : {"auto", "grid", "fft", "dense", "direct", "triton"}
         the route (all exact; see the module docstring).
     tables : ConstantTables, optional
-        a module's tables of [`table_keys`][] ([`geomlin.gaunt.cache`][]); ``None`` reads the device cache.
+        a module's tables of `table_keys` ([`geomlin.gaunt.cache`][]); ``None`` reads the device cache.
 
     Returns
     -------
