@@ -3,6 +3,9 @@
 Floors, lowest first: each imports only from the floors listed before it (tests/test_layout.py).
 
 * ``geomlin.validation`` — the shared input checks every public boundary uses;
+* ``geomlin.batching`` — the one batch layout (padded or flat PyG), planned once at the data boundary:
+  graph counts, scatter sums, pools, padded <-> flat converters;
+* ``geomlin.radial`` — radial bases and cutoff envelopes of pair distances;
 * ``geomlin.io_atomic`` — atomic file writes;
 * ``geomlin.algebra`` — Clifford algebras of any signature, G(3,0,1);
 * ``geomlin.groups`` — symmetry groups as generators (matrix groups, rigid motions, versor groups),

@@ -12,9 +12,10 @@ ROOT = Path(geomlin.__file__).parent
 #: Subpackages (and top-level modules) in import order: each may import only from those before it.
 #: ``algebra`` (Clifford algebras: numbers, no groups) sits below ``groups``, whose versor groups
 #: (Pin(3,0,1), Clifford groups, O(p,q,r)) are built on it; ``neighbors`` (neighbour search on point
-#: coordinates) sits at the bottom, under every layer and dataset that builds graphs.
-ORDER = ["validation", "io_atomic", "neighbors", "algebra", "groups", "reps", "testing", "linear", "clifford", "gatr",
-         "frames", "gaunt", "datasets", "models", "train", "deploy", "cli", "__main__"]
+#: coordinates) sits at the bottom, under every layer and dataset that builds graphs, beside ``batching`` (the
+#: batch layouts every layer takes) and ``radial`` (the radial bases the message-passing layers share).
+ORDER = ["validation", "batching", "radial", "io_atomic", "neighbors", "algebra", "groups", "reps", "testing", "linear",
+         "clifford", "gatr", "frames", "gaunt", "datasets", "models", "train", "deploy", "cli", "__main__"]
 #: Import circles another branch removes: listed so that this test guards everything else, and checked
 #: to still exist, so an entry is deleted as soon as its circle is gone.
 KNOWN_CIRCLES: list[set[str]] = []
