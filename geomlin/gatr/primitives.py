@@ -27,14 +27,14 @@ import torch
 from torch import Tensor
 
 from geomlin.algebra import pga
+from geomlin.batching import BatchLayout
 from geomlin.gatr import planes
-from geomlin.gatr.attention import SetLayout, attend, attend_masked, attention_mask, set_layout
+from geomlin.gatr.attention import attend, attend_masked, attention_mask
 from geomlin.gatr.planes import DISTANCE_EPS, LAYER_NORM_EPS, NUM_LINEAR_BASIS
 from geomlin.validation import (
     check_batch_vector,
     check_float,
     check_mask,
-    check_positive_int,
     check_tensor,
 )
 
@@ -314,7 +314,7 @@ def attention_features(q_mv: Tensor, k_mv: Tensor, v_mv: Tensor, q_s: Tensor | N
 
 def geometric_attention(q_mv: Tensor, k_mv: Tensor, v_mv: Tensor,
                         q_s: Tensor | None = None, k_s: Tensor | None = None, v_s: Tensor | None = None,
-                        attn_mask: Tensor | SetLayout | None = None, use_distance: bool = True,
+                        attn_mask: Tensor | BatchLayout | None = None, use_distance: bool = True,
                         distance_weights: Tensor | None = None, eps: float | None = DISTANCE_EPS
                         ) -> tuple[Tensor, Tensor | None]:
     """Pin(3,0,1)-equivariant multi-head attention (GATr sec. 3.3), fused kernels, memory linear in items.
@@ -330,10 +330,10 @@ def geometric_attention(q_mv: Tensor, k_mv: Tensor, v_mv: Tensor,
         count; the leading axes broadcast.
     q_s, k_s, v_s : Tensor, optional
         scalar channels ``(..., heads or kv_heads, items, s_channels)``.
-    attn_mask : Tensor | SetLayout | None
+    attn_mask : Tensor | BatchLayout | None
         ``None``; a boolean tensor broadcastable to ``(..., heads, items, key_items)``
         (``True`` = attend; a float mask is refused: it would read as an additive bias); or a
-        [`SetLayout`][] (padding mask or PyG batch vector over the items, no
+        [`BatchLayout`][geomlin.batching.BatchLayout] (padding mask or PyG batch vector over the items, no
         ``items x items`` mask; cross-attention takes only a padded key mask).
     use_distance : bool
         add the distance-aware trivector features.
@@ -355,13 +355,13 @@ def geometric_attention(q_mv: Tensor, k_mv: Tensor, v_mv: Tensor,
     """
     for name, t in (("q_mv", q_mv), ("k_mv", k_mv), ("v_mv", v_mv)):
         _mv(t, name, 4)
-    if not (attn_mask is None or isinstance(attn_mask, (Tensor, SetLayout))):
-        raise TypeError(f"attn_mask must be a bool tensor or a SetLayout, got {type(attn_mask).__name__}")
+    if not (attn_mask is None or isinstance(attn_mask, (Tensor, BatchLayout))):
+        raise TypeError(f"attn_mask must be a bool tensor or a BatchLayout, got {type(attn_mask).__name__}")
     if k_mv.shape[-3] != v_mv.shape[-3]:
         raise ValueError(f"k_mv and v_mv must have the same number of items, got shapes {tuple(k_mv.shape)} "
                          f"and {tuple(v_mv.shape)}")
     cross = q_mv.shape[-3] != k_mv.shape[-3]
-    if cross and isinstance(attn_mask, SetLayout) and attn_mask.kind != "padded":
+    if cross and isinstance(attn_mask, BatchLayout) and attn_mask.is_flat:
         raise ValueError(f"cross-attention ({q_mv.shape[-3]} queries over {k_mv.shape[-3]} keys) needs a padded "
                          "key mask; a flat (batch-vector) layout pairs each query with keys of its own set")
     weights = None if distance_weights is None else distance_weights[..., None, :]  # over the items
@@ -384,8 +384,7 @@ def geometric_attention(q_mv: Tensor, k_mv: Tensor, v_mv: Tensor,
 
 
 # ---------------------------------------------------------------------- join reference
-def join_reference(mv: Tensor, mask: Tensor | None = None, batch: Tensor | None = None,
-                   num_sets: int | None = None) -> Tensor:
+def join_reference(mv: Tensor, mask: Tensor | None = None, batch: Tensor | BatchLayout | None = None) -> Tensor:
     """Per-set mean of ``mv (..., items, channels, 16)`` for [`equivariant_join`][].
 
     * no mask, no batch: mean over items and channels -> ``(..., 1, 1, 16)`` (the reference's
@@ -393,9 +392,10 @@ def join_reference(mv: Tensor, mask: Tensor | None = None, batch: Tensor | None 
     * ``mask (..., items)``: mean over valid items -> ``(..., 1, 1, 16)``;
     * ``batch (items,)`` (flat layout, ``mv (items, channels, 16)``, sorted as PyG stores it): mean
       per set, gathered back -> ``(items, 1, 16)``, so every set's reference follows its own
-      transformation. ``num_sets`` (an upper bound of ``batch.max() + 1``) sizes the per-set sums;
-      without it the sets are numbered by their order in ``batch`` (at most ``items`` of them), so
-      nothing is read back from the device.
+      transformation. A batch vector's sets are numbered by their order in it (at most ``items``
+      of them), so nothing is read back from the device; a planned
+      [`BatchLayout`][geomlin.batching.BatchLayout] sizes the per-set sums by its ``num_graphs``
+      (and brings its item mask).
 
     Parameters
     ----------
@@ -403,10 +403,8 @@ def join_reference(mv: Tensor, mask: Tensor | None = None, batch: Tensor | None 
         the input multivectors.
     mask : Tensor of shape (..., items), optional
         bool, True = real item.
-    batch : Tensor of shape (items,), optional
-        the set of each item (flat layout).
-    num_sets : int, optional
-        an upper bound of the number of sets of ``batch``.
+    batch : Tensor of shape (items,) or BatchLayout, optional
+        the set of each item (flat layout), or the layout of the batch.
 
     Returns
     -------
@@ -414,18 +412,22 @@ def join_reference(mv: Tensor, mask: Tensor | None = None, batch: Tensor | None 
         ``(..., 1, 1, 16)``, or ``(items, 1, 16)`` for a flat batch.
     """
     _mv(mv, "mv", 3)
+    rows = None
+    if isinstance(batch, BatchLayout):
+        if mask is not None:
+            raise ValueError("give the mask inside the layout, not beside it")
+        mask, rows = batch.mask, batch.num_graphs
+        batch = batch.batch if batch.is_flat else None
     if mask is not None:
         check_mask(mask, "mask", shape=mv.shape[:-2])
     if batch is not None:
         if mv.ndim != 3:
             raise ValueError(f"with a batch vector mv must be flat (items, channels, 16), got {tuple(mv.shape)}")
-        if num_sets is not None:
-            num_sets = check_positive_int(num_sets, "num_sets")
-        batch = check_batch_vector(batch, "batch", mv.shape[0], num_graphs=num_sets)
+        batch = check_batch_vector(batch, "batch", mv.shape[0], num_graphs=rows)
     per_item = mv.mean(-2, keepdim=True)  # (..., items, 1, 16)
     if batch is not None:
-        set_of = batch if num_sets is not None else _ranks(batch)
-        rows = num_sets if num_sets is not None else batch.shape[0]
+        set_of = batch if rows is not None else _ranks(batch)
+        rows = rows if rows is not None else batch.shape[0]
         w = torch.ones(batch.shape[0], dtype=mv.dtype, device=mv.device)
         if mask is not None:
             w = w * mask.to(mv.dtype)
@@ -461,8 +463,8 @@ def canonical_reference(dtype: torch.dtype = torch.float32, device=None) -> Tens
 
 
 __all__ = [
-    "SetLayout", "attention_features", "attention_mask", "canonical_reference", "distance_features",
+    "attention_features", "attention_mask", "canonical_reference", "distance_features",
     "equi_layer_norm", "equi_linear", "equivariant_join", "geometric_attention", "geometric_product",
     "grade_dropout", "inner_product", "join", "join_reference", "norm_squared", "outer_product",
-    "scalar_gated_gelu", "set_layout",
+    "scalar_gated_gelu",
 ]
