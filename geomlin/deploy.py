@@ -94,10 +94,6 @@ SHAPE_RULES: dict[str, ShapeRule] = {
         min_items=3,
         reason="the dense pair list has N - 1 neighbours per atom; PyTorch specialises a size of 1, so a "
                "program for any N >= 3 cannot also take N = 2 (pad a diatomic molecule to 3 atoms)"),
-    "GATrClassifier": ShapeRule(
-        max_items_attr="max_points",
-        reason="the classifier reads only its first max_points points; a program takes at most that many "
-               "(subsample larger clouds before the call)"),
 }
 
 
