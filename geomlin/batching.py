@@ -343,14 +343,14 @@ def _plan_padded(batch: Tensor, mask: Tensor | None, num_graphs: int, max_items:
 
 def _plan_host(b: Tensor, mask: Tensor | None, method: str, count: int | None) -> BatchLayout:
     """The plan of a CPU batch vector, every size read as a Python number."""
-    num_real = (int(b[-1]) + 1 if b.numel() else 0) if count is None else count
+    num_real = num_graphs(b) if count is None else count
     sizes = torch.bincount(b, minlength=num_real).tolist()
     width = max(sizes, default=0)
     common = {"num_graphs": num_real, "max_items": width, "sizes": tuple(sizes),
               "slots": _slots(b, num_real, max(width, 1))}
     if mask is not None:  # padding items inside a flat batch: one extra set per set id, never attended to
         b = torch.where(mask, b, num_real + b)
-    num_sets = int(b.max()) + 1 if b.numel() else 0
+    num_sets = int(b.max()) + 1 if b.numel() else 0  # attention sets: padding items made sets of their own
     is_sorted = b.numel() < 2 or bool((b[1:] >= b[:-1]).all())
     order = torch.arange(b.numel()) if is_sorted else torch.argsort(b, stable=True)
     counts = torch.bincount(b, minlength=num_sets)
