@@ -74,7 +74,7 @@ FLAT_METHODS = ("auto", "bucketed", "chunked", "masked", "padded")
 KINDS = ("padded", "flat")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class AttentionGroup:
     """Sets of similar size padded to ``length``: slot ``[s, j]`` holds item ``index[s, j]``.
 
@@ -91,7 +91,7 @@ class AttentionGroup:
     length: int
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class BatchLayout:
     """A batch's layout, planned once by [`batch_layout`][] (or [`layout_of`][]) and reused by every layer.
 

@@ -36,25 +36,21 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from geomlin.batching import CHUNK_ITEMS, BatchLayout
-from geomlin.validation import check_mask, check_positive_int
+from geomlin.validation import check_positive_int
 
 
-def attention_mask(mask: Tensor | None = None, batch: Tensor | None = None) -> Tensor | None:
-    """A boolean mask ``True = may attend`` as one tensor (small problems and tests; see [`attend_masked`][]).
+def attention_mask(layout: BatchLayout) -> Tensor | None:
+    """The layout's "may attend" relation as one boolean tensor (small problems and tests; see [`attend_masked`][]).
 
-    ``mask (..., items)`` marks valid items (padding layout) -> ``(..., 1, 1, items)``;
-    ``batch (items,)`` assigns items to sets (PyG flat layout) -> ``(1, items, items)``
-    block-diagonal. Both may be given. Prefer a [`BatchLayout`][geomlin.batching.BatchLayout], which never
-    builds the ``items x items`` mask.
+    A padded layout ``mask (..., items)`` -> ``(..., 1, 1, items)`` (None without a mask); a flat one
+    -> ``(1, items, items)`` block-diagonal over its sets (padding items of a flat batch attend to
+    nothing real). [`attend`][] never builds this ``items x items`` mask.
     """
-    out = None
-    if mask is not None:
-        check_mask(mask, "mask")
-        out = mask[..., None, None, :]
-    if batch is not None:
-        block = (batch[:, None] == batch[None, :])[None]
-        out = block if out is None else out & block
-    return out
+    if not isinstance(layout, BatchLayout):
+        raise TypeError(f"layout must be a BatchLayout (geomlin.batching.batch_layout), got {type(layout).__name__}")
+    if not layout.is_flat:
+        return None if layout.mask is None else layout.mask[..., None, None, :]
+    return (layout.sets[:, None] == layout.sets[None, :])[None]
 
 
 def _sdpa(q: Tensor, k: Tensor, v: Tensor, key_mask: Tensor | None, scale: float) -> Tensor:

@@ -31,8 +31,8 @@ class PointMLP(nn.Module):
         if batch is not None:
             layout = as_layout(batch=batch)
             B, batch = layout.num_graphs, layout.batch
-            counts = torch.zeros(B, dtype=h.dtype).index_add(0, batch, torch.ones_like(h[:, 0]))
-            pooled = torch.zeros(B, h.shape[-1], dtype=h.dtype).index_add(0, batch, h) / counts[:, None]
+            counts = h.new_zeros(B).index_add(0, batch, torch.ones_like(h[:, 0]))
+            pooled = h.new_zeros(B, h.shape[-1]).index_add(0, batch, h) / counts[:, None]
             if self.level == "point":
                 return self.head(torch.cat([h, pooled[batch]], -1))
             return self.head(pooled)

@@ -123,7 +123,7 @@ def test_attention_is_the_reference_formula(multi_query):
     x, s = torch.randn(2, 6, 3, 16, dtype=DT), torch.randn(2, 6, 4, dtype=DT)
     keep = torch.tensor([[1, 1, 1, 1, 0, 0], [1, 1, 1, 1, 1, 1]], dtype=torch.bool)
     want = attention_oracle(att, x, s, keep)
-    for mask in (batch_layout(keep), P.attention_mask(keep)):
+    for mask in (batch_layout(keep), P.attention_mask(batch_layout(keep))):
         got = att(x, s, attn_mask=mask)
         for g, w in zip(got, want):
             torch.testing.assert_close(g, w, **TOL)

@@ -69,7 +69,7 @@ def test_attention_primitives_on_the_device():
                           q, k, v, qs, ks, vs, weights, warm=True)
     keep = torch.tensor([[True] * 6, [True] * 4 + [False] * 2])
     assert_runs_on_device(lambda *a: P.geometric_attention(*a[:6], attn_mask=a[6]), q, k, v, qs, ks, vs,
-                          P.attention_mask(keep), warm=True)
+                          P.attention_mask(batch_layout(keep)), warm=True)
     assert_runs_on_device(lambda *a: P.geometric_attention(*a[:6], attn_mask=batch_layout(a[6])),
                           q, k, v, qs, ks, vs, keep, warm=True)
 

@@ -235,7 +235,7 @@ def test_attention_matches_the_written_out_formula_and_is_equivariant():
     keep[1, 3:] = False
     weights = torch.rand(H, C, dtype=DT) + 0.5
     want_mv, want_s = naive_attention(q, k, v, qs, ks, vs, keep, weights)
-    for mask in (batch_layout(keep), P.attention_mask(keep)):
+    for mask in (batch_layout(keep), P.attention_mask(batch_layout(keep))):
         out_mv, out_s = P.geometric_attention(q, k, v, qs, ks, vs, attn_mask=mask, distance_weights=weights)
         torch.testing.assert_close(out_mv, want_mv, **TOL)
         torch.testing.assert_close(out_s, want_s, **TOL)
@@ -261,6 +261,7 @@ def test_flat_layouts_equal_attention_per_set(method, monkeypatch):
         want = A.attend(q[:, sl], k[:, sl], v[:, sl], None, 0.3)
         torch.testing.assert_close(got[:, sl], want, **TOL)
         start += size
+    torch.testing.assert_close(A.attend_masked(q, k, v, P.attention_mask(layout), 0.3), got, **TOL)
     if method == "chunked":  # query chunks smaller than the sets, crossing set borders
         monkeypatch.setattr(A, "CHUNK_ITEMS", 5)
         small = A._attend_chunked(q[0], k[0], v[0], layout, 0.3, chunk=5)
