@@ -24,14 +24,7 @@ from torch import Tensor, nn
 
 from geomlin.batching import BatchLayout, pool_sum, scatter_sum
 from geomlin.models.graphs import graph_edges, padded_neighbors
-from geomlin.models.inputs import (
-    MOLECULE_FIELDS,
-    PARTICLE_FIELDS,
-    check_molecule_inputs,
-    graph_fields,
-    is_graph_data,
-    model_layout,
-)
+from geomlin.models.inputs import molecule_inputs, particle_inputs
 from geomlin.radial import gaussian_rbf
 from geomlin.reps import Labels, Positions, Scalars, Vectors
 from geomlin.validation import (
@@ -249,11 +242,7 @@ class EGNNPotential(nn.Module):
     def forward(self, pos: Tensor, species: Tensor | None = None, mask: Tensor | None = None, *,
                 batch: Tensor | BatchLayout | None = None) -> Tensor:
         """Energy ``(B,)``; see the class docstring for the three input forms."""
-        if is_graph_data(pos):
-            (pos, species), batch = graph_fields(pos, MOLECULE_FIELDS, "EGNNPotential", species=species, mask=mask,
-                                                 batch=batch)
-        layout = model_layout(pos, mask, batch)
-        species = check_molecule_inputs(pos, species, self.num_species, layout)
+        pos, species, layout = molecule_inputs("EGNNPotential", pos, species, mask, batch, self.num_species)
         h = self.embed(species).to(pos.dtype)
         if layout.is_flat:
             cutoff = None if self.max_neighbors is None else self.cutoff
@@ -306,13 +295,7 @@ class EGNNDynamics(nn.Module):
 
     def forward(self, pos: Tensor, vel: Tensor | None = None, charges: Tensor | None = None,
                 mask: Tensor | None = None, batch: Tensor | BatchLayout | None = None) -> Tensor:
-        if is_graph_data(pos):
-            (pos, vel, charges), batch = graph_fields(pos, PARTICLE_FIELDS, "EGNNDynamics", vel=vel, charges=charges,
-                                                      mask=mask, batch=batch)
-        layout = model_layout(pos, mask, batch)
-        check_tensor(pos, "pos", shape=(..., 3), finite=True, what="particles")
-        check_tensor(vel, "vel", shape=tuple(pos.shape), finite=True)
-        check_tensor(charges, "charges", shape=(*pos.shape[:-1], 1), dtype=("float", "int"), finite=True)
+        pos, vel, charges, layout = particle_inputs("EGNNDynamics", pos, vel, charges, mask, batch)
         q = charges.to(pos.dtype)
         h = self.embed(torch.cat([vel.norm(dim=-1, keepdim=True), q], dim=-1))
         x, v = pos, vel

@@ -17,7 +17,7 @@ from torch import Tensor, nn
 from geomlin.algebra import pga
 from geomlin.batching import BatchLayout, broadcast_pooled, pool_mean
 from geomlin.gatr import GATr, orientations
-from geomlin.models.inputs import PARTICLE_FIELDS, graph_fields, is_graph_data, model_layout
+from geomlin.models.inputs import graph_fields, is_graph_data, model_layout, particle_inputs
 from geomlin.reps import Positions, Scalars, Vectors
 from geomlin.validation import check_bool, check_tensor
 
@@ -137,14 +137,7 @@ class GATrDynamics(nn.Module):
         """``pos, vel (B, n, 3), charges (B, n, 1) -> pos' (B, n, 3)`` (``mask (B, n)`` bool marks the real
         particles), flat ``(N_total, ...)`` with ``batch=``, or a PyG ``Data`` / ``Batch`` with
         [`PARTICLE_FIELDS`][geomlin.models.inputs.PARTICLE_FIELDS] -> ``pos' (N_total, 3)``."""
-        if is_graph_data(pos):
-            (pos, vel, charges), batch = graph_fields(pos, PARTICLE_FIELDS, "GATrDynamics", vel=vel, charges=charges,
-                                                      mask=mask, batch=batch)
-        layout = model_layout(pos, mask, batch)
-        check_tensor(pos, "pos", shape=(..., 3), finite=True)
-        check_tensor(vel, "vel", shape=tuple(pos.shape), finite=True)
-        check_tensor(charges, "charges", shape=(*pos.shape[:-1], 1), dtype=("float", "int"), finite=True,
-                     what="one charge per particle")
+        pos, vel, charges, layout = particle_inputs("GATrDynamics", pos, vel, charges, mask, batch)
         mv = torch.stack([pga.embed_point(pos), pga.embed_translation(vel)], dim=-2)  # (..., n, 2, 16)
         scalars = charges.to(pos.dtype)
         if not self.average_orientations:

@@ -24,13 +24,7 @@ from geomlin.batching import BatchLayout, pool_sum
 from geomlin.gaunt.layout import degree_index
 from geomlin.groups import E3
 from geomlin.models.graphs import dense_edge_index, graph_edges, padded_edge_index, padded_neighbors
-from geomlin.models.inputs import (
-    MOLECULE_FIELDS,
-    check_molecule_inputs,
-    graph_fields,
-    is_graph_data,
-    model_layout,
-)
+from geomlin.models.inputs import molecule_inputs
 from geomlin.reps.types import Labels, Positions, Scalars, SphereCoefficients
 from geomlin.validation import check_nonnegative_int, check_positive_float, check_positive_int, check_tensor
 
@@ -138,12 +132,8 @@ class GauntPotential(nn.Module):
     def forward(self, pos: Tensor, species: Tensor | None = None, mask: Tensor | None = None, *,
                 batch: Tensor | BatchLayout | None = None, edge_index: Tensor | None = None) -> Tensor:
         """Energy ``(B,)``; see the class docstring for the input forms."""
-        if is_graph_data(pos):
-            (pos, species), batch = graph_fields(pos, MOLECULE_FIELDS, "GauntPotential", species=species, mask=mask,
-                                                 batch=batch)
-        layout = model_layout(pos, mask, batch)
+        pos, species, layout = molecule_inputs("GauntPotential", pos, species, mask, batch, self.num_species)
         check_tensor(pos, "pos", dtype=(torch.float32, torch.float64))
-        species = check_molecule_inputs(pos, species, self.num_species, layout)
         if layout.is_flat:
             return self._flat(pos, species, layout, edge_index)
         if edge_index is not None:

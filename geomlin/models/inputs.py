@@ -107,3 +107,36 @@ def check_molecule_inputs(pos: Tensor, species: Tensor, num_species: int, layout
     if layout.mask is not None and not layout.is_flat:
         check_mask(layout.mask, "mask", items)
     return species
+
+
+def molecule_inputs(model: str, pos, species: Tensor | None, mask: Tensor | None, batch,
+                    num_species: int) -> tuple[Tensor, Tensor, BatchLayout]:
+    """A potential's molecules in any of the three forms as checked ``(pos, species, layout)``.
+
+    ``pos`` may be a PyG ``Data`` / ``Batch`` ([`MOLECULE_FIELDS`][]); the checks are
+    [`check_molecule_inputs`][]'s. ``model`` names the caller in error messages.
+    """
+    if is_graph_data(pos):
+        (pos, species), batch = graph_fields(pos, MOLECULE_FIELDS, model, species=species, mask=mask, batch=batch)
+    layout = model_layout(pos, mask, batch)
+    return pos, check_molecule_inputs(pos, species, num_species, layout), layout
+
+
+def particle_inputs(model: str, pos, vel: Tensor | None, charges: Tensor | None, mask: Tensor | None,
+                    batch) -> tuple[Tensor, Tensor, Tensor, BatchLayout]:
+    """An n-body model's systems in any of the three forms as checked ``(pos, vel, charges, layout)``.
+
+    ``pos`` and ``vel`` ``(B, n, 3)`` (flat: ``(N_total, 3)``), ``charges (B, n, 1)``, finite; ``pos``
+    may be a PyG ``Data`` / ``Batch`` ([`PARTICLE_FIELDS`][]). ``model`` names the caller in error
+    messages.
+    """
+    if is_graph_data(pos):
+        (pos, vel, charges), batch = graph_fields(pos, PARTICLE_FIELDS, model, vel=vel, charges=charges, mask=mask,
+                                                  batch=batch)
+    layout = model_layout(pos, mask, batch)
+    check_tensor(pos, "pos", shape=(..., 3), finite=True, what="particles")
+    check_tensor(vel, "vel", shape=tuple(pos.shape), finite=True)
+    # the exact shape (not just the count): charges (n, B, 1) would be silently reordered
+    check_tensor(charges, "charges", shape=(*pos.shape[:-1], 1), dtype=("float", "int"), finite=True,
+                 what="one charge per particle, as pos")
+    return pos, vel, charges, layout

@@ -6,7 +6,7 @@ import torch
 from torch import Tensor, nn
 
 from geomlin.batching import BatchLayout, to_flat, to_padded
-from geomlin.models.inputs import PARTICLE_FIELDS, graph_fields, is_graph_data, model_layout
+from geomlin.models.inputs import particle_inputs
 from geomlin.validation import check_condition, check_positive_int, check_tensor
 
 
@@ -40,17 +40,11 @@ class MLPDynamics(nn.Module):
     def forward(self, pos: Tensor, vel: Tensor | None = None, charges: Tensor | None = None,
                 mask: Tensor | None = None, batch: Tensor | BatchLayout | None = None) -> Tensor:
         """``pos, vel (B, n, 3), charges (B, n, 1) -> pos' (B, n, 3)`` (or flat, see the class docstring)."""
-        if is_graph_data(pos):
-            (pos, vel, charges), batch = graph_fields(pos, PARTICLE_FIELDS, "MLPDynamics", vel=vel, charges=charges,
-                                                      mask=mask, batch=batch)
-        layout = model_layout(pos, mask, batch)
+        pos, vel, charges, layout = particle_inputs("MLPDynamics", pos, vel, charges, mask, batch)
         n = self.num_particles
         if layout.is_flat:
-            check_tensor(vel, "vel", shape=tuple(pos.shape))
-            check_tensor(charges, "charges", shape=(pos.shape[0], 1), dtype=("float", "int"))
             (pos, mask), vel, charges = to_padded(pos, layout), to_padded(vel, layout)[0], to_padded(charges, layout)[0]
         check_tensor(pos, "pos", shape=(None, n, 3), what=f"systems of {n} particles")
-        check_tensor(vel, "vel", shape=tuple(pos.shape))
         if mask is not None:
             check_condition(mask.all(), f"MLPDynamics takes systems of exactly {n} particles (its weights fix the "
                                         "count), got a system with fewer")

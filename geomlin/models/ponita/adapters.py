@@ -6,16 +6,9 @@ import torch
 from torch import Tensor, nn
 
 from geomlin.batching import BatchLayout, pool_sum
-from geomlin.models.inputs import (
-    MOLECULE_FIELDS,
-    PARTICLE_FIELDS,
-    check_molecule_inputs,
-    graph_fields,
-    is_graph_data,
-    model_layout,
-)
+from geomlin.models.inputs import molecule_inputs, particle_inputs
 from geomlin.models.ponita.model import Ponita
-from geomlin.validation import check_positive_int, check_tensor
+from geomlin.validation import check_positive_int
 
 
 class PonitaPotential(nn.Module):
@@ -66,11 +59,7 @@ class PonitaPotential(nn.Module):
     def forward(self, pos: Tensor, species: Tensor | None = None, mask: Tensor | None = None, *,
                 batch: Tensor | BatchLayout | None = None, edge_index: Tensor | None = None) -> Tensor:
         """Energy ``(B,)``; see the class docstring for the input forms."""
-        if is_graph_data(pos):
-            (pos, species), batch = graph_fields(pos, MOLECULE_FIELDS, "PonitaPotential", species=species, mask=mask,
-                                                 batch=batch)
-        layout = model_layout(pos, mask, batch)
-        species = check_molecule_inputs(pos, species, self.num_species, layout)
+        pos, species, layout = molecule_inputs("PonitaPotential", pos, species, mask, batch, self.num_species)
         x = nn.functional.one_hot(species, self.num_species).to(pos.dtype)
         if layout.is_flat:
             energy, _ = self.net(x, pos, batch=layout, edge_index=edge_index)
@@ -117,17 +106,7 @@ class PonitaDynamics(nn.Module):
 
     def forward(self, pos: Tensor, vel: Tensor | None = None, charges: Tensor | None = None,
                 mask: Tensor | None = None, batch: Tensor | BatchLayout | None = None) -> Tensor:
-        if is_graph_data(pos):
-            (pos, vel, charges), batch = graph_fields(pos, PARTICLE_FIELDS, "PonitaDynamics", vel=vel, charges=charges,
-                                                      mask=mask, batch=batch)
-        layout = model_layout(pos, mask, batch)
-        for name, t in (("pos", pos), ("vel", vel)):
-            check_tensor(t, name, shape=(..., 3), finite=True)
-        if vel.shape != pos.shape:
-            raise ValueError(f"vel must have the shape of pos {tuple(pos.shape)}, got {tuple(vel.shape)}")
-        # the exact shape (not just the count): charges (n, B, 1) would be silently reordered
-        check_tensor(charges, "charges", shape=(*pos.shape[:-1], 1), dtype=("float", "int"), finite=True,
-                     what="one charge per particle, as pos")
+        pos, vel, charges, layout = particle_inputs("PonitaDynamics", pos, vel, charges, mask, batch)
         q = charges.to(pos.dtype)
         _, v = self.net(q, pos, vel[..., None, :], mask=layout.mask if not layout.is_flat else None,
                         batch=layout if layout.is_flat else None)
