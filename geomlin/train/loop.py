@@ -21,7 +21,7 @@ they are computed ([`MetricSums`][geomlin.train.metrics.MetricSums]). The host r
   ([`geomlin.validation.raise_deferred`][]) and whether every model's first loss is finite;
 * once per epoch, at its end: all statistics of the epoch in one collective and one read
   ([`read_epoch_means`][geomlin.train.metrics.read_epoch_means]), then the deferred checks again; a non-finite training loss stops
-  the run there ([`TrainingDiverged`][]), before the epoch's checkpoint;
+  the run there ([`TrainingDiverged`][geomlin.train.errors.TrainingDiverged]), before the epoch's checkpoint;
 * once per epoch for the checkpoint (the models, optimisers and RNG states are copied to the host).
 
 On the CPU reading is free, so there the loss is checked after every step and the progress bar
@@ -153,7 +153,7 @@ def run_training(task: Task, cfg: dict[str, Any], resume_from: str | Path | None
     ([`validate_config`][geomlin.train.config.validate_config]), the output folder, the checkpoint (same task,
     models and data/model options, epochs left to run), and that the data have training and
     evaluation examples. Problems raise [`UserError`][]; a loss that
-    turns NaN raises [`TrainingDiverged`][]. Process-wide settings
+    turns NaN raises [`TrainingDiverged`][geomlin.train.errors.TrainingDiverged]. Process-wide settings
     (the number of torch threads) are the caller's: the ``geomlin`` command sets ``--threads``;
     the training device is made current only for the run
     ([`device_scope`][geomlin.train.distributed.device_scope]).
