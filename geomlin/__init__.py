@@ -8,6 +8,9 @@ The ground floor: plumbing every package shares, one home per piece, importing n
 * ``geomlin.precision`` — the autocast rule (float32 or float64, autocast off where it matters);
 * ``geomlin.validation`` — the shared input checks every public boundary uses (deferred on
   accelerators only inside an explicit ``deferred_checks()`` scope);
+* ``geomlin.batching`` — the one batch layout (padded or flat PyG), planned once at the data boundary:
+  graph counts, scatter sums, pools, padded <-> flat converters;
+* ``geomlin.radial`` — radial bases and cutoff envelopes of pair distances;
 * ``geomlin.linalg`` — sync-free small-matrix solvers (Jacobi eigenvectors and SVD, exponentials);
 * ``geomlin.io_atomic`` — atomic file writes;
 * ``geomlin.neighbors`` — the one neighbour search.

@@ -13,11 +13,11 @@ import torch
 from torch import Tensor
 
 from geomlin.algebra import pga
-from geomlin.validation import check_batch_vector, check_mask, check_positive_int
+from geomlin.batching import BatchLayout
+from geomlin.validation import check_batch_vector, check_mask
 
 
-def join_reference(mv: Tensor, mask: Tensor | None = None, batch: Tensor | None = None,
-                   num_sets: int | None = None) -> Tensor:
+def join_reference(mv: Tensor, mask: Tensor | None = None, batch: Tensor | BatchLayout | None = None) -> Tensor:
     """Per-set mean of ``mv (..., items, channels, 16)``, the reference of the equivariant join.
 
     * no mask, no batch: mean over items and channels -> ``(..., 1, 1, 16)`` (the reference's
@@ -25,9 +25,10 @@ def join_reference(mv: Tensor, mask: Tensor | None = None, batch: Tensor | None 
     * ``mask (..., items)``: mean over valid items -> ``(..., 1, 1, 16)``;
     * ``batch (items,)`` (flat layout, ``mv (items, channels, 16)``, sorted as PyG stores it): mean
       per set, gathered back -> ``(items, 1, 16)``, so every set's reference follows its own
-      transformation. ``num_sets`` (an upper bound of ``batch.max() + 1``) sizes the per-set sums;
-      without it the sets are numbered by their order in ``batch`` (at most ``items`` of them), so
-      nothing is read back from the device.
+      transformation. A batch vector's sets are numbered by their order in it (at most ``items``
+      of them), so nothing is read back from the device; a planned
+      [`BatchLayout`][geomlin.batching.BatchLayout] sizes the per-set sums by its ``num_graphs``
+      (and brings its item mask).
 
     Parameters
     ----------
@@ -35,10 +36,8 @@ def join_reference(mv: Tensor, mask: Tensor | None = None, batch: Tensor | None 
         the input multivectors.
     mask : Tensor of shape (..., items), optional
         bool, True = real item.
-    batch : Tensor of shape (items,), optional
-        the set of each item (flat layout).
-    num_sets : int, optional
-        an upper bound of the number of sets of ``batch``.
+    batch : Tensor of shape (items,) or BatchLayout, optional
+        the set of each item (flat layout), or the layout of the batch.
 
     Returns
     -------
@@ -48,18 +47,22 @@ def join_reference(mv: Tensor, mask: Tensor | None = None, batch: Tensor | None 
     pga.check_mv(mv, "mv")
     if mv.ndim < 3:
         raise ValueError(f"mv must have at least 3 dimensions (..., items, channels, 16), got shape {tuple(mv.shape)}")
+    rows = None
+    if isinstance(batch, BatchLayout):
+        if mask is not None:
+            raise ValueError("give the mask inside the layout, not beside it")
+        mask, rows = batch.mask, batch.num_graphs
+        batch = batch.batch if batch.is_flat else None
     if mask is not None:
         check_mask(mask, "mask", shape=mv.shape[:-2])
     if batch is not None:
         if mv.ndim != 3:
             raise ValueError(f"with a batch vector mv must be flat (items, channels, 16), got {tuple(mv.shape)}")
-        if num_sets is not None:
-            num_sets = check_positive_int(num_sets, "num_sets")
-        batch = check_batch_vector(batch, "batch", mv.shape[0], num_graphs=num_sets)
+        batch = check_batch_vector(batch, "batch", mv.shape[0], num_graphs=rows)
     per_item = mv.mean(-2, keepdim=True)  # (..., items, 1, 16)
     if batch is not None:
-        set_of = batch if num_sets is not None else _ranks(batch)
-        rows = num_sets if num_sets is not None else batch.shape[0]
+        set_of = batch if rows is not None else _ranks(batch)
+        rows = rows if rows is not None else batch.shape[0]
         w = torch.ones(batch.shape[0], dtype=mv.dtype, device=mv.device)
         if mask is not None:
             w = w * mask.to(mv.dtype)

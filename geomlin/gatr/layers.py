@@ -24,8 +24,9 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from geomlin.algebra import pga
+from geomlin.batching import BatchLayout, batch_layout
 from geomlin.gatr import planes as PL
-from geomlin.gatr.attention import SetLayout, attend, attend_masked, set_layout
+from geomlin.gatr.attention import attend, attend_masked
 from geomlin.gatr.join_references import join_reference
 from geomlin.reps import Multivectors, Scalars
 from geomlin.validation import (
@@ -336,7 +337,7 @@ class GeometricAttention(nn.Module):
     ``max(2 in_s / num_heads, 4)``), as in the reference.
 
     ``attn_mask``: ``None`` (all items of a leading index attend to each other), a
-    [`SetLayout`][] from [`set_layout`][]
+    [`BatchLayout`][geomlin.batching.BatchLayout] from [`batch_layout`][geomlin.batching.batch_layout]
     (padding mask or PyG batch vector; memory linear in items), or a boolean tensor
     broadcastable to ``(..., heads, items, items)``.
 
@@ -393,16 +394,16 @@ class GeometricAttention(nn.Module):
         """``(mv (2, 5, in_mv, 16), scalars)`` with a padding mask (the second row has 3 real items)."""
         mv, s = _example(generator, dtype, self.in_mv, self.in_s)
         mask = torch.tensor([[True] * 5, [True] * 3 + [False] * 2])
-        return (mv, s), {"attn_mask": set_layout(mask)}
+        return (mv, s), {"attn_mask": batch_layout(mask)}
 
-    def forward(self, mv: Tensor, scalars: Tensor | None = None, attn_mask: Tensor | SetLayout | None = None
+    def forward(self, mv: Tensor, scalars: Tensor | None = None, attn_mask: Tensor | BatchLayout | None = None
                 ) -> tuple[Tensor, Tensor | None]:
         """See the class docstring; ``mv`` needs an items axis: ``(..., items, in_mv, 16)``."""
         _check_pair(mv, scalars if self.in_s else None, self.in_mv, self.in_s, "GeometricAttention")
         if mv.ndim < 3:
             raise ValueError(f"GeometricAttention: mv must have shape (..., items, {self.in_mv}, 16), "
                              f"got {tuple(mv.shape)}")
-        if attn_mask is not None and not isinstance(attn_mask, SetLayout):
+        if attn_mask is not None and not isinstance(attn_mask, BatchLayout):
             check_mask(attn_mask, "attn_mask")
         lead = _lead(mv)
         qkv, qkv_s = self.qkv(mv, scalars)
@@ -417,7 +418,7 @@ class GeometricAttention(nn.Module):
                                                self.log_distance_weights.exp(), self.distance_eps, tables=self.tables)
         # items first, (..., items, heads, width)
         q, k, v = (t.reshape(*lead, t.shape[-2], t.shape[-1]) for t in (q, k, v))
-        if attn_mask is None or isinstance(attn_mask, SetLayout):
+        if attn_mask is None or isinstance(attn_mask, BatchLayout):
             out = attend(*(t.reshape(-1, *t.shape[-3:]) for t in (q, k, v)), attn_mask, scale)
         else:
             out = attend_masked(q, k, v, attn_mask, scale)
@@ -520,7 +521,7 @@ class GATrBlock(nn.Module):
         """``(mv, scalars or None, reference)`` and a padding mask as ``attn_mask``."""
         mv, s = _example(generator, dtype, self.mv_channels, self.s_channels)
         mask = torch.tensor([[True] * 5, [True] * 3 + [False] * 2])
-        return (mv, s, join_reference(mv, mask)), {"attn_mask": set_layout(mask)}
+        return (mv, s, join_reference(mv, mask)), {"attn_mask": batch_layout(mask)}
 
     def _drop(self, mv: Tensor, s: Tensor | None) -> tuple[Tensor, Tensor | None]:
         if not self.training or self.dropout == 0.0:
@@ -529,14 +530,14 @@ class GATrBlock(nn.Module):
         return mv, (F.dropout(s, self.dropout) if s is not None else None)
 
     def forward(self, mv: Tensor, scalars: Tensor | None, reference: Tensor,
-                attn_mask: Tensor | SetLayout | None = None) -> tuple[Tensor, Tensor | None]:
+                attn_mask: Tensor | BatchLayout | None = None) -> tuple[Tensor, Tensor | None]:
         """``(mv (..., items, mv_channels, 16), scalars (..., items, s_channels) | None, reference, attn_mask)
         -> same shapes``; ``reference`` as for [`GeometricMLP`][], ``attn_mask`` as for
         [`GeometricAttention`][]."""
         _check_pair(mv, scalars if self.s_channels else None, self.mv_channels, self.s_channels, "GATrBlock")
         if mv.ndim < 3:
             raise ValueError(f"GATrBlock: mv must have shape (..., items, {self.mv_channels}, 16), got {tuple(mv.shape)}")
-        if attn_mask is not None and not isinstance(attn_mask, SetLayout):
+        if attn_mask is not None and not isinstance(attn_mask, BatchLayout):
             check_mask(attn_mask, "attn_mask")
         check_reference(reference, "GATrBlock")
         if self.checkpoint and torch.is_grad_enabled():

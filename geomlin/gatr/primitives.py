@@ -27,8 +27,9 @@ import torch
 from torch import Tensor
 
 from geomlin.algebra import pga
+from geomlin.batching import BatchLayout
 from geomlin.gatr import planes
-from geomlin.gatr.attention import SetLayout, attend, attend_masked, attention_mask, set_layout
+from geomlin.gatr.attention import attend, attend_masked, attention_mask
 from geomlin.gatr.join_references import canonical_reference, join_reference
 from geomlin.gatr.planes import DISTANCE_EPS, LAYER_NORM_EPS, NUM_LINEAR_BASIS
 from geomlin.validation import (
@@ -313,7 +314,7 @@ def attention_features(q_mv: Tensor, k_mv: Tensor, v_mv: Tensor, q_s: Tensor | N
 
 def geometric_attention(q_mv: Tensor, k_mv: Tensor, v_mv: Tensor,
                         q_s: Tensor | None = None, k_s: Tensor | None = None, v_s: Tensor | None = None,
-                        attn_mask: Tensor | SetLayout | None = None, use_distance: bool = True,
+                        attn_mask: Tensor | BatchLayout | None = None, use_distance: bool = True,
                         distance_weights: Tensor | None = None, eps: float | None = DISTANCE_EPS
                         ) -> tuple[Tensor, Tensor | None]:
     """Pin(3,0,1)-equivariant multi-head attention (GATr sec. 3.3), fused kernels, memory linear in items.
@@ -329,10 +330,10 @@ def geometric_attention(q_mv: Tensor, k_mv: Tensor, v_mv: Tensor,
         count; the leading axes broadcast.
     q_s, k_s, v_s : Tensor, optional
         scalar channels ``(..., heads or kv_heads, items, s_channels)``.
-    attn_mask : Tensor | SetLayout | None
+    attn_mask : Tensor | BatchLayout | None
         ``None``; a boolean tensor broadcastable to ``(..., heads, items, key_items)``
         (``True`` = attend; a float mask is refused: it would read as an additive bias); or a
-        [`SetLayout`][] (padding mask or PyG batch vector over the items, no
+        [`BatchLayout`][geomlin.batching.BatchLayout] (padding mask or PyG batch vector over the items, no
         ``items x items`` mask; cross-attention takes only a padded key mask).
     use_distance : bool
         add the distance-aware trivector features.
@@ -354,13 +355,13 @@ def geometric_attention(q_mv: Tensor, k_mv: Tensor, v_mv: Tensor,
     """
     for name, t in (("q_mv", q_mv), ("k_mv", k_mv), ("v_mv", v_mv)):
         _mv(t, name, 4)
-    if not (attn_mask is None or isinstance(attn_mask, (Tensor, SetLayout))):
-        raise TypeError(f"attn_mask must be a bool tensor or a SetLayout, got {type(attn_mask).__name__}")
+    if not (attn_mask is None or isinstance(attn_mask, (Tensor, BatchLayout))):
+        raise TypeError(f"attn_mask must be a bool tensor or a BatchLayout, got {type(attn_mask).__name__}")
     if k_mv.shape[-3] != v_mv.shape[-3]:
         raise ValueError(f"k_mv and v_mv must have the same number of items, got shapes {tuple(k_mv.shape)} "
                          f"and {tuple(v_mv.shape)}")
     cross = q_mv.shape[-3] != k_mv.shape[-3]
-    if cross and isinstance(attn_mask, SetLayout) and attn_mask.kind != "padded":
+    if cross and isinstance(attn_mask, BatchLayout) and attn_mask.is_flat:
         raise ValueError(f"cross-attention ({q_mv.shape[-3]} queries over {k_mv.shape[-3]} keys) needs a padded "
                          "key mask; a flat (batch-vector) layout pairs each query with keys of its own set")
     weights = None if distance_weights is None else distance_weights[..., None, :]  # over the items
@@ -383,8 +384,8 @@ def geometric_attention(q_mv: Tensor, k_mv: Tensor, v_mv: Tensor,
 
 
 __all__ = [
-    "SetLayout", "attention_features", "attention_mask", "canonical_reference", "distance_features",
+    "attention_features", "attention_mask", "canonical_reference", "distance_features",
     "equi_layer_norm", "equi_linear", "equivariant_join", "geometric_attention", "geometric_product",
     "grade_dropout", "inner_product", "join", "join_reference", "norm_squared", "outer_product",
-    "scalar_gated_gelu", "set_layout",
+    "scalar_gated_gelu",
 ]

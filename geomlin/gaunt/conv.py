@@ -7,7 +7,7 @@ For an edge ``j -> i`` with ``r_ij = pos[i] - pos[j]``
 
 where the radial weights ``w_in`` (per channel and degree of the node features) and ``w_out``
 (per channel and output degree) come from a small MLP on a Bessel radial basis with a smooth
-polynomial cutoff (Luo et al., ICLR 2024, sec. 4: "equivariant convolutions").  The edge
+polynomial cutoff ([`geomlin.radial`][]; Luo et al., ICLR 2024, sec. 4: "equivariant convolutions").  The edge
 harmonics ``Y`` do not depend on the channel, so they are transformed to the sphere grid once
 per edge and shared by every channel ([`gaunt_tensor_product`][] with
 ``Y`` of shape ``(E, 1, D)``).  Because the harmonics have parity ``(-1)^l`` the layer is
@@ -15,8 +15,6 @@ E(3)-equivariant on natural features (``0e, 1o, 2e, ...``).
 """
 
 from __future__ import annotations
-
-import math
 
 import torch
 from torch import Tensor, nn
@@ -28,6 +26,7 @@ from geomlin.gaunt.layout import check_layout, degree_index
 from geomlin.gaunt.product import METHODS, gaunt_tensor_product, table_keys
 from geomlin.groups.euclidean import E3
 from geomlin.precision import compute_dtype
+from geomlin.radial import COINCIDENT, bessel_basis, polynomial_cutoff
 from geomlin.reps.types import Positions, SphereCoefficients
 from geomlin.validation import (
     check_choice,
@@ -41,26 +40,9 @@ from geomlin.validation import (
     check_tensor,
 )
 
-#: Distances below this (in the units of ``pos``) count as coincident points.
-COINCIDENT = 1e-9
 #: Masked-out edges (``edge_mask`` False) are given this length, in cutoffs, along x: beyond the
 #: cutoff, so their messages and gradients are exactly zero, and not zero, so nothing divides by 0.
 MASKED_EDGE_LENGTH = 2.0
-
-
-def bessel_basis(r: Tensor, num: int, cutoff: float) -> Tensor:
-    """``sqrt(2 / c) sin(n pi r / c) / r`` for ``n = 1..num``: ``(E,) -> (E, num)``."""
-    n = torch.arange(1, num + 1, device=r.device, dtype=r.dtype)
-    r = r.clamp_min(COINCIDENT)[:, None]
-    return math.sqrt(2.0 / cutoff) * torch.sin(n * math.pi * r / cutoff) / r
-
-
-def polynomial_cutoff(r: Tensor, cutoff: float, p: int = 6) -> Tensor:
-    """Smooth envelope, 1 at ``r = 0``, 0 with ``p`` vanishing derivatives at ``r = cutoff``: ``(E,) -> (E,)``."""
-    x = (r / cutoff).clamp(max=1.0)
-    env = (1.0 - (p + 1.0) * (p + 2.0) / 2.0 * x ** p + p * (p + 2.0) * x ** (p + 1)
-           - p * (p + 1.0) / 2.0 * x ** (p + 2))
-    return env * (r < cutoff).to(r.dtype)
 
 
 class GauntConvolution(MessagePassing):

@@ -7,7 +7,6 @@ import numpy as np
 import pytest
 
 from geomlin.__main__ import main
-from geomlin.models.energy import accepts_mask
 
 QUICK = ["--quick", "--no-progress"]
 
@@ -153,14 +152,9 @@ def test_npz_with_atomic_number_zero(tmp_path, capsys):
     _fails(capsys, ["train", "molecules", *QUICK, "--data", str(p)], "atomic numbers must be in 1..118")
 
 
-def test_qm9_needs_models_that_take_variable_sizes(tmp_path, capsys):
-    from geomlin.models import GauntPotential
-
+def test_qm9_trains_every_model_on_molecules_of_different_sizes(tmp_path, capsys):
     args = ["train", "molecules", *QUICK, "--dataset", "qm9", "--model", "gaunt", "--out", str(tmp_path / "q")]
-    if accepts_mask(GauntPotential):
-        assert main(args) == 0
-    else:
-        _fails(capsys, args, "molecules of different sizes, which model gaunt cannot take yet")
+    assert main(args) == 0
 
 
 @pytest.mark.parametrize("args, phrase", [

@@ -186,7 +186,7 @@ def test_internal_helpers_stay_out_of_the_api_pages(site):
     toc = html[html.index("md-nav--secondary"):html.index("md-content")]
     entries = set(re.findall(r'href="#(geomlin[\w.]*)"', toc))
     assert "geomlin.frames.averaging.FrameAveraging" in entries
-    assert "geomlin.frames.averaging.takes_keyword" not in entries and 'id="geomlin.frames.averaging.takes_keyword"' not in html
+    assert "geomlin.frames.averaging.backbone_out_types" not in entries and 'id="geomlin.frames.averaging.backbone_out_types"' not in html
     assert "geomlin.frames.pca.check_positions" not in entries
     assert "geomlin.frames.averaging.FrameAveraging.forward" not in entries
     assert 'id="geomlin.frames.averaging.FrameAveraging.forward"' in html  # on the page, not in the contents

@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from geomlin import validation
+from geomlin.batching import batch_layout
 from geomlin.frames import (
     DegenerateFrameError,
     FrameAveraging,
@@ -120,27 +121,36 @@ def test_raise_and_warn_are_deferred_on_the_device():
 
 @pytest.mark.parametrize("signs", ["all", "skewness"])
 def test_flat_batches_on_the_device(signs):
-    """With num_graphs a flat batch reads nothing; moment frames read the size of the largest cloud
-    (one sync, documented) to pad it."""
+    """Planned with num_graphs a flat batch reads nothing; moment frames read the size of the largest cloud
+    (one sync, documented) to pad it, unless the plan knows it."""
     pos, mask = _clouds(3)
     flat, batch = pos[mask], torch.arange(4).repeat_interleave(mask.sum(1))
     cpu = pca_frames(flat, "SE3", batch=batch, on_degenerate="ignore", signs=signs)
     dflat, dbatch = sim.to_sim((flat, batch))
     with validation.deferred_checks(), sim.watch() as log:
-        fr = pca_frames(dflat, "SE3", batch=dbatch, num_graphs=4, on_degenerate="ignore", signs=signs)
+        fr = pca_frames(dflat, "SE3", batch=batch_layout(batch=dbatch, num_graphs=4), on_degenerate="ignore",
+                        signs=signs)
     assert not log.events, log.report()
     assert (sim.to_cpu(fr.frames) - cpu.frames).abs().max() < 1e-12
     with validation.deferred_checks(), sim.watch() as log:
-        moments = pca_frames(dflat, "SE3", batch=dbatch, num_graphs=4, on_degenerate="moments", gap_tol=0.2,
-                             signs=signs)
+        moments = pca_frames(dflat, "SE3", batch=batch_layout(batch=dbatch, num_graphs=4), on_degenerate="moments",
+                             gap_tol=0.2, signs=signs)
     assert [(e.kind, e.op) for e in log.events] == [("sync", "aten::_local_scalar_dense")], log.report()
-    assert "_padded" in log.events[0].where
+    assert "batching.py" in log.events[0].where
+    with validation.deferred_checks(), sim.watch() as log:  # a plan that knows the largest cloud reads nothing
+        bounded = pca_frames(dflat, "SE3", batch=batch_layout(batch=dbatch, num_graphs=4, max_items=12),
+                             on_degenerate="moments", gap_tol=0.2, signs=signs)
+    assert not log.events, log.report()
+    # (padded wider, the degenerate items' tie-breaks may round differently: compare with the same plan on the CPU)
+    cpu_bounded = pca_frames(flat, "SE3", batch=batch_layout(batch=batch, num_graphs=4, max_items=12),
+                             on_degenerate="moments", gap_tol=0.2, signs=signs)
+    assert (sim.to_cpu(bounded.frames) - cpu_bounded.frames).abs().max() < 1e-12
     cpu = pca_frames(flat, "SE3", batch=batch, on_degenerate="moments", gap_tol=0.2, signs=signs)
     assert (sim.to_cpu(moments.frames) - cpu.frames).abs().max() < 1e-12
     # a batch index beyond num_graphs, inside a scope: clamped (no out-of-bounds kernel) and reported at its end
     with pytest.raises(ValueError, match="batch must index graphs"), validation.deferred_checks():
         with validation.deferred_checks(), sim.watch() as log:
-            pca_frames(dflat, "SE3", batch=dbatch, num_graphs=3, on_degenerate="ignore")
+            pca_frames(dflat, "SE3", batch=batch_layout(batch=dbatch, num_graphs=3), on_degenerate="ignore")
         assert not log.events, log.report()
 
 

@@ -5,6 +5,7 @@ import pytest
 import torch
 
 from geomlin.algebra import pga
+from geomlin.batching import batch_layout
 from geomlin.gatr import EquiLayerNorm, EquiLinear, GATr, GATrBlock, GeometricAttention, GeometricBilinear
 from geomlin.gatr import planes as PL
 from geomlin.gatr import primitives as P
@@ -105,8 +106,8 @@ CASES = [
     ("float attention mask (primitive)",
      lambda: P.geometric_attention(*torch.randn(3, 1, 2, 4, 1, 16), attn_mask=torch.ones(1, 1, 4, 4)),
      TypeError, "torch.bool"),
-    ("float layout mask", lambda: P.set_layout(torch.ones(2, 4)), TypeError, "torch.bool"),
-    ("unknown layout method", lambda: P.set_layout(batch=torch.zeros(3, dtype=torch.long), method="varlen"),
+    ("float layout mask", lambda: batch_layout(torch.ones(2, 4)), TypeError, "torch.bool"),
+    ("unknown layout method", lambda: batch_layout(batch=torch.zeros(3, dtype=torch.long), method="varlen"),
      ValueError, "method must be one of"),
     ("not a reference model", lambda: gatr_from_reference(torch.nn.Linear(2, 2)), TypeError, "gatr.nets.GATr"),
     ("linear weight shape", lambda: P.equi_linear(torch.randn(3, 2, 16), torch.randn(4, 3, 9)), ValueError,

@@ -11,7 +11,8 @@ import pytest
 import torch
 
 from geomlin.algebra import pga
-from geomlin.gatr import EquiLinear, GATr, GATrBlock, SetLayout, orientations, set_layout
+from geomlin.batching import BatchLayout, batch_layout
+from geomlin.gatr import EquiLinear, GATr, GATrBlock, orientations
 from geomlin.gatr import planes as PL
 from geomlin.gatr import primitives as P
 from geomlin.gatr.attention import attend
@@ -47,7 +48,7 @@ def test_primitives_on_the_device():
     assert_runs_on_device(lambda a, m: P.join_reference(a, m), x, mask, warm=True)
     flat, batch = x.reshape(10, 3, 16), torch.tensor([0, 0, 0, 1, 1, 1, 1, 1, 2, 4])
     assert_runs_on_device(lambda a, b: P.join_reference(a, batch=b), flat, batch, warm=True)
-    assert_runs_on_device(lambda a, b: P.join_reference(a, batch=b, num_sets=5), flat, batch, warm=True)
+    assert_runs_on_device(lambda a, b: P.join_reference(a, batch=batch_layout(batch=b, num_graphs=5)), flat, batch, warm=True)
     with deferred_checks(), sim.watch(strict=True):
         P.canonical_reference(torch.float32, sim.DEVICE)
     dev = sim.to_sim(x)
@@ -66,8 +67,8 @@ def test_attention_primitives_on_the_device():
                           q, k, v, qs, ks, vs, weights, warm=True)
     keep = torch.tensor([[True] * 6, [True] * 4 + [False] * 2])
     assert_runs_on_device(lambda *a: P.geometric_attention(*a[:6], attn_mask=a[6]), q, k, v, qs, ks, vs,
-                          P.attention_mask(keep), warm=True)
-    assert_runs_on_device(lambda *a: P.geometric_attention(*a[:6], attn_mask=set_layout(a[6])),
+                          P.attention_mask(batch_layout(keep)), warm=True)
+    assert_runs_on_device(lambda *a: P.geometric_attention(*a[:6], attn_mask=batch_layout(a[6])),
                           q, k, v, qs, ks, vs, keep, warm=True)
 
 
@@ -104,9 +105,9 @@ def test_host_plans_move_to_the_device(method):
     n = len(batch)
     g = _gen(4)
     q, k, v = torch.randn(1, n, 2, 8, generator=g), torch.randn(1, n, 1, 8, generator=g), torch.randn(1, n, 1, 8, generator=g)
-    layout = set_layout(batch=batch, method=method)
+    layout = batch_layout(batch=batch, method=method)
     moved = layout.to(sim.DEVICE)
-    assert isinstance(moved, SetLayout) and moved.device == sim.DEVICE and layout.device == torch.device("cpu")
+    assert isinstance(moved, BatchLayout) and moved.device == sim.DEVICE and layout.device == torch.device("cpu")
     out = assert_runs_on_device(lambda a, b, c: attend(a, b, c, moved if a.device == sim.DEVICE else layout, 0.3),
                                 q, k, v)
     torch.testing.assert_close(sim.to_cpu(out), _per_set(q, k, v, SIZES), rtol=1e-5, atol=1e-6)
@@ -119,31 +120,31 @@ def test_padded_plan_is_made_on_the_device_without_a_host_read():
     q, k, v = torch.randn(1, n, 2, 8, generator=g), torch.randn(1, n, 1, 8, generator=g), torch.randn(1, n, 1, 8, generator=g)
     dev = sim.to_sim((batch, q, k, v))
     with deferred_checks(), sim.watch(strict=True):
-        layout = set_layout(batch=dev[0], num_sets=8, max_items=32)  # upper bounds
+        layout = batch_layout(batch=dev[0], num_graphs=8, max_items=32)  # upper bounds
         out = attend(*dev[1:], layout, 0.3)
     assert layout.method == "padded" and layout.device == sim.DEVICE
     torch.testing.assert_close(sim.to_cpu(out), _per_set(q, k, v, SIZES), rtol=1e-5, atol=1e-6)
-    on_cpu = attend(q, k, v, set_layout(batch=batch, num_sets=6, max_items=30), 0.3)
+    on_cpu = attend(q, k, v, batch_layout(batch=batch, num_graphs=6, max_items=30), 0.3)
     torch.testing.assert_close(on_cpu, _per_set(q, k, v, SIZES), rtol=1e-5, atol=1e-6)
     with pytest.raises(ValueError, match="max_items=29"):
-        set_layout(batch=batch, num_sets=6, max_items=29)
-    with pytest.raises(ValueError, match="needs num_sets and max_items"):
-        set_layout(batch=batch, method="padded")
+        batch_layout(batch=batch, num_graphs=6, max_items=29)
+    with pytest.raises(ValueError, match="needs num_graphs and max_items"):
+        batch_layout(batch=batch, method="padded")
     with pytest.raises(ValueError, match="max_items=5"):  # outside a deferred-checks scope: at once
-        set_layout(batch=dev[0], num_sets=8, max_items=5)
+        batch_layout(batch=dev[0], num_graphs=8, max_items=5)
     # inside a scope: at the scope's end, no read before
     with pytest.raises(ValueError, match="max_items=5"), deferred_checks(), sim.watch(strict=True):
-        set_layout(batch=dev[0], num_sets=8, max_items=5)
+        batch_layout(batch=dev[0], num_graphs=8, max_items=5)
 
 
 def test_a_device_batch_vector_without_bounds_is_read_once_when_planned():
-    """The documented fallback: ``set_layout`` (at the data boundary, not in a forward pass) reads it."""
+    """The documented fallback: ``batch_layout`` (at the data boundary, not in a forward pass) reads it."""
     batch = sim.to_sim(_batch())
     with deferred_checks(), sim.watch() as log:  # the batch vector's checks stay on the device
-        layout = set_layout(batch=batch)
-    assert layout.device == sim.DEVICE and layout.sizes == SIZES
+        layout = batch_layout(batch=batch)
+    assert layout.device == sim.DEVICE and layout.sizes == tuple(SIZES)
     assert {e.kind for e in log.events} <= {"sync", "upload"}
-    assert all("attention.py" in e.where for e in log.events)
+    assert all("batching.py" in e.where for e in log.events)
 
 
 def _flat_model():
@@ -162,14 +163,17 @@ def test_gatr_on_a_flat_device_batch():
     mv, s = torch.randn(len(batch), 2, 16, generator=g), torch.randn(len(batch), 2, generator=g)
     want = model(mv, s, batch=batch)
     dev_model, dmv, ds, db = sim.to_sim((_flat_model(), mv, s, batch))
-    with pytest.raises(ValueError, match="layout"):
+    with pytest.raises(ValueError, match="without a plan"):
         dev_model(dmv, ds, batch=db)
-    with pytest.raises(ValueError, match="either layout or"):
-        dev_model(dmv, ds, batch=db, layout=set_layout(batch=db, num_sets=4, max_items=5))
-    for layout in (set_layout(batch=batch).to(sim.DEVICE), None):
+    with pytest.raises(ValueError, match="inside the planned layout"):
+        dev_model(dmv, ds, mask=torch.ones(len(batch), dtype=torch.bool, device=sim.DEVICE),
+                  batch=batch_layout(batch=db, num_graphs=4, max_items=5))
+    with pytest.raises(ValueError, match="no attention plan"):
+        dev_model(dmv, ds, batch=batch_layout(batch=db, num_graphs=4))
+    for layout in (batch_layout(batch=batch).to(sim.DEVICE), None):
         with deferred_checks(), sim.watch(strict=True):
-            layout = layout or set_layout(batch=db, num_sets=4, max_items=5)
-            out = dev_model(dmv, ds, layout=layout)
+            layout = layout or batch_layout(batch=db, num_graphs=4, max_items=5)
+            out = dev_model(dmv, ds, batch=layout)
             (out[0].square().mean() + out[1].square().mean()).backward()
         for a, b in zip(out, want):
             torch.testing.assert_close(sim.to_cpu(a), b.detach(), rtol=1e-4, atol=1e-5)
@@ -270,8 +274,8 @@ def test_padded_plan_with_padding_items_inside_a_flat_batch():
     mask = torch.tensor([1, 1, 0, 1, 1, 1, 0, 1, 1]).bool()
     g = _gen(12)
     q, k, v = torch.randn(1, 9, 2, 8, generator=g), torch.randn(1, 9, 1, 8, generator=g), torch.randn(1, 9, 1, 8, generator=g)
-    padded = attend(q, k, v, set_layout(mask=mask, batch=batch, num_sets=3, max_items=4), 0.3)
-    host = attend(q, k, v, set_layout(mask=mask, batch=batch), 0.3)
+    padded = attend(q, k, v, batch_layout(mask=mask, batch=batch, num_graphs=3, max_items=4), 0.3)
+    host = attend(q, k, v, batch_layout(mask=mask, batch=batch), 0.3)
     torch.testing.assert_close(padded[0, mask], host[0, mask], rtol=1e-5, atol=1e-6)
 
 

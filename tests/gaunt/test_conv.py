@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from geomlin.gaunt import GauntConvolution, gaunt_tensor_product, spherical_harmonics
-from geomlin.gaunt.conv import bessel_basis, polynomial_cutoff
+from geomlin.radial import bessel_basis, polynomial_cutoff
 from geomlin.testing import assert_equivariant
 
 

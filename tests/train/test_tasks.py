@@ -8,7 +8,7 @@ from torch_geometric.data import Data
 from torch_geometric.utils import to_dense_batch
 
 from geomlin.train.tasks.base import STAT_DTYPE, GraphSet, stat
-from geomlin.train.tasks.molecules import pad_nodes
+from geomlin.train.tasks.molecules import MoleculesTask
 from geomlin.train.tasks.pointcloud import random_rotations
 from tests.device import simulated as sim
 
@@ -26,18 +26,17 @@ def test_padding_matches_pygs_dense_batch():
     graphs = GraphSet(Data(pos=torch.randn(n, 3), z=torch.randint(1, 9, (n,))) for n in (3, 7, 5, 1))
     batch = graphs.batch(torch.tensor([2, 0, 1, 3]))
     assert batch.max_num_nodes == 7
-    pos, mask = pad_nodes(batch.pos, batch)
-    z, _ = pad_nodes(batch.z, batch)
+    pos, z, mask = MoleculesTask._dense(batch)
     want_pos, want_mask = to_dense_batch(batch.pos, batch.batch)
     assert torch.equal(pos, want_pos) and torch.equal(mask, want_mask)
     assert torch.equal(z, to_dense_batch(batch.z, batch.batch)[0])
 
 
 def test_padding_on_the_device_reads_nothing_back():
-    graphs = GraphSet(Data(pos=torch.randn(n, 3)) for n in (4, 2))
+    graphs = GraphSet(Data(pos=torch.randn(n, 3), z=torch.ones(n, dtype=torch.long)) for n in (4, 2))
     batch = graphs.batch(torch.tensor([0, 1]), sim.DEVICE)
     with sim.watch() as log:
-        pos, mask = pad_nodes(batch.pos, batch)
+        pos, _, mask = MoleculesTask._dense(batch)
     assert not log.events and pos.shape == (2, 4, 3) and mask.device == sim.DEVICE
 
 

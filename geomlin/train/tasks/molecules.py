@@ -99,21 +99,6 @@ def fit_composition_baseline(z: list[Tensor], y: Tensor, num_species: int) -> tu
     return float(sol[0]), sol[1:], rms
 
 
-def pad_nodes(values: Tensor, batch) -> tuple[Tensor, Tensor]:
-    """Node values of a PyG batch ``(N_total, ...)`` as zero-padded ``(B, N, ...)`` and the mask ``(B, N)`` bool.
-
-    ``B = batch.num_graphs`` and ``N = batch.max_num_nodes`` are host ints (see
-    ``batch``); node ``i`` of graph ``g`` lands at
-    ``[g, i]`` (the layout of PyG's ``to_dense_batch``, without its reads of the device for sizes).
-    """
-    num_graphs, width = int(batch.num_graphs), int(batch.max_num_nodes)
-    graph = batch.batch
-    slot = graph * width + torch.arange(values.shape[0], device=values.device) - batch.ptr[graph]
-    padded = values.new_zeros((num_graphs * width, *values.shape[1:])).index_copy(0, slot, values)
-    mask = torch.zeros(num_graphs * width, dtype=torch.bool, device=values.device).index_fill(0, slot, True)
-    return padded.reshape(num_graphs, width, *values.shape[1:]), mask.reshape(num_graphs, width)
-
-
 class MoleculesTask(Task):
     """``geomlin train molecules``.
 
@@ -167,22 +152,6 @@ class MoleculesTask(Task):
     def _net_class(self, name: str):
         models = require_module("geomlin.models", "the molecule models")
         return {"egnn": models.EGNNPotential, "gaunt": models.GauntPotential, "ponita": models.PonitaPotential}[name]
-
-    def model_names(self, cfg: dict) -> list[str]:
-        names = super().model_names(cfg)
-        if cfg.get("dataset") != "qm9":
-            return names
-        accepts_mask = require_module("geomlin.models.energy", "the molecule models").accepts_mask
-        fits = [n for n in names if accepts_mask(self._net_class(n))]
-        if cfg.get("model"):
-            unfit = [n for n in names if n not in fits]
-            if unfit:
-                raise UserError(f"--dataset qm9 has molecules of different sizes, which model {unfit[0]} cannot "
-                                f"take yet (its network has no mask argument); choose from "
-                                f"{', '.join(n for n in self.models if accepts_mask(self._net_class(n)))}")
-        if not fits:
-            raise UserError("no model of this task takes molecules of different sizes")
-        return fits
 
     def validate(self, cfg: dict) -> None:
         qm9 = cfg["dataset"] == "qm9"
@@ -350,10 +319,14 @@ class MoleculesTask(Task):
         """A PyG batch of molecules as padded ``pos (B, N, 3)``, ``z (B, N)`` and ``mask (B, N)``.
 
         ``N`` is the batch's largest molecule, ``batch.max_num_nodes`` (set on the host by
-        ``GraphSet.batch``), so padding reads nothing back from the device.
+        ``GraphSet.batch``), so padding reads nothing back from the device
+        ([`geomlin.batching.to_padded`][]).
         """
-        pos, mask = pad_nodes(batch.pos, batch)
-        z, _ = pad_nodes(batch.z, batch)
+        from geomlin.batching import layout_of, to_padded
+
+        layout = layout_of(batch, max_items=int(batch.max_num_nodes))
+        pos, mask = to_padded(batch.pos, layout)
+        z, _ = to_padded(batch.z, layout)
         return pos, z, mask
 
     def _errors(self, model: nn.Module, batch) -> tuple[Tensor, Tensor | None, Tensor]:
