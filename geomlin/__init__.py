@@ -4,6 +4,7 @@ Floors, lowest first: each imports only from the floors listed before it (tests/
 
 * ``geomlin.validation`` — the shared input checks every public boundary uses;
 * ``geomlin.io_atomic`` — atomic file writes;
+* ``geomlin.neighbors`` — the one neighbour search: cell lists for clouds and periodic cells, dense slots;
 * ``geomlin.algebra`` — Clifford algebras of any signature, G(3,0,1);
 * ``geomlin.groups`` — symmetry groups as generators (matrix groups, rigid motions, versor groups),
   sampling, the one parser of group names;
