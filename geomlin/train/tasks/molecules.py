@@ -206,6 +206,9 @@ class MoleculesTask(Task):
         frames = [data[i] for i in range(len(data))]
         if any(getattr(f, "energy", None) is None or getattr(f, "force", None) is None for f in frames):
             raise UserError(f"{path}: every frame needs an energy and forces for this task")
+        if any(bool(f.pbc.any()) for f in frames if getattr(f, "pbc", None) is not None):
+            raise UserError(f"{path}: the frames are periodic (extended XYZ Lattice= / pbc=), and this task's "
+                            "potentials do not take cells yet; they would see a cluster cut out of the box")
         if len({int(f.pos.shape[0]) for f in frames}) != 1:
             raise UserError(f"{path}: all frames must have the same atoms for --dataset md (molecules of "
                             "different sizes: --dataset qm9)")
