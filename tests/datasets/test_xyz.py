@@ -130,3 +130,35 @@ def test_extended_xyz_written_by_ase(tmp_path):
         np.testing.assert_allclose(d.pos.numpy(), atoms.positions, rtol=0, atol=0)
         np.testing.assert_allclose(d.force.numpy(), atoms.get_forces(), rtol=0, atol=0)
         assert d.energy.item() == atoms.get_potential_energy() and d.z.tolist() == atoms.numbers.tolist()
+
+
+def test_written_extended_xyz_reads_back_here_and_in_ase(tmp_path):
+    """write_xyz's file, read by this reader and by ASE's: the same numbers to the written decimals."""
+    from tests.oracles import require
+
+    require("ase")
+    from ase.io import read
+
+    from geomlin.datasets.io.xyz import XYZFrame, read_xyz, write_xyz
+
+    rng = np.random.default_rng(1)
+    cell = np.array([[6.0, 0, 0], [1.2, 5.8, 0], [0.3, -0.4, 6.5]])
+    frames = [XYZFrame(np.array([8, 1, 1, 6]), rng.uniform(-2, 8, (4, 3)), -1234.5678 + k, rng.normal(size=(4, 3)),
+                       {}, cell, np.array([True, k == 0, True])) for k in range(2)]
+    frames.append(XYZFrame(np.array([1, 1]), rng.uniform(size=(2, 3)), None, None, {}))
+    p = tmp_path / "out.extxyz"
+    write_xyz(p, frames)
+    for mine, theirs, want in zip(read_xyz(p), read(p, ":"), frames):
+        np.testing.assert_allclose(mine.pos, want.pos, atol=1e-8)
+        np.testing.assert_allclose(theirs.positions, want.pos, atol=1e-8)
+        assert mine.z.tolist() == theirs.numbers.tolist() == want.z.tolist()
+        if want.cell is not None:
+            np.testing.assert_allclose(mine.cell, want.cell, atol=1e-8)
+            np.testing.assert_allclose(theirs.cell.array, want.cell, atol=1e-8)
+            assert mine.pbc.tolist() == theirs.pbc.tolist() == want.pbc.tolist()
+            assert mine.energy == pytest.approx(want.energy, abs=1e-8)
+            assert theirs.get_potential_energy() == pytest.approx(want.energy, abs=1e-8)
+            np.testing.assert_allclose(mine.forces, want.forces, atol=1e-6)
+            np.testing.assert_allclose(theirs.get_forces(), want.forces, atol=1e-6)
+        else:
+            assert mine.cell is None and mine.energy is None and mine.forces is None and not theirs.pbc.any()

@@ -1,4 +1,4 @@
-"""Reader for plain and extended XYZ trajectories.
+"""Reader and writer of plain and extended XYZ trajectories.
 
 A frame is: the atom count; a comment line; one line per atom ``symbol x y z
 [extra columns]``. The comment line holds the energy in one of two ways:
@@ -21,6 +21,9 @@ be linearly independent.
 
 Species are element symbols or atomic numbers ``1 ... 118``. Every error is a
 [`FileFormatError`][] naming the file, the line and the frame.
+
+[`write_xyz`][] writes frames as extended XYZ (element symbols, ``Lattice=`` and ``pbc=`` for periodic
+frames, ``energy=``, a ``forces`` property), which this reader and ASE's read back.
 """
 
 from __future__ import annotations
@@ -31,7 +34,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from geomlin.datasets.elements import ATOMIC_NUMBERS, MAX_ATOMIC_NUMBER
+from geomlin.datasets.elements import ATOMIC_NUMBERS, MAX_ATOMIC_NUMBER, SYMBOLS
+from geomlin.io_atomic import atomic_write_text
 from geomlin.validation import FileFormatError, check_file
 
 _PAIR = re.compile(r'([A-Za-z_][\w\-]*)\s*=\s*("[^"]*"|\'[^\']*\'|\{[^}]*\}|\S+)')
@@ -245,3 +249,30 @@ def _cell(info: dict[str, str], path: str, line: int, frame: int) -> tuple[np.nd
         raise FileFormatError(path, f"Lattice={info['Lattice']!r}: the periodic lattice vectors (pbc={info.get('pbc', 'T T T')!r}) "
                               "are linearly dependent", line=line, record=frame)
     return cell, pbc
+
+
+def write_xyz(path: str | os.PathLike, frames) -> None:
+    """Write [`XYZFrame`][]s as extended XYZ, atomically ([`geomlin.io_atomic.atomic_write_text`][]).
+
+    Each frame: the atom count; a comment with ``Lattice=`` and ``pbc=`` (periodic frames),
+    ``Properties=species:S:1:pos:R:3[:forces:R:3]`` and ``energy=`` (when the frame has them); one
+    line ``symbol x y z [fx fy fz]`` per atom. Positions and the lattice are written with 8 decimals,
+    energies with 8 and forces with 6 (the frames' units: the writer converts nothing).
+    """
+    lines = []
+    for f in frames:
+        comment = []
+        if f.cell is not None:
+            comment.append('Lattice="' + " ".join(f"{v:.8f}" for v in np.asarray(f.cell, dtype=float).reshape(9)) + '"')
+        comment.append("Properties=species:S:1:pos:R:3" + (":forces:R:3" if f.forces is not None else ""))
+        if f.energy is not None:
+            comment.append(f"energy={float(f.energy):.8f}")
+        if f.cell is not None:
+            comment.append('pbc="' + " ".join("T" if p else "F" for p in f.pbc) + '"')
+        lines += [str(len(f.z)), " ".join(comment)]
+        for k, (z, x) in enumerate(zip(np.asarray(f.z).tolist(), np.asarray(f.pos, dtype=float))):
+            row = f"{SYMBOLS[z]:<2s} {x[0]:15.8f} {x[1]:15.8f} {x[2]:15.8f}"
+            if f.forces is not None:
+                row += " {:13.6f} {:13.6f} {:13.6f}".format(*np.asarray(f.forces[k], dtype=float))
+            lines.append(row)
+    atomic_write_text(path, "\n".join(lines) + "\n")
