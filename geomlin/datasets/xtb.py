@@ -37,6 +37,8 @@ WATER_DENSITY = 0.03334
 #: Geometry of one water molecule (Angstrom; O first, then the two H): the experimental gas-phase
 #: structure, O-H 0.9578 Angstrom and H-O-H 104.48 degrees.
 WATER = np.array([[0.0, 0.0, 0.0], [0.7572, 0.5865, 0.0], [-0.7572, 0.5865, 0.0]])
+#: Random rotations among which [`water_box`][] picks each molecule's.
+WATER_ROTATIONS = 64
 
 
 def _tblite():
@@ -179,13 +181,17 @@ def write_xyz_trajectory(path: str | os.PathLike, trajectory: dict[str, np.ndarr
 
 
 def water_box(num_molecules: int, density: float = WATER_DENSITY, seed: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """A cubic periodic box of liquid water: rigid molecules of [`WATER`][] on a cubic grid, randomly rotated.
+    """A cubic periodic box of liquid water: rigid molecules of [`WATER`][] on a cubic grid, turned apart.
 
     The box holds ``num_molecules`` at ``density`` (molecules per cubic Angstrom; default liquid water,
     about 0.1 atoms per cubic Angstrom); the molecules sit on the first sites of the smallest cubic grid
     that holds them (site spacing about 3.1 Angstrom at the default density, close to the O-O distance
-    of the liquid), each turned by a uniformly random rotation (QR of a Gaussian matrix). A starting
-    structure for MD (its contacts are not relaxed) and the geometry of the scaling benchmarks.
+    of the liquid). Each molecule takes the best of [`WATER_ROTATIONS`][] random rotations (QR of
+    Gaussian matrices): the one whose atoms stay farthest from those of the molecules already placed
+    on the 26 neighbouring sites (across the periodic faces too; the sites are placed in the colour
+    classes of a proper colouring of the periodic grid, each class at once), so no two atoms of
+    different molecules start closer than about 1.6 Angstrom. A starting structure for MD (not
+    relaxed) and the geometry of the scaling benchmarks; linear in the number of molecules.
 
     Returns
     -------
@@ -200,10 +206,33 @@ def water_box(num_molecules: int, density: float = WATER_DENSITY, seed: int = 0)
     density = check_positive_float(density, "density")
     side = int(np.ceil(m ** (1 / 3) - 1e-9))
     length = (m / density) ** (1 / 3)
-    sites = np.stack(np.meshgrid(*[np.arange(side)] * 3, indexing="ij"), -1).reshape(-1, 3)[:m]
+    grid = np.stack(np.meshgrid(*[np.arange(side)] * 3, indexing="ij"), -1).reshape(-1, 3)
+    centres = (grid[:m] + 0.5) * (length / side)
     rng = np.random.default_rng(seed)
-    q, r = np.linalg.qr(rng.standard_normal((m, 3, 3)))
-    q = q * np.sign(np.diagonal(r, axis1=-2, axis2=-1))[:, None, :]          # Haar-uniform orthogonal
-    q[np.linalg.det(q) < 0, :, 0] *= -1                                     # rotations, not reflections
-    pos = (sites[:, None, :] + 0.5) * (length / side) + np.einsum("mij,aj->mai", q, WATER)
+    q, r = np.linalg.qr(rng.standard_normal((m, WATER_ROTATIONS, 3, 3)))
+    q = q * np.sign(np.diagonal(r, axis1=-2, axis2=-1))[..., None, :]        # Haar-uniform orthogonal
+    q[np.linalg.det(q) < 0, :, 0] *= -1                                      # rotations, not reflections
+    options = np.einsum("mrij,aj->mrai", q, WATER)                           # (M, R, 3, 3) atom offsets
+    spacing, index = length / side, np.array([side * side, side, 1])
+    placed = np.full((side ** 3, 3, 3), np.nan)                              # atoms per site, NaN: empty
+    steps = np.stack(np.meshgrid(*[np.arange(-1, 2)] * 3, indexing="ij"), -1).reshape(-1, 3)
+    steps = steps[np.abs(steps).sum(1) > 0]                                  # the 26 neighbouring sites
+    # sites of one colour are never neighbours (a proper colouring of the periodic grid, per axis 2 or
+    # 3 colours), so each colour's molecules are turned at once, given the colours before
+    colour = np.where((side % 2 == 1) & (grid[:m] == side - 1) & (side > 1), 2, grid[:m] % 2) @ np.array([9, 3, 1])
+    for c in np.unique(colour):
+        for sites in np.array_split(np.flatnonzero(colour == c), max(1, int(np.sum(colour == c)) // 256)):
+            near = grid[sites][:, None, :] + steps                           # (S, 26, 3)
+            wrapped = near % side                                            # their periodic images
+            others = (placed[wrapped @ index] + ((near - wrapped) * spacing)[:, :, None, :]).reshape(len(sites), -1, 3)
+            empty = np.isnan(others[..., 0])                                 # (S, 78): sites not placed yet
+            others = np.where(empty[..., None], 0.0, others)
+            mine = centres[sites][:, None, None, :] + options[sites]         # (S, R, 3, 3)
+            flat = mine.reshape(len(sites), -1, 3)
+            d2 = ((flat ** 2).sum(-1)[:, :, None] + (others ** 2).sum(-1)[:, None, :]
+                  - 2 * flat @ others.transpose(0, 2, 1))                    # (S, 3 R, 78) squared distances
+            d2 = np.where(empty[:, None, :], np.inf, d2)
+            gap = d2.reshape(len(sites), WATER_ROTATIONS, -1).min(axis=2)    # (S, R)
+            placed[grid[sites] @ index] = mine[np.arange(len(sites)), gap.argmax(axis=1)]
+    pos = placed[grid[:m] @ index]
     return np.tile([8, 1, 1], m).astype(np.int64), pos.reshape(-1, 3), length * np.eye(3)

@@ -66,6 +66,14 @@ def test_water_box_holds_rigid_molecules_at_the_density():
     assert ((o >= 0) & (o < cell[0, 0])).all()
     bisector = (h1 + h2) / 2 - o
     assert np.linalg.norm((bisector / np.linalg.norm(bisector, axis=1)[:, None]).mean(0)) < 0.1
+    side = cell[0, 0]
+    gaps = []
+    for a in range(0, 3000, 500):                      # minimum-image distances between atoms of two molecules
+        d = pos[a:a + 500, None, :] - pos[None, :, :]
+        d = np.linalg.norm(d - side * np.round(d / side), axis=-1)
+        d[(np.arange(a, a + 500)[:, None] // 3) == (np.arange(3000)[None, :] // 3)] = np.inf
+        gaps.append(d.min())
+    assert min(gaps) > 1.5
 
 
 def test_periodic_water_energy_is_invariant_to_wrapping_and_forces_are_its_gradient():
