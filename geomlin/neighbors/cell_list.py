@@ -248,7 +248,7 @@ def compact_blocks(blocks: list, candidates, device: torch.device, finite: Tenso
     sync) and the candidates generated again to compact them at known sizes (``nonzero_static``, no
     sync). ``finite`` (device only) is read and refused in that sync, before anything is allocated from the counts.
     """
-    if device.type == "cpu":
+    if device.type == "cpu" or not blocks:
         for block in blocks:
             values, masks = candidates(block)
             yield values, [m.nonzero().squeeze(1) for m in masks]

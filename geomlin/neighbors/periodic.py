@@ -227,17 +227,17 @@ def _cell_checks(pos: Tensor, cell: Tensor, ok_shape: Tensor, images: Tensor, cu
     worst = summary[3:]
     if max(worst) > MAX_CELL_IMAGES:
         g, k = divmod(int(torch.argmax(images.reshape(-1))), 3)
-        return _too_small(cell, g, k, cutoff)
+        raise _too_small(cell, g, k, cutoff)
     return worst
 
 
-def _too_small(cell: Tensor, g: int, k: int, cutoff: float):
+def _too_small(cell: Tensor, g: int, k: int, cutoff: float) -> ValueError:
     """The refusal of a cell too small for the cutoff, with its height and the cutoff."""
     a = cell[g].tolist()
     u, v = a[(k + 1) % 3], a[(k + 2) % 3]
     normal = [u[1] * v[2] - u[2] * v[1], u[2] * v[0] - u[0] * v[2], u[0] * v[1] - u[1] * v[0]]
     height = abs(sum(n * x for n, x in zip(normal, a[k]))) / math.sqrt(sum(n * n for n in normal))
-    raise ValueError(
+    return ValueError(
         f"the periodic cell of graph {g} is too small for the cutoff {cutoff:g}: its height along lattice vector "
         f"{k} is {height:.4g}, below cutoff / MAX_CELL_IMAGES = {cutoff / MAX_CELL_IMAGES:.4g} (the search would "
         f"visit more than {MAX_CELL_IMAGES} images on each side); use a supercell or a smaller cutoff")
@@ -279,7 +279,8 @@ def _periodic_pairs(pos: Tensor, cutoff: float, cell: Tensor, pbc: Tensor, batch
         return start, [keep.reshape(-1)]
 
     atoms, shifts = [torch.arange(n, device=device)], [torch.zeros(n, 3, dtype=torch.long, device=device)]
-    for start, (flat,) in compact_blocks(list(range(0, steps.shape[0], rows)), candidates, device):
+    blocks = list(range(0, steps.shape[0], rows)) if n else []              # none without periodic axes or atoms
+    for start, (flat,) in compact_blocks(blocks, candidates, device):
         atoms.append(flat % n)
         shifts.append(steps[start + flat // n])
     atom, image = torch.cat(atoms), torch.cat(shifts)

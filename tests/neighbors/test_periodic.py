@@ -192,3 +192,17 @@ def test_neighbor_list_on_a_device_matches_the_cpu_with_bounded_syncs(budget, mo
     small[1, 2] *= 0.05
     assert_refused(lambda: neighbor_list(args[0], cutoff, args[1], sim.to_sim(small), args[3]), ValueError,
                    "the periodic cell of graph 1 is too small for the cutoff")
+
+
+def test_no_atoms_and_no_periodic_axis_on_the_cpu_and_a_device():
+    """Edge cases that make no periodic image: no atoms, and a cell periodic along no axis (the
+    free-space pairs, brute force)."""
+    from tests.device import simulated as sim
+
+    pos = torch.rand(15, 3, generator=torch.Generator().manual_seed(2), dtype=torch.float64) * 3
+    want = sorted((i, j, (0, 0, 0)) for i, j, _, _ in _brute_force(pos.numpy(), np.eye(3), (False,) * 3, 1.2))
+    for move in (lambda t: t, sim.to_sim):
+        edge_index, shift = neighbor_list(move(torch.zeros(0, 3)), 2.0, cell=move(3 * torch.eye(3)))
+        assert edge_index.shape == (2, 0) and shift.shape == (0, 3)
+        edge_index, shift = neighbor_list(move(pos), 1.2, cell=move(3 * torch.eye(3, dtype=torch.float64)), pbc=False)
+        assert _edges(sim.to_cpu(edge_index), sim.to_cpu(shift)) == want
