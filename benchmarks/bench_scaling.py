@@ -57,7 +57,7 @@ LIQUID_SPECIES = (1, 6, 7, 8)
 NUM_SPECIES = 10
 #: Atom counts of the full run and of ``--quick``.
 SIZES = (1000, 2000, 4000, 8000, 16000, 32000, 64000, 100000)
-QUICK_SIZES = (250, 500)
+QUICK_SIZES = (100, 200)
 #: The atom counts between which the growth slope is fitted.
 SLOPE_RANGE = (1000, 16000)
 #: The atom counts over which the ratios to MACE are summarised (the issue's goal range).
@@ -282,7 +282,7 @@ def run_case(python: str, system_path: Path, model: str, call: str, settings: di
 
 # ------------------------------------------------------------------------------------ the run
 def predicted(history: list, atoms: int, key: str) -> float | None:
-    """``key`` (``seconds`` or ``process_peak``) at ``atoms`` from the last two measured sizes, growing at
+    """``key`` (``seconds`` or the call's ``peak``) at ``atoms`` from the last two measured sizes, growing at
     least linearly (a power law through them), or None with fewer than two."""
     done = [(n, r[key]) for n, r in history if key in r and r[key] > 0]
     if len(done) < 2:
@@ -292,9 +292,15 @@ def predicted(history: list, atoms: int, key: str) -> float | None:
     return v1 * (atoms / n1) ** slope
 
 
-def slope(history: list, key: str) -> float | None:
-    """Least-squares slope of ``log key`` on ``log atoms`` over :data:`SLOPE_RANGE` (None with fewer than two sizes)."""
-    pts = [(n, r[key]) for n, r in history if key in r and r[key] > 0 and SLOPE_RANGE[0] <= n <= SLOPE_RANGE[1]]
+def span_of(sizes: list, wanted: tuple) -> tuple[int, int]:
+    """The atom counts of ``wanted`` (a range) that the run has, or all of them when fewer than two fall in it."""
+    inside = [n for n in sizes if wanted[0] <= n <= wanted[1]]
+    return (min(inside), max(inside)) if len(inside) >= 2 else (min(sizes), max(sizes))
+
+
+def slope(history: list, key: str, span: tuple[int, int]) -> float | None:
+    """Least-squares slope of ``log key`` on ``log atoms`` over the sizes in ``span`` (None with fewer than two)."""
+    pts = [(n, r[key]) for n, r in history if key in r and r[key] > 0 and span[0] <= n <= span[1]]
     if len(pts) < 2:
         return None
     x, y = np.log([p[0] for p in pts]), np.log([p[1] for p in pts])
@@ -333,9 +339,12 @@ def _skip(history: list, atoms: int, settings: dict, python: str | None) -> str 
         return "not installed (pass --mace-python or set GEOMLIN_MACE_PYTHON)"
     if history and "seconds" not in history[-1][1]:
         return f"skipped: {history[-1][0]:,} atoms did not run"
-    memory = predicted(history, atoms, "process_peak")
+    memory = predicted(history, atoms, "peak")
+    if memory is not None:                   # the process's baseline (imports, model, data) plus the call's peak
+        last = next(r for _, r in reversed(history) if "peak" in r)
+        memory += last["process_peak"] - last["peak"]
     if memory is not None and memory > settings["budget_gb"] * 1e9:
-        return f"skipped: about {memory / 1e9:.0f} GB predicted (budget {settings['budget_gb']:g} GB)"
+        return f"skipped: about {memory / 1e9:.1f} GB predicted (budget {settings['budget_gb']:g} GB)"
     seconds = predicted(history, atoms, "seconds")
     if seconds is not None and seconds * (settings["warmup"] + settings["repeats"]) > settings["timeout"]:
         return f"skipped: about {seconds:.0f} s per call predicted (limit {settings['timeout']:g} s)"
@@ -345,7 +354,7 @@ def _skip(history: list, atoms: int, settings: dict, python: str | None) -> str 
 def _cell(r: dict, mace: dict | None) -> str:
     if "seconds" not in r:
         return "–"
-    text = f"{harness.ms(r['seconds'])}, {harness.mib(r['peak'])}"
+    text = f"{r['seconds']:.3g} s, {harness.mib(r['peak'])}"
     if mace is not None and "seconds" in mace and mace["peak"] > 0:
         text += f" ({r['seconds'] / mace['seconds']:.2f}x, {r['peak'] / mace['peak']:.2f}x)"
     return text
@@ -359,13 +368,15 @@ def report(results: dict, atoms_of: dict, systems: list, calls: list, models: li
                      "water": "periodic water box (geomlin: the same atoms as a free cluster, no cell yet)"}
     versions = {r["version"] for h in results.values() for _, r in h if "version" in r}
     titles = {**TITLES, "mace": f"MACE {versions.pop()}" if versions else "MACE"}
-    summary = harness.Table(["system", "call", "model", f"time slope {SLOPE_RANGE[0]:,}–{SLOPE_RANGE[1]:,}",
-                             "memory slope", "largest size run", f"time / MACE {RATIO_RANGE[0]:,}–{RATIO_RANGE[1]:,}",
+    sizes = sorted({n for counts in atoms_of.values() for n in counts})
+    slopes, ratios_span = span_of(sizes, SLOPE_RANGE), span_of(sizes, RATIO_RANGE)
+    summary = harness.Table(["system", "call", "model", f"time slope {slopes[0]:,}–{slopes[1]:,}", "memory slope",
+                             "largest size run", f"time / MACE {ratios_span[0]:,}–{ratios_span[1]:,}",
                              "memory / MACE"])
     for system in systems:
         for call in calls:
-            print(f"**{system_titles[system]}: {call_titles[call]}** (ms or s, peak "
-                  "memory of the call; in brackets time and memory relative to MACE)\n")
+            print(f"**{system_titles[system]}: {call_titles[call]}** (time, peak memory of the call; in brackets "
+                  "time and memory relative to MACE)\n")
             table = harness.Table(["atoms", *(titles[m] for m in models)])
             notes = []
             for k, atoms in enumerate(atoms_of[system]):
@@ -382,11 +393,12 @@ def report(results: dict, atoms_of: dict, systems: list, calls: list, models: li
                 ratios = [(r["seconds"] / mr["seconds"], r["peak"] / mr["peak"])
                           for (n, r), (_, mr) in zip(history, results.get((system, call, "mace"), []))
                           if m != "mace" and "seconds" in r and "seconds" in mr and mr["peak"] > 0
-                          and RATIO_RANGE[0] <= n <= RATIO_RANGE[1]]
-                summary.add(system, call, titles[m], _num(slope(history, "seconds")), _num(slope(history, "peak")),
+                          and ratios_span[0] <= n <= ratios_span[1]]
+                summary.add(system, call, titles[m], _num(slope(history, "seconds", slopes)),
+                            _num(slope(history, "peak", slopes)),
                             f"{max(ran):,}" if ran else "–", _span([t for t, _ in ratios]), _span([p for _, p in ratios]))
-    print("**Summary** (slopes of log time and log peak memory on log atoms; ratios to MACE over the sizes "
-          "both ran)\n")
+    print("**Summary** (slopes of log time and log peak memory on log atoms, least squares; ratios to MACE over "
+          "the sizes both ran, smallest to largest)\n")
     summary.print()
 
 
