@@ -172,12 +172,16 @@ def knn_pairs(pos: Tensor, k: int, batch: Tensor | None = None, loop: bool = Fal
 # ----------------------------------------------------------------------------- building blocks (also of periodic.py)
 def search_pairs(pos: Tensor, cutoff, batch: Tensor | None, loop: bool, targets: Tensor | None,
                  sort: bool = True) -> tuple[Tensor, Tensor, Tensor]:
-    """The search of [`radius_pairs`][] on checked input: ``src, dst, d2`` of shape ``(E,)``.
+    """The search of [`radius_pairs`][] without its argument checks: ``src, dst, d2`` of shape ``(E,)``.
 
-    ``pos (N, d)`` (finite on the CPU; tested in the first host sync on a device), ``cutoff`` a float or
-    a 0-d float tensor on ``pos``'s device, ``batch (N,)`` int64 or None, ``targets (T,)`` int64 in range
-    or None (every point). ``sort=False`` leaves the pairs in search order (see [`pair_order`][]).
+    ``pos (N, d)`` float, ``cutoff`` a float or a 0-d float tensor on ``pos``'s device (a tensor's value
+    is the caller's to check), ``batch (N,)`` int64 or None, ``targets (T,)`` int64 in range or None (every
+    point). ``sort=False`` leaves the pairs in search order (see [`pair_order`][]). Non-finite positions
+    and a float cutoff that is not positive are still refused (on a device in the first host sync).
     """
+    check_points(pos)
+    if not torch.is_tensor(cutoff):
+        cutoff = check_float(cutoff, "cutoff", minimum=0.0, strict_minimum=True)
     n, d = pos.shape
     device = pos.device
     every = targets is None

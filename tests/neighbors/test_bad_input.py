@@ -148,3 +148,11 @@ def test_valid_inputs_are_accepted():
         assert neighbor_list(POS, 1.5, cell=CELL, pbc=pbc)[0].shape[0] == 2
     edge_index, shift = neighbor_list(POS, 1.5, cell=torch.zeros(3, 3, dtype=torch.float64), pbc=False)
     assert not shift.any() and torch.equal(edge_index, neighbor_list(POS, 1.5)[0])
+
+
+def test_the_search_behind_the_public_functions_refuses_too():
+    """cell_list.search_pairs (periodic.py's building block) refuses NaN and a cutoff <= 0 itself."""
+    from geomlin.neighbors.cell_list import search_pairs
+
+    assert_refused(lambda: search_pairs(NAN_POS, 1.0, None, False, None), ValueError, "pos contains NaN")
+    assert_refused(lambda: search_pairs(POS, -1.0, None, False, None), ValueError, "cutoff must be > 0.0")
