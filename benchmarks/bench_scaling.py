@@ -12,13 +12,15 @@ Two calls per model, float32, the threads of ``--threads``: **energy and forces*
 (inference, the neighbour search included, as a simulation calls it) and a **training step** (energy
 and force loss, forces by double backward, one Adam step). Every (model, system, size, call) runs in
 a process of its own (``--worker``), so that one model's memory never hides another's: it builds the
-system and model, makes ``warm-up`` calls, then times ``repeats`` calls and reads the peak resident
-memory of each above what the process held before the call (``harness.peak_memory``); the table
+system and model, makes a warm-up call (up to 16,000 atoms), then times ``repeats`` calls and reads
+the peak resident memory of each above what the process held before the call
+(``harness.peak_memory``); the table
 shows the median time and the largest such peak, and the growth slopes of both on a log-log fit from
 1,000 to 16,000 atoms. The parent watches every worker's resident memory and stops it at the memory
-budget (``--memory-budget``, default 20 GB of this machine's 24 GB) or the time limit; a size whose
-extrapolated peak or time exceeds them is skipped with a note, and so are the larger sizes of a model
-that failed, so the run always finishes.
+budget (``--memory-budget``, default 20 GB of this machine's 24 GB) or the time limit
+(``--case-timeout``, default an hour); a size whose extrapolated peak or time exceeds them is skipped
+with a note, and so are the larger sizes of a model that failed, so the run always finishes (in
+several hours at full size: record it with ``geomlin bench --record --timeout`` long enough).
 
 The models: geomlin's potentials with the default sizes of ``geomlin train molecules`` and the
 neighbour option each has today (:func:`geomlin_model`: Gaunt and EGNN with their padded neighbour
@@ -69,6 +71,9 @@ MODELS = (*GEOMLIN_MODELS, "mace")
 TITLES = {"gaunt": "Gaunt", "ponita": "PONITA", "egnn": "EGNN", "mace": "MACE"}
 #: Full run and ``--quick``: memory budget per worker (GB), time limit per worker (s), warm-up calls, timed calls.
 FULL = {"budget_gb": 20.0, "timeout": 3600.0, "warmup": 1, "repeats": 1}
+#: Above this many atoms no warm-up call is made (one-time setup is small beside a call there, and the
+#: largest calls take many minutes).
+WARMUP_UP_TO = 16000
 QUICK = {"budget_gb": 3.0, "timeout": 300.0, "warmup": 0, "repeats": 1}
 #: (system, call) pairs that ``--quick`` leaves out (the training step runs on the liquid alone; ``--calls``
 #: given explicitly runs every pair).
@@ -250,10 +255,16 @@ def _rss(pid: int) -> int:
     return 0
 
 
-def run_case(python: str, system_path: Path, model: str, call: str, settings: dict, workdir: Path) -> dict:
+def warmups(settings: dict, atoms: int) -> int:
+    """Warm-up calls of a case of ``atoms`` atoms (none above :data:`WARMUP_UP_TO`)."""
+    return settings["warmup"] if atoms <= WARMUP_UP_TO else 0
+
+
+def run_case(python: str, system_path: Path, atoms: int, model: str, call: str, settings: dict,
+             workdir: Path) -> dict:
     """One worker process, watched: stopped at the memory budget or the time limit (a note, not a crash)."""
     spec = {"model": model, "call": call, "system": str(system_path), "threads": settings["threads"],
-            "warmup": settings["warmup"], "repeats": settings["repeats"]}
+            "warmup": warmups(settings, atoms), "repeats": settings["repeats"]}
     spec_path, out_path = workdir / f"{model}_{call}.json", workdir / f"{model}_{call}.out.json"
     spec_path.write_text(json.dumps(spec))
     out_path.unlink(missing_ok=True)
@@ -330,7 +341,8 @@ def run(args, settings: dict, sizes: list, cases: list, models: list) -> tuple[d
                     for model in models:
                         history = results[(system, call, model)]
                         note = _skip(history, atoms, settings, python[model])
-                        r = {"note": note} if note else run_case(python[model], path, model, call, settings, workdir)
+                        r = {"note": note} if note else run_case(python[model], path, atoms, model, call, settings,
+                                                                 workdir)
                         history.append((atoms, r))
                         print(f"{system} {atoms} {call} {model}: {r}", file=sys.stderr, flush=True)
                 path.unlink()
@@ -350,7 +362,7 @@ def _skip(history: list, atoms: int, settings: dict, python: str | None) -> str 
     if memory is not None and memory > settings["budget_gb"] * 1e9:
         return f"skipped: about {memory / 1e9:.1f} GB predicted (budget {settings['budget_gb']:g} GB)"
     seconds = predicted(history, atoms, "seconds")
-    if seconds is not None and seconds * (settings["warmup"] + settings["repeats"]) > settings["timeout"]:
+    if seconds is not None and seconds * (warmups(settings, atoms) + settings["repeats"]) > settings["timeout"]:
         return f"skipped: about {seconds:.0f} s per call predicted (limit {settings['timeout']:g} s)"
     return None
 
@@ -472,8 +484,8 @@ def main() -> None:
     calls = _names(args.calls, CALLS, "calls")
     print(harness.header("Potentials at scale: time, peak memory and growth from 1,000 to 100,000 atoms",
                          args, None if settings["repeats"] == 1 else settings["repeats"]))
-    print(f"Cutoff {CUTOFF} Angstrom, float32, one process per case ({settings['warmup']} warm-up and "
-          f"{settings['repeats']} timed call(s) each); memory budget {settings['budget_gb']:g} GB and "
+    print(f"Cutoff {CUTOFF} Angstrom, float32, one process per case ({settings['warmup']} warm-up call up to "
+          f"{WARMUP_UP_TO:,} atoms, none above, and {settings['repeats']} timed call(s) each); memory budget {settings['budget_gb']:g} GB and "
           f"{settings['timeout']:g} s per case. geomlin: Gaunt and EGNN with the padded neighbour list "
           f"(`max_neighbors` = the most neighbours of any atom, rounded up to a multiple of 8), PONITA's network "
           f"on the radius graph of `geomlin.neighbors.neighbor_list`; MACE {bench_molecules_config()} with "
