@@ -108,3 +108,14 @@ def test_periodic_trajectory_round_trips_through_extended_xyz(tmp_path):
     assert len(ds) == 2 and ds[1].cell[0].tolist() == cell.tolist() and ds[1].pbc.all()
     np.testing.assert_allclose(ds[1].energy.numpy(), traj["energies"][1:], atol=1e-8)
     np.testing.assert_allclose(ds[1].force.numpy(), traj["forces"][1], atol=1e-6)
+
+
+@pytest.mark.slow
+def test_recompute_bundled_water_frame():
+    """A frame of the bundled periodic water box, recomputed with tblite in its cell."""
+    from geomlin.datasets.io.xyz import read_xyz
+
+    frame = read_xyz(MD_DIR / "xtb_md_water27.xyz")[15]
+    e, f = xtb_energy_forces(frame.z, frame.pos, cell=frame.cell, pbc=frame.pbc)
+    assert e == pytest.approx(frame.energy, abs=1e-4)
+    assert np.allclose(f, frame.forces, atol=5e-4)

@@ -162,3 +162,16 @@ def test_written_extended_xyz_reads_back_here_and_in_ase(tmp_path):
             np.testing.assert_allclose(theirs.get_forces(), want.forces, atol=1e-6)
         else:
             assert mine.cell is None and mine.energy is None and mine.forces is None and not theirs.pbc.any()
+
+
+def test_bundled_periodic_water_box():
+    """datasets/md/xtb_md_water27.xyz: 30 frames of 27 molecules in a periodic cube at liquid density,
+    each O with its two H (unwrapped: an O-H bond never spans the box)."""
+    ds = XYZDataset(MD_DIR / "xtb_md_water27.xyz")
+    assert len(ds) == 30 and ds[0].z.tolist() == [8, 1, 1] * 27
+    side = ds[0].cell[0, 0, 0].item()
+    assert torch.equal(ds[0].cell[0], side * torch.eye(3, dtype=torch.float64)) and ds[7].pbc.all()
+    assert 81 / side ** 3 == pytest.approx(0.1, rel=0.01)
+    for d in (ds[0], ds[29]):
+        oh = (d.pos[1::3] - d.pos[0::3]).norm(dim=-1), (d.pos[2::3] - d.pos[0::3]).norm(dim=-1)
+        assert all(0.85 < float(r.min()) and float(r.max()) < 1.15 for r in oh)
