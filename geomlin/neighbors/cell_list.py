@@ -13,7 +13,8 @@ neighbours of every point, exactly: it searches a radius estimated from the dens
 it for the points that have fewer than ``k`` neighbours inside, until all have enough (a ball
 holding ``k`` points holds the ``k`` nearest). Both order the pairs by target, then distance,
 then source index, and compute distances in float64. [`search_pairs`][] is the search behind both
-(and behind the periodic [`geomlin.neighbors.periodic.neighbor_list`][]), on checked input.
+(and behind the periodic [`geomlin.neighbors.periodic.neighbor_list`][]) without their argument
+checks, for other modules of this package.
 
 **Host syncs on accelerators.** The number of pairs depends on the data, so an accelerator must
 report sizes back to the host; everything else stays on the device. A radius search reads back the
