@@ -74,7 +74,7 @@ FULL = {"budget_gb": 20.0, "timeout": 3600.0, "warmup": 1, "repeats": 1}
 #: Above this many atoms no warm-up call is made (one-time setup is small beside a call there, and the
 #: largest calls take many minutes).
 WARMUP_UP_TO = 16000
-QUICK = {"budget_gb": 3.0, "timeout": 300.0, "warmup": 0, "repeats": 1}
+QUICK = {"budget_gb": 3.0, "timeout": 300.0, "warmup": 1, "repeats": 1}
 #: (system, call) pairs that ``--quick`` leaves out (the training step runs on the liquid alone; ``--calls``
 #: given explicitly runs every pair).
 QUICK_LEAVES_OUT = (("water", "train"),)
