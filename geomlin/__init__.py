@@ -13,7 +13,7 @@ The ground floor: plumbing every package shares, one home per piece, importing n
 * ``geomlin.radial`` — radial bases and cutoff envelopes of pair distances;
 * ``geomlin.linalg`` — sync-free small-matrix solvers (Jacobi eigenvectors and SVD, exponentials);
 * ``geomlin.io_atomic`` — atomic file writes;
-* ``geomlin.neighbors`` — the one neighbour search.
+* ``geomlin.neighbors`` — the one neighbour search: cell lists for clouds and periodic cells, dense slots.
 
 The core:
 

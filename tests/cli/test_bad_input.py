@@ -146,6 +146,14 @@ def test_corrupt_data_file_is_one_line(tmp_path, capsys, content, phrase):
     assert phrase in capsys.readouterr().err
 
 
+def test_periodic_frames_are_refused_until_the_potentials_take_cells(tmp_path, capsys):
+    data = tmp_path / "box.xyz"
+    frame = '2\nLattice="5 0 0 0 5 0 0 0 5" energy=-1.0 Properties=species:S:1:pos:R:3:forces:R:3\nH 0 0 0 0 0 0\nH 0 0 1 0 0 0\n'
+    data.write_text(frame * 4)
+    _fails(capsys, ["train", "molecules", *QUICK, "--data", str(data), "--out", str(tmp_path / "r")],
+           "the frames are periodic (extended XYZ Lattice= / pbc=)")
+
+
 def test_npz_with_atomic_number_zero(tmp_path, capsys):
     p = tmp_path / "z0.npz"
     np.savez(p, z=np.array([0, 1]), R=np.zeros((4, 2, 3)), E=np.zeros(4), F=np.zeros((4, 2, 3)))

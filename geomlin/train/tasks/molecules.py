@@ -213,6 +213,9 @@ class MoleculesTask(Task):
         if any(with_forces) and not all(with_forces):
             raise UserError(f"{path}: frame {with_forces.index(False)} has no forces but frame "
                             f"{with_forces.index(True)} has; give every frame forces, or none (with --force-weight 0)")
+        if any(bool(f.pbc.any()) for f in frames if getattr(f, "pbc", None) is not None):
+            raise UserError(f"{path}: the frames are periodic (extended XYZ Lattice= / pbc=), and this task's "
+                            "potentials do not take cells yet; they would see a cluster cut out of the box")
         if len({int(f.pos.shape[0]) for f in frames}) != 1:
             raise UserError(f"{path}: all frames must have the same atoms for --dataset md (molecules of "
                             "different sizes: --dataset qm9)")
