@@ -30,10 +30,11 @@ What compiled code does differently: every ``torch.compiler.is_compiling()`` bra
       ``check_batch_vector``'s order, ``validation.check_memory`` and the memory check of
       ``models.graphs.dense_edge_index``; ``validation.check_index`` and ``validation.shape_str``
       print no symbolic size (it would specialise the graph);
-    * ``groups.base.Group.check_element`` skips the membership test; ``frames.pca._require_points``,
+    * ``groups.base.Group.check_element`` skips the membership test; ``frames.moments._require_points``,
       ``frames.pca._work_needed`` and ``frames.pca._report_degenerate`` take the accelerators'
       branch-free path; ``linalg.scaling_and_squaring`` runs all its masked squarings;
       ``linear.diagrams.layer.DiagramLinear`` clones its output before an in-place scatter;
+      ``clifford.ga_attention._GAAttentionBase._run_net`` calls the user's network without its eager width check;
     * ``gaunt.product._gaunt_grid``, ``gaunt.product._grid_backward``, ``gaunt.method_tables.choose_method``,
       ``gaunt.method_tables.choose_power_method`` and ``gaunt.powers.power_sum`` take the routes that
       trace (the grid route as one custom operator).
