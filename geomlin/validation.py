@@ -6,10 +6,9 @@ argument, says what was expected and what was given::
 
     ValueError: x must have shape (..., 8, 16) (multivectors of G(3,0,1), 8 channels), got (4, 7, 15)
 
-``TypeError`` for the wrong kind of object or dtype, ``ValueError`` for wrong values or shapes,
-[`FileFormatError`][] (a ``ValueError``) for corrupt files, naming the file and the line or record.
-Nothing converts silently (integer, complex or boolean tensors are refused where a real floating
-tensor is needed). Checks belong at public boundaries, never inside inner loops.
+``TypeError`` for the wrong kind or dtype, ``ValueError`` for wrong values or shapes, [`FileFormatError`][]
+for corrupt files (file and line or record). Nothing converts silently (integer, complex or boolean
+tensors are refused where a real floating one is needed). Checks belong at public boundaries only.
 
 Checks that read values (NaN, ranges, order, "is this a rotation") and accelerators
     A failed check raises at once, on every device (on an accelerator: one host sync); none ever
@@ -33,8 +32,8 @@ What compiled code does differently: every ``torch.compiler.is_compiling()`` bra
     * ``groups.base.Group.check_element`` skips the membership test; ``frames.moments._require_points``,
       ``frames.pca._work_needed`` and ``frames.pca._report_degenerate`` take the accelerators'
       branch-free path; ``linalg.scaling_and_squaring`` runs all its masked squarings;
-      ``linear.diagrams.layer.DiagramLinear`` clones its output before an in-place scatter;
-      ``clifford.ga_attention._GAAttentionBase._run_net`` calls the user's network without its eager width check;
+      ``linear.diagrams.layer.DiagramLinear`` clones its output before an in-place scatter, and
+      ``clifford.ga_attention._GAAttentionBase._run_net`` calls the user's network without its width check;
     * ``gaunt.product._gaunt_grid``, ``gaunt.product._grid_backward``, ``gaunt.method_tables.choose_method``,
       ``gaunt.method_tables.choose_power_method`` and ``gaunt.powers.power_sum`` take the routes that
       trace (the grid route as one custom operator).
