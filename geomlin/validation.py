@@ -11,12 +11,11 @@ for corrupt files (file and line or record). Nothing converts silently (integer,
 tensors are refused where a real floating one is needed). Checks belong at public boundaries only.
 
 Checks that read values (NaN, ranges, order, "is this a rotation") and accelerators
-    A failed check raises at once, on every device (on an accelerator: one host sync); none ever
-    clamps, truncates or zeroes its input instead. Only inside an explicit [`deferred_checks`][]
-    scope does a check on an accelerator keep its answer on the device (a device-side assert would
-    leave a CUDA context unusable) until the scope raises it, and only there does [`check_index`][]
-    clamp its index. The training loop, [`EnergyAndForces`][geomlin.models.md.EnergyAndForces] and the
-    benchmarks open one. Nothing is read on the meta device or from fake tensors.
+    A failed check raises at once, on every device (on an accelerator: one host sync), and never clamps,
+    truncates or zeroes its input. Only inside an explicit [`deferred_checks`][] scope (the training loop,
+    [`EnergyAndForces`][geomlin.models.md.EnergyAndForces] and the benchmarks open one) does a check on an
+    accelerator keep its answer on the device (a device-side assert would leave a CUDA context unusable) until
+    the scope raises it, and only there does [`check_index`][] clamp. Nothing is read on meta or fake tensors.
 
 What compiled code does differently: every ``torch.compiler.is_compiling()`` branch of geomlin
     Values cannot be read while ``torch.compile`` or ``torch.export`` (and ``geomlin.deploy``) trace,
@@ -34,9 +33,10 @@ What compiled code does differently: every ``torch.compiler.is_compiling()`` bra
       branch-free path; ``linalg.scaling_and_squaring`` runs all its masked squarings;
       ``linear.diagrams.layer.DiagramLinear`` clones its output before an in-place scatter, and
       ``clifford.ga_attention._GAAttentionBase._run_net`` calls the user's network without its width check;
-    * ``gaunt.product._gaunt_grid``, ``gaunt.product._grid_backward``, ``gaunt.method_tables.choose_method``,
-      ``gaunt.method_tables.choose_power_method`` and ``gaunt.powers.power_sum`` take the routes that
-      trace (the grid route as one custom operator).
+    * ``models.md.require_autograd`` reads no inference-mode flag; ``gaunt.product._gaunt_grid``,
+      ``gaunt.product._grid_backward``, ``gaunt.method_tables.choose_method``,
+      ``gaunt.method_tables.choose_power_method`` and ``gaunt.powers.power_sum`` take the routes that trace
+      (the grid route as one custom operator).
 """
 
 from __future__ import annotations
