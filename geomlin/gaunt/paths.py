@@ -1,0 +1,321 @@
+"""The paths of [`GauntTensorProduct`][]: their couplings from the sphere, their plan, their evaluation.
+
+**Couplings.** Path ``(l1, l2, l3)`` couples through ``int Y_k Y_i Y_j`` (the Gaunt coefficient,
+``l1 + l2 + l3`` even) or ``int Y_k {Y_i, Y_j}`` (the Poisson bracket, odd;
+[`geomlin.gaunt.bracket`][]), integrated exactly on a sphere grid. Each is the Clebsch-Gordan
+coefficient times a positive constant (``c`` for even paths, ``b`` for odd ones, see
+[`path_constant`][]), so divided by its norm it is e3nn's ``wigner_3j(l1, l2, l3)``
+([`path_coefficients`][]; ``tests/gaunt/test_paths.py`` checks every path up to ``L = 8`` against
+e3nn to 1e-10).
+
+**Plan.** The paths of one pair of input irreps ``(i_in1, i_in2)`` (and one kind of channel
+pairing, ``uv`` or ``uu``) share one contraction ``Y[z, u, v, k]`` (``k`` running over the distinct
+output degrees of the pair), computed in the cheapest of these orders, chosen once from the
+irreps (never from the batch, so the numbers of a model do not depend on its batch size):
+
+* ``scale``: one input is a scalar, the coupling is the identity over ``sqrt(2l + 1)``;
+* ``dot``: the only output is a scalar, the coupling is the dot product over ``sqrt(2l + 1)``;
+* ``outer``: the outer product ``x1_u (x) x2_v`` times the pair's coupling table, one GEMM
+  (``U V d1 d2 (1 + K)`` multiply-adds per row);
+* ``right``: ``x2`` contracted with the table first (the "multiply by ``x2``" operator, ``V d2 d1 K``),
+  then met by every channel of ``x1`` in one batched GEMM (``U V d1 K``): spherical harmonics
+  (``V = 1``) times features, as in every convolution;
+* ``left``: the same with the roles swapped (``U d1 d2 K + U V d2 K``).
+
+Each path then applies its weights as its mode says (module docstring of
+[`geomlin.gaunt.instructions`][]) and its e3nn normalisation.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from functools import cache
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from geomlin.gaunt.bracket import path_block
+from geomlin.gaunt.cache import device_tables, table_builder
+from geomlin.validation import check_nonnegative_int
+
+__all__ = ["path_coefficients", "path_constant"]
+
+ORDERS = ("scale", "dot", "outer", "right", "left")
+#: Modes whose channels pair ``u`` of ``x1`` with the same ``u`` of ``x2``.
+PAIRED = ("uuw", "uuu")
+#: Relative cost of a batched GEMM of small matrices against one large GEMM per multiply-add.
+#: Measured on the CPU: it keeps ``outer`` where the two orders are within this factor.
+BATCHED_GEMM_COST = 1.5
+
+
+def _triangle(l1: int, l2: int, l3: int) -> bool:
+    return abs(l1 - l2) <= l3 <= l1 + l2
+
+
+def path_constant(l1: int, l2: int, l3: int) -> float:
+    """The norm of a path's coupling: ``c = sqrt((2l1+1)(2l2+1)(2l3+1) / (4 pi)) |(l1 l2 l3; 0 0 0)|`` for
+    ``l1 + l2 + l3`` even, ``b = sqrt(l1 (l1+1) l2 (l2+1) (2l1+1)(2l2+1)(2l3+1) / (4 pi)) |(l1 l2 l3; 1 -1 0)|``
+    for odd (computed as the norm of the coupling on the sphere grid); 0 outside the triangle and for odd
+    paths with ``l1 = 0`` or ``l2 = 0``.
+
+    ``gaunt_tensor_product`` / ``gaunt_bracket`` restricted to the path equal this constant times e3nn's
+    ``wigner_3j(l1, l2, l3)``.
+    """
+    for name, l in (("l1", l1), ("l2", l2), ("l3", l3)):
+        check_nonnegative_int(l, name)
+    if not _triangle(l1, l2, l3):
+        return 0.0
+    return float(np.linalg.norm(path_block(l1, l2, l3)))
+
+
+@cache
+def _coefficients(l1: int, l2: int, l3: int) -> np.ndarray:
+    block = path_block(l1, l2, l3)
+    norm = np.linalg.norm(block)
+    if norm == 0:
+        raise ValueError(f"the path ({l1}, {l2}, {l3}) has no coupling: it needs |l1 - l2| <= l3 <= l1 + l2"
+                         + ("" if _triangle(l1, l2, l3) else f", got {l3} outside [{abs(l1 - l2)}, {l1 + l2}]"))
+    out = block / norm
+    out.flags.writeable = False
+    return out
+
+
+def path_coefficients(l1: int, l2: int, l3: int) -> Tensor:
+    """e3nn's ``wigner_3j(l1, l2, l3)`` from the sphere: the path's coupling over [`path_constant`][],
+    ``(2l1+1, 2l2+1, 2l3+1)`` float64 (a copy); unit norm. ``ValueError`` outside the triangle."""
+    for name, l in (("l1", l1), ("l2", l2), ("l3", l3)):
+        check_nonnegative_int(l, name)
+    return torch.from_numpy(_coefficients(l1, l2, l3).copy())
+
+
+@table_builder("tp.pair")
+def _pair_tables(order: int, l1: int, l2: int, *l3s: int) -> tuple[Tensor]:
+    """The coupling table of a pair, float64: ``outer`` ``(d1 d2, K)``, ``right`` ``(d2, d1 K)``, ``left``
+    ``(d1, d2 K)`` with the output degrees ``l3s`` side by side along ``K``."""
+    C = np.concatenate([_coefficients(l1, l2, l3) for l3 in l3s], axis=-1)  # (d1, d2, K)
+    d1, d2, K = C.shape
+    name = ORDERS[order]
+    if name == "outer":
+        table = C.reshape(d1 * d2, K)
+    elif name == "right":
+        table = C.transpose(1, 0, 2).reshape(d2, d1 * K)
+    else:
+        table = C.reshape(d1, d2 * K)
+    return (torch.from_numpy(np.ascontiguousarray(table)),)
+
+
+@table_builder("tp.triu")
+def _triu_table(mul: int) -> tuple[Tensor]:
+    """Flat indices ``u * mul + v`` of the pairs ``u < v`` (row-major, as ``torch.triu_indices``), int64."""
+    iu, iv = torch.triu_indices(mul, mul, 1)
+    return (iu * mul + iv,)
+
+
+# ------------------------------------------------------------------------------------------- plan
+@dataclass(frozen=True)
+class PathPlan:
+    """One instruction inside its group: its channels, output columns, weights and scale."""
+
+    instruction: int
+    member: int        # which x1 block of the group (its channels)
+    column: int        # which output degree of the group
+    i_out: int
+    mode: str
+    weight: int | None  # index among the trained instructions (None: no weights)
+    shape: tuple[int, ...]
+    scale: float        # e3nn's path weight, times 1 / sqrt(2l + 1) for the "scale" and "dot" orders
+
+
+@dataclass(frozen=True)
+class GroupPlan:
+    """One contraction shared by the paths of a block of ``x2`` with the ``x1`` blocks of one degree.
+
+    The ``x1`` blocks (``members``, irrep indices) are stacked along their channels, so the pairs
+    ``(i_in1, i_in2)`` of one degree ``l1`` (both parities, repeated irreps) run as one.
+    """
+
+    i2: int
+    members: tuple[int, ...]
+    paired: bool
+    order: str
+    l1: int
+    l2: int
+    l3s: tuple[int, ...]
+    key: tuple | None
+    triu_key: tuple | None
+    paths: tuple[PathPlan, ...]
+
+
+def _order(l1: int, l2: int, l3s: tuple, u: int, v: int, paired: bool) -> str:
+    if l1 == 0 or l2 == 0:
+        return "scale"
+    if l3s == (0,):
+        return "dot"
+    if paired:
+        return "outer"
+    d1, d2, K = 2 * l1 + 1, 2 * l2 + 1, sum(2 * l + 1 for l in l3s)
+    costs = {"outer": u * v * d1 * d2 * (1 + K),
+             "right": v * d2 * d1 * K + BATCHED_GEMM_COST * u * v * d1 * K,
+             "left": u * d1 * d2 * K + BATCHED_GEMM_COST * u * v * d2 * K}
+    return min(costs, key=costs.get)
+
+
+def build_plan(irreps_in1, irreps_in2, irreps_out, instructions) -> tuple[GroupPlan, ...]:
+    """Group the non-empty instructions (e3nn ``Instruction``\\ s): per block of ``x2`` and degree of ``x1``
+    (per pair for the paired modes ``uuw``, ``uuu``)."""
+    trained = {k: n for n, k in enumerate(k for k, ins in enumerate(instructions) if ins.has_weight)}
+    groups: dict = {}
+    for k, ins in enumerate(instructions):
+        dims = (irreps_in1[ins.i_in1].dim, irreps_in2[ins.i_in2].dim, irreps_out[ins.i_out].dim)
+        if 0 in ins.path_shape or 0 in dims:
+            continue  # an empty path contributes nothing (as in e3nn)
+        paired = ins.connection_mode in PAIRED
+        key = (ins.i_in2, irreps_in1[ins.i_in1].ir.l, paired, ins.i_in1 if paired else None)
+        groups.setdefault(key, []).append(k)
+    plans = []
+    for (i2, l1, paired, _), ks in groups.items():
+        members = tuple(dict.fromkeys(instructions[k].i_in1 for k in ks))
+        l3s = tuple(dict.fromkeys(irreps_out[instructions[k].i_out].ir.l for k in ks))
+        (v, ir2) = irreps_in2[i2]
+        u = sum(irreps_in1[i].mul for i in members)
+        order = _order(l1, ir2.l, l3s, u, v, paired)
+        coupling = 1.0 if order in ("outer", "right", "left") else 1.0 / math.sqrt(2 * (l1 if order == "dot" else max(l1, ir2.l)) + 1)
+        paths = tuple(PathPlan(k, members.index(ins.i_in1), l3s.index(irreps_out[ins.i_out].ir.l), ins.i_out,
+                               ins.connection_mode, trained.get(k), tuple(ins.path_shape), float(ins.path_weight) * coupling)
+                      for k, ins in ((k, instructions[k]) for k in ks))
+        key = ("tp.pair", ORDERS.index(order), l1, ir2.l, *l3s) if order in ("outer", "right", "left") else None
+        triu = {"uvu<v", "u<vw"} & {p.mode for p in paths}
+        plans.append(GroupPlan(i2, members, paired, order, l1, ir2.l, l3s, key,
+                               ("tp.triu", irreps_in1[members[0]].mul) if triu else None, paths))
+    return tuple(plans)
+
+
+def plan_keys(plans) -> list[tuple]:
+    """Cache keys of every table the plans read."""
+    return [k for p in plans for k in (p.key, p.triu_key) if k is not None]
+
+
+# ------------------------------------------------------------------------------------------- evaluation
+def _contract(group: GroupPlan, a: Tensor, b: Tensor) -> tuple[Tensor, Tensor | None]:
+    """``a (Z, U, d1)``, ``b (Z, V, d2)`` -> ``Y (Z, U, V, K)`` (``(Z, U, K)`` for paired channels) and a factor
+    ``(Z, 1, 1)`` still to multiply the paths' outputs by (or None).
+
+    Without the ``1 / sqrt(2l + 1)`` of the ``scale`` and ``dot`` orders (in the paths' scales). A scalar
+    ``x2`` (one channel of degree 0) is left out of ``Y`` and returned as the factor: applied after the
+    weights it costs one pass over the outputs instead of one over ``Y``.
+    """
+    Z, U, d1 = a.shape
+    V, d2 = b.shape[1], b.shape[2]
+    if group.order == "scale":  # one of d1, d2 is 1: the coupling is the identity (over sqrt(2l + 1))
+        if group.paired:
+            return a * b, None
+        if V == 1 and d2 == 1:
+            return a[:, :, None, :], b
+        return a[:, :, None, :] * b[:, None, :, :], None
+    if group.order == "dot":
+        if group.paired:
+            return (a * b).sum(-1, keepdim=True), None
+        return torch.bmm(a, b.transpose(1, 2)).unsqueeze(-1), None
+    (T,) = device_tables(group.key, a.device, a.dtype)
+    K = T.shape[-1] // (1 if group.order == "outer" else d1 if group.order == "right" else d2)
+    if group.order == "outer":
+        if group.paired:
+            return (a[..., :, None] * b[..., None, :]).reshape(Z, U, d1 * d2) @ T, None
+        return (a[:, :, None, :, None] * b[:, None, :, None, :]).reshape(Z, U, V, d1 * d2) @ T, None
+    if group.order == "right":  # the operator of x2, met by every channel of x1
+        M = (b.reshape(Z * V, d2) @ T).view(Z, V, d1, K)
+        M = M.view(Z, d1, K) if V == 1 else M.permute(0, 2, 1, 3).reshape(Z, d1, V * K)
+        return torch.bmm(a, M).view(Z, U, V, K), None
+    M = (a.reshape(Z * U, d1) @ T).view(Z, U, d2, K)                     # "left": the operator of x1
+    M = M.view(Z, d2, K) if U == 1 else M.permute(0, 2, 1, 3).reshape(Z, d2, U * K)
+    return torch.bmm(b, M).view(Z, V, U, K).transpose(1, 2), None
+
+
+def _mix(Y: Tensor, w: Tensor) -> Tensor:
+    """``out[z, w, k] = sum_c W[(z,) c, w] Y[z, c, k]``: ``Y (Z, C, K)``, weights ``(C, W)`` or ``(Z, C, W)`` -> ``(Z, W, K)``."""
+    if w.dim() == 3:
+        return torch.bmm(w.transpose(1, 2), Y)
+    return (Y.transpose(1, 2) @ w).transpose(1, 2)                        # one GEMM over the rows and K
+
+
+def _apply_weights(path: PathPlan, Y: Tensor, w: Tensor | None, q: Tensor | None) -> Tensor:
+    """A path's output block ``(Z, mul_out, 2 l3 + 1)`` from its slice ``Y`` of the group's contraction;
+    ``w`` its weights, already scaled by ``path.scale``."""
+    mode = path.mode
+    Z, K = Y.shape[0], Y.shape[-1]
+    if mode in ("uvu<v", "u<vw"):
+        Y = Y.flatten(1, 2).index_select(1, q)                            # (Z, U (U - 1) / 2, K)
+    if w is None:
+        out = {"uvu": lambda: Y.sum(2), "uvv": lambda: Y.sum(1), "uuw": lambda: Y.sum(1, keepdim=True),
+               "uvuv": lambda: Y.flatten(1, 2)}.get(mode, lambda: Y)()
+        return out * path.scale if path.scale != 1.0 else out
+    if mode == "uvw":
+        return _mix(Y.reshape(Z, -1, K), w.flatten(-3, -2))
+    if mode in ("uuw", "u<vw"):
+        return _mix(Y, w)
+    w = w[..., None]
+    if mode == "uvu":
+        return Y[:, :, 0] * w[..., 0, :] if Y.shape[2] == 1 else (Y * w).sum(2)
+    if mode == "uvv":
+        return Y[:, 0] * w[..., 0, :, :] if Y.shape[1] == 1 else (Y * w).sum(1)
+    if mode == "uvuv":
+        return (Y * w).flatten(1, 2)
+    return Y * w                                                          # uuu, uvu<v
+
+
+def weight_scales(plans, weight_sizes) -> Tensor:
+    """Per weight, the scale of its path (e3nn's path weight and the coupling's ``1 / sqrt(2l + 1)``), float64
+    ``(weight_numel,)``: the weights are scaled once per call, not per path."""
+    scales = [1.0] * len(weight_sizes)
+    for group in plans:
+        for path in group.paths:
+            if path.weight is not None:
+                scales[path.weight] = path.scale
+    return torch.cat([torch.full((n,), s, dtype=torch.float64) for n, s in zip(weight_sizes, scales)]) \
+        if weight_sizes else torch.zeros(0, dtype=torch.float64)
+
+
+def evaluate(plans, x1: Tensor, x2: Tensor, weight: Tensor | None, per_sample: bool, blocks1, blocks2,
+             blocks_out, weight_sizes) -> Tensor:
+    """The tensor product of rows ``x1 (Z, dim1)``, ``x2 (Z, dim2)`` -> ``(Z, dim_out)``.
+
+    ``weight``: ``(weight_numel,)`` shared or ``(Z, weight_numel)`` per row (``per_sample``), already
+    multiplied by [`weight_scales`][]; ``blocks*``: ``(mul, dim)`` of every irrep of the flat layouts;
+    ``weight_sizes``: the trained instructions' numbers of weights. Inputs, contractions and weights are
+    cut with ``torch.split`` (whose gradient is one concatenation, not a zero-filled tensor per slice).
+    """
+    Z = x1.shape[0]
+    xs1 = torch.split(x1, [m * d for m, d in blocks1], dim=1)
+    xs2 = torch.split(x2, [m * d for m, d in blocks2], dim=1)
+    ws = () if weight is None else torch.split(weight, weight_sizes, dim=-1)
+    outputs: dict = {}
+    for group in plans:
+        parts = [xs1[i].view(Z, *blocks1[i]) for i in group.members]
+        a = parts[0] if len(parts) == 1 else torch.cat(parts, dim=1)
+        Y, factor = _contract(group, a, xs2[group.i2].view(Z, *blocks2[group.i2]))
+        by_degree = torch.split(Y, [2 * l + 1 for l in group.l3s], dim=-1) if len(group.l3s) > 1 else (Y,)
+        muls = [blocks1[i][0] for i in group.members]
+        cells: dict = {}
+        q = None if group.triu_key is None else device_tables(group.triu_key, x1.device, x1.dtype)[0]
+        for path in group.paths:
+            if path.column not in cells:
+                cells[path.column] = (by_degree[path.column],) if len(muls) == 1 else \
+                    torch.split(by_degree[path.column], muls, dim=1)
+            w = None
+            if path.weight is not None:
+                w = ws[path.weight].reshape(Z, *path.shape) if per_sample else ws[path.weight].view(path.shape)
+            block = _apply_weights(path, cells[path.column][path.member], w, q)
+            if factor is not None:
+                block = block * factor
+            outputs[path.i_out] = block if path.i_out not in outputs else outputs[path.i_out] + block
+    pieces = []
+    for k, (mul, dim) in enumerate(blocks_out):
+        if mul * dim == 0:
+            continue
+        block = outputs.get(k)
+        pieces.append(x1.new_zeros(Z, mul * dim) if block is None else block.reshape(Z, mul * dim))
+    if not pieces:
+        return x1.new_zeros(Z, 0)
+    return pieces[0] if len(pieces) == 1 else torch.cat(pieces, dim=1)
