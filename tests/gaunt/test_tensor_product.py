@@ -177,16 +177,6 @@ def test_unreachable_outputs_are_zero_and_masked_as_in_e3nn():
     assert ga.output_mask.tolist() == [1.0] * 2 + [0.0] * 6 and not out[:, 2:].any()
 
 
-def test_fully_connected_normalization_does_not_depend_on_how_irreps_are_split():
-    """e3nn's property: 10x0e and 3x0e + 7x0e with unit weights are the same product."""
-    m = GauntTensorProduct("10x0e", "10x0e", "0e")
-    n = GauntTensorProduct("3x0e + 7x0e", "3x0e + 7x0e", "0e")
-    for p in (*m.parameters(), *n.parameters()):
-        p.data.fill_(1.0)
-    x1, x2 = torch.randn(2, 3, 10)
-    torch.testing.assert_close(m(x1, x2), n(x1, x2))
-
-
 def test_twice_differentiable_in_inputs_and_per_row_weights():
     tp = GauntTensorProduct("2x0e+2x1o+1x2e", "1x0e+1x1o+1x2e", "2x0e+2x1o+1x1e", shared_weights=False).double()
     x1 = tp.irreps_in1.randn(3, -1, dtype=torch.float64).requires_grad_()
