@@ -14,8 +14,9 @@ via Gaunt Tensor Products", ICLR 2024, eq. 3-6).
 **Methods (all exact; they agree to ~1e-13 in float64)**
 
 ``"grid"``   the fast route, O(L^3): per-m Legendre GEMMs to Gauss-Legendre
-             latitudes, real DFT GEMM on the half longitude circle, pointwise
-             product, the adjoint transforms back ([`geomlin.gaunt.grid`][]).
+             latitudes, real DFT GEMMs on a quarter of the longitude circle (four
+             symmetry classes), pointwise product, the adjoint transforms back
+             ([`geomlin.gaunt.grid`][]).
 ``"fft"``    the paper's route: SH -> 2D Fourier coefficients on
              ``e^{i(u theta + v phi)}`` (sparse per-m tables), 2D convolution by
              zero-padded ``irfft2`` / ``rfft2`` at the alias-free size, and the
@@ -186,22 +187,28 @@ def operator_key(lmax: int, lmax_other: int, lmax_out: int) -> tuple:
     return ("operator", lmax, lmax_other, lmax_out)
 
 
+def _operator(x: Tensor, lmax: int, lmax_other: int, lmax_out: int) -> Tensor:
+    """[`gaunt_operator`][] without its checks (the direct route's inner step)."""
+    (Gm,) = device_tables(operator_key(lmax, lmax_other, lmax_out), x.device, x.dtype)
+    return (x @ Gm).unflatten(-1, (T.num_coefficients(lmax_out), T.num_coefficients(lmax_other)))
+
+
 def gaunt_operator(x: Tensor, lmax_other: int, lmax_out: int) -> Tensor:
     """The Gaunt product with ``f = sum x_lm Y_lm`` as a matrix: ``M[..., k, i] = sum_j G[i, j, k] x[..., j]``.
 
     ``gaunt_tensor_product(y, x, lmax_out)[..., k] = sum_i M[..., k, i] y[..., i]`` for every ``y`` of degree
     ``lmax_other``: one contraction of ``x`` with the Gaunt tensor, after which multiplying any
-    number of functions by ``f`` is a batched GEMM (the direct route with a shared input; the e3nn
-    drop-in with spherical harmonics).
+    number of functions by ``f`` is a batched GEMM (the direct route with a shared input).
 
     Parameters
     ----------
     x : Tensor of shape (..., (L+1)**2)
-        float32/float64 SH coefficients of ``f``.
+        float32/float64 SH coefficients of ``f`` (finite; under ``torch.autocast`` also half precision,
+        computed in float32).
     lmax_other : int
-        Degree of the functions the matrix multiplies.
+        Degree (``>= 0``) of the functions the matrix multiplies.
     lmax_out : int
-        Degree of the products.
+        Degree (``>= 0``) of the products.
 
     Returns
     -------
@@ -209,15 +216,19 @@ def gaunt_operator(x: Tensor, lmax_other: int, lmax_out: int) -> Tensor:
         in ``x``'s dtype; differentiable in ``x``. Total degree ``L + lmax_other + lmax_out`` at most
         [`DIRECT_MAX_DEGREE`][] (the Gaunt tensor is dense).
     """
-    L = T.lmax_from_size(x.shape[-1], "x")
-    (Gm,) = device_tables(operator_key(L, lmax_other, lmax_out), x.device, x.dtype)
-    return (x @ Gm).unflatten(-1, (T.num_coefficients(lmax_out), T.num_coefficients(lmax_other)))
+    L = check_coefficients(x, "x")
+    lmax_other = check_nonnegative_int(lmax_other, "lmax_other")
+    lmax_out = check_nonnegative_int(lmax_out, "lmax_out")
+    check_method("direct", x.device, L, lmax_other, lmax_out, x.dtype)
+    x = x.to(compute_dtype(x, "x"))
+    with full_precision(x):
+        return _operator(x, L, lmax_other, lmax_out)
 
 
 def _gaunt_direct(x1, x2, lmax_in1, lmax_in2, lmax_out, channels, shared, reduce):
     if shared:  # one operator per group, met by every channel in a batched GEMM
         one, many, lmax_many = (x1, x2, lmax_in2) if shared == 1 else (x2, x1, lmax_in1)
-        M = gaunt_operator(one, lmax_many, lmax_out)                              # (A, Do, D_many)
+        M = _operator(one, lmax_in1 if shared == 1 else lmax_in2, lmax_many, lmax_out)  # (A, Do, D_many)
         out = torch.matmul(many.view(one.shape[0], channels, -1), M.transpose(1, 2))  # (A, C, Do)
         return out.sum(1) if reduce else out.reshape(-1, out.shape[-1])
     (Gt,) = device_tables(("direct", lmax_in1, lmax_in2, lmax_out), x1.device, x1.dtype)

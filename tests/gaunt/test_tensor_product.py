@@ -208,3 +208,23 @@ def test_state_dict_is_e3nns_and_module_copies_and_pickles():
     buffer.seek(0)
     torch.testing.assert_close(torch.load(buffer, weights_only=False)(x1, x2), tp(x1, x2), atol=0, rtol=0)
     assert repr(tp) == "GauntTensorProduct(2x0e+2x1o x 1x0e+1x1o -> 2x0e+1x1e | 10 paths | 10 weights)"
+
+
+def test_compiles_as_one_graph_and_exports():
+    """Oracle: the eager call. No graph break (``torch._dynamo.explain``), ``fullgraph=True`` forward and backward,
+    and ``torch.export`` (the inductor compile of every declared example is in tests/compile, slow set)."""
+    from tests.gaunt.declared_examples import EXAMPLES
+
+    for build in EXAMPLES[GauntTensorProduct]:
+        torch._dynamo.reset()
+        tp = build().float()
+        args, kwargs = tp.example_inputs(dtype=torch.float32)
+        eager = tp(*args, **kwargs)
+        assert torch._dynamo.explain(tp)(*args, **kwargs).graph_break_count == 0
+        compiled = torch.compile(tp, fullgraph=True, backend="aot_eager")
+        inputs = [x.clone().requires_grad_() for x in args]
+        out = compiled(*inputs, **kwargs)
+        torch.testing.assert_close(out, eager)
+        out.sum().backward()
+        assert all(x.grad is not None for x in inputs)
+        torch.testing.assert_close(torch.export.export(tp, args, kwargs).module()(*args, **kwargs), eager)
