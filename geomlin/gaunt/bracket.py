@@ -62,14 +62,21 @@ _ZERO = 1e-13
 
 
 def _gradients(lmax: int, points: Tensor) -> tuple[Tensor, Tensor]:
-    """``Y (P, D)`` and ``grad F (P, D, 3)`` of the homogeneous harmonics ``F = |r|^l Y_l(r / |r|)`` at ``points``."""
-    points = points.clone().requires_grad_(True)
-    with torch.enable_grad():
-        F = T.spherical_harmonics(lmax, points, normalize=False)
-        D = F.shape[1]
-        seeds = torch.eye(D, dtype=F.dtype)[:, None, :].expand(D, F.shape[0], D)
-        (grad,) = torch.autograd.grad(F, points, seeds, is_grads_batched=True)  # (D, P, 3)
-    return F.detach(), grad.permute(1, 0, 2)
+    """``Y (P, D)`` and ``grad F (P, D, 3)`` of the homogeneous harmonics ``F = |r|^l Y_l(r / |r|)`` at ``points``.
+
+    Forward-mode derivatives (one dual pass per axis): exact, and no backward pass at table-building time.
+    """
+    import torch.autograd.forward_ad as fwAD
+
+    grads = []
+    with torch.no_grad(), fwAD.dual_level():
+        for axis in range(3):
+            tangent = torch.zeros_like(points)
+            tangent[:, axis] = 1.0
+            dual = T.spherical_harmonics(lmax, fwAD.make_dual(points, tangent), normalize=False)
+            Y, dY = fwAD.unpack_dual(dual)
+            grads.append(dY)
+    return Y, torch.stack(grads, dim=-1)
 
 
 @cache

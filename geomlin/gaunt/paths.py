@@ -198,6 +198,29 @@ def plan_keys(plans) -> list[tuple]:
 
 
 # ------------------------------------------------------------------------------------------- evaluation
+class _Concat(torch.autograd.Function):
+    """``torch.cat`` along ``dim`` whose gradient is ``torch.split`` (views).
+
+    ``torch.cat``'s own gradient slices the output gradient, and the gradient of a slice fills a zero
+    tensor of the whole size: in a double backward (forces) each of ``k`` pieces then costs a zero fill
+    and an addition of the whole output, ``O(k)`` passes. Split's gradient is one concatenation.
+    """
+
+    @staticmethod
+    def forward(ctx, dim: int, *pieces: Tensor) -> Tensor:
+        ctx.dim, ctx.sizes = dim, [p.shape[dim] for p in pieces]
+        return torch.cat(pieces, dim=dim)
+
+    @staticmethod
+    def backward(ctx, grad: Tensor):
+        return (None, *torch.split(grad, ctx.sizes, dim=ctx.dim))
+
+
+def concat(pieces, dim: int) -> Tensor:
+    """``torch.cat(pieces, dim)`` with a split for gradient (see ``_Concat``)."""
+    return pieces[0] if len(pieces) == 1 else _Concat.apply(dim, *pieces)
+
+
 def _contract(group: GroupPlan, a: Tensor, b: Tensor) -> tuple[Tensor, Tensor | None]:
     """``a (Z, U, d1)``, ``b (Z, V, d2)`` -> ``Y (Z, U, V, K)`` (``(Z, U, K)`` for paired channels) and a factor
     ``(Z, 1, 1)`` still to multiply the paths' outputs by (or None).
@@ -293,7 +316,7 @@ def evaluate(plans, x1: Tensor, x2: Tensor, weight: Tensor | None, per_sample: b
     outputs: dict = {}
     for group in plans:
         parts = [xs1[i].view(Z, *blocks1[i]) for i in group.members]
-        a = parts[0] if len(parts) == 1 else torch.cat(parts, dim=1)
+        a = concat(parts, dim=1)
         Y, factor = _contract(group, a, xs2[group.i2].view(Z, *blocks2[group.i2]))
         by_degree = torch.split(Y, [2 * l + 1 for l in group.l3s], dim=-1) if len(group.l3s) > 1 else (Y,)
         muls = [blocks1[i][0] for i in group.members]
@@ -318,4 +341,4 @@ def evaluate(plans, x1: Tensor, x2: Tensor, weight: Tensor | None, per_sample: b
         pieces.append(x1.new_zeros(Z, mul * dim) if block is None else block.reshape(Z, mul * dim))
     if not pieces:
         return x1.new_zeros(Z, 0)
-    return pieces[0] if len(pieces) == 1 else torch.cat(pieces, dim=1)
+    return concat(pieces, dim=1)

@@ -36,13 +36,16 @@ def make_tp(l1, p1, l2, p2, lo, po, mode, has_weight, **kwargs):
 
 def _params():
     """Every mode with and without weights, over degrees <= 2 of both parities (a fixed sample of e3nn's
-    random draw: 24 valid configurations, the odd paths among them)."""
+    random draw: 20 configurations, odd paths among them)."""
     rng = torch.Generator().manual_seed(0)
     found = []
-    grid = list(itertools.product(range(3), (-1, 1), range(3), (-1, 1), range(3), (-1, 1)))
+    grid = [g for g in itertools.product(range(3), (-1, 1), range(3), (-1, 1), range(3), (-1, 1))
+            if o3.Irrep(g[4], g[5]) in o3.Irrep(g[0], g[1]) * o3.Irrep(g[2], g[3])]  # the paths that exist
     for mode, has_weight in itertools.product(MODES, (True, False)):
+        if mode in ("uvw", "uuw") and not has_weight:
+            continue  # refused, as by e3nn: without weights these need one output channel
         order = torch.randperm(len(grid), generator=rng).tolist()
-        hits = [grid[i] for i in order if make_tp(*grid[i], mode, has_weight) is not None][:2]
+        hits = [grid[i] for i in order][:2]
         found += [(*degrees, mode, has_weight) for degrees in hits]
     return found
 
@@ -51,7 +54,7 @@ PARAMS = _params()
 
 
 def test_sample_covers_every_mode_and_both_kinds_of_path():
-    assert {p[6] for p in PARAMS} == set(MODES) and len(PARAMS) >= 20
+    assert {p[6] for p in PARAMS} == set(MODES) and len(PARAMS) == 20
     assert any((p[0] + p[2] + p[4]) % 2 for p in PARAMS) and any((p[0] + p[2] + p[4]) % 2 == 0 for p in PARAMS)
 
 
