@@ -221,39 +221,45 @@ def concat(pieces, dim: int) -> Tensor:
     return pieces[0] if len(pieces) == 1 else _Concat.apply(dim, *pieces)
 
 
-def _contract(group: GroupPlan, a: Tensor, b: Tensor) -> tuple[Tensor, Tensor | None]:
-    """``a (Z, U, d1)``, ``b (Z, V, d2)`` -> ``Y (Z, U, V, K)`` (``(Z, U, K)`` for paired channels) and a factor
-    ``(Z, 1, 1)`` still to multiply the paths' outputs by (or None).
+def _contract(group: GroupPlan, a: Tensor, b: Tensor) -> tuple[tuple[Tensor, ...], Tensor | None]:
+    """``a (Z, U, d1)``, ``b (Z, V, d2)`` -> per output degree of the group ``Y (Z, U, V, 2 l3 + 1)`` (``(Z, U,
+    2 l3 + 1)`` for paired channels), and a factor ``(Z, 1, 1)`` still to multiply the paths' outputs by (or None).
 
     Without the ``1 / sqrt(2l + 1)`` of the ``scale`` and ``dot`` orders (in the paths' scales). A scalar
     ``x2`` (one channel of degree 0) is left out of ``Y`` and returned as the factor: applied after the
-    weights it costs one pass over the outputs instead of one over ``Y``.
+    weights it costs one pass over the outputs instead of one over ``Y``. The GEMMs write one contiguous
+    block per output degree (the weights' elementwise products then run on contiguous memory).
     """
     Z, U, d1 = a.shape
     V, d2 = b.shape[1], b.shape[2]
     if group.order == "scale":  # one of d1, d2 is 1: the coupling is the identity (over sqrt(2l + 1))
         if group.paired:
-            return a * b, None
+            return (a * b,), None
         if V == 1 and d2 == 1:
-            return a[:, :, None, :], b
-        return a[:, :, None, :] * b[:, None, :, :], None
+            return (a[:, :, None, :],), b
+        return (a[:, :, None, :] * b[:, None, :, :],), None
     if group.order == "dot":
         if group.paired:
-            return (a * b).sum(-1, keepdim=True), None
-        return torch.bmm(a, b.transpose(1, 2)).unsqueeze(-1), None
+            return ((a * b).sum(-1, keepdim=True),), None
+        return (torch.bmm(a, b.transpose(1, 2)).unsqueeze(-1),), None
     (T,) = device_tables(group.key, a.device, a.dtype)
-    K = T.shape[-1] // (1 if group.order == "outer" else d1 if group.order == "right" else d2)
+    widths = [2 * l + 1 for l in group.l3s]
+    starts = [sum(widths[:i]) for i in range(len(widths))]
+    K = sum(widths)
     if group.order == "outer":
-        if group.paired:
-            return (a[..., :, None] * b[..., None, :]).reshape(Z, U, d1 * d2) @ T, None
-        return (a[:, :, None, :, None] * b[:, None, :, None, :]).reshape(Z, U, V, d1 * d2) @ T, None
+        xx = (a[..., :, None] * b[..., None, :]).reshape(Z, U, d1 * d2) if group.paired else \
+            (a[:, :, None, :, None] * b[:, None, :, None, :]).reshape(Z, U, V, d1 * d2)
+        return tuple(xx @ T[:, k:k + w] for k, w in zip(starts, widths)), None
     if group.order == "right":  # the operator of x2, met by every channel of x1
         M = (b.reshape(Z * V, d2) @ T).view(Z, V, d1, K)
-        M = M.view(Z, d1, K) if V == 1 else M.permute(0, 2, 1, 3).reshape(Z, d1, V * K)
-        return torch.bmm(a, M).view(Z, U, V, K), None
+        if V == 1:
+            M = M.view(Z, d1, K)
+            return tuple(torch.bmm(a, M[:, :, k:k + w]).view(Z, U, 1, w) for k, w in zip(starts, widths)), None
+        M = M.permute(0, 2, 1, 3).reshape(Z, d1, V * K)
+        return torch.split(torch.bmm(a, M).view(Z, U, V, K), widths, dim=-1), None
     M = (a.reshape(Z * U, d1) @ T).view(Z, U, d2, K)                     # "left": the operator of x1
     M = M.view(Z, d2, K) if U == 1 else M.permute(0, 2, 1, 3).reshape(Z, d2, U * K)
-    return torch.bmm(b, M).view(Z, V, U, K).transpose(1, 2), None
+    return torch.split(torch.bmm(b, M).view(Z, V, U, K).transpose(1, 2), widths, dim=-1), None
 
 
 def _mix(Y: Tensor, w: Tensor) -> Tensor:
@@ -264,18 +270,23 @@ def _mix(Y: Tensor, w: Tensor) -> Tensor:
 
 
 def _apply_weights(path: PathPlan, Y: Tensor, w: Tensor | None, q: Tensor | None) -> Tensor:
-    """A path's output block ``(Z, mul_out, 2 l3 + 1)`` from its slice ``Y`` of the group's contraction;
+    """A path's output block ``(Z, mul_out, 2 l3 + 1)`` from its block ``Y`` of the group's contraction;
     ``w`` its weights, already scaled by ``path.scale``."""
     mode = path.mode
-    Z, K = Y.shape[0], Y.shape[-1]
     if mode in ("uvu<v", "u<vw"):
         Y = Y.flatten(1, 2).index_select(1, q)                            # (Z, U (U - 1) / 2, K)
     if w is None:
-        out = {"uvu": lambda: Y.sum(2), "uvv": lambda: Y.sum(1), "uuw": lambda: Y.sum(1, keepdim=True),
-               "uvuv": lambda: Y.flatten(1, 2)}.get(mode, lambda: Y)()
-        return out * path.scale if path.scale != 1.0 else out
+        if mode == "uvu":
+            Y = Y.sum(2)
+        elif mode == "uvv":
+            Y = Y.sum(1)
+        elif mode == "uuw":
+            Y = Y.sum(1, keepdim=True)
+        elif mode == "uvuv":
+            Y = Y.flatten(1, 2)
+        return Y * path.scale if path.scale != 1.0 else Y
     if mode == "uvw":
-        return _mix(Y.reshape(Z, -1, K), w.flatten(-3, -2))
+        return _mix(Y.reshape(Y.shape[0], -1, Y.shape[-1]), w.flatten(-3, -2))
     if mode in ("uuw", "u<vw"):
         return _mix(Y, w)
     w = w[..., None]
@@ -317,8 +328,7 @@ def evaluate(plans, x1: Tensor, x2: Tensor, weight: Tensor | None, per_sample: b
     for group in plans:
         parts = [xs1[i].view(Z, *blocks1[i]) for i in group.members]
         a = concat(parts, dim=1)
-        Y, factor = _contract(group, a, xs2[group.i2].view(Z, *blocks2[group.i2]))
-        by_degree = torch.split(Y, [2 * l + 1 for l in group.l3s], dim=-1) if len(group.l3s) > 1 else (Y,)
+        by_degree, factor = _contract(group, a, xs2[group.i2].view(Z, *blocks2[group.i2]))
         muls = [blocks1[i][0] for i in group.members]
         cells: dict = {}
         q = None if group.triu_key is None else device_tables(group.triu_key, x1.device, x1.dtype)[0]

@@ -236,8 +236,12 @@ class GauntTensorProduct(nn.Module):
         weight = self._weights(weight)
         per_sample = weight is not None and not self.shared_weights
         shapes = ([] if x1 is None else [("x1", x1.shape[:-1])]) + [("x2", x2.shape[:-1])]
-        batch = check_broadcastable(*shapes, *([("weight", weight.shape[:-1])] if per_sample else []),
-                                    what="batch shapes")
+        if per_sample:
+            shapes.append(("weight", weight.shape[:-1]))
+        if all(shape == shapes[0][1] for _, shape in shapes):  # the common case: nothing to broadcast
+            batch = tuple(shapes[0][1])
+        else:
+            batch = check_broadcastable(*shapes, what="batch shapes")
         N = math.prod(batch)
         if x1 is not None:
             x1 = x1.to(dtype).expand(*batch, x1.shape[-1]).reshape(N, x1.shape[-1])

@@ -75,6 +75,7 @@ def test_simple_network_swaps_in_one_line_and_equals_e3nns():
     with swapped():
         net = _float64(_network)
     reference = _float64(_network)
+    assert all(isinstance(m, o3.TensorProduct) for m in _products(reference))  # the oracle is e3nn's
     products = _products(net)
     assert products and all(isinstance(m, GauntTensorProduct) for m in products)
     _same_weights(net, reference)
@@ -114,6 +115,7 @@ def test_convolution_swaps_in_one_line_equals_e3nns_and_is_equivariant():
         conv = _float64(_convolution)
     reference = _float64(_convolution)
     assert isinstance(conv.tp, GauntTensorProduct) and isinstance(conv.sc, GauntTensorProduct)
+    assert all(isinstance(m, o3.TensorProduct) for m in _products(reference))  # the oracle is e3nn's
     _same_weights(conv, reference)
     with torch.no_grad():  # e3nn zeroes the gate of the convolution's output at start: make it count
         conv.alpha.weight.normal_()
