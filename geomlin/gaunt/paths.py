@@ -8,20 +8,24 @@ coefficient times a positive constant (``c`` for even paths, ``b`` for odd ones,
 ([`path_coefficients`][]; ``tests/gaunt/test_paths.py`` checks every path up to ``L = 8`` against
 e3nn to 1e-10).
 
-**Plan.** The paths of one pair of input irreps ``(i_in1, i_in2)`` (and one kind of channel
-pairing, ``uv`` or ``uu``) share one contraction ``Y[z, u, v, k]`` (``k`` running over the distinct
-output degrees of the pair), computed in the cheapest of these orders, chosen once from the
-irreps (never from the batch, so the numbers of a model do not depend on its batch size):
+**Plan.** The paths that share a block of ``x2`` and the degree ``l1`` of ``x1`` form a group (the
+``x1`` blocks of that degree, both parities and repeated irreps, stacked along their channels; the
+paired modes ``uuw``, ``uuu`` group per pair). A group shares one contraction per output degree,
+``Y[z, u, v, k]``, computed in the cheapest of these orders, chosen once from the irreps (never from
+the batch, so the numbers of a model do not depend on its batch size):
 
 * ``scale``: one input is a scalar, the coupling is the identity over ``sqrt(2l + 1)``;
 * ``dot``: the only output is a scalar, the coupling is the dot product over ``sqrt(2l + 1)``;
-* ``outer``: the outer product ``x1_u (x) x2_v`` times the pair's coupling table, one GEMM
+* ``outer``: the outer product ``x1_u (x) x2_v`` times the group's coupling table, one GEMM
   (``U V d1 d2 (1 + K)`` multiply-adds per row);
 * ``right``: ``x2`` contracted with the table first (the "multiply by ``x2``" operator, ``V d2 d1 K``),
   then met by every channel of ``x1`` in one batched GEMM (``U V d1 K``): spherical harmonics
-  (``V = 1``) times features, as in every convolution;
-* ``left``: the same with the roles swapped (``U d1 d2 K + U V d2 K``).
+  (``V = 1``) times features, as in every convolution.
 
+With several channels of ``x2`` the blocks are laid out ``(Z, 2 l3 + 1, U, V)``, so that the weights of
+a ``uvw`` path contract their trailing ``U V`` in one GEMM without a copy. A ``uvw`` path may instead
+contract its weights with one input first and meet the other input's operator in a batched GEMM (the
+order e3nn's opt_einsum picks where it is cheaper: ``U V W d1`` or ``U V W d2`` against ``U V W d3``).
 Each path then applies its weights as its mode says (module docstring of
 [`geomlin.gaunt.instructions`][]) and its e3nn normalisation.
 """
@@ -42,7 +46,7 @@ from geomlin.validation import check_nonnegative_int
 
 __all__ = ["path_coefficients", "path_constant"]
 
-ORDERS = ("scale", "dot", "outer", "right", "left")
+ORDERS = ("scale", "dot", "outer", "right")
 #: Modes whose channels pair ``u`` of ``x1`` with the same ``u`` of ``x2``.
 PAIRED = ("uuw", "uuu")
 #: Relative cost of a batched GEMM of small matrices against one large GEMM per multiply-add.
@@ -92,18 +96,20 @@ def path_coefficients(l1: int, l2: int, l3: int) -> Tensor:
 
 @table_builder("tp.pair")
 def _pair_tables(order: int, l1: int, l2: int, *l3s: int) -> tuple[Tensor]:
-    """The coupling table of a pair, float64: ``outer`` ``(d1 d2, K)``, ``right`` ``(d2, d1 K)``, ``left``
-    ``(d1, d2 K)`` with the output degrees ``l3s`` side by side along ``K``."""
+    """The coupling table of a group, float64: ``outer`` ``(d1 d2, K)``, ``right`` ``(d2, d1 K)``, with the output
+    degrees ``l3s`` side by side along ``K``."""
     C = np.concatenate([_coefficients(l1, l2, l3) for l3 in l3s], axis=-1)  # (d1, d2, K)
     d1, d2, K = C.shape
     name = ORDERS[order]
-    if name == "outer":
-        table = C.reshape(d1 * d2, K)
-    elif name == "right":
-        table = C.transpose(1, 0, 2).reshape(d2, d1 * K)
-    else:
-        table = C.reshape(d1, d2 * K)
+    table = C.reshape(d1 * d2, K) if name == "outer" else C.transpose(1, 0, 2).reshape(d2, d1 * K)
     return (torch.from_numpy(np.ascontiguousarray(table)),)
+
+
+@table_builder("tp.left")
+def _left_table(l1: int, l2: int, l3: int) -> tuple[Tensor]:
+    """One path's coupling as ``(d1, d2 d3)``, float64: ``x1 @ table`` is the operator of ``x1``."""
+    C = _coefficients(l1, l2, l3)
+    return (torch.from_numpy(np.ascontiguousarray(C.reshape(C.shape[0], -1))),)
 
 
 @table_builder("tp.triu")
@@ -126,6 +132,8 @@ class PathPlan:
     weight: int | None  # index among the trained instructions (None: no weights)
     shape: tuple[int, ...]
     scale: float        # e3nn's path weight, times 1 / sqrt(2l + 1) for the "scale" and "dot" orders
+    first: int = 0      # "uvw" in a "right" group: 1 (2) contracts the weights with x1 (x2) first, 0 not
+    key: tuple | None = None  # the table of ``first = 2``: the operator of x1 for this output degree
 
 
 @dataclass(frozen=True)
@@ -140,6 +148,7 @@ class GroupPlan:
     members: tuple[int, ...]
     paired: bool
     order: str
+    transposed: bool   # contraction blocks laid out (Z, 2 l3 + 1, U, V) (x2 with several channels)
     l1: int
     l2: int
     l3s: tuple[int, ...]
@@ -155,14 +164,33 @@ def _order(l1: int, l2: int, l3s: tuple, u: int, v: int, paired: bool) -> str:
         return "dot"
     if paired:
         return "outer"
+    if v > 1:  # several channels of x2: its operator, in the transposed layout (see _contract)
+        return "right"
     d1, d2, K = 2 * l1 + 1, 2 * l2 + 1, sum(2 * l + 1 for l in l3s)
-    costs = {"outer": u * v * d1 * d2 * (1 + K),
-             "right": v * d2 * d1 * K + BATCHED_GEMM_COST * u * v * d1 * K,
-             "left": u * d1 * d2 * K + BATCHED_GEMM_COST * u * v * d2 * K}
+    costs = {"outer": u * v * d1 * d2 * (1 + K), "right": v * d2 * d1 * K + BATCHED_GEMM_COST * u * v * d1 * K}
     return min(costs, key=costs.get)
 
 
-def build_plan(irreps_in1, irreps_in2, irreps_out, instructions) -> tuple[GroupPlan, ...]:
+def _first(order: str, l1: int, l2: int, mode: str, has_weight: bool, shared: bool, u: int, v: int, w: int,
+           d3: int) -> int:
+    """For a ``uvw`` path: contract its weights first with ``x1`` (1), ``x2`` (2), or not (0), by multiply-adds
+    per row (as opt_einsum chooses for e3nn): the group's block and the weights' GEMM (``u v w d3``), or the
+    weights' GEMM with one input (``u v w d1`` / ``u v w d2``) and a batched GEMM with the operator of the
+    other input (copies counted). ``right`` groups, and ``scale`` groups with several channels of ``x2``
+    (the operator is then the other input itself)."""
+    d1, d2 = 2 * l1 + 1, 2 * l2 + 1
+    if mode != "uvw" or not has_weight or order not in ("right", "scale") or (order == "scale" and v == 1):
+        return 0
+    costs = {0: u * v * (d1 if order == "right" else 1) * d3 + u * v * w * d3}  # the block, the weights' GEMM
+    if order == "right" or l1 == 0:
+        costs[1] = u * v * w * d1 + v * w * d1 + BATCHED_GEMM_COST * w * v * d1 * d3
+    if shared and (order == "right" or l2 == 0):
+        costs[2] = u * v * w * d2 + u * w * d2 + (u * d1 * d2 * d3 if order == "right" else 0) \
+            + BATCHED_GEMM_COST * w * u * d2 * d3
+    return min(costs, key=costs.get)
+
+
+def build_plan(irreps_in1, irreps_in2, irreps_out, instructions, shared_weights: bool = True) -> tuple[GroupPlan, ...]:
     """Group the non-empty instructions (e3nn ``Instruction``\\ s): per block of ``x2`` and degree of ``x1``
     (per pair for the paired modes ``uuw``, ``uuu``)."""
     trained = {k: n for n, k in enumerate(k for k, ins in enumerate(instructions) if ins.has_weight)}
@@ -181,20 +209,27 @@ def build_plan(irreps_in1, irreps_in2, irreps_out, instructions) -> tuple[GroupP
         (v, ir2) = irreps_in2[i2]
         u = sum(irreps_in1[i].mul for i in members)
         order = _order(l1, ir2.l, l3s, u, v, paired)
-        coupling = 1.0 if order in ("outer", "right", "left") else 1.0 / math.sqrt(2 * (l1 if order == "dot" else max(l1, ir2.l)) + 1)
-        paths = tuple(PathPlan(k, members.index(ins.i_in1), l3s.index(irreps_out[ins.i_out].ir.l), ins.i_out,
-                               ins.connection_mode, trained.get(k), tuple(ins.path_shape), float(ins.path_weight) * coupling)
-                      for k, ins in ((k, instructions[k]) for k in ks))
-        key = ("tp.pair", ORDERS.index(order), l1, ir2.l, *l3s) if order in ("outer", "right", "left") else None
+        coupling = 1.0 if order in ("outer", "right") else 1.0 / math.sqrt(2 * (l1 if order == "dot" else max(l1, ir2.l)) + 1)
+        paths = []
+        for k in ks:
+            ins = instructions[k]
+            mul1, (mul_out, ir_out) = irreps_in1[ins.i_in1].mul, irreps_out[ins.i_out]
+            first = _first(order, l1, ir2.l, ins.connection_mode, ins.has_weight, shared_weights, mul1, v, mul_out,
+                           ir_out.dim)
+            paths.append(PathPlan(k, members.index(ins.i_in1), l3s.index(ir_out.l), ins.i_out, ins.connection_mode,
+                                  trained.get(k), tuple(ins.path_shape), float(ins.path_weight) * coupling, first,
+                                  ("tp.left", l1, ir2.l, ir_out.l) if first == 2 and order == "right" else None))
+        paths = tuple(paths)
+        key = ("tp.pair", ORDERS.index(order), l1, ir2.l, *l3s) if order in ("outer", "right") else None
         triu = {"uvu<v", "u<vw"} & {p.mode for p in paths}
-        plans.append(GroupPlan(i2, members, paired, order, l1, ir2.l, l3s, key,
+        plans.append(GroupPlan(i2, members, paired, order, not paired and v > 1, l1, ir2.l, l3s, key,
                                ("tp.triu", irreps_in1[members[0]].mul) if triu else None, paths))
     return tuple(plans)
 
 
 def plan_keys(plans) -> list[tuple]:
     """Cache keys of every table the plans read."""
-    return [k for p in plans for k in (p.key, p.triu_key) if k is not None]
+    return [k for p in plans for k in (p.key, p.triu_key, *(q.key for q in p.paths)) if k is not None]
 
 
 # ------------------------------------------------------------------------------------------- evaluation
@@ -222,13 +257,15 @@ def concat(pieces, dim: int) -> Tensor:
 
 
 def _contract(group: GroupPlan, a: Tensor, b: Tensor) -> tuple[tuple[Tensor, ...], Tensor | None]:
-    """``a (Z, U, d1)``, ``b (Z, V, d2)`` -> per output degree of the group ``Y (Z, U, V, 2 l3 + 1)`` (``(Z, U,
-    2 l3 + 1)`` for paired channels), and a factor ``(Z, 1, 1)`` still to multiply the paths' outputs by (or None).
+    """``a (Z, U, d1)``, ``b (Z, V, d2)`` -> one block per output degree ``l3`` of the group and a factor
+    ``(Z, 1, 1)`` still to multiply the paths' outputs by (or None).
 
-    Without the ``1 / sqrt(2l + 1)`` of the ``scale`` and ``dot`` orders (in the paths' scales). A scalar
-    ``x2`` (one channel of degree 0) is left out of ``Y`` and returned as the factor: applied after the
-    weights it costs one pass over the outputs instead of one over ``Y``. The GEMMs write one contiguous
-    block per output degree (the weights' elementwise products then run on contiguous memory).
+    Blocks are ``(Z, U, V, 2 l3 + 1)`` (``(Z, U, 2 l3 + 1)`` for paired channels) or, when ``x2`` has
+    several channels (``group.transposed``), ``(Z, 2 l3 + 1, U, V)``: then the weights of a ``uvw`` path
+    contract the trailing ``U V`` of a contiguous block in one GEMM, instead of copying a strided block
+    first. Without the ``1 / sqrt(2l + 1)`` of the ``scale`` and ``dot`` orders (in the paths' scales). A
+    scalar ``x2`` (one channel of degree 0) is left out of the blocks and returned as the factor: applied
+    after the weights it costs one pass over the outputs instead of one over the blocks.
     """
     Z, U, d1 = a.shape
     V, d2 = b.shape[1], b.shape[2]
@@ -237,29 +274,69 @@ def _contract(group: GroupPlan, a: Tensor, b: Tensor) -> tuple[tuple[Tensor, ...
             return (a * b,), None
         if V == 1 and d2 == 1:
             return (a[:, :, None, :],), b
+        if group.transposed:  # (transposed inputs made contiguous first: then the product is contiguous)
+            return (a.transpose(1, 2).contiguous()[:, :, :, None] * b.transpose(1, 2).contiguous()[:, :, None, :],), None
         return (a[:, :, None, :] * b[:, None, :, :],), None
-    if group.order == "dot":
+    if group.order == "dot":  # (Z, U, V, 1) and (Z, 1, U, V) are the same memory
         if group.paired:
             return ((a * b).sum(-1, keepdim=True),), None
-        return (torch.bmm(a, b.transpose(1, 2)).unsqueeze(-1),), None
+        Y = torch.bmm(a, b.transpose(1, 2))
+        return ((Y[:, None] if group.transposed else Y[..., None]),), None
     (T,) = device_tables(group.key, a.device, a.dtype)
     widths = [2 * l + 1 for l in group.l3s]
     starts = [sum(widths[:i]) for i in range(len(widths))]
-    K = sum(widths)
     if group.order == "outer":
         xx = (a[..., :, None] * b[..., None, :]).reshape(Z, U, d1 * d2) if group.paired else \
             (a[:, :, None, :, None] * b[:, None, :, None, :]).reshape(Z, U, V, d1 * d2)
         return tuple(xx @ T[:, k:k + w] for k, w in zip(starts, widths)), None
-    if group.order == "right":  # the operator of x2, met by every channel of x1
-        M = (b.reshape(Z * V, d2) @ T).view(Z, V, d1, K)
-        if V == 1:
-            M = M.view(Z, d1, K)
-            return tuple(torch.bmm(a, M[:, :, k:k + w]).view(Z, U, 1, w) for k, w in zip(starts, widths)), None
-        M = M.permute(0, 2, 1, 3).reshape(Z, d1, V * K)
-        return torch.split(torch.bmm(a, M).view(Z, U, V, K), widths, dim=-1), None
-    M = (a.reshape(Z * U, d1) @ T).view(Z, U, d2, K)                     # "left": the operator of x1
-    M = M.view(Z, d2, K) if U == 1 else M.permute(0, 2, 1, 3).reshape(Z, d2, U * K)
-    return torch.split(torch.bmm(b, M).view(Z, V, U, K).transpose(1, 2), widths, dim=-1), None
+    return _right_blocks(group, a, _operator(group, b, T), widths, starts), None                 # "right"
+
+
+def _operator(group: GroupPlan, b: Tensor, T: Tensor) -> Tensor:
+    """The operator of ``x2`` for every output degree of a ``right`` group: ``b (Z, V, d2)`` -> ``(Z, V, d1, K)``."""
+    Z, V, d2 = b.shape
+    return (b.reshape(Z * V, d2) @ T).view(Z, V, 2 * group.l1 + 1, -1)
+
+
+def _right_blocks(group: GroupPlan, a: Tensor, M: Tensor, widths, starts) -> tuple[Tensor, ...]:
+    """The blocks of a ``right`` group from ``a (Z, U, d1)`` and the operator ``M (Z, V, d1, K)``."""
+    Z, U, d1 = a.shape
+    V = M.shape[1]
+    if V == 1:
+        M = M.view(Z, d1, -1)
+        return tuple(torch.bmm(a, M[:, :, k:k + w]).view(Z, U, 1, w) for k, w in zip(starts, widths))
+    # transposed: (Z w, U, d1) @ (Z w, d1, V), one batched GEMM per degree, contiguous (Z, w, U, V) blocks
+    return tuple(torch.bmm(a[:, None].expand(Z, w, U, d1).reshape(Z * w, U, d1),
+                           M[..., k:k + w].permute(0, 3, 2, 1).reshape(Z * w, d1, V)).view(Z, w, U, V)
+                 for k, w in zip(starts, widths))
+
+
+def _weights_first(path: PathPlan, a: Tensor, b: Tensor, M: Tensor | None, k: int, d3: int, w: Tensor) -> Tensor:
+    """A ``uvw`` path with its weights contracted first (``path.first``): ``a (Z, U, d1)`` (its member),
+    ``b (Z, V, d2)``, the operator of ``x2``, ``M (Z, V, d1, K)`` (the path's degree at columns ``k:k + d3``;
+    ``b`` itself when ``d1 = 1`` in a ``scale`` group), weights ``w (U, V, W)`` or ``(Z, U, V, W)`` ->
+    ``(Z, W, d3)``."""
+    Z, U, d1 = a.shape
+    V, d2 = b.shape[1], b.shape[2]
+    W = w.shape[-1]
+    if path.first == 1:  # B[z, (v, i), w] = sum_u x1[z, u, i] w[u, v, w]; out = B^T M over (v, i)
+        if M is None:
+            M, k = b.view(Z, V, 1, d2), 0
+        if w.dim() == 4:
+            B = torch.bmm(a.transpose(1, 2), w.reshape(Z, U, V * W)).view(Z, d1, V, W)
+        else:
+            B = (a.transpose(1, 2).reshape(Z * d1, U) @ w.reshape(U, V * W)).view(Z, d1, V, W)
+        B = B.transpose(1, 2).reshape(Z, V * d1, W) if V > 1 and d1 > 1 else B.view(Z, V * d1, W)
+        return torch.bmm(B.transpose(1, 2), M[..., k:k + d3].reshape(Z, V * d1, d3))
+    # 2: B[z, (u, j), w] = sum_v x2[z, v, j] w[u, v, w]; out = B^T A over (u, j), A the operator of x1
+    if path.key is None:  # a scale group with d2 = 1: the operator of x1 is x1
+        A = a
+    else:
+        (T,) = device_tables(path.key, a.device, a.dtype)
+        A = (a.reshape(Z * U, d1) @ T).view(Z, U * d2, d3)
+    B = (b.transpose(1, 2).reshape(Z * d2, V) @ w.permute(1, 0, 2).reshape(V, U * W)).view(Z, d2, U, W)
+    B = B.transpose(1, 2).reshape(Z, U * d2, W) if d2 > 1 else B.view(Z, U, W)
+    return torch.bmm(B.transpose(1, 2), A)
 
 
 def _mix(Y: Tensor, w: Tensor) -> Tensor:
@@ -269,10 +346,17 @@ def _mix(Y: Tensor, w: Tensor) -> Tensor:
     return (Y.transpose(1, 2) @ w).transpose(1, 2)                        # one GEMM over the rows and K
 
 
-def _apply_weights(path: PathPlan, Y: Tensor, w: Tensor | None, q: Tensor | None) -> Tensor:
-    """A path's output block ``(Z, mul_out, 2 l3 + 1)`` from its block ``Y`` of the group's contraction;
-    ``w`` its weights, already scaled by ``path.scale``."""
+def _apply_weights(path: PathPlan, Y: Tensor, w: Tensor | None, q: Tensor | None, transposed: bool) -> Tensor:
+    """A path's output block ``(Z, mul_out, 2 l3 + 1)`` from its block ``Y`` of the group's contraction
+    (``(Z, 2 l3 + 1, U, V)`` when ``transposed``); ``w`` its weights, already scaled by ``path.scale``."""
     mode = path.mode
+    if transposed:
+        if mode == "uvw" and w is not None:
+            Z, K = Y.shape[0], Y.shape[1]
+            if w.dim() == 4:  # per-row weights (Z, U, V, W)
+                return torch.bmm(Y.reshape(Z, K, -1), w.flatten(1, 2)).transpose(1, 2)
+            return (Y.reshape(Z * K, -1) @ w.flatten(0, 1)).view(Z, K, -1).transpose(1, 2)
+        Y = Y.permute(0, 2, 3, 1)
     if mode in ("uvu<v", "u<vw"):
         Y = Y.flatten(1, 2).index_select(1, q)                            # (Z, U (U - 1) / 2, K)
     if w is None:
@@ -327,19 +411,32 @@ def evaluate(plans, x1: Tensor, x2: Tensor, weight: Tensor | None, per_sample: b
     outputs: dict = {}
     for group in plans:
         parts = [xs1[i].view(Z, *blocks1[i]) for i in group.members]
-        a = concat(parts, dim=1)
-        by_degree, factor = _contract(group, a, xs2[group.i2].view(Z, *blocks2[group.i2]))
+        b = xs2[group.i2].view(Z, *blocks2[group.i2])
+        widths = [2 * l + 1 for l in group.l3s]
+        starts = [sum(widths[:i]) for i in range(len(widths))]
+        M = by_degree = factor = None
+        if group.order == "right":
+            M = _operator(group, b, device_tables(group.key, x1.device, x1.dtype)[0])
+        if any(path.first == 0 for path in group.paths):
+            a = concat(parts, dim=1)
+            if M is None:
+                by_degree, factor = _contract(group, a, b)
+            else:
+                by_degree = _right_blocks(group, a, M, widths, starts)
         muls = [blocks1[i][0] for i in group.members]
         cells: dict = {}
         q = None if group.triu_key is None else device_tables(group.triu_key, x1.device, x1.dtype)[0]
         for path in group.paths:
-            if path.column not in cells:
-                cells[path.column] = (by_degree[path.column],) if len(muls) == 1 else \
-                    torch.split(by_degree[path.column], muls, dim=1)
             w = None
             if path.weight is not None:
                 w = ws[path.weight].reshape(Z, *path.shape) if per_sample else ws[path.weight].view(path.shape)
-            block = _apply_weights(path, cells[path.column][path.member], w, q)
+            if path.first:
+                block = _weights_first(path, parts[path.member], b, M, starts[path.column], widths[path.column], w)
+            else:
+                if path.column not in cells:
+                    cells[path.column] = (by_degree[path.column],) if len(muls) == 1 else \
+                        torch.split(by_degree[path.column], muls, dim=2 if group.transposed else 1)
+                block = _apply_weights(path, cells[path.column][path.member], w, q, group.transposed)
             if factor is not None:
                 block = block * factor
             outputs[path.i_out] = block if path.i_out not in outputs else outputs[path.i_out] + block

@@ -145,7 +145,8 @@ class GauntTensorProduct(nn.Module):
                 in zip(self.irreps_out, output_mask_blocks(self.irreps_out, self.instructions))]
         self.register_buffer("output_mask", torch.cat(mask) if mask else torch.ones(0))
 
-        self._plans = build_plan(self.irreps_in1, self.irreps_in2, self.irreps_out, self.instructions)
+        self._plans = build_plan(self.irreps_in1, self.irreps_in2, self.irreps_out, self.instructions,
+                                 self.shared_weights)
         self._blocks = tuple(tuple((mul, ir.dim) for mul, ir in irreps)
                              for irreps in (self.irreps_in1, self.irreps_in2, self.irreps_out))
         self._weight_sizes = [math.prod(ins.path_shape) for ins in self.instructions if ins.has_weight]

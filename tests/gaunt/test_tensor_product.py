@@ -186,13 +186,19 @@ def test_twice_differentiable_in_inputs_and_per_row_weights():
 
 
 def test_every_contraction_order_equals_e3nn():
-    """Each order of geomlin.gaunt.paths runs and equals e3nn: scale, dot, outer (paired), right, left."""
+    """Each order of geomlin.gaunt.paths runs and equals e3nn: scale, dot, outer (paired), right, the transposed
+    blocks of a multi-channel x2, and weights contracted first with x1 or x2."""
     cases = {"scale": ("4x0e+3x1o", "2x0e", "4x0e+3x1o"), "dot": ("3x2e", "2x2e", "2x0e"),
-             "outer": ("3x2e", "3x1o", "3x2o", [(0, 0, 0, "uuu", True)]), "right": ("8x2e", "1x1o", "8x1o+8x2o+8x3o"),
-             "left": ("1x2e", "8x2e", "3x1e+3x2e+3x3e")}
+             "outer": ("3x2e", "3x1o", "3x2o", [(0, 0, 0, "uuu", True)]), "right": ("8x2e", "1x1o", "8x1o+8x2o+8x3o")}
     for order, args in cases.items():
         ga, _ = assert_same_as_e3nn(args)
         assert order in {group.order for group in ga._plans}, (order, [g.order for g in ga._plans])
+    seen = set()
+    for shared_weights in (True, False):
+        ga, _ = assert_same_as_e3nn(("6x0e+5x1o+3x2e", "4x0e+4x1o+2x2e", "5x0e+4x1o+3x1e+2x2e"),
+                                    {"shared_weights": shared_weights})
+        seen |= {(g.transposed, p.first) for g in ga._plans for p in g.paths}
+    assert {(True, 0), (True, 1), (True, 2)} <= seen, seen
 
 
 def test_state_dict_is_e3nns_and_module_copies_and_pickles():
