@@ -370,6 +370,8 @@ def _apply_weights(path: PathPlan, Y: Tensor, w: Tensor | None, q: Tensor | None
             Y = Y.flatten(1, 2)
         return Y * path.scale if path.scale != 1.0 else Y
     if mode == "uvw":
+        if Y.shape[2] == 1 and w.dim() == 3:  # one channel of x2 (harmonics, a scalar attribute)
+            return (Y[:, :, 0].transpose(1, 2) @ w[:, 0]).transpose(1, 2)
         return _mix(Y.reshape(Y.shape[0], -1, Y.shape[-1]), w.flatten(-3, -2))
     if mode in ("uuw", "u<vw"):
         return _mix(Y, w)
