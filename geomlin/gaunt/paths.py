@@ -401,8 +401,9 @@ def evaluate(plans, x1: Tensor, x2: Tensor, weight: Tensor | None, per_sample: b
              blocks_out, weight_sizes) -> Tensor:
     """The tensor product of rows ``x1 (Z, dim1)``, ``x2 (Z, dim2)`` -> ``(Z, dim_out)``.
 
-    ``weight``: ``(weight_numel,)`` shared or ``(Z, weight_numel)`` per row (``per_sample``), already
-    multiplied by [`weight_scales`][]; ``blocks*``: ``(mul, dim)`` of every irrep of the flat layouts;
+    ``weight``: ``(weight_numel,)`` shared, already multiplied by [`weight_scales`][], or ``(Z, weight_numel)``
+    per row (``per_sample``; the paths' scales then multiply their outputs, so that no scaled copy of
+    the per-row weights is kept for the backward); ``blocks*``: ``(mul, dim)`` of every irrep of the flat layouts;
     ``weight_sizes``: the trained instructions' numbers of weights. Inputs, contractions and weights are
     cut with ``torch.split`` (whose gradient is one concatenation, not a zero-filled tensor per slice).
     """
@@ -441,6 +442,8 @@ def evaluate(plans, x1: Tensor, x2: Tensor, weight: Tensor | None, per_sample: b
                 block = _apply_weights(path, cells[path.column][path.member], w, q, group.transposed)
             if factor is not None:
                 block = block * factor
+            if per_sample and w is not None and path.scale != 1.0:
+                block = block * path.scale
             outputs[path.i_out] = block if path.i_out not in outputs else outputs[path.i_out] + block
     pieces = []
     for k, (mul, dim) in enumerate(blocks_out):

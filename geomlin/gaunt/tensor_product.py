@@ -245,9 +245,10 @@ class GauntTensorProduct(nn.Module):
         N = math.prod(batch)
         x1, x2 = (None if x is None else _rows_of(x, dtype, batch, N) for x in (x1, x2))
         if weight is not None:
-            weight = weight.to(dtype) * self.tables.get("weight_scales", dtype)
-            if per_sample:
-                weight = weight.expand(*batch, self.weight_numel).reshape(N, self.weight_numel)
+            if per_sample:  # (their scales multiply the paths' outputs: no scaled copy of per-row weights)
+                weight = _rows_of(weight, dtype, batch, N)
+            else:
+                weight = weight.to(dtype) * self.tables.get("weight_scales", dtype)
         return x1, x2, weight, per_sample, batch, dtype
 
     def forward(self, x1: Tensor, x2: Tensor, weight: Tensor | list | None = None) -> Tensor:
