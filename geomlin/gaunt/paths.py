@@ -132,7 +132,7 @@ class PathPlan:
     weight: int | None  # index among the trained instructions (None: no weights)
     shape: tuple[int, ...]
     scale: float        # e3nn's path weight, times 1 / sqrt(2l + 1) for the "scale" and "dot" orders
-    first: int = 0      # "uvw" in a "right" group: 1 (2) contracts the weights with x1 (x2) first, 0 not
+    first: int = 0      # 1 (2): a "uvw" path contracts its weights with x1 (x2) first, 0 not
     key: tuple | None = None  # the table of ``first = 2``: the operator of x1 for this output degree
 
 
@@ -412,6 +412,7 @@ def evaluate(plans, x1: Tensor, x2: Tensor, weight: Tensor | None, per_sample: b
     xs2 = torch.split(x2, [m * d for m, d in blocks2], dim=1)
     ws = () if weight is None else torch.split(weight, weight_sizes, dim=-1)
     outputs: dict = {}
+    stacks: dict = {}
     for group in plans:
         parts = [xs1[i].view(Z, *blocks1[i]) for i in group.members]
         b = xs2[group.i2].view(Z, *blocks2[group.i2])
@@ -421,7 +422,9 @@ def evaluate(plans, x1: Tensor, x2: Tensor, weight: Tensor | None, per_sample: b
         if group.order == "right":
             M = _operator(group, b, device_tables(group.key, x1.device, x1.dtype)[0])
         if any(path.first == 0 for path in group.paths):
-            a = concat(parts, dim=1)
+            if group.members not in stacks:  # the same x1 blocks meet every block of x2: stacked once
+                stacks[group.members] = concat(parts, dim=1)
+            a = stacks[group.members]
             if M is None:
                 by_degree, factor = _contract(group, a, b)
             else:
