@@ -234,7 +234,7 @@ def plan_keys(plans) -> list[tuple]:
 
 # ------------------------------------------------------------------------------------------- evaluation
 class _Concat(torch.autograd.Function):
-    """``torch.cat`` along ``dim`` whose gradient is ``torch.split`` (views).
+    """``torch.cat`` along axis 1 whose gradient is ``torch.split`` (views).
 
     ``torch.cat``'s own gradient slices the output gradient, and the gradient of a slice fills a zero
     tensor of the whole size: in a double backward (forces) each of ``k`` pieces then costs a zero fill
@@ -242,18 +242,21 @@ class _Concat(torch.autograd.Function):
     """
 
     @staticmethod
-    def forward(ctx, dim: int, *pieces: Tensor) -> Tensor:
-        ctx.dim, ctx.sizes = dim, [p.shape[dim] for p in pieces]
-        return torch.cat(pieces, dim=dim)
+    def forward(ctx, *pieces: Tensor) -> Tensor:
+        ctx.sizes = [p.shape[1] for p in pieces]
+        return torch.cat(pieces, dim=1)
 
     @staticmethod
     def backward(ctx, grad: Tensor):
-        return (None, *torch.split(grad, ctx.sizes, dim=ctx.dim))
+        return torch.split(grad, ctx.sizes, dim=1)
 
 
-def concat(pieces, dim: int) -> Tensor:
-    """``torch.cat(pieces, dim)`` with a split for gradient (see ``_Concat``)."""
-    return pieces[0] if len(pieces) == 1 else _Concat.apply(dim, *pieces)
+def concat(pieces) -> Tensor:
+    """``torch.cat(pieces, dim=1)`` with a split for gradient (see ``_Concat``); plain ``torch.cat`` inside
+    ``torch.compile`` (whose tracing of a variadic ``apply`` keeps only the first piece, torch 2.13)."""
+    if len(pieces) == 1:
+        return pieces[0]
+    return torch.cat(pieces, dim=1) if torch.compiler.is_compiling() else _Concat.apply(*pieces)
 
 
 def _contract(group: GroupPlan, a: Tensor, b: Tensor) -> tuple[tuple[Tensor, ...], Tensor | None]:
@@ -423,7 +426,7 @@ def evaluate(plans, x1: Tensor, x2: Tensor, weight: Tensor | None, per_sample: b
             M = _operator(group, b, device_tables(group.key, x1.device, x1.dtype)[0])
         if any(path.first == 0 for path in group.paths):
             if group.members not in stacks:  # the same x1 blocks meet every block of x2: stacked once
-                stacks[group.members] = concat(parts, dim=1)
+                stacks[group.members] = concat(parts)
             a = stacks[group.members]
             if M is None:
                 by_degree, factor = _contract(group, a, b)
@@ -456,4 +459,4 @@ def evaluate(plans, x1: Tensor, x2: Tensor, weight: Tensor | None, per_sample: b
         pieces.append(x1.new_zeros(Z, mul * dim) if block is None else block.reshape(Z, mul * dim))
     if not pieces:
         return x1.new_zeros(Z, 0)
-    return concat(pieces, dim=1)
+    return concat(pieces)
