@@ -183,9 +183,9 @@ def _first(order: str, l1: int, l2: int, mode: str, has_weight: bool, shared: bo
         return 0
     costs = {0: u * v * (d1 if order == "right" else 1) * d3 + u * v * w * d3}  # the block, the weights' GEMM
     if order == "right" or l1 == 0:
-        costs[1] = u * v * w * d1 + v * w * d1 + BATCHED_GEMM_COST * w * v * d1 * d3
+        costs[1] = u * v * w * d1 + v * d1 * d3 + BATCHED_GEMM_COST * w * v * d1 * d3
     if shared and (order == "right" or l2 == 0):
-        costs[2] = u * v * w * d2 + u * w * d2 + (u * d1 * d2 * d3 if order == "right" else 0) \
+        costs[2] = u * v * w * d2 + (2 * u * d1 * d2 * d3 if order == "right" else 0) \
             + BATCHED_GEMM_COST * w * u * d2 * d3
     return min(costs, key=costs.get)
 
@@ -322,24 +322,23 @@ def _weights_first(path: PathPlan, a: Tensor, b: Tensor, M: Tensor | None, k: in
     Z, U, d1 = a.shape
     V, d2 = b.shape[1], b.shape[2]
     W = w.shape[-1]
-    if path.first == 1:  # B[z, (v, i), w] = sum_u x1[z, u, i] w[u, v, w]; out = B^T M over (v, i)
+    if path.first == 1:  # B[z, (i, v), w] = sum_u x1[z, u, i] w[u, v, w]; out = B^T M over (i, v)
         if M is None:
             M, k = b.view(Z, V, 1, d2), 0
         if w.dim() == 4:
-            B = torch.bmm(a.transpose(1, 2), w.reshape(Z, U, V * W)).view(Z, d1, V, W)
+            B = torch.bmm(a.transpose(1, 2), w.reshape(Z, U, V * W))
         else:
-            B = (a.transpose(1, 2).reshape(Z * d1, U) @ w.reshape(U, V * W)).view(Z, d1, V, W)
-        B = B.transpose(1, 2).reshape(Z, V * d1, W) if V > 1 and d1 > 1 else B.view(Z, V * d1, W)
-        return torch.bmm(B.transpose(1, 2), M[..., k:k + d3].reshape(Z, V * d1, d3))
-    # 2: B[z, (u, j), w] = sum_v x2[z, v, j] w[u, v, w]; out = B^T A over (u, j), A the operator of x1
+            B = a.transpose(1, 2).reshape(Z * d1, U) @ w.reshape(U, V * W)
+        Mt = M[..., k:k + d3].transpose(1, 2).reshape(Z, d1 * V, d3)  # (a copy of the operator: smaller than B)
+        return torch.bmm(B.view(Z, d1 * V, W).transpose(1, 2), Mt)
+    # 2: B[z, (j, u), w] = sum_v x2[z, v, j] w[u, v, w]; out = B^T A over (j, u), A the operator of x1
     if path.key is None:  # a scale group with d2 = 1: the operator of x1 is x1
         A = a
     else:
         (T,) = device_tables(path.key, a.device, a.dtype)
-        A = (a.reshape(Z * U, d1) @ T).view(Z, U * d2, d3)
-    B = (b.transpose(1, 2).reshape(Z * d2, V) @ w.permute(1, 0, 2).reshape(V, U * W)).view(Z, d2, U, W)
-    B = B.transpose(1, 2).reshape(Z, U * d2, W) if d2 > 1 else B.view(Z, U, W)
-    return torch.bmm(B.transpose(1, 2), A)
+        A = (a.reshape(Z * U, d1) @ T).view(Z, U, d2, d3).transpose(1, 2).reshape(Z, d2 * U, d3)
+    B = b.transpose(1, 2).reshape(Z * d2, V) @ w.permute(1, 0, 2).reshape(V, U * W)
+    return torch.bmm(B.view(Z, d2 * U, W).transpose(1, 2), A)
 
 
 def _mix(Y: Tensor, w: Tensor) -> Tensor:
