@@ -109,14 +109,15 @@ def _fmt_seconds(s: float | None) -> str:
 
 def _solvers(name, ranks, rin, rout, auto: str, general: str, cache_dir: str, have_emlp: bool) -> dict:
     """The timed solves of one problem: geomlin (auto, general solver, from cache_dir) and EMLP."""
-    from geomlin.linear import clear_cache, equivariant_basis
+    from geomlin.linear import equivariant_basis
+    from geomlin.tables import clear_caches
 
     def geomlin_solve(method="auto"):
-        clear_cache()
+        clear_caches()
         return equivariant_basis(rin, rout, method=method)
 
     def geomlin_cached():
-        clear_cache()
+        clear_caches()
         return equivariant_basis(rin, rout, cache_dir=cache_dir)
 
     solvers = {"geomlin": geomlin_solve, "cache": geomlin_cached}
@@ -231,9 +232,10 @@ def _timed_solve(fn) -> tuple[float, int, int]:
 
 
 def high_rank_table(args, have_emlp: bool) -> None:
-    from geomlin.linear import clear_cache, equivariant_basis
+    from geomlin.linear import equivariant_basis
     from geomlin.linear.solver import basis_method
     from geomlin.reps import Scalar, T
+    from geomlin.tables import clear_caches
 
     if have_emlp:
         from emlp.reps import T as EmlpT
@@ -248,7 +250,7 @@ def high_rank_table(args, have_emlp: bool) -> None:
         cases = high_rank_cases(name, max_rank)
 
         def geomlin_solve(p, q, G=G):
-            clear_cache()
+            clear_caches()
             return equivariant_basis(Scalar, T(p, q)(G)).shape[0]
 
         def emlp_solve(p, q, eG=eG):

@@ -9,7 +9,7 @@ Every model runs the way a user deploys it, three ways, in this process:
   ``EnergyAndForces(model)`` (energy compiled by inductor, forces through the backward graph
   AOTAutograd compiled with it);
 * **AOTInductor**: the ``.pt2`` package of [`geomlin.deploy.package`][] (static shapes), loaded
-  with [`geomlin.deploy.load`][]; a potential's package computes energy and forces itself.
+  with [`geomlin.deploy.load`][geomlin.deploy.loading.load]; a potential's package computes energy and forces itself.
 
 Rows: the main job's four models (``geomlin train pointcloud``, a batch of 32 clouds of 128
 points, its defaults), the n-body models (a batch of 64 systems of 5 bodies), one MD step of
@@ -96,7 +96,7 @@ def task_case(task_name: str, name: str, batch: int, items: int | None) -> Case:
     else:  # the non-equivariant baselines: the inputs their task audits them on
         args, kwargs = tuple(x.float() if x.is_floating_point() else x
                              for x in task.audit_spec(name, model, info).inputs), {}
-    if deploy.SHAPE_RULES.get(type(model).__name__, deploy.ShapeRule()).static_items:
+    if deploy.items_range(model) is None:
         items = None
     args = tuple(_tile(a, batch, items, g) for a in args)
     kwargs = {k: _tile(v, batch, items, g) for k, v in kwargs.items()}
@@ -171,7 +171,7 @@ def _runners(case: Case, folder: Path) -> tuple[dict[str, Callable[[], object]],
     path = folder / "model.pt2"
     meta = deploy.package(model, path, args, kwargs, dynamic=False)
     seconds["aoti"] = meta["export_seconds"] + meta["compile_seconds"]
-    loaded = deploy.load(path)
+    loaded = deploy.load(path)  # a PackagedModel: its inputs are checked at each call, as a user's are
     p_args, p_kwargs = deploy.program_inputs(model, args, kwargs)
 
     def packaged():

@@ -41,8 +41,9 @@ import torch
 import torch.nn.functional as F
 from harness import Table, header, measure, mib, ms, parser, peak_memory, ratio, setup
 
+from geomlin.batching import batch_layout
 from geomlin.gatr import GATr
-from geomlin.gatr.attention import attend, set_layout
+from geomlin.gatr.attention import attend
 from geomlin.gatr.reference import gatr_from_reference
 
 #: Environment variable naming a checkout of the reference repository.
@@ -225,7 +226,7 @@ def flat_methods(args, repeats: int) -> None:
         q, k, v = torch.randn(1, n, 4, 72), torch.randn(1, n, 1, 72), torch.randn(1, n, 1, 72)
         fns = {}
         for method in ("bucketed", "chunked"):
-            layout = set_layout(batch=batch, method=method)
+            layout = batch_layout(batch=batch, method=method)
 
             def run(layout=layout, q=q, k=k, v=v):
                 with torch.no_grad():

@@ -173,12 +173,13 @@ def profile(batch: int, repeats: int) -> None:
     """Per-stage times of the fft and grid routes, and their ratio as the degree grows."""
     from geomlin.gaunt import fourier as F
     from geomlin.gaunt import grid as G
+    from geomlin.gaunt import grid_tables as GT
 
     L = 8
     x1 = torch.randn(batch, (L + 1) ** 2)
     x2 = torch.randn(batch, (L + 1) ** 2)
     n_u, n_v = F.fft_sizes(L, L, L)
-    a1, i1, a2, i2, proj, rows = F._tables(L, L, L, "cpu", torch.float32)
+    a1, i1, a2, i2, proj, rows = F._tables(L, L, L, "cpu", torch.float32, None)
     spec1, spec2 = F.spectrum(x1, a1, i1, L, n_u, n_v), F.spectrum(x2, a2, i2, L, n_u, n_v)
     v1 = torch.fft.irfft2(spec1, s=(n_u, n_v), norm="forward")
     v2 = torch.fft.irfft2(spec2, s=(n_u, n_v), norm="forward")
@@ -201,9 +202,9 @@ def profile(batch: int, repeats: int) -> None:
         "2D Fourier -> SH (per-m tables)": back,
         "whole fft route": lambda: F.gaunt_fourier(x1, x2, L, L, L),
     }
-    nt, nphi = G.exact_grid_size(3 * L)
-    s1 = G._synthesis(L, nt, nphi, "cpu", torch.float32)
-    pr = G._projection(L, nt, nphi, "cpu", torch.float32)
+    nt, nphi = GT.exact_grid_size(3 * L)
+    s1 = GT.synthesis_on(L, nt, nphi, "cpu", torch.float32)
+    pr = GT.projection_on(L, nt, nphi, "cpu", torch.float32)
     ws = G._Workspace(x1)
     g = G.legendre_chunk(x1, s1, ws, "a").clone()
     X = G.quarter_chunk(x1, s1, ws, "b").clone()

@@ -394,7 +394,8 @@ def label_gaunt_products(model):
 
 
 # ------------------------------------------------------------------------------------ MACE side
-def _mace(z_list: list, atomic_energies, avg_num_neighbors: float, scale: float, shift: float):
+def build_mace(z_list: list, atomic_energies, avg_num_neighbors: float, scale: float, shift: float):
+    """MACE's ``ScaleShiftMACE`` in the configuration :data:`MACE_CONFIG` (also used by ``bench_scaling.py``)."""
     from e3nn import o3
     from mace import modules
 
@@ -437,7 +438,7 @@ def mace_model(split: dict):
     n = len(split["z"])
     pos0 = torch.from_numpy(split["pos_train"]).float()
     degree = float(((torch.cdist(pos0, pos0) < MACE_CONFIG["r_max"]).sum(-1) - 1).float().mean())
-    model = _mace(z_list, np.zeros(len(z_list)), degree, scale, mean / n)
+    model = build_mace(z_list, np.zeros(len(z_list)), degree, scale, mean / n)
 
     def energy_and_forces(pos, training):
         b = pos.shape[0]
@@ -458,7 +459,7 @@ def mace_qm9_model(split: dict):
     d = torch.cdist(pos, pos)
     near = (d < MACE_CONFIG["r_max"]) & mask[:, :, None] & mask[:, None, :]
     degree = float((near.sum(-1)[mask] - 1).float().mean())
-    model = _mace(z_list, split["baseline_w"][z_list], degree, float(split["baseline_rms"]), 0.0)
+    model = build_mace(z_list, split["baseline_w"][z_list], degree, float(split["baseline_rms"]), 0.0)
     b = float(split["baseline_b"])
 
     def energy(pos, z, mask):
@@ -507,8 +508,12 @@ def mace_worker(split_path: str, out_path: str) -> None:
     Path(out_path).write_text(json.dumps(results))
 
 
-def run_mace(python: str | None, split: dict, settings: dict, threads: int) -> dict | str:
-    """MACE's results from its own virtualenv, or why there are none."""
+def run_mace(python: str | None, split: dict, settings: dict, threads: int, script: str = __file__) -> dict | str:
+    """MACE's results from its own virtualenv, or why there are none.
+
+    Runs ``script --mace-worker SPLIT OUT`` there (this file's [`mace_worker`][], or another
+    benchmark's worker on the same split and settings files).
+    """
     if not python:
         return "not installed (pass --mace-python or set GEOMLIN_MACE_PYTHON)"
     with tempfile.TemporaryDirectory() as tmp:
@@ -517,7 +522,7 @@ def run_mace(python: str | None, split: dict, settings: dict, threads: int) -> d
         split_path.with_suffix(".json").write_text(json.dumps({**settings, "threads": threads}))
         out = Path(tmp) / "mace.json"
         env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-        proc = subprocess.run([python, __file__, "--mace-worker", str(split_path), str(out)], env=env,
+        proc = subprocess.run([python, script, "--mace-worker", str(split_path), str(out)], env=env,
                               capture_output=True, text=True, check=False)
         if proc.returncode != 0:
             last = (proc.stderr.strip().splitlines() or ["no output"])[-1]

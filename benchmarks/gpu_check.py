@@ -170,7 +170,7 @@ def _sdpa_backends() -> list:
 
 
 def _gatr_inputs(ctx: Context):
-    """Sets of different sizes, padded ``(B, N, 1, 16)`` with ``mask`` and flat ``(items, 1, 16)`` with ``batch``."""
+    """Sets of different sizes, padded ``(B, N, 1, 16)`` with ``mask`` and flat ``(items, 1, 16)`` with a planned ``batch``."""
     sets, longest = (2, 8) if ctx.smoke else ((8, 256) if ctx.quick else (16, 1024))
     g = torch.Generator().manual_seed(0)
     sizes = torch.randint(longest // 2, longest + 1, (sets,), generator=g)
@@ -178,9 +178,12 @@ def _gatr_inputs(ctx: Context):
     mask = torch.arange(longest)[None, :] < sizes[:, None]
     mv = torch.randn(sets, longest, 1, 16, generator=g) * mask[..., None, None]
     s = torch.randn(sets, longest, 1, generator=g) * mask[..., None]
-    flat = (mv[mask], s[mask], torch.repeat_interleave(torch.arange(sets), sizes))
+    from geomlin.batching import batch_layout
+
+    layout = batch_layout(batch=torch.repeat_interleave(torch.arange(sets), sizes))  # planned on the CPU, moved
     d = ctx.device
-    return (mv.to(d), s.to(d), mask.to(d)), tuple(t.to(d) for t in flat), f"{sets} sets of {longest // 2}-{longest} items"
+    flat = (mv[mask].to(d), s[mask].to(d), layout.to(d))
+    return (mv.to(d), s.to(d), mask.to(d)), flat, f"{sets} sets of {longest // 2}-{longest} items"
 
 
 def _gatr(device: torch.device, smoke: bool, num_blocks: int = 4):

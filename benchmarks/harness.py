@@ -30,6 +30,8 @@ from collections.abc import Callable
 
 import torch
 
+from geomlin.validation import deferred_checks
+
 #: Interval of the background RSS sampler used when the kernel cannot reset the peak (seconds).
 RSS_SAMPLE_INTERVAL = 0.002
 
@@ -85,18 +87,23 @@ def _cpu_name() -> str:
 
 
 def measure(fns: dict[str, Callable[[], object]], repeats: int, warmup: int = 1) -> dict[str, float]:
-    """Median seconds of each callable: ``warmup`` calls each, then ``repeats`` interleaved rounds."""
-    for fn in fns.values():
-        for _ in range(warmup):
-            fn()
+    """Median seconds of each callable: ``warmup`` calls each, then ``repeats`` interleaved rounds.
+
+    The calls run in one ``geomlin.validation.deferred_checks`` scope, as in a training loop: on an
+    accelerator the input checks stay on the device (no host sync per call) and are read at the end.
+    """
     times: dict[str, list[float]] = {k: [] for k in fns}
-    for _ in range(repeats):
-        for k, fn in fns.items():
-            _sync()
-            t0 = time.perf_counter()
-            fn()
-            _sync()
-            times[k].append(time.perf_counter() - t0)
+    with deferred_checks():
+        for fn in fns.values():
+            for _ in range(warmup):
+                fn()
+        for _ in range(repeats):
+            for k, fn in fns.items():
+                _sync()
+                t0 = time.perf_counter()
+                fn()
+                _sync()
+                times[k].append(time.perf_counter() - t0)
     return {k: statistics.median(v) for k, v in times.items()}
 
 
@@ -144,7 +151,13 @@ def peak_memory(fn: Callable[[], object], device: str = "cpu") -> int:
     before the call through ``/proc/self/clear_refs`` (or sampled every few ms where the kernel
     refuses the reset). Freed heap memory is handed back to the system first (glibc's
     ``malloc_trim``), so memory that earlier cases freed but kept cannot hide this call's peak.
+    The call runs in a ``geomlin.validation.deferred_checks`` scope (see ``measure``).
     """
+    with deferred_checks():
+        return _peak_memory(fn, device)
+
+
+def _peak_memory(fn: Callable[[], object], device: str) -> int:
     gc.collect()
     _trim_heap()
     if device.startswith("cuda"):

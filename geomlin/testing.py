@@ -58,7 +58,7 @@ from torch import Tensor
 from geomlin.groups.base import SymmetryGroup
 from geomlin.groups.names import as_group
 from geomlin.reps.declarations import declared_group, declared_types, example_inputs, is_irreps
-from geomlin.reps.feature_type import FeatureType, apply_matrix, name_is_not_a_type, rotation_part
+from geomlin.reps.feature_type import FeatureType, name_is_not_a_type
 from geomlin.reps.types import Scalars
 
 #: Default relative tolerance of [`assert_equivariant`][] (float64).
@@ -75,30 +75,47 @@ FLOAT32_LEVEL = 1e-5
 Action = Callable[[Any, Tensor], Tensor]
 
 
-def as_action(spec) -> Action | None:
-    """``action(g, x)`` of a feature type, e3nn Irreps or callable; ``None`` stays ``None``."""
-    if spec is None:
-        return None
-    if isinstance(spec, FeatureType):
-        return spec.act
+def _as_type(spec):
+    """One declared type as the checker uses it: e3nn Irreps become an
+    [`IrrepsRep`][geomlin.reps.irreps.IrrepsRep] (converted here, once, at the checker's entry);
+    feature types, callables and ``None`` stay; strings and anything else are refused."""
+    if spec is None or isinstance(spec, FeatureType):
+        return spec
     if isinstance(spec, str):
         raise name_is_not_a_type(spec, "type_in and type_out")
     if is_irreps(spec):
-        from geomlin.reps.irreps import wigner_D_from_matrix
+        from geomlin.reps.irreps import IrrepsRep
 
-        return lambda g, x: apply_matrix(wigner_D_from_matrix(spec, rotation_part(g).to(torch.float64)), x)
+        return IrrepsRep(spec)
     if callable(spec):
         return spec
     raise TypeError(f"type_in and type_out must be feature types of geomlin.reps, e3nn Irreps, callables "
                     f"action(g, x) or None, got {type(spec).__name__}")
 
 
+def _action(spec) -> Action | None:
+    """``action(g, x)`` of a converted type ([`_as_type`][])."""
+    return spec.act if isinstance(spec, FeatureType) else spec
+
+
 def _example_input(spec, batch: int, generator, dtype) -> Tensor:
     if isinstance(spec, FeatureType):
         return spec.random((batch,), generator=generator, dtype=dtype)
-    if is_irreps(spec):
-        return torch.randn(batch, spec.dim, generator=generator, dtype=dtype)
     raise ValueError(f"cannot generate an example input for action {spec!r}: pass inputs=")
+
+
+def _check_shape(what: str, x, spec) -> None:
+    """Refuse an output whose trailing shape is not its declared type's, before any action is applied to it
+    (an action on the wrong axes would report a meaningless equivariance error)."""
+    if not isinstance(spec, FeatureType):
+        return
+    if not isinstance(x, Tensor):
+        raise TypeError(f"{what} is a {type(x).__name__}, but its declared type {spec!r} needs a tensor")
+    shape = tuple(spec.shape)  # None: any size (image height and width)
+    trailing = tuple(x.shape[x.ndim - len(shape):]) if x.ndim >= len(shape) else None
+    if trailing is None or any(want is not None and have != want for have, want in zip(trailing, shape)):
+        raise ValueError(f"{what} has shape {tuple(x.shape)}, which does not match its declared type "
+                         f"{spec!r} (..., {', '.join('*' if n is None else str(n) for n in shape)})")
 
 
 def _resolve(fn, group, type_in, type_out, inputs, kwargs, batch_size, generator, dtype):
@@ -248,10 +265,10 @@ def equivariance_check(fn: Callable, group=None, type_in=None, type_out=None, in
     kwargs = {k: _in_dtype(v, dtype) for k, v in (kwargs or {}).items()}
     group, type_in, type_out, inputs, kwargs = _resolve(fn, group, type_in, type_out, inputs, kwargs,
                                                         batch_size, generator, dtype)
-    specs_in = _as_specs(type_in)
-    specs_out = _as_specs(type_out)
-    acts_in = [as_action(s) for s in specs_in]
-    acts_out = [as_action(s) for s in specs_out]
+    specs_in = tuple(_as_type(s) for s in _as_specs(type_in))
+    specs_out = tuple(_as_type(s) for s in _as_specs(type_out))
+    acts_in = [_action(s) for s in specs_in]
+    acts_out = [_action(s) for s in specs_out]
 
     if inputs is None:
         inputs = tuple(_example_input(s, batch_size, generator, dtype) for s in specs_in)
@@ -271,6 +288,8 @@ def equivariance_check(fn: Callable, group=None, type_in=None, type_out=None, in
     y = _as_tuple(fn(*inputs, **kwargs))
     if len(y) != len(acts_out):
         raise ValueError(f"fn returned {len(y)} outputs but {len(acts_out)} output types were given")
+    for o, (yy, spec) in enumerate(zip(y, specs_out)):
+        _check_shape(f"output {o} of {getattr(fn, '__name__', type(fn).__name__)}", yy, spec)
 
     compared = [yy for a, yy in zip(acts_out, y) if a is not None]
     output_norm = max((torch.linalg.vector_norm(yy.detach().to(torch.float64)).item()

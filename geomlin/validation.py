@@ -1,35 +1,42 @@
 """Shared input validation for geomlin's public boundaries.
 
 Every public function, module constructor, ``forward``, dataset reader and CLI option checks its
-input with these helpers, so the same mistake gets the same message everywhere. A message names
-the argument, says what was expected and what was given::
+input with these helpers, so the same mistake gets the same message everywhere: it names the
+argument, says what was expected and what was given::
 
     ValueError: x must have shape (..., 8, 16) (multivectors of G(3,0,1), 8 channels), got (4, 7, 15)
 
-**Conventions**
-
-* ``TypeError`` for the wrong kind of object or dtype, ``ValueError`` for wrong values or
-  shapes, [`FileFormatError`][] (a ``ValueError``) for corrupt files, naming the file and
-  the line or record.
-* Nothing here converts silently: integer, complex or boolean tensors are refused where a real
-  floating tensor is needed (call ``.to(torch.float64)`` yourself).
-* Checks belong at public boundaries, never inside inner loops.
+``TypeError`` for the wrong kind or dtype, ``ValueError`` for wrong values or shapes, [`FileFormatError`][]
+for corrupt files (file and line or record). Nothing converts silently (integer, complex or boolean
+tensors are refused where a real floating one is needed). Checks belong at public boundaries only.
 
 Checks that read values (NaN, ranges, order, "is this a rotation") and accelerators
-    On the CPU a failed check raises at once. On an accelerator reading the answer would make the
-    host wait for the device on every call, and a device-side assert (``torch._assert_async``)
-    leaves a CUDA context unusable for the rest of the process. So there [`check_condition`][]
-    computes the answer on the device and *defers* it: the flag stays on the device (no host
-    sync) until [`raise_deferred`][] reads every pending flag at once and raises the same
-    ``ValueError`` the CPU would have raised. The training loop calls it after its first step and
-    once per epoch, where it reads its metrics anyway; call it yourself (or use
-    [`deferred_checks`][]) around your own loops. Indices that would make a kernel read out of
-    bounds are clamped by the checks that defer ([`check_index`][]), so a bad index never
-    becomes a fatal device-side assert before its error is raised. Value checks are skipped on the
-    meta device; while ``torch.compile`` or ``torch.export`` trace on the CPU, [`check_condition`][],
-    [`check_finite`][] and [`check_index`][] put their test into the graph as
-    ``torch._assert_async`` (a compiled program or AOTInductor package raises ``RuntimeError`` with
-    the same message); the other value checks (order, orthogonality) are skipped there.
+    A failed check raises at once, on every device (on an accelerator: one host sync), and never clamps,
+    truncates or zeroes its input. Only inside an explicit [`deferred_checks`][] scope (the training loop,
+    [`EnergyAndForces`][geomlin.models.md.EnergyAndForces] and the benchmarks open one) does a check on an
+    accelerator keep its answer on the device (a device-side assert would leave a CUDA context unusable) until
+    the scope raises it, and only there does [`check_index`][] clamp. Nothing is read on meta or fake tensors.
+
+What compiled code does differently: every ``torch.compiler.is_compiling()`` branch of geomlin
+    Values cannot be read while ``torch.compile`` or ``torch.export`` (and ``geomlin.deploy``) trace,
+    so traced code takes these paths and only these (``tests/test_validation.py`` keeps the list complete):
+
+    * ``validation.check_condition``, ``check_finite``, ``check_index`` become asserts of the graph
+      on the CPU (``validation._values_unreadable``, ``validation._traced_check``: the program raises
+      ``RuntimeError``), skipped on accelerators, as are warnings, ``check_orthogonal``,
+      ``check_batch_vector``'s order, ``validation.check_memory`` and the memory check of
+      ``models.graphs.dense_edge_index``; ``validation.check_index`` and ``validation.shape_str``
+      print no symbolic size (it would specialise the graph);
+    * ``groups.base.Group.check_element`` skips the membership test; ``frames.moments._require_points``,
+      ``frames.pca._work_needed`` and ``frames.pca._report_degenerate`` take the accelerators'
+      branch-free path; ``linalg.scaling_and_squaring`` runs all its masked squarings;
+      ``linear.diagrams.layer.DiagramLinear`` clones its output before an in-place scatter, and
+      ``clifford.ga_attention._GAAttentionBase._run_net`` calls the user's network without its width check;
+    * ``models.md.require_autograd`` reads no inference-mode flag; ``gaunt.product._gaunt_grid``,
+      ``gaunt.product._grid_backward``, ``gaunt.method_tables.choose_method``,
+      ``gaunt.method_tables.choose_power_method`` and ``gaunt.powers.power_sum`` take the routes that trace
+      (the grid route as one custom operator); ``gaunt.paths.concat`` is a plain ``torch.cat`` and
+      ``gaunt.tensor_product._check_finite`` checks each tensor (no pre-screen by one sum).
 """
 
 from __future__ import annotations
@@ -42,16 +49,19 @@ import warnings
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
+import numpy as np
 import torch
 from torch import Tensor
+from torch._subclasses.fake_tensor import FakeTensor
+
+from geomlin.precision import at_least_float32, full_precision
 
 #: Relative tolerance for "is this a group element / orthonormal / unit" checks, by dtype. Loose
 #: enough for values that went through a few float operations, tight enough to reject a shear.
 GEOMETRY_TOLERANCE = {torch.float64: 1e-6, torch.float32: 1e-3, torch.float16: 2e-2, torch.bfloat16: 5e-2}
 
-#: Largest memory (bytes) a constructor or function may plan for one of its tensors before it refuses:
-#: [`check_memory`][] raises with the estimate above this (8 GiB), instead of an allocator error
-#: (or an hour of swapping) later.
+#: Largest memory (bytes) a constructor or function may plan for one tensor: [`check_memory`][] refuses
+#: more (8 GiB) with the estimate, instead of an allocator error (or an hour of swapping) later.
 MEMORY_LIMIT_BYTES = 8 * 2**30
 
 #: Readable names of the dtype families accepted by [`check_tensor`][].
@@ -68,11 +78,7 @@ class FileFormatError(ValueError):
     """A file that cannot be read as what it claims to be; the message starts with ``path:line:``."""
 
     def __init__(self, path, message: str, line: int | None = None, record: int | str | None = None):
-        where = str(path)
-        if line is not None:
-            where += f":{line}"
-        if record is not None:
-            where += f" (record {record})"
+        where = str(path) + (f":{line}" if line is not None else "") + (f" (record {record})" if record is not None else "")
         super().__init__(f"{where}: {message}")
         self.path = str(path)
         self.line = line
@@ -96,9 +102,8 @@ def tolerance(dtype: torch.dtype) -> float:
 
 def shape_str(shape: Iterable) -> str:
     """``(4, 7, 15)`` for a shape, ``(..., 16)`` for a pattern with ``...``, ``*`` for ``None``."""
-    # a symbolic size (torch.SymInt, while torch.export traces) is printed by name, never made an int;
-    # dynamo cannot trace str() of one and int() would specialise it, so while torch.compile traces the
-    # sizes print as "?" (a message built there is never shown: the checks that raise run eagerly)
+    # a torch.SymInt (torch.export) prints by name, never made an int; under torch.compile sizes print as
+    # "?" (dynamo cannot trace str() of one, int() would specialise it; such messages are never shown)
     compiling = torch.compiler.is_compiling()
     parts = ["..." if s is Ellipsis else ("*" if s is None else (
         "?" if compiling else str(s if isinstance(s, torch.SymInt) else int(s))))
@@ -190,54 +195,70 @@ def check_tensor(x, name: str, *, shape: Sequence | None = None, ndim: int | Non
 
 
 # ----------------------------------------------------------------------------- deferred checks
-_deferred = threading.local()
+_scopes = threading.local()
 
 
-def _pending() -> dict:
-    if not hasattr(_deferred, "flags"):
-        _deferred.flags = {}
-    return _deferred.flags
+def _stack() -> list[dict]:
+    """The open [`deferred_checks`][] scopes of this thread, innermost last (each: its pending flags)."""
+    return _scopes.__dict__.setdefault("stack", [])
+
+
+def defers(t: Tensor) -> bool:
+    """Whether a value check on ``t`` is deferred here: ``t`` is on an accelerator and a
+    [`deferred_checks`][] scope is open in this thread (else the check reads the values and raises at once)."""
+    return t.device.type != "cpu" and bool(_stack())
 
 
 def _values_unreadable(t: Tensor) -> bool:
     """True where values cannot be read at all: meta tensors, fake tensors, and torch.compile tracing."""
-    if t.device.type == "meta" or torch.compiler.is_compiling():
-        return True
-    return type(t).__name__ == "FakeTensor"
+    return t.device.type == "meta" or torch.compiler.is_compiling() or isinstance(t, FakeTensor)
 
 
 def _traced_check(ok: Tensor, message: str) -> None:
-    """While ``torch.compile`` / ``torch.export`` trace on the CPU, put the check into the graph.
-
-    ``torch._assert_async(ok.all(), message)`` becomes an op of the traced program (and of an
-    AOTInductor package), which raises ``RuntimeError`` with ``message`` when it fails. Not on
-    accelerators, where a device-side assert would leave the device unusable (module docstring).
-    """
+    """While ``torch.compile`` / ``torch.export`` trace on the CPU, ``torch._assert_async(ok.all(), message)``
+    (an op of the traced program, raising ``RuntimeError``); nothing on accelerators (module docstring)."""
     if torch.compiler.is_compiling() and ok.device.type == "cpu":
         torch._assert_async(ok.all(), message)
 
 
-def check_condition(ok: Tensor, message: str, *, error: type = ValueError) -> None:
-    """Refuse unless every element of the boolean tensor ``ok`` is True.
+def _condition(ok) -> Tensor | bool:
+    """``ok`` as a boolean tensor (NaN counts as False), or a Python bool; ``TypeError`` otherwise."""
+    if isinstance(ok, (bool, np.bool_)):
+        return bool(ok)
+    if not isinstance(ok, Tensor):
+        raise TypeError(f"a condition must be a bool or a boolean tensor, got {type(ok).__name__}")
+    if ok.dtype == torch.bool:
+        return ok
+    if ok.is_complex():
+        raise TypeError(f"a condition must be a bool or a real tensor, got dtype {ok.dtype}")
+    return (ok != 0) & ~torch.isnan(ok) if ok.is_floating_point() else ok != 0
 
-    On the CPU ``error(message)`` is raised at once. On an accelerator the test stays on the
-    device and is raised later by [`raise_deferred`][] (no host synchronisation; see the module
-    docstring). ``message`` must not depend on tensor values (those cannot be read without a sync).
-    ``error`` is the exception class (default ``ValueError``); a ``Warning`` subclass warns instead
-    of raising. While ``torch.compile`` or ``torch.export`` trace on the CPU the test becomes an
-    assert of the traced graph (`torch._assert_async`); warnings are not traced.
+
+def check_condition(ok, message: str, *, error: type = ValueError) -> None:
+    """Refuse unless every element of the condition ``ok`` is True.
+
+    ``ok`` is a boolean tensor (a number tensor counts its non-zero entries as True, and NaN as
+    False) or a Python bool. ``error(message)`` (``ValueError``; a ``Warning`` subclass warns
+    instead) is raised at once, on every device, except on an accelerator inside a
+    [`deferred_checks`][] scope, where the test stays on the device until the scope reads it
+    (``message`` must then not depend on tensor values). Traced code: see the module docstring.
     """
+    ok = _condition(ok)
+    if isinstance(ok, bool):
+        if not ok:
+            _fail(error, message, stacklevel=3)
+        return
     if _values_unreadable(ok):
         if not issubclass(error, Warning):
             _traced_check(ok, message)
         return
-    if ok.device.type == "cpu":
+    if not defers(ok):
         if ok.numel() and not bool(ok.all()):
             _fail(error, message, stacklevel=3)
         return
     with torch.no_grad():
         failed = ~ok.all()
-        flags = _pending()
+        flags = _stack()[-1]
         key = (ok.device, message, error)
         if key not in flags and len(flags) >= MAX_DEFERRED_CHECKS:
             key = (ok.device, MORE_CHECKS_FAILED, ValueError)
@@ -252,52 +273,72 @@ def _fail(error: type, message: str, stacklevel: int) -> None:
 
 
 def pending_checks() -> int:
-    """Number of distinct deferred checks waiting for [`raise_deferred`][] in this thread."""
-    return len(_pending())
+    """Distinct deferred checks waiting in this thread's innermost [`deferred_checks`][] scope (0 outside one)."""
+    return len(_stack()[-1]) if _stack() else 0
 
 
-def raise_deferred() -> None:
-    """Read every deferred check of this thread (one host sync per device) and raise the first failure.
-
-    Clears the pending checks either way. Raises the error the CPU would have raised (the first
-    failed check's), with a note saying where the check ran, after issuing the warnings of failed
-    checks whose ``error`` is a ``Warning``.
-    """
-    flags = _pending()
-    if not flags:
-        return
-    items = list(flags.items())
-    flags.clear()
+def _raise_flags(flags: dict) -> None:
+    """Read ``flags`` (one host sync per device) and raise the first failure, after the warnings."""
     by_device: dict = {}
-    for (device, message, error), flag in items:
+    for (device, message, error), flag in flags.items():
         by_device.setdefault(device, []).append((message, error, flag))
     first = None
     for device, entries in by_device.items():
         failed = torch.stack([f for _, _, f in entries]).cpu()
         for (message, error, _), bad in zip(entries, failed.tolist()):
             if bad and (issubclass(error, Warning) or first is None):
-                text = f"{message} (checked on {device}, raised by geomlin.validation.raise_deferred)"
+                text = f"{message} (checked on {device}, deferred by geomlin.validation.deferred_checks)"
                 if issubclass(error, Warning):
-                    _fail(error, text, stacklevel=2)
+                    _fail(error, text, stacklevel=3)
                 else:
                     first = error(text)
     if first is not None:
         raise first
 
 
+def raise_deferred() -> None:
+    """Read the checks deferred so far in this thread's innermost [`deferred_checks`][] scope (one host
+    sync per device), issue their warnings and raise the first failure (the CPU's error, saying where
+    it ran); clears them either way, the scope stays open. Outside a scope nothing is pending."""
+    stack = _stack()
+    if not stack or not stack[-1]:
+        return
+    flags = dict(stack[-1])
+    stack[-1].clear()
+    _raise_flags(flags)
+
+
 @contextlib.contextmanager
 def deferred_checks():
-    """Run a block, then raise what its deferred device checks found (see [`raise_deferred`][])."""
-    yield
-    raise_deferred()
+    """A scope in which value checks on accelerators are deferred instead of read at once.
 
-
-def _all_finite_cpu(x: Tensor) -> bool:
-    """Whether a non-empty CPU tensor is free of NaN and inf.
-
-    For real tensors the minimum and maximum (which propagate NaN) are checked: one fused
-    reduction, about 20x faster than ``torch.isfinite(x).all()``, which writes a boolean tensor.
+    Inside, [`check_condition`][] (and every check built on it) keeps its answer on the device and
+    [`check_index`][] clamps the index it returns, so no kernel reads out of bounds before the error.
+    When the block ends the scope reads every pending check (one host sync per device) and raises
+    the first failure ([`raise_deferred`][] does so inside); a nested scope hands them to the
+    enclosing one. A block that raises drops its pending checks: nothing leaks into the next block.
+    Open one around your own loops on an accelerator to keep them free of host synchronisations.
     """
+    stack = _stack()
+    flags: dict = {}
+    stack.append(flags)
+    finished = False
+    try:
+        yield
+        finished = True
+    finally:
+        stack.pop()
+        if finished and flags:
+            if stack:
+                for key, flag in flags.items():
+                    stack[-1][key] = flag | stack[-1].get(key, False)
+            else:
+                _raise_flags(flags)
+
+
+def _all_finite(x: Tensor) -> bool:
+    """Whether a non-empty tensor is free of NaN and inf (a read): for real ones the minimum and maximum, which
+    propagate NaN (one fused reduction, ~20x faster than ``torch.isfinite(x).all()``)."""
     if x.is_complex():
         return bool(torch.isfinite(x).all())
     low, high = torch.aminmax(x)
@@ -305,7 +346,8 @@ def _all_finite_cpu(x: Tensor) -> bool:
 
 
 def check_finite(x: Tensor, name: str) -> Tensor:
-    """Refuse NaN and inf in a floating tensor (deferred on accelerators, see [`check_condition`][]); return ``x``."""
+    """Refuse NaN and inf in a floating tensor (deferred inside [`deferred_checks`][] on accelerators, see
+    [`check_condition`][]); return ``x``."""
     if not x.is_floating_point() and not x.is_complex():
         return x
     message = f"{name} contains NaN or inf values"
@@ -314,8 +356,8 @@ def check_finite(x: Tensor, name: str) -> Tensor:
             low, high = torch.aminmax(x)
             _traced_check(torch.isfinite(low) & torch.isfinite(high), message)
         return x
-    if x.device.type == "cpu":
-        if x.numel() and not _all_finite_cpu(x):
+    if not defers(x):
+        if x.numel() and not _all_finite(x):
             raise ValueError(message)
     elif x.numel():
         check_condition(torch.isfinite(x).all(), message)
@@ -323,11 +365,11 @@ def check_finite(x: Tensor, name: str) -> Tensor:
 
 
 def check_index(index: Tensor, name: str, size: int, what: str = "items") -> Tensor:
-    """Integer ``index`` with every entry in ``[0, size)``; returns it (clamped on accelerators).
+    """Integer ``index`` with every entry in ``[0, size)``; returns it.
 
-    On the CPU an out-of-range entry raises at once. On an accelerator the range test is deferred
-    ([`check_condition`][]) and the returned index is clamped into range, so no kernel reads out
-    of bounds (which would be a fatal device-side assert) before the error is raised.
+    An out-of-range entry raises at once, naming the entries' range, on every device. Only on an
+    accelerator inside a [`deferred_checks`][] scope is the test deferred and the returned index
+    clamped into range, so no kernel reads out of bounds before the scope raises: use the result.
     """
     check_tensor(index, name, dtype="int")
     # dynamo sees a symbolic size as a plain int, and formatting it would specialise the graph to that size
@@ -338,7 +380,7 @@ def check_index(index: Tensor, name: str, size: int, what: str = "items") -> Ten
             low, high = torch.aminmax(index)
             _traced_check((low >= 0) & (high < size), message)
         return index
-    if index.device.type == "cpu":
+    if not defers(index):
         low, high = torch.aminmax(index)
         if int(low) < 0 or int(high) >= size:
             raise ValueError(f"{name} must index {what} in [0, {size}), got entries from {int(low)} to {int(high)}")
@@ -357,9 +399,8 @@ def check_bool(value, name: str) -> bool:
 def check_int(value, name: str, *, minimum: int | None = None, maximum: int | None = None) -> int:
     """An integer (Python or numpy, not bool) within ``[minimum, maximum]``; returns a Python int.
 
-    A ``torch.SymInt`` (a size that ``torch.export`` / ``torch.compile`` trace symbolically, such
-    as a dynamic batch size) is accepted and returned as is; its bounds become ``torch._check``
-    constraints of the traced program instead of a Python comparison.
+    A ``torch.SymInt`` (a size traced symbolically, such as a dynamic batch size) is returned as is,
+    its bounds ``torch._check`` constraints of the traced program.
     """
     if isinstance(value, torch.SymInt):
         if minimum is not None:
@@ -437,8 +478,8 @@ def check_mask(mask, name: str, shape: Sequence | None = None) -> Tensor:
 def check_batch_vector(batch, name: str, num_items: int, *, num_graphs: int | None = None) -> Tensor:
     """A PyG batch vector: 1-D integer ``(num_items,)``, non-negative and sorted (non-decreasing).
 
-    Returns it; on accelerators the value tests are deferred and the returned vector is clamped
-    into ``[0, num_graphs)`` (see [`check_index`][]).
+    Returns it; on accelerators inside a [`deferred_checks`][] scope the value tests are deferred and
+    the returned vector is clamped into ``[0, num_graphs)`` (see [`check_index`][]).
     """
     check_tensor(batch, name, ndim=1, dtype="int")
     if batch.shape[0] != num_items:
@@ -446,7 +487,7 @@ def check_batch_vector(batch, name: str, num_items: int, *, num_graphs: int | No
     if not batch.numel() or _values_unreadable(batch):
         return batch
     sorted_message = f"{name} must be sorted (items of one graph contiguous, as PyG's Batch stores them)"
-    if batch.device.type == "cpu":
+    if not defers(batch):
         if int(batch.min()) < 0:
             raise ValueError(f"{name} must be non-negative, got minimum {int(batch.min())}")
         if batch.numel() > 1 and bool((batch[1:] < batch[:-1]).any()):
@@ -480,8 +521,7 @@ def check_memory(nbytes: int, what: str, hint: str = "") -> int:
     """Refuse a planned allocation of about ``nbytes`` bytes above [`MEMORY_LIMIT_BYTES`][].
 
     ``what`` names the tensor and the arguments that size it; ``hint`` says how to use less.
-    The ``ValueError`` prints the estimate and the limit. Returns ``nbytes``. Skipped while
-    ``torch.compile`` traces (sizes may be symbolic there; the eager call has checked them).
+    The ``ValueError`` prints the estimate and the limit. Returns ``nbytes``.
     """
     if torch.compiler.is_compiling():
         return nbytes
@@ -517,7 +557,10 @@ def check_orthogonal(R, name: str, *, special: bool | None = None, atol: float |
     """``R (..., d, d)`` must be orthogonal (``R R^T = I``) to a dtype tolerance.
 
     ``special=True`` also requires ``det R = +1`` (rotations), ``special=False`` ``det R = -1``;
-    ``None`` accepts both. On accelerators the test is deferred ([`check_condition`][]).
+    ``None`` accepts both. The test runs by [`geomlin.precision`][]'s rule (in ``R``'s dtype, float32
+    for half precisions, with autocast off), so float32 rotations pass under ``torch.autocast`` and
+    bfloat16 ones with bfloat16's tolerance. On accelerators inside a [`deferred_checks`][] scope the
+    test is deferred ([`check_condition`][]).
     """
     check_tensor(R, name, min_ndim=2, dtype="float")
     if R.shape[-1] != R.shape[-2]:
@@ -525,26 +568,22 @@ def check_orthogonal(R, name: str, *, special: bool | None = None, atol: float |
     if R.numel() == 0 or _values_unreadable(R):
         return R
     tol = tolerance(R.dtype) if atol is None else atol
-    if R.device.type != "cpu":
-        eye = torch.eye(R.shape[-1], dtype=R.dtype, device=R.device)
-        ok = torch.isfinite(R).all() & ((R @ R.transpose(-1, -2) - eye).abs().amax() <= tol)
-        check_condition(ok, f"{name} must be finite orthogonal matrices (R R^T = I to {tol:.0e})")
+    kind, want = ("rotations (det +1)", 1.0) if special else ("improper (det -1)", -1.0)
+    with full_precision(R):
+        work = at_least_float32(R.detach())
+        gap = (work @ work.transpose(-1, -2) - torch.eye(R.shape[-1], dtype=work.dtype, device=R.device)).abs().amax()
+        det = torch.linalg.det(work.to(torch.float64) if R.device.type == "cpu" else work)
+    if defers(R):
+        check_condition(torch.isfinite(work).all() & (gap <= tol),
+                        f"{name} must be finite orthogonal matrices (R R^T = I to {tol:.0e})")
         if special is not None:
-            det = torch.linalg.det(R.to(torch.float32) if R.dtype in (torch.float16, torch.bfloat16) else R)
-            kind = "rotations (det +1)" if special else "improper (det -1)"
-            check_condition((det - (1.0 if special else -1.0)).abs() <= 10 * tol, f"{name} must be {kind}")
+            check_condition((det - want).abs() <= 10 * tol, f"{name} must be {kind}")
         return R
     check_finite(R, name)
-    eye = torch.eye(R.shape[-1], dtype=R.dtype)
-    err = (R @ R.transpose(-1, -2) - eye).abs().amax().item()
-    if err > tol:
-        raise ValueError(f"{name} must be orthogonal (R R^T = I), but |R R^T - I| = {err:.2e} > {tol:.0e}")
-    if special is not None:
-        det = torch.linalg.det(R.to(torch.float64))
-        want = 1.0 if special else -1.0
-        if ((det - want).abs() > 10 * tol).any():
-            kind = "rotations (det +1)" if special else "improper (det -1)"
-            raise ValueError(f"{name} must be {kind}, got det = {det.flatten()[0].item():+.6f}")
+    if float(gap) > tol:
+        raise ValueError(f"{name} must be orthogonal (R R^T = I), but |R R^T - I| = {float(gap):.2e} > {tol:.0e}")
+    if special is not None and bool(((det - want).abs() > 10 * tol).any()):
+        raise ValueError(f"{name} must be {kind}, got det = {float(det.flatten()[0]):+.6f}")
     return R
 
 

@@ -9,12 +9,24 @@ from pathlib import Path
 import geomlin
 
 ROOT = Path(geomlin.__file__).parent
-#: Subpackages (and top-level modules) in import order: each may import only from those before it.
-#: ``algebra`` (Clifford algebras: numbers, no groups) sits below ``groups``, whose versor groups
-#: (Pin(3,0,1), Clifford groups, O(p,q,r)) are built on it; ``neighbors`` (neighbour search on point
-#: coordinates) sits at the bottom, under every layer and dataset that builds graphs.
-ORDER = ["validation", "io_atomic", "neighbors", "algebra", "groups", "reps", "testing", "linear", "clifford", "gatr",
-         "frames", "gaunt", "datasets", "models", "train", "deploy", "cli", "__main__"]
+#: The floors, lowest first: a module may import only from its own subpackage, the floors below it, and
+#: (on the ground floor) the ground modules listed before it. The ground floor is plumbing every package
+#: shares and imports nothing else of geomlin's: constant tables and the device cache, the autocast rule,
+#: input checks, the batch layouts, the radial bases, the sync-free small-matrix solvers, atomic writes, the neighbour search. ``algebra``
+#: (Clifford algebras: numbers, no groups) sits below ``groups``, whose versor groups are built on it.
+#: The five layer families share one floor: none imports another (shared pieces move down).
+GROUND = ("tables", "precision", "validation", "batching", "radial", "linalg", "io_atomic", "neighbors")
+LAYER_FAMILIES = ("linear", "clifford", "gatr", "frames", "gaunt")
+FLOORS = [*[(name,) for name in GROUND], ("algebra",), ("groups",), ("reps",), ("testing",), LAYER_FAMILIES,
+          ("datasets",), ("models",), ("train",), ("deploy",), ("cli",), ("__main__",)]
+#: Every top-level name in floor order (the order docs/concepts.md and geomlin/__init__ list).
+ORDER = [name for floor in FLOORS for name in floor]
+#: Modules meant for users only, which no module of the library imports.
+LEAVES = ("geomlin.gatr.primitives",)
+#: Most lines of a file under geomlin/ (one idea per module).
+MAX_LINES = 600
+#: Files over MAX_LINES that another branch is splitting (none now).
+SPLIT_BY_OTHER_BRANCHES: set[str] = set()
 #: Import circles another branch removes: listed so that this test guards everything else, and checked
 #: to still exist, so an entry is deleted as soon as its circle is gone.
 KNOWN_CIRCLES: list[set[str]] = []
@@ -84,19 +96,78 @@ def test_every_top_level_name_has_a_floor():
     assert names <= set(ORDER), f"add {sorted(names - set(ORDER))} to ORDER (and to docs/concepts.md)"
 
 
-def test_imports_point_down_the_floors():
-    floor = {name: i for i, name in enumerate(ORDER)}
-    upward = []
+def _floor_of() -> dict[str, int]:
+    return {name: i for i, floor in enumerate(FLOORS) for name in floor}
+
+
+def _cross_imports():
+    """``(path, line, importing top name, imported module, imported top name)`` of every import between
+    two top-level names (subpackages or modules of geomlin)."""
     for path in ROOT.rglob("*.py"):
         parts = path.relative_to(ROOT).with_suffix("").parts
         if parts == ("__init__",):
             continue
-        here = floor[parts[0]]
         for module, line, _ in _imports(path):
             target = module.split(".")[1]
-            if floor.get(target, -1) > here:
-                upward.append(f"{path.relative_to(ROOT.parent)}:{line} imports {module}")
-    assert not upward, "imports from a higher floor:\n" + "\n".join(upward)
+            if target != parts[0]:
+                yield path.relative_to(ROOT.parent), line, parts[0], module, target
+
+
+def _upward(rows) -> list[str]:
+    """The rows of [`_cross_imports`] that import from the same or a higher floor."""
+    floor = _floor_of()
+    return [f"{path}:{line} imports {module}" for path, line, here, module, target in rows
+            if floor.get(target, -1) >= floor[here]]
+
+
+def _sideways(rows) -> list[str]:
+    """The rows of [`_cross_imports`] from one layer family to another."""
+    return [f"{path}:{line} imports {module}" for path, line, here, module, target in rows
+            if here in LAYER_FAMILIES and target in LAYER_FAMILIES]
+
+
+def test_imports_point_down_the_floors():
+    upward = _upward(_cross_imports())
+    assert not upward, "imports from the same or a higher floor:\n" + "\n".join(upward)
+
+
+def test_the_ground_floor_imports_only_the_ground_floor():
+    """Tables, precision, checks, solvers, atomic writes, neighbours: plumbing, built on nothing above."""
+    above = [f"{path}:{line} imports {module}" for path, line, here, module, target in _cross_imports()
+             if here in GROUND and target not in GROUND]
+    assert not above, "the ground floor imports from above it:\n" + "\n".join(above)
+
+
+def test_the_five_layer_families_stand_on_one_floor():
+    assert LAYER_FAMILIES in FLOORS
+    between = _sideways(_cross_imports())
+    assert not between, "a layer family imports another (move the shared piece down):\n" + "\n".join(between)
+
+
+def test_the_floor_checks_find_what_they_look_for():
+    """The oracle of the tests above: hand-made imports, one of each kind."""
+    rows = [("a.py", 1, "gaunt", "geomlin.linear.tables", "linear"),      # sideways, between families
+            ("b.py", 2, "validation", "geomlin.algebra", "algebra"),      # up, from the ground floor
+            ("c.py", 3, "precision", "geomlin.tables", "tables"),         # down, within the ground floor
+            ("d.py", 4, "models", "geomlin.gaunt.conv", "gaunt")]         # down
+    assert _sideways(rows) == ["a.py:1 imports geomlin.linear.tables"]
+    assert _upward(rows) == ["a.py:1 imports geomlin.linear.tables", "b.py:2 imports geomlin.algebra"]
+
+
+def test_leaves_are_imported_by_no_library_module():
+    importers = [f"{path}:{line} imports {module}" for path in ROOT.rglob("*.py")
+                 for module, line, names in _imports(path)
+                 if any(leaf in (module, *(f"{module}.{n}" for n in names)) for leaf in LEAVES)]
+    assert not importers, "modules for users only, imported by the library:\n" + "\n".join(importers)
+
+
+def test_no_file_is_longer_than_the_limit():
+    long = {str(p.relative_to(ROOT.parent)): n for p in ROOT.rglob("*.py")
+            if (n := len(p.read_text().splitlines())) > MAX_LINES}
+    assert set(long) <= SPLIT_BY_OTHER_BRANCHES, \
+        f"files over {MAX_LINES} lines (split them along their seams): {sorted(set(long) - SPLIT_BY_OTHER_BRANCHES)}"
+    done = SPLIT_BY_OTHER_BRANCHES - set(long)
+    assert not done, f"{sorted(done)} are no longer over {MAX_LINES} lines: remove them from SPLIT_BY_OTHER_BRANCHES"
 
 
 def test_no_basename_repeats_on_another_floor_of_a_package():

@@ -36,7 +36,7 @@ def _old_spellings():
     from geomlin.frames import PointCloudCanonicalizer, VNPointNet
     from geomlin.frames.images import ImageCanonicalizer
     from geomlin.gaunt import GauntConvolution
-    from geomlin.gaunt import tables as T
+    from geomlin.gaunt import harmonics as T
     from geomlin.gaunt.layout import sphere_irreps
     from geomlin.groups import O
     from geomlin.linear import EquivariantMLP, uniform_rep

@@ -101,7 +101,7 @@ def test_checker_input_errors():
         equivariance_error(lambda x: x, 3, V(G), V(G))
     with pytest.raises(ValueError, match=r"unknown group 'O\(7'"):
         equivariance_error(lambda x: x, "O(7", V(G), V(G))
-    with pytest.raises(ValueError, match="last dimension"):
+    with pytest.raises(ValueError, match="does not match its declared type"):
         equivariance_error(lambda x: x, G, V(G), V(G), inputs=torch.ones(2, 4))
     with pytest.raises(ValueError, match="num_samples"):
         equivariance_error(lambda x: x, G, V(G), V(G), num_samples=0)
@@ -168,3 +168,19 @@ def test_report_repr_is_a_summary():
     text = repr(report)
     assert len(text) < 200 and "50 samples x 1 outputs of O(3)" in text, text
     assert len(report.errors) == 50  # the per-sample errors are still there
+
+
+def test_an_output_of_the_wrong_shape_is_named_not_called_not_equivariant():
+    """Issue 34: an output whose shape does not match its declared type is a usage error, said so."""
+    G = O(3)
+    with pytest.raises(ValueError, match=r"output 0 of .* has shape \(4, 4\), which does not match its declared "
+                                         r"type .*\(\.\.\., 3\)"):
+        assert_equivariant(lambda x: torch.cat([x, x[..., :1]], -1), G, V(G), V(G))
+    with pytest.raises(ValueError, match=r"output 0 of .* has shape \(4, 3\), which does not match its declared "
+                                         r"type .*\(\.\.\., 2\)"):  # an invariant of the wrong width
+        assert_equivariant(lambda x: x.norm(dim=-1, keepdim=True).expand(4, 3), G, V(G), Scalars(2))
+    irreps = o3.Irreps("1x0e+1x1o")
+    with pytest.raises(ValueError, match=r"output 0 of .* does not match its declared type Irreps\[1x0e\+1x1o\]"):
+        assert_equivariant(lambda x: x[..., :3], G, irreps, irreps)
+    with pytest.raises(TypeError, match="output 0 of .* is a tuple"):
+        assert_equivariant(lambda x: ((x,),), G, V(G), V(G))

@@ -1,17 +1,22 @@
 """The shared validation helpers: each refuses what it should, with the phrase users see."""
 
+import ast
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 
+import geomlin
+from geomlin import validation
 from geomlin.groups import SO, O
 from geomlin.validation import (
     FileFormatError,
     check_batch_vector,
     check_bool,
     check_choice,
+    check_condition,
     check_file,
     check_finite,
     check_float,
@@ -170,3 +175,59 @@ def test_memory_bound_and_broadcast_messages():
     assert check_broadcastable(("a", (4, 1)), ("b", (3,))) == (4, 3)
     with pytest.raises(ValueError, match=r"the batch shapes of a, b must be equal or broadcastable, got a \(4,\), b \(5,\)"):
         check_broadcastable(("a", (4,)), ("b", (5,)), what="batch shapes")
+
+
+def test_check_condition_counts_nan_as_failed_and_takes_python_bools():
+    with pytest.raises(ValueError, match="must hold"):
+        check_condition(torch.tensor([1.0, float("nan")]), "must hold")  # NaN is not a satisfied condition
+    with pytest.raises(ValueError, match="must hold"):
+        check_condition(torch.tensor(float("nan")), "must hold")
+    check_condition(torch.tensor([1.0, 2.0]), "must hold")  # non-zero numbers are True
+    check_condition(True, "must hold")
+    check_condition(np.bool_(True), "must hold")
+    with pytest.raises(ValueError, match="must hold"):
+        check_condition(False, "must hold")
+    with pytest.warns(UserWarning, match="odd"):
+        check_condition(False, "odd", error=UserWarning)
+    with pytest.raises(TypeError, match="a condition must be a bool or a boolean tensor, got str"):
+        check_condition("yes", "must hold")
+
+
+def test_the_cpu_never_defers_and_nothing_is_pending_outside_a_scope():
+    with validation.deferred_checks():
+        with pytest.raises(ValueError, match="x contains NaN"):  # inside a scope too: the CPU reads for free
+            check_finite(torch.tensor([float("nan")]), "x")
+        assert validation.pending_checks() == 0
+    validation.raise_deferred()  # outside a scope: nothing to read
+    assert validation.pending_checks() == 0
+
+
+def _compiling_branches() -> list[tuple[str, list[str]]]:
+    """``(module, [class, ] function)`` of every ``is_compiling()`` call in geomlin."""
+    root = Path(geomlin.__file__).parent
+    found = []
+
+    def visit(node, module, stack):
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, (ast.FunctionDef, ast.ClassDef)):
+                visit(child, module, [*stack, child.name])
+                continue
+            if isinstance(child, ast.Call) and isinstance(child.func, ast.Attribute) \
+                    and child.func.attr in ("is_compiling", "is_dynamo_compiling", "is_exporting"):
+                found.append((module, stack))
+            visit(child, module, stack)
+
+    for path in sorted(root.rglob("*.py")):
+        visit(ast.parse(path.read_text()), ".".join(path.relative_to(root).with_suffix("").parts), [])
+    return found
+
+
+def test_the_validation_docstring_lists_every_is_compiling_branch():
+    """One list of what compiled code does differently: every branch on ``torch.compiler.is_compiling()``
+    is named (``module.function``, or ``module.Class`` for a method) in geomlin.validation's docstring."""
+    branches = _compiling_branches()
+    assert len(branches) >= 15  # the walk finds them (oracle: the count when the list was written)
+    doc = validation.__doc__
+    missing = [".".join([m, *stack]) for m, stack in branches
+               if not any(".".join([m, *stack[:j]]) in doc for j in range(1, len(stack) + 1))]
+    assert not missing, f"add these is_compiling() branches to geomlin/validation.py's docstring: {missing}"

@@ -13,12 +13,14 @@ from matplotlib.patches import FancyBboxPatch
 
 #: (floor label, packages on that floor, one line on what they hold)
 FLOORS = [
-    ("core", ["validation", "algebra", "groups", "reps", "testing"],
-     "checks · Clifford algebras, G(3,0,1) · groups as generators, versors · feature types · the checker"),
-    ("maps", ["linear"], "equivariant linear maps: basis solvers, diagram layers, equivariant MLPs"),
-    ("layers", ["clifford", "gatr", "frames", "gaunt"], "CGENN/GLGENN/GCAN/GA attention · GATr · frames · Gaunt"),
+    ("ground floor", ["tables", "precision", "validation", "linalg", "io_atomic", "neighbors"],
+     "tables and device cache · autocast rule · checks · sync-free solvers · atomic writes · neighbours"),
+    ("core", ["algebra", "groups", "reps", "testing"],
+     "Clifford algebras, G(3,0,1) · groups as generators, versors · feature types · the checker"),
+    ("layer families", ["linear", "clifford", "gatr", "frames", "gaunt"],
+     "linear maps · CGENN/GLGENN/GCAN/GA attention · GATr · frames · Gaunt (none imports another)"),
     ("data and models", ["datasets", "models"], "PyG loaders and transforms · reference models"),
-    ("running", ["train", "cli"], "training loop and tasks · the geomlin command"),
+    ("running", ["train", "deploy", "cli"], "training loop and tasks · export · the geomlin command"),
 ]
 COLORS = ["#dbe8f6", "#e3f1e1", "#fbeedd", "#f4e1ee", "#ececec"]
 
@@ -37,7 +39,7 @@ def main() -> None:
             x = 2.1 + j * width
             ax.add_patch(FancyBboxPatch((x, y + 0.35), width - 0.2, 0.4, boxstyle="round,pad=0.02",
                                         fc="white", ec="#333333"))
-            ax.text(x + (width - 0.2) / 2, y + 0.55, f"geomlin.{p}", ha="center", va="center", fontsize=9 if len(packages) < 5 else 8,
+            ax.text(x + (width - 0.2) / 2, y + 0.55, f"geomlin.{p}", ha="center", va="center", fontsize=9 if len(packages) < 5 else (8 if len(packages) < 6 else 6.5),
                     family="monospace")
         ax.text(2.1, y + 0.12, blurb, fontsize=8.5, color="#333333")
         if i:

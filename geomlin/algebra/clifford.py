@@ -3,16 +3,10 @@
 An algebra is given by the squares of its basis vectors, ``metric = (m_0, ..., m_{n-1})``
 with ``m_i`` in ``{1, -1, 0}`` (``(0, 1, 1, 1)`` is projective G(3,0,1), ``(1, -1, -1, -1)``
 spacetime, ``(1, 1, 1)`` Euclidean G(3)). Multivectors are plain tensors of shape
-``(..., 2**n)`` in the *grade-lexicographic* basis order: grade 0 first, then the
-blades of each grade in lexicographic order of their index tuples. For ``n = 4`` with
-indices ``0..3`` this is ``[1, e0, e1, e2, e3, e01, e02, e03, e12, e13, e23, e012, e013,
-e023, e123, e0123]``, the order of the reference GATr implementation.
-
-Blades are bitmaps (bit ``i`` set when ``e_i`` is a factor). The product of two blades is
-``e_A e_B = sign(A, B) * prod_{i in A & B} m_i * e_{A xor B}``, where ``sign`` counts the
-transpositions that bring the concatenation into canonical order (Dorst, Fontijne and Mann,
-*Geometric Algebra for Computer Science*, sec. 19.1). All tables are built once in float64
-from this rule and cached per metric.
+``(..., 2**n)`` in the *grade-lexicographic* basis order of [`geomlin.algebra.blades`][]
+(for ``n = 4``: ``[1, e0, e1, e2, e3, e01, ..., e123, e0123]``, the order of the reference GATr
+implementation), whose tables (Cayley tables from the blade product rule, signs, complements)
+this algebra reads.
 
 Products have two implementations:
 
@@ -42,372 +36,44 @@ versor realises, e.g. the similarities ``p -> lambda R p + t`` of G(3,0,1).
 
 from __future__ import annotations
 
-import functools
-import itertools
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Sequence
 
 import torch
-from torch import Tensor, nn
+from torch import Tensor
 
+from geomlin.algebra import blades
+from geomlin.algebra.blades import NUM_QUATERNION_TYPES, PRODUCTS
+from geomlin.linalg import scaling_and_squaring
+from geomlin.precision import at_least_float32, full_precision
+from geomlin.tables import ConstantTables, device_cache, table_on
 from geomlin.validation import (
+    check_broadcastable,
     check_choice,
     check_condition,
     check_finite,
     check_int,
     check_positive_int,
+    check_same_device,
     check_tensor,
+    defers,
     tolerance,
 )
 
 #: Largest supported number of basis vectors (dense tables are ``4**n * 2**n`` entries).
 MAX_DIM = 8
-#: Products the engine knows, each a masked Cayley table.
-PRODUCTS = ("geometric", "outer", "fat_dot", "left_contraction", "right_contraction", "scalar",
-            "regressive")
 METHODS = ("auto", "sparse", "dense")
 #: ``sparse`` is preferred by ``auto`` when this fraction of (i, j) pairs or fewer is non-zero.
 SPARSE_DENSITY = 0.5
-#: Number of subspaces of quaternion type (grades ``0, 1, 2, 3 (mod 4)``).
-NUM_QUATERNION_TYPES = 4
 #: Ways to group the components of a multivector into subspaces that share weights.
 SUBSPACES = ("grade", "quaternion")
 #: A versor ``v`` is refused as non-invertible when ``|<v ~v>_0| <= ZERO_VERSOR_EPS * eps(dtype) * |v|^2``.
 ZERO_VERSOR_EPS = 16.0
-#: [`scaling_and_squaring`][] scales its argument to at most this size before the Taylor series.
-EXP_SCALED_SIZE = 0.5
-#: Most squarings of [`scaling_and_squaring`][]: sizes up to ``EXP_SCALED_SIZE * 2**MAX_SQUARINGS``
-#: (about 5e5) are exact to round-off; on accelerators every call runs this many (masked) squarings,
-#: so the count of squarings never has to be read back from the device.
-MAX_SQUARINGS = 20
 
 
 def quaternion_type(grade: int) -> int:
     """The quaternion type ``grade mod 4`` of a grade (GLGENN, Sec. 3)."""
     return check_int(grade, "grade", minimum=0) % NUM_QUATERNION_TYPES
-
-
-def _popcount(x: int) -> int:
-    return x.bit_count()
-
-
-def _reorder_sign(a: int, b: int) -> int:
-    """Sign of bringing ``e_A e_B`` (bitmaps) into canonical order."""
-    swaps = 0
-    a >>= 1
-    while a:
-        swaps += _popcount(a & b)
-        a >>= 1
-    return -1 if swaps & 1 else 1
-
-
-@functools.cache
-def _basis(n: int) -> tuple[tuple[tuple[int, ...], ...], tuple[int, ...]]:
-    """Blades as index tuples and bitmaps, grade-lexicographic order."""
-    blades = tuple(c for g in range(n + 1) for c in itertools.combinations(range(n), g))
-    bitmaps = tuple(sum(1 << i for i in b) for b in blades)
-    return blades, bitmaps
-
-
-@functools.cache
-def _vectors(metric: tuple[float, ...]) -> dict[str, Tensor]:
-    """Per-component tables of a metric: grades, the sign vectors of the involutions, and the
-    metric-free complement (a signed permutation ``(d, d)``) and its inverse."""
-    n = len(metric)
-    blades, bitmaps = _basis(n)
-    d = len(blades)
-    index = {bm: i for i, bm in enumerate(bitmaps)}
-    grade = torch.tensor([len(b) for b in blades])
-    # Right complement (Poincare duality, metric free): e_A -> c_A e_{~A} with e_A ^ c_A e_{~A} = I.
-    full = (1 << n) - 1
-    comp = torch.zeros(d, d, dtype=torch.float64)  # comp[i, k]: coefficient of blade k in complement(e_i)
-    for i, a in enumerate(bitmaps):
-        comp[i, index[full ^ a]] = float(_reorder_sign(a, full ^ a))
-    out = {"grade": grade, "complement": comp, "uncomplement": comp.T.clone(),  # inverse = transpose
-           "reverse": torch.tensor([(-1.0) ** (g * (g - 1) // 2) for g in grade.tolist()], dtype=torch.float64),
-           "involute": torch.tensor([(-1.0) ** g for g in grade.tolist()], dtype=torch.float64)}
-    out["conjugate"] = out["reverse"] * out["involute"]
-    # square: the scalar e_A e_A = sign(A, A) prod_{k in A} m_k; quadratic_form: <e_A ~e_A>_0
-    out["square"] = torch.tensor([_reorder_sign(a, a) * math.prod(metric[k] for k in range(n) if a >> k & 1)
-                                  for a in bitmaps], dtype=torch.float64)
-    out["quadratic_form"] = out["square"] * out["reverse"]
-    return out
-
-
-#: The sign of grade ``k`` under each involution.
-_GRADE_SIGNS = {"reverse": lambda k: (-1) ** (k * (k - 1) // 2), "involute": lambda k: (-1) ** k,
-                "conjugate": lambda k: (-1) ** (k * (k + 1) // 2)}
-
-
-@functools.cache
-def _sign_runs(n: int, key: str) -> tuple[tuple[int, int, int], ...]:
-    """``(start, stop, sign)`` of the runs of consecutive grades with one sign under involution ``key``."""
-    runs: list[list[int]] = []
-    start = 0
-    for k in range(n + 1):
-        stop = start + math.comb(n, k)
-        sign = _GRADE_SIGNS[key](k)
-        if runs and runs[-1][2] == sign:
-            runs[-1][1] = stop
-        else:
-            runs.append([start, stop, sign])
-        start = stop
-    return tuple(tuple(r) for r in runs)
-
-
-@functools.cache
-def _table(metric: tuple[float, ...], kind: str) -> Tensor:
-    """The dense ``(d, d, d)`` float64 table of one product, built on first use (``n = 8``: 128 MB each)."""
-    n = len(metric)
-    _, bitmaps = _basis(n)
-    d = len(bitmaps)
-    if kind == "geometric":
-        # e_A e_B = sign(A, B) prod_{k in A & B} m_k e_{A xor B}, for all pairs at once (bitmaps as ints)
-        bm = torch.tensor(bitmaps)
-        A, B = bm[:, None], bm[None, :]
-        swaps = torch.zeros(d, d, dtype=torch.long)
-        for shift in range(1, n):
-            overlap = (A >> shift) & B
-            for k in range(n):
-                swaps += (overlap >> k) & 1
-        sign = 1.0 - 2.0 * (swaps % 2).double()
-        common = A & B
-        for k in range(n):
-            sign = sign * torch.where((common >> k) & 1 == 1, metric[k], 1.0)
-        position = torch.full((1 << n,), -1, dtype=torch.long)
-        position[bm] = torch.arange(d)
-        gp = torch.zeros(d, d, d, dtype=torch.float64)
-        rows, cols = torch.meshgrid(torch.arange(d), torch.arange(d), indexing="ij")
-        gp[rows, cols, position[A ^ B]] = sign
-        return gp
-    if kind == "regressive":
-        # a v b = uncomp(comp(a) ^ comp(b)): V[i, j, k] = sum C[i,p] C[j,q] W[p,q,r] U[r,k]; with
-        # C[i, p] = s_i [p = pi(i)] and U[r, k] = s_k [r = pi(k)] this is s_i s_j s_k W[pi(i), pi(j), pi(k)]
-        comp = _vectors(metric)["complement"]
-        perm = comp.abs().argmax(1)
-        sign = comp[torch.arange(d), perm]
-        outer = _table(metric, "outer")
-        return outer[perm][:, perm][:, :, perm] * sign[:, None, None] * sign[None, :, None] * sign[None, None, :]
-    grade = _vectors(metric)["grade"]
-    gi, gj, gk = grade[:, None, None], grade[None, :, None], grade[None, None, :]
-    mask = {"outer": gk == gi + gj, "left_contraction": gk == gj - gi, "right_contraction": gk == gi - gj,
-            "fat_dot": gk == (gi - gj).abs(), "scalar": gk == 0}[kind]
-    return _table(metric, "geometric") * mask
-
-
-def _tables_get(metric: tuple[float, ...], key: str) -> Tensor:
-    """A product table (``PRODUCTS``) or a per-component table (``_vectors``), cached."""
-    return _table(metric, key) if key in PRODUCTS else _vectors(metric)[key]
-
-
-def selection_matrices(table: Tensor, left: Sequence[int] | None = None, right: Sequence[int] | None = None,
-                       multiple: int = 1) -> tuple[Tensor, Tensor, Tensor]:
-    """The non-zero terms of a bilinear product table as three matrices, the sparse form of a product.
-
-    ``(a * b)_k = sum_ij a_i b_j T[i, j, k]`` has one term per non-zero ``T[i, j, k]``; with the
-    ``t``-th term ``(i, j, k)`` in column ``t``, ``S_a[i, t] = T[i, j, k]``, ``S_b[j, t] = 1`` and
-    ``R[t, k] = 1``, so ``a * b = ((a @ S_a) * (b @ S_b)) @ R``. Terms are numbered in the order of
-    ``(i, j, k)``.
-
-    Parameters
-    ----------
-    table : Tensor of shape (d, d, d)
-        a float64 product table (each ``(i, j)`` pair has at most one non-zero ``k``).
-    left, right : Sequence[int], optional
-        keep only the terms whose ``i`` is in ``left`` / ``j`` is in ``right`` (the product of
-        multivectors known to vanish elsewhere; the other rows of ``S_a`` / ``S_b`` are zero).
-    multiple : int
-        pad the number of terms with zero columns to a multiple of this (BLAS kernels are faster
-        on a multiple of 8).
-
-    Returns
-    -------
-    S_a : Tensor of shape (d, T)
-        signed selection of the left factor's components, float64.
-    S_b : Tensor of shape (d, T)
-        selection of the right factor's components.
-    R : Tensor of shape (T, d)
-        the output component of each term.
-    """
-    check_tensor(table, "table", shape=(None, None, None), what="a (d, d, d) product table")
-    multiple = check_positive_int(multiple, "multiple")
-    d = table.shape[0]
-    i, j, k = table.nonzero(as_tuple=True)
-    keep = torch.ones_like(i, dtype=torch.bool)
-    if left is not None:
-        keep &= torch.isin(i, torch.tensor(list(left)))
-    if right is not None:
-        keep &= torch.isin(j, torch.tensor(list(right)))
-    i, j, k = i[keep], j[keep], k[keep]
-    terms = -(-len(i) // multiple) * multiple
-    col = torch.arange(len(i))
-    sa = torch.zeros(d, terms, dtype=torch.float64)
-    sa[i, col] = table[i, j, k].to(torch.float64)
-    sb = torch.zeros(d, terms, dtype=torch.float64)
-    sb[j, col] = 1.0
-    r = torch.zeros(terms, d, dtype=torch.float64)
-    r[col, k] = 1.0
-    return sa, sb, r
-
-
-@functools.cache
-def _sparse(metric: tuple[float, ...], kind: str) -> tuple[Tensor, Tensor, Tensor]:
-    """[`selection_matrices`][] of a product table of the algebra."""
-    return selection_matrices(_table(metric, kind))
-
-
-@functools.cache
-def _grade_index(n: int, k: int) -> Tensor:
-    """``(C(n, k), k)`` long: the basis-vector indices of each grade-``k`` blade, storage order."""
-    return torch.tensor(list(itertools.combinations(range(n), k)), dtype=torch.long).reshape(-1, k)
-
-
-@functools.cache
-def _product_paths(metric: tuple[float, ...], kind: str, subspaces: str) -> Tensor:
-    """``(S, S, S)`` bool of the non-empty subspace paths of a product table (see ``product_paths``)."""
-    sa, sb, r = _sparse(metric, kind)
-    i, j, k = sa.abs().argmax(0), sb.argmax(0), r.argmax(1)  # the (i, j, k) of every non-zero term
-    grades = _vectors(metric)["grade"]
-    index = grades if subspaces == "grade" else grades % NUM_QUATERNION_TYPES
-    m = len(metric) + 1 if subspaces == "grade" else min(len(metric) + 1, NUM_QUATERNION_TYPES)
-    out = torch.zeros(m, m, m, dtype=torch.bool)
-    out[index[i], index[j], index[k]] = True
-    return out
-
-
-#: Tables already moved to a (device, dtype), by key. A plain dict rather than lru_cache so that
-#: torch.compile reads a warm entry as a constant instead of tracing the table builders.
-_CONSTANTS: dict = {}
-
-
-def cached_constant(key: tuple, build):
-    """``_CONSTANTS[key]`` (a table or a count), built by ``build()`` on the first request."""
-    t = _CONSTANTS.get(key)
-    if t is None:
-        t = build()
-        _CONSTANTS[key] = t
-    return t
-
-
-def _parts(metric: tuple[float, ...], key: str) -> tuple[Tensor, ...]:
-    """The float64 CPU table(s) of ``key``: a product kind, ``"sparse:" + kind`` (a triple) or a
-    per-component vector of ``_vectors``."""
-    if key.startswith("sparse:"):
-        return _sparse(metric, key[len("sparse:"):])
-    return (_tables_get(metric, key),)
-
-
-def _on(metric: tuple[float, ...], key: str, index: int, device: torch.device, dtype: torch.dtype) -> Tensor:
-    """A cached table moved to ``device``/``dtype`` (``index`` selects within a sparse triple)."""
-    return cached_constant(("clifford", metric, key, index, device, dtype),
-                           lambda: _parts(metric, key)[index].to(device=device, dtype=dtype))
-
-
-class ConstantTables(nn.Module):
-    """Constant tables (Cayley tables, sign vectors, index plans) as non-persistent buffers.
-
-    A module whose forward pass reads constant tables holds one, so ``module.to(device)`` moves the
-    tables with the parameters: no forward pass fills a cache or uploads a constant, and the
-    module's ``state_dict`` does not change. [`CliffordAlgebra`][] methods read their tables from
-    it when given ``tables=`` ([`CliffordAlgebra.tables`][] builds one).
-
-    Parameters
-    ----------
-    tables : Mapping[str, Tensor | tuple[Tensor, ...]]
-        ``{key: tensor or tuple of tensors}``. Floating tables are stored in the default dtype
-        and cast to the input's dtype on use (every table geomlin stores this way holds small
-        dyadic numbers such as ``0, +-1, +-1/2, +-2``, exact in every floating dtype).
-    """
-
-    def __init__(self, tables: Mapping[str, Tensor | tuple[Tensor, ...]]):
-        super().__init__()
-        self._names: dict[str, tuple[str, ...]] = {}
-        for key, value in tables.items():
-            parts = value if isinstance(value, tuple) else (value,)
-            names = []
-            for t in parts:
-                name = f"table{len(self._buffers)}"
-                t = t.detach().clone()
-                if t.is_floating_point():
-                    t = t.to(torch.get_default_dtype())
-                self.register_buffer(name, t, persistent=False)
-                names.append(name)
-            self._names[key] = tuple(names)
-
-    def extra_repr(self) -> str:
-        return ", ".join(self._names)
-
-    def __contains__(self, key: str) -> bool:
-        return key in self._names
-
-    def get(self, key: str, index: int = 0, dtype: torch.dtype | None = None) -> Tensor:
-        """Table ``key`` (part ``index`` of a tuple), a floating one cast to ``dtype`` when given."""
-        names = self._names.get(key)
-        if names is None:
-            raise KeyError(f"these ConstantTables hold {sorted(self._names)}, not {key!r}; build them with "
-                           f"the keys the forward pass reads")
-        t = getattr(self, names[index])
-        if dtype is not None and t.is_floating_point() and t.dtype != dtype:
-            t = t.to(dtype)
-        return t
-
-
-def table_on(key: str, build: Callable[[], Tensor | tuple[Tensor, ...]], device: torch.device,
-             dtype: torch.dtype | None = None, index: int = 0, tables: ConstantTables | None = None) -> Tensor:
-    """Constant table ``key`` (part ``index`` of a tuple) on ``device``, floating tables in ``dtype``.
-
-    Read from ``tables`` (a module's buffers) when given, else from the per-(device, dtype) cache,
-    which ``build()`` (float64 / long CPU tensors) fills on the first request. ``key`` must name
-    the table uniquely across geomlin (``"pga:join"``, ``"gatr:linear"``).
-    """
-    if tables is not None:
-        return tables.get(key, index, dtype)
-
-    def fill() -> Tensor:
-        t = build()
-        t = t[index] if isinstance(t, tuple) else t
-        return t.to(device=device, dtype=dtype if dtype is not None and t.is_floating_point() else t.dtype)
-
-    return cached_constant((key, index, device, dtype), fill)
-
-
-def scaling_and_squaring(x: Tensor, size: Tensor, multiply: Callable[[Tensor, Tensor], Tensor],
-                         one: Tensor, terms: int) -> Tensor:
-    """``exp(x)`` in an associative algebra by scaling and squaring, without a host synchronisation.
-
-    Each element is scaled by its own ``2^-s``, ``s = ceil(log2(size / EXP_SCALED_SIZE))`` clamped
-    to ``[0, MAX_SQUARINGS]``, summed as a Taylor polynomial of ``terms`` terms and squared ``s``
-    times (Higham, "The scaling and squaring method for the matrix exponential revisited", 2005).
-    The squarings are masked per element, so their count is a Python number: on the CPU the largest
-    ``s`` (read for free), elsewhere [`MAX_SQUARINGS`][].
-
-    Parameters
-    ----------
-    x : Tensor of shape (*batch, *element)
-        elements (multivectors ``(..., dim)``, matrices ``(..., m, m)``).
-    size : Tensor of shape (*batch, *ones)
-        a bound of each element's norm (broadcastable to ``x``), no gradient.
-    multiply : Callable[[Tensor, Tensor], Tensor]
-        the algebra's product of two ``x``-shaped tensors.
-    one : Tensor
-        the unit, broadcastable to ``x``.
-    terms : int
-        number of Taylor terms (``14`` is float64 round-off at ``size <= 1/2``).
-    """
-    size = size.detach()
-    s = torch.ceil(torch.log2(size.clamp_min(torch.finfo(size.dtype).tiny) / EXP_SCALED_SIZE))
-    # a NaN size (NaN input) squares the most times: the result stays NaN instead of failing int()
-    s = s.nan_to_num(nan=float(MAX_SQUARINGS)).clamp(0, MAX_SQUARINGS)
-    y = x * torch.exp2(-s).to(x.dtype)
-    out, term = one.expand_as(x), one.expand_as(x)
-    for k in range(1, terms + 1):
-        term = multiply(term, y) / k
-        out = out + term
-    readable = s.device.type == "cpu" and not torch.compiler.is_compiling()
-    steps = (int(s.max()) if s.numel() else 0) if readable else MAX_SQUARINGS
-    for step in range(steps):
-        out = torch.where(s > step, multiply(out, out), out)
-    return out
 
 
 def _as_metric(metric) -> tuple[float, ...]:
@@ -460,7 +126,7 @@ class CliffordAlgebra:
     leading dimensions.
 
     Tables on devices. Methods that read constant tables (products, involutions, norms) take
-    ``tables=``: a [`ConstantTables`][] from [`tables`][] held by the calling module (its
+    ``tables=``: a [`ConstantTables`][geomlin.tables.ConstantTables] from [`tables`][] held by the calling module (its
     buffers move with ``module.to(device)``). Without it they read a per-(device, dtype) cache,
     filled on the first call for each device and dtype (one upload). No method synchronises with
     the device.
@@ -470,12 +136,12 @@ class CliffordAlgebra:
         self.metric = _as_metric(metric)
         self.n = len(self.metric)
         self.dim = 2 ** self.n
-        self.blades, self.bitmaps = _basis(self.n)
+        self.blades, self.bitmaps = blades.basis(self.n)
         self.first_index = check_int(first_index, "first_index", minimum=0)
         self.blade_names = tuple("1" if not b else "e" + "".join(str(i + self.first_index) for i in b)
                                  for b in self.blades)
         # copies: the cached table must not be reachable (and mutable) through an instance
-        self.grades = _vectors(self.metric)["grade"].clone()
+        self.grades = blades.component_tables(self.metric)["grade"].clone()
         self.quaternion_types = self.grades % NUM_QUATERNION_TYPES
         counts = [math.comb(self.n, g) for g in range(self.n + 1)]
         starts = [sum(counts[:g]) for g in range(self.n + 1)]
@@ -538,20 +204,20 @@ class CliffordAlgebra:
         56 / 84 / 165 grade paths and 32 quaternion-type paths for Euclidean ``n = 5 / 6 / 8``."""
         self._check_kind(kind)
         check_choice(subspaces, "subspaces", SUBSPACES)
-        return _product_paths(self.metric, kind, subspaces).clone()
+        return blades.product_paths(self.metric, kind, subspaces).clone()
 
     # ------------------------------------------------------------------ tables
     def table(self, kind: str = "geometric") -> Tensor:
         """The dense float64 product table ``(dim, dim, dim)``: ``(a b)_k = sum_ij a_i b_j T_ijk`` (a copy)."""
         self._check_kind(kind)
-        return _table(self.metric, kind).clone()
+        return blades.product_table(self.metric, kind).clone()
 
     def nnz(self, kind: str = "geometric") -> int:
         """Number of non-zero ``(i, j)`` pairs of a product table."""
         kind = self._check_kind(kind)
         # through the dictionary cache: a compiled forward (``method="auto"`` asks) reads the count as a
         # constant instead of tracing the table's ``nonzero``
-        return cached_constant(("clifford", self.metric, "nnz", kind), lambda: _sparse(self.metric, kind)[0].shape[1])
+        return device_cache(("clifford:nnz", self.metric, kind), lambda: blades.sparse_product(self.metric, kind)[0].shape[1])
 
     def _check_kind(self, kind: str) -> str:
         if kind not in PRODUCTS:
@@ -574,7 +240,7 @@ class CliffordAlgebra:
 
     def table_entries(self, *keys: str) -> dict[str, Tensor | tuple[Tensor, ...]]:
         """``{key a method reads: float64 / long CPU table}`` of the requested [`tables`][] keys, for
-        a module that gathers tables of several sources into one [`ConstantTables`][]."""
+        a module that gathers tables of several sources into one [`ConstantTables`][geomlin.tables.ConstantTables]."""
         return {self._table_key(key): self._table_parts(self._table_key(key)) for key in keys}
 
     def _table_key(self, key: str) -> str:
@@ -587,11 +253,11 @@ class CliffordAlgebra:
         """The float64 CPU table (or sparse triple) of a key ``_tab`` reads."""
         if key.startswith("sparse:"):
             self._check_kind(key[len("sparse:"):])
-            return _parts(self.metric, key)
-        if key not in PRODUCTS and key not in _vectors(self.metric):
+            return blades.table_parts(self.metric, key)
+        if key not in PRODUCTS and key not in blades.component_tables(self.metric):
             raise ValueError(f"unknown table {key!r}; expected a product kind {PRODUCTS}, 'sparse:' + kind, "
-                             f"or one of {sorted(_vectors(self.metric))}")
-        return _parts(self.metric, key)[0]
+                             f"or one of {sorted(blades.component_tables(self.metric))}")
+        return blades.table_parts(self.metric, key)[0]
 
     def _product_key(self, kind: str, method: str) -> str:
         if method == "auto":
@@ -599,9 +265,9 @@ class CliffordAlgebra:
         return kind if method == "dense" else "sparse:" + kind
 
     def _tab(self, key: str, like: Tensor, index: int = 0, tables: ConstantTables | None = None) -> Tensor:
-        if tables is not None:
-            return tables.get(key, index, like.dtype)
-        return _on(self.metric, key, index, like.device, like.dtype)
+        if tables is not None:  # a module's tables are keyed by name (one algebra per module)
+            return tables.get(key, like.dtype, index)
+        return table_on(("clifford", self.metric, key), lambda: blades.table_parts(self.metric, key), like.device, like.dtype, index)
 
     def check(self, x: Tensor, name: str = "x") -> Tensor:
         """Validate a multivector: a real floating tensor with last dimension ``dim``."""
@@ -620,14 +286,17 @@ class CliffordAlgebra:
         """Bilinear product ``kind`` of ``a (..., dim)`` and ``b (..., dim)`` -> ``(..., dim)``.
 
         ``kind`` is one of [`PRODUCTS`][]; ``method`` one of ``auto``, ``sparse``, ``dense``
-        (see the module docstring); ``tables`` see the class docstring.
+        (see the module docstring); ``tables`` see the class docstring. The leading axes broadcast;
+        ``b`` is cast to ``a``'s dtype; both must be on one device.
         """
         self._check_kind(kind)
         self.check(a, "a")
         self.check(b, "b")
         check_choice(method, "method", METHODS)
+        check_same_device("a", a, "b", b)
+        check_broadcastable(("a", a.shape[:-1]), ("b", b.shape[:-1]), what="leading shapes")
         key = self._product_key(kind, method)
-        a, b = torch.broadcast_tensors(a, b) if a.dtype == b.dtype else (a, b.to(a.dtype))
+        a, b = torch.broadcast_tensors(a, b.to(a.dtype))
         if not key.startswith("sparse:"):
             return torch.einsum("...i,...j,ijk->...k", a, b, self._tab(key, a, tables=tables))
         sa, sb, r = (self._tab(key, a, i, tables) for i in range(3))
@@ -677,7 +346,7 @@ class CliffordAlgebra:
         """``x`` with each grade times its sign in ``_GRADE_SIGNS[key]``: slices of the runs of equal
         sign, negated where the sign is -1 (grades are contiguous, so no sign table is needed)."""
         self.check(x)
-        parts = [x[..., a:b] if sign > 0 else -x[..., a:b] for a, b, sign in _sign_runs(self.n, key)]
+        parts = [x[..., a:b] if sign > 0 else -x[..., a:b] for a, b, sign in blades.sign_runs(self.n, key)]
         return parts[0] if len(parts) == 1 else torch.cat(parts, -1)
 
     def reverse(self, x: Tensor) -> Tensor:
@@ -744,9 +413,7 @@ class CliffordAlgebra:
 
         Half-precision inputs are summed in float32 (the result is float32 then).
         """
-        self.check(x)
-        if x.dtype in (torch.float16, torch.bfloat16):
-            x = x.float()
+        x = at_least_float32(self.check(x))
         sq = x * x * self._tab("quadratic_form", x, tables=tables)
         return torch.stack([sq[..., s].sum(-1) for s in self.grade_slices], -1)
 
@@ -825,37 +492,33 @@ class CliffordAlgebra:
 
     def check_orthogonal(self, A: Tensor, name: str = "A") -> Tensor:
         """Refuse ``A (..., n, n)`` unless ``A^T G A = G`` for ``G = diag(metric)`` and ``A`` is
-        invertible, to [`geomlin.validation.tolerance`][] of its dtype; returns
-        ``A``.
+        invertible, to [`geomlin.validation.tolerance`][] of its dtype (tested by
+        [`geomlin.precision`][]'s rule: float32 at least, autocast off); returns ``A``.
 
         For degenerate metrics this leaves the radical free: in G(3,0,1) ``A`` may scale ``e0``
         by any ``lambda != 0`` and add ``e0`` parts to ``e1, e2, e3`` (similarities). On
-        accelerators the test is deferred
-        ([`geomlin.validation.check_condition`][]).
+        accelerators inside a [`geomlin.validation.deferred_checks`][] scope the test is deferred.
         """
         check_tensor(A, name, shape=(..., self.n, self.n), what=f"a linear map of the {self.n} basis vectors")
         if A.numel() == 0:
             return A
-        if A.device.type != "cpu":
-            tol = tolerance(A.dtype)
-            G = cached_constant(("clifford-metric", self.metric, A.device, A.dtype),
-                                lambda: torch.diag(torch.tensor(self.metric, dtype=A.dtype)).to(A.device))
-            size = A.detach().abs().amax().clamp_min(1.0)
-            wide = A.detach().to(torch.float32) if A.dtype in (torch.float16, torch.bfloat16) else A.detach()
-            ok = torch.isfinite(A).all() & ((A.transpose(-1, -2) @ G @ A - G).abs().amax() <= tol * size ** 2)
-            ok = ok & (torch.linalg.det(wide).abs() > tol * size ** self.n).all()
+        tol = tolerance(A.dtype)
+        with full_precision(A):  # by geomlin.precision's rule, whatever the caller's autocast
+            wide = at_least_float32(A.detach())
+            G = device_cache(("clifford:metric", self.metric), lambda: torch.diag(torch.tensor(self.metric, dtype=torch.float64)),
+                             A.device, wide.dtype)
+            size = wide.abs().amax().clamp_min(1.0)
+            err = (wide.transpose(-1, -2) @ G @ wide - G).abs().amax() / size ** 2
+            det = torch.linalg.det(wide.to(torch.float64) if A.device.type == "cpu" else wide).abs()
+        if defers(A):
+            ok = torch.isfinite(wide).all() & (err <= tol) & (det > tol * size ** self.n).all()
             check_condition(ok, f"{name} must be finite, preserve the quadratic form diag{self.metric} "
                                 f"(A^T G A = G to {tol:.0e}) and be invertible")
             return A
         check_finite(A, name)
-        tol = tolerance(A.dtype)
-        G = torch.diag(torch.tensor(self.metric, dtype=A.dtype))
-        size = max(1.0, float(A.abs().amax()))
-        err = float((A.transpose(-1, -2) @ G @ A - G).abs().amax()) / size ** 2
-        if err > tol:
+        if float(err) > tol:
             raise ValueError(f"{name} must preserve the quadratic form diag{self.metric} "
-                             f"(A^T G A = G), but |A^T G A - G| = {err:.2e} > {tol:.0e} (relative)")
-        det = torch.linalg.det(A.to(torch.float64)).abs()
+                             f"(A^T G A = G), but |A^T G A - G| = {float(err):.2e} > {tol:.0e} (relative)")
         if bool((det <= tol * size ** self.n).any()):
             raise ValueError(f"{name} must be invertible, got |det| = {float(det.min()):.2e}")
         return A
@@ -875,8 +538,7 @@ class CliffordAlgebra:
         for k in range(1, self.n + 1):
             s = self.grade_slices[k]
             # (m, k) basis-vector indices of each blade, cached on A's device
-            idx = cached_constant(("clifford-grade-index", self.n, k, A.device),
-                                  lambda k=k: _grade_index(self.n, k).to(A.device))
+            idx = device_cache(("clifford:grade-index", self.n, k), lambda k=k: blades.grade_index(self.n, k), A.device)
             sub = A[..., idx[:, None, :, None], idx[None, :, None, :]]  # (..., m, m, k, k)
             out[..., s, s] = torch.linalg.det(sub) if k > 1 else sub[..., 0, 0]
         return out
@@ -884,7 +546,7 @@ class CliffordAlgebra:
     def exp(self, x: Tensor, terms: int = 14, *, tables: ConstantTables | None = None) -> Tensor:
         """Exponential of a multivector (typically a bivector) ``(..., dim)``.
 
-        Scaling and squaring with a Taylor polynomial ([`scaling_and_squaring`][]):
+        Scaling and squaring with a Taylor polynomial ([`scaling_and_squaring`][geomlin.linalg.scaling_and_squaring]):
         ``exp(x) = exp(x / 2^s)^(2^s)`` with ``s`` chosen per multivector so that
         ``|x|_1 / 2^s <= 1/2``; exact to float64 round-off for sizes up to ``5e5``. No host
         synchronisation. ``x`` must be finite (``ValueError``, deferred on accelerators): the

@@ -1,9 +1,10 @@
-"""``geomlin audit``: measure a trained model's equivariance error under its declared group.
+"""``geomlin audit``: measure a trained model's equivariance error under its declared group, or its physics.
 
-Two kinds of target:
+Three kinds of target:
 
-* a checkpoint written by ``geomlin train`` — every model in it is rebuilt, loaded,
-  moved to float64 and checked;
+* a checkpoint written by ``geomlin train`` (or its run folder) — every model in it is rebuilt,
+  loaded ([`geomlin.load`][geomlin.deploy.loading.load]), moved to float64 and checked;
+* a package written by ``geomlin export`` — the package itself is measured, in float32;
 * a module reference ``package.module:name`` or ``path/to/file.py:name`` where
   ``name`` is an ``nn.Module`` instance, a class (built without arguments) or a
   factory function.
@@ -18,6 +19,13 @@ nothing (the non-equivariant baselines), the symmetry its task claims
 ([`audit_spec`][geomlin.train.tasks.base.Task.audit_spec]), which such a model is expected to fail;
 else ``rep_in`` / ``rep_out`` attributes. The measurement is
 [`geomlin.testing.equivariance_check`][] in float64.
+
+``--physics`` audits an energy model instead ([`geomlin.deploy.physics`][]): forces against finite
+differences of the energy, symmetry of energy and forces, and energy drift in NVE, on the bundled
+molecules, each figure printed with its threshold.
+
+Every audit exits with status 1 when any model or figure fails its check (a model "NOT
+equivariant", a figure above its threshold), so it can guard a CI job; 0 when all pass.
 """
 
 from __future__ import annotations
@@ -53,6 +61,11 @@ class AuditResult:
     num_samples: int
     #: The dtype the model ran in (a package runs in float32).
     dtype: str = "float64"
+
+    @property
+    def passed(self) -> bool:
+        """Equivariant, exactly or up to [`APPROX_TOL`][]."""
+        return self.max_error <= APPROX_TOL
 
     @property
     def verdict(self) -> str:
@@ -106,24 +119,10 @@ def _as_float64(model: nn.Module) -> nn.Module:
     return model
 
 
-def checkpoint_model(ckpt: dict, name: str, path: str | Path) -> nn.Module:
-    """Model ``name`` of a loaded checkpoint, rebuilt by its task from the run's config, with its weights."""
-    from geomlin.train.tasks import get_task
-
-    task = get_task(ckpt["task"])
-    info = dict(ckpt.get("run", {}).get("data", {}))
-    model = task.build_model(name, dict(ckpt["config"]), info)
-    try:
-        model.load_state_dict(ckpt["models"][name])
-    except RuntimeError as exc:
-        raise UserError(f"corrupt checkpoint {path}: model '{name}' does not load "
-                        f"({str(exc).splitlines()[0]})") from None
-    return model
-
-
 def audit_checkpoint(path: str | Path, num_samples: int = 10, seed: int = 0,
                      only: list[str] | None = None) -> list[AuditResult]:
     """Audit every model (or those named in ``only``) of a ``geomlin train`` checkpoint."""
+    from geomlin.deploy.loading import checkpoint_model
     from geomlin.train.checkpoint import load_checkpoint
     from geomlin.train.tasks import get_task
 
@@ -233,20 +232,6 @@ def audit_module(ref: str, num_samples: int = 10, seed: int = 0) -> list[AuditRe
     return [_measure(ref.rpartition(":")[2], spec, num_samples, seed)]
 
 
-def load_package(path: str | Path):
-    """``(compiled model, geomlin metadata)`` of an AOTInductor package written by ``geomlin export``."""
-    from geomlin import deploy
-
-    try:
-        loaded = deploy.load(path)
-    except Exception as exc:  # noqa: BLE001 - a foreign or corrupt file: reported on one line
-        raise UserError(f"cannot load package {path}: {_one_line(exc)}") from None
-    meta = deploy.read_metadata(loaded)
-    if meta.get("format") != deploy.PACKAGE_FORMAT or "task" not in meta:
-        raise UserError(f"{path} is not a package written by geomlin export (no geomlin metadata)")
-    return loaded, meta
-
-
 def _float32(x):
     return x.float() if isinstance(x, torch.Tensor) and x.is_floating_point() else x
 
@@ -261,7 +246,10 @@ def audit_package(path: str | Path, num_samples: int = 10, seed: int = 0) -> tup
     from geomlin import deploy
     from geomlin.train.tasks import get_task
 
-    loaded, meta = load_package(path)
+    loaded = deploy.load_package(path)
+    meta = loaded.metadata
+    if "task" not in meta:
+        raise UserError(f"{path} is not a package written by geomlin export (it records no task)")
     task = get_task(meta["task"])
     name, info = meta["model"], dict(meta.get("info", {}))
     model = task.build_model(name, dict(meta["config"]), info).eval()
@@ -271,12 +259,9 @@ def audit_package(path: str | Path, num_samples: int = 10, seed: int = 0) -> tup
     args, kwargs = deploy.fit_inputs(model, tuple(_float32(x) for x in spec.inputs),
                                      {k: _float32(v) for k, v in spec.kwargs.items()})
 
-    def contiguous(x):
-        return x.contiguous() if isinstance(x, torch.Tensor) else x
-
-    def run(*a, **k):  # a package is compiled for contiguous float32 inputs, and does not check strides
+    def run(*a, **k):  # the package checks its inputs (and makes them contiguous)
         p_args, p_kwargs = deploy.program_inputs(model, a, k)
-        return loaded(*map(contiguous, p_args), **{n: contiguous(v) for n, v in p_kwargs.items()})
+        return loaded(*p_args, **p_kwargs)
 
     spec = AuditSpec(fn=run, group=spec.group, type_in=spec.type_in, type_out=spec.type_out, inputs=args,
                      kwargs=kwargs, description=spec.description)
@@ -298,13 +283,19 @@ def audit(target: str, num_samples: int = 10, seed: int = 0, only: list[str] | N
     """Audit a checkpoint file or a ``module:name`` reference; see the module docstring."""
     if num_samples < 1:
         raise UserError(f"--samples must be at least 1, got {num_samples}")
-    if Path(target).is_file() and target.endswith(".pt2"):
-        return audit_package(target, num_samples, seed)[0]
-    if Path(target).is_file():
-        return audit_checkpoint(target, num_samples, seed, only)
-    if ":" in target and not target.endswith((".pt", ".pth")):
+    from geomlin import deploy
+
+    if _is_reference(target):
         return audit_module(target, num_samples, seed)
-    raise UserError(f"checkpoint not found: {target}")
+    path = deploy.resolve_path(target)
+    if deploy.is_package(path):
+        return audit_package(path, num_samples, seed)[0]
+    return audit_checkpoint(path, num_samples, seed, only)
+
+
+def _is_reference(target: str) -> bool:
+    """``module:name`` / ``file.py:name`` rather than a file or folder."""
+    return ":" in target and not Path(target).exists() and not target.endswith((".pt", ".pth", ".pt2"))
 
 
 def format_report(target: str, results: list[AuditResult]) -> str:
@@ -316,3 +307,84 @@ def format_report(target: str, results: list[AuditResult]) -> str:
         lines.append(f"  {r.name:<{width}}  max relative error {r.max_error:9.2e}  {r.verdict}")
         lines.append(f"  {'':<{width}}  symmetry: {r.symmetry}")
     return "\n".join(lines)
+
+
+def _physics_models(target: str, only: list[str] | None) -> list[tuple[str, nn.Module]]:
+    """``(name, model)`` of every energy model a ``--physics`` target names."""
+    from geomlin import deploy
+    from geomlin.train.checkpoint import load_checkpoint
+
+    if _is_reference(target):
+        obj = _load_object(target)
+        if isinstance(obj, type) or (callable(obj) and not isinstance(obj, nn.Module)):
+            try:
+                obj = obj()
+            except Exception as exc:  # noqa: BLE001 - user code: any failure is reported on one line
+                raise UserError(f"{target}: calling it to build the model raised {_one_line(exc)}") from None
+        if not isinstance(obj, nn.Module):
+            raise UserError(f"{target} is a {type(obj).__name__}, not a torch.nn.Module")
+        return [(target.rpartition(":")[2], obj)]
+    path = deploy.resolve_path(target)
+    if deploy.is_package(path):
+        if only:
+            raise UserError("--model chooses models of a checkpoint; a package holds one")
+        packaged = deploy.load_package(path)
+        return [(packaged.card.name or path.stem, packaged)]
+    names = only or list(load_checkpoint(path)["models"])
+    return [(n, deploy.load(path, model=n)) for n in names]
+
+
+def audit_physics(target: str, num_samples: int = 4, seed: int = 0, only: list[str] | None = None,
+                  nve_steps: int | None = None) -> dict[str, list]:
+    """``{model name: figures}`` of [`geomlin.deploy.physics.physics_audit`][] for every energy model of ``target``."""
+    from geomlin.deploy.physics import NVE_STEPS, physics_audit
+
+    out = {}
+    for name, model in _physics_models(target, only):
+        try:
+            out[name] = physics_audit(model, num_samples=num_samples, seed=seed, nve_steps=nve_steps or NVE_STEPS)
+        except (ValueError, TypeError) as exc:
+            raise UserError(f"model '{name}': {str(exc).splitlines()[0]}") from None
+    return out
+
+
+def format_physics(target: str, results: dict[str, list]) -> str:
+    """The physics audit as text: one line per figure with its threshold and PASS / FAIL."""
+    lines = [f"Physics audit of {target} (bundled molecules; value <= threshold passes)"]
+    for name, figures in results.items():
+        lines.append(f"  {name}")
+        width = max(len(f.check) for f in figures)
+        for f in figures:
+            unit = "" if f.unit == "relative" else f" {f.unit}"
+            lines.append(f"    {f.molecule:<13} {f.check:<{width}}  {f.value:9.2e} <= {f.threshold:.0e}{unit}  "
+                         f"{'PASS' if f.passed else 'FAIL'}")
+    failed = sum(not f.passed for figures in results.values() for f in figures)
+    lines.append("All figures within their thresholds." if not failed else f"{failed} figure(s) FAIL.")
+    return "\n".join(lines)
+
+
+def run(target: str, num_samples: int | None = None, seed: int = 0, model: str | None = None,
+        physics: bool = False, nve_steps: int | None = None) -> int:
+    """``geomlin audit``: print the report; the exit status is 1 when any check fails, else 0."""
+    only = [m.strip() for m in model.split(",")] if model else None
+    if nve_steps is not None and not physics:
+        raise UserError("--nve-steps sets the NVE run of --physics; add --physics")
+    if physics:
+        results = audit_physics(target, num_samples=num_samples or 4, seed=seed, only=only, nve_steps=nve_steps)
+        print(format_physics(target, results))
+        return 0 if all(f.passed for figures in results.values() for f in figures) else 1
+    from geomlin import deploy
+
+    num_samples = num_samples or 10
+    if not _is_reference(target) and deploy.is_package(deploy.resolve_path(target)):
+        if only:
+            raise UserError("--model chooses models of a checkpoint; a package holds one")
+        results, meta = audit_package(deploy.resolve_path(target), num_samples=num_samples, seed=seed)
+        print(f"Package {target}\n{format_metadata(meta)}")
+    else:
+        results = audit(target, num_samples=num_samples, seed=seed, only=only)
+    print(format_report(target, results))
+    failed = [r.name for r in results if not r.passed]
+    if failed:
+        print(f"NOT equivariant: {', '.join(failed)} (exit status 1)")
+    return 1 if failed else 0

@@ -124,10 +124,20 @@ def build_parser() -> argparse.ArgumentParser:
                             "table, under 8 minutes)")
     bench.add_argument("--dry-run", action="store_true", help="with --device: list the GPU check's steps, run nothing")
 
-    audit = sub.add_parser("audit", help="measure a model's equivariance error under its declared group")
+    audit = sub.add_parser("audit", help="measure a model's equivariance error under its declared group "
+                           "(--physics: forces, symmetry and NVE energy drift of a potential); exit status 1 when "
+                           "a check fails")
     audit.add_argument("target", metavar="CHECKPOINT_OR_MODULE",
-                       help="a geomlin checkpoint.pt, or package.module:name / file.py:name")
-    audit.add_argument("--samples", type=_count("--samples", 1), default=10, help="random group elements per model")
+                       help="a geomlin checkpoint.pt (or its run folder), a .pt2 package, or package.module:name / "
+                            "file.py:name")
+    audit.add_argument("--physics", action="store_true",
+                       help="audit an energy model's physics on the bundled molecules in float64: forces vs central "
+                            "finite differences, invariance and equivariance under rotations, reflections, "
+                            "translations and permutations, energy drift of a short NVE run")
+    audit.add_argument("--samples", type=_count("--samples", 1), default=None,
+                       help="random group elements per model (default 10; 4 with --physics)")
+    audit.add_argument("--nve-steps", type=_count("--nve-steps", 2), default=None,
+                       help="velocity-Verlet steps of 0.25 fs of the --physics energy-drift run (default 800)")
     audit.add_argument("--seed", type=_count("--seed", 0), default=0, help="seed of the group elements")
     audit.add_argument("--model", default=None, help="comma-separated models of the checkpoint to audit")
 
@@ -139,6 +149,8 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument("--out", required=True, metavar="FILE", help="the package to write (.pt2)")
     export.add_argument("--model", default=None, help="the checkpoint's model to export (needed if it holds several)")
     export.add_argument("--overwrite", action="store_true", help="replace an existing --out file")
+    export.add_argument("--dtype", default="float32", choices=("float32", "float64"),
+                        help="floating dtype of the package (float64 for finite-difference checks and long NVE runs)")
     return parser
 
 
@@ -221,23 +233,15 @@ def main(argv: list[str] | None = None) -> int:
                 return record(args.dir, args.docs, only=args.only, timeout=args.timeout)
             return run_benchmarks(args.dir, quick=args.quick, only=args.only, timeout=args.timeout)
         if args.command == "audit":
-            from geomlin.cli.audit import audit, audit_package, format_metadata, format_report
+            from geomlin.cli.audit import run
 
-            if args.target.endswith(".pt2") and Path(args.target).is_file():
-                if args.model:
-                    raise UserError("--model chooses models of a checkpoint; a package holds one")
-                results, meta = audit_package(args.target, num_samples=args.samples, seed=args.seed)
-                print(f"Package {args.target}\n{format_metadata(meta)}")
-                print(format_report(args.target, results))
-                return 0
-            only = [m.strip() for m in args.model.split(",")] if args.model else None
-            results = audit(args.target, num_samples=args.samples, seed=args.seed, only=only)
-            print(format_report(args.target, results))
-            return 0
+            return run(args.target, num_samples=args.samples, seed=args.seed, model=args.model,
+                       physics=args.physics, nve_steps=args.nve_steps)
         if args.command == "export":
             from geomlin.cli.export import export_checkpoint
 
-            meta = export_checkpoint(args.checkpoint, args.out, model=args.model, overwrite=args.overwrite)
+            meta = export_checkpoint(args.checkpoint, args.out, model=args.model, overwrite=args.overwrite,
+                                     dtype=args.dtype)
             print(f"wrote {args.out}: {meta['task']} model {meta['model']} ({meta['class']}), dynamic dims "
                   f"{meta['dynamic_dims']['batch']} (batch) x {meta['dynamic_dims']['items']} (items); export "
                   f"{meta['export_seconds']:.1f} s, AOTInductor compile {meta['compile_seconds']:.1f} s")

@@ -37,9 +37,11 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from geomlin.algebra import CliffordAlgebra
-from geomlin.algebra.clifford import SUBSPACES, ConstantTables, selection_matrices, table_on
+from geomlin.algebra.blades import selection_matrices
+from geomlin.algebra.clifford import SUBSPACES
 from geomlin.groups.versor import PseudoOrthogonalGroup, as_algebra
 from geomlin.reps.types import Multivectors
+from geomlin.tables import ConstantTables, table_on
 from geomlin.validation import (
     check_broadcastable,
     check_choice,

@@ -1,4 +1,4 @@
-"""Geometric-algebra attention over tuples of points (Spellings, "Geometric algebra attention networks
+r"""Geometric-algebra attention over tuples of points (Spellings, "Geometric algebra attention networks
 for small point clouds", 2021).
 
 For every tuple ``(i, j, k, ...)`` of ``rank`` items the layers form the geometric products of
@@ -9,7 +9,12 @@ contiguous sub-tuple; ``include_normalized_products`` appends each product divid
 user-supplied ``value_net`` maps the invariants to values, which are joined with the merged item
 values ``v``; a ``score_net`` turns them into attention logits; a softmax over the tuples (all of
 them with ``reduce=True``, the tuples starting at each item with ``reduce=False``) weights the sum
-([`GAAttention`][]). [`GAVectorAttention`][] sums rotation-covariant vectors instead (the vector
+([`GAAttention`][]): with ``reduce=True``, for the tuples $t$ of a cloud,
+
+$$h_t = \mathrm{join}\big(\mathrm{value\_net}(I_t),\ \mathrm{merge}(v_{t_1}, \dots, v_{t_R})\big), \qquad
+y = \sum_t \frac{\exp \mathrm{score\_net}(h_t)}{\sum_{t'} \exp \mathrm{score\_net}(h_{t'})}\, h_t,$$
+
+with $I_t$ the invariants of tuple $t$ and $R$ the rank. [`GAVectorAttention`][] sums rotation-covariant vectors instead (the vector
 parts and bivector duals of the products, scaled by ``scale_net``), and
 [`GAMultivectorAttention`][] works on G(3) multivectors ``(..., N, 8)``.
 
@@ -42,7 +47,10 @@ masked cloud with ``reduce=True``; with ``reduce=False`` a masked item, or an it
 neighbour in the radius) the output there is **zero**: the layer never attends to padding. ``r``
 and ``v`` must be finite (``ValueError``, deferred on accelerators), and a tuple count whose
 largest tensor would exceed [`geomlin.validation.MEMORY_LIMIT_BYTES`][]
-is refused up front.
+is refused up front. An empty batch (``r`` of shape ``(0, N, 3)``) gives an empty output
+(``(0, channels)``, ...); a cloud of no items is refused. A ``value_net``, ``score_net`` or
+``scale_net`` that cannot take its input or returns another width than documented raises a
+``ValueError`` naming the network, its input shape and the widths expected.
 """
 
 from __future__ import annotations
@@ -245,7 +253,7 @@ class _GAAttentionBase(nn.Module):
         invariants = self._with_normalized(self._invariants(chosen), chosen)
         shape = torch.broadcast_shapes(*(x.shape[:-1] for x in invariants))
         invariants = torch.cat([x.expand(*shape, x.shape[-1]) for x in invariants], -1)
-        invariant_values = self.value_net(invariants)
+        invariant_values = self._run_net("value_net", invariants, "the invariants", (self.channels,))
         slots = self._slots(v, neighbors)
         if self.merge_fun == "mean":
             merged = sum(slots) / float(self.rank)
@@ -258,15 +266,37 @@ class _GAAttentionBase(nn.Module):
                          for x, k in zip((invariant_values, merged), self.join_kernels))
         return joined, products
 
+    def _run_net(self, name: str, x: Tensor, meaning: str, widths: tuple[int, ...]) -> Tensor:
+        """``self.<name>(x)`` for a user network; a network that does not fit gets a one-line ValueError
+        naming it, its input and the widths it must return (checked in eager mode, where the
+        shapes are the model's own; under ``torch.compile`` the network is called as it is)."""
+        net = getattr(self, name)
+        layer = type(self).__name__
+        if torch.compiler.is_compiling():
+            return net(x)
+        try:
+            out = net(x)
+        except RuntimeError as exc:
+            raise ValueError(f"{layer}: {name} cannot take {meaning}, shape {tuple(x.shape)} (last dimension "
+                             f"{x.shape[-1]}): {str(exc).splitlines()[0]}") from exc
+        if not isinstance(out, Tensor) or out.shape[:-1] != x.shape[:-1] or out.shape[-1] not in widths:
+            got = f"shape {tuple(out.shape)}" if isinstance(out, Tensor) else type(out).__name__
+            raise ValueError(f"{layer}: {name} must map {meaning} (..., {x.shape[-1]}) to "
+                             f"(..., {' or '.join(map(str, widths))}) with the same leading shape "
+                             f"{tuple(x.shape[:-1])}, got {got}")
+        return out
+
     def _attend(self, joined: Tensor, values: Tensor, mask: Tensor | None, neighbors, item_mask) -> Tensor:
-        scores = self.score_net(joined)  # (..., T_0, ..., T_{R-1}, h)
+        # per-channel logits weigh the channels of invariant values; covariant values take one logit
+        widths = (1, self.channels) if values is joined else (1,)
+        scores = self._run_net("score_net", joined, "the joined values", widths)  # (..., T_0, ..., T_{R-1}, h)
         tuple_mask = self._tuple_mask(item_mask, neighbors)
         if tuple_mask is not None:
             scores = scores.masked_fill(~tuple_mask[..., None], torch.finfo(scores.dtype).min)
         R = self.rank
         keep = R + 1 if self.reduce else R  # trailing axes the softmax runs over
-        lead = scores.shape[:scores.ndim - keep]
-        attention = torch.softmax(scores.reshape(*lead, -1), -1).reshape(scores.shape)
+        # flatten, not reshape(*lead, -1): an empty batch (0 clouds) keeps its shape
+        attention = torch.softmax(scores.flatten(scores.ndim - keep), -1).reshape(scores.shape)
         axes = tuple(range(-R - 1, -1)) if self.reduce else tuple(range(-R, -1))
         weighted = attention * values
         if tuple_mask is not None:
@@ -408,7 +438,7 @@ class GAVectorAttention(_CovariantMixin, _GAAttentionBase):
         """See the class docstring."""
         neighbors = self._check_inputs(r, v, mask, neighbors)
         joined, products = self._joined(r, v, neighbors)
-        values = self._combined_covariants(products) * self.scale_net(joined)
+        values = self._combined_covariants(products) * self._run_net("scale_net", joined, "the joined values", (1,))
         return self._attend(joined, values, mask, neighbors, mask)
 
 
@@ -436,7 +466,7 @@ class GAMultivectorAttention(_CovariantMixin, _GAAttentionBase):
                          include_normalized_products, parity_invariant)
         self.scale_net = _check_net(scale_net, "scale_net", optional=True)
         group = self._group(self._uses_pseudoscalars())
-        mv = Multivectors(G3, 1, group=group)
+        mv = Multivectors(G3, group=group)  # (..., items, 8): no channel axis
         self.type_in = (mv, Scalars(channels))
         if self.scale_net is None:
             self.type_out = Scalars(channels)
@@ -451,5 +481,5 @@ class GAMultivectorAttention(_CovariantMixin, _GAAttentionBase):
         joined, products = self._joined(r, v, neighbors)
         if self.scale_net is None:
             return self._attend(joined, joined, mask, neighbors, mask)
-        values = self._combined_covariants(products) * self.scale_net(joined)
+        values = self._combined_covariants(products) * self._run_net("scale_net", joined, "the joined values", (1,))
         return self._attend(joined, values, mask, neighbors, mask)

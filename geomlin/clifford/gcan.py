@@ -41,8 +41,9 @@ import torch
 from torch import Tensor, nn
 
 from geomlin.algebra import CliffordAlgebra
-from geomlin.algebra.clifford import ConstantTables, scaling_and_squaring, table_on
 from geomlin.clifford.cgenn import algebra_argument, cgenn_tables, check_channels, multivector_type
+from geomlin.linalg import scaling_and_squaring
+from geomlin.tables import ConstantTables, table_on
 from geomlin.validation import check_choice, check_float, check_int, check_positive_int
 
 #: The versor parametrisations of [`GroupActionLinear`][].
@@ -70,7 +71,7 @@ def matrix_exp(A: Tensor) -> Tensor:
     """``exp(A)`` of square matrices ``A (..., m, m)`` without a host synchronisation.
 
     Scaling and squaring with a Taylor polynomial, per matrix
-    ([`geomlin.algebra.clifford.scaling_and_squaring`][], scaled
+    ([`geomlin.linalg.scaling_and_squaring`][], scaled
     by the 1-norm); differentiable, exact to round-off for 1-norms up to about ``5e5``. ``torch.linalg.matrix_exp`` reads the
     norms back to the host on CUDA to choose its degree, which this avoids.
     """
@@ -91,13 +92,21 @@ def versor_exp(algebra: CliffordAlgebra, B: Tensor, *, tables: ConstantTables | 
     return matrix_exp(left)[..., :, 0]
 
 
-def _inverse_sqrt_even_norm(algebra: CliffordAlgebra, m: Tensor, tables: ConstantTables | None = None) -> Tensor:
+def _pseudoscalar_square(algebra: CliffordAlgebra) -> float:
+    """``I^2`` of the algebra's pseudoscalar (``0``, ``1`` or ``-1``), computed once in float64 on the host."""
+    I = algebra.pseudoscalar(torch.float64)
+    return float(algebra.geometric_product(I, I)[0])
+
+
+def _inverse_sqrt_even_norm(algebra: CliffordAlgebra, m: Tensor, sigma: float,
+                            tables: ConstantTables | None = None) -> Tensor:
     """``(m ~m)^(-1/2)`` for even ``m (..., dim)``, ``n <= 4``: an element of ``span(1, I)``.
 
     For ``n <= 3`` ``m ~m`` is a scalar; for ``n = 4`` it is ``s + p I`` with ``I^2 = sigma`` in
     ``{0, 1, -1}``, and the square root is taken in that commutative algebra (dual, split-complex
     or complex numbers). The sign of ``s`` is factored out (``<a ~a>_0 = -1`` is a valid versor
-    in indefinite metrics).
+    in indefinite metrics). ``sigma`` is ``I^2``, which the module reads once at construction (a host
+    read per call would break a compiled graph and fail ``torch.export``).
     """
     mm = algebra.geometric_product(m, algebra.reverse(m), tables=tables)
     s = mm[..., 0]
@@ -109,7 +118,6 @@ def _inverse_sqrt_even_norm(algebra: CliffordAlgebra, m: Tensor, tables: Constan
         out[..., 0] = sign / s.clamp_min(tiny).sqrt()
         return out
     p = mm[..., -1] * sign
-    sigma = float(algebra.geometric_product(algebra.pseudoscalar(torch.float64), algebra.pseudoscalar(torch.float64))[0])
     if sigma == 0.0:
         c0 = s.clamp_min(tiny).rsqrt()
         c4 = -0.5 * p * c0 / s.clamp_min(tiny)
@@ -201,6 +209,8 @@ class GroupActionLinear(nn.Module):
             raw = torch.randn(*shape, len(self.components)) * init_scale
             raw[..., 0] += 1.0  # near the identity
             self.even = nn.Parameter(raw)
+            #: ``I^2``, read once here: the forward branches on it without a host read
+            self.pseudoscalar_square = _pseudoscalar_square(alg)
         else:
             k = alg.n if num_reflections is None else num_reflections
             self.num_reflections = check_positive_int(k, "num_reflections")
@@ -233,7 +243,8 @@ class GroupActionLinear(nn.Module):
             return versor_exp(alg, _scatter(alg, B, self.components), tables=self.tables)
         if self.versor == "even":
             m = _scatter(alg, self.even if dtype is None else self.even.to(dtype), self.components)
-            return alg.geometric_product(m, _inverse_sqrt_even_norm(alg, m, self.tables), tables=self.tables)
+            norm = _inverse_sqrt_even_norm(alg, m, self.pseudoscalar_square, self.tables)
+            return alg.geometric_product(m, norm, tables=self.tables)
         u = self.vectors if dtype is None else self.vectors.to(dtype)
         uu = (self.metric.to(u.dtype) * u * u).sum(-1, keepdim=True)
         u = u / uu.abs().clamp_min(torch.finfo(u.dtype).tiny).sqrt()

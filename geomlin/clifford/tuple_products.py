@@ -27,7 +27,8 @@ import torch
 from torch import Tensor
 
 from geomlin.algebra import CliffordAlgebra
-from geomlin.algebra.clifford import ConstantTables, selection_matrices, table_on
+from geomlin.algebra.blades import selection_matrices
+from geomlin.tables import ConstantTables, table_on
 from geomlin.validation import check_choice, check_positive_int, check_tensor
 
 #: G(3): the algebra of the products (basis ``1, e1, e2, e3, e12, e13, e23, e123``).

@@ -20,7 +20,7 @@ from torch import Tensor
 
 from geomlin.datasets.base import InMemoryList, check_float_dtype
 from geomlin.datasets.elements import MAX_ATOMIC_NUMBER
-from geomlin.validation import FileFormatError, check_choice, check_file, check_int
+from geomlin.validation import FileFormatError, check_bool, check_choice, check_file, check_int
 
 #: field -> (original MD17 key, revised MD17 key)
 NPZ_KEYS = {"z": ("z", "nuclear_charges"), "pos": ("R", "coords"), "energy": ("E", "energies"),
@@ -33,8 +33,11 @@ _RMD17_URL = "https://figshare.com/ndownloader/files/23950376"
 _MD17_URL = "http://quantum-machine.org/gdml/data/npz/md17_{}.npz"
 
 
-def read_npz_trajectory(path: str | os.PathLike) -> dict[str, np.ndarray]:
+def read_npz_trajectory(path: str | os.PathLike, require_forces: bool = True) -> dict[str, np.ndarray]:
     """Arrays ``z (N,)`` int64, ``pos (M, N, 3)``, ``energy (M,)``, ``force (M, N, 3)`` float64 from an MD17 npz.
+
+    With ``require_forces=False`` a file without a forces array is read too (energies only), and
+    ``force`` is then ``None``.
 
     Raises FileNotFoundError for a missing file; [`FileFormatError`][]
     (a ValueError) naming the file for an unreadable archive, missing keys (listing both
@@ -42,6 +45,7 @@ def read_npz_trajectory(path: str | os.PathLike) -> dict[str, np.ndarray]:
     or no atoms, inconsistent shapes or non-finite values (naming the first bad frame).
     """
     path = os.fspath(check_file(path, "path"))
+    check_bool(require_forces, "require_forces")
     try:
         archive = np.load(path, allow_pickle=False)
     except (zipfile.BadZipFile, OSError, EOFError, ValueError) as err:
@@ -55,6 +59,9 @@ def read_npz_trajectory(path: str | os.PathLike) -> dict[str, np.ndarray]:
             out = {}
             for field, keys in NPZ_KEYS.items():
                 key = next((k for k in keys if k in files), None)
+                if key is None and field == "force" and not require_forces:
+                    out[field] = None
+                    continue
                 if key is None:
                     conv = "; ".join(f"{fld}: {' or '.join(ks)}" for fld, ks in NPZ_KEYS.items())
                     raise FileFormatError(path, f"missing the {field!r} array (key {' or '.join(keys)}); an MD17 "
@@ -74,7 +81,8 @@ def read_npz_trajectory(path: str | os.PathLike) -> dict[str, np.ndarray]:
     if z.min() < 1 or z.max() > MAX_ATOMIC_NUMBER:
         bad = int(np.flatnonzero((z < 1) | (z > MAX_ATOMIC_NUMBER))[0])
         raise FileFormatError(path, f"atomic numbers must be in 1..{MAX_ATOMIC_NUMBER}, got z[{bad}] = {int(z[bad])}")
-    for name, arr in (("positions", pos), ("energies", energy), ("forces", force)):
+    arrays = (("positions", pos), ("energies", energy)) + ((("forces", force),) if force is not None else ())
+    for name, arr in arrays:
         if arr.dtype.kind not in "iuf":
             raise FileFormatError(path, f"{name} must be a real numeric array, got dtype {arr.dtype}")
     if pos.ndim != 3 or pos.shape[1:] != (n, 3):
@@ -85,10 +93,12 @@ def read_npz_trajectory(path: str | os.PathLike) -> dict[str, np.ndarray]:
     energy = energy.reshape(-1) if energy.ndim == 2 and energy.shape[1] == 1 else energy
     if energy.shape != (m,):
         raise FileFormatError(path, f"energies must be (M,) or (M, 1) with M = {m} frames, got {out['energy'].shape}")
-    if force.shape != pos.shape:
+    if force is not None and force.shape != pos.shape:
         raise FileFormatError(path, f"forces must have the positions' shape {pos.shape}, got {force.shape}")
-    pos, energy, force = (np.asarray(a, dtype=np.float64) for a in (pos, energy, force))
-    for name, arr in (("positions", pos), ("energies", energy), ("forces", force)):
+    pos, energy = np.asarray(pos, dtype=np.float64), np.asarray(energy, dtype=np.float64)
+    force = None if force is None else np.asarray(force, dtype=np.float64)
+    arrays = (("positions", pos), ("energies", energy)) + ((("forces", force),) if force is not None else ())
+    for name, arr in arrays:
         finite = np.isfinite(arr.reshape(m, -1)).all(axis=1)
         if not finite.all():
             raise FileFormatError(path, f"frame {int(np.flatnonzero(~finite)[0])} has non-finite (NaN or infinite) "

@@ -304,8 +304,8 @@ def _one_hot_elements(z: np.ndarray, dtype: torch.dtype) -> Tensor:
     return torch.nn.functional.one_hot(torch.from_numpy(elem_idx), len(QM9_ELEMENTS)).to(dtype)
 
 
-def process_moleculenet(sdf_path: str, csv_path: str, skip_ids: set[int] = frozenset(), dtype=torch.float32
-                        ) -> tuple[Data, dict[str, Tensor]]:
+def process_moleculenet(sdf_path: str, csv_path: str, skip_ids: set[int] = frozenset(), dtype=torch.float32,
+                        progress: bool | None = None) -> tuple[Data, dict[str, Tensor]]:
     """Parse and pair MoleculeNet's SDF and CSV into collated InMemoryDataset storage.
 
     Parameters
@@ -317,13 +317,15 @@ def process_moleculenet(sdf_path: str, csv_path: str, skip_ids: set[int] = froze
         1-based indices to leave out (``uncharacterized.txt``).
     dtype : torch.dtype
         Of ``pos``, ``x``, ``edge_attr`` and ``y``.
+    progress : bool, optional
+        a tqdm bar over the SDF records (``None``: for large files, see [`read_sdf`][geomlin.datasets.io.sdf.read_sdf]).
 
     Returns
     -------
     (Data, dict of str to Tensor)
         ``(data, slices)`` with the fields of [`QM9`][]; ``idx`` is the index minus one.
     """
-    rec = read_sdf(sdf_path, parse_properties=False)
+    rec = read_sdf(sdf_path, parse_properties=False, progress=progress)
     ids, table = read_qm9_csv(csv_path)
     if len(rec) != len(ids):
         raise ValueError(f"{sdf_path} has {len(rec)} molecule records but {csv_path} has {len(ids)} label rows; "
@@ -429,16 +431,17 @@ def process_gdb9(rec: dsgdb9nsd.GDB9Records, skip_ids: set[int] = frozenset(), d
     return data, slices
 
 
-def process_qm9(files: QM9Files, skip_ids: set[int] = frozenset(), dtype=torch.float32
-                ) -> tuple[Data, dict[str, Tensor]]:
+def process_qm9(files: QM9Files, skip_ids: set[int] = frozenset(), dtype=torch.float32,
+                progress: bool | None = None) -> tuple[Data, dict[str, Tensor]]:
     """Collated storage ``(data, slices)`` of the QM9 source ``files`` ([`find_qm9_files`][]).
 
-    See [`process_moleculenet`][] and [`process_gdb9`][] for ``skip_ids`` and ``dtype``.
+    See [`process_moleculenet`][] and [`process_gdb9`][] for ``skip_ids`` and ``dtype``; ``progress``
+    shows a tqdm bar while the raw files are read (``None``: for large sources, ``False``: never).
     """
     if files.source == "moleculenet":
-        return process_moleculenet(*files.paths, skip_ids=skip_ids, dtype=dtype)
+        return process_moleculenet(*files.paths, skip_ids=skip_ids, dtype=dtype, progress=progress)
     if files.source == "xyz":
-        rec = dsgdb9nsd.read_qm9_xyz(files.paths[0])
+        rec = dsgdb9nsd.read_qm9_xyz(files.paths[0], progress=progress)
     else:
         rec = qm9pack.read_qm9pack(list(files.paths))
     return process_gdb9(rec, skip_ids, dtype)
@@ -477,7 +480,8 @@ class QM9(InMemoryList):
     folder of XYZ files by every file's name, size and modification time), the
     ``pre_transform`` and ``pre_filter``; a stale or corrupt cache is rebuilt. A root where the
     cache cannot be written (read-only, full disk) raises an OSError naming the folder: pass
-    ``cache=False`` there.
+    ``cache=False`` there. ``progress`` shows a tqdm bar while raw files are read (``None``, the
+    default: for the full dataset; ``False``: never).
     """
 
     targets = tuple(t[0] for t in QM9_TARGETS)
@@ -487,11 +491,13 @@ class QM9(InMemoryList):
     def __init__(self, root: str | os.PathLike, transform: Callable | None = None,
                  pre_transform: Callable | None = None, pre_filter: Callable | None = None,
                  skip_uncharacterized: bool = True, cache: bool = True, download: bool = False,
-                 source: str = "auto"):
+                 source: str = "auto", progress: bool | None = None):
         self._start(transform, pre_transform, pre_filter)
         self.root_dir = root = os.fspath(root)
         check_bool(skip_uncharacterized, "skip_uncharacterized")
         check_bool(cache, "cache")
+        if progress is not None:
+            check_bool(progress, "progress")
         files = find_qm9_files(root, source)
         if files is None and download:
             if source not in ("auto", "moleculenet"):
@@ -517,7 +523,7 @@ class QM9(InMemoryList):
                 self._data_list = None
                 return
         skip = read_uncharacterized(skip_file) if skip_file else set()
-        self.data, self.slices = process_qm9(files, skip)
+        self.data, self.slices = process_qm9(files, skip, progress=progress)
         if pre_filter is not None or pre_transform is not None:
             graphs = [self.get(i) for i in range(len(self))]
             if pre_filter is not None:

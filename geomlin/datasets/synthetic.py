@@ -19,7 +19,14 @@ from torch import Tensor
 from geomlin.datasets.base import InMemoryList, check_float_dtype
 from geomlin.datasets.surface import sample_surface
 from geomlin.groups import SO, O, as_group, haar_orthogonal
-from geomlin.validation import check_float, check_int, check_positive_float, check_positive_int, check_tensor
+from geomlin.validation import (
+    check_bool,
+    check_float,
+    check_int,
+    check_positive_float,
+    check_positive_int,
+    check_tensor,
+)
 
 #: Class names of [`SyntheticShapes`][], in label order.
 SHAPE_CLASSES = ("sphere", "ellipsoid", "cube", "cylinder", "cone", "torus", "pyramid",
@@ -359,12 +366,27 @@ def simulate_charged_particles(pos: Tensor, vel: Tensor, charges: Tensor, num_st
 
 def nbody(num_samples: int, num_particles: int = 5, seed: int = 0, burn_in_steps: int = NBODY_BURN_IN_STEPS,
           horizon_steps: int = NBODY_HORIZON_STEPS, dt: float = NBODY_DT, loc_std: float = NBODY_LOC_STD,
-          vel_norm: float = NBODY_VEL_NORM, strength: float = 1.0) -> dict[str, Tensor]:
+          vel_norm: float = NBODY_VEL_NORM, strength: float = 1.0, progress: bool | None = None
+          ) -> dict[str, Tensor]:
     """Simulate ``num_samples`` independent charged systems at once (float64).
 
     Initial state as in NRI: positions ``N(0, loc_std^2)``, velocities of norm ``vel_norm`` in
     random directions, charges ``+-1`` with equal probability. The system runs ``burn_in_steps``
     to reach the input state, then ``horizon_steps`` more to the target.
+
+    Parameters
+    ----------
+    num_samples, num_particles : int
+        systems to simulate and particles per system (``>= 2``).
+    seed : int
+        seed of the initial states and charges.
+    burn_in_steps, horizon_steps : int
+        integration steps before the input state and between input and target.
+    dt, loc_std, vel_norm, strength : float
+        time step, initial position spread, initial speed and Coulomb constant.
+    progress : bool, optional
+        show tqdm bars over the integration steps; ``None`` (default) shows them for large runs
+        (more than ``1e7`` particle steps), ``False`` never.
 
     Returns
     -------
@@ -385,7 +407,10 @@ def nbody(num_samples: int, num_particles: int = 5, seed: int = 0, burn_in_steps
     vel = vel_norm * _unit_sphere(shape, g)
     charges = torch.randint(0, 2, (*shape, 1), generator=g).double() * 2 - 1
     max_force = 0.1 / dt
-    progress = num_samples * num_particles * (burn_in_steps + horizon_steps) > 10**7
+    if progress is None:
+        progress = num_samples * num_particles * (burn_in_steps + horizon_steps) > 10**7
+    else:
+        check_bool(progress, "progress")
     pos, vel = simulate_charged_particles(pos, vel, charges, burn_in_steps, dt, strength, max_force, progress)
     tpos, tvel = simulate_charged_particles(pos, vel, charges, horizon_steps, dt, strength, max_force, progress)
     return {"pos": pos, "vel": vel, "charges": charges, "target_pos": tpos, "target_vel": tvel}

@@ -35,6 +35,7 @@ from geomlin.neighbors import knn_pairs, radius_pairs
 from geomlin.validation import (
     check_batch_vector,
     check_condition,
+    check_finite,
     check_float,
     check_generator,
     check_positive_float,
@@ -57,7 +58,8 @@ def _require_pos(data: Data, who: str) -> Tensor:
         raise ValueError(f"{who} needs data.pos of shape (N, 3), got {got}")
     if not pos.is_floating_point():
         raise TypeError(f"{who} needs floating-point data.pos, got {pos.dtype}")
-    return pos
+    # NaN or inf positions are bad data, not geometry: named as such (deferred on accelerators)
+    return check_finite(pos, f"{who}: data.pos")
 
 
 def _haar_orthogonal_3d(generator: torch.Generator | None, device, special: bool) -> Tensor:
@@ -147,7 +149,15 @@ class Center(BaseTransform):
 
 
 class NormalizeScale(BaseTransform):
-    """Centre ``pos`` and scale positions so the farthest point of ``pos`` has norm 1 (PyG's convention)."""
+    r"""Centre ``pos`` and scale positions so the farthest point of ``pos`` has norm 1 (PyG's convention):
+
+    $$x_i \mapsto \frac{x_i - c}{\max_j \lVert x_j - c \rVert}, \qquad c = \frac{1}{N} \sum_j x_j,$$
+
+    for ``pos`` and every other position attribute (with the centroid $c$ and radius of ``pos``).
+
+    Positions with NaN or inf are refused as such (``data.pos contains NaN or inf values``), a
+    cloud whose points all coincide as degenerate (there is no scale to divide by).
+    """
 
     def __init__(self, position_attrs: Sequence[str] = POSITION_ATTRS):
         self.position_attrs = tuple(position_attrs)

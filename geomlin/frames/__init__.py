@@ -23,13 +23,8 @@ from geomlin.frames.canonicalization import (
 )
 from geomlin.frames.group_conv import GroupConv2d, LiftingConv2d
 from geomlin.frames.images import DiscreteElements, ImageCanonicalizer
-from geomlin.frames.pca import (
-    DegenerateFrameError,
-    PCAFrames,
-    frame_group,
-    moment_axes,
-    pca_frames,
-)
+from geomlin.frames.moments import moment_axes
+from geomlin.frames.pca import DegenerateFrameError, PCAFrames, frame_group, pca_frames
 from geomlin.frames.vector_neurons import VNLeakyReLU, VNLinear, VNPointNet
 
 __all__ = [

@@ -14,18 +14,18 @@ as a set, ``<phi>(hX) = h . <phi>(X)`` exactly for every backbone, with or witho
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Sequence
 
 import torch
 from torch import Tensor, nn
 
+from geomlin.batching import BatchLayout, batch_layout
 from geomlin.frames.pca import (
     DEFAULT_GAP_TOL,
     DEGENERATE_POLICIES,
     SIGN_POLICIES,
+    cloud_layout,
     example_clouds,
-    flat_graphs,
     frame_group,
     num_frames,
     pca_frames,
@@ -80,15 +80,6 @@ def backbone_out_types(backbone, count: int) -> tuple:
     return out if len(out) == count else (None,) * count
 
 
-def takes_keyword(fn, name: str) -> bool:
-    """Whether ``fn`` (a module's ``forward`` or any callable) accepts the keyword ``name``."""
-    try:
-        params = inspect.signature(fn.forward if isinstance(fn, nn.Module) else fn).parameters.values()
-    except (TypeError, ValueError):  # no signature (a builtin): assume the documented contract
-        return True
-    return any(p.kind is p.VAR_KEYWORD or (p.name == name and p.kind is not p.POSITIONAL_ONLY) for p in params)
-
-
 class FrameAveraging(nn.Module):
     """Wrap ``backbone`` so that it becomes exactly E(d)/SE(d)/O(d)/SO(d) invariant or equivariant.
 
@@ -96,11 +87,13 @@ class FrameAveraging(nn.Module):
     ----------
     backbone : nn.Module
         any module; called once on all frames folded into the batch dimension (or once per
-        chunk of ``frames_per_call`` frames) as
-        ``backbone(pos, *extras)`` (padded, no mask; a backbone without a ``mask`` keyword,
-        e.g. an ``nn.Sequential``, takes only these), ``backbone(pos, *extras, mask=mask)``
-        (padded ``(B * F, N, d)``), or ``backbone(pos, *extras, batch=batch)``
-        (flat ``(F * N_total, d)``; plus ``edge_index=`` when given).
+        chunk of ``frames_per_call`` frames) with the layout keywords of the call:
+        ``backbone(pos, *extras)`` (padded ``(B * F, N, d)`` without a mask: any module, an
+        ``nn.Sequential`` too), ``backbone(pos, *extras, mask=mask)`` (padded with a mask), or
+        ``backbone(pos, *extras, batch=layout)`` (flat ``(F * N_total, d)``, ``layout`` the planned
+        [`BatchLayout`][geomlin.batching.BatchLayout] of the ``F B`` clouds, whose ``batch`` is
+        PyG's batch vector; plus ``edge_index=`` when given): the models of
+        [`geomlin.models`][] take these keywords.
     group : SymmetryGroup or str
         ``E(d)`` (default ``"E3"``), ``SE(d)``, ``O(d)`` or ``SO(d)``, or its name; see
         [`frame_group`][geomlin.frames.pca.frame_group].
@@ -139,9 +132,9 @@ class FrameAveraging(nn.Module):
     Flat: ``pos (N_total, d)``, ``batch (N_total,)`` int64; extras ``(N_total, ...)``
     (per point) or ``(B, ...)`` (per graph); outputs with leading ``F * B`` (per graph)
     or ``F * N_total`` (per point) come back as ``(B, ...)`` / ``(N_total, ...)``.
-    Padded entries of the canonical positions are zero. On accelerators pass ``num_graphs`` with a
-    flat batch (otherwise ``batch.max()`` is read); see [`geomlin.frames.pca`][] for what
-    else runs without host synchronisation.
+    Padded entries of the canonical positions are zero. On accelerators pass a flat batch planned at
+    the data boundary (``batch=batch_layout(batch=..., num_graphs=...)``; a batch vector is counted
+    by reading it); see [`geomlin.frames.pca`][] for what else runs without host synchronisation.
 
     Declared types (for [`geomlin.testing.assert_equivariant`][] and
     ``geomlin audit``): ``type_in = (Positions(d), *inputs)``, ``type_out`` the output types, all
@@ -182,18 +175,17 @@ class FrameAveraging(nn.Module):
                                                       or not isinstance(frames_per_call, int) or frames_per_call < 1):
             raise ValueError(f"frames_per_call must be 'auto', None or a positive int, got {frames_per_call!r}")
         self.frames_per_call = frames_per_call
-        self.backbone_takes_mask = takes_keyword(backbone, "mask")
         self.type_in = (Positions(d, self.group), *self.input_types)
         self.type_out = self.output_types[0] if self.single_output else self.output_types
 
     def example_inputs(self, generator=None, dtype=torch.float64):
-        """Three non-degenerate padded clouds ``(3, 10, d)`` with a mask (full clouds and no mask when
-        the backbone takes no ``mask`` keyword); extra inputs per point (``(3, 10, *shape)`` of each
-        input type, ``(3, 10, 1)`` for an invariant type without a shape)."""
-        pos, mask = example_clouds(self.group.d, generator, dtype)
+        """Three non-degenerate clouds ``(3, 10, d)`` without a mask (so any backbone takes them); extra
+        inputs per point (``(3, 10, *shape)`` of each input type, ``(3, 10, 1)`` for an invariant type
+        without a shape)."""
+        pos, _ = example_clouds(self.group.d, generator, dtype)
         extras = [torch.randn(*pos.shape[:2], *(t.shape or (1,)), generator=generator, dtype=dtype)
                   for t in self.input_types]
-        return (pos, *extras), ({"mask": mask} if self.backbone_takes_mask else {})
+        return (pos, *extras), {}
 
     def extra_repr(self) -> str:
         return (f"group={self.group}, output={self.output_types}, inputs={self.input_types}, "
@@ -204,15 +196,14 @@ class FrameAveraging(nn.Module):
         """``|F|``, the number of backbone evaluations per input in eval mode."""
         return 1 if self.signs == "skewness" else num_frames(self.group)
 
-    def frames(self, pos: Tensor, mask: Tensor | None = None, batch: Tensor | None = None,
-               num_graphs: int | None = None, generator: torch.Generator | None = None):
+    def frames(self, pos: Tensor, mask: Tensor | None = None, batch: Tensor | BatchLayout | None = None,
+               generator: torch.Generator | None = None):
         """The frames used by [`forward`][]: ``(B, F', d, d)`` and centroid ``(B, d)``.
 
         ``F' = 1`` in stochastic training mode, ``|F|`` otherwise.
         """
-        fr = pca_frames(pos, self.group, mask, batch, num_graphs=num_graphs,
-                        on_degenerate=self.on_degenerate, gap_tol=self.gap_tol, signs=self.signs,
-                        generator=generator)
+        fr = pca_frames(pos, self.group, mask, batch, on_degenerate=self.on_degenerate, gap_tol=self.gap_tol,
+                        signs=self.signs, generator=generator)
         frames = fr.frames
         if self.stochastic and self.training:
             B, F = frames.shape[:2]
@@ -220,8 +211,8 @@ class FrameAveraging(nn.Module):
             frames = frames[torch.arange(B, device=frames.device), pick][:, None]
         return frames, fr.centroid
 
-    def forward(self, pos: Tensor, *extras: Tensor, mask: Tensor | None = None, batch: Tensor | None = None,
-                edge_index: Tensor | None = None, num_graphs: int | None = None,
+    def forward(self, pos: Tensor, *extras: Tensor, mask: Tensor | None = None,
+                batch: Tensor | BatchLayout | None = None, edge_index: Tensor | None = None,
                 generator: torch.Generator | None = None):
         """Frame-averaged backbone output(s); see the class docstring for shapes."""
         if self.input_types and len(extras) != len(self.input_types):
@@ -233,17 +224,13 @@ class FrameAveraging(nn.Module):
             check_tensor(x, f"extra input {i}", dtype="any", min_ndim=1)
             if isinstance(t, Vectors) and x.shape[-1:] != (d,):
                 raise ValueError(f"vector inputs must have last dimension {d}, got shape {tuple(x.shape)}")
-        if edge_index is not None and batch is None:
+        layout = cloud_layout(pos, d, mask, batch)
+        if edge_index is not None and not layout.is_flat:
             raise ValueError("edge_index is only supported with flat batches (pass batch=)")
-        if mask is not None and batch is None and not self.backbone_takes_mask:
-            raise ValueError(f"mask was given but the backbone ({type(self.backbone).__name__}) takes no mask= "
-                             "keyword, so it would see the padding as points; pass full clouds without a "
-                             "mask, a flat batch (batch=), or a backbone with forward(..., mask=None)")
-        Q, c = self.frames(pos, mask, batch, num_graphs, generator)
-        if batch is None:
+        Q, c = self.frames(pos, batch=layout, generator=generator)
+        if not layout.is_flat:
             return self._forward_padded(pos, extras, types_in, mask, Q, c)
-        _, batch = flat_graphs(batch, Q.shape[0])  # (clamped on accelerators: the gathers stay in bounds)
-        return self._forward_flat(pos, extras, types_in, batch, edge_index, Q, c)
+        return self._forward_flat(pos, extras, types_in, layout, edge_index, Q, c)
 
     # ------------------------------------------------------------------ padded
     def _chunks(self, F: int, device: torch.device):
@@ -296,8 +283,9 @@ class FrameAveraging(nn.Module):
         return out
 
     # -------------------------------------------------------------------- flat
-    def _forward_flat(self, pos, extras, types_in, batch, edge_index, Q, c):
+    def _forward_flat(self, pos, extras, types_in, layout, edge_index, Q, c):
         B, F = Q.shape[:2]
+        batch = layout.batch  # (validated and, on accelerators, clamped: the gathers stay in bounds)
         n = pos.shape[0]
         Qn = Q[batch]  # (n, F, d, d)
         args = [torch.einsum("nd,nfde->fne", pos - c[batch], Qn)]  # every argument as (F, m, ...)
@@ -317,7 +305,8 @@ class FrameAveraging(nn.Module):
         for f0, f1 in self._chunks(F, pos.device):
             Fc = f1 - f0
             offsets = torch.arange(Fc, device=batch.device)
-            kwargs = {"batch": (batch[None] + B * offsets[:, None]).reshape(-1)}
+            frames_batch = (batch[None] + B * offsets[:, None]).reshape(-1)
+            kwargs = {"batch": batch_layout(batch=frames_batch, num_graphs=Fc * B, max_items=layout.max_items or None)}
             if edge_index is not None:
                 kwargs["edge_index"] = (edge_index[:, None] + n * offsets[None, :, None]).reshape(2, -1)
             outs = self._as_outputs(self.backbone(*(a[f0:f1].reshape(Fc * a.shape[1], *a.shape[2:])

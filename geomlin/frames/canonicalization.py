@@ -41,19 +41,13 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor, nn
 
+from geomlin.batching import BatchLayout, as_layout
 from geomlin.frames.averaging import INVARIANT, backbone_out_types, feature_types, point_type
-from geomlin.frames.pca import (
-    check_positions,
-    example_clouds,
-    flat_graphs,
-    frame_group,
-    is_special,
-    pca_frames,
-    point_moments,
-)
+from geomlin.frames.moments import point_moments
+from geomlin.frames.pca import cloud_layout, example_clouds, frame_group, is_special, pca_frames
 from geomlin.frames.vector_neurons import POOLINGS, VNPointNet
 from geomlin.groups import Euclidean, RigidTransform, special_procrustes
-from geomlin.groups.rotations import full_precision, working_dtype
+from geomlin.precision import full_precision, working_dtype
 from geomlin.reps.feature_type import FeatureType
 from geomlin.reps.types import Frames, Positions, Scalars, Vectors
 from geomlin.validation import check_bool, check_choice, check_float, check_positive_int, check_tensor
@@ -257,22 +251,23 @@ class PointCloudCanonicalizer(Canonicalizer):
         pos, mask = example_clouds(self.group.d, generator, dtype)
         return (pos,), {"mask": mask, "as_tensors": True}
 
-    def forward(self, pos: Tensor, mask: Tensor | None = None, batch: Tensor | None = None,
-                num_graphs: int | None = None, as_tensors: bool = False):
-        """Predicted elements ``g = (R (B, d, d), t (B, d))``; ``g(Q x + s) = (Q, s) g(x)``."""
+    def forward(self, pos: Tensor, mask: Tensor | None = None, batch: Tensor | BatchLayout | None = None,
+                as_tensors: bool = False):
+        """Predicted elements ``g = (R (B, d, d), t (B, d))``; ``g(Q x + s) = (Q, s) g(x)``.
+
+        ``batch``: a flat batch's vector ``(N_total,)`` or its planned
+        [`BatchLayout`][geomlin.batching.BatchLayout] (see [`geomlin.batching`][]).
+        """
         G, special = self.group, is_special(self.group)
-        batch = check_positions(pos, G.d, mask, batch)
-        if batch is not None:
-            num_graphs, batch = flat_graphs(batch, num_graphs)
-        centroid, cov, _, sq = point_moments(pos, isinstance(G, Euclidean), mask, batch, num_graphs)
-        x = pos - (centroid[batch] if batch is not None else centroid[:, None])
+        layout = cloud_layout(pos, G.d, mask, batch)
+        centroid, cov, _, sq = point_moments(pos, isinstance(G, Euclidean), layout)
+        x = pos - (centroid[layout.batch] if layout.is_flat else centroid[:, None])
         frame = None
         if self.moment_frame:
-            fr = pca_frames(pos, G, mask, batch, num_graphs=centroid.shape[0], on_degenerate="moments",
-                            gap_tol=self.gap_tol, signs="skewness")
+            fr = pca_frames(pos, G, batch=layout, on_degenerate="moments", gap_tol=self.gap_tol, signs="skewness")
             rms = torch.diagonal(cov, dim1=-2, dim2=-1).sum(-1).clamp_min(0).sqrt()
             frame = fr.frames[:, 0].transpose(-1, -2) * rms[:, None, None]  # axes as rows, length scale
-        v = self.net(x, mask=mask, batch=batch, num_graphs=centroid.shape[0], frame=frame)  # (B, k, d)
+        v = self.net(x, batch=layout, frame=frame)  # (B, k, d)
         # the rotation in the points' precision (under autocast the network's vectors may be half)
         v = v.to(torch.promote_types(working_dtype(v.dtype), pos.dtype))
         if self.orthogonalization == "procrustes":
@@ -291,7 +286,7 @@ class PointCloudCanonicalizer(Canonicalizer):
         return (g.R, g.t) if as_tensors else g
 
     def canonicalize(self, x: Tensor, g: RigidTransform, type: FeatureType | None = None,
-                     mask: Tensor | None = None, batch: Tensor | None = None, **_) -> Tensor:
+                     mask: Tensor | None = None, batch: Tensor | BatchLayout | None = None, **_) -> Tensor:
         """``g^{-1} . x``: ``R^T (x - t)`` (``Positions``, the default) or ``R^T x`` (``Vectors``);
         invariant types unchanged.
 
@@ -309,7 +304,7 @@ class PointCloudCanonicalizer(Canonicalizer):
             out = out * mask.reshape(*mask.shape, *([1] * (out.ndim - 2))).to(out.dtype)
         return out
 
-    def invert(self, y: Tensor, g: RigidTransform, type: FeatureType, batch: Tensor | None = None,
+    def invert(self, y: Tensor, g: RigidTransform, type: FeatureType, batch: Tensor | BatchLayout | None = None,
                **_) -> Tensor:
         """``g . y``: ``y`` (invariant types), ``R y`` (``Vectors``), ``R y + t`` (``Positions``).
 
@@ -318,6 +313,7 @@ class PointCloudCanonicalizer(Canonicalizer):
         if type.is_invariant:
             return y
         _check_point_type(type, "invert")
+        batch = _item_sets(batch)
         if batch is not None and y.shape[0] != batch.shape[0]:
             batch = None  # per-cloud output of a flat batch
         R, t = _per_item(g, y, batch)
@@ -342,9 +338,17 @@ def _check_point_type(t: FeatureType, what: str) -> None:
                          f"got {t!r}")
 
 
-def _per_item(g: RigidTransform, x: Tensor, batch: Tensor | None) -> tuple[Tensor, Tensor]:
+def _item_sets(batch: Tensor | BatchLayout | None) -> Tensor | None:
+    """The batch vector of a flat batch (given as a vector or a layout); None for a padded one."""
+    if isinstance(batch, BatchLayout):
+        return batch.batch if batch.is_flat else None
+    return batch
+
+
+def _per_item(g: RigidTransform, x: Tensor, batch: Tensor | BatchLayout | None) -> tuple[Tensor, Tensor]:
     """``R`` and ``t`` broadcastable against ``x``: ``(B, 1.., d, d)`` / ``(B, 1.., d)``."""
     R, t = g.R.to(x.dtype), g.t.to(x.dtype)
+    batch = _item_sets(batch)
     if batch is not None:
         R, t = R[batch], t[batch]
     if x.shape[0] != R.shape[0]:
@@ -366,7 +370,8 @@ class Canonicalization(nn.Module):
         [`ImageCanonicalizer`][geomlin.frames.images.ImageCanonicalizer]).
     backbone : nn.Module
         any module; called as ``backbone(x_canonical, *extras, **kwargs)`` with the
-        same keyword arguments (``mask=``, ``batch=``) as [`forward`][].
+        same keyword arguments (``mask=``, ``batch=``) as [`forward`][] (a batch vector comes
+        planned, as a [`BatchLayout`][geomlin.batching.BatchLayout]).
     output : FeatureType or tuple of FeatureType
         the feature type of the backbone's output (``Scalars()``, ``Vectors(d)``, ``Positions(d)``,
         or another type the canonicalizer supports, e.g. ``Images`` / ``RegularFeatures``), or a tuple
@@ -424,6 +429,8 @@ class Canonicalization(nn.Module):
         """Canonicalize, run the backbone, map the outputs back. ``kwargs``: ``mask=``/``batch=``."""
         if self.input_types and len(extras) != len(self.input_types):
             raise ValueError(f"expected {len(self.input_types)} extra inputs {self.input_types}, got {len(extras)}")
+        if isinstance(kwargs.get("batch"), Tensor):  # planned once, for the canonicalizer and the backbone
+            kwargs = {**kwargs, "batch": as_layout(batch=kwargs["batch"], num_items=x.shape[0])}
         g = self.canonicalizer(x, **kwargs)
         xc = self.canonicalizer.canonicalize(x, g, None, **kwargs)
         types_in = self.input_types or (Scalars(),) * len(extras)

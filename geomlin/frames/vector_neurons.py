@@ -9,8 +9,8 @@ each vector against a learned direction ``k = U V``:
 
 Both commute with every orthogonal matrix acting on the last axis, so these layers are
 O(d)-equivariant (rotations and reflections).
-Pooling helpers work on padded ``(B, N, C, d)`` batches with a mask and on flat
-``(N_total, C, d)`` batches with a batch vector.
+Pooling over the points of padded ``(B, N, C, d)`` or flat ``(N_total, C, d)`` batches is that of
+[`geomlin.batching`][] (``pool_mean``, ``pool_softmax``).
 """
 
 from __future__ import annotations
@@ -20,7 +20,8 @@ import math
 import torch
 from torch import Tensor, nn
 
-from geomlin.frames.pca import check_positions, flat_graphs
+from geomlin.batching import BatchLayout, broadcast_pooled, pool_mean, pool_softmax
+from geomlin.frames.pca import cloud_layout
 from geomlin.validation import check_choice, check_nonnegative_int, check_positive_int, check_tensor
 
 #: Added to ``|k|^2`` so the projection is finite when the direction vanishes.
@@ -81,57 +82,15 @@ class VNLeakyReLU(nn.Module):
         return q - (1 - self.negative_slope) * coef * k
 
 
-def pool_mean(v: Tensor, mask: Tensor | None = None, batch: Tensor | None = None,
-              num_graphs: int | None = None) -> Tensor:
-    """Mean over points: ``(B, N, ...)`` (masked) -> ``(B, ...)``, or flat ``(N_total, ...)``
-    with ``batch`` -> ``(B, ...)``. A cloud without (kept) points pools to zeros, never 0/0."""
-    if batch is not None:
-        B = int(batch.max()) + 1 if num_graphs is None else num_graphs
-        sums = v.new_zeros(B, *v.shape[1:]).index_add(0, batch, v)
-        counts = v.new_zeros(B).index_add(0, batch, torch.ones_like(v.reshape(v.shape[0], -1)[:, 0]))
-        return sums / counts.clamp_min(1).reshape(B, *([1] * (v.ndim - 1)))
-    if mask is None:
-        return v.mean(1) if v.shape[1] else v.new_zeros(v.shape[0], *v.shape[2:])
-    w = mask.to(v.dtype).reshape(*mask.shape, *([1] * (v.ndim - 2)))
-    return (v * w).sum(1) / w.sum(1).clamp_min(1)
+def moment_features(x: Tensor, layout: BatchLayout | None = None) -> Tensor:
+    """``(.., d)`` points -> ``(.., MOMENT_CHANNELS, d)``: ``x, C x / tr C, C^2 x / (tr C)^2``.
 
-
-def pool_softmax(scores: Tensor, v: Tensor, mask: Tensor | None = None, batch: Tensor | None = None,
-                 num_graphs: int | None = None) -> Tensor:
-    """Attention pooling ``sum_i softmax_i(scores)_i v_i`` per cloud.
-
-    ``scores (B, N, K)`` (padded, masked) or ``(N_total, K)`` (flat), ``v (B, N, C, d)`` or
-    ``(N_total, C, d)`` -> ``(B, K, C, d)``: one weighted mean of the point features per score column.
+    ``x`` padded ``(B, N, d)`` or flat ``(N_total, d)`` as ``layout`` says (None: padded, all real).
     """
-    if batch is not None:
-        B = int(batch.max()) + 1 if num_graphs is None else num_graphs
-        K = scores.shape[-1]
-        top = scores.new_full((B, K), -torch.inf).scatter_reduce(
-            0, batch[:, None].expand(-1, K), scores, reduce="amax", include_self=True)
-        e = (scores - top[batch].detach()).exp()  # (N, K); the shift cancels in the ratio
-        den = scores.new_zeros(B, K).index_add(0, batch, e)
-        num = v.new_zeros(B, K, *v.shape[1:]).index_add(0, batch, e[:, :, None, None] * v[:, None])
-        return num / den.clamp_min(torch.finfo(den.dtype).tiny)[:, :, None, None]
-    if mask is not None:
-        scores = scores.masked_fill(~mask[..., None], -torch.inf)
-    a = torch.softmax(scores, dim=1)  # (B, N, K)
-    return torch.einsum("bnk,bncd->bkcd", a, v)
-
-
-def broadcast_pooled(pooled: Tensor, like: Tensor, batch: Tensor | None = None) -> Tensor:
-    """Pooled ``(B, ...)`` back onto the points of ``like`` (padded ``(B, N, ...)`` or flat)."""
-    if batch is not None:
-        return pooled[batch]
-    return pooled[:, None].expand(-1, like.shape[1], *pooled.shape[1:])
-
-
-def moment_features(x: Tensor, mask: Tensor | None = None, batch: Tensor | None = None,
-                    num_graphs: int | None = None) -> Tensor:
-    """``(.., d)`` points -> ``(.., MOMENT_CHANNELS, d)``: ``x, C x / tr C, C^2 x / (tr C)^2``."""
     outer = x[..., :, None] * x[..., None, :]
-    cov = pool_mean(outer, mask, batch, num_graphs)  # (B, d, d)
+    cov = pool_mean(outer, layout)  # (B, d, d)
     cov = cov / (torch.diagonal(cov, dim1=-2, dim2=-1).sum(-1)[:, None, None] + VN_EPS)
-    cov = broadcast_pooled(cov, x, batch)
+    cov = broadcast_pooled(cov, x, layout)
     c1 = (cov @ x.unsqueeze(-1)).squeeze(-1)
     c2 = (cov @ c1.unsqueeze(-1)).squeeze(-1)
     return torch.stack([x, c1, c2], dim=-2)
@@ -176,7 +135,8 @@ class VNPointNet(nn.Module):
     Shapes
     ------
     Input ``x (B, N, d)`` (with optional ``mask (B, N)`` bool) or flat ``(N_total, d)`` with
-    ``batch (N_total,)``, already centred when translations matter. Output: ``(B, out_channels, d)``.
+    ``batch`` (a batch vector ``(N_total,)`` or its [`BatchLayout`][geomlin.batching.BatchLayout]),
+    already centred when translations matter. Output: ``(B, out_channels, d)``.
     O(d)-equivariant: ``f(x R^T) = f(x) R^T`` for every orthogonal ``R``.
     """
 
@@ -210,38 +170,36 @@ class VNPointNet(nn.Module):
         mask = torch.arange(12)[None] < torch.tensor([12, 9, 7])[:, None]
         return (x,), {"mask": mask}
 
-    def forward(self, x: Tensor, mask: Tensor | None = None, batch: Tensor | None = None,
-                num_graphs: int | None = None, frame: Tensor | None = None) -> Tensor:
+    def forward(self, x: Tensor, mask: Tensor | None = None, batch: Tensor | BatchLayout | None = None,
+                frame: Tensor | None = None) -> Tensor:
         """``(B, out_channels, d)`` vectors; see the class docstring.
 
         ``frame (B, frame_channels, d)``: per-cloud equivariant vectors (e.g. the moment axes of
-        [`pca_frames`][]) added to every point's input channels.
+        [`pca_frames`][geomlin.frames.pca.pca_frames]) added to every point's input channels.
         """
-        batch = check_positions(x, self.d, mask, batch)
-        if batch is not None:  # (without num_graphs the largest index is read)
-            num_graphs, batch = flat_graphs(batch, num_graphs)
-        feats = moment_features(x, mask, batch, num_graphs)
+        layout = cloud_layout(x, self.d, mask, batch)
+        feats = moment_features(x, layout)
         if self.frame_channels:
             if frame is None or frame.shape[-2:] != (self.frame_channels, self.d):
                 raise ValueError(f"this VNPointNet needs frame (B, {self.frame_channels}, {self.d}), got "
                                  f"{None if frame is None else tuple(frame.shape)}")
-            clouds = num_graphs if batch is not None else x.shape[0]
+            clouds = layout.num_graphs if layout.is_flat else x.shape[0]
             check_tensor(frame, "frame", shape=(clouds, self.frame_channels, self.d), finite=True,
                          what="one set of frame vectors per cloud")
-            feats = torch.cat([feats, broadcast_pooled(frame.to(x.dtype), x, batch)], dim=-2)
+            feats = torch.cat([feats, broadcast_pooled(frame.to(x.dtype), x, layout)], dim=-2)
         elif frame is not None:
             raise ValueError("frame was given but this VNPointNet was built with frame_channels=0")
         h = self.inp(feats)
         for block in self.blocks:
-            g = broadcast_pooled(pool_mean(h, mask, batch, num_graphs), h, batch)
+            g = broadcast_pooled(pool_mean(h, layout), h, layout)
             h = block(torch.cat([h, g], dim=-2))
-        pooled = pool_mean(h, mask, batch, num_graphs)
+        pooled = pool_mean(h, layout)
         if self.pooling == "attention":
-            scores = self.score(_invariants(h, broadcast_pooled(pooled, h, batch)))  # (.., K)
-            picked = pool_softmax(scores, h, mask, batch, num_graphs)  # (B, K, C, d)
+            scores = self.score(_invariants(h, broadcast_pooled(pooled, h, layout)))  # (.., K)
+            picked = pool_softmax(scores, h, layout)  # (B, K, C, d)
             both = torch.cat([picked, pooled[:, None].expand_as(picked)], dim=-2)  # (B, K, 2C, d)
             # output vector k mixes the channels of its own attention-pooled features
             return torch.einsum("kc,bkcd->bkd", self.out.weight.to(x.dtype), both)
-        rms = pool_mean(h * h, mask, batch, num_graphs).sum(-1, keepdim=True).add(VN_EPS).sqrt()
+        rms = pool_mean(h * h, layout).sum(-1, keepdim=True).add(VN_EPS).sqrt()
         # Invariant norms rescale the pooled vectors: a per-cloud gate keeps O(d) equivariance.
         return self.out(torch.cat([pooled, pooled * torch.tanh(rms)], dim=-2))

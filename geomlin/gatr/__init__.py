@@ -3,7 +3,10 @@
 Floors: [`planes`][] (the one implementation of every map, on the component-major layout) ->
 [`layers`][] (modules calling the kernels and each other's forwards) -> [`model`][] ([`GATr`][]).
 [`primitives`][] are the same maps as pure functions on ``(..., 16)`` tensors (the reference's
-``gatr.primitives``); [`attention`][] groups items into sets for fused attention;
+``gatr.primitives``; a module for users, which no module of the library imports: ``from
+geomlin.gatr import primitives``); [`join_references`][] are the join's references;
+[`attention`][] runs fused attention over the sets of a batch's layout
+([`geomlin.batching.BatchLayout`][]);
 [`orientations`][] makes models on coordinates exact under reflections; [`reference`][] loads the
 reference implementation's weights.
 Pin(3,0,1), the group GATr is equivariant to, is sampled by
@@ -20,8 +23,7 @@ algebra (CGENN) live in [`geomlin.clifford`][].
 torch.Size([2, 10, 3])
 """
 
-from geomlin.gatr import attention, orientations, planes, primitives, reference
-from geomlin.gatr.attention import SetLayout, set_layout
+from geomlin.gatr import attention, orientations, planes, reference
 from geomlin.gatr.layers import (
     EquiLayerNorm,
     EquiLinear,
@@ -42,12 +44,9 @@ __all__ = [
     "GeometricBilinear",
     "GeometricMLP",
     "Pin301",
-    "SetLayout",
     "attention",
     "orientations",
     "planes",
-    "primitives",
     "reference",
-    "set_layout",
 ]
 

@@ -24,9 +24,10 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from geomlin.algebra import pga
+from geomlin.batching import BatchLayout, batch_layout
 from geomlin.gatr import planes as PL
-from geomlin.gatr.attention import SetLayout, attend, attend_masked, set_layout
-from geomlin.gatr.primitives import join_reference
+from geomlin.gatr.attention import attend, attend_masked
+from geomlin.gatr.join_references import join_reference
 from geomlin.reps import Multivectors, Scalars
 from geomlin.validation import (
     check_choice,
@@ -120,7 +121,7 @@ class EquiLinear(nn.Module):
     ``mv (..., in_mv, 16), scalars (..., in_s) -> mv (..., out_mv, 16), scalars (..., out_s)``.
 
     Multivectors mix through the 9 equivariant basis maps
-    ([`equi_linear`][geomlin.gatr.planes.equi_linear]); input scalars feed the output scalar components
+    ([`equi_linear`][geomlin.gatr.planes.equi_linear_planes]); input scalars feed the output scalar components
     ``<mv>_0``; output scalars read input scalars and ``<mv>_0``. The multivector bias sits on the scalar component (the only invariant one).
     Missing scalar sides are ``0`` channels (``scalars=None``).
 
@@ -208,7 +209,7 @@ class EquiLinear(nn.Module):
         scalar_part = self.bias_mv  # onto the scalar component only
         if self.s_to_mv is not None:
             scalar_part = F.linear(s, self.s_to_mv.to(s.dtype), None if self.bias_mv is None else self.bias_mv.to(s.dtype))
-        out = PL.equi_linear(xp, self.weight, scalar_part, tables=self.tables)
+        out = PL.equi_linear_planes(xp, self.weight, scalar_part, tables=self.tables)
         s_out = None
         if self.out_s:
             mv0 = xp[pga.SCALAR]
@@ -225,7 +226,7 @@ class EquiLayerNorm(nn.Module):
     """Equivariant layer norm on multivector channels plus a plain layer norm on scalars.
 
     ``(mv (..., channels, 16), scalars (..., s) | None) -> same shapes``. The multivector part is
-    [`equi_layer_norm`][geomlin.gatr.planes.equi_layer_norm] (mean squared norm clamped below at
+    [`equi_layer_norm`][geomlin.gatr.planes.equi_layer_norm_planes] (mean squared norm clamped below at
     ``eps``; float32 under autocast, as the reference's); scalars get
     ``torch.nn.functional.layer_norm`` with ``s_eps``.
 
@@ -264,7 +265,7 @@ class EquiLayerNorm(nn.Module):
             raise ValueError(f"EquiLayerNorm: mv must have a channel axis, (..., channels, 16), got {tuple(mv.shape)}")
         if self.mv_channels is not None:
             _check_pair(mv, scalars if self.s_channels else None, self.mv_channels, self.s_channels, "EquiLayerNorm")
-        out = PL.from_planes(PL.equi_layer_norm(PL.to_planes(mv), self.eps, tables=self.tables), _lead(mv))
+        out = PL.from_planes(PL.equi_layer_norm_planes(PL.to_planes(mv), self.eps, tables=self.tables), _lead(mv))
         if scalars is not None and scalars.shape[-1] > 0:
             scalars = F.layer_norm(scalars, scalars.shape[-1:], eps=self.s_eps)
         return out, scalars
@@ -316,8 +317,8 @@ class GeometricBilinear(nn.Module):
         ref_w = _reference_weight(check_reference(reference, "GeometricBilinear"), lead)
         operands, _ = self.proj_in(mv, scalars)
         a, b, c, d = PL.to_planes(operands).split(self.hidden, dim=-1)
-        gp = PL.geometric_product(a, b, tables=self.tables)
-        jn = PL.equivariant_join(c, d, ref_w, tables=self.tables)
+        gp = PL.geometric_product_planes(a, b, tables=self.tables)
+        jn = PL.equivariant_join_planes(c, d, ref_w, tables=self.tables)
         hidden = torch.cat([gp.to(jn.dtype), jn], -1)
         return self.proj_out(PL.from_planes(hidden, lead), scalars)
 
@@ -336,7 +337,7 @@ class GeometricAttention(nn.Module):
     ``max(2 in_s / num_heads, 4)``), as in the reference.
 
     ``attn_mask``: ``None`` (all items of a leading index attend to each other), a
-    [`SetLayout`][] from [`set_layout`][]
+    [`BatchLayout`][geomlin.batching.BatchLayout] from [`batch_layout`][geomlin.batching.batch_layout]
     (padding mask or PyG batch vector; memory linear in items), or a boolean tensor
     broadcastable to ``(..., heads, items, items)``.
 
@@ -354,7 +355,7 @@ class GeometricAttention(nn.Module):
         one key/value head shared by all query heads.
     distance_eps : float
         ``eps`` of the distance features' normaliser (see
-        [`distance_features`][geomlin.gatr.planes.distance_features]).
+        [`distance_features`][geomlin.gatr.planes.distance_features_planes]).
     """
 
     def __init__(self, in_mv_channels: int, out_mv_channels: int, in_s_channels: int = 0,
@@ -393,16 +394,16 @@ class GeometricAttention(nn.Module):
         """``(mv (2, 5, in_mv, 16), scalars)`` with a padding mask (the second row has 3 real items)."""
         mv, s = _example(generator, dtype, self.in_mv, self.in_s)
         mask = torch.tensor([[True] * 5, [True] * 3 + [False] * 2])
-        return (mv, s), {"attn_mask": set_layout(mask)}
+        return (mv, s), {"attn_mask": batch_layout(mask)}
 
-    def forward(self, mv: Tensor, scalars: Tensor | None = None, attn_mask: Tensor | SetLayout | None = None
+    def forward(self, mv: Tensor, scalars: Tensor | None = None, attn_mask: Tensor | BatchLayout | None = None
                 ) -> tuple[Tensor, Tensor | None]:
         """See the class docstring; ``mv`` needs an items axis: ``(..., items, in_mv, 16)``."""
         _check_pair(mv, scalars if self.in_s else None, self.in_mv, self.in_s, "GeometricAttention")
         if mv.ndim < 3:
             raise ValueError(f"GeometricAttention: mv must have shape (..., items, {self.in_mv}, 16), "
                              f"got {tuple(mv.shape)}")
-        if attn_mask is not None and not isinstance(attn_mask, SetLayout):
+        if attn_mask is not None and not isinstance(attn_mask, BatchLayout):
             check_mask(attn_mask, "attn_mask")
         lead = _lead(mv)
         qkv, qkv_s = self.qkv(mv, scalars)
@@ -413,11 +414,11 @@ class GeometricAttention(nn.Module):
         if cs:
             q_s, k_s, v_s = qkv_s.reshape(-1, (h + 2 * kv) * cs).split((h * cs, kv * cs, kv * cs), dim=-1)
             q_s, k_s, v_s = q_s.unflatten(-1, (h, cs)), k_s.unflatten(-1, (kv, cs)), v_s.unflatten(-1, (kv, cs))
-        q, k, v, scale = PL.attention_features(q, k, v, q_s, k_s, v_s, self.use_distance,
+        q, k, v, scale = PL.attention_features_planes(q, k, v, q_s, k_s, v_s, self.use_distance,
                                                self.log_distance_weights.exp(), self.distance_eps, tables=self.tables)
         # items first, (..., items, heads, width)
         q, k, v = (t.reshape(*lead, t.shape[-2], t.shape[-1]) for t in (q, k, v))
-        if attn_mask is None or isinstance(attn_mask, SetLayout):
+        if attn_mask is None or isinstance(attn_mask, BatchLayout):
             out = attend(*(t.reshape(-1, *t.shape[-3:]) for t in (q, k, v)), attn_mask, scale)
         else:
             out = attend_masked(q, k, v, attn_mask, scale)
@@ -468,7 +469,7 @@ class GeometricMLP(nn.Module):
         """``(mv (..., mv_channels, 16), scalars (..., s_channels) | None, reference) -> same shapes``."""
         _check_pair(mv, scalars if self.s_channels else None, self.mv_channels, self.s_channels, "GeometricMLP")
         h_mv, h_s = self.bilinear(mv, scalars, reference)  # which checks the reference
-        h_mv = PL.from_planes(PL.scalar_gated_gelu(PL.to_planes(h_mv)), _lead(h_mv))
+        h_mv = PL.from_planes(PL.scalar_gated_gelu_planes(PL.to_planes(h_mv)), _lead(h_mv))
         return self.out(h_mv, None if h_s is None else F.gelu(h_s))
 
 
@@ -476,7 +477,7 @@ class GATrBlock(nn.Module):
     """Pre-norm transformer block: ``x + Attn(LN(x))`` then ``x + MLP(LN(x))`` (the reference's ``GATrBlock``).
 
     ``mv (..., items, mv_channels, 16), scalars (..., items, s_channels) | None`` in and out;
-    ``reference`` for the join (see [`join_reference`][geomlin.gatr.primitives.join_reference]),
+    ``reference`` for the join (see [`join_reference`][geomlin.gatr.join_references.join_reference]),
     ``attn_mask`` as in [`GeometricAttention`][].
 
     Parameters
@@ -520,23 +521,23 @@ class GATrBlock(nn.Module):
         """``(mv, scalars or None, reference)`` and a padding mask as ``attn_mask``."""
         mv, s = _example(generator, dtype, self.mv_channels, self.s_channels)
         mask = torch.tensor([[True] * 5, [True] * 3 + [False] * 2])
-        return (mv, s, join_reference(mv, mask)), {"attn_mask": set_layout(mask)}
+        return (mv, s, join_reference(mv, mask)), {"attn_mask": batch_layout(mask)}
 
     def _drop(self, mv: Tensor, s: Tensor | None) -> tuple[Tensor, Tensor | None]:
         if not self.training or self.dropout == 0.0:
             return mv, s
-        mv = PL.from_planes(PL.grade_dropout(PL.to_planes(mv), self.dropout, tables=self.tables), _lead(mv))
+        mv = PL.from_planes(PL.grade_dropout_planes(PL.to_planes(mv), self.dropout, tables=self.tables), _lead(mv))
         return mv, (F.dropout(s, self.dropout) if s is not None else None)
 
     def forward(self, mv: Tensor, scalars: Tensor | None, reference: Tensor,
-                attn_mask: Tensor | SetLayout | None = None) -> tuple[Tensor, Tensor | None]:
+                attn_mask: Tensor | BatchLayout | None = None) -> tuple[Tensor, Tensor | None]:
         """``(mv (..., items, mv_channels, 16), scalars (..., items, s_channels) | None, reference, attn_mask)
         -> same shapes``; ``reference`` as for [`GeometricMLP`][], ``attn_mask`` as for
         [`GeometricAttention`][]."""
         _check_pair(mv, scalars if self.s_channels else None, self.mv_channels, self.s_channels, "GATrBlock")
         if mv.ndim < 3:
             raise ValueError(f"GATrBlock: mv must have shape (..., items, {self.mv_channels}, 16), got {tuple(mv.shape)}")
-        if attn_mask is not None and not isinstance(attn_mask, SetLayout):
+        if attn_mask is not None and not isinstance(attn_mask, BatchLayout):
             check_mask(attn_mask, "attn_mask")
         check_reference(reference, "GATrBlock")
         if self.checkpoint and torch.is_grad_enabled():

@@ -12,11 +12,11 @@ Batches come in two layouts, both with attention memory linear in the number of 
   (grouped by size into fused attention calls, [`geomlin.gatr.attention`][]).
 
 On accelerators no forward pass synchronises with the host. A flat batch's set sizes are settled
-once per batch at the data boundary, by a [`SetLayout`][] passed as
-``layout=``: ``set_layout(batch=batch)`` while the batch vector is still on the CPU (free), moved
-with ``.to(device)``, or ``set_layout(batch=batch, num_sets=..., max_items=...)`` on the device
+once per batch at the data boundary, by a [`BatchLayout`][geomlin.batching.BatchLayout] passed as
+``batch=``: ``batch_layout(batch=batch)`` while the batch vector is still on the CPU (free), moved
+with ``.to(device)``, or ``batch_layout(batch=batch, num_graphs=..., max_items=...)`` on the device
 (upper bounds, planned there without reading the batch). A batch vector on an accelerator without
-a layout is refused, since planning it would read it back on every call.
+a plan is refused, since planning it would read it back on every call.
 
 **Join reference and what is guaranteed**
 
@@ -45,8 +45,8 @@ import torch
 from torch import Tensor, nn
 
 from geomlin.algebra import pga
-from geomlin.gatr import primitives
-from geomlin.gatr.attention import FLAT_METHODS, SetLayout, set_layout
+from geomlin.batching import FLAT_METHODS, BatchLayout, batch_layout
+from geomlin.gatr import join_references
 from geomlin.gatr.layers import EXAMPLE_ITEMS, EquiLinear, GATrBlock, check_reference
 from geomlin.validation import (
     check_batch_vector,
@@ -84,9 +84,9 @@ class GATr(nn.Module):
     multi_query : bool
         one key/value head shared by all query heads (the reference's default).
     attention_method : str
-        how flat (``batch=``) inputs are grouped: ``"auto"``, ``"bucketed"``,
+        how flat (``batch=``) batch vectors are grouped: ``"auto"``, ``"bucketed"``,
         ``"chunked"``, ``"masked"`` (see [`geomlin.gatr.attention`][]; ``"padded"`` needs
-        bounds, so it comes with a ``layout=`` from [`set_layout`][]).
+        bounds, so it comes planned, ``batch=batch_layout(...)``).
     checkpoint : bool
         recompute each block in the backward pass (less memory, more time).
 
@@ -162,8 +162,8 @@ class GATr(nn.Module):
             check_reference(join_reference, "join_reference")
 
     def forward(self, mv: Tensor, scalars: Tensor | None = None, mask: Tensor | None = None,
-                batch: Tensor | None = None, join_reference: Tensor | str | None = None,
-                layout: SetLayout | None = None) -> tuple[Tensor, Tensor | None]:
+                batch: Tensor | BatchLayout | None = None, join_reference: Tensor | str | None = None
+                ) -> tuple[Tensor, Tensor | None]:
         """Run the transformer.
 
         Parameters
@@ -174,49 +174,48 @@ class GATr(nn.Module):
             scalar channels (``None`` when ``in_s_channels`` is 0).
         mask : Tensor of shape (..., items), optional
             bool, True = real item (padded layout). Float masks are refused.
-        batch : Tensor of shape (items,), optional
-            integer set index per item, sorted (flat layout, ``mv (items, channels, 16)``),
-            on the CPU; on an accelerator pass ``layout=`` instead.
+        batch : Tensor of shape (items,) or BatchLayout, optional
+            flat layout, ``mv (items, channels, 16)``: the integer set of every item, sorted, on
+            the CPU; or the [`BatchLayout`][geomlin.batching.BatchLayout] planned from it at the
+            data boundary and moved to ``mv``'s device (needed on an accelerator).
         join_reference : Tensor | str | None
             ``None`` / ``"data"`` (the per-set mean of ``mv``), ``"canonical"``
             (``e123 + e0123``, SE(3) only) or a tensor broadcastable against
             ``(..., items, channels, 16)``; see the module docstring.
-        layout : SetLayout | None
-            the attention plan of a padded or flat batch from
-            [`set_layout`][], made at the data boundary and moved to
-            ``mv``'s device; replaces ``mask`` and ``batch`` (give one or the other). Needed for a
-            flat batch on an accelerator.
 
         Returns
         -------
         tuple[Tensor, Tensor | None]
             ``(mv (..., items, out_mv_channels, 16), scalars (..., items, out_s_channels) or None)``.
         """
-        if layout is not None:
-            if not isinstance(layout, SetLayout):
-                raise TypeError(f"layout must be a SetLayout (from geomlin.gatr.set_layout), got {type(layout).__name__}")
-            if mask is not None or batch is not None:
-                raise ValueError("give either layout or mask / batch: the layout already holds them")
-            mask, batch = layout.mask, (layout.batch if layout.kind == "flat" else None)
-        self._validate(mv, scalars, mask, batch, join_reference)
-        if layout is None:
-            if batch is not None and batch.device.type != "cpu":
-                raise ValueError(
-                    f"GATr got a flat batch vector on {batch.device} without a layout; planning it here would make "
-                    "the host wait for the device on every call. Plan it once per batch at the data boundary: "
-                    "layout=set_layout(batch=batch).to(device) while the batch vector is on the CPU, or "
-                    "layout=set_layout(batch=batch, num_sets=..., max_items=...) on the device (upper bounds)")
-            layout = set_layout(mask, batch, self.attention_method, num_items=mv.shape[0] if batch is not None else None)
-        elif layout.device is not None and layout.device != mv.device:
-            raise ValueError(f"layout is on {layout.device} but mv is on {mv.device}; move it with layout.to(device)")
+        planned = isinstance(batch, BatchLayout)
+        if planned:
+            if mask is not None:
+                raise ValueError("give the mask inside the planned layout (batch_layout(mask, batch)), not beside it")
+            if batch.device is not None and batch.device != mv.device:
+                raise ValueError(f"the layout is on {batch.device} but mv is on {mv.device}; move it with "
+                                 "layout.to(device)")
+            mask, vector = batch.mask, (batch.batch if batch.is_flat else None)
+        else:
+            vector = batch
+        self._validate(mv, scalars, mask, vector, join_reference)
+        if not planned and vector is not None and vector.device.type != "cpu":
+            raise ValueError(
+                f"GATr got a flat batch vector on {vector.device} without a plan; planning it here would make "
+                "the host wait for the device on every call. Plan it once per batch at the data boundary: "
+                "batch=batch_layout(batch=batch).to(device) while the batch vector is on the CPU, or "
+                "batch=batch_layout(batch=batch, num_graphs=..., max_items=...) on the device (upper bounds)")
+        if not planned:
+            batch = batch_layout(mask, vector, method=self.attention_method,
+                                 num_items=None if vector is None else mv.shape[0])
         if join_reference is None or isinstance(join_reference, str) and join_reference == "data":
-            join_reference = primitives.join_reference(mv, mask, batch,
-                                                       num_sets=layout.num_sets if batch is not None else None)
+            join_reference = join_references.join_reference(mv, batch=batch)
         elif isinstance(join_reference, str):
-            join_reference = primitives.canonical_reference(mv.dtype, mv.device)
+            join_reference = join_references.canonical_reference(mv.dtype, mv.device)
         h_mv, h_s = self.linear_in(mv, scalars)
         # under autocast the residual stream stays in the input's precision (the blocks add to it)
         h_mv, h_s = h_mv.to(mv.dtype), (None if h_s is None else h_s.to(mv.dtype))
         for block in self.blocks:
-            h_mv, h_s = block(h_mv, h_s, join_reference, layout)
+            h_mv, h_s = block(h_mv, h_s, join_reference, batch)
         return self.linear_out(h_mv, h_s)
+

@@ -19,12 +19,12 @@ group of two elements) makes the coordinate-level model exactly E(3)-equivariant
 included, at twice the cost of one pass. Both orientations run as one batch: in the padded layout
 ``(B, items, ...)`` the involuted copy is rows ``B .. 2B - 1``; in the flat (PyG) layout
 ``(items, ...)`` with a batch vector it is items ``items .. 2 items - 1``, and
-[`orientation_batch`][] numbers its sets ``num_sets .. 2 num_sets - 1`` so that the two copies of a
-set never attend to each other and per-set results average with [`mean_over_orientations`][].
+[`orientation_layout`][] numbers its sets ``B .. 2B - 1`` so that the two copies of a set never
+attend to each other and per-set results average with [`mean_over_orientations`][].
 
 >>> import torch
 >>> from geomlin.algebra import pga
-from geomlin.validation import check_batch_vector, check_positive_int, check_tensor
+>>> from geomlin.gatr.orientations import both_orientations, mean_over_orientations
 >>> mv = pga.embed_point(torch.randn(4, 10, 3))[..., None, :]          # (B, items, 1, 16)
 >>> both = both_orientations(mv)                                        # (2B, items, 1, 16)
 >>> mean_over_orientations(both[..., 0, 13:14]).abs().max().item()      # e023 cancels
@@ -37,7 +37,7 @@ import torch
 from torch import Tensor
 
 from geomlin.algebra import pga
-from geomlin.validation import check_batch_vector, check_positive_int, check_tensor
+from geomlin.batching import BatchLayout, batch_layout
 
 
 def both_orientations(x: Tensor) -> Tensor:
@@ -51,42 +51,43 @@ def both_orientations(x: Tensor) -> Tensor:
 def repeat_for_orientations(t: Tensor | None) -> Tensor | None:
     """Inputs that the involution leaves alone (scalars, masks) ``(B, ...) -> (2B, ...)``.
 
-    Not for a flat layout's batch vector: the copy must be other sets, see [`orientation_batch`][].
+    Not for a flat layout's batch vector: the copy must be other sets, see [`orientation_layout`][].
     """
     return None if t is None else torch.cat([t, t], dim=0)
 
 
-def orientation_batch(batch: Tensor, num_sets: int | None = None) -> Tensor:
-    """The batch vector of [`both_orientations`][] of flat items: ``batch (items,) -> (2 items,)``,
-    ``[batch, batch + num_sets]``.
+def orientation_layout(layout: BatchLayout) -> BatchLayout:
+    """The layout of [`both_orientations`][] of a batch.
 
-    The involuted copy of set ``s`` is set ``num_sets + s``: attention stays within each copy, and
-    per-set results ``(2 num_sets, ...)`` average with [`mean_over_orientations`][].
+    A padded layout's rows repeat (``(B, items) -> (2B, items)``). A flat layout ``(items,)`` of
+    ``B`` sets becomes ``(2 items,)`` whose involuted copy of set ``s`` is set ``B + s``: attention
+    stays within each copy, and per-set results ``(2B, ...)`` average with
+    [`mean_over_orientations`][]. Planned without reading the device: a plan on the CPU is planned
+    again there (free), one with a bound ``max_items`` keeps it (``method="padded"``), one planned
+    from ``num_graphs`` alone stays without an attention plan.
 
     Parameters
     ----------
-    batch : Tensor of shape (items,)
-        the set of each item, sorted (PyG's ``Batch.batch``).
-    num_sets : int, optional
-        the number of sets (PyG's ``Batch.num_graphs``; any bound above ``batch.max()``). Needed for
-        a batch vector on an accelerator (it would be read back otherwise); on the CPU it defaults to
-        ``batch[-1] + 1``.
+    layout : BatchLayout
+        the layout of the batch (see [`geomlin.batching`][]).
 
     Returns
     -------
-    Tensor of shape (2 items,)
-        the batch vector of both orientations, sorted.
+    BatchLayout
+        the layout of both orientations, sorted.
     """
-    check_tensor(batch, "batch", ndim=1, dtype="int")
-    if num_sets is None:
-        if batch.device.type != "cpu":
-            raise ValueError(f"orientation_batch of a batch vector on {batch.device} needs num_sets (PyG's "
-                             "Batch.num_graphs): counting the sets would read the batch back from the device")
-        num_sets = int(batch[-1]) + 1 if batch.numel() else 0
-    else:
-        num_sets = check_positive_int(num_sets, "num_sets")
-    batch = check_batch_vector(batch, "batch", batch.shape[0], num_graphs=num_sets if batch.numel() else None)
-    return torch.cat([batch, batch + num_sets])
+    if not isinstance(layout, BatchLayout):
+        raise TypeError(f"layout must be a BatchLayout (geomlin.batching.batch_layout), got {type(layout).__name__}")
+    mask = repeat_for_orientations(layout.mask)
+    if not layout.is_flat:
+        return batch_layout(mask)
+    count = layout.num_graphs
+    batch = torch.cat([layout.batch, layout.batch + count])
+    if layout.method is not None and layout.method != "padded" and batch.device.type == "cpu":
+        return batch_layout(mask, batch, num_graphs=2 * count, method=layout.method)
+    if layout.max_items:
+        return batch_layout(mask, batch, num_graphs=2 * count, max_items=layout.max_items, method="padded")
+    return batch_layout(mask, batch, num_graphs=2 * count)
 
 
 def mean_over_orientations(y: Tensor) -> Tensor:

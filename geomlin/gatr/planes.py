@@ -5,7 +5,7 @@ The public tensors are ``(..., channels, 16)``. The kernels store the same numbe
 the algebra is one contiguous ``(M, channels)`` matrix. In this layout
 
 * an equivariant linear map is two batched matmuls over planes (grade weights, ``e0`` maps)
-  with no transposes around them ([`equi_linear`][]);
+  with no transposes around them ([`equi_linear_planes`][]);
 * the geometric product and the join are products of ``(16, N)`` matrices with small tables
   ([`geomlin.algebra.pga.geometric_product_columns`][geomlin.algebra.pga.products.geometric_product_columns],
   [`geomlin.algebra.pga.join_columns`][geomlin.algebra.pga.products.join_columns]);
@@ -33,7 +33,8 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from geomlin.algebra import pga
-from geomlin.algebra.clifford import ConstantTables, table_on
+from geomlin.precision import at_least_float32, full_precision, output_dtype
+from geomlin.tables import ConstantTables, table_on
 from geomlin.validation import check_choice, check_float, check_tensor
 
 #: Number of Pin(3,0,1)-equivariant linear maps of G(3,0,1) (5 grade projections + 4 e0 maps).
@@ -44,11 +45,11 @@ ATTENTION_IP_COMPONENTS = (pga.SCALAR, pga.E1, pga.E2, pga.E3, pga.E12, pga.E13,
 #: The homogeneous weight of a point and its position components (``e023, e013, e012``).
 TRIVECTOR_WEIGHT = pga.E123
 TRIVECTOR_POSITION = pga.POINT_COMPONENTS
-#: Distance-aware features per multivector channel ([`distance_features`][]).
+#: Distance-aware features per multivector channel ([`distance_features_planes`][]).
 NUM_DISTANCE_FEATURES = 5
 #: Default ``eps`` of the normaliser ``w / (w^2 + eps)`` of the distance features (reference value).
 DISTANCE_EPS = 1e-3
-#: Default lower clamp of the mean squared norm in [`equi_layer_norm`][] (reference value).
+#: Default lower clamp of the mean squared norm in [`equi_layer_norm_planes`][] (reference value).
 LAYER_NORM_EPS = 0.01
 #: The SDPA head width is padded to a multiple of this (fused kernels vectorise over it).
 HEAD_DIM_MULTIPLE = 8
@@ -88,7 +89,7 @@ def reference_basis_norms(dtype: torch.dtype = torch.float64, device=None) -> Te
 
 @functools.cache
 def _linear_plan() -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
-    """Index plan of [`equi_linear`][], read off the basis.
+    """Index plan of [`equi_linear_planes`][], read off the basis.
 
     ``grade_of (16,)``: basis index of the grade projection that keeps component ``k``;
     ``source (8,)``, ``target (8,)``, ``e0_map (8,)``: the map ``x -> e0 <x>_g`` sends component
@@ -134,10 +135,10 @@ _TABLES = {"gatr:linear": _linear_plan, "gatr:nondegenerate": _nondegenerate_mas
 def tables(*keys: str) -> ConstantTables:
     """The constant tables the kernels read through ``tables=``, as a module's buffers.
 
-    ``keys``: ``"gatr:linear"`` ([`equi_linear`][]), ``"gatr:nondegenerate"`` ([`inner_product`][],
-    [`equi_layer_norm`][]), ``"gatr:grades"`` ([`grade_dropout`][]), ``"gatr:attention"``
-    ([`attention_features`][]), ``"pga:geometric_product"`` ([`geometric_product`][]),
-    ``"pga:join"`` ([`join`][], [`equivariant_join`][]), or any other key of
+    ``keys``: ``"gatr:linear"`` ([`equi_linear_planes`][]), ``"gatr:nondegenerate"`` ([`inner_product_planes`][],
+    [`equi_layer_norm_planes`][]), ``"gatr:grades"`` ([`grade_dropout_planes`][]), ``"gatr:attention"``
+    ([`attention_features_planes`][]), ``"pga:geometric_product"`` ([`geometric_product_planes`][]),
+    ``"pga:join"`` ([`join_planes`][], [`equivariant_join_planes`][]), or any other key of
     [`geomlin.algebra.pga.tables`][geomlin.algebra.pga.products.tables]. Without ``tables=`` the
     kernels read a per-(device, dtype) cache filled on the first call.
     """
@@ -180,13 +181,8 @@ def _columns(xp: Tensor) -> Tensor:
     return xp.reshape(pga.DIM, -1)
 
 
-def _at_least_float32(x: Tensor) -> Tensor:
-    """``x`` in float32 when it is in a half precision (sums of squares lose digits or overflow there)."""
-    return x.float() if x.dtype in (torch.float16, torch.bfloat16) else x
-
-
 # ---------------------------------------------------------------------- linear maps
-def equi_linear(xp: Tensor, weight: Tensor, scalar_bias: Tensor | None = None, *,
+def equi_linear_planes(xp: Tensor, weight: Tensor, scalar_bias: Tensor | None = None, *,
                 tables: ConstantTables | None = None) -> Tensor:
     """Pin(3,0,1)-equivariant linear map of planes ``(16, M, in) -> (16, M, out)``.
 
@@ -228,7 +224,7 @@ def equi_linear(xp: Tensor, weight: Tensor, scalar_bias: Tensor | None = None, *
 
 
 # ---------------------------------------------------------------------- invariants and norms
-def inner_product(xp: Tensor, yp: Tensor, *, tables: ConstantTables | None = None) -> Tensor:
+def inner_product_planes(xp: Tensor, yp: Tensor, *, tables: ConstantTables | None = None) -> Tensor:
     """Invariant inner product ``<~x y>_0`` per item and channel: ``(16, M, C) x (16, M, C) -> (M, C)``.
 
     In G(3,0,1) every e0-free blade squares (with reversion) to ``+1``, so this is a dot product
@@ -240,25 +236,24 @@ def inner_product(xp: Tensor, yp: Tensor, *, tables: ConstantTables | None = Non
     return (mask[None, :] @ prod.reshape(pga.DIM, -1)).reshape(prod.shape[1:])
 
 
-def equi_layer_norm(xp: Tensor, eps: float = LAYER_NORM_EPS, *, tables: ConstantTables | None = None) -> Tensor:
+def equi_layer_norm_planes(xp: Tensor, eps: float = LAYER_NORM_EPS, *, tables: ConstantTables | None = None) -> Tensor:
     """Equivariant layer norm (GATr eq. 5): ``x / sqrt(max(mean_channels <x, x>, eps))`` on planes
     ``(16, M, C)``, the mean over the channels.
 
     The clamp from below (not an added ``eps``) is the reference's: components with ``e0`` do not
-    enter the norm, so a multivector can be large with a tiny norm. The norm is computed in float32
-    at least, with autocast off; like the reference's, the result is in that precision under
-    autocast and in ``xp``'s dtype otherwise.
+    enter the norm, so a multivector can be large with a tiny norm. The norm follows
+    [`geomlin.precision`][]'s rule (float32 at least, autocast off); like the reference's, the result is
+    in that precision under autocast and in ``xp``'s dtype otherwise.
     """
     _check_planes(xp, "xp")
-    autocast = torch.is_autocast_enabled(xp.device.type)
-    with torch.autocast(xp.device.type, enabled=False):
-        wide = _at_least_float32(xp)
-        out = wide * inner_product(wide, wide, tables=tables).mean(-1, keepdim=True).clamp_min(eps).rsqrt()
-    return out if autocast else out.to(xp.dtype)
+    with full_precision(xp):
+        wide = at_least_float32(xp)
+        out = wide * inner_product_planes(wide, wide, tables=tables).mean(-1, keepdim=True).clamp_min(eps).rsqrt()
+    return out.to(output_dtype(xp))
 
 
 # ---------------------------------------------------------------------- nonlinearity, dropout
-def scalar_gated_gelu(xp: Tensor, gates: Tensor | None = None, approximate: str = "tanh") -> Tensor:
+def scalar_gated_gelu_planes(xp: Tensor, gates: Tensor | None = None, approximate: str = "tanh") -> Tensor:
     """Scalar-gated GELU (GATr sec. 3.2): ``x * gelu(gates)`` on planes ``(16, M, C)``, with
     ``gates (M, C)`` the scalar plane ``<x>_0`` by default; ``approximate="tanh"`` as the reference
     (``"none"``: the exact GELU)."""
@@ -271,7 +266,7 @@ def scalar_gated_gelu(xp: Tensor, gates: Tensor | None = None, approximate: str 
     return xp * F.gelu(gates, approximate=approximate)
 
 
-def grade_dropout(xp: Tensor, p: float, generator: torch.Generator | None = None, *,
+def grade_dropout_planes(xp: Tensor, p: float, generator: torch.Generator | None = None, *,
                   tables: ConstantTables | None = None) -> Tensor:
     """Dropout of whole grades on planes ``(16, M, C)``: one Bernoulli draw per item, channel and
     grade, survivors scaled by ``1 / (1 - p)``; equivariant for each fixed draw (the Pin action
@@ -283,7 +278,7 @@ def grade_dropout(xp: Tensor, p: float, generator: torch.Generator | None = None
 
 
 # ---------------------------------------------------------------------- bilinear maps
-def geometric_product(a: Tensor, b: Tensor, *, tables: ConstantTables | None = None) -> Tensor:
+def geometric_product_planes(a: Tensor, b: Tensor, *, tables: ConstantTables | None = None) -> Tensor:
     """Geometric product of planes ``(16, M, C) x (16, M, C) -> (16, M, C)``: the complex 2x2
     product of
     [`geomlin.algebra.pga.geometric_product_columns`][geomlin.algebra.pga.products.geometric_product_columns]
@@ -294,7 +289,7 @@ def geometric_product(a: Tensor, b: Tensor, *, tables: ConstantTables | None = N
     return out.view(pga.DIM, a.shape[1], a.shape[2])
 
 
-def join(a: Tensor, b: Tensor, *, tables: ConstantTables | None = None) -> Tensor:
+def join_planes(a: Tensor, b: Tensor, *, tables: ConstantTables | None = None) -> Tensor:
     """Join of planes ``(16, M, C) x (16, M, C) -> (16, M, C)``:
     [`geomlin.algebra.pga.join_columns`][geomlin.algebra.pga.products.join_columns]."""
     _check_planes(a, "a")
@@ -303,7 +298,7 @@ def join(a: Tensor, b: Tensor, *, tables: ConstantTables | None = None) -> Tenso
     return out.view(pga.DIM, a.shape[1], a.shape[2])
 
 
-def equivariant_join(a: Tensor, b: Tensor, reference_weight: Tensor, *,
+def equivariant_join_planes(a: Tensor, b: Tensor, reference_weight: Tensor, *,
                      tables: ConstantTables | None = None) -> Tensor:
     """``<ref>_{e123} (a v b)`` (GATr eq. 4) on planes ``(16, M, C)``, with ``reference_weight``
     the ``e123`` component of the join reference per item, broadcastable to ``(M, C)``.
@@ -314,24 +309,24 @@ def equivariant_join(a: Tensor, b: Tensor, reference_weight: Tensor, *,
     pseudoscalar ``e0123`` would flip too but vanishes for point clouds (it would switch the join
     off).
     """
-    jn = join(a, b, tables=tables)
+    jn = join_planes(a, b, tables=tables)
     return jn * reference_weight.to(jn.dtype)
 
 
 # ---------------------------------------------------------------------- attention
-def distance_features(xp: Tensor, role: str, eps: float | None = DISTANCE_EPS, *,
+def distance_features_planes(xp: Tensor, role: str, eps: float | None = DISTANCE_EPS, *,
                       tables: ConstantTables | None = None) -> Tensor:
     """Distance-aware attention features (GATr sec. 3.3) of component-major multivectors
     ``(16, ...) -> (5, ...)``.
 
     With ``w = <x>_{e123}``, ``p`` the ``e0ij`` components of the trivector and both scaled by the
     reference's normaliser ``w / (w^2 + eps)`` (``eps=None``: unscaled),
-    ``distance_features(q, "query") . distance_features(k, "key") = -|w_k p_q - w_q p_k|^2``
+    ``distance_features_planes(q, "query") . distance_features_planes(k, "key") = -|w_k p_q - w_q p_k|^2``
     (summed over the first axis), minus the squared Euclidean distance of two points (up to
     ``(1 + eps)^-4`` for unit weights). The product is Pin(3,0,1)-invariant, though the two
     factors are not; the normaliser is even in the trivector, so reflections (which negate it)
-    leave it unchanged. Computed in float32 at least with autocast off (squared distances are
-    differences of large terms).
+    leave it unchanged. Computed by [`geomlin.precision`][]'s rule, float32 at least with autocast off
+    (squared distances are differences of large terms).
 
     Parameters
     ----------
@@ -356,9 +351,9 @@ def distance_features(xp: Tensor, role: str, eps: float | None = DISTANCE_EPS, *
         raise ValueError(f"role must be 'query' or 'key', got {role!r}")
     if eps is not None:
         eps = check_float(eps, "eps", minimum=0.0)
-    with torch.autocast(xp.device.type, enabled=False):
-        w = _at_least_float32(xp[TRIVECTOR_WEIGHT])
-        pos = _at_least_float32(xp.index_select(0, _table("gatr:attention", xp.device, index=2, tables=tables)))
+    with full_precision(xp):
+        w = at_least_float32(xp[TRIVECTOR_WEIGHT])
+        pos = at_least_float32(xp.index_select(0, _table("gatr:attention", xp.device, index=2, tables=tables)))
         if eps is not None:
             scale = w / (w * w + eps)
             w, pos = w * scale, pos * scale
@@ -386,14 +381,14 @@ def _flat(x: Tensor) -> Tensor:
     return x.movedim(0, -2).flatten(-2)
 
 
-def attention_features(q: Tensor, k: Tensor, v: Tensor, q_s: Tensor | None = None, k_s: Tensor | None = None,
+def attention_features_planes(q: Tensor, k: Tensor, v: Tensor, q_s: Tensor | None = None, k_s: Tensor | None = None,
                        v_s: Tensor | None = None, use_distance: bool = True, distance_weights: Tensor | None = None,
                        eps: float | None = DISTANCE_EPS, *, tables: ConstantTables | None = None
                        ) -> tuple[Tensor, Tensor, Tensor, float]:
     """Queries, keys and values of geometric attention (GATr sec. 3.3) as flat features of one width.
 
     Features per multivector channel: the 7 inner-product components
-    ([`ATTENTION_IP_COMPONENTS`][]) and the 5 [`distance_features`][] (8 components, the full inner
+    ([`ATTENTION_IP_COMPONENTS`][]) and the 5 [`distance_features_planes`][] (8 components, the full inner
     product, with ``use_distance=False``); then the scalars. Queries, keys and values are
     zero-padded to one width (a multiple of [`HEAD_DIM_MULTIPLE`][]), so PyTorch's fused attention
     kernels apply. The logit ``q . k * scale`` is then
@@ -415,7 +410,7 @@ def attention_features(q: Tensor, k: Tensor, v: Tensor, q_s: Tensor | None = Non
         non-negative weights of the query distance features, broadcastable to ``q.shape[1:]``
         (one per head and channel: the reference's ``exp(log_weights)``).
     eps : float or None
-        ``eps`` of [`distance_features`][].
+        ``eps`` of [`distance_features_planes`][].
     tables : ConstantTables, optional
         a module's [`tables`][] (``"gatr:attention"``).
 
@@ -432,11 +427,11 @@ def attention_features(q: Tensor, k: Tensor, v: Tensor, q_s: Tensor | None = Non
     idx = _table("gatr:attention", q.device, index=0 if use_distance else 1, tables=tables)
     qf, kf = [_flat(q.index_select(0, idx))], [_flat(k.index_select(0, idx))]
     if use_distance:
-        qd = distance_features(q, "query", eps, tables=tables)
+        qd = distance_features_planes(q, "query", eps, tables=tables)
         if distance_weights is not None:
             qd = qd * distance_weights.to(qd.dtype)
         qf.append(_flat(qd))
-        kf.append(_flat(distance_features(k, "key", eps, tables=tables)))
+        kf.append(_flat(distance_features_planes(k, "key", eps, tables=tables)))
     if q_s is not None and q_s.shape[-1]:
         qf.append(q_s)
         kf.append(k_s)
@@ -451,7 +446,7 @@ def attention_features(q: Tensor, k: Tensor, v: Tensor, q_s: Tensor | None = Non
 
 
 def attention_values(out: Tensor, v_channels: int, v_s_channels: int = 0) -> tuple[Tensor, Tensor | None]:
-    """Unpack attended values ``(..., width)`` (the layout of [`attention_features`][]) into
+    """Unpack attended values ``(..., width)`` (the layout of [`attention_features_planes`][]) into
     component-major multivectors ``(16, ..., v_channels)`` (a view) and scalars
     ``(..., v_s_channels)`` (``None`` without scalars)."""
     n_mv = pga.DIM * v_channels

@@ -27,14 +27,14 @@ import torch
 from torch import Tensor
 
 from geomlin.algebra import pga
+from geomlin.batching import BatchLayout
 from geomlin.gatr import planes
-from geomlin.gatr.attention import SetLayout, attend, attend_masked, attention_mask, set_layout
+from geomlin.gatr.attention import attend, attend_masked, attention_mask
+from geomlin.gatr.join_references import canonical_reference, join_reference
 from geomlin.gatr.planes import DISTANCE_EPS, LAYER_NORM_EPS, NUM_LINEAR_BASIS
 from geomlin.validation import (
-    check_batch_vector,
     check_float,
     check_mask,
-    check_positive_int,
     check_tensor,
 )
 
@@ -64,7 +64,7 @@ def equi_linear(x: Tensor, weight: Tensor, scalar_bias: Tensor | None = None) ->
 
     ``out[..., o, k] = sum_{i, b} weight[o, i, b] * sum_l B[b, k, l] x[..., i, l]`` with the
     basis ``B`` of [`linear_basis`][geomlin.gatr.planes.linear_basis] (GATr Prop. 2);
-    [`planes.equi_linear`][geomlin.gatr.planes.equi_linear] does the work.
+    [`planes.equi_linear_planes`][geomlin.gatr.planes.equi_linear_planes] does the work.
 
     Parameters
     ----------
@@ -88,7 +88,7 @@ def equi_linear(x: Tensor, weight: Tensor, scalar_bias: Tensor | None = None) ->
         check_tensor(scalar_bias, "scalar_bias", shape=(..., c_out))
         if scalar_bias.ndim > 1:
             scalar_bias = scalar_bias.expand(*lead, c_out).reshape(-1, c_out)
-    out = planes.equi_linear(planes.to_planes(x), weight, scalar_bias)
+    out = planes.equi_linear_planes(planes.to_planes(x), weight, scalar_bias)
     return planes.from_planes(out, lead).contiguous()
 
 
@@ -122,7 +122,7 @@ def join(x: Tensor, y: Tensor) -> Tensor:
 
 def equivariant_join(x: Tensor, y: Tensor, reference: Tensor) -> Tensor:
     """``<reference>_{e123} * (x v y)``: the join made Pin(3,0,1)-equivariant (GATr eq. 4,
-    [`planes.equivariant_join`][geomlin.gatr.planes.equivariant_join]).
+    [`planes.equivariant_join_planes`][geomlin.gatr.planes.equivariant_join_planes]).
 
     Parameters
     ----------
@@ -140,13 +140,13 @@ def equivariant_join(x: Tensor, y: Tensor, reference: Tensor) -> Tensor:
     _mv(y, "y")
     _mv(reference, "reference")
     (a, b, r), shape = _planes_of(x, y.to(x.dtype), reference.to(x.dtype))
-    return _rows(planes.equivariant_join(a, b, r[pga.E123]), shape)
+    return _rows(planes.equivariant_join_planes(a, b, r[pga.E123]), shape)
 
 
 # ---------------------------------------------------------------------- invariants and norms
 def inner_product(x: Tensor, y: Tensor) -> Tensor:
     """Invariant inner product ``<~x y>_0`` on the 8 components without ``e0``: ``(..., 16) -> (..., 1)``
-    ([`planes.inner_product`][geomlin.gatr.planes.inner_product]).
+    ([`planes.inner_product_planes`][geomlin.gatr.planes.inner_product_planes]).
 
     Parameters
     ----------
@@ -161,7 +161,7 @@ def inner_product(x: Tensor, y: Tensor) -> Tensor:
     _mv(x, "x")
     _mv(y, "y")
     (a, b), shape = _planes_of(x, y.to(x.dtype))
-    return planes.inner_product(a, b).reshape(*shape[:-1], 1)
+    return planes.inner_product_planes(a, b).reshape(*shape[:-1], 1)
 
 
 def norm_squared(x: Tensor) -> Tensor:
@@ -171,7 +171,7 @@ def norm_squared(x: Tensor) -> Tensor:
 
 def equi_layer_norm(x: Tensor, channel_dim: int = -2, eps: float = LAYER_NORM_EPS) -> Tensor:
     """Equivariant layer norm (GATr eq. 5): ``x / sqrt(max(mean_channels <x, x>, eps))``
-    ([`planes.equi_layer_norm`][geomlin.gatr.planes.equi_layer_norm]: computed in float32 at least;
+    ([`planes.equi_layer_norm_planes`][geomlin.gatr.planes.equi_layer_norm_planes]: computed in float32 at least;
     the result in that precision under autocast and in ``x``'s dtype otherwise).
 
     Parameters
@@ -191,13 +191,13 @@ def equi_layer_norm(x: Tensor, channel_dim: int = -2, eps: float = LAYER_NORM_EP
     _mv(x, "x", 2)
     eps = check_float(eps, "eps", minimum=0.0)
     moved = x.movedim(channel_dim, -2)
-    out = planes.equi_layer_norm(planes.to_planes(moved), eps)
+    out = planes.equi_layer_norm_planes(planes.to_planes(moved), eps)
     return planes.from_planes(out, moved.shape[:-2]).movedim(-2, channel_dim).contiguous()
 
 
 def scalar_gated_gelu(x: Tensor, gates: Tensor | None = None, approximate: str = "tanh") -> Tensor:
     """Scalar-gated GELU: ``x * gelu(gates)`` with ``gates = <x>_0 (..., 1)`` by default
-    ([`planes.scalar_gated_gelu`][geomlin.gatr.planes.scalar_gated_gelu]).
+    ([`planes.scalar_gated_gelu_planes`][geomlin.gatr.planes.scalar_gated_gelu_planes]).
 
     Parameters
     ----------
@@ -218,12 +218,12 @@ def scalar_gated_gelu(x: Tensor, gates: Tensor | None = None, approximate: str =
         check_tensor(gates, "gates", shape=(*x.shape[:-1], 1))
         gates = gates.reshape(-1, 1)
     (p,), shape = _planes_of(x)
-    return _rows(planes.scalar_gated_gelu(p, gates, approximate), shape)
+    return _rows(planes.scalar_gated_gelu_planes(p, gates, approximate), shape)
 
 
 def grade_dropout(x: Tensor, p: float, training: bool = True, generator: torch.Generator | None = None) -> Tensor:
     """Dropout that zeroes whole grades: one Bernoulli draw per ``(..., grade)``; ``(..., 16)``
-    ([`planes.grade_dropout`][geomlin.gatr.planes.grade_dropout]).
+    ([`planes.grade_dropout_planes`][geomlin.gatr.planes.grade_dropout_planes]).
 
     Survivors are scaled by ``1 / (1 - p)``. Equivariant for each fixed draw, since the
     Pin action preserves grades.
@@ -249,13 +249,13 @@ def grade_dropout(x: Tensor, p: float, training: bool = True, generator: torch.G
     if not training or p == 0.0:
         return x
     (xp,), shape = _planes_of(x)
-    return _rows(planes.grade_dropout(xp, p, generator), shape)
+    return _rows(planes.grade_dropout_planes(xp, p, generator), shape)
 
 
 # ---------------------------------------------------------------------- attention
 def distance_features(x: Tensor, role: str, eps: float | None = DISTANCE_EPS) -> Tensor:
     """Distance-aware attention features of ``x (..., 16) -> (..., 5)`` (GATr sec. 3.3):
-    [`planes.distance_features`][geomlin.gatr.planes.distance_features] with the component axis last.
+    [`planes.distance_features_planes`][geomlin.gatr.planes.distance_features_planes] with the component axis last.
 
     Parameters
     ----------
@@ -272,7 +272,7 @@ def distance_features(x: Tensor, role: str, eps: float | None = DISTANCE_EPS) ->
         the features of ``x`` in its role.
     """
     _mv(x, "x")
-    return planes.distance_features(x.movedim(-1, 0), role, eps).movedim(0, -1)
+    return planes.distance_features_planes(x.movedim(-1, 0), role, eps).movedim(0, -1)
 
 
 def attention_features(q_mv: Tensor, k_mv: Tensor, v_mv: Tensor, q_s: Tensor | None = None,
@@ -280,7 +280,7 @@ def attention_features(q_mv: Tensor, k_mv: Tensor, v_mv: Tensor, q_s: Tensor | N
                        distance_weights: Tensor | None = None, eps: float | None = DISTANCE_EPS
                        ) -> tuple[Tensor, Tensor, Tensor, float]:
     """Queries, keys and values of [`geometric_attention`][] as flat features of one width:
-    [`planes.attention_features`][geomlin.gatr.planes.attention_features] with the component axis last.
+    [`planes.attention_features_planes`][geomlin.gatr.planes.attention_features_planes] with the component axis last.
 
     Parameters
     ----------
@@ -308,13 +308,13 @@ def attention_features(q_mv: Tensor, k_mv: Tensor, v_mv: Tensor, q_s: Tensor | N
         _mv(t, name, 2)
     if q_mv.shape[-2] != k_mv.shape[-2]:
         raise ValueError(f"q_mv and k_mv must have the same channels, got {tuple(q_mv.shape)} and {tuple(k_mv.shape)}")
-    return planes.attention_features(q_mv.movedim(-1, 0), k_mv.movedim(-1, 0), v_mv.movedim(-1, 0), q_s, k_s, v_s,
+    return planes.attention_features_planes(q_mv.movedim(-1, 0), k_mv.movedim(-1, 0), v_mv.movedim(-1, 0), q_s, k_s, v_s,
                                      use_distance, distance_weights, eps)
 
 
 def geometric_attention(q_mv: Tensor, k_mv: Tensor, v_mv: Tensor,
                         q_s: Tensor | None = None, k_s: Tensor | None = None, v_s: Tensor | None = None,
-                        attn_mask: Tensor | SetLayout | None = None, use_distance: bool = True,
+                        attn_mask: Tensor | BatchLayout | None = None, use_distance: bool = True,
                         distance_weights: Tensor | None = None, eps: float | None = DISTANCE_EPS
                         ) -> tuple[Tensor, Tensor | None]:
     """Pin(3,0,1)-equivariant multi-head attention (GATr sec. 3.3), fused kernels, memory linear in items.
@@ -330,10 +330,10 @@ def geometric_attention(q_mv: Tensor, k_mv: Tensor, v_mv: Tensor,
         count; the leading axes broadcast.
     q_s, k_s, v_s : Tensor, optional
         scalar channels ``(..., heads or kv_heads, items, s_channels)``.
-    attn_mask : Tensor | SetLayout | None
+    attn_mask : Tensor | BatchLayout | None
         ``None``; a boolean tensor broadcastable to ``(..., heads, items, key_items)``
         (``True`` = attend; a float mask is refused: it would read as an additive bias); or a
-        [`SetLayout`][] (padding mask or PyG batch vector over the items, no
+        [`BatchLayout`][geomlin.batching.BatchLayout] (padding mask or PyG batch vector over the items, no
         ``items x items`` mask; cross-attention takes only a padded key mask).
     use_distance : bool
         add the distance-aware trivector features.
@@ -355,13 +355,13 @@ def geometric_attention(q_mv: Tensor, k_mv: Tensor, v_mv: Tensor,
     """
     for name, t in (("q_mv", q_mv), ("k_mv", k_mv), ("v_mv", v_mv)):
         _mv(t, name, 4)
-    if not (attn_mask is None or isinstance(attn_mask, (Tensor, SetLayout))):
-        raise TypeError(f"attn_mask must be a bool tensor or a SetLayout, got {type(attn_mask).__name__}")
+    if not (attn_mask is None or isinstance(attn_mask, (Tensor, BatchLayout))):
+        raise TypeError(f"attn_mask must be a bool tensor or a BatchLayout, got {type(attn_mask).__name__}")
     if k_mv.shape[-3] != v_mv.shape[-3]:
         raise ValueError(f"k_mv and v_mv must have the same number of items, got shapes {tuple(k_mv.shape)} "
                          f"and {tuple(v_mv.shape)}")
     cross = q_mv.shape[-3] != k_mv.shape[-3]
-    if cross and isinstance(attn_mask, SetLayout) and attn_mask.kind != "padded":
+    if cross and isinstance(attn_mask, BatchLayout) and attn_mask.is_flat:
         raise ValueError(f"cross-attention ({q_mv.shape[-3]} queries over {k_mv.shape[-3]} keys) needs a padded "
                          "key mask; a flat (batch-vector) layout pairs each query with keys of its own set")
     weights = None if distance_weights is None else distance_weights[..., None, :]  # over the items
@@ -383,86 +383,9 @@ def geometric_attention(q_mv: Tensor, k_mv: Tensor, v_mv: Tensor,
     return mv.movedim(0, -1), s
 
 
-# ---------------------------------------------------------------------- join reference
-def join_reference(mv: Tensor, mask: Tensor | None = None, batch: Tensor | None = None,
-                   num_sets: int | None = None) -> Tensor:
-    """Per-set mean of ``mv (..., items, channels, 16)`` for [`equivariant_join`][].
-
-    * no mask, no batch: mean over items and channels -> ``(..., 1, 1, 16)`` (the reference's
-      ``join_reference="data"``);
-    * ``mask (..., items)``: mean over valid items -> ``(..., 1, 1, 16)``;
-    * ``batch (items,)`` (flat layout, ``mv (items, channels, 16)``, sorted as PyG stores it): mean
-      per set, gathered back -> ``(items, 1, 16)``, so every set's reference follows its own
-      transformation. ``num_sets`` (an upper bound of ``batch.max() + 1``) sizes the per-set sums;
-      without it the sets are numbered by their order in ``batch`` (at most ``items`` of them), so
-      nothing is read back from the device.
-
-    Parameters
-    ----------
-    mv : Tensor of shape (..., items, channels, 16)
-        the input multivectors.
-    mask : Tensor of shape (..., items), optional
-        bool, True = real item.
-    batch : Tensor of shape (items,), optional
-        the set of each item (flat layout).
-    num_sets : int, optional
-        an upper bound of the number of sets of ``batch``.
-
-    Returns
-    -------
-    Tensor
-        ``(..., 1, 1, 16)``, or ``(items, 1, 16)`` for a flat batch.
-    """
-    _mv(mv, "mv", 3)
-    if mask is not None:
-        check_mask(mask, "mask", shape=mv.shape[:-2])
-    if batch is not None:
-        if mv.ndim != 3:
-            raise ValueError(f"with a batch vector mv must be flat (items, channels, 16), got {tuple(mv.shape)}")
-        if num_sets is not None:
-            num_sets = check_positive_int(num_sets, "num_sets")
-        batch = check_batch_vector(batch, "batch", mv.shape[0], num_graphs=num_sets)
-    per_item = mv.mean(-2, keepdim=True)  # (..., items, 1, 16)
-    if batch is not None:
-        set_of = batch if num_sets is not None else _ranks(batch)
-        rows = num_sets if num_sets is not None else batch.shape[0]
-        w = torch.ones(batch.shape[0], dtype=mv.dtype, device=mv.device)
-        if mask is not None:
-            w = w * mask.to(mv.dtype)
-        sums = torch.zeros(rows, pga.DIM, dtype=mv.dtype, device=mv.device)
-        sums = sums.index_add(0, set_of, per_item[:, 0] * w[:, None])
-        counts = torch.zeros(rows, dtype=mv.dtype, device=mv.device).index_add(0, set_of, w)
-        means = sums / counts.clamp_min(1.0)[:, None]
-        return means[set_of][:, None, :]
-    if mask is not None:
-        w = mask.to(mv.dtype)[..., None, None]  # (..., items, 1, 1)
-        total = (per_item * w).sum(-3, keepdim=True)
-        return total / w.sum(-3, keepdim=True).clamp_min(1.0)
-    return per_item.mean(-3, keepdim=True)
-
-
-def _ranks(batch: Tensor) -> Tensor:
-    """The sets of a sorted batch vector renumbered ``0, 1, ...`` in order of appearance, ``(items,)``."""
-    if batch.numel() < 2:
-        return torch.zeros_like(batch)
-    return torch.cat([batch.new_zeros(1), (batch[1:] != batch[:-1]).to(batch.dtype)]).cumsum(0)
-
-
-def canonical_reference(dtype: torch.dtype = torch.float32, device=None) -> Tensor:
-    """The reference GATr's ``join_reference="canonical"``: ``e123 + e0123`` as ``(16,)``.
-
-    Constant, hence invariant under proper motions (SE(3)); a reflection flips the join but not
-    this reference, so with it the model is equivariant under SE(3) only.
-    """
-    out = torch.zeros(pga.DIM, dtype=dtype, device=device)
-    out[pga.E123] = 1.0
-    out[pga.E0123] = 1.0
-    return out
-
-
 __all__ = [
-    "SetLayout", "attention_features", "attention_mask", "canonical_reference", "distance_features",
+    "attention_features", "attention_mask", "canonical_reference", "distance_features",
     "equi_layer_norm", "equi_linear", "equivariant_join", "geometric_attention", "geometric_product",
     "grade_dropout", "inner_product", "join", "join_reference", "norm_squared", "outer_product",
-    "scalar_gated_gelu", "set_layout",
+    "scalar_gated_gelu",
 ]

@@ -2,10 +2,11 @@
 
 [`geomlin.gatr.GATr`][geomlin.gatr.model.GATr] is the reference's ``gatr.nets.GATr`` architecture: the same
 layers, initialisation, multi-query attention with learnable distance weights, layer norm, gated GELU
-and join. A reference ``state_dict`` therefore loads without retraining:
+and join. A reference ``state_dict`` therefore loads without retraining (same outputs, to float64
+round-off):
 
 >>> from geomlin.gatr.reference import gatr_from_reference   # doctest: +SKIP
->>> model = gatr_from_reference(reference_model)              # same outputs, float64 round-off
+>>> model = gatr_from_reference(reference_model)              # doctest: +SKIP
 
 What maps, parameter by parameter (``convert_reference_state_dict``):
 
@@ -40,6 +41,9 @@ from torch import Tensor
 from geomlin.gatr import planes
 from geomlin.validation import check_bool, check_positive_int
 
+#: Endings of geomlin's own GATr parameter names, which no reference state_dict has (it spells them
+#: ``s2mvs``, ``mvs2s``, ``s2s``, ``qkv_module``, ``log_weights``).
+GEOMLIN_NAMES = (".s_to_mv", ".mv_to_s", ".s_to_s", ".bias_mv", ".bias_s", ".log_distance_weights", ".qkv.weight")
 #: Reference attention options geomlin cannot reproduce, with the value that is compatible.
 _UNSUPPORTED_ATTENTION = {"pos_encoding": False, "additional_qk_mv_channels": 0, "additional_qk_s_channels": 0}
 
@@ -48,17 +52,23 @@ def _linear(sd: dict, prefix: str, inv_norms: Tensor) -> dict:
     """One reference ``EquiLinear`` -> geomlin ``EquiLinear`` tensors (no name prefix)."""
     w = sd[prefix + "weight"]
     out = {"weight": w * inv_norms.to(w.dtype)}
-    if prefix + "s2mvs.weight" in sd:
+
+    def present(sub: str) -> bool:
+        # a sub-layer is there if its weight or its bias is; a bias without its weight then reads
+        # (and names) the missing weight
+        return prefix + sub + "weight" in sd or prefix + sub + "bias" in sd
+
+    if present("s2mvs."):
         out["s_to_mv"] = sd[prefix + "s2mvs.weight"]
         if prefix + "s2mvs.bias" in sd:
             out["bias_mv"] = sd[prefix + "s2mvs.bias"]
     if prefix + "bias" in sd:
         out["bias_mv"] = sd[prefix + "bias"].reshape(-1)
-    if prefix + "mvs2s.weight" in sd:
+    if present("mvs2s."):
         out["mv_to_s"] = sd[prefix + "mvs2s.weight"]
         if prefix + "mvs2s.bias" in sd:
             out["bias_s"] = sd[prefix + "mvs2s.bias"]
-    if prefix + "s2s.weight" in sd:
+    if present("s2s."):
         out["s_to_s"] = sd[prefix + "s2s.weight"]
     return out
 
@@ -87,8 +97,9 @@ def convert_reference_state_dict(state_dict: dict, num_heads: int, multi_query: 
     ``num_heads`` and ``multi_query`` are the reference model's attention settings. Returns a new
     dict (the input is not modified); load it with ``GATr.load_state_dict(..., strict=True)``.
 
-    Refused with a message naming the entry: anything but a mapping of names to tensors, a missing
-    entry, a ``log_weights`` whose head count is not ``num_heads``, a rotary ``pos_encoding``
+    Refused with a message naming the entry: anything but a mapping of names to tensors, geomlin's
+    own GATr ``state_dict`` (load that directly), a missing entry (a bias without its weight names
+    the weight), a ``log_weights`` whose head count is not ``num_heads``, a rotary ``pos_encoding``
     buffer, and any entry the conversion would not use (it would be silently dropped otherwise).
     """
     sd = _ReferenceStateDict(state_dict)
@@ -164,6 +175,10 @@ class _ReferenceStateDict(dict):
                              "pos_encoding=True has no geomlin counterpart (needs False)")
         super().__init__({k: v.detach() for k, v in state_dict.items()})
         self.used: set[str] = set()
+        own = next((k for k in self if k.endswith(GEOMLIN_NAMES)), None)
+        if own is not None:
+            raise ValueError(f"state_dict is a geomlin GATr state_dict (it has {own!r}), not a reference "
+                             "gatr.nets.GATr one: load it with GATr.load_state_dict(state_dict), without conversion")
         if not any(k.startswith("linear_in.") for k in self):
             raise ValueError("state_dict is not a reference gatr.nets.GATr state_dict: it has no 'linear_in.*' "
                              f"entries (keys: {', '.join(list(self)[:5]) or 'none'})")

@@ -23,6 +23,7 @@ fixed function as a matrix).
 
 from geomlin.gaunt.bracket import gaunt_bracket
 from geomlin.gaunt.conv import GauntConvolution
+from geomlin.gaunt.harmonics import gaunt_tensor, spherical_harmonics
 from geomlin.gaunt.layout import (
     NATURAL,
     PSEUDO,
@@ -34,7 +35,6 @@ from geomlin.gaunt.layout import (
 from geomlin.gaunt.powers import ManyBodyGaunt, gaunt_power
 from geomlin.gaunt.product import METHODS, gaunt_operator, gaunt_parity_product, gaunt_tensor_product
 from geomlin.gaunt.sphere_product import SphereGauntProduct
-from geomlin.gaunt.tables import gaunt_tensor, spherical_harmonics
 from geomlin.gaunt.tensor_product import GauntTensorProduct
 
 __all__ = [

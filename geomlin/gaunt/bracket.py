@@ -38,7 +38,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from geomlin.gaunt import tables as T
+from geomlin.gaunt import harmonics as T
 from geomlin.gaunt.cache import device_tables, table_builder
 from geomlin.gaunt.product import (
     check_coefficients,
@@ -120,7 +120,8 @@ def bracket_key(lmax: int) -> tuple:
     return ("bracket", lmax)
 
 
-def gaunt_bracket(x1: Tensor, x2: Tensor, lmax_out: int | None = None, method: str = "auto") -> Tensor:
+def gaunt_bracket(x1: Tensor, x2: Tensor, lmax_out: int | None = None, method: str = "auto", *,
+                  tables=None) -> Tensor:
     """Coefficients of the Poisson bracket ``{f1, f2} = r . (grad f1 x grad f2)`` of two spherical functions.
 
     ``out_k = sum_{i, j} B[i, j, k] x1_i x2_j`` with ``B[i, j, k] = int Y_k {Y_i, Y_j}``: the paths of the
@@ -140,6 +141,9 @@ def gaunt_bracket(x1: Tensor, x2: Tensor, lmax_out: int | None = None, method: s
         constant). Degrees above ``L1 + L2 - 1`` are zero.
     method : {"auto", "grid", "fft", "dense", "direct", "triton"}
         the Gaunt route of the three products (all exact), chosen for degrees ``(L1, L2 - 1, lmax_out)``.
+    tables : ConstantTables, optional
+        a module's tables of ``bracket_key(L1)``, ``bracket_key(L2)`` and the route's `table_keys`
+        for ``(L1, L2 - 1, lmax_out)`` ([`geomlin.gaunt.cache`][]); ``None`` reads the device cache.
 
     Returns
     -------
@@ -163,13 +167,13 @@ def gaunt_bracket(x1: Tensor, x2: Tensor, lmax_out: int | None = None, method: s
     lmax_d = lmax_in2 - 1
     method = resolve_method(method, lmax_in1, lmax_d, lmax_out, x1.device, dtype)
     check_method(method, x1.device, lmax_in1, lmax_d, lmax_out, dtype)
-    J1, _ = device_tables(bracket_key(lmax_in1), x1.device, dtype)
-    _, D2 = device_tables(bracket_key(lmax_in2), x1.device, dtype)
+    J1, _ = device_tables(bracket_key(lmax_in1), x1.device, dtype, tables)
+    _, D2 = device_tables(bracket_key(lmax_in2), x1.device, dtype, tables)
     a = (x1.to(dtype) @ J1).unflatten(-1, (3, -1))                       # (..., 3, D1): J_a f1
     b = (x2.to(dtype) @ D2).unflatten(-1, (3, -1))                       # (..., 3, L2^2): D_a f2
     a = a.expand(*batch, *a.shape[-2:]).reshape(rows * 3, -1)
     b = b.expand(*batch, *b.shape[-2:]).reshape(rows * 3, -1)
-    out = gaunt_rows(a, b, lmax_in1, lmax_d, lmax_out, method, 3, 0, True)  # the three products, summed
+    out = gaunt_rows(a, b, lmax_in1, lmax_d, lmax_out, method, 3, 0, True, tables)  # the three products, summed
     return out.view(*batch, Do)
 
 

@@ -1,31 +1,25 @@
-"""The Gaunt routes' tables on devices: built once in float64 on the CPU, cached per (key, device, dtype).
+"""The keys of the Gaunt routes' tables and their builders.
 
 Every table a route reads is named by a key ``(kind, *integers)``. [`table_builder`][] registers
-the builder of a kind: a function of the integers that returns a tuple of CPU tensors (float64
-tables, integer index maps), itself cached. [`device_tables`][] returns a key's tables on a
-device in a floating dtype (integer tables keep theirs), filled once per ``(key, device, dtype)``
-and shared by every later call; routes only read them.
-
-A module holds the tables of the routes it may run in a [`RouteTables`][]: non-persistent
-buffers ([`ConstantTables`][]) that move with ``module.to(device)``.
-Its forward calls [`RouteTables.prime`][], which fills the cache for the input's device and
-dtype from those buffers (a cast on the device, no copy from the host), so a module that was
-moved never uploads a table in its forward or backward. A plain function call on a device uploads
-each table it needs once, on the first call there.
+the builder of a kind (at import): a function of the integers that returns a tuple of float64 /
+integer CPU tensors. A route reads a key's tables through [`device_tables`][], which follows
+[`geomlin.tables`][]: from the module's [`route_tables`][] when given (``tables=``), else from
+the process-wide device cache. A module holds the tables of every route it may run in
+[`route_tables`][] (non-persistent buffers that move with ``module.to(device)``) and passes them
+to the routes, so its forward never uploads a table nor writes a cache.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 
 import torch
 from torch import Tensor
 
-from geomlin.linear.tables import ConstantTables
+from geomlin.tables import ConstantTables, device_cache, table_on
 
+#: The builder of each kind of table, registered by the modules that define the kinds (filled at import).
 _BUILDERS: dict[str, Callable[..., tuple[Tensor, ...]]] = {}
-_HOST: dict = {}
-_CACHE: dict = {}
 
 
 def table_builder(kind: str):
@@ -39,74 +33,34 @@ def table_builder(kind: str):
 
 
 def host_tables(key: tuple) -> tuple[Tensor, ...]:
-    """The CPU tables of ``key``, built once (never write to them).
-
-    Cached in a plain dictionary rather than by the builders' ``functools`` caches: ``torch.compile``
-    ignores those and would trace the builders (numpy code) again, while it reads a dictionary
-    entry as a constant. A module's [`RouteTables`][] builds its keys at construction, so a
-    compiled forward only finds them here.
-    """
-    hit = _HOST.get(key)
-    if hit is None:
-        hit = _HOST[key] = _BUILDERS[key[0]](*key[1:])
-    return hit
+    """The CPU tables of ``key``, built once ([`geomlin.tables.device_cache`][]; never write to them)."""
+    return device_cache(("gaunt", *key), lambda: _BUILDERS[key[0]](*key[1:]))
 
 
-def _convert(tables: Iterable[Tensor], device: torch.device, dtype: torch.dtype) -> tuple[Tensor, ...]:
-    with torch.inference_mode(False):  # cached tensors must be usable outside inference mode too
-        return tuple(t.to(device=device, dtype=dtype, copy=True) if t.is_floating_point() else
-                     t.to(device=device, copy=True) for t in tables)
+def device_tables(key: tuple, device, dtype: torch.dtype, tables: ConstantTables | Mapping | None = None
+                  ) -> tuple[Tensor, ...]:
+    """The tables of ``key`` on ``device``, floating ones in ``dtype``: from ``tables`` (a module's
+    [`route_tables`][], or the tables a custom operator received) when given, else from the device
+    cache (the first call on a device uploads them)."""
+    return table_on(("gaunt", *key), lambda: host_tables(key), device, dtype, None, tables)
 
 
-def device_tables(key: tuple, device, dtype: torch.dtype) -> tuple[Tensor, ...]:
-    """The tables of ``key`` on ``device`` in ``dtype``, cached (the first call on a device uploads them)."""
-    device = torch.device(device)
-    full = (key, device, dtype)
-    hit = _CACHE.get(full)
-    if hit is None:
-        hit = _CACHE[full] = _convert(host_tables(key), device, dtype)
-    return hit
+def route_tables(keys: Iterable[tuple]) -> ConstantTables:
+    """The tables of ``keys`` (repeats dropped) as a module's buffers, for the routes' ``tables=``."""
+    return ConstantTables({("gaunt", *key): host_tables(key) for key in dict.fromkeys(keys)})
 
 
-class RouteTables(ConstantTables):
-    """The tables of a list of keys as buffers of a module; [`prime`][] fills the device cache from them.
+def resolved_tables(keys: Iterable[tuple], device, dtype: torch.dtype,
+                    tables: ConstantTables | Mapping | None = None) -> list[Tensor]:
+    """Every tensor of ``keys``' tables in order, flat: the ``Tensor[]`` argument of a custom operator
+    (which passes ``dict(zip(keys, ...))`` of them on as ``tables``, see [`unflatten_tables`][])."""
+    return [t for key in keys for t in device_tables(key, device, dtype, tables)]
 
-    Parameters
-    ----------
-    keys : Iterable[tuple]
-        table keys (see the module docstring); repeats are dropped.
-    """
 
-    def __init__(self, keys: Iterable[tuple]):
-        super().__init__()
-        self.keys = tuple(dict.fromkeys(keys))
-        self._counts = []
-        for i, key in enumerate(self.keys):
-            tables = host_tables(key)
-            self._counts.append(len(tables))
-            for j, table in enumerate(tables):
-                self.add(f"table{i}_{j}", table)
-
-    def prime(self, device: torch.device, dtype: torch.dtype) -> None:
-        """Make [`device_tables`][] find every key on ``device`` in ``dtype`` without an upload.
-
-        On the CPU the cache is filled from the host tables, for every key (also those only a
-        compiled graph reads): an eager call before ``torch.compile`` traces then leaves the trace
-        nothing to insert, since an insertion while tracing fails the first graph's guards and
-        compiles a second one. Nothing to do when the module's buffers are on another device than
-        ``device`` (the routes then upload as a plain call does).
-        """
-        for i, key in enumerate(self.keys):
-            full = (key, device, dtype)
-            if full in _CACHE:
-                continue
-            if device.type == "cpu":
-                device_tables(key, device, dtype)
-                continue
-            tables = [self._buffers[f"table{i}_{j}"] for j in range(self._counts[i])]
-            if any(t.device != device for t in tables):
-                return
-            _CACHE[full] = _convert(tables, device, dtype)
-
-    def extra_repr(self) -> str:
-        return f"{len(self.keys)} table set(s)"
+def unflatten_tables(keys: Iterable[tuple], flat: Iterable[Tensor]) -> dict:
+    """The ``tables`` mapping of [`resolved_tables`][]'s flat list (its keys' part counts from the host tables)."""
+    out, flat = {}, list(flat)
+    for key in keys:
+        n = len(host_tables(key))
+        out[("gaunt", *key)], flat = tuple(flat[:n]), flat[n:]
+    return out

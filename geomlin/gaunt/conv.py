@@ -7,7 +7,7 @@ For an edge ``j -> i`` with ``r_ij = pos[i] - pos[j]``
 
 where the radial weights ``w_in`` (per channel and degree of the node features) and ``w_out``
 (per channel and output degree) come from a small MLP on a Bessel radial basis with a smooth
-polynomial cutoff (Luo et al., ICLR 2024, sec. 4: "equivariant convolutions").  The edge
+polynomial cutoff ([`geomlin.radial`][]; Luo et al., ICLR 2024, sec. 4: "equivariant convolutions").  The edge
 harmonics ``Y`` do not depend on the channel, so they are transformed to the sphere grid once
 per edge and shared by every channel ([`gaunt_tensor_product`][] with
 ``Y`` of shape ``(E, 1, D)``).  Because the harmonics have parity ``(-1)^l`` the layer is
@@ -16,18 +16,17 @@ E(3)-equivariant on natural features (``0e, 1o, 2e, ...``).
 
 from __future__ import annotations
 
-import math
-
 import torch
 from torch import Tensor, nn
 from torch_geometric.nn import MessagePassing
 
-from geomlin.gaunt.cache import RouteTables
+from geomlin.gaunt.cache import route_tables
+from geomlin.gaunt.harmonics import spherical_harmonics
 from geomlin.gaunt.layout import check_layout, degree_index
-from geomlin.gaunt.precision import compute_dtype
 from geomlin.gaunt.product import METHODS, gaunt_tensor_product, table_keys
-from geomlin.gaunt.tables import spherical_harmonics
 from geomlin.groups.euclidean import E3
+from geomlin.precision import compute_dtype
+from geomlin.radial import COINCIDENT, bessel_basis, polynomial_cutoff
 from geomlin.reps.types import Positions, SphereCoefficients
 from geomlin.validation import (
     check_choice,
@@ -41,30 +40,18 @@ from geomlin.validation import (
     check_tensor,
 )
 
-#: Distances below this (in the units of ``pos``) count as coincident points.
-COINCIDENT = 1e-9
 #: Masked-out edges (``edge_mask`` False) are given this length, in cutoffs, along x: beyond the
 #: cutoff, so their messages and gradients are exactly zero, and not zero, so nothing divides by 0.
 MASKED_EDGE_LENGTH = 2.0
 
 
-def bessel_basis(r: Tensor, num: int, cutoff: float) -> Tensor:
-    """``sqrt(2 / c) sin(n pi r / c) / r`` for ``n = 1..num``: ``(E,) -> (E, num)``."""
-    n = torch.arange(1, num + 1, device=r.device, dtype=r.dtype)
-    r = r.clamp_min(COINCIDENT)[:, None]
-    return math.sqrt(2.0 / cutoff) * torch.sin(n * math.pi * r / cutoff) / r
-
-
-def polynomial_cutoff(r: Tensor, cutoff: float, p: int = 6) -> Tensor:
-    """Smooth envelope, 1 at ``r = 0``, 0 with ``p`` vanishing derivatives at ``r = cutoff``: ``(E,) -> (E,)``."""
-    x = (r / cutoff).clamp(max=1.0)
-    env = (1.0 - (p + 1.0) * (p + 2.0) / 2.0 * x ** p + p * (p + 2.0) * x ** (p + 1)
-           - p * (p + 1.0) / 2.0 * x ** (p + 2))
-    return env * (r < cutoff).to(r.dtype)
-
-
 class GauntConvolution(MessagePassing):
     """E(3)-equivariant convolution with Gaunt-product messages (PyG ``edge_index``).
+
+    Build ``edge_index`` with geomlin's own search,
+    [`radius_graph`][geomlin.datasets.transforms.radius_graph] (or
+    [`geomlin.neighbors.radius_pairs`][]): PyG's ``torch_geometric.nn.radius_graph`` needs
+    ``torch-cluster`` or ``pyg-lib``, which geomlin's extras do not install.
 
     Parameters
     ----------
@@ -108,7 +95,7 @@ class GauntConvolution(MessagePassing):
                                     nn.Linear(hidden_channels, channels * (lmax_in + 1 + lmax_out + 1)))
         self.register_buffer("degree_in", degree_index(lmax_in), persistent=False)
         self.register_buffer("degree_out", degree_index(lmax_out), persistent=False)
-        self.tables = RouteTables(table_keys(self.method, self.lmax_in, self.lmax_sh, self.lmax_out))
+        self.tables = route_tables(table_keys(self.method, self.lmax_in, self.lmax_sh, self.lmax_out))
         group = E3()  # messages see only differences of positions: translations act trivially on the features
         self.type_in = (SphereCoefficients(self.lmax_in, channels, group=group), Positions(3, group), None)
         self.type_out = SphereCoefficients(self.lmax_out, channels, group=group)
@@ -122,7 +109,6 @@ class GauntConvolution(MessagePassing):
         check_tensor(edge_index, "edge_index", shape=(2, None), dtype="index")
         # on accelerators the range test is deferred and the indices clamped (geomlin.validation)
         edge_index = check_index(edge_index, "edge_index", x.shape[0], "nodes")
-        self.tables.prime(x.device, x.dtype)
         src, dst = edge_index
         vec = pos[dst] - pos[src]
         if edge_mask is not None:
@@ -143,7 +129,7 @@ class GauntConvolution(MessagePassing):
         return out / self.avg_degree
 
     def message(self, x_j: Tensor, edge_sh: Tensor, w_in: Tensor, w_out: Tensor) -> Tensor:
-        return gaunt_tensor_product(x_j * w_in, edge_sh, self.lmax_out, self.method) * w_out
+        return gaunt_tensor_product(x_j * w_in, edge_sh, self.lmax_out, self.method, tables=self.tables) * w_out
 
     def example_inputs(self, generator=None, dtype=torch.float64):
         """A fully connected graph of 5 nodes within the cutoff, with random features."""

@@ -5,14 +5,14 @@ trigonometric polynomial ``sum_{u, v} F[u, v] e^{i (u theta + v phi)}`` with ``|
 
 1. **SH -> 2D Fourier** through sparse per-m tables: ``N_l^m P_l^m(cos theta)`` is a
    trigonometric polynomial of degree ``l`` in ``theta`` with frequencies ``u = l, l-2, ...``
-   ([`theta_fourier_table`][geomlin.gaunt.tables.theta_fourier_table]), so column ``v = m`` of ``F`` is one
+   ([`theta_fourier_table`][geomlin.gaunt.harmonics.theta_fourier_table]), so column ``v = m`` of ``F`` is one
    small GEMM per ``m`` (half its entries are zero by parity);
 2. **2D convolution by FFT**: both spectra zero-padded to the alias-free size
    ``N_u >= 2 (L1 + L2) + 1``, ``N_v >= L1 + L2 + Lo + 1`` ([`fft_sizes`][]), ``irfft2``
    to values, pointwise product, ``rfft2`` back;
 3. **2D Fourier -> SH** with the exact inverse table built from
    ``int_0^pi e^{i w theta} sin(theta) dtheta``
-   ([`theta_projection_table`][geomlin.gaunt.tables.theta_projection_table]).
+   ([`theta_projection_table`][geomlin.gaunt.harmonics.theta_projection_table]).
 
 The FFT only needs the columns ``v = 0..L`` of a real function (``rfft`` in ``phi``), and
 works on the full ``theta`` circle: about 2x the points of the Gauss-Legendre grid of
@@ -31,12 +31,12 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from geomlin.gaunt import grid as G
-from geomlin.gaunt import tables as T
+from geomlin.gaunt import grid_tables as GT
+from geomlin.gaunt import harmonics as T
 from geomlin.gaunt.cache import device_tables, table_builder
 
 _SQRT2 = math.sqrt(2.0)
-_COS, _SIN = G.COS, G.SIN
+_COS, _SIN = GT.COS, GT.SIN
 
 
 @cache
@@ -53,7 +53,7 @@ def _analysis_table(lmax: int) -> tuple[Tensor, Tensor]:
 
     Returns ``table (m, 2U [re/im, u], 2(L+1) [part, l])`` with ``U = 2L + 1`` (``u = -L..L``):
     ``F[u, m] = sum_l A[m, l, u] (x_{l,m} + i x_{l,-m}) / sqrt(2)`` (``A`` from
-    [`theta_fourier_table`][geomlin.gaunt.tables.theta_fourier_table], real for even ``m``, imaginary for
+    [`theta_fourier_table`][geomlin.gaunt.harmonics.theta_fourier_table], real for even ``m``, imaginary for
     odd), and ``gather (m, 2(L+1))`` the flat coefficient read by each column (0 where the table is zero).
     """
     A = T.theta_fourier_table(lmax)
@@ -117,10 +117,9 @@ def table_keys(lmax_in1: int, lmax_in2: int, lmax_out: int) -> list[tuple]:
     return [("fourier.analysis", lmax_in1), ("fourier.analysis", lmax_in2), ("fourier.projection", lmax_out, lmax_in1 + lmax_in2)]
 
 
-def _tables(lmax_in1, lmax_in2, lmax_out, device, dtype):
+def _tables(lmax_in1, lmax_in2, lmax_out, device, dtype, tables):
     """``(a1, i1, a2, i2, proj, rows)``: both analysis tables and the projection, on ``device`` in ``dtype``."""
-    k1, k2, kp = table_keys(lmax_in1, lmax_in2, lmax_out)
-    return (*device_tables(k1, device, dtype), *device_tables(k2, device, dtype), *device_tables(kp, device, dtype))
+    return tuple(t for key in table_keys(lmax_in1, lmax_in2, lmax_out) for t in device_tables(key, device, dtype, tables))
 
 
 def spectrum(x: Tensor, table: Tensor, gather: Tensor, lmax: int, n_u: int, n_v: int) -> Tensor:
@@ -138,11 +137,11 @@ def spectrum(x: Tensor, table: Tensor, gather: Tensor, lmax: int, n_u: int, n_v:
 
 
 def gaunt_fourier(x1: Tensor, x2: Tensor, lmax_in1: int, lmax_in2: int, lmax_out: int, channels: int = 1,
-                  shared: int = 0, reduce: bool = False) -> Tensor:
-    """Gaunt product through the 2D Fourier basis (same row conventions as
+                  shared: int = 0, reduce: bool = False, tables=None) -> Tensor:
+    """Gaunt product through the 2D Fourier basis (same row conventions and ``tables`` as
     [`geomlin.gaunt.grid.gaunt_on_grid`][]); exact."""
     n_u, n_v = fft_sizes(lmax_in1, lmax_in2, lmax_out)
-    a1, i1, a2, i2, proj, rows = _tables(lmax_in1, lmax_in2, lmax_out, x1.device, x1.dtype)
+    a1, i1, a2, i2, proj, rows = _tables(lmax_in1, lmax_in2, lmax_out, x1.device, x1.dtype, tables)
     C = channels
     c1 = 1 if shared == 1 else C
     c2 = 1 if shared == 2 else C

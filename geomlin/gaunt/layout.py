@@ -26,8 +26,8 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from geomlin.gaunt import tables as T
-from geomlin.gaunt.precision import compute_dtype
+from geomlin.gaunt import harmonics as T
+from geomlin.precision import compute_dtype
 from geomlin.reps.types import NATURAL, PSEUDO
 from geomlin.validation import check_finite, check_nonnegative_int, check_positive_int, check_tensor
 

@@ -109,7 +109,7 @@ def _pair_tables(order: int, l1: int, l2: int, *l3s: int) -> tuple[Tensor]:
 def _left_table(l1: int, l2: int, l3: int) -> tuple[Tensor]:
     """One path's coupling as ``(d1, d2 d3)``, float64: ``x1 @ table`` is the operator of ``x1``."""
     C = _coefficients(l1, l2, l3)
-    return (torch.from_numpy(np.ascontiguousarray(C.reshape(C.shape[0], -1))),)
+    return (torch.from_numpy(C.reshape(C.shape[0], -1).copy()),)
 
 
 @table_builder("tp.triu")
@@ -259,7 +259,7 @@ def concat(pieces) -> Tensor:
     return torch.cat(pieces, dim=1) if torch.compiler.is_compiling() else _Concat.apply(*pieces)
 
 
-def _contract(group: GroupPlan, a: Tensor, b: Tensor) -> tuple[tuple[Tensor, ...], Tensor | None]:
+def _contract(group: GroupPlan, a: Tensor, b: Tensor, tables=None) -> tuple[tuple[Tensor, ...], Tensor | None]:
     """``a (Z, U, d1)``, ``b (Z, V, d2)`` -> one block per output degree ``l3`` of the group and a factor
     ``(Z, 1, 1)`` still to multiply the paths' outputs by (or None).
 
@@ -285,7 +285,7 @@ def _contract(group: GroupPlan, a: Tensor, b: Tensor) -> tuple[tuple[Tensor, ...
             return ((a * b).sum(-1, keepdim=True),), None
         Y = torch.bmm(a, b.transpose(1, 2))
         return ((Y[:, None] if group.transposed else Y[..., None]),), None
-    (T,) = device_tables(group.key, a.device, a.dtype)
+    (T,) = device_tables(group.key, a.device, a.dtype, tables)
     widths = [2 * l + 1 for l in group.l3s]
     starts = [sum(widths[:i]) for i in range(len(widths))]
     if group.order == "outer":
@@ -314,7 +314,8 @@ def _right_blocks(group: GroupPlan, a: Tensor, M: Tensor, widths, starts) -> tup
                  for k, w in zip(starts, widths))
 
 
-def _weights_first(path: PathPlan, a: Tensor, b: Tensor, M: Tensor | None, k: int, d3: int, w: Tensor) -> Tensor:
+def _weights_first(path: PathPlan, a: Tensor, b: Tensor, M: Tensor | None, k: int, d3: int, w: Tensor,
+                   tables=None) -> Tensor:
     """A ``uvw`` path with its weights contracted first (``path.first``): ``a (Z, U, d1)`` (its member),
     ``b (Z, V, d2)``, the operator of ``x2``, ``M (Z, V, d1, K)`` (the path's degree at columns ``k:k + d3``;
     ``b`` itself when ``d1 = 1`` in a ``scale`` group), weights ``w (U, V, W)`` or ``(Z, U, V, W)`` ->
@@ -335,7 +336,7 @@ def _weights_first(path: PathPlan, a: Tensor, b: Tensor, M: Tensor | None, k: in
     if path.key is None:  # a scale group with d2 = 1: the operator of x1 is x1
         A = a
     else:
-        (T,) = device_tables(path.key, a.device, a.dtype)
+        (T,) = device_tables(path.key, a.device, a.dtype, tables)
         A = (a.reshape(Z * U, d1) @ T).view(Z, U, d2, d3).transpose(1, 2).reshape(Z, d2 * U, d3)
     B = b.transpose(1, 2).reshape(Z * d2, V) @ w.permute(1, 0, 2).reshape(V, U * W)
     return torch.bmm(B.view(Z, d2 * U, W).transpose(1, 2), A)
@@ -400,13 +401,14 @@ def weight_scales(plans, weight_sizes) -> Tensor:
 
 
 def evaluate(plans, x1: Tensor, x2: Tensor, weight: Tensor | None, per_sample: bool, blocks1, blocks2,
-             blocks_out, weight_sizes) -> Tensor:
+             blocks_out, weight_sizes, tables=None) -> Tensor:
     """The tensor product of rows ``x1 (Z, dim1)``, ``x2 (Z, dim2)`` -> ``(Z, dim_out)``.
 
     ``weight``: ``(weight_numel,)`` shared, already multiplied by [`weight_scales`][], or ``(Z, weight_numel)``
     per row (``per_sample``; the paths' scales then multiply their outputs, so that no scaled copy of
     the per-row weights is kept for the backward); ``blocks*``: ``(mul, dim)`` of every irrep of the flat layouts;
-    ``weight_sizes``: the trained instructions' numbers of weights. Inputs, contractions and weights are
+    ``weight_sizes``: the trained instructions' numbers of weights; ``tables``: the module's tables of
+    `plan_keys` ([`geomlin.gaunt.cache`][]), ``None`` the device cache. Inputs, contractions and weights are
     cut with ``torch.split`` (whose gradient is one concatenation, not a zero-filled tensor per slice).
     """
     Z = x1.shape[0]
@@ -422,24 +424,25 @@ def evaluate(plans, x1: Tensor, x2: Tensor, weight: Tensor | None, per_sample: b
         starts = [sum(widths[:i]) for i in range(len(widths))]
         M = by_degree = factor = None
         if group.order == "right":
-            M = _operator(group, b, device_tables(group.key, x1.device, x1.dtype)[0])
+            M = _operator(group, b, device_tables(group.key, x1.device, x1.dtype, tables)[0])
         if any(path.first == 0 for path in group.paths):
             if group.members not in stacks:  # the same x1 blocks meet every block of x2: stacked once
                 stacks[group.members] = concat(parts)
             a = stacks[group.members]
             if M is None:
-                by_degree, factor = _contract(group, a, b)
+                by_degree, factor = _contract(group, a, b, tables)
             else:
                 by_degree = _right_blocks(group, a, M, widths, starts)
         muls = [blocks1[i][0] for i in group.members]
         cells: dict = {}
-        q = None if group.triu_key is None else device_tables(group.triu_key, x1.device, x1.dtype)[0]
+        q = None if group.triu_key is None else device_tables(group.triu_key, x1.device, x1.dtype, tables)[0]
         for path in group.paths:
             w = None
             if path.weight is not None:
                 w = ws[path.weight].reshape(Z, *path.shape) if per_sample else ws[path.weight].view(path.shape)
             if path.first:
-                block = _weights_first(path, parts[path.member], b, M, starts[path.column], widths[path.column], w)
+                block = _weights_first(path, parts[path.member], b, M, starts[path.column], widths[path.column], w,
+                                       tables)
             else:
                 if path.column not in cells:
                     cells[path.column] = (by_degree[path.column],) if len(muls) == 1 else \

@@ -11,12 +11,13 @@ import torch
 from torch import Tensor, nn
 
 from geomlin.gaunt import grid as G
-from geomlin.gaunt import tables as T
-from geomlin.gaunt.cache import RouteTables, device_tables, table_builder
+from geomlin.gaunt import grid_tables as GT
+from geomlin.gaunt import harmonics as T
+from geomlin.gaunt.cache import device_tables, route_tables, table_builder
 from geomlin.gaunt.layout import check_layout, degree_index
 from geomlin.gaunt.method_tables import choose_power_method
-from geomlin.gaunt.precision import compute_dtype, full_precision
 from geomlin.gaunt.product import METHODS, check_coefficients, gaunt_tensor_product
+from geomlin.precision import compute_dtype, full_precision
 from geomlin.reps.types import SphereCoefficients
 from geomlin.validation import check_choice, check_nonnegative_int, check_positive_int
 
@@ -72,7 +73,8 @@ def _power_divide(x: Tensor, L: int, nu: int, need: int, method: str) -> Tensor:
     return gaunt_tensor_product(pa, pb, need, method)
 
 
-def power_sum(x: Tensor, L: int, nu: int, lmax_out: int, weights: Tensor | None, method: str = "auto") -> Tensor:
+def power_sum(x: Tensor, L: int, nu: int, lmax_out: int, weights: Tensor | None, method: str = "auto", *,
+              tables=None) -> Tensor:
     """``sum_k weights[..., k] f^(k+1)`` (or ``f^nu`` when ``weights`` is None) on one sphere grid.
 
     ``x (..., (L+1)**2)`` float32/float64 (computed in its dtype, autocast off); ``weights``
@@ -82,7 +84,8 @@ def power_sum(x: Tensor, L: int, nu: int, lmax_out: int, weights: Tensor | None,
     [`choose_power_method`][geomlin.gaunt.method_tables.choose_power_method]): plain GEMMs on the full
     grid (values, pointwise powers, projection; what compiled graphs run, and the CPU up to a measured
     degree), or the half-grid transforms of [`geomlin.gaunt.grid`][] (one synthesis, ``nu - 1``
-    pointwise products at ``phi`` and ``-phi``, one projection).
+    pointwise products at ``phi`` and ``-phi``, one projection). ``tables``: a module's tables of both
+    ways' keys ([`geomlin.gaunt.cache`][]); ``None`` reads the device cache.
     """
     batch = x.shape[:-1]
     flat = x.reshape(-1, x.shape[-1])
@@ -93,9 +96,9 @@ def power_sum(x: Tensor, L: int, nu: int, lmax_out: int, weights: Tensor | None,
         if method == "auto":
             method = choose_power_method(L, nu, lmax_out, x.device.type)
         if method == "dense" or torch.compiler.is_compiling():
-            return _power_dense(flat, weights, batch, L, nu, lmax_out)
-        num_theta, num_phi = G.exact_grid_size(nu * L + lmax_out)
-        return _power_on_grid(flat, weights, batch, L, nu, lmax_out, num_theta, num_phi)
+            return _power_dense(flat, weights, batch, L, nu, lmax_out, tables)
+        num_theta, num_phi = GT.exact_grid_size(nu * L + lmax_out)
+        return _power_on_grid(flat, weights, batch, L, nu, lmax_out, num_theta, num_phi, tables)
 
 
 @table_builder("dense.power")
@@ -111,10 +114,10 @@ def dense_power_key(L: int, nu: int, lmax_out: int) -> tuple:
     return ("dense.power", L, nu, lmax_out)
 
 
-def _power_dense(flat: Tensor, weights: Tensor | None, batch, L: int, nu: int, lmax_out: int) -> Tensor:
+def _power_dense(flat: Tensor, weights: Tensor | None, batch, L: int, nu: int, lmax_out: int, tables) -> Tensor:
     """[`power_sum`][] as plain GEMMs on the full sphere grid (what compiled graphs run; autograd
     differentiates it): values ``f = x Y^T``, the (weighted) powers pointwise, projection ``@ W``."""
-    Y, W = device_tables(dense_power_key(L, nu, lmax_out), flat.device, flat.dtype)
+    Y, W = device_tables(dense_power_key(L, nu, lmax_out), flat.device, flat.dtype, tables)
     f = flat @ Y                                                           # (B, P)
     if weights is None:
         total = f ** nu
@@ -128,9 +131,9 @@ def _power_dense(flat: Tensor, weights: Tensor | None, batch, L: int, nu: int, l
 
 
 def _power_on_grid(flat: Tensor, weights: Tensor | None, batch, L: int, nu: int, lmax_out: int, num_theta: int,
-                   num_phi: int) -> Tensor:
+                   num_phi: int, tables) -> Tensor:
     B = flat.shape[0]
-    E, O = G.synthesize(flat, L, num_theta, num_phi)  # (K, nt, B)
+    E, O = G.synthesize(flat, L, num_theta, num_phi, tables)  # (K, nt, B)
     plus, minus = E + O, E - O  # values at +phi and -phi
     if weights is None:
         tp, tm = plus, minus
@@ -143,7 +146,7 @@ def _power_on_grid(flat: Tensor, weights: Tensor | None, batch, L: int, nu: int,
         for k in range(1, nu):
             pp, pm = pp * plus, pm * minus
             tp, tm = tp + w[k] * pp, tm + w[k] * pm
-    out = G.analyze((tp + tm) * 0.5, (tp - tm) * 0.5, lmax_out, num_theta, num_phi)
+    out = G.analyze((tp + tm) * 0.5, (tp - tm) * 0.5, lmax_out, num_theta, num_phi, tables=tables)
     return out.reshape(*batch, T.num_coefficients(lmax_out))
 
 
@@ -169,16 +172,15 @@ class ManyBodyGaunt(nn.Module):
         self.weight_out = nn.Parameter(torch.ones(channels, lmax_out + 1))
         self.register_buffer("degree_in", degree_index(lmax_in), persistent=False)
         self.register_buffer("degree_out", degree_index(lmax_out), persistent=False)
-        self.tables = RouteTables([*G.power_keys(self.lmax_in, self.correlation, self.lmax_out),
-                                   dense_power_key(self.lmax_in, self.correlation, self.lmax_out)])
+        self.tables = route_tables([*GT.power_keys(self.lmax_in, self.correlation, self.lmax_out),
+                                    dense_power_key(self.lmax_in, self.correlation, self.lmax_out)])
         self.type_in = SphereCoefficients(self.lmax_in, channels)
         self.type_out = SphereCoefficients(self.lmax_out, channels)
 
     def forward(self, x: Tensor) -> Tensor:
         x = x.to(check_layout(x, "x", self.channels, self.lmax_in))
-        self.tables.prime(x.device, x.dtype)
         a = x * self.weight_in[:, self.degree_in].to(x.dtype)
-        out = power_sum(a, self.lmax_in, self.correlation, self.lmax_out, self.weight_nu.to(x.dtype))
+        out = power_sum(a, self.lmax_in, self.correlation, self.lmax_out, self.weight_nu.to(x.dtype), tables=self.tables)
         return out * self.weight_out[:, self.degree_out].to(x.dtype)
 
     def extra_repr(self) -> str:

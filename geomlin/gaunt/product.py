@@ -52,10 +52,11 @@ import torch
 from torch import Tensor
 
 from geomlin.gaunt import grid as G
-from geomlin.gaunt import tables as T
-from geomlin.gaunt.cache import device_tables, table_builder
+from geomlin.gaunt import grid_tables as GT
+from geomlin.gaunt import harmonics as T
+from geomlin.gaunt.cache import device_tables, resolved_tables, table_builder, unflatten_tables
 from geomlin.gaunt.method_tables import TRACED_METHOD, choose_method
-from geomlin.gaunt.precision import DTYPES, compute_dtype, full_precision
+from geomlin.precision import DTYPES, compute_dtype, full_precision
 from geomlin.validation import (
     check_choice,
     check_finite,
@@ -89,51 +90,63 @@ def _reduce(out: Tensor, channels: int, reduce: bool) -> Tensor:
 # ---------------------------------------------------------------- routes
 # The grid route reuses workspaces through ``out=`` views and copies with numpy, which dynamo does not
 # trace: inside compiled graphs it runs as one opaque operator (the same function, its output shape
-# given by the fake implementation), so an explicit ``method="grid"`` compiles as one graph.
+# given by the fake implementation), so an explicit ``method="grid"`` compiles as one graph. The
+# operator receives a module's tables as arguments (a flat list in the order of ``GT.product_keys``;
+# empty for a plain call, which reads the device cache inside the operator, untraced).
 @torch.library.custom_op("geomlin::gaunt_grid", mutates_args=())
-def _gaunt_grid_op(x1: Tensor, x2: Tensor, lmax_in1: int, lmax_in2: int, lmax_out: int, channels: int, shared: int,
-                   reduce: bool) -> Tensor:
-    return G.gaunt_on_grid(x1, x2, lmax_in1, lmax_in2, lmax_out, channels, shared, reduce)
+def _gaunt_grid_op(x1: Tensor, x2: Tensor, tables: list[Tensor], lmax_in1: int, lmax_in2: int, lmax_out: int,
+                   channels: int, shared: int, reduce: bool) -> Tensor:
+    keys = GT.product_keys(lmax_in1, lmax_in2, lmax_out)
+    return G.gaunt_on_grid(x1, x2, lmax_in1, lmax_in2, lmax_out, channels, shared, reduce,
+                           unflatten_tables(keys, tables) if tables else None)
 
 
 @_gaunt_grid_op.register_fake
-def _(x1, x2, lmax_in1, lmax_in2, lmax_out, channels, shared, reduce):
+def _(x1, x2, tables, lmax_in1, lmax_in2, lmax_out, channels, shared, reduce):
     groups = x1.shape[0] // (1 if shared == 1 else channels)
     return x1.new_empty(groups * (1 if reduce else channels), T.num_coefficients(lmax_out))
 
 
 @torch.library.custom_op("geomlin::gaunt_grid_backward", mutates_args=())
-def _gaunt_grid_backward_op(grad: Tensor, x1: Tensor, x2: Tensor, lmax_in1: int, lmax_in2: int, lmax_out: int,
-                            channels: int, shared: int, reduce: bool, need1: bool,
+def _gaunt_grid_backward_op(grad: Tensor, x1: Tensor, x2: Tensor, tables: list[Tensor], lmax_in1: int, lmax_in2: int,
+                            lmax_out: int, channels: int, shared: int, reduce: bool, need1: bool,
                             need2: bool) -> tuple[Tensor, Tensor]:
-    g1, g2 = G.gaunt_backward_on_grid(grad, x1, x2, lmax_in1, lmax_in2, lmax_out, channels, shared, reduce, need1, need2)
+    keys = GT.product_keys(lmax_in1, lmax_in2, lmax_out)
+    g1, g2 = G.gaunt_backward_on_grid(grad, x1, x2, lmax_in1, lmax_in2, lmax_out, channels, shared, reduce, need1, need2,
+                                      unflatten_tables(keys, tables) if tables else None)
     # an operator returns tensors: an unneeded gradient is an empty one (None again in _grid_backward)
     return (x1.new_empty(0) if g1 is None else g1), (x2.new_empty(0) if g2 is None else g2)
 
 
 @_gaunt_grid_backward_op.register_fake
-def _(grad, x1, x2, lmax_in1, lmax_in2, lmax_out, channels, shared, reduce, need1, need2):
+def _(grad, x1, x2, tables, lmax_in1, lmax_in2, lmax_out, channels, shared, reduce, need1, need2):
     return (torch.empty_like(x1) if need1 else x1.new_empty(0)), (torch.empty_like(x2) if need2 else x2.new_empty(0))
 
 
-def _gaunt_grid(x1, x2, lmax_in1, lmax_in2, lmax_out, channels, shared, reduce):
+def _gaunt_grid(x1, x2, lmax_in1, lmax_in2, lmax_out, channels, shared, reduce, tables):
     if torch.compiler.is_compiling():
-        return _gaunt_grid_op(x1, x2, lmax_in1, lmax_in2, lmax_out, channels, shared, reduce)
-    return G.gaunt_on_grid(x1, x2, lmax_in1, lmax_in2, lmax_out, channels, shared, reduce)
+        flat = [] if tables is None else resolved_tables(GT.product_keys(lmax_in1, lmax_in2, lmax_out), x1.device,
+                                                         x1.dtype, tables)
+        return _gaunt_grid_op(x1, x2, flat, lmax_in1, lmax_in2, lmax_out, channels, shared, reduce)
+    return G.gaunt_on_grid(x1, x2, lmax_in1, lmax_in2, lmax_out, channels, shared, reduce, tables)
 
 
-def _grid_backward(grad, x1, x2, lmax_in1, lmax_in2, lmax_out, channels, shared, reduce, need1, need2):
+def _grid_backward(grad, x1, x2, lmax_in1, lmax_in2, lmax_out, channels, shared, reduce, need1, need2, tables):
     """Both input gradients of the grid route in one pass ([`geomlin.gaunt.grid.gaunt_backward_on_grid`][])."""
     if not torch.compiler.is_compiling():
-        return G.gaunt_backward_on_grid(grad, x1, x2, lmax_in1, lmax_in2, lmax_out, channels, shared, reduce, need1, need2)
-    g1, g2 = _gaunt_grid_backward_op(grad, x1, x2, lmax_in1, lmax_in2, lmax_out, channels, shared, reduce, need1, need2)
+        return G.gaunt_backward_on_grid(grad, x1, x2, lmax_in1, lmax_in2, lmax_out, channels, shared, reduce, need1, need2,
+                                        tables)
+    flat = [] if tables is None else resolved_tables(GT.product_keys(lmax_in1, lmax_in2, lmax_out), x1.device, x1.dtype,
+                                                     tables)
+    g1, g2 = _gaunt_grid_backward_op(grad, x1, x2, flat, lmax_in1, lmax_in2, lmax_out, channels, shared, reduce, need1,
+                                     need2)
     return (g1 if need1 else None), (g2 if need2 else None)
 
 
-def _gaunt_fft(x1, x2, lmax_in1, lmax_in2, lmax_out, channels, shared, reduce):
+def _gaunt_fft(x1, x2, lmax_in1, lmax_in2, lmax_out, channels, shared, reduce, tables):
     from geomlin.gaunt.fourier import gaunt_fourier
 
-    return gaunt_fourier(x1, x2, lmax_in1, lmax_in2, lmax_out, channels, shared, reduce)
+    return gaunt_fourier(x1, x2, lmax_in1, lmax_in2, lmax_out, channels, shared, reduce, tables)
 
 
 @table_builder("dense")
@@ -157,8 +170,8 @@ def dense_tables(lmax_in1: int, lmax_in2: int, lmax_out: int, device=None, dtype
     return tuple(t.to(device=device, dtype=dtype, copy=True) for t in _dense_tables(lmax_in1, lmax_in2, lmax_out))
 
 
-def _gaunt_dense(x1, x2, lmax_in1, lmax_in2, lmax_out, channels, shared, reduce):
-    Y1, Y2, W = device_tables(("dense", lmax_in1, lmax_in2, lmax_out), x1.device, x1.dtype)
+def _gaunt_dense(x1, x2, lmax_in1, lmax_in2, lmax_out, channels, shared, reduce, tables):
+    Y1, Y2, W = device_tables(("dense", lmax_in1, lmax_in2, lmax_out), x1.device, x1.dtype, tables)
     v1, v2 = x1 @ Y1, x2 @ Y2  # the shared input is evaluated once per group, broadcast below
     P = v1.shape[-1]
     c1 = 1 if shared == 1 else channels
@@ -187,13 +200,13 @@ def operator_key(lmax: int, lmax_other: int, lmax_out: int) -> tuple:
     return ("operator", lmax, lmax_other, lmax_out)
 
 
-def _operator(x: Tensor, lmax: int, lmax_other: int, lmax_out: int) -> Tensor:
+def _operator(x: Tensor, lmax: int, lmax_other: int, lmax_out: int, tables=None) -> Tensor:
     """[`gaunt_operator`][] without its checks (the direct route's inner step)."""
-    (Gm,) = device_tables(operator_key(lmax, lmax_other, lmax_out), x.device, x.dtype)
+    (Gm,) = device_tables(operator_key(lmax, lmax_other, lmax_out), x.device, x.dtype, tables)
     return (x @ Gm).unflatten(-1, (T.num_coefficients(lmax_out), T.num_coefficients(lmax_other)))
 
 
-def gaunt_operator(x: Tensor, lmax_other: int, lmax_out: int) -> Tensor:
+def gaunt_operator(x: Tensor, lmax_other: int, lmax_out: int, *, tables=None) -> Tensor:
     """The Gaunt product with ``f = sum x_lm Y_lm`` as a matrix: ``M[..., k, i] = sum_j G[i, j, k] x[..., j]``.
 
     ``gaunt_tensor_product(y, x, lmax_out)[..., k] = sum_i M[..., k, i] y[..., i]`` for every ``y`` of degree
@@ -209,6 +222,8 @@ def gaunt_operator(x: Tensor, lmax_other: int, lmax_out: int) -> Tensor:
         Degree (``>= 0``) of the functions the matrix multiplies.
     lmax_out : int
         Degree (``>= 0``) of the products.
+    tables : ConstantTables, optional
+        a module's tables holding `operator_key` ([`geomlin.gaunt.cache`][]); ``None`` reads the device cache.
 
     Returns
     -------
@@ -222,24 +237,24 @@ def gaunt_operator(x: Tensor, lmax_other: int, lmax_out: int) -> Tensor:
     check_method("direct", x.device, L, lmax_other, lmax_out, x.dtype)
     x = x.to(compute_dtype(x, "x"))
     with full_precision(x):
-        return _operator(x, L, lmax_other, lmax_out)
+        return _operator(x, L, lmax_other, lmax_out, tables)
 
 
-def _gaunt_direct(x1, x2, lmax_in1, lmax_in2, lmax_out, channels, shared, reduce):
+def _gaunt_direct(x1, x2, lmax_in1, lmax_in2, lmax_out, channels, shared, reduce, tables):
     if shared:  # one operator per group, met by every channel in a batched GEMM
         one, many, lmax_many = (x1, x2, lmax_in2) if shared == 1 else (x2, x1, lmax_in1)
-        M = _operator(one, lmax_in1 if shared == 1 else lmax_in2, lmax_many, lmax_out)  # (A, Do, D_many)
+        M = _operator(one, lmax_in1 if shared == 1 else lmax_in2, lmax_many, lmax_out, tables)  # (A, Do, D_many)
         out = torch.matmul(many.view(one.shape[0], channels, -1), M.transpose(1, 2))  # (A, C, Do)
         return out.sum(1) if reduce else out.reshape(-1, out.shape[-1])
-    (Gt,) = device_tables(("direct", lmax_in1, lmax_in2, lmax_out), x1.device, x1.dtype)
+    (Gt,) = device_tables(("direct", lmax_in1, lmax_in2, lmax_out), x1.device, x1.dtype, tables)
     outer = (x1[:, :, None] * x2[:, None, :]).flatten(1)
     return _reduce(outer @ Gt, channels, reduce)
 
 
-def _gaunt_triton(x1, x2, lmax_in1, lmax_in2, lmax_out, channels, shared, reduce):
+def _gaunt_triton(x1, x2, lmax_in1, lmax_in2, lmax_out, channels, shared, reduce, tables):
     from geomlin.gaunt.kernels import gaunt_grid_triton
 
-    return gaunt_grid_triton(x1, x2, lmax_in1, lmax_in2, lmax_out, channels, shared, reduce)
+    return gaunt_grid_triton(x1, x2, lmax_in1, lmax_in2, lmax_out, channels, shared, reduce, tables)
 
 
 _IMPLEMENTATIONS = {
@@ -257,20 +272,21 @@ _IMPLEMENTATIONS = {
 _AUTOGRAD_THROUGH = ("dense", "direct")
 
 def gaunt_rows(x1: Tensor, x2: Tensor, lmax_in1: int, lmax_in2: int, lmax_out: int, method: str,
-               channels: int = 1, shared: int = 0, reduce: bool = False) -> Tensor:
+               channels: int = 1, shared: int = 0, reduce: bool = False, tables=None) -> Tensor:
     """Gaunt products of rows: the differentiable core behind [`gaunt_tensor_product`][].
 
     ``x1 (A * c1, D1)``, ``x2 (A * c2, D2)`` with ``c1, c2`` as in
     [`geomlin.gaunt.grid.gaunt_on_grid`][] (``shared`` in 0, 1, 2; ``reduce``
     sums over the ``channels`` of each group); returns ``(A * channels, Do)`` (``(A, Do)`` when ``reduce``),
-    zero above degree ``lmax_in1 + lmax_in2``.  ``method`` is a concrete method (not ``"auto"``).
+    zero above degree ``lmax_in1 + lmax_in2``.  ``method`` is a concrete method (not ``"auto"``);
+    ``tables``: a module's tables of `table_keys` ([`geomlin.gaunt.cache`][]), ``None`` the device cache.
     """
     lo = min(lmax_out, lmax_in1 + lmax_in2)
     with full_precision(x1):
         if method in _AUTOGRAD_THROUGH:
-            out = _IMPLEMENTATIONS[method](x1, x2, lmax_in1, lmax_in2, lo, channels, shared, reduce)
+            out = _IMPLEMENTATIONS[method](x1, x2, lmax_in1, lmax_in2, lo, channels, shared, reduce, tables)
         else:
-            out = _GauntFunction.apply(x1, x2, lmax_in1, lmax_in2, lo, method, channels, shared, reduce)
+            out = _GauntFunction.apply(x1, x2, lmax_in1, lmax_in2, lo, method, channels, shared, reduce, tables)
     if lo < lmax_out:
         out = torch.nn.functional.pad(out, (0, T.num_coefficients(lmax_out) - T.num_coefficients(lo)))
     return out
@@ -287,38 +303,38 @@ class _GauntFunction(torch.autograd.Function):
     """
 
     @staticmethod
-    def forward(ctx, x1, x2, lmax_in1, lmax_in2, lmax_out, method, channels, shared, reduce):
+    def forward(ctx, x1, x2, lmax_in1, lmax_in2, lmax_out, method, channels, shared, reduce, tables):
         ctx.save_for_backward(x1, x2)
-        ctx.meta = (lmax_in1, lmax_in2, lmax_out, method, channels, shared, reduce)
+        ctx.meta = (lmax_in1, lmax_in2, lmax_out, method, channels, shared, reduce, tables)
         return _IMPLEMENTATIONS[method](x1.contiguous(), x2.contiguous(), lmax_in1, lmax_in2, lmax_out,
-                                        channels, shared, reduce)
+                                        channels, shared, reduce, tables)
 
     @staticmethod
     def backward(ctx, grad):
         x1, x2 = ctx.saved_tensors
-        lmax_in1, lmax_in2, lmax_out, method, C, shared, reduce = ctx.meta
+        lmax_in1, lmax_in2, lmax_out, method, C, shared, reduce, tables = ctx.meta
         if method == "grid" and not torch.is_grad_enabled():
             # first-order backward: both products in one pass, the output gradient transformed once
             # (with create_graph=True the two products below keep the graph for double backward)
             with full_precision(grad):
                 grads = _grid_backward(grad.contiguous(), x1.contiguous(), x2.contiguous(), lmax_in1, lmax_in2, lmax_out,
-                                       C, shared, reduce, ctx.needs_input_grad[0], ctx.needs_input_grad[1])
-            return (*grads, None, None, None, None, None, None, None)
+                                       C, shared, reduce, ctx.needs_input_grad[0], ctx.needs_input_grad[1], tables)
+            return (*grads, None, None, None, None, None, None, None, None)
         g1 = g2 = None
         if ctx.needs_input_grad[0]:
-            g1 = _transposed(grad, x2, lmax_out, lmax_in2, lmax_in1, method, C, shared, reduce, own=1)
+            g1 = _transposed(grad, x2, lmax_out, lmax_in2, lmax_in1, method, C, shared, reduce, 1, tables)
         if ctx.needs_input_grad[1]:
-            g2 = _transposed(grad, x1, lmax_out, lmax_in1, lmax_in2, method, C, shared, reduce, own=2)
-        return g1, g2, None, None, None, None, None, None, None
+            g2 = _transposed(grad, x1, lmax_out, lmax_in1, lmax_in2, method, C, shared, reduce, 2, tables)
+        return g1, g2, None, None, None, None, None, None, None, None
 
 
-def _transposed(grad, other, lmax_grad, lmax_other, lmax_want, method, C, shared, reduce, own):
+def _transposed(grad, other, lmax_grad, lmax_other, lmax_want, method, C, shared, reduce, own, tables):
     """Gradient of input ``own`` (1 or 2): ``gaunt(grad, other)`` with the transposed channel pattern."""
     if shared == own:  # this input was shared: sum its gradient over the channels
-        return gaunt_rows(grad, other, lmax_grad, lmax_other, lmax_want, method, C, 0, True)
+        return gaunt_rows(grad, other, lmax_grad, lmax_other, lmax_want, method, C, 0, True, tables)
     if reduce:  # the output was summed over channels: its gradient is shared
-        return gaunt_rows(grad, other, lmax_grad, lmax_other, lmax_want, method, C, 1, False)
-    return gaunt_rows(grad, other, lmax_grad, lmax_other, lmax_want, method, C, 2 if shared else 0, False)
+        return gaunt_rows(grad, other, lmax_grad, lmax_other, lmax_want, method, C, 1, False, tables)
+    return gaunt_rows(grad, other, lmax_grad, lmax_other, lmax_want, method, C, 2 if shared else 0, False, tables)
 
 
 # ---------------------------------------------------------------- tables of modules
@@ -326,7 +342,7 @@ def route_keys(method: str, lmax_in1: int, lmax_in2: int, lmax_out: int) -> list
     """Cache keys ([`geomlin.gaunt.cache`][]) of the tables one product on a concrete route reads."""
     lo = min(lmax_out, lmax_in1 + lmax_in2)
     if method == "grid":
-        return G.product_keys(lmax_in1, lmax_in2, lo)  # with those of the fused first-order backward
+        return GT.product_keys(lmax_in1, lmax_in2, lo)  # with those of the fused first-order backward
     if method == "fft":
         from geomlin.gaunt.fourier import table_keys
 
@@ -433,7 +449,8 @@ def _shared_split(shape1: tuple, shape2: tuple, batch: tuple) -> tuple[int, int]
     return 0, 0
 
 
-def gaunt_tensor_product(x1: Tensor, x2: Tensor, lmax_out: int | None = None, method: str = "auto") -> Tensor:
+def gaunt_tensor_product(x1: Tensor, x2: Tensor, lmax_out: int | None = None, method: str = "auto", *,
+                         tables=None) -> Tensor:
     """Coefficients of the product of two spherical functions (the Gaunt tensor product).
 
     Parameters
@@ -450,6 +467,8 @@ def gaunt_tensor_product(x1: Tensor, x2: Tensor, lmax_out: int | None = None, me
         Degrees above ``L1 + L2`` are zero.
     method : {"auto", "grid", "fft", "dense", "direct", "triton"}
         the route (all exact; see the module docstring).
+    tables : ConstantTables, optional
+        a module's tables of `table_keys` ([`geomlin.gaunt.cache`][]); ``None`` reads the device cache.
 
     Returns
     -------
@@ -483,11 +502,11 @@ def gaunt_tensor_product(x1: Tensor, x2: Tensor, lmax_out: int | None = None, me
         head = batch[: len(batch) - k] + (1,) * k
         a = x1.expand(*(batch if shared == 2 else head), x1.shape[-1]).reshape(-1, x1.shape[-1])
         b = x2.expand(*(head if shared == 2 else batch), x2.shape[-1]).reshape(-1, x2.shape[-1])
-        out = gaunt_rows(a, b, lmax_in1, lmax_in2, lmax_out, method, C, shared)
+        out = gaunt_rows(a, b, lmax_in1, lmax_in2, lmax_out, method, C, shared, tables=tables)
     else:
         a = x1.expand(*batch, x1.shape[-1]).reshape(-1, x1.shape[-1])
         b = x2.expand(*batch, x2.shape[-1]).reshape(-1, x2.shape[-1])
-        out = gaunt_rows(a, b, lmax_in1, lmax_in2, lmax_out, method)
+        out = gaunt_rows(a, b, lmax_in1, lmax_in2, lmax_out, method, tables=tables)
     return out.reshape(*batch, Do)
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from geomlin.gaunt.cache import RouteTables
+from geomlin.gaunt.cache import route_tables
 from geomlin.gaunt.layout import check_layout, degree_index
 from geomlin.gaunt.product import METHODS, common_dtype, gaunt_tensor_product, table_keys
 from geomlin.reps.types import SphereCoefficients
@@ -51,7 +51,7 @@ class SphereGauntProduct(nn.Module):
         for L in {self.lmax_in1, self.lmax_in2, self.lmax_out}:
             self.register_buffer(f"degree_index_{L}", degree_index(L), persistent=False)
         #: the tables of every route the product may take, moved with the module (see geomlin.gaunt.cache)
-        self.tables = RouteTables(table_keys(self.method, self.lmax_in1, self.lmax_in2, self.lmax_out))
+        self.tables = route_tables(table_keys(self.method, self.lmax_in1, self.lmax_in2, self.lmax_out))
         self.type_in = (SphereCoefficients(self.lmax_in1, channels), SphereCoefficients(self.lmax_in2, channels))
         self.type_out = SphereCoefficients(self.lmax_out, channels)
 
@@ -63,10 +63,9 @@ class SphereGauntProduct(nn.Module):
         check_layout(x2, "x2", self.channels, self.lmax_in2, shared_ok=True)
         dtype = common_dtype(x1, x2)
         x1, x2 = x1.to(dtype), x2.to(dtype)
-        self.tables.prime(x1.device, dtype)
         a = x1 * self._expand(self.weight1, self.lmax_in1).to(x1.dtype)
         b = x2 * self._expand(self.weight2, self.lmax_in2).to(x2.dtype)  # per-channel weights: no longer shared
-        out = gaunt_tensor_product(a, b, self.lmax_out, self.method)
+        out = gaunt_tensor_product(a, b, self.lmax_out, self.method, tables=self.tables)
         return out * self._expand(self.weight_out, self.lmax_out).to(out.dtype)
 
     def extra_repr(self) -> str:

@@ -7,7 +7,7 @@ import math
 import torch
 from torch import Tensor, nn
 
-from geomlin.gaunt.cache import RouteTables
+from geomlin.gaunt.cache import route_tables
 from geomlin.gaunt.instructions import (
     fully_connected_instructions,
     normalized_instructions,
@@ -15,7 +15,7 @@ from geomlin.gaunt.instructions import (
 )
 from geomlin.gaunt.layout import as_irreps
 from geomlin.gaunt.paths import build_plan, evaluate, plan_keys, weight_scales
-from geomlin.gaunt.precision import compute_dtype, full_precision
+from geomlin.precision import compute_dtype, full_precision
 from geomlin.validation import check_broadcastable, check_finite, check_tensor, shape_str
 
 __all__ = ["GauntTensorProduct"]
@@ -153,7 +153,7 @@ class GauntTensorProduct(nn.Module):
         # ints and strings: torch.compile cannot guard on e3nn's Irreps
         self._dims = (self.irreps_in1.dim, self.irreps_in2.dim, self.irreps_out.dim)
         self._texts = (str(self.irreps_in1), str(self.irreps_in2), str(self.irreps_out))
-        self.tables = RouteTables(plan_keys(self._plans))
+        self.tables = route_tables(plan_keys(self._plans))
         self.tables.add("weight_scales", weight_scales(self._plans, self._weight_sizes))
         self.type_in = (IrrepsRep(self.irreps_in1), IrrepsRep(self.irreps_in2))
         self.type_out = IrrepsRep(self.irreps_out)
@@ -255,12 +255,11 @@ class GauntTensorProduct(nn.Module):
         if not self._compile_left_right:
             raise ValueError("this GauntTensorProduct was built with compile_left_right=False, which (as in e3nn) "
                              "leaves it without a forward; build it with compile_left_right=True")
-        x1, x2, weight, per_sample, batch, dtype = self._rows(x1, x2, weight)
+        x1, x2, weight, per_sample, batch, _ = self._rows(x1, x2, weight)
         if x1.shape[0] == 0 or self._dims[2] == 0:
             return x1.new_zeros(*batch, self._dims[2])
-        self.tables.prime(x1.device, dtype)
-        with full_precision(x1):  # under autocast: float32, as the routes compute (geomlin.gaunt.precision)
-            out = evaluate(self._plans, x1, x2, weight, per_sample, *self._blocks, self._weight_sizes)
+        with full_precision(x1):  # under autocast: float32, as the routes compute (geomlin.precision)
+            out = evaluate(self._plans, x1, x2, weight, per_sample, *self._blocks, self._weight_sizes, self.tables)
         return out.view(*batch, self._dims[2])
 
     def right(self, x2: Tensor, weight: Tensor | list | None = None) -> Tensor:
@@ -291,9 +290,8 @@ class GauntTensorProduct(nn.Module):
         x2 = x2[:, None].expand(N, dim1, dim2).reshape(N * dim1, dim2)
         if per_sample:
             weight = weight[:, None].expand(N, dim1, self.weight_numel).reshape(N * dim1, self.weight_numel)
-        self.tables.prime(x2.device, dtype)
         with full_precision(x2):
-            out = evaluate(self._plans, basis, x2, weight, per_sample, *self._blocks, self._weight_sizes)
+            out = evaluate(self._plans, basis, x2, weight, per_sample, *self._blocks, self._weight_sizes, self.tables)
         return out.view(*batch, dim1, dim_out)
 
     def example_inputs(self, generator=None, dtype=torch.float64):

@@ -29,6 +29,17 @@ from collections.abc import Callable
 import torch
 from torch import Tensor
 
+from geomlin.groups.closure import (
+    REFINED_RTOL,
+    check_finite_order,
+    check_inner_product,
+    close,
+    invariant_forms,
+    polar,
+    refine,
+)
+from geomlin.precision import full_precision
+from geomlin.tables import device_cache
 from geomlin.validation import (
     check_condition,
     check_finite,
@@ -46,8 +57,12 @@ RANDOM_WORD_LENGTH = 64
 #: Standard deviation of the Lie algebra coefficients used to sample
 #: non-compact groups (keeps entries of ``exp(A)`` moderate for float64 tests).
 NONCOMPACT_SAMPLE_SCALE = 0.5
-#: Tolerance used to decide whether two float64 group elements are equal.
-ELEMENT_DECIMALS = 8
+#: Two products of exact (float64 or integer) generators are the same element when they agree to this,
+#: relative to the generators' largest entry.
+ELEMENT_RTOL = 1e-8
+#: Two distinct elements of a group from low-precision generators must differ by this many times the
+#: dtype's tolerance (else the dtype cannot tell them apart).
+SEPARATION = 4.0
 #: A discrete generator whose smallest singular value is below this fraction of its largest is
 #: singular: no group contains it.
 SINGULAR_RTOL = 1e-10
@@ -55,20 +70,18 @@ SINGULAR_RTOL = 1e-10
 ORTHOGONAL_ATOL = 1e-10
 
 
-#: Invariant forms of groups on devices, by (group key, device, dtype): equal groups share them.
-_FORMS_ON: dict = {}
+def _as_generator_tensor(x, name: str, d: int | None) -> tuple[Tensor, torch.dtype | None]:
+    """Validate generators: a ``(k, d, d)`` float64 tensor, and the dtype whose tolerance they carry.
 
-
-def _as_generator_tensor(x, name: str, d: int | None) -> Tensor:
-    """Validate generators and return them as a ``(k, d, d)`` float64 tensor.
-
-    Accepts tensors, numpy arrays and nested lists of real numbers; integer entries (permutation
-    matrices) are exact in float64. Complex and boolean input is refused.
+    Accepts tensors, numpy arrays and nested lists of real numbers (lists of floats become float32,
+    torch's default). Integer entries (permutation matrices), in any dtype, and float64 generators
+    are exact (``None``); other floating-point generators (their dtype returned) are taken to that
+    dtype's [`geomlin.validation.tolerance`][] (``1e-3`` for float32). Complex and boolean input is refused.
     """
     if x is None:
         if d is None:
             raise ValueError(f"{name} is None and the dimension d is unknown")
-        return torch.zeros(0, d, d, dtype=torch.float64)
+        return torch.zeros(0, d, d, dtype=torch.float64), None
     try:
         t = torch.as_tensor(x)
     except (TypeError, ValueError, RuntimeError) as err:
@@ -76,6 +89,7 @@ def _as_generator_tensor(x, name: str, d: int | None) -> Tensor:
     if t.is_complex() or t.dtype == torch.bool or not (t.is_floating_point() or t.dtype in (
             torch.int8, torch.int16, torch.int32, torch.int64, torch.uint8)):
         raise TypeError(f"{name} must be a real float or int tensor, got dtype {t.dtype}")
+    given = t.dtype
     t = t.to(torch.float64)
     if t.ndim == 2:
         t = t.unsqueeze(0)
@@ -87,7 +101,8 @@ def _as_generator_tensor(x, name: str, d: int | None) -> Tensor:
         raise ValueError(f"{name} act on R^{t.shape[-1]} but the group acts on R^{d}")
     if not torch.isfinite(t).all():
         raise ValueError(f"{name} contain NaN or inf entries")
-    return t
+    exact = given == torch.float64 or not given.is_floating_point or bool((t == t.round()).all())
+    return t, None if exact else given
 
 
 def _check_invertible(H: Tensor, name: str) -> None:
@@ -171,6 +186,16 @@ class Group(SymmetryGroup):
     A user-defined group is either ``Group(lie_algebra=..., discrete_generators=...,
     name=...)`` or a subclass that passes its generators to ``super().__init__``.
     Elements are float64 ``(d, d)`` matrices acting on column vectors.
+
+    A group with ``discrete_generators`` alone is finite. float64 and integer-valued generators are
+    exact. Generators in a lower precision (float32, as a list of floats becomes; float16, bfloat16)
+    are taken to their dtype's tolerance: the group they generate to that tolerance is enumerated
+    and the generators replaced by exact ones ([`geomlin.groups.closure.refine`][]), so a float32
+    60-degree rotation, or one with entries rounded to ``0.866``, generates C6 (with an antisymmetric
+    Lie algebra, such generators are replaced by their nearest orthogonal matrices). Generators of no
+    finite group (``diag(2, 1)``, a shear: infinite order) are refused. Generators need not be
+    orthogonal: a finite group in a non-orthonormal basis preserves the inner product
+    [`invariant_form`][], and the equivariant bases are exact either way.
     """
 
     def __init__(self, lie_algebra=None, discrete_generators=None, name: str | None = None,
@@ -179,10 +204,10 @@ class Group(SymmetryGroup):
             raise ValueError("a Group needs lie_algebra, discrete_generators or d")
         if d is not None:
             d = check_int(d, "d", minimum=1)
-        lie = None if lie_algebra is None else _as_generator_tensor(lie_algebra, "lie_algebra", d)
+        lie = None if lie_algebra is None else _as_generator_tensor(lie_algebra, "lie_algebra", d)[0]
         if d is None and lie is not None and lie.shape[0]:
             d = lie.shape[-1]
-        disc = None if discrete_generators is None else _as_generator_tensor(
+        disc, disc_dtype = (None, None) if discrete_generators is None else _as_generator_tensor(
             discrete_generators, "discrete_generators", d)
         if d is None and disc is not None and disc.shape[0]:
             d = disc.shape[-1]
@@ -201,6 +226,14 @@ class Group(SymmetryGroup):
         _check_invertible(self.discrete_generators, "discrete_generators")
         self.name = name or type(self).__name__
         self._elements: Tensor | None = None
+        if self.is_finite and self.discrete_generators.shape[0]:
+            if disc_dtype is not None:
+                self.discrete_generators, self._elements = _exact_finite_group(self.discrete_generators, disc_dtype)
+            check_finite_order(self.discrete_generators, "discrete_generators")
+            if not self.is_orthogonal:
+                check_inner_product(self.discrete_generators, "discrete_generators")
+        elif disc_dtype is not None:
+            self.discrete_generators = _exact_orthogonal(self.discrete_generators, self.lie_algebra, disc_dtype)
 
     # ------------------------------------------------------------------ identity
     def key(self) -> tuple:
@@ -242,11 +275,24 @@ class Group(SymmetryGroup):
         """The ``(d, d)`` bilinear form ``B`` every element preserves (``g^T B g = B``), if known.
 
         The identity for orthogonal groups, ``J`` for Sp, the Minkowski metric for the Lorentz
-        groups; ``None`` for a group without a known form. A copy (safe to modify).
+        groups; for a finite group with non-orthogonal generators (enumerable: at most
+        ``MAX_ENUMERATED_ORDER`` elements) the invariant inner product ``mean_g g^T g``; for another
+        group given by its generators, the symmetric form its generators preserve when there is one
+        up to scale ([`geomlin.groups.closure.invariant_forms`][]: SO(2) in a sheared basis). Scaled
+        to spectral norm 1; ``None`` for a group without a known form. A copy (safe to modify).
         """
         if self.is_orthogonal:
             return torch.eye(self.d, dtype=torch.float64)
-        return None
+        if "_found_form" not in self.__dict__:
+            B = None
+            if self.is_finite:
+                E = self._closure_elements()
+                B = None if E is None else (E.transpose(-1, -2) @ E).mean(0)
+            else:
+                forms = invariant_forms(self.discrete_generators, self.lie_algebra)
+                B = forms[0] if forms is not None and len(forms) == 1 else None
+            self._found_form = None if B is None else B / torch.linalg.matrix_norm(B, 2)
+        return None if self._found_form is None else self._found_form.clone()
 
     @property
     def is_compact(self) -> bool:
@@ -275,7 +321,8 @@ class Group(SymmetryGroup):
             work = work.to(torch.float64)
         elif work.dtype in (torch.float16, torch.bfloat16):
             work = work.float()  # determinants and products of half-precision matrices are not supported everywhere
-        self._check_membership(work, name, tolerance(g.dtype))
+        with full_precision(work):  # the caller's autocast must not round the test (geomlin.precision)
+            self._check_membership(work, name, tolerance(g.dtype))
         return g
 
     def _check_membership(self, g: Tensor, name: str, tol: float) -> None:
@@ -290,12 +337,10 @@ class Group(SymmetryGroup):
 
     def _invariant_form_on(self, device, dtype) -> Tensor | None:
         """[`invariant_form`][] on ``device`` in ``dtype``, cached per (group, device, dtype) (read-only)."""
-        key = (self.key(), torch.device(device), dtype)
-        if key not in _FORMS_ON:
-            B = self.invariant_form
-            with torch.inference_mode(False):
-                _FORMS_ON[key] = None if B is None else B.to(device=device, dtype=dtype)
-        return _FORMS_ON[key]
+        B = self.invariant_form
+        if B is None:
+            return None
+        return device_cache(("groups:invariant-form", self.key()), lambda: B, device, dtype)  # equal groups share it
 
     # ----------------------------------------------------------------- sampling
     def sample(self, n: int = 1, generator: torch.Generator | None = None,
@@ -328,19 +373,33 @@ class Group(SymmetryGroup):
     def elements(self) -> Tensor:
         """All elements of a finite group, ``(order, d, d)`` float64.
 
-        Raises ``ValueError`` for groups with a Lie algebra or more than
-        ``MAX_ENUMERATED_ORDER`` elements.
+        Raises ``ValueError`` for groups with a Lie algebra, more than ``MAX_ENUMERATED_ORDER``
+        elements, or unbounded elements (the generators generate no finite group).
         """
         if not self.is_finite:
             raise ValueError(f"{self} has a Lie algebra and cannot be enumerated")
-        if self._elements is None:
-            self._elements = _enumerate_closure(self.discrete_generators, self.d)
+        E = self._closure_elements()
+        if E is None:
+            raise ValueError(f"{self} cannot be enumerated: {self._closure_problem}")
+        return E
+
+    def _closure_elements(self) -> Tensor | None:
+        """The enumerated elements, or ``None`` (with ``_closure_problem`` saying why); computed once."""
+        if self._elements is None and "_closure_problem" not in self.__dict__:
+            found = close(self.discrete_generators, ELEMENT_RTOL, MAX_ENUMERATED_ORDER)
+            if found.complete:
+                self._elements = found.elements
+            else:
+                self._closure_unbounded = found.unbounded
+                self._closure_problem = found.problem + ("" if found.unbounded else (
+                    f"; MAX_ENUMERATED_ORDER = {MAX_ENUMERATED_ORDER}, and sample() draws random words instead"))
         return self._elements
 
     def _sample_finite(self, n: int, generator) -> Tensor:
-        try:
-            elems = self.elements()
-        except _TooLarge:
+        elems = self._closure_elements()
+        if elems is None:
+            if self._closure_unbounded:
+                raise ValueError(f"{self} has no uniform samples: {self._closure_problem}")
             return self._random_discrete_words(n, generator, RANDOM_WORD_LENGTH)
         idx = torch.randint(len(elems), (n,), generator=generator)
         return elems[idx]
@@ -388,9 +447,49 @@ def check_form(g: Tensor, B: Tensor, name: str, tol: float, group: str, orthogon
 
 
 
+def _exact_orthogonal(H: Tensor, lie_algebra: Tensor, dtype: torch.dtype) -> Tensor:
+    """Low-precision discrete generators of a group with an antisymmetric Lie algebra: their nearest
+    orthogonal matrices when they are within ``dtype``'s tolerance of orthogonal (a rounded reflection
+    of O(2)); else as given. Only their component of the group matters, which a rounding error keeps."""
+    eye = torch.eye(H.shape[-1], dtype=torch.float64)
+    antisymmetric = torch.allclose(lie_algebra, -lie_algebra.transpose(-1, -2), atol=ORTHOGONAL_ATOL)
+    near = bool((H.transpose(-1, -2) @ H - eye).abs().max() <= tolerance(dtype))
+    return polar(H) if antisymmetric and near else H
 
-class _TooLarge(ValueError):
-    pass
+
+def _exact_finite_group(H: Tensor, dtype: torch.dtype) -> tuple[Tensor, Tensor]:
+    """Exact generators and elements of the finite group that generators ``H`` given in ``dtype`` approximate.
+
+    Generators within ``tol`` of orthogonal are first replaced by their nearest orthogonal matrices
+    (rounding shrinks or stretches them, and a scale error grows with every product). The closure
+    identifies products within ``tol`` (the dtype's tolerance, relative to the entries);
+    [`geomlin.groups.closure.refine`][] then makes the generators exact. Refused, with the reason, when
+    the closure does not end, the refinement does not converge, or two elements are closer than
+    ``SEPARATION * tol`` (the dtype cannot tell them apart).
+    """
+    tol = tolerance(dtype)
+    what = f"discrete_generators given in {str(dtype).removeprefix('torch.')} (taken to its tolerance {tol:.0e})"
+    hint = "; pass float64 generators, which geomlin takes as exact"
+    eye = torch.eye(H.shape[-1], dtype=torch.float64)
+    orthogonal = bool((H.transpose(-1, -2) @ H - eye).abs().max() <= tol)
+    start = polar(H) if orthogonal else H
+    found = close(start, tol, MAX_ENUMERATED_ORDER)
+    if not found.complete:
+        raise ValueError(f"the group generated by the {what} is not finite: {found.problem}{hint}")
+    gens, elements, err = refine(start, found, orthogonal)
+    scale = max(1.0, float(H.abs().max()))
+    if err > REFINED_RTOL:
+        raise ValueError(f"the {what} are not within that tolerance of a finite group's elements (products "
+                         f"disagree by {err:.1e} after averaging){hint}")
+    moved = float((gens - H).abs().max()) / scale
+    if moved > tol:
+        raise ValueError(f"the {what} are {moved:.1e} from the nearest exact generators of the finite group they "
+                         f"approximate, more than the tolerance{hint}")
+    nearest = float((elements[1:] - eye).abs().amax((-2, -1)).min()) / scale if len(elements) > 1 else math.inf
+    if nearest < SEPARATION * tol:
+        raise ValueError(f"the {what} cannot resolve the group: an element differs from the identity by {nearest:.1e}, "
+                         f"less than {SEPARATION:g} times the tolerance{hint}")
+    return gens, elements
 
 
 def check_sample_dtype(dtype) -> None:
@@ -401,32 +500,6 @@ def check_sample_dtype(dtype) -> None:
 def check_sample_count(n) -> int:
     """The number of samples: an int >= 0."""
     return check_nonnegative_int(n, "the number of samples n")
-
-
-def _enumerate_closure(gens: Tensor, d: int) -> Tensor:
-    """Breadth-first closure of a finite generating set, ``(order, d, d)``."""
-    eye = torch.eye(d, dtype=torch.float64)
-
-    def key(m: Tensor) -> bytes:
-        return torch.round(m * 10**ELEMENT_DECIMALS).to(torch.int64).numpy().tobytes()
-
-    seen = {key(eye): eye}
-    frontier = [eye]
-    while frontier:
-        new = []
-        for g in frontier:
-            for h in gens:
-                p = h @ g
-                k = key(p)
-                if k not in seen:
-                    seen[k] = p
-                    new.append(p)
-                    if len(seen) > MAX_ENUMERATED_ORDER:
-                        raise _TooLarge(
-                            f"the group has more than {MAX_ENUMERATED_ORDER} elements"
-                        )
-        frontier = new
-    return torch.stack(list(seen.values()))
 
 
 def haar_orthogonal(n: int, d: int, generator=None, special: bool = False) -> Tensor:

@@ -5,21 +5,13 @@
 * the nearest (special) orthogonal matrix by SVD, Levinson et al. 2020 ("An Analysis of SVD for
   Deep Rotation Estimation", Eq. 1-2): ``R = U diag(1, ..., 1, det(U V^T)) V^T`` for
   ``M = U S V^T``, with a backward pass that stays finite where the SVD's own does not;
-* geodesic and chordal distances between rotations;
-* the small-matrix solvers behind them and behind PCA frames: [`symmetric_eigh`][] (cyclic
-  Jacobi) and a two-sided (Kogbetliantz) Jacobi SVD.
+* geodesic and chordal distances between rotations.
 
 **Device rules**
 
-``torch.linalg.eigh`` and ``torch.linalg.svd`` read an error code back from the device on
-CUDA (a host synchronisation in every call) and have no half-precision kernels. On
-accelerators the solvers here are plain tensor arithmetic with a fixed number of sweeps (no
-data-dependent branch, no host read); on the CPU, where reading back costs nothing, LAPACK is
-faster for these tiny matrices and is used instead (``method="auto"``; ``"jacobi"`` and
-``"lapack"`` force one). Both run with autocast switched off in at least float32
-([`full_precision`][]) and return the same conventions (ascending eigenvalues; ``U, V`` in
-SO(d) with signed singular values), so results agree to rounding on every device. Every Jacobi
-rotation is in SO(2), so the orthogonal factors are orthogonal to rounding by construction.
+The SVD is [`geomlin.linalg.signed_svd`][]: on accelerators a sync-free Jacobi SVD, on the CPU
+LAPACK's (``method``), with the same conventions, so results agree to rounding on every device.
+Everything runs by the rule of [`geomlin.precision`][] (autocast off, at least float32).
 
 Equivariance (checked in ``tests/groups/test_rotations.py``): for ``Q`` in SO(3)
 ``rotation_6d_to_matrix(Q . d6) = Q rotation_6d_to_matrix(d6)`` (both vectors rotated) and
@@ -30,13 +22,14 @@ is what lets an O(3) canonicalizer avoid a hard orientation sign.
 
 from __future__ import annotations
 
-import contextlib
 import math
 
 import torch
 from torch import Tensor
 from torch.autograd.function import once_differentiable
 
+from geomlin.linalg import SOLVER_METHODS, signed_svd
+from geomlin.precision import full_precision, working_dtype
 from geomlin.validation import (
     check_broadcastable,
     check_choice,
@@ -56,232 +49,6 @@ GRAM_SCHMIDT_EPS = 1e-12
 PROCRUSTES_GRADIENT_EPS = 1e-5
 #: ``|R1 - R2|_F = 2 sqrt(2) sin(angle / 2)`` for 3x3 rotations.
 CHORDAL_PER_ANGLE = 2.0 * math.sqrt(2.0)
-#: Cyclic Jacobi sweeps that bring a symmetric ``d x d`` matrix to diagonal form (the residual
-#: below ``20 d eps``, the worst case over 20000 random, clustered, graded, rank-deficient and
-#: covariance matrices per ``d`` in float64 and float32, plus one sweep of margin; ``d = 2`` is
-#: exact after one rotation). Convergence is quadratic: the last sweeps only remove rounding.
-#: Larger ``d`` use the last entry (enough for ``d = 20`` in the same test).
-EIGH_SWEEPS = {1: 0, 2: 1, 3: 5, 4: 6, 5: 7, 6: 8, 7: 8, 8: 8, 9: 9, 10: 10}
-#: Solvers of [`symmetric_eigh`][] and [`special_procrustes`][]: ``"auto"`` is LAPACK on the CPU
-#: and Jacobi on every other device.
-SOLVER_METHODS = ("auto", "jacobi", "lapack")
-#: The same for the two-sided Jacobi SVD of a general square matrix (after its QR preconditioning;
-#: the test set adds equal, clustered and graded singular values).
-SVD_SWEEPS = {1: 0, 2: 1, 3: 6, 4: 6, 5: 7, 6: 7, 7: 8, 8: 8, 9: 8, 10: 8}
-
-
-def full_precision(x: Tensor):
-    """A context without autocast on ``x``'s device type (a no-op where autocast is off or unknown;
-    the same rule as [`geomlin.gaunt.precision.full_precision`][], which
-    lives on a higher floor).
-
-    Geometry that needs its precision (eigenvectors, nearest rotations, orthogonality tests) runs
-    inside, in at least float32 ([`working_dtype`][]), also when the caller runs under
-    ``torch.autocast``; only the enclosed operations are affected, nothing process-wide.
-    """
-    try:
-        on = torch.is_autocast_enabled(x.device.type)
-    except RuntimeError:  # a device type autocast does not know (meta)
-        return contextlib.nullcontext()
-    return torch.autocast(x.device.type, enabled=False) if on else contextlib.nullcontext()
-
-
-def working_dtype(dtype: torch.dtype) -> torch.dtype:
-    """``dtype``, or float32 for half precisions (bfloat16, float16): the solvers' arithmetic type."""
-    return torch.promote_types(dtype, torch.float32)
-
-
-def _sweeps(table: dict, d: int) -> int:
-    return table.get(d, table[max(table)])
-
-
-def _jacobi_eigh(A: Tensor) -> tuple[Tensor, Tensor]:
-    """Unsorted eigenvalues ``(..., d)`` and eigenvectors ``(..., d, d)`` of symmetric ``A``.
-
-    Cyclic Jacobi (Golub & Van Loan, "Matrix Computations", Alg. 8.5.3) with the rotation
-    ``t = tan(theta)`` of Rutishauser's stable form, ``|theta| <= pi/4``; a zero off-diagonal
-    entry gives ``t = 0`` exactly, so diagonal input comes back unchanged with ``V = I``. Only the
-    lower triangle is read. The entries live in a Python table of ``(...,)`` tensors and the
-    eigenvectors as ``d`` column tensors ``(d, ...)``: a rotation touches two rows and columns, and
-    costs about twenty elementwise operations on ``(...,)`` tensors whatever the batch size.
-    """
-    d = A.shape[-1]
-    a = [[A[..., max(i, j), min(i, j)] for j in range(d)] for i in range(d)]
-    cols = _unit_columns(A)
-    zero = torch.zeros_like(a[0][0])
-    one = torch.ones_like(zero)
-    tiny = torch.finfo(A.dtype).tiny
-    for _ in range(_sweeps(EIGH_SWEEPS, d)):
-        for p in range(d - 1):
-            for q in range(p + 1, d):
-                apq = a[p][q]
-                diff = a[q][q] - a[p][p]
-                # t = 2 a_pq / (diff + sign(diff) hypot(diff, 2 a_pq)); 0 where a_pq = 0
-                two = apq + apq
-                t = two / (diff + torch.copysign(torch.hypot(diff, two) + tiny, diff))
-                c = torch.rsqrt(torch.addcmul(one, t, t))
-                s = t * c
-                shift = t * apq
-                a[p][p] = a[p][p] - shift
-                a[q][q] = a[q][q] + shift
-                a[p][q] = a[q][p] = zero
-                for r in range(d):
-                    if r != p and r != q:
-                        arp, arq = a[r][p], a[r][q]
-                        a[r][p] = a[p][r] = torch.addcmul(c * arp, s, arq, value=-1.0)
-                        a[r][q] = a[q][r] = torch.addcmul(s * arp, c, arq)
-                vp, vq = cols[p], cols[q]
-                cols[p] = torch.addcmul(c * vp, s, vq, value=-1.0)
-                cols[q] = torch.addcmul(s * vp, c, vq)
-    return torch.stack([a[i][i] for i in range(d)], -1), _matrix_of_columns(cols)
-
-
-def _unit_columns(A: Tensor) -> list[Tensor]:
-    """The columns of the identity as ``d`` tensors ``(d, ...)`` (the vector axis first, so that the
-    ``(...,)`` rotation parameters broadcast without a reshape)."""
-    d, batch = A.shape[-1], A.shape[:-2]
-    eye = torch.eye(d, dtype=A.dtype, device=A.device)
-    return [eye[i].reshape(d, *([1] * len(batch))).expand(d, *batch) for i in range(d)]
-
-
-def _matrix_of_columns(cols: list[Tensor]) -> Tensor:
-    """``d`` columns ``(d, ...)`` -> the matrix ``(..., d, d)``."""
-    return torch.stack(cols, -1).movedim(0, -2)
-
-
-class _SymmetricEigh(torch.autograd.Function):
-    """Jacobi forward; the backward of ``torch.linalg.eigh`` (Giles 2008, "An extended collection of
-    matrix derivative results", Sec. 3.1): ``dA = V (diag(dL) + skew(V^T dV) / E) V^T`` with
-    ``E_ij = L_j - L_i``, taken as zero where two eigenvalues coincide (there the eigenvectors have no
-    derivative; torch.linalg.eigh returns inf or NaN). The backward is itself differentiable (forces
-    trained through frame averaging need second derivatives)."""
-
-    @staticmethod
-    def forward(ctx, A: Tensor, method: str) -> tuple[Tensor, Tensor]:
-        with full_precision(A):
-            lam, V = torch.linalg.eigh(A) if _use_lapack(A, method) else _jacobi_eigh(A)
-            lam, order = torch.sort(lam, dim=-1, stable=True)
-            # gather with the index expanded to V's shape: take_along_dim's broadcast ties the batch
-            # size to d under torch.export when they happen to be equal
-            V = torch.gather(V, -1, order[..., None, :].expand(V.shape))
-            # one sign convention for both solvers: the largest entry of each eigenvector is positive
-            top = torch.gather(V, -2, V.abs().argmax(-2, keepdim=True))
-            V = V * torch.where(top < 0, -1.0, 1.0).to(V.dtype)
-        ctx.save_for_backward(lam, V)
-        return lam, V
-
-    @staticmethod
-    def backward(ctx, grad_lam: Tensor | None, grad_V: Tensor | None):
-        lam, V = ctx.saved_tensors
-        with full_precision(V):
-            inner = torch.zeros_like(V)
-            if grad_V is not None:
-                X = V.transpose(-1, -2) @ grad_V
-                gap = lam[..., None, :] - lam[..., :, None]
-                apart = gap.abs() > torch.finfo(gap.dtype).tiny
-                inv = torch.where(apart, 1.0 / torch.where(apart, gap, torch.ones_like(gap)), torch.zeros_like(gap))
-                inner = (X - X.transpose(-1, -2)) * 0.5 * inv
-            if grad_lam is not None:
-                inner = inner + torch.diag_embed(grad_lam)
-            return V @ inner @ V.transpose(-1, -2), None
-
-
-def _use_lapack(x: Tensor, method: str) -> bool:
-    """Whether ``method`` means LAPACK (``torch.linalg``) for a tensor on ``x``'s device."""
-    return method == "lapack" or (method == "auto" and x.device.type == "cpu")
-
-
-def symmetric_eigh(A: Tensor, method: str = "auto") -> tuple[Tensor, Tensor]:
-    """Eigenvalues and eigenvectors of real symmetric matrices, without a host synchronisation.
-
-    The sync-free counterpart of ``torch.linalg.eigh`` for the small matrices of geometry
-    (covariances of point clouds, ``d <= 10``): a cyclic Jacobi eigensolver with a fixed number of
-    sweeps ([`EIGH_SWEEPS`][]), accurate to rounding (the residual ``|A V - V diag(L)|`` and
-    ``|V^T V - I|`` are a few ``eps |A|``), differentiable with eigh's backward.
-
-    Parameters
-    ----------
-    A : Tensor of shape (..., d, d)
-        real symmetric (only the lower triangle is read); float64 is computed in
-        float64, other dtypes in float32, with autocast off.
-    method : str
-        ``"auto"`` (LAPACK on the CPU, Jacobi elsewhere), ``"jacobi"`` or ``"lapack"``
-        (``torch.linalg.eigh``, a host synchronisation on CUDA).
-
-    Returns
-    -------
-    tuple[Tensor, Tensor]
-        ``L (..., d)`` eigenvalues in ascending order (ties keep their Jacobi order) and
-        ``V (..., d, d)`` orthonormal eigenvectors as columns, ``A = V diag(L) V^T``, in ``A``'s dtype.
-        Each eigenvector is signed so that its entry of largest magnitude is positive (whichever
-        solver ran; ``det V`` is then ``+-1``). Where eigenvalues coincide the eigenvectors are an arbitrary basis
-        of the eigenspace and their derivative is taken as zero (detach them there). Derivatives of
-        any order.
-    """
-    check_tensor(A, "A", min_ndim=2)
-    if A.shape[-1] != A.shape[-2] or A.shape[-1] < 1:
-        raise ValueError(f"A must be square matrices (..., d, d), got shape {tuple(A.shape)}")
-    check_choice(method, "method", SOLVER_METHODS)
-    work = working_dtype(A.dtype)
-    lam, V = _SymmetricEigh.apply(A.to(work), method)
-    return lam.to(A.dtype), V.to(A.dtype)
-
-
-def _jacobi_svd(M: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-    """``U, s, V`` with ``M = U diag(s) V^T``, ``U, V`` in SO(d) and ``s`` signed (unsorted).
-
-    Two-sided cyclic Jacobi (Kogbetliantz 1955; Brent, Luk & Van Loan 1985): every pivot block
-    ``[[a, b], [c, d]]`` is diagonalised by a left rotation ``phi`` and a right rotation ``theta``
-    from ``E = a + d``, ``F = a - d``, ``G = c + b``, ``H = c - b``:
-    ``phi, theta = (atan2(H, E) +- atan2(G, F)) / 2`` and singular values
-    ``(hypot(E, H) +- hypot(F, G)) / 2``. All rotations have determinant +1, so ``det M`` is carried
-    by the signs of ``s``; a rank-deficient ``M`` still gets exactly orthogonal ``U`` and ``V``.
-
-    The sweeps run on the triangular factor ``T`` of ``M = Q T`` (Householder QR, ``Q`` made a
-    rotation): on a general matrix with clustered singular values the cyclic method converges only
-    linearly (``M = 2 Q'`` for a random orthogonal ``Q'`` of size 6 needs more than 15 sweeps),
-    on ``T`` quadratically (a cluster of equal singular values makes ``T`` diagonal already).
-    """
-    d = M.shape[-1]
-    Q, T = torch.linalg.qr(M)
-    det = torch.linalg.det(Q)[..., None]  # +-1: move it into the last row of T
-    Q = torch.cat([Q[..., :-1], Q[..., -1:] * det[..., None]], dim=-1)
-    T = torch.cat([T[..., :-1, :], T[..., -1:, :] * det[..., None]], dim=-2)
-    a = [[T[..., i, j] for j in range(d)] for i in range(d)]
-    U = _unit_columns(M)
-    V = list(U)
-    zero = torch.zeros_like(a[0][0])
-    for _ in range(_sweeps(SVD_SWEEPS, d)):
-        for p in range(d - 1):
-            for q in range(p + 1, d):
-                app, apq, aqp, aqq = a[p][p], a[p][q], a[q][p], a[q][q]
-                E, F, G, H = app + aqq, app - aqq, aqp + apq, aqp - apq
-                outer, inner = torch.atan2(H, E), torch.atan2(G, F)
-                left = torch.lerp(outer, inner, 0.5)  # (outer + inner) / 2
-                right = outer - left
-                cl, sl, cr, sr = torch.cos(left), torch.sin(left), torch.cos(right), torch.sin(right)
-                hq, hr = torch.hypot(E, H), torch.hypot(F, G)
-                a[p][p] = torch.lerp(hq, hr, 0.5)
-                a[q][q] = a[p][p] - hr
-                a[p][q] = a[q][p] = zero
-                for r in range(d):
-                    if r != p and r != q:
-                        # rows p, q from the left: Rot(left)^T; columns p, q from the right: Rot(right)^T
-                        ap, aq = a[p][r], a[q][r]
-                        a[p][r] = torch.addcmul(cl * ap, sl, aq)
-                        a[q][r] = torch.addcmul(cl * aq, sl, ap, value=-1.0)
-                        ap, aq = a[r][p], a[r][q]
-                        a[r][p] = torch.addcmul(cr * ap, sr, aq, value=-1.0)
-                        a[r][q] = torch.addcmul(sr * ap, cr, aq)
-                up, uq = U[p], U[q]
-                U[p] = torch.addcmul(cl * up, sl, uq)
-                U[q] = torch.addcmul(cl * uq, sl, up, value=-1.0)
-                vp, vq = V[p], V[q]
-                V[p] = torch.addcmul(cr * vp, sr, vq, value=-1.0)
-                V[q] = torch.addcmul(sr * vp, cr, vq)
-    return Q @ _matrix_of_columns(U), torch.stack([a[i][i] for i in range(d)], -1), _matrix_of_columns(V)
-
-
 def _gram_schmidt_columns(a1: Tensor, a2: Tensor, name: str | None = None) -> Tensor:
     """``(..., 3)`` vectors -> ``(..., 3, 3)`` rotation with columns ``b1, b2, b1 x b2``.
 
@@ -347,21 +114,6 @@ def matrix_to_rotation_6d(R: Tensor, convention: str = "columns") -> Tensor:
     return R[..., :, :2].transpose(-1, -2).reshape(*R.shape[:-2], 6)
 
 
-def _lapack_svd(M: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-    """``_jacobi_svd``'s contract from ``torch.linalg.svd``: ``U, V`` in SO(d), ``s`` signed.
-
-    A reflection in ``U`` (or ``V``) moves into the sign of the last (smallest) singular value.
-    """
-    U, s, Vh = torch.linalg.svd(M)
-    V = Vh.transpose(-1, -2)
-    det_u = torch.linalg.det(U)[..., None]
-    det_v = torch.linalg.det(V)[..., None]
-    U = torch.cat([U[..., :-1], U[..., -1:] * det_u[..., None]], dim=-1)
-    V = torch.cat([V[..., :-1], V[..., -1:] * det_v[..., None]], dim=-1)
-    s = torch.cat([s[..., :-1], s[..., -1:] * det_u * det_v], dim=-1)
-    return U, s, V
-
-
 def _polar_factor(M: Tensor, special: bool, method: str) -> tuple[Tensor, Tensor, Tensor, Tensor]:
     """``R``, ``U``, signed singular values ``s`` and ``V`` with ``M = U diag(s) V^T``, ``R = U V^T``.
 
@@ -370,7 +122,7 @@ def _polar_factor(M: Tensor, special: bool, method: str) -> tuple[Tensor, Tensor
     negative ``s0``) the sign of the smallest ``|s0|`` stays negative, so that ``R = U V^T`` is the
     nearest rotation ``U diag(1, ..., 1, -1) V^T`` of Eq. 2 (``s`` keeps that entry negative).
     """
-    U, s0, V = _lapack_svd(M) if _use_lapack(M, method) else _jacobi_svd(M)
+    U, s0, V = signed_svd(M, method)
     sign = torch.where(s0 < 0, -1.0, 1.0).to(s0.dtype)
     if special:
         odd = sign.prod(-1, keepdim=True) < 0

@@ -20,7 +20,7 @@ from torch import Tensor
 
 from geomlin.groups.classical import C, D
 from geomlin.groups.names import as_group
-from geomlin.groups.rotations import working_dtype
+from geomlin.precision import working_dtype
 from geomlin.validation import check_condition, check_int, check_tensor
 
 #: Quarter turns in a full turn: the rotations of C4 / D4.

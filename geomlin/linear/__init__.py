@@ -34,7 +34,7 @@ from geomlin.linear.mlp import (
     with_gates,
 )
 from geomlin.linear.sampled_solver import nullspace_sampled
-from geomlin.linear.solver import clear_cache, constraint_gram, equivariant_basis
+from geomlin.linear.solver import constraint_gram, equivariant_basis
 
 __all__ = [
     "GROUP_NAMES",
@@ -49,7 +49,6 @@ __all__ = [
     "apply_diagram",
     "basis_size",
     "brauer_diagrams",
-    "clear_cache",
     "constraint_gram",
     "diagram_basis",
     "diagram_matrix",

@@ -16,8 +16,8 @@ import torch
 from torch import Tensor, nn
 
 from geomlin.linear.solver import METHODS, block_basis, check_cache_dir
-from geomlin.linear.tables import ConstantTables
 from geomlin.reps.base import Rep, Scalar, bind, common_group
+from geomlin.tables import ConstantTables
 from geomlin.validation import check_bool, check_choice, check_tensor
 
 
@@ -173,7 +173,7 @@ class EquivariantLinear(nn.Module):
     def weight(self, device=None, dtype=None) -> Tensor:
         """The dense equivariant matrix ``(rep_out.size, rep_in.size)`` (default: the parameters' device and dtype)."""
         p = next(iter(self.coefficients.values()), None)
-        device = device or (p.device if p is not None else self.tables.out_index.device)
+        device = device or (p.device if p is not None else self.tables.get("out_index").device)
         dtype = dtype or (p.dtype if p is not None else torch.get_default_dtype())
         lo, li = self.layout_out, self.layout_in
         rows = []

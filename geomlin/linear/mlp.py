@@ -29,9 +29,9 @@ from torch import Tensor, nn
 from geomlin.groups.base import Group
 from geomlin.linear.layers import BlockLayout, EquivariantLinear, check_features
 from geomlin.linear.solver import METHODS, basis_method, block_basis, check_cache_dir
-from geomlin.linear.tables import ConstantTables
 from geomlin.reps.base import Rep, Scalar, SumRep, TensorRep, bind, common_group
 from geomlin.reps.group_free import GroupFreeRep, T
+from geomlin.tables import ConstantTables
 from geomlin.validation import check_choice, check_positive_int
 
 #: Triples ``(a, b, c)`` whose ``Hom(a (x) b, c)`` has more unknowns than this are left out of the
@@ -279,7 +279,8 @@ class EquivariantBilinear(nn.Module):
         check_tensor_shape(x, self.rep.size, self._what)
         lay = self.layout
         lead = x.shape[:-1]
-        xs = lay.sort(x.reshape(-1, x.shape[-1]), self.tables.layout_index)
+        # explicit sizes throughout, no -1: an empty rep (e3nn's Irreps("")) or an empty batch has 0 entries
+        xs = lay.sort(x.flatten(0, -2) if x.ndim > 1 else x[None], self.tables.get("layout_index"))
         B = xs.shape[0]
         # channel-major parts (m, B * size): every mixing below is one plain matrix product
         parts = [xs[:, sl].reshape(B, m, t.size).transpose(0, 1).reshape(m, B * t.size)
@@ -287,25 +288,26 @@ class EquivariantBilinear(nn.Module):
         outs: list[Tensor | None] = [None] * len(parts)
         for q, (a, b, members) in enumerate(self.pairs):
             sa, sb = lay.types[a].size, lay.types[b].size
-            u = (self.mix_a[q].to(x.dtype) @ parts[a]).view(-1, B, sa, 1)
-            v = (self.mix_b[q].to(x.dtype) @ parts[b]).view(-1, B, 1, sb)
-            prod = (u * v).view(u.shape[0], B, sa * sb)  # (ch, B, |a||b|)
+            ch = self.mix_a[q].shape[0]
+            u = (self.mix_a[q].to(x.dtype) @ parts[a]).view(ch, B, sa, 1)
+            v = (self.mix_b[q].to(x.dtype) @ parts[b]).view(ch, B, 1, sb)
+            prod = (u * v).view(ch, B, sa * sb)  # (ch, B, |a||b|)
             # the weights of every output type of this pair, stacked: (ch, sum |c|, |a||b|)
             Ws, sizes = [], []
             for n in members:
                 basis = self.tables.get(f"basis_{n}", x.dtype)  # (r, |c|, |a||b|)
-                Ws.append((self.coeff[n].to(x.dtype).T @ basis.reshape(basis.shape[0], -1))
-                          .view(-1, basis.shape[1], sa * sb))
+                Ws.append((self.coeff[n].to(x.dtype).T @ basis.reshape(basis.shape[0], basis.shape[1] * sa * sb))
+                          .view(ch, basis.shape[1], sa * sb))
                 sizes.append(basis.shape[1])
             W = Ws[0] if len(Ws) == 1 else torch.cat(Ws, dim=1)
             y = torch.bmm(prod, W.transpose(1, 2))  # (ch, B, sum |c|)
             for n, y_c in zip(members, torch.split(y, sizes, dim=2)):
                 c = self.triples[n][2]
-                term = self.mix_out[n].to(x.dtype) @ y_c.reshape(y_c.shape[0], -1)  # (m_c, B |c|)
+                term = self.mix_out[n].to(x.dtype) @ y_c.reshape(ch, B * y_c.shape[2])  # (m_c, B |c|)
                 outs[c] = term if outs[c] is None else outs[c] + term
-        ys = [(o if o is not None else torch.zeros_like(p)).view(p.shape[0], B, -1).transpose(0, 1).reshape(B, -1)
-              for o, p in zip(outs, parts)]
-        return lay.unsort(torch.cat(ys, dim=-1), self.tables.layout_inverse).reshape(*lead, -1)
+        ys = [(o if o is not None else torch.zeros_like(p)).view(m, B, t.size).transpose(0, 1).reshape(B, m * t.size)
+              for o, p, t, m in zip(outs, parts, lay.types, lay.multiplicity)]
+        return lay.unsort(torch.cat(ys, dim=-1), self.tables.get("layout_inverse")).reshape(*lead, self.rep.size)
 
 
 def _read_off(rep_in: Rep, rep_out: Rep, method: str) -> bool:

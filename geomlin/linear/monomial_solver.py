@@ -34,7 +34,6 @@ SL(3) on ``T(5, 2)`` (2,187 unknowns) keeps the 240 multi-indices of weight zero
 from __future__ import annotations
 
 import warnings
-from collections import OrderedDict
 from dataclasses import dataclass
 
 import torch
@@ -42,6 +41,7 @@ from torch import Tensor
 
 from geomlin.linear.diagram_solver import tensor_slots
 from geomlin.reps.base import Rep, common_group
+from geomlin.tables import device_cache
 from geomlin.validation import check_memory
 
 #: Largest number of multi-indices ``N = d^m`` handled (the orbit search holds a few ``2 N`` int64 arrays).
@@ -56,8 +56,6 @@ NULLSPACE_RTOL = 1e-9
 DENSE_GRAM_ENTRIES = 2 ** 25
 #: Plans kept in memory (each holds a few ``N``-sized index arrays).
 PLAN_CACHE_SIZE = 8
-
-_PLANS: OrderedDict = OrderedDict()
 
 
 @dataclass(frozen=True)
@@ -143,27 +141,13 @@ def monomial_plan(rep_in: Rep, rep_out: Rep) -> MonomialPlan:
 
     Raises ``ValueError`` unless [`applies`][].
     """
-    key = (rep_in.key(), rep_out.key())
-    plan = _PLANS.get(key)
-    if plan is not None:
-        _PLANS.move_to_end(key)
-        return plan
     if not applies(rep_in, rep_out):
         raise ValueError(f"the monomial solver does not apply to Hom({rep_in!r}, {rep_out!r}): it needs "
                          "products of V and V* of a group whose discrete generators are signed permutations, "
                          f"with at most {MAX_MONOMIAL_INDICES} multi-indices")
-    group = common_group([rep_in, rep_out])
-    upper = _slots(rep_in, rep_out)
-    plan = _build_plan(group, upper)
-    _PLANS[key] = plan
-    if len(_PLANS) > PLAN_CACHE_SIZE:
-        _PLANS.popitem(last=False)
-    return plan
+    return device_cache(("linear:monomial-plan", rep_in.key(), rep_out.key()),
+                        lambda: _build_plan(common_group([rep_in, rep_out]), _slots(rep_in, rep_out)), keep=PLAN_CACHE_SIZE)
 
-
-def clear_plans() -> None:
-    """Forget the cached plans (orbits of multi-indices)."""
-    _PLANS.clear()
 
 
 def _slot_sum(values: list[Tensor]) -> Tensor:

@@ -113,18 +113,32 @@ def _generator_scale(rep_in: Rep, rep_out: Rep) -> float:
     return max(scale, 2.0)
 
 
+def check_averaging(group, what: str) -> None:
+    """Refuse a group whose action this solver cannot average: ``what`` names the caller in the message.
+
+    Averaging needs Haar samples and an orthogonal action (``group.is_compact``); a finite group given
+    by non-orthogonal generators is solved densely instead.
+    """
+    if group is not None and group.is_compact:
+        return
+    why = ("only scalars" if group is None else "finite but given by non-orthogonal generators (solve it with "
+           "method='dense')" if group.is_finite else "not compact, or its generators are not orthogonal")
+    raise ValueError(f"{what} averages the orthogonal action of a compact or finite group; {group} is {why}")
+
+
 def nullspace_sampled(rep_in: Rep, rep_out: Rep, generator: torch.Generator | None = None) -> Tensor:
     """Orthonormal basis ``(r, out, in)`` of equivariant maps for a compact or finite group.
 
     Raises ``RuntimeError`` if the iteration does not converge (it reports the residual), and
-    ``ValueError`` for a non-compact group (averaging needs a Haar measure).
+    ``ValueError`` for a group that is not compact with orthogonal generators (`check_averaging`).
     """
     rep_in, rep_out = bind(rep_in, None, "rep_in"), bind(rep_out, None, "rep_out")
     group = common_group([rep_in, rep_out])
-    if group is None or not group.is_compact:
-        raise ValueError(f"the sampled solver averages over a compact or finite group; {group} is not one")
+    check_averaging(group, "the sampled solver")
     n_out, n_in = rep_out.size, rep_in.size
     N = n_out * n_in
+    if N == 0:  # an empty rep (e3nn's Irreps("")): only the zero map
+        return torch.zeros(0, n_out, n_in, dtype=torch.float64)
     gen = generator or torch.Generator().manual_seed(0)
     scale = _generator_scale(rep_in, rep_out)
     block = min(INITIAL_BLOCK, N)

@@ -52,9 +52,10 @@ from geomlin.io_atomic import atomic_write
 from geomlin.linear.diagram_solver import applies as diagrams_apply
 from geomlin.linear.diagram_solver import diagram_solution, selection_size
 from geomlin.linear.monomial_solver import applies as monomial_applies
-from geomlin.linear.monomial_solver import clear_plans, monomial_plan, nullspace_monomial
-from geomlin.linear.sampled_solver import nullspace_sampled
+from geomlin.linear.monomial_solver import monomial_plan, nullspace_monomial
+from geomlin.linear.sampled_solver import check_averaging, nullspace_sampled
 from geomlin.reps.base import Rep, bind, common_group
+from geomlin.tables import device_cache, in_cache
 from geomlin.validation import check_choice
 
 #: The solver methods; ``"auto"`` picks one per pair of blocks (see the module docstring).
@@ -74,8 +75,6 @@ MAX_SAMPLED_UNKNOWNS = 2_000_000
 #: diagrams than this (their selection grows cubically: O(2) on ``T(10)``, 945 Brauer diagrams, takes
 #: 7 s; its 512 orbit vectors 0.1 s).
 MAX_SELECTION_BEFORE_ORBITS = 300
-
-_BLOCK_CACHE: dict[tuple, Tensor] = {}
 
 
 def _check_rep(rep, name: str) -> Rep:
@@ -122,7 +121,7 @@ def constraint_gram(rep_in: Rep, rep_out: Rep) -> Tensor:
         L += _kron(P.T @ P, eye_in)
         L -= _kron(P.T, Q)
         L -= _kron(P, Q.T)
-        L += _kron(eye_out, Q @ Q.T)
+        L += _kron(eye_out, Q.T @ Q)
     return L
 
 
@@ -136,13 +135,14 @@ def _nullspace_dense(L: Tensor) -> Tensor:
 def basis_method(rep_in: Rep, rep_out: Rep, method: str = "auto") -> str:
     """The method that solves ``Hom(rep_in, rep_out)`` for two non-sum blocks, without solving.
 
-    One of ``"scalar"`` (both trivial), ``"dense"``, ``"diagrams"``, ``"monomial"``, ``"sampled"``;
+    One of ``"scalar"`` (both trivial, or one of them empty: every map is equivariant), ``"dense"``,
+    ``"diagrams"``, ``"monomial"``, ``"sampled"``;
     raises ``ValueError`` when the problem is beyond every method's limit (or the forced
     ``method``'s). Deciding on ``"monomial"`` finds the orbits of multi-indices (cached for the solve).
     """
     check_choice(method, "method", METHODS)
-    if rep_in.is_scalar and rep_out.is_scalar:
-        return "scalar"
+    if (rep_in.is_scalar and rep_out.is_scalar) or rep_in.size * rep_out.size == 0:
+        return "scalar"  # an empty rep (e3nn's Irreps("")) has only the zero map, which every method agrees on
     N = rep_in.size * rep_out.size
     group = common_group([rep_in, rep_out])
     compact = group is not None and group.is_compact
@@ -170,15 +170,19 @@ def basis_method(rep_in: Rep, rep_out: Rep, method: str = "auto") -> str:
         if N <= MAX_DENSE_UNKNOWNS:
             return "dense"
     elif method == "sampled" and not compact:
-        raise ValueError(f"method='sampled' needs a compact or finite group; {group} is not")
+        check_averaging(group, "method='sampled'")
     elif compact and N <= MAX_SAMPLED_UNKNOWNS:
         return "sampled"
     elif method == "auto" and not compact and N <= MAX_DENSE_UNKNOWNS:
         return "dense"
     limit = MAX_SAMPLED_UNKNOWNS if compact and method != "dense" else MAX_DENSE_UNKNOWNS
+    # the sampled solver averages an orthogonal action: a finite (or compact) group given by
+    # non-orthogonal generators has only the dense solver
+    kind = ("compact groups" if compact else "finite groups given by non-orthogonal generators"
+            if group.is_finite else "non-compact groups (or generators that are not orthogonal)")
     raise ValueError(
         f"Hom({rep_in!r}, {rep_out!r}) has {N} unknowns, more than the solver's limit of {limit} "
-        f"for {'compact' if compact else 'non-compact'} groups; split the reps into smaller direct-sum "
+        f"for {kind}; split the reps into smaller direct-sum "
         "blocks, or use geomlin.linear.diagrams for tensor powers of S(n)/O(n)/SO(n)/Sp(n)")
 
 
@@ -212,22 +216,23 @@ def _solve_pair(rep_in: Rep, rep_out: Rep, cache_dir=None, method: str = "auto")
     """Orthonormal basis ``(r, out, in)`` of Hom_G(rep_in, rep_out) for two non-sum reps (cached)."""
     resolved = basis_method(rep_in, rep_out, method)
     key = (rep_in.key(), rep_out.key(), resolved)
-    hit = _BLOCK_CACHE.get(key)
-    if hit is not None:
-        return hit
+    return device_cache(("linear:block-basis", *key), lambda: _load_or_solve(rep_in, rep_out, key, cache_dir))
+
+
+def _load_or_solve(rep_in: Rep, rep_out: Rep, key: tuple, cache_dir) -> Tensor:
+    """The block basis of ``key`` from ``cache_dir`` when it holds it, else solved (and written there)."""
+    resolved = key[2]
     path = _disk_path(cache_dir, key) if cache_dir is not None else None
     if path is not None and path.exists():
         stored = _read_cache_file(path)
         if stored is not None and stored.get("key") == repr(key):
-            _BLOCK_CACHE[key] = stored["basis"]
             return stored["basis"]
     n_in, n_out = rep_in.size, rep_out.size
     if resolved == "scalar":
         basis = torch.eye(n_out * n_in, dtype=torch.float64)
     else:
         basis = _solve_constraints(rep_in, rep_out, resolved)
-    basis = _canonical_sign(basis.reshape(-1, n_out, n_in).contiguous())
-    _BLOCK_CACHE[key] = basis
+    basis = _canonical_sign(basis.reshape(basis.shape[0], n_out, n_in).contiguous())
     if path is not None:
         _write_cache_file(path, key, basis)
     return basis
@@ -239,7 +244,7 @@ def is_cached(rep_in: Rep, rep_out: Rep, cache_dir=None, method: str = "auto") -
         key = (rep_in.key(), rep_out.key(), basis_method(rep_in, rep_out, method))
     except ValueError:
         return False
-    return key in _BLOCK_CACHE or (cache_dir is not None and _disk_path(cache_dir, key).exists())
+    return in_cache(("linear:block-basis", *key)) or (cache_dir is not None and _disk_path(cache_dir, key).exists())
 
 
 def _canonical_sign(basis: Tensor) -> Tensor:
@@ -322,8 +327,3 @@ def block_basis(rep_in: Rep, rep_out: Rep, cache_dir=None, method: str = "auto")
     return _solve_pair(_check_rep(rep_in, "rep_in"), _check_rep(rep_out, "rep_out"),
                        check_cache_dir(cache_dir), check_choice(method, "method", METHODS))
 
-
-def clear_cache() -> None:
-    """Forget every cached basis (in memory), and the monomial solver's orbits."""
-    _BLOCK_CACHE.clear()
-    clear_plans()

@@ -12,6 +12,10 @@
 * [`MLPDynamics`][] — the non-equivariant n-body baseline;
 * [`Ponita`][] (+ [`PonitaPotential`][], [`PonitaDynamics`][]) — SE(3) weight sharing in
   position-orientation space (Bekkers et al. 2024), in point-cloud and fiber-bundle mode;
+* [`geomlin.models.inputs`][] — the one input convention of every model: padded tensors with
+  ``mask=``, flat tensors with ``batch=`` (PyG's batch vector or a planned
+  [`BatchLayout`][geomlin.batching.BatchLayout]), or a PyG ``Data`` / ``Batch``, with equal results;
+  and the potentials' input checks;
 * [`geomlin.models.graphs`][] — the edges of a batch, built once at the data boundary
   ([`graph_edges`][], [`dense_edge_index`][]), so that the forwards never wait for an accelerator,
   and the static-shape padded neighbour list of the potentials ([`padded_neighbors`][]);
@@ -21,24 +25,21 @@
   for a whole MD trajectory, and [`velocity_verlet_step`][].
 """
 
-from geomlin.models.egnn import EGNNDynamics, EGNNLayer, EGNNPotential, gaussian_rbf
+from geomlin.models.egnn import EGNNDynamics, EGNNLayer, EGNNPotential
 from geomlin.models.energy import MoleculeEnergyModel
 from geomlin.models.gatr_models import GATrClassifier, GATrDynamics
 from geomlin.models.gaunt_potential import GauntPotential
 from geomlin.models.graphs import (
-    count_graphs,
     count_neighbors,
     dense_edge_index,
     graph_edges,
     padded_edge_index,
     padded_neighbors,
-    scatter_sum,
 )
 from geomlin.models.md import EnergyAndForces, velocity_verlet_step
 from geomlin.models.mlp_dynamics import MLPDynamics
-from geomlin.models.pointnet import PointNet, VNPointNetClassifier, masked_max_pool, scatter_max_pool
-from geomlin.models.ponita import Ponita, PonitaDynamics, PonitaPotential
-from geomlin.models.ponita_grid import grid_symmetries, orientation_grid
+from geomlin.models.pointnet import PointNet, VNPointNetClassifier
+from geomlin.models.ponita import Ponita, PonitaDynamics, PonitaPotential, grid_symmetries, orientation_grid
 
 __all__ = [
            "EGNNDynamics",
@@ -55,17 +56,12 @@ __all__ = [
            "PonitaDynamics",
            "PonitaPotential",
            "VNPointNetClassifier",
-           "count_graphs",
            "count_neighbors",
            "dense_edge_index",
-           "gaussian_rbf",
            "graph_edges",
            "grid_symmetries",
-           "masked_max_pool",
            "orientation_grid",
            "padded_edge_index",
            "padded_neighbors",
-           "scatter_max_pool",
-           "scatter_sum",
            "velocity_verlet_step",
 ]

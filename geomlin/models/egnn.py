@@ -1,8 +1,11 @@
 """E(n)-equivariant graph network (EGNN; Satorras, Hoogeboom, Welling, ICML 2021), dense version.
 
 For small fully connected systems (molecules of tens of atoms, n-body) every
-pair interacts, so the layers work on padded tensors ``(B, N, ...)`` with all
-``N^2`` pairs — no edge lists. One layer (Eqs. 3-6 of the paper, plus Eq. 7 for velocities):
+pair interacts: the layers work on padded tensors ``(B, N, ...)`` with all ``N^2`` pairs (or a
+static-shape padded neighbour list), or on a flat PyG batch ``(N_total, ...)`` with an
+``edge_index`` (message passing over a flat edge list: all pairs within each molecule, or the
+pairs within a cutoff from a cell list). One layer (Eqs. 3-6 of the paper, plus Eq. 7 for
+velocities):
 
     m_ij  = phi_e(h_i, h_j, rbf(|x_i - x_j|), a_ij)
     x_i' = x_i + sum_j (x_i - x_j) phi_x(m_ij) / (N - 1)
@@ -19,7 +22,10 @@ import math
 import torch
 from torch import Tensor, nn
 
-from geomlin.models.graphs import padded_neighbors
+from geomlin.batching import BatchLayout, pool_sum, scatter_sum
+from geomlin.models.graphs import graph_edges, padded_neighbors
+from geomlin.models.inputs import molecule_inputs, particle_inputs
+from geomlin.radial import gaussian_rbf
 from geomlin.reps import Labels, Positions, Scalars, Vectors
 from geomlin.validation import (
     check_index,
@@ -32,36 +38,10 @@ from geomlin.validation import (
 
 #: Default number of Gaussian radial basis functions for the pair distance.
 DEFAULT_NUM_BASIS = 16
-#: What species index, in error messages ("species must index atom types in [0, 5) ...").
-SPECIES = "atom types"
 #: Size of the example systems of ``example_inputs``: 2 systems of 5 nodes.
 EXAMPLE_SYSTEMS, EXAMPLE_NODES = 2, 5
-
-
-def check_molecule_inputs(pos: Tensor, species: Tensor, num_species: int, mask: Tensor | None = None) -> Tensor:
-    """Validate a padded molecule batch; return ``species`` (clamped into range on accelerators).
-
-    ``pos (B, N, 3)`` finite float, integer ``species (B, N)`` in ``[0, num_species)``, ``mask (B, N)``
-    bool. The value checks go through [`geomlin.validation.check_finite`][] and
-    [`geomlin.validation.check_index`][]: at once on the CPU, deferred on
-    accelerators (no host sync), where the returned species are clamped so an embedding never reads out of bounds.
-    """
-    check_tensor(pos, "pos", shape=(None, None, 3), finite=True, what="B molecules of N atoms")
-    check_tensor(species, "species", dtype="int")
-    if species.shape != pos.shape[:2]:
-        raise ValueError(f"species must have shape (B, N) = {tuple(pos.shape[:2])} to match pos, "
-                         f"got {tuple(species.shape)}")
-    species = check_index(species, "species", num_species, SPECIES)
-    if mask is not None:
-        check_mask(mask, "mask", tuple(pos.shape[:2]))
-    return species
-
-
-def gaussian_rbf(dist: Tensor, num: int, cutoff: float) -> Tensor:
-    """Gaussian radial basis ``(..., num)`` of ``dist (...)`` with centres evenly spaced on ``[0, cutoff]``."""
-    centres = torch.linspace(0.0, cutoff, num, dtype=dist.dtype, device=dist.device)
-    width = cutoff / max(num - 1, 1)
-    return torch.exp(-0.5 * ((dist[..., None] - centres) / width) ** 2)
+#: Added to squared pair distances under the square root, so that it is smooth at 0 (self pairs are masked).
+DISTANCE_EPS = 1e-12
 
 
 def _pair_mask(mask: Tensor | None, B: int, N: int, device) -> Tensor:
@@ -104,7 +84,11 @@ class EGNNLayer(nn.Module):
     list ``(index (B, N, K) int64, edge_mask (B, N, K) bool)`` from
     [`padded_neighbors`][geomlin.models.graphs.padded_neighbors]; the sums then run over the used slots instead
     of all ``N - 1`` other nodes (equal when every pair is a used slot; ``edge_attr`` stays
-    ``(B, N, N, edge_dim)`` and is gathered). Declared types: node features
+    ``(B, N, N, edge_dim)`` and is gathered). Flat inputs: ``h (N_total, hidden_channels)``,
+    ``pos``, ``vel (N_total, 3)`` with ``edge_index (2, E)`` (source ``j``, target ``i``; every
+    node's neighbours, e.g. all pairs of its graph from
+    [`graph_edges`][geomlin.models.graphs.graph_edges] with ``loop=False``) and
+    ``edge_attr (E, edge_dim)``; the sums run over the edges. Declared types: node features
     ``Scalars(hidden_channels)`` and positions ``Positions(3)`` in and out (E(3)); edge attributes
     and masks are invariant keyword inputs.
     """
@@ -139,12 +123,18 @@ class EGNNLayer(nn.Module):
         return (h, pos), kwargs
 
     def forward(self, h: Tensor, pos: Tensor, edge_attr: Tensor | None = None, vel: Tensor | None = None,
-                mask: Tensor | None = None, neighbors: tuple[Tensor, Tensor] | None = None):
+                mask: Tensor | None = None, neighbors: tuple[Tensor, Tensor] | None = None,
+                edge_index: Tensor | None = None):
+        if edge_attr is None and self.edge_dim:
+            raise ValueError(f"edge_attr (B, N, N, {self.edge_dim}) is required (flat: (E, {self.edge_dim})): the "
+                             f"layer has edge_dim={self.edge_dim}")
+        if edge_index is not None:
+            if mask is not None or neighbors is not None:
+                raise ValueError("edge_index is for flat inputs, which have no mask or padded neighbour list")
+            return self._flat(h, pos, edge_attr, vel, edge_index)
         check_tensor(h, "h", shape=(None, None, self.hidden_channels), what="B systems, N nodes, hidden channels")
         B, N, H = h.shape
         check_tensor(pos, "pos", shape=(B, N, 3))
-        if edge_attr is None and self.edge_dim:
-            raise ValueError(f"edge_attr (B, N, N, {self.edge_dim}) is required: the layer has edge_dim={self.edge_dim}")
         if edge_attr is not None:
             check_tensor(edge_attr, "edge_attr", shape=(B, N, N, self.edge_dim))
         if vel is not None:
@@ -158,12 +148,8 @@ class EGNNLayer(nn.Module):
             pos_j, h_j, edge_attr, pm = _gather_neighbors(neighbors, pos, h, edge_attr, mask)
         width = pm.shape[2]
         diff = pos[:, :, None, :] - pos_j                                # (B, N, width, 3): x_i - x_j
-        dist = torch.sqrt((diff * diff).sum(-1) + 1e-12)                # smooth at 0 (self pairs are masked)
-        feats = [h[:, :, None, :].expand(B, N, width, H), h_j, gaussian_rbf(dist, self.num_basis, self.cutoff)]
-        if edge_attr is not None:
-            feats.append(edge_attr)
         pm = pm.to(h.dtype)[..., None]                                   # (B, N, width, 1)
-        m = self.phi_e(torch.cat(feats, dim=-1)) * pm
+        m = self._messages(h[:, :, None, :].expand(B, N, width, H), h_j, diff, edge_attr) * pm
         h_new = h + self.phi_h(torch.cat([h, m.sum(dim=2)], dim=-1))
         if mask is not None:
             h_new = h_new * mask[..., None].to(h.dtype)
@@ -171,20 +157,57 @@ class EGNNLayer(nn.Module):
             return (h_new, pos) if vel is None else (h_new, pos, vel)
         n_nb = pm.sum(dim=2).clamp_min(1.0)                               # (B, N, 1) neighbour counts
         shift = (diff * self.phi_x(m) * pm).sum(dim=2) / n_nb
+        return self._moved(h, h_new, pos, vel, shift)
+
+    def _messages(self, h_i: Tensor, h_j: Tensor, diff: Tensor, edge_attr: Tensor | None) -> Tensor:
+        """``m_ij = phi_e(h_i, h_j, rbf(|x_i - x_j|), a_ij)`` over any leading axes (pairs or edges)."""
+        dist = torch.sqrt((diff * diff).sum(-1) + DISTANCE_EPS)
+        feats = [h_i, h_j, gaussian_rbf(dist, self.num_basis, self.cutoff)]
+        if edge_attr is not None:
+            feats.append(edge_attr)
+        return self.phi_e(torch.cat(feats, dim=-1))
+
+    def _moved(self, h: Tensor, h_new: Tensor, pos: Tensor, vel: Tensor | None, shift: Tensor):
         if vel is None:
             return h_new, pos + shift
         vel_new = self.phi_v(h) * vel + shift
         return h_new, pos + vel_new, vel_new
 
+    def _flat(self, h: Tensor, pos: Tensor, edge_attr: Tensor | None, vel: Tensor | None, edge_index: Tensor):
+        """The layer on a flat batch: messages over ``edge_index`` summed at their targets."""
+        check_tensor(h, "h", shape=(None, self.hidden_channels), what="N_total nodes of a flat batch, hidden channels")
+        N = h.shape[0]
+        check_tensor(pos, "pos", shape=(N, 3))
+        check_tensor(edge_index, "edge_index", shape=(2, None), dtype="index")
+        edge_index = check_index(edge_index, "edge_index", N, "nodes")
+        if edge_attr is not None:
+            check_tensor(edge_attr, "edge_attr", shape=(edge_index.shape[1], self.edge_dim))
+        if vel is not None:
+            check_tensor(vel, "vel", shape=(N, 3))
+        src, dst = edge_index
+        diff = pos[dst] - pos[src]                                       # (E, 3): x_i - x_j
+        m = self._messages(h[dst], h[src], diff, edge_attr)
+        h_new = h + self.phi_h(torch.cat([h, scatter_sum(m, dst, N).to(h.dtype)], dim=-1))
+        if not self.update_coords:
+            return (h_new, pos) if vel is None else (h_new, pos, vel)
+        n_nb = scatter_sum(torch.ones_like(m[:, :1]), dst, N).clamp_min(1.0)
+        shift = (scatter_sum(diff * self.phi_x(m), dst, N) / n_nb).to(pos.dtype)
+        return self._moved(h, h_new, pos, vel, shift)
+
 
 class EGNNPotential(nn.Module):
     """Invariant energy model: atom embeddings -> EGNN layers -> per-atom energies -> sum.
 
-    ``forward(pos (B, N, 3), species (B, N) int64, mask=None) -> energy (B,)``; differentiate
+    ``forward(pos (B, N, 3), species (B, N) int64, mask=None) -> energy (B,)``, flat
+    ``forward(pos (N_total, 3), species (N_total,), batch=...)`` or ``forward(data)`` (a PyG
+    ``Data`` / ``Batch`` with ``pos`` and ``z``; [`geomlin.models.inputs`][]); differentiate
     with respect to ``pos`` for forces ``-dE/dpos``. Energy is E(3) and permutation invariant:
     declared types ``Positions(3)``, ``Labels(num_species)`` -> ``Scalars()``. ``num_species``
     bounds the atomic numbers (``species < num_species``); ``mask (B, N)`` bool marks the real
-    atoms of padded molecules.
+    atoms of padded molecules. A flat batch passes messages over a flat edge list: all pairs
+    within each molecule ([`graph_edges`][geomlin.models.graphs.graph_edges]; no host sync when
+    the layout was planned on the host), or with ``max_neighbors`` the pairs within ``cutoff``
+    from a cell list (no slot limit there).
 
     ``cutoff`` is the range of the Gaussian radial basis. ``max_neighbors``: ``None`` (default)
     for all pairs; an int ``K`` for a static-shape padded list of the (at most) ``K`` atoms closer
@@ -216,9 +239,18 @@ class EGNNPotential(nn.Module):
         species = torch.randint(self.num_species, (EXAMPLE_SYSTEMS, EXAMPLE_NODES), generator=generator)
         return (pos, species), {}
 
-    def forward(self, pos: Tensor, species: Tensor, mask: Tensor | None = None) -> Tensor:
-        species = check_molecule_inputs(pos, species, self.num_species, mask)
+    def forward(self, pos: Tensor, species: Tensor | None = None, mask: Tensor | None = None, *,
+                batch: Tensor | BatchLayout | None = None) -> Tensor:
+        """Energy ``(B,)``; see the class docstring for the three input forms."""
+        pos, species, layout = molecule_inputs("EGNNPotential", pos, species, mask, batch, self.num_species)
         h = self.embed(species).to(pos.dtype)
+        if layout.is_flat:
+            cutoff = None if self.max_neighbors is None else self.cutoff
+            edges = graph_edges(pos.detach(), layout, cutoff=cutoff, loop=False)
+            for layer in self.layers:
+                h, _ = layer(h, pos, edge_index=edges)
+            e = self.readout(h).squeeze(-1)
+            return pool_sum(e, layout).to(e.dtype)
         neighbors = None
         if self.max_neighbors is not None:  # static shapes, no host sync; more than K neighbours is an error
             neighbors = padded_neighbors(pos, self.cutoff, self.max_neighbors, mask)
@@ -233,10 +265,12 @@ class EGNNPotential(nn.Module):
 class EGNNDynamics(nn.Module):
     """EGNN for n-body prediction (Satorras et al. Sec. 5.1): positions after a fixed horizon.
 
-    ``forward(pos (B, N, 3), vel (B, N, 3), charges (B, N, 1)) -> pos' (B, N, 3)``;
+    ``forward(pos (B, N, 3), vel (B, N, 3), charges (B, N, 1), mask=None) -> pos' (B, N, 3)``, flat
+    ``(N_total, ...)`` with ``batch=``, or a PyG ``Data`` / ``Batch`` with
+    [`PARTICLE_FIELDS`][geomlin.models.inputs.PARTICLE_FIELDS] (flat ``pos' (N_total, 3)``);
     E(3) equivariant in ``(pos, vel)``: declared types ``Positions(3)``, ``Vectors(3)``,
     ``Scalars(1)`` -> ``Positions(3)``. Edge attributes are the charge products ``q_i q_j``; node
-    features start from ``|v_i|``.
+    features start from ``|v_i|``; every pair of a system interacts.
     """
 
     def __init__(self, hidden_channels: int = 64, num_blocks: int = 4, num_basis: int = DEFAULT_NUM_BASIS,
@@ -259,14 +293,19 @@ class EGNNDynamics(nn.Module):
         q = torch.randint(0, 2, (B, N, 1), generator=generator).to(dtype) * 2 - 1
         return (pos, vel, q), {}
 
-    def forward(self, pos: Tensor, vel: Tensor, charges: Tensor) -> Tensor:
-        check_tensor(pos, "pos", shape=(None, None, 3), finite=True, what="B systems of N particles")
-        check_tensor(vel, "vel", shape=tuple(pos.shape), finite=True)
-        check_tensor(charges, "charges", shape=(*pos.shape[:2], 1), dtype=("float", "int"), finite=True)
+    def forward(self, pos: Tensor, vel: Tensor | None = None, charges: Tensor | None = None,
+                mask: Tensor | None = None, batch: Tensor | BatchLayout | None = None) -> Tensor:
+        pos, vel, charges, layout = particle_inputs("EGNNDynamics", pos, vel, charges, mask, batch)
         q = charges.to(pos.dtype)
         h = self.embed(torch.cat([vel.norm(dim=-1, keepdim=True), q], dim=-1))
-        edge = q[:, :, None, :] * q[:, None, :, :]
         x, v = pos, vel
+        if layout.is_flat:
+            edges = graph_edges(pos, layout, loop=False)
+            edge = q[edges[0]] * q[edges[1]]
+            for layer in self.layers:
+                h, x, v = layer(h, x, edge_attr=edge, vel=v, edge_index=edges)
+            return x
+        edge = q[:, :, None, :] * q[:, None, :, :]
         for layer in self.layers:
-            h, x, v = layer(h, x, edge_attr=edge, vel=v)
+            h, x, v = layer(h, x, edge_attr=edge, vel=v, mask=layout.mask)
         return x

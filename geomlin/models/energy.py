@@ -8,23 +8,19 @@ exported and run in molecular dynamics the same way.
 
 from __future__ import annotations
 
-import inspect
-
 import torch
 from torch import Tensor, nn
 
+from geomlin.batching import BatchLayout, pool_sum
+from geomlin.models.inputs import MOLECULE_FIELDS, graph_fields, is_graph_data, model_layout
+from geomlin.models.md import require_autograd
 from geomlin.reps import Labels, Positions, Scalars, Vectors
+from geomlin.reps.declarations import ExportShapes
 
-__all__ = ["EXAMPLE_ATOMS", "MoleculeEnergyModel", "accepts_mask"]
+__all__ = ["EXAMPLE_ATOMS", "MoleculeEnergyModel"]
 
 #: Atoms per example molecule of [`MoleculeEnergyModel.example_inputs`][].
 EXAMPLE_ATOMS = 6
-
-
-def accepts_mask(net: nn.Module | type) -> bool:
-    """True when ``net.forward`` takes a ``mask`` keyword (padded molecules of different sizes)."""
-    forward = (net if isinstance(net, type) else type(net)).forward
-    return "mask" in inspect.signature(forward).parameters
 
 
 class MoleculeEnergyModel(nn.Module):
@@ -34,11 +30,19 @@ class MoleculeEnergyModel(nn.Module):
 
     ``forward(pos (B, N, 3), species (B, N) int64, mask=None) -> (energy (B,), forces (B, N, 3))`` with
     ``forces = -dE/dpos`` (graph kept for training). ``mask (B, N)`` bool marks real atoms of
-    padded molecules (nets that accept a ``mask``); ``compute_forces=False`` returns
-    ``(energy, None)`` without the gradient. Declared types: positions ``Positions(3)`` and
-    species ``Labels(num_species)`` -> energy ``Scalars()`` (E(3) invariant) and forces
-    ``Vectors(3)`` (E(3) equivariant).
+    padded molecules. Flat molecules ``pos (N_total, 3)``, ``species (N_total,)`` with ``batch=``,
+    or a PyG ``Data`` / ``Batch`` with ``pos`` and ``z`` ([`geomlin.models.inputs`][]), give
+    ``forces (N_total, 3)``; the network sees the same layout (every potential of
+    [`geomlin.models`][] takes all three). ``compute_forces=False`` returns ``(energy, None)``
+    without the gradient. Declared types: positions ``Positions(3)`` and species
+    ``Labels(num_species)`` -> energy ``Scalars()`` (E(3) invariant) and forces ``Vectors(3)``
+    (E(3) equivariant).
     """
+
+    #: Exported programs take molecules of 3 atoms or more (geomlin.deploy).
+    export_shapes = ExportShapes(min_items=3, reason="the dense pair list has N - 1 neighbours per atom; PyTorch "
+                                 "specialises a size of 1, so a program for any N >= 3 cannot also take N = 2 "
+                                 "(pad a diatomic molecule to 3 atoms)")
 
     def __init__(self, net: nn.Module, energy_mean: float = 0.0, scale: float = 1.0,
                  atom_energies: Tensor | list[float] | None = None):
@@ -63,21 +67,43 @@ class MoleculeEnergyModel(nn.Module):
         species = torch.randint(self.num_species, (2, EXAMPLE_ATOMS), generator=generator)
         return (pos, species), {}
 
-    def energy(self, pos: Tensor, species: Tensor, mask: Tensor | None = None) -> Tensor:
-        """Energy ``(B,)`` in data units."""
-        out = self.net(pos, species) if mask is None else self.net(pos, species, mask=mask)
+    def energy(self, pos: Tensor, species: Tensor | None = None, mask: Tensor | None = None, *,
+               batch: Tensor | BatchLayout | None = None) -> Tensor:
+        """Energy ``(B,)`` in data units (padded, flat or PyG inputs, as [`forward`][])."""
+        if is_graph_data(pos):
+            (pos, species), batch = graph_fields(pos, MOLECULE_FIELDS, "MoleculeEnergyModel", species=species,
+                                                 mask=mask, batch=batch)
+        if batch is None:
+            out = self.net(pos, species, mask=mask)
+            layout = None
+        else:
+            layout = model_layout(pos, mask, batch)
+            out = self.net(pos, species, batch=layout)
         ref = self.atom_energies.to(pos.dtype)[species]
-        if mask is not None:
-            ref = ref * mask.to(pos.dtype)
-        return self.energy_mean.to(pos.dtype) + ref.sum(dim=-1) + self.scale.to(pos.dtype) * out
+        if layout is not None:
+            ref = pool_sum(ref, layout).to(pos.dtype)
+        elif mask is not None:
+            ref = (ref * mask.to(pos.dtype)).sum(dim=-1)
+        else:
+            ref = ref.sum(dim=-1)
+        return self.energy_mean.to(pos.dtype) + ref + self.scale.to(pos.dtype) * out
 
-    def forward(self, pos: Tensor, species: Tensor, mask: Tensor | None = None,
-                compute_forces: bool = True) -> tuple[Tensor, Tensor | None]:
+    def forward(self, pos: Tensor, species: Tensor | None = None, mask: Tensor | None = None,
+                compute_forces: bool = True, *, batch: Tensor | BatchLayout | None = None
+                ) -> tuple[Tensor, Tensor | None]:
+        """``(energy (B,), forces)``: padded ``(B, N, 3)`` forces, or flat ``(N_total, 3)`` for flat and PyG inputs
+        (see the class docstring); ``(energy, None)`` with ``compute_forces=False``."""
+        if is_graph_data(pos):
+            (pos, species), batch = graph_fields(pos, MOLECULE_FIELDS, "MoleculeEnergyModel", species=species,
+                                                 mask=mask, batch=batch)
+        if batch is not None:
+            batch = model_layout(pos, mask, batch)  # planned once, for the network and the reference energies
         if not compute_forces:
-            return self.energy(pos, species, mask), None
+            return self.energy(pos, species, mask, batch=batch), None
+        require_autograd("MoleculeEnergyModel")
         with torch.enable_grad():
             if not pos.requires_grad:
                 pos = pos.detach().requires_grad_(True)
-            e = self.energy(pos, species, mask)
+            e = self.energy(pos, species, mask, batch=batch)
             (grad,) = torch.autograd.grad(e.sum(), pos, create_graph=self.training)
         return e, -grad

@@ -15,27 +15,34 @@ import torch
 from torch import Tensor, nn
 
 from geomlin.algebra import pga
-from geomlin.gatr import GATr, orientations, set_layout
-from geomlin.models.graphs import count_graphs, scatter_sum
+from geomlin.batching import BatchLayout, broadcast_pooled, pool_mean
+from geomlin.gatr import GATr, orientations
+from geomlin.models.inputs import graph_fields, is_graph_data, model_layout, particle_inputs
 from geomlin.reps import Positions, Scalars, Vectors
-from geomlin.validation import check_batch_vector, check_bool, check_positive_int, check_tensor
+from geomlin.validation import check_bool, check_tensor
 
 #: Systems and particles of the example inputs of [`GATrDynamics`][].
 EXAMPLE_SYSTEMS, EXAMPLE_PARTICLES = 2, 5
 
 
 class GATrClassifier(nn.Module):
-    """GATr on points embedded as PGA multivectors; mean-pooled invariant scalars -> MLP head.
+    """GATr on points embedded as PGA multivectors, each with its squared distance to the cloud's centroid as
+    an invariant scalar input; mean-pooled invariant scalars -> MLP head.
 
-    ``forward(pos (B, N, 3)) -> logits (B, num_classes)`` (padded layout) or
-    ``forward(pos (N_total, 3), batch (N_total,), num_graphs) -> logits (num_graphs, num_classes)``
-    (flat PyG layout), E(3) invariant: declared types ``Positions(3)`` -> ``Scalars(num_classes)``.
+    ``forward(pos (B, N, 3), mask=None) -> logits (B, num_classes)`` (padded layout),
+    ``forward(pos (N_total, 3), batch=...) -> logits (B, num_classes)`` (flat PyG layout) or
+    ``forward(data)`` (a PyG ``Data`` / ``Batch`` with ``pos``; see [`geomlin.models.inputs`][]);
+    E(3) invariant: declared types ``Positions(3)`` -> ``Scalars(num_classes)``.
 
-    Attention costs ``O(N^2)`` and GATr's layers are heavy per point, so a cloud is at most
-    ``max_points`` points: the padded layout uses the first ``max_points`` of each cloud (the clouds
-    of the point-cloud task are i.i.d. surface samples, so this is a uniform subsample); the flat
-    layout refuses larger clouds (subsample before batching) and plans its attention from the two
-    bounds ``num_graphs`` and ``max_points``, so it reads nothing back from an accelerator.
+    The scalar input matters: GATr's invariant scalars of embedded points alone are (at initialisation and
+    under its layer norms) nearly constant, so without it the logits barely depend on the cloud
+    (measured: changes of 1e-11). Every point of every cloud is attended to (attention costs ``O(N^2)`` per
+    cloud and GATr's
+    layers are heavy per point: subsample large clouds before the call, as ``geomlin train
+    pointcloud --gatr-points`` does). A flat batch's attention is planned by its
+    [`BatchLayout`][geomlin.batching.BatchLayout]; plan it at the data boundary
+    (``batch=batch_layout(batch=batch, num_graphs=..., max_items=...)`` on an accelerator) and the
+    forward reads nothing back from the device.
 
     Parameters
     ----------
@@ -45,20 +52,16 @@ class GATrClassifier(nn.Module):
         GATr's hidden multivector and scalar channels (the pooled scalars feed the head).
     num_blocks, num_heads : int
         GATr blocks and attention heads.
-    max_points : int
-        points per cloud (above).
     average_orientations : bool
         run both orientations of the embedded points (module docstring).
     """
 
     def __init__(self, num_classes: int, hidden_mv_channels: int = 8, hidden_s_channels: int = 16,
-                 num_blocks: int = 2, num_heads: int = 4, max_points: int = 32, *,
-                 average_orientations: bool = True):
+                 num_blocks: int = 2, num_heads: int = 4, *, average_orientations: bool = True):
         super().__init__()
         self.average_orientations = check_bool(average_orientations, "average_orientations")
-        self.max_points = check_positive_int(max_points, "max_points")
         self.net = GATr(in_mv_channels=1, out_mv_channels=1, hidden_mv_channels=hidden_mv_channels,
-                        in_s_channels=0, out_s_channels=hidden_s_channels, hidden_s_channels=hidden_s_channels,
+                        in_s_channels=1, out_s_channels=hidden_s_channels, hidden_s_channels=hidden_s_channels,
                         num_blocks=num_blocks, num_heads=num_heads)
         self.head = nn.Sequential(nn.Linear(hidden_s_channels, hidden_s_channels), nn.SiLU(),
                                   nn.Linear(hidden_s_channels, num_classes))
@@ -69,43 +72,27 @@ class GATrClassifier(nn.Module):
         """Two clouds of 12 points ``(2, 12, 3)``."""
         return (torch.randn(2, 12, 3, generator=generator, dtype=dtype),), {}
 
-    def forward(self, pos: Tensor, batch: Tensor | None = None, num_graphs: int | None = None) -> Tensor:
-        """Logits ``(B, num_classes)``; see the class docstring for the two layouts.
+    def forward(self, pos: Tensor, mask: Tensor | None = None, batch: Tensor | BatchLayout | None = None) -> Tensor:
+        """Logits ``(B, num_classes)``; see the class docstring for the layouts.
 
-        ``num_graphs`` (flat layout) defaults to ``batch[-1] + 1``
-        ([`count_graphs`][geomlin.models.graphs.count_graphs]), which reads a value back from an
-        accelerator; pass it (PyG's ``Batch.num_graphs``) and the forward never waits for the device.
+        A flat batch vector (not a planned layout) is planned here: free on the CPU, one read of the
+        device on an accelerator.
         """
-        if batch is None:
-            if num_graphs is not None:
-                raise ValueError("num_graphs is for the flat layout (with batch); padded pos (B, N, 3) has B clouds")
-            return self._padded(pos)
-        check_tensor(pos, "pos", shape=(None, 3), what="flat points (N_total, 3) with a batch vector")
-        if num_graphs is None:
-            num_graphs = count_graphs(batch)  # a host sync on accelerators
-        num_graphs = check_positive_int(num_graphs, "num_graphs")
-        batch = check_batch_vector(batch, "batch", pos.shape[0], num_graphs=num_graphs).long()
-        mv = pga.embed_point(pos)[:, None, :]  # (N, 1, 16)
-        sets = num_graphs
+        if is_graph_data(pos):
+            (pos,), batch = graph_fields(pos, ("pos",), "GATrClassifier", mask=mask, batch=batch)
+        layout = model_layout(pos, mask, batch)
+        check_tensor(pos, "pos", shape=(..., 3), finite=True, what="points")
+        mv = pga.embed_point(pos)[..., None, :]  # (..., items, 1, 16)
+        offset = pos - broadcast_pooled(pool_mean(pos, layout), pos, layout)
+        spread = (offset * offset).sum(-1, keepdim=True)  # (..., items, 1): E(3) invariant
         if self.average_orientations:
-            mv, batch, sets = orientations.both_orientations(mv), orientations.orientation_batch(batch, sets), 2 * sets
-        layout = set_layout(batch=batch, num_sets=sets, max_items=self.max_points)
-        _, s = self.net(mv, layout=layout)
-        counts = scatter_sum(torch.ones_like(s[:, :1]), batch, sets)
-        pooled = (scatter_sum(s, batch, sets) / counts.clamp_min(1.0)).to(s.dtype)
+            mv, layout = orientations.both_orientations(mv), orientations.orientation_layout(layout)
+            spread = orientations.repeat_for_orientations(spread)
+        _, s = self.net(mv, scalars=spread, batch=layout)
+        pooled = pool_mean(s, layout)
         if self.average_orientations:
             pooled = orientations.mean_over_orientations(pooled)
         return self.head(pooled)
-
-    def _padded(self, pos: Tensor) -> Tensor:
-        check_tensor(pos, "pos", shape=(None, None, 3), what="B clouds of N points")
-        if pos.shape[1] > self.max_points:  # a test, not a bare slice: exported items <= max_points stay free
-            pos = pos[:, : self.max_points]
-        mv = pga.embed_point(pos)[..., None, :]  # (B, N, 1, 16)
-        if not self.average_orientations:
-            return self.head(self.net(mv)[1].mean(dim=-2))
-        _, s = self.net(orientations.both_orientations(mv))
-        return self.head(orientations.mean_over_orientations(s.mean(dim=-2)))
 
 
 class GATrDynamics(nn.Module):
@@ -145,16 +132,16 @@ class GATrDynamics(nn.Module):
         charges = torch.randint(0, 2, (*shape, 1), generator=generator).to(dtype) * 2 - 1
         return (pos, vel, charges), {}
 
-    def forward(self, pos: Tensor, vel: Tensor, charges: Tensor) -> Tensor:
-        """``pos (..., n, 3), vel (..., n, 3), charges (..., n, 1) -> pos' (..., n, 3)``."""
-        check_tensor(pos, "pos", shape=(..., None, 3))
-        check_tensor(vel, "vel", shape=tuple(pos.shape))
-        mv = torch.stack([pga.embed_point(pos), pga.embed_translation(vel)], dim=-2)  # (B, n, 2, 16)
+    def forward(self, pos: Tensor, vel: Tensor | None = None, charges: Tensor | None = None,
+                mask: Tensor | None = None, batch: Tensor | BatchLayout | None = None) -> Tensor:
+        """``pos, vel (B, n, 3), charges (B, n, 1) -> pos' (B, n, 3)`` (``mask (B, n)`` bool marks the real
+        particles), flat ``(N_total, ...)`` with ``batch=``, or a PyG ``Data`` / ``Batch`` with
+        [`PARTICLE_FIELDS`][geomlin.models.inputs.PARTICLE_FIELDS] -> ``pos' (N_total, 3)``."""
+        pos, vel, charges, layout = particle_inputs("GATrDynamics", pos, vel, charges, mask, batch)
+        mv = torch.stack([pga.embed_point(pos), pga.embed_translation(vel)], dim=-2)  # (..., n, 2, 16)
         scalars = charges.to(pos.dtype)
         if not self.average_orientations:
-            return pga.extract_point(self.net(mv, scalars=scalars)[0][..., 0, :])
-        lead = mv.shape[:-3]
-        mv, scalars = mv.reshape(-1, *mv.shape[-3:]), scalars.reshape(-1, *scalars.shape[-2:])
-        out, _ = self.net(orientations.both_orientations(mv), scalars=orientations.repeat_for_orientations(scalars))
-        pos_out = orientations.mean_over_orientations(pga.extract_point(out[..., 0, :]))
-        return pos_out.reshape(*lead, *pos_out.shape[-2:])
+            return pga.extract_point(self.net(mv, scalars=scalars, batch=layout)[0][..., 0, :])
+        out, _ = self.net(orientations.both_orientations(mv), scalars=orientations.repeat_for_orientations(scalars),
+                          batch=orientations.orientation_layout(layout))
+        return orientations.mean_over_orientations(pga.extract_point(out[..., 0, :]))

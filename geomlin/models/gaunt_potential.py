@@ -20,10 +20,11 @@ import math
 import torch
 from torch import Tensor, nn
 
+from geomlin.batching import BatchLayout, pool_sum
 from geomlin.gaunt.layout import degree_index
 from geomlin.groups import E3
-from geomlin.models.egnn import check_molecule_inputs
-from geomlin.models.graphs import dense_edge_index, padded_edge_index, padded_neighbors
+from geomlin.models.graphs import dense_edge_index, graph_edges, padded_edge_index, padded_neighbors
+from geomlin.models.inputs import molecule_inputs
 from geomlin.reps.types import Labels, Positions, Scalars, SphereCoefficients
 from geomlin.validation import check_nonnegative_int, check_positive_float, check_positive_int, check_tensor
 
@@ -97,6 +98,13 @@ class GauntPotential(nn.Module):
     atoms are moved out of every real atom's cutoff ([`PAD_SPACING`][]), their energies are left
     out, and each molecule's messages are normalised by its own atom count, so a padded molecule
     gets the energy (and forces) it has alone.
+
+    ``forward(pos (N_total, 3), species (N_total,), batch=...)`` (or ``forward(data)``, a PyG
+    ``Data`` / ``Batch`` with ``pos`` and ``z``; [`geomlin.models.inputs`][]) passes messages over
+    a flat edge list: ``edge_index (2, E)`` when given (any edges within the molecules; pairs
+    beyond the cutoff contribute exactly zero), else the pairs within the cutoff from the cell
+    lists of [`geomlin.neighbors`][] (work ``O(N log N + pairs)``, a few host syncs on an
+    accelerator; ``max_neighbors`` does not apply). The energy is the padded one.
     """
 
     def __init__(self, num_species: int = 10, hidden_channels: int = 32, lmax: int = 3, num_blocks: int = 2,
@@ -121,9 +129,15 @@ class GauntPotential(nn.Module):
         self.type_in = (Positions(3, E3()), Labels(num_species))
         self.type_out = Scalars()
 
-    def forward(self, pos: Tensor, species: Tensor, mask: Tensor | None = None) -> Tensor:
-        check_tensor(pos, "pos", ndim=3, shape=(None, None, 3), dtype=(torch.float32, torch.float64))
-        species = check_molecule_inputs(pos, species, self.num_species, mask)
+    def forward(self, pos: Tensor, species: Tensor | None = None, mask: Tensor | None = None, *,
+                batch: Tensor | BatchLayout | None = None, edge_index: Tensor | None = None) -> Tensor:
+        """Energy ``(B,)``; see the class docstring for the input forms."""
+        pos, species, layout = molecule_inputs("GauntPotential", pos, species, mask, batch, self.num_species)
+        check_tensor(pos, "pos", dtype=(torch.float32, torch.float64))
+        if layout.is_flat:
+            return self._flat(pos, species, layout, edge_index)
+        if edge_index is not None:
+            raise ValueError("edge_index is for flat batches (batch=); padded molecules use all pairs or max_neighbors")
         B, N, _ = pos.shape
         if mask is None:
             # sym_max and a tensor rsqrt keep N symbolic under torch.export (math.sqrt would fix it)
@@ -132,25 +146,39 @@ class GauntPotential(nn.Module):
             pos = self._park_padding(pos, mask)
             atoms = mask.sum(dim=-1, keepdim=True).to(pos.dtype)                # (B, 1), on the device
             gain = (MESSAGE_GAIN / (atoms - 1).clamp(min=1).sqrt()).expand(B, N).reshape(B * N, 1, 1)
-        flat = pos.reshape(B * N, 3)
         if self.max_neighbors is None:
             edges, edge_mask = dense_edge_index(B, N, device=pos.device), None  # all pairs: no host sync
         else:  # static shapes, no host sync; more than K neighbours is an error
             edges, edge_mask = padded_edge_index(*padded_neighbors(pos, self.cutoff, self.max_neighbors, mask))
-        dim = (self.lmax + 1) ** 2
-        x = self.embed(species.reshape(-1)).to(pos.dtype)[:, :, None]          # (BN, C, 1): l = 0 only
-        for k, (conv, body, mix) in enumerate(zip(self.convs, self.many_body, self.mix)):
-            m = conv(x, flat, edges, edge_mask) * gain
-            update = mix(body(m))
-            if k == 0:
-                x = torch.cat([x, x.new_zeros(B * N, self.hidden_channels, dim - 1)], dim=-1)
-            x = x + update
-            gate = torch.sigmoid(x[..., :1])                                   # invariant gate per channel
-            x = torch.cat([nn.functional.silu(x[..., :1]), x[..., 1:] * gate], dim=-1)
-        e = self.readout(x[..., 0]).reshape(B, N)
+        e = self._atom_energies(pos.reshape(B * N, 3), species.reshape(-1), edges, edge_mask, gain).reshape(B, N)
         if mask is not None:
             e = e * mask.to(e.dtype)
         return e.sum(dim=-1)
+
+    def _flat(self, pos: Tensor, species: Tensor, layout: BatchLayout, edge_index: Tensor | None) -> Tensor:
+        """Energies ``(B,)`` of a flat batch: messages over its edge list, each molecule's own gain."""
+        if edge_index is None:
+            edge_index = graph_edges(pos.detach(), layout, cutoff=self.cutoff, loop=False)
+        atoms = pool_sum(torch.ones_like(pos[:, 0]), layout).to(pos.dtype)       # (B,), on the device
+        gain = (MESSAGE_GAIN / (atoms - 1).clamp(min=1).sqrt())[layout.batch][:, None, None]
+        e = self._atom_energies(pos, species, edge_index, None, gain)
+        return pool_sum(e, layout).to(e.dtype)
+
+    def _atom_energies(self, pos: Tensor, species: Tensor, edges: Tensor, edge_mask: Tensor | None,
+                       gain: Tensor) -> Tensor:
+        """Per-atom energies ``(N,)`` of flat atoms ``pos (N, 3)``, ``species (N,)`` over ``edges``."""
+        n = pos.shape[0]
+        dim = (self.lmax + 1) ** 2
+        x = self.embed(species).to(pos.dtype)[:, :, None]                      # (N, C, 1): l = 0 only
+        for k, (conv, body, mix) in enumerate(zip(self.convs, self.many_body, self.mix)):
+            m = conv(x, pos, edges, edge_mask) * gain
+            update = mix(body(m))
+            if k == 0:
+                x = torch.cat([x, x.new_zeros(n, self.hidden_channels, dim - 1)], dim=-1)
+            x = x + update
+            gate = torch.sigmoid(x[..., :1])                                   # invariant gate per channel
+            x = torch.cat([nn.functional.silu(x[..., :1]), x[..., 1:] * gate], dim=-1)
+        return self.readout(x[..., 0])[..., 0]
 
     def _park_padding(self, pos: Tensor, mask: Tensor) -> Tensor:
         """``pos`` with padded atom ``k`` of a molecule at its centroid + ``(k + 1) PAD_SPACING cutoff`` along x.

@@ -2,19 +2,19 @@
 
 The number of edges of a batch depends on its data (graph sizes, which pairs lie within a
 radius), and on an accelerator reading such a size makes the host wait for the device. So the
-models of [`geomlin.models`][] never find their graph in ``forward``: they take ``edge_index``
-(and ``num_graphs``) from the caller, and this module builds them once per batch, before the forward:
+models of [`geomlin.models`][] take ``edge_index`` from the caller where it depends on the data, and
+this module builds it once per batch, before the forward (or in the forward, from a planned
+[`BatchLayout`][geomlin.batching.BatchLayout] that knows the sizes):
 
 * [`dense_edge_index`][]: all pairs of ``B`` graphs of ``N`` nodes each (padded batches). Its size
   ``B N (N - 1)`` (or ``B N^2``) is known from the shapes, so it is built on any device without
   a host sync; [`PonitaPotential`][], [`PonitaDynamics`][]
   and [`GauntPotential`][] call it inside their forward for that reason.
-* [`graph_edges`][]: all pairs within each graph of a flat PyG batch (sorted ``batch`` vector),
-  optionally only those within a cutoff (the cell-list search of [`geomlin.neighbors`][]). On an
-  accelerator it reads one number back (the count of same-graph pairs), or with a cutoff those of
-  the cell list; on the CPU it costs nothing extra. Run it where the batch is collated, or once per batch on the device.
-* [`count_graphs`][]: ``batch[-1] + 1`` as a Python int (one sync on an accelerator); pass
-  ``num_graphs`` to the models instead when the collate step knows it (PyG's ``Batch.num_graphs``).
+* [`graph_edges`][]: all pairs within each graph of a flat PyG batch, optionally only those within
+  a cutoff (the cell-list search of [`geomlin.neighbors`][]). All pairs of a layout planned on the
+  host ([`geomlin.batching.batch_layout`][] of a CPU batch vector) are built on any device without
+  a host sync; otherwise it reads one number back (the count of same-graph pairs), or with a cutoff
+  those of the cell list. Run it where the batch is collated, or once per batch on the device.
 * [`padded_neighbors`][]: the neighbours within a cutoff of every atom of a padded batch as a
   fixed-size list, at most ``K`` per atom (``(B, N, K)`` slots and a mask of the used ones). Its
   shapes depend only on ``B, N, K``, so it runs inside a compiled graph with no host sync and one
@@ -22,9 +22,7 @@ models of [`geomlin.models`][] never find their graph in ``forward``: they take 
   error, never a silent truncation ([`count_neighbors`][] is the test).
   [`padded_edge_index`][] flattens it into an ``edge_index (2, B N K)``.
 
-[`scatter_sum`][] is the sum over edges (or nodes) that every model uses: it accumulates in at
-least float32, so a bfloat16 / float16 message under autocast is summed in float32 (a bfloat16
-sum of a few hundred messages would keep only about two significant digits).
+The sums over edges and nodes are [`geomlin.batching.scatter_sum`][] (accumulated in at least float32).
 """
 
 from __future__ import annotations
@@ -32,9 +30,9 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from geomlin.batching import BatchLayout, as_layout
 from geomlin.neighbors import nearest_neighbors, radius_pairs
 from geomlin.validation import (
-    check_batch_vector,
     check_bool,
     check_condition,
     check_mask,
@@ -80,28 +78,17 @@ def dense_edge_index(num_graphs: int, num_nodes: int, loop: bool = False, device
     return torch.stack([(source + offset).reshape(-1), (target + offset).reshape(-1)])
 
 
-def count_graphs(batch: Tensor) -> int:
-    """Number of graphs of a sorted PyG batch vector, ``batch[-1] + 1`` (0 when empty).
-
-    Reads one value back: a host sync on an accelerator. Pass ``num_graphs`` (PyG's
-    ``Batch.num_graphs``) to the models instead where the caller knows it.
-    """
-    check_tensor(batch, "batch", ndim=1, dtype="int")
-    return int(batch[-1]) + 1 if batch.numel() else 0
-
-
-def graph_edges(pos: Tensor, batch: Tensor | None = None, num_graphs: int | None = None,
-                cutoff: float | None = None, loop: bool = True) -> Tensor:
+def graph_edges(pos: Tensor, batch: Tensor | BatchLayout | None = None, cutoff: float | None = None,
+                loop: bool = True) -> Tensor:
     """Edges between the nodes of each graph of a flat batch, optionally only those within ``cutoff``.
 
     Parameters
     ----------
     pos : Tensor
         ``(N, d)`` float positions (only read with ``cutoff``).
-    batch : Tensor, optional
-        ``(N,)`` sorted graph index of every node (default: one graph).
-    num_graphs : int, optional
-        Number of graphs (default [`count_graphs`][], one more host sync on an accelerator).
+    batch : Tensor or BatchLayout, optional
+        ``(N,)`` sorted graph index of every node, or its planned
+        [`BatchLayout`][geomlin.batching.BatchLayout] (default: one graph).
     cutoff : float, optional
         Only the pairs with ``|p_j - p_i| <= cutoff``, from the cell-list search of
         [`geomlin.neighbors.radius_pairs`][] (the smooth windows of the models vanish at the cutoff).
@@ -111,15 +98,16 @@ def graph_edges(pos: Tensor, batch: Tensor | None = None, num_graphs: int | None
     Returns
     -------
     Tensor
-        Tensor
-            ``edge_index (2, E)`` int64 on ``pos``'s device, rows (source ``j``, target ``i``), ordered
-            by graph, then target, then source (with ``cutoff``: by target, then distance, then source).
+        ``edge_index (2, E)`` int64 on ``pos``'s device, rows (source ``j``, target ``i``), ordered
+        by graph, then target, then source (with ``cutoff``: by target, then distance, then source).
 
-        Host syncs on an accelerator: one to read ``E`` (the number of same-graph pairs,
-        ``sum_b n_b^2``), work and memory ``O(sum_b n_b^2)``; with ``cutoff`` those of
-        [`geomlin.neighbors.radius_pairs`][] (two or three), work ``O(N log N + pairs)``. Build the
-        edges once per batch (at the collate step, or on the device before the forward) and hand
-        them to the model.
+    Notes
+    -----
+    All pairs (``sum_b n_b^2`` of them, work and memory alike) are built without a host sync when
+    the layout knows its sizes (planned on the host); otherwise the number of pairs is read back
+    once. With ``cutoff`` the host syncs are those of [`geomlin.neighbors.radius_pairs`][] (two or
+    three), work ``O(N log N + pairs)``. Build the edges once per batch (at the collate step, or on
+    the device before the forward) and hand them to the model.
     """
     check_tensor(pos, "pos", ndim=2, finite=True)
     N, device = pos.shape[0], pos.device
@@ -128,19 +116,20 @@ def graph_edges(pos: Tensor, batch: Tensor | None = None, num_graphs: int | None
         cutoff = check_positive_float(cutoff, "cutoff")
     if batch is None:
         batch = torch.zeros(N, dtype=torch.int64, device=device)
-    if num_graphs is None:
-        num_graphs = count_graphs(batch)
-    num_graphs = check_nonnegative_int(num_graphs, "num_graphs")
-    batch = check_batch_vector(batch, "batch", N, num_graphs=num_graphs).long()
+    layout = as_layout(batch=batch, num_items=N)
     if cutoff is not None:
-        src, dst, _ = radius_pairs(pos, cutoff, batch, loop)
+        src, dst, _ = radius_pairs(pos, cutoff, layout.batch, loop)
         return torch.stack([src, dst])
+    num_graphs, batch = layout.num_graphs, layout.batch
     # nodes of graph b are starts[b] .. starts[b+1] - 1 (the batch vector is sorted)
     starts = torch.searchsorted(batch, torch.arange(num_graphs + 1, device=device))
     counts = starts[1:] - starts[:-1]
     width = counts if loop else (counts - 1).clamp_min(0)  # sources per target
     pairs = counts * width
-    total = int(pairs.sum())  # the one host sync (the output size)
+    if layout.sizes:  # the output size from the host sizes: no sync
+        total = sum(n * (n if loop else max(n - 1, 0)) for n in layout.sizes)
+    else:
+        total = int(pairs.sum())  # the one host sync (the output size)
     graph = torch.repeat_interleave(torch.arange(num_graphs, device=device), pairs, output_size=total)
     local = torch.arange(total, device=device) - (torch.cumsum(pairs, 0) - pairs)[graph]
     row = width[graph]
@@ -227,8 +216,8 @@ def padded_neighbors(pos: Tensor, cutoff: float, max_neighbors: int,
     ------
     ValueError
         When an atom has more than ``K`` neighbours within ``cutoff``. Nothing is ever dropped
-        silently. The test goes through [`geomlin.validation.check_condition`][]: at once on the
-        CPU, deferred on an accelerator (raised by [`geomlin.validation.raise_deferred`][], no host
+        silently. The test goes through [`geomlin.validation.check_condition`][]: at once (on an
+        accelerator inside [`geomlin.validation.deferred_checks`][] deferred to the scope's end, no host
         sync), and skipped while ``torch.compile`` traces (values cannot be read there): a compiled
         caller checks [`count_neighbors`][] outside the graph, as
         [`EnergyAndForces`][geomlin.models.md.EnergyAndForces] does on every step.
@@ -270,25 +259,3 @@ def padded_edge_index(neighbors: Tensor, edge_mask: Tensor) -> tuple[Tensor, Ten
     offset = torch.arange(B, device=neighbors.device)[:, None, None] * N
     target = torch.arange(N, device=neighbors.device)[None, :, None].expand(B, N, K)
     return torch.stack([(neighbors + offset).reshape(-1), (target + offset).reshape(-1)]), edge_mask.reshape(-1)
-
-
-def scatter_sum(values: Tensor, index: Tensor, num_rows: int) -> Tensor:
-    """``out[r] = sum_{e : index[e] = r} values[e]``, accumulated in at least float32.
-
-    Parameters
-    ----------
-    values : Tensor
-        ``(E, ...)`` floating messages (bfloat16 / float16 under autocast).
-    index : Tensor
-        ``(E,)`` int64 row of every message, in ``[0, num_rows)`` (checked by the caller).
-    num_rows : int
-        Rows of the output.
-
-    Returns
-    -------
-    Tensor
-        ``(num_rows, ...)`` in ``values``'s dtype promoted to at least float32 (float64 stays float64).
-    """
-    dtype = torch.promote_types(values.dtype, torch.float32)
-    out = torch.zeros(num_rows, *values.shape[1:], dtype=dtype, device=values.device)
-    return out.index_add_(0, index, values.to(dtype))

@@ -6,8 +6,9 @@ static-shape neighbour list (``max_neighbors=K`` on [`GauntPotential`][geomlin.m
 every shape of the forward depends only on ``B, N, K``, so [`EnergyAndForces`][] compiles the
 energy once (``torch.compile(fullgraph=True, dynamic=False)``) and the forces ``-dE/dpos`` run
 through the backward graph AOTAutograd compiled with it: no recompilation on later steps, no
-host sync in the step (on an accelerator the neighbour overflow test is deferred,
-[`geomlin.validation.check_condition`][]). On CUDA, ``mode="reduce-overhead"`` replays both
+host sync in the step (on an accelerator the neighbour overflow test and the input checks are
+deferred, [`geomlin.validation.deferred_checks`][]: open one scope around the trajectory and they
+are read once, at its end). On CUDA, ``mode="reduce-overhead"`` replays both
 graphs as CUDA graphs. [`velocity_verlet_step`][] is the integrator of such a loop.
 """
 
@@ -20,10 +21,23 @@ from torch import Tensor, nn
 
 from geomlin.models.graphs import count_neighbors
 from geomlin.reps import Scalars, Vectors
-from geomlin.validation import check_condition, check_tensor
+from geomlin.validation import check_condition, check_tensor, deferred_checks
 
 #: The torch.compile modes that replay CUDA graphs (their outputs are overwritten by the next replay).
 CUDA_GRAPH_MODES = ("reduce-overhead", "max-autotune")
+
+
+def require_autograd(what: str) -> None:
+    """Refuse at once under ``torch.inference_mode``, where forces (``-dE/dpos`` by autograd) cannot be computed.
+
+    PyTorch Lightning runs ``validate()`` / ``test()`` / ``predict()`` under ``inference_mode`` by
+    default; without this check a force model fails deep inside autograd ("element 0 of tensors
+    does not require grad"). Skipped while traced (dynamo cannot read the inference-mode flag).
+    """
+    if not torch.compiler.is_compiling() and torch.is_inference_mode_enabled():
+        raise RuntimeError(f"{what} computes forces by autograd, which torch.inference_mode disables (PyTorch "
+                           "Lightning validates and tests under it by default): use Trainer(inference_mode=False), "
+                           "or torch.no_grad() instead of torch.inference_mode()")
 
 
 def _neighbor_lists(potential: nn.Module) -> list[tuple[float, int]]:
@@ -63,12 +77,19 @@ class EnergyAndForces(nn.Module):
     -----
     Every step also tests that no atom has more neighbours within the cutoff than the potential's
     ``max_neighbors`` (counted inside the compiled graph, where values cannot be refused): a
-    ValueError at once on the CPU, deferred on an accelerator
-    ([`geomlin.validation.raise_deferred`][]). Nothing is truncated silently; rebuild the
-    potential with a larger ``max_neighbors`` (a new compilation) when it fires.
+    ValueError. Each call runs in a [`geomlin.validation.deferred_checks`][] scope: on an
+    accelerator its checks stay on the device and are read when the call ends, or, inside a scope
+    of the caller's (around a whole trajectory), when that scope ends (no host sync per step).
+    Nothing is truncated silently; rebuild the potential with a larger ``max_neighbors`` (a new
+    compilation) when it fires.
 
     The backward also computes the gradients of the parameters that require them; freeze the
     potential (``potential.requires_grad_(False)``) for pure inference.
+
+    Under ``torch.inference_mode`` (PyTorch Lightning's default for ``validate()`` / ``test()``)
+    forces cannot be computed: the call is refused at once ([`require_autograd`][]).
+    ``geomlin.deploy.export(step, (pos, species))`` exports the step as its potential's
+    ``(pos, species) -> (energy, forces)`` program.
     """
 
     def __init__(self, potential: nn.Module, backend: str | Callable | None = "inductor", mode: str | None = None):
@@ -76,6 +97,7 @@ class EnergyAndForces(nn.Module):
         if not isinstance(potential, nn.Module):
             raise TypeError(f"potential must be an nn.Module, got {type(potential).__name__}")
         self.potential = potential
+        self.backend = backend
         self.mode = mode
         self.neighbor_lists = _neighbor_lists(potential)
         step = self._energy
@@ -94,8 +116,13 @@ class EnergyAndForces(nn.Module):
         return energy, energy.sum(), fits
 
     def forward(self, pos: Tensor, species: Tensor, mask: Tensor | None = None) -> tuple[Tensor, Tensor]:
+        with deferred_checks():
+            return self._forward(pos, species, mask)
+
+    def _forward(self, pos: Tensor, species: Tensor, mask: Tensor | None) -> tuple[Tensor, Tensor]:
         check_tensor(pos, "pos", shape=(None, None, 3), dtype=(torch.float32, torch.float64),
                      what="B molecules of N atoms")
+        require_autograd("EnergyAndForces")
         if self.mode in CUDA_GRAPH_MODES:
             torch.compiler.cudagraph_mark_step_begin()  # the previous step's graph outputs may be reused
         if not self._warm:

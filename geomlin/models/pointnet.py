@@ -4,11 +4,12 @@ The non-equivariant baseline of ``geomlin train pointcloud`` and the backbone
 that [`geomlin.frames`][] wraps into frame-averaged / canonicalized models.
 It is permutation invariant (max pooling) but *not* rotation invariant.
 
-Two input layouts, the same network:
+Three input forms, the same network ([`geomlin.models.inputs`][]):
 
 * padded:  ``pos (B, N, 3)`` with an optional ``mask (B, N)`` (``True`` = real point);
-* flat:    ``pos (N_total, 3)`` with ``batch (N_total,)`` graph indices ``0..B-1``
-  (the PyTorch Geometric convention).
+* flat:    ``pos (N_total, 3)`` with ``batch``, PyG's batch vector ``(N_total,)`` or its planned
+  [`BatchLayout`][geomlin.batching.BatchLayout];
+* a PyG ``Data`` / ``Batch`` with ``pos`` (and ``x``, the per-point features, when ``feature_dim > 0``).
 """
 
 from __future__ import annotations
@@ -19,9 +20,9 @@ from itertools import pairwise
 import torch
 from torch import Tensor, nn
 
-from geomlin.models.graphs import count_graphs
+from geomlin.batching import BatchLayout, batch_layout, pool_max, pool_mean, to_padded
+from geomlin.models.inputs import graph_fields, is_graph_data, model_layout
 from geomlin.validation import (
-    check_batch_vector,
     check_finite,
     check_nonnegative_int,
     check_positive_float,
@@ -47,30 +48,6 @@ def _mlp(widths: Sequence[int], final_activation: bool, dropout: float = 0.0) ->
     return nn.Sequential(*layers)
 
 
-def masked_max_pool(x: Tensor, mask: Tensor | None) -> Tensor:
-    """Max over the point axis of ``x (B, N, C)``, ignoring points where ``mask (B, N)`` is False.
-
-    Returns ``(B, C)``, same dtype as ``x``. A cloud with no valid points pools to zeros.
-    """
-    if x.shape[-2] == 0:  # no points at all: the documented empty-cloud result, not amax's error
-        return x.new_zeros(*x.shape[:-2], x.shape[-1])
-    if mask is None:
-        return x.amax(dim=-2)
-    fill = torch.finfo(x.dtype).min
-    pooled = x.masked_fill(~mask[..., None], fill).amax(dim=-2)
-    return torch.where(mask.any(dim=-1, keepdim=True), pooled, torch.zeros_like(pooled))
-
-
-def scatter_max_pool(x: Tensor, batch: Tensor, num_graphs: int) -> Tensor:
-    """Max of ``x (N_total, C)`` over the points of each graph given by ``batch (N_total,)``.
-
-    Returns ``(num_graphs, C)``, same dtype as ``x``; graphs without points pool to zeros.
-    """
-    out = torch.zeros(num_graphs, x.shape[-1], dtype=x.dtype, device=x.device)
-    index = batch[:, None].expand_as(x)
-    return out.scatter_reduce(0, index, x, reduce="amax", include_self=False)
-
-
 class PointNet(nn.Module):
     """PointNet classifier / regressor: per-point MLP -> max pool -> MLP head.
 
@@ -89,12 +66,14 @@ class PointNet(nn.Module):
 
     Shapes
     ------
-    ``forward(pos, batch=None, mask=None, features=None, num_graphs=None)``:
+    ``forward(pos, mask=None, batch=None, features=None)``:
 
-    * ``pos``: ``(B, N, in_dim)`` padded, or ``(N_total, in_dim)`` flat with ``batch``;
-    * ``batch``: ``(N_total,)`` int64 graph index per point, sorted (flat layout only);
-    * ``num_graphs``: number of clouds of the flat layout (pass it to keep the forward sync-free);
+    * ``pos``: ``(B, N, in_dim)`` padded, or ``(N_total, in_dim)`` flat with ``batch``, or a PyG
+      ``Data`` / ``Batch``;
     * ``mask``: ``(B, N)`` bool, True for real points (padded layout only);
+    * ``batch``: ``(N_total,)`` int64 graph index per point, sorted, or its planned
+      [`BatchLayout`][geomlin.batching.BatchLayout] (flat layout only; planned there, the forward
+      reads nothing back from an accelerator);
     * ``features``: ``(B, N, feature_dim)`` or ``(N_total, feature_dim)``;
     * returns logits ``(B, num_classes)`` in the dtype of ``pos``.
 
@@ -127,8 +106,7 @@ class PointNet(nn.Module):
         self.head = _mlp([point_widths[-1], *head_widths, num_classes], final_activation=False,
                          dropout=dropout)
 
-    def _check(self, pos: Tensor, batch: Tensor | None, mask: Tensor | None,
-               features: Tensor | None, num_graphs: int | None) -> None:
+    def _check(self, pos: Tensor, features: Tensor | None) -> None:
         if not isinstance(pos, Tensor) or not pos.is_floating_point():
             raise TypeError(f"pos must be a floating-point tensor, got {type(pos).__name__}"
                             + (f" of dtype {pos.dtype}" if isinstance(pos, Tensor) else ""))
@@ -137,22 +115,6 @@ class PointNet(nn.Module):
         check_finite(pos, "pos")
         if features is not None:
             check_tensor(features, "features", finite=True)
-        if batch is not None:
-            if pos.ndim != 2:
-                raise ValueError(f"with a batch vector pos must be flat (N_total, {self.in_dim}), "
-                                 f"got shape {tuple(pos.shape)}")
-            if batch.shape != pos.shape[:1] or batch.dtype not in (torch.int64, torch.int32):
-                raise ValueError(f"batch must be an int64 tensor of shape ({pos.shape[0]},), got "
-                                 f"shape {tuple(batch.shape)} and dtype {batch.dtype}")
-            if mask is not None:
-                raise ValueError("pass either batch (flat layout) or mask (padded layout), not both")
-        elif num_graphs is not None:
-            raise ValueError("num_graphs is for the flat layout (with batch); padded pos (B, N, d) has B clouds")
-        elif pos.ndim != 3:
-            raise ValueError(f"pos must be (B, N, {self.in_dim}) or flat (N_total, {self.in_dim}) with "
-                             f"a batch vector, got shape {tuple(pos.shape)}")
-        if mask is not None and mask.shape != pos.shape[:2]:
-            raise ValueError(f"mask must have shape {tuple(pos.shape[:2])}, got {tuple(mask.shape)}")
         if self.feature_dim:
             want = (*pos.shape[:-1], self.feature_dim)
             if features is None or tuple(features.shape) != want:
@@ -161,26 +123,21 @@ class PointNet(nn.Module):
         elif features is not None:
             raise ValueError("this PointNet was built with feature_dim=0 but features were given")
 
-    def forward(self, pos: Tensor, batch: Tensor | None = None, mask: Tensor | None = None,
-                features: Tensor | None = None, num_graphs: int | None = None) -> Tensor:
+    def forward(self, pos: Tensor, mask: Tensor | None = None, batch: Tensor | BatchLayout | None = None,
+                features: Tensor | None = None) -> Tensor:
         """Logits ``(B, num_classes)``; see the class docstring for shapes.
 
-        ``num_graphs`` (flat layout) defaults to ``batch[-1] + 1``
-        ([`count_graphs`][]), which reads a value back from an
-        accelerator; pass it (PyG's ``Batch.num_graphs``) and the forward never waits for the device.
+        A flat batch vector (not a planned layout) is planned here: free on the CPU, one read of the
+        device on an accelerator.
         """
-        self._check(pos, batch, mask, features, num_graphs)
+        if is_graph_data(pos):
+            fields = ("pos", "x") if self.feature_dim else ("pos",)
+            (pos, *rest), batch = graph_fields(pos, fields, "PointNet", mask=mask, batch=batch, features=features)
+            features = rest[0] if rest else None
+        self._check(pos, features)
+        layout = model_layout(pos, mask, batch)
         x = pos if features is None else torch.cat([pos, features.to(pos.dtype)], dim=-1)
-        h = self.point_mlp(x)
-        if batch is not None:
-            if num_graphs is None:
-                num_graphs = count_graphs(batch)  # a host sync on accelerators
-            num_graphs = check_nonnegative_int(num_graphs, "num_graphs")
-            batch = check_batch_vector(batch, "batch", pos.shape[0], num_graphs=num_graphs)
-            pooled = scatter_max_pool(h, batch.long(), num_graphs)
-        else:
-            pooled = masked_max_pool(h, None if mask is None else mask.bool())
-        return self.head(pooled)
+        return self.head(pool_max(self.point_mlp(x), layout))
 
 
 #: Vector channels per point of [`VNPointNetClassifier`][]: ``x, C x, C^2 x`` (global moments) and
@@ -202,7 +159,7 @@ def local_moment_features(x: Tensor, mask: Tensor | None = None, scale: float = 
     """
     from geomlin.frames.vector_neurons import VN_EPS, moment_features
 
-    glob = moment_features(x, mask)  # (B, N, 3, 3): x, Cx, C^2 x
+    glob = moment_features(x, batch_layout(mask))  # (B, N, 3, 3): x, Cx, C^2 x
     sq = (x * x).sum(-1)  # (B, N)
     if mask is None:
         trace = sq.mean(1)
@@ -273,7 +230,7 @@ class VNPointNetClassifier(nn.Module):
         """Per-point invariants ``(B, N, V (V + 1) / 2)``: the Gram matrices of the point's vectors."""
         from geomlin.frames.pca import check_positions
 
-        check_positions(pos, 3, mask, None)
+        check_positions(pos, 3, batch_layout(mask))
         w = None if mask is None else mask[..., None].to(pos.dtype)
         counts = max(pos.shape[1], 1) if mask is None else w.sum(1, keepdim=True).clamp_min(1)  # 0 points: no 0/0
         centroid = (pos if w is None else pos * w).sum(1, keepdim=True) / counts
@@ -289,9 +246,18 @@ class VNPointNetClassifier(nn.Module):
         gram = (flat @ flat.transpose(1, 2)).reshape(B, N, V * V)[..., self.pairs]  # <v_a, v_b>, a <= b
         return gram / radius2.clamp_min(torch.finfo(pos.dtype).tiny)[:, None, None]
 
-    def forward(self, pos: Tensor, mask: Tensor | None = None) -> Tensor:
-        """Logits ``(B, num_classes)`` of padded clouds ``pos (B, N, 3)`` (``mask (B, N)`` bool, True = point)."""
-        from geomlin.frames.vector_neurons import pool_mean
+    def forward(self, pos: Tensor, mask: Tensor | None = None, batch: Tensor | BatchLayout | None = None) -> Tensor:
+        """Logits ``(B, num_classes)`` of padded clouds ``pos (B, N, 3)`` (``mask (B, N)`` bool, True = point),
+        of flat ones ``(N_total, 3)`` with ``batch``, or of a PyG ``Data`` / ``Batch`` with ``pos``.
 
-        h = self.point_mlp(self.invariants(pos, mask))
-        return self.head(torch.cat([masked_max_pool(h, mask), pool_mean(h, mask)], dim=-1))
+        The neighbourhoods are dense (``N x N`` per cloud), so a flat batch is padded first
+        ([`geomlin.batching.to_padded`][]).
+        """
+        if is_graph_data(pos):
+            (pos,), batch = graph_fields(pos, ("pos",), "VNPointNetClassifier", mask=mask, batch=batch)
+        layout = model_layout(pos, mask, batch)
+        if layout.is_flat:
+            pos, real = to_padded(pos, layout)
+            layout = batch_layout(real)
+        h = self.point_mlp(self.invariants(pos, layout.mask))
+        return self.head(torch.cat([pool_max(h, layout), pool_mean(h, layout)], dim=-1))

@@ -92,6 +92,8 @@ class Rep(FeatureType):
 
     #: The group this rep belongs to (``None`` for reps of every group, i.e. Scalar).
     group: Group | None = None
+    #: Whether ``repr(rep)`` is one term (``V(SO(3))``), which a larger expression needs not bracket.
+    single_term_repr: bool = False
 
     @property
     def size(self) -> int:
@@ -241,7 +243,8 @@ def _multiplicity(n: int, rep: Rep) -> Rep:
     if n < 0:
         raise ValueError(f"multiplicities must be non-negative, got {n}")
     if n == 0:
-        raise ValueError("a multiplicity of 0 gives the empty representation, which geomlin does not use")
+        raise ValueError("a multiplicity of 0 gives the empty representation: leave the term out (an e3nn "
+                         "IrrepsRep('') is the empty rep of O(3) / SO(3))")
     return rep if n == 1 else SumRep([rep] * n)
 
 
@@ -296,6 +299,8 @@ def common_group(reps) -> Group | None:
 class ScalarRep(Rep):
     """The trivial 1-dimensional representation, compatible with every group."""
 
+    single_term_repr = True
+
     @property
     def size(self) -> int:
         return 1
@@ -332,6 +337,8 @@ Scalar = ScalarRep()
 
 class Vector(Rep):
     """The defining representation ``V(G)``: ``rho(g) = g``."""
+
+    single_term_repr = True
 
     def __init__(self, G: Group):
         from geomlin.groups.names import as_group
@@ -512,5 +519,4 @@ class DualRep(Rep):
 
     def __repr__(self) -> str:
         inner = repr(self.rep)
-        simple = isinstance(self.rep, (Vector, ScalarRep)) or type(self.rep).__name__ == "IrrepsRep"
-        return f"{inner}.dual()" if simple else f"({inner}).dual()"
+        return f"{inner}.dual()" if self.rep.single_term_repr else f"({inner}).dual()"

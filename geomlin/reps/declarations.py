@@ -11,16 +11,47 @@ random tensors of the declared shapes are not valid inputs (masks, batch vectors
 With these, [`geomlin.testing.assert_equivariant(module)`][geomlin.testing.assert_equivariant],
 ``geomlin audit`` and [`EquivariantSequential`][] need nothing else. e3nn modules' ``irreps_in`` /
 ``irreps_out`` are read as [`IrrepsRep`][] of O(3).
+
+A model whose items dim (dim 1 of its inputs: points, atoms, bodies) cannot take any size says so
+in a class attribute ``export_shapes`` ([`ExportShapes`][]), which [`geomlin.deploy`][] reads when
+it exports the model with dynamic sizes.
 """
 
 from __future__ import annotations
 
 import sys
+from dataclasses import dataclass
 
 import torch
 
 from geomlin.reps.feature_type import EXAMPLE_BATCH, FeatureType, merge_groups
 from geomlin.reps.irreps import IrrepsRep
+
+
+@dataclass(frozen=True)
+class ExportShapes:
+    """How far a model's items dim (dim 1 of its inputs) may vary in an exported program.
+
+    The default: any size in ``min_items..`` [`geomlin.deploy.MAX_ITEMS`][geomlin.deploy.export.MAX_ITEMS]. A model
+    that departs from it declares its own as the class attribute ``export_shapes``.
+
+    Parameters
+    ----------
+    static_items : bool
+        The items dim is fixed to the example's size (a layer reads all items flattened).
+    min_items : int
+        Smallest items size (PyTorch specialises sizes 0 and 1, so a dynamic dim starts at 2).
+    max_items_attr : str or None
+        Name of an instance attribute bounding the items size from above.
+    reason : str
+        Why, in words (shown by [`geomlin.deploy.describe_dims`][geomlin.deploy.export.describe_dims] and stored in
+        a package's metadata).
+    """
+
+    static_items: bool = False
+    min_items: int = 2
+    max_items_attr: str | None = None
+    reason: str = ""
 
 
 def _as_type_tuple(value, owner: str, attr: str) -> tuple:

@@ -74,37 +74,32 @@ class GroupFreeRep(UnboundRep):
         return bound[0].dual()
 
     # ------------------------------------------------------------------ algebra
-    def __add__(self, other):
-        if isinstance(other, int) and not isinstance(other, bool) and other == 0:
-            return self
-        other = _coerce(other, "+")
+    def _combine(self, other, op: str, left: bool):
+        """``self op other`` (``left``) or ``other op self`` for ``op`` in ``"+"``, ``"*"``: an int is the
+        empty sum (``0 + rep``) or a multiplicity (``3 * rep``); a bound rep of a group binds ``self`` to it."""
+        if isinstance(other, int) and not isinstance(other, bool):
+            if op == "*":
+                return _multiplicity(other, self)
+            if other == 0:
+                return self
+        other = _coerce(other, op)
         if not isinstance(other, GroupFreeRep):  # a bound rep of a group: bind to it
-            return self(other.group) + other
-        return _sum([self, other])
+            a, b = (self(other.group), other) if left else (other, self(other.group))
+            return a + b if op == "+" else a * b
+        parts = [self, other] if left else [other, self]
+        return _sum(parts) if op == "+" else _tensor(parts)
+
+    def __add__(self, other):
+        return self._combine(other, "+", left=True)
 
     def __radd__(self, other):
-        if isinstance(other, int) and not isinstance(other, bool) and other == 0:
-            return self
-        other = _coerce(other, "+")
-        if not isinstance(other, GroupFreeRep):
-            return other + self(other.group)
-        return _sum([other, self])
+        return self._combine(other, "+", left=False)
 
     def __mul__(self, other):
-        if isinstance(other, int) and not isinstance(other, bool):
-            return _multiplicity(other, self)
-        other = _coerce(other, "*")
-        if not isinstance(other, GroupFreeRep):
-            return self(other.group) * other
-        return _tensor([self, other])
+        return self._combine(other, "*", left=True)
 
     def __rmul__(self, other):
-        if isinstance(other, int) and not isinstance(other, bool):
-            return _multiplicity(other, self)
-        other = _coerce(other, "*")
-        if not isinstance(other, GroupFreeRep):
-            return other * self(other.group)
-        return _tensor([other, self])
+        return self._combine(other, "*", left=False)
 
     def __pow__(self, k):
         k = check_nonnegative_int(k, "the tensor power")

@@ -15,6 +15,7 @@ from geomlin.algebra.quaternions import shepperd_quaternion
 from geomlin.groups.base import Group
 from geomlin.groups.names import as_group
 from geomlin.reps.base import Rep, check_algebra_element
+from geomlin.tables import device_cache
 from geomlin.validation import check_nonnegative_int, check_orthogonal, check_tensor
 
 #: Dtypes without linear-algebra kernels (det, matrix_exp): computed in float32.
@@ -46,17 +47,9 @@ def _so3_generators_table(l: int) -> Tensor:
     return torch.real(torch.conj(Q.T) @ X @ Q).contiguous()
 
 
-_GENERATORS_ON: dict = {}
-
-
 def _so3_generators_on(l: int, device, dtype: torch.dtype) -> Tensor:
     """``_so3_generators_table`` on ``device`` in ``dtype``, cached per (l, device, dtype) (read-only)."""
-    key = (l, torch.device(device), dtype)
-    hit = _GENERATORS_ON.get(key)
-    if hit is None:
-        with torch.inference_mode(False):
-            hit = _GENERATORS_ON[key] = _so3_generators_table(l).to(device=device, dtype=dtype)
-    return hit
+    return device_cache(("reps:so3-generators", l), lambda: _so3_generators_table(l), device, dtype)
 
 
 def so3_generators_float64(l: int) -> Tensor:
@@ -143,6 +136,8 @@ class IrrepsRep(Rep):
     ``(..., irreps.dim)`` transform by ``x @ rho(g).T``.
     """
 
+    single_term_repr = True
+
     def __init__(self, irreps, group: Group | None = None):
         from e3nn import o3
 
@@ -181,6 +176,8 @@ class IrrepsRep(Rep):
             blocks.extend([block] * mul)
         from geomlin.reps.base import block_diag
 
+        if not blocks:  # the empty Irreps("")
+            return A.new_zeros(*A.shape[:-2], 0, 0)
         return block_diag(blocks)
 
     def key(self) -> tuple:

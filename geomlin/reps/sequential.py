@@ -9,8 +9,6 @@ are what the next module expects.
 
 from __future__ import annotations
 
-import inspect
-
 import torch
 from torch import nn
 
@@ -26,9 +24,9 @@ class EquivariantSequential(nn.Sequential):
     """``nn.Sequential`` over equivariant modules whose declared types chain.
 
     Module ``i`` receives module ``i-1``'s outputs as positional arguments (a tuple output is
-    unpacked). Keyword arguments of ``forward`` (masks, batch vectors) go to every module whose
-    ``forward`` accepts them. ``type_in`` / ``type_out`` are the first module's input types and the
-    last module's output types.
+    unpacked). Keyword arguments of ``forward`` (masks, batch layouts) go to every module, so every
+    module of a sequence called with them must take them (nothing is inferred from signatures).
+    ``type_in`` / ``type_out`` are the first module's input types and the last module's output types.
 
     Parameters
     ----------
@@ -57,13 +55,11 @@ class EquivariantSequential(nn.Sequential):
             previous = (i, types_out)
         self.type_in = declared_types(modules[0])[0]
         self.type_out = declared_types(modules[-1])[1]
-        self._accepts = [set(inspect.signature(m.forward).parameters) for m in modules]
 
     def forward(self, *args, **kwargs):
         out = args
-        for m, accepts in zip(self, self._accepts):
-            extra = {k: v for k, v in kwargs.items() if k in accepts}
-            out = m(*(out if isinstance(out, tuple) else (out,)), **extra)
+        for m in self:
+            out = m(*(out if isinstance(out, tuple) else (out,)), **kwargs)
         return out
 
     def example_inputs(self, generator: torch.Generator | None = None, dtype: torch.dtype = torch.float64):

@@ -11,6 +11,11 @@ the numpy RNG state is stored as a tensor. It is read with ``torch.load(weights_
 which never runs code from the file; a file that needs anything else (an arbitrary Python
 object, the classic pickle attack) is refused with a [`UserError`][] saying so. Model code is
 never part of a checkpoint.
+
+``run["data"]`` records what the models were trained on (the task's data facts); for potentials
+that includes their units (``energy_unit``, ``length_unit``: kcal/mol and Angstrom for the MD17-style
+trajectories) and the atomic numbers of the training data, which ``geomlin.load`` puts on the
+model's card (``geomlin.deploy.card.ModelCard``) and ``geomlin export`` into the package.
 """
 
 from __future__ import annotations

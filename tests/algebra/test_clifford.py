@@ -219,7 +219,7 @@ def test_six_dimensional_algebra():
 
 def test_selection_matrices_are_the_terms_of_a_table():
     """Oracle: the product table summed term by term."""
-    from geomlin.algebra.clifford import selection_matrices
+    from geomlin.algebra.blades import selection_matrices
 
     alg = CliffordAlgebra((1, 1, 1))
     table = alg.table("geometric")

@@ -10,12 +10,11 @@ import pytest
 import torch
 
 from geomlin.algebra import CliffordAlgebra, pga
-from geomlin.algebra.clifford import MAX_SQUARINGS, ConstantTables
-from geomlin.validation import pending_checks, raise_deferred
+from geomlin.linalg import MAX_SQUARINGS
+from geomlin.tables import ConstantTables
+from geomlin.validation import deferred_checks
 from tests.device import simulated as sim
-from tests.device.checks import assert_runs_on_device, no_deferred_checks  # noqa: F401 (a fixture)
-
-pytestmark = pytest.mark.usefixtures("no_deferred_checks")
+from tests.device.checks import assert_runs_on_device
 
 METRICS = [(1, 1, 1), (0, 1, 1, 1), (1, -1, -1, -1)]
 
@@ -45,8 +44,6 @@ def test_clifford_algebra_methods_on_the_device(metric):
     assert_runs_on_device(lambda v: alg.embed_vector(v), torch.randn(5, alg.n), warm=True)
     A = torch.eye(alg.n) + 0.1 * torch.randn(alg.n, alg.n, generator=torch.Generator().manual_seed(2))
     assert_runs_on_device(alg.outermorphism, A, warm=True)
-    with sim.allowed():
-        raise_deferred()
 
 
 @pytest.mark.parametrize("metric", METRICS, ids=str)
@@ -56,7 +53,7 @@ def test_methods_with_tables_read_no_cache(metric):
     tables = sim.to_sim(alg.tables("geometric", "sparse:outer", "square", "quadratic_form"))
     assert isinstance(tables, ConstantTables)
     x, y = sim.to_sim((_mv(alg, 2, 3, seed=5), _mv(alg, 2, 3, seed=6)))
-    with sim.watch(strict=True):
+    with deferred_checks(), sim.watch(strict=True):
         alg.geometric_product(x, y, tables=tables)
         alg.outer_product(x, y, "sparse", tables=tables)
         alg.scalar_product(x, y, tables=tables)
@@ -66,11 +63,11 @@ def test_methods_with_tables_read_no_cache(metric):
         alg.regressive_product(x, y, tables=tables)
 
 
-def test_tables_are_not_in_the_state_dict_and_follow_the_dtype():
+def test_tables_are_not_in_the_state_dict_and_are_read_in_the_dtype_asked_for():
     tables = CliffordAlgebra((1, 1, 1)).tables("geometric", "quadratic_form")
     assert tables.state_dict() == {}
-    assert tables.get("quadratic_form").dtype == torch.get_default_dtype()
-    assert tables.double().get("quadratic_form").dtype == torch.float64
+    assert tables.get("quadratic_form").dtype == torch.float64
+    assert tables.float().get("quadratic_form").dtype == torch.float64  # a module cast does not round them
     assert tables.get("quadratic_form", dtype=torch.bfloat16).dtype == torch.bfloat16
 
 
@@ -126,18 +123,16 @@ def test_pga_functions_on_the_device():
     versor = pga.embed_rigid_motion(R[0], t[0].double())
     assert_runs_on_device(pga.sandwich, versor, x.double(), warm=True)
     assert_runs_on_device(pga.versor_matrix, versor, warm=True)
-    with sim.allowed():
-        raise_deferred()
-    assert pending_checks() == 0
 
 
 def test_deferred_checks_on_the_device_raise_the_cpu_message():
-    """A non-invertible versor is refused on the CPU at once and on the device at raise_deferred."""
+    """A non-invertible versor is refused on the CPU at once, on the device at once outside a
+    deferred-checks scope, and at the scope's end inside one (with no sync before)."""
     zero = torch.zeros(16)
     with pytest.raises(ValueError, match="zero norm"):
         pga.PGA.inverse_versor(zero)
     dev = sim.to_sim(zero)
-    with sim.allowed():
+    with pytest.raises(ValueError, match="zero norm"):
         pga.PGA.inverse_versor(dev)
-        with pytest.raises(ValueError, match="zero norm"):
-            raise_deferred()
+    with pytest.raises(ValueError, match="zero norm"), deferred_checks(), sim.watch(strict=True):
+        pga.PGA.inverse_versor(dev)

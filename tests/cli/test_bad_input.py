@@ -7,9 +7,18 @@ import numpy as np
 import pytest
 
 from geomlin.__main__ import main
-from geomlin.models.energy import accepts_mask
 
 QUICK = ["--quick", "--no-progress"]
+
+
+def occupy(out):
+    """Make ``out`` look like the folder of an earlier run; returns its files' modification times."""
+    from geomlin.train.outputs import RUN_FILES
+
+    out.mkdir(parents=True, exist_ok=True)
+    for name in RUN_FILES:
+        (out / name).write_text("an earlier run")
+    return {p.name: p.stat().st_mtime_ns for p in out.iterdir()}
 
 
 def _fails(capsys, args, phrase, out=None):
@@ -35,6 +44,11 @@ def _fails(capsys, args, phrase, out=None):
     (["molecules", "--dataset", "qm9", "--data", "x.npz"], "--data applies to --dataset md"),
     (["molecules", "--target", "gap"], "--target applies to --dataset qm9"),
     (["molecules", "--dataset", "qm9", "--root", "/nonexistent/qm9"], "is not a folder"),
+    (["molecules", "--data", "/nonexistent/traj.npz"], "data file not found"),
+    (["pointcloud", "--dataset", "modelnet10", "--root", "/nonexistent"], "--root /nonexistent does not exist"),
+    (["pointcloud", "--dataset", "modelnet10"], "needs --root PATH"),
+    (["pointcloud", "--root", "datasets"], "--root applies to --dataset modelnet10 or modelnet40"),
+    (["pointcloud", "--model", "resnet"], "unknown model 'resnet'"),
     (["pointcloud", "--width", "0"], "--width must be >= 1, got 0"),
     (["pointcloud", "--num-points", "4"], "--num-points must be >= 8, got 4"),
     (["pointcloud", "--gatr-points", "0"], "--gatr-points must be >= 1"),
@@ -55,10 +69,18 @@ def _fails(capsys, args, phrase, out=None):
     (["nbody", "--num-train", "2.5"], "--num-train must be an int, got '2.5'"),
     (["nbody", "--stop-after", "-1"], "--stop-after must be >= 0"),
 ])
-def test_bad_train_options(tmp_path, capsys, args, phrase):
+@pytest.mark.parametrize("folder", ["fresh", "occupied"])
+def test_bad_train_options(tmp_path, capsys, args, phrase, folder):
+    """Each wrong option is reported as itself, also where an earlier run holds the --out folder (the
+    folder is checked after every argument) and leaves that run untouched."""
     out = tmp_path / "run"
-    _fails(capsys, ["train", *args, *QUICK, "--out", str(out)], phrase, out)
-    assert not out.exists()                     # refused before anything was written
+    if folder == "occupied":
+        stamps = occupy(out)
+        _fails(capsys, ["train", *args, *QUICK, "--out", str(out)], phrase)
+        assert {p.name: p.stat().st_mtime_ns for p in out.iterdir()} == stamps
+    else:
+        _fails(capsys, ["train", *args, *QUICK, "--out", str(out)], phrase, out)
+        assert not out.exists()                     # refused before anything was written
 
 
 def test_out_is_a_file(tmp_path, capsys):
@@ -124,20 +146,23 @@ def test_corrupt_data_file_is_one_line(tmp_path, capsys, content, phrase):
     assert phrase in capsys.readouterr().err
 
 
+def test_periodic_frames_are_refused_until_the_potentials_take_cells(tmp_path, capsys):
+    data = tmp_path / "box.xyz"
+    frame = '2\nLattice="5 0 0 0 5 0 0 0 5" energy=-1.0 Properties=species:S:1:pos:R:3:forces:R:3\nH 0 0 0 0 0 0\nH 0 0 1 0 0 0\n'
+    data.write_text(frame * 4)
+    _fails(capsys, ["train", "molecules", *QUICK, "--data", str(data), "--out", str(tmp_path / "r")],
+           "the frames are periodic (extended XYZ Lattice= / pbc=)")
+
+
 def test_npz_with_atomic_number_zero(tmp_path, capsys):
     p = tmp_path / "z0.npz"
     np.savez(p, z=np.array([0, 1]), R=np.zeros((4, 2, 3)), E=np.zeros(4), F=np.zeros((4, 2, 3)))
     _fails(capsys, ["train", "molecules", *QUICK, "--data", str(p)], "atomic numbers must be in 1..118")
 
 
-def test_qm9_needs_models_that_take_variable_sizes(tmp_path, capsys):
-    from geomlin.models import GauntPotential
-
+def test_qm9_trains_every_model_on_molecules_of_different_sizes(tmp_path, capsys):
     args = ["train", "molecules", *QUICK, "--dataset", "qm9", "--model", "gaunt", "--out", str(tmp_path / "q")]
-    if accepts_mask(GauntPotential):
-        assert main(args) == 0
-    else:
-        _fails(capsys, args, "molecules of different sizes, which model gaunt cannot take yet")
+    assert main(args) == 0
 
 
 @pytest.mark.parametrize("args, phrase", [

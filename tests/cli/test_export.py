@@ -29,10 +29,9 @@ def test_export_then_audit_the_package(tmp_path, capsys):
     assert main(["export", str(ckpt), "--out", str(pkg)]) == 0
     assert "wrote" in capsys.readouterr().out and pkg.is_file()
     # the package reproduces the checkpoint's eager model at another batch size
-    from geomlin.cli.audit import checkpoint_model
-    from geomlin.train.checkpoint import load_checkpoint
+    import geomlin
 
-    model = checkpoint_model(load_checkpoint(ckpt), "egnn", ckpt).float().eval()
+    model = geomlin.load(ckpt, dtype=torch.float32)
     g = torch.Generator().manual_seed(3)
     pos, vel, charges = (torch.randn(3, 5, 3, generator=g), torch.randn(3, 5, 3, generator=g),
                          torch.randn(3, 5, 1, generator=g).sign())
@@ -48,7 +47,7 @@ def test_export_then_audit_the_package(tmp_path, capsys):
 
 def test_export_refuses_bad_arguments(tmp_path, capsys):
     assert main(["export", str(tmp_path / "missing.pt"), "--out", str(tmp_path / "m.pt2")]) == 2
-    assert "checkpoint not found" in capsys.readouterr().err
+    assert "checkpoint or package not found" in capsys.readouterr().err
     assert main(["export", str(tmp_path / "missing.pt"), "--out", str(tmp_path / "m.zip")]) == 2
     assert ".pt2" in capsys.readouterr().err
     (tmp_path / "m.pt2").write_bytes(b"")

@@ -125,7 +125,7 @@ def test_permission_error_is_one_line_naming_the_file(tmp_path):
 
 _WRITER = textwrap.dedent("""
     import sys, pathlib
-    from geomlin.train import loop
+    from geomlin.train import outputs
     from geomlin.train.checkpoint import save_checkpoint
     kind, folder = sys.argv[1], pathlib.Path(sys.argv[2])
     print("ready", flush=True)
@@ -138,9 +138,9 @@ _WRITER = textwrap.dedent("""
                             "models": {"m": {"w": __import__("torch").full((20000,), float(i))}},
                             "optimizers": {}, "rng": [], "history": history})
         elif kind == "metrics":
-            loop._write_csv(history, folder / "metrics.csv")
+            outputs.write_csv(history, folder / "metrics.csv")
         else:
-            loop._write_json(folder / "summary.json", {"epochs": len(history), "rows": history})
+            outputs.write_json(folder / "summary.json", {"epochs": len(history), "rows": history})
 """)
 
 

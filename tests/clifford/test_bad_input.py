@@ -57,6 +57,13 @@ CASES = [
     ("wrong multivector size", lambda: G3.outer_product(torch.ones(2, 7), torch.ones(2, 8)), ValueError,
      "last dimension 8"),
     ("unknown product", lambda: G3.product(torch.ones(8), torch.ones(8), "cross"), ValueError, "unknown product"),
+    ("leading shapes that do not broadcast", lambda: G3.geometric_product(torch.ones(3, 8), torch.ones(4, 8)),
+     ValueError, "the leading shapes of a, b must be equal or broadcastable, got a (3,), b (4,)"),
+    ("leading shapes that do not broadcast, dense, another dtype",
+     lambda: G3.geometric_product(torch.ones(3, 8), torch.ones(4, 8, dtype=torch.float64), "dense"), ValueError,
+     "leading shapes of a, b must be equal or broadcastable"),
+    ("factors on two devices", lambda: G3.geometric_product(torch.ones(8), torch.ones(8, device="meta")), ValueError,
+     "a is on cpu but b is on meta"),
     ("unknown method", lambda: G3.product(torch.ones(8), torch.ones(8), method="fft"), ValueError,
      "method must be one of"),
     ("grade out of range", lambda: G3.grade_projection(torch.ones(8), 4), ValueError, "grade must be in 0..3"),
@@ -217,3 +224,53 @@ def test_an_item_without_neighbours_does_not_attend_to_padding():
     moved = v.clone()
     moved[2] = 1e3  # the padded slots point at item 2; changing its values must not change anything
     torch.testing.assert_close(layer(pos, moved, neighbors=nb)[:2], out[:2], rtol=0, atol=0)
+
+
+# ---- user networks that do not fit, and empty batches (issue 34): named errors, documented results
+NET_CASES = [
+    ("value net of the wrong output width", lambda: GAAttention(4, mlp(4, 1), mlp(2, 5)), ValueError,
+     "GAAttention: value_net must map the invariants (..., 2) to (..., 4)"),
+    ("value net of the wrong input width", lambda: GAAttention(4, mlp(4, 1), mlp(3, 4)), ValueError,
+     "GAAttention: value_net cannot take the invariants, shape (5, 5, 2) (last dimension 2)"),
+    ("score net of the wrong input width", lambda: GAAttention(4, mlp(6, 1), mlp(2, 4)), ValueError,
+     "GAAttention: score_net cannot take the joined values, shape (5, 5, 4)"),
+    ("score net with two logits", lambda: GAAttention(4, mlp(4, 2), mlp(2, 4)), ValueError,
+     "score_net must map the joined values (..., 4) to (..., 1 or 4)"),
+    ("vector attention with a logit per channel", lambda: GAVectorAttention(4, mlp(4, 4), mlp(2, 4), mlp(4, 1)),
+     ValueError, "GAVectorAttention: score_net must map the joined values (..., 4) to (..., 1)"),
+    ("scale net of three outputs", lambda: GAVectorAttention(4, mlp(4, 1), mlp(2, 4), mlp(4, 3)), ValueError,
+     "GAVectorAttention: scale_net must map the joined values (..., 4) to (..., 1)"),
+    ("value net of the wrong width, multivectors", lambda: GAMultivectorAttention(4, mlp(4, 1), mlp(4, 3)),
+     ValueError, "GAMultivectorAttention: value_net must map the invariants (..., 4) to (..., 4)"),
+    ("a net that returns a tuple", lambda: GAAttention(4, mlp(4, 1), lambda x: (x, x)), ValueError,
+     "value_net must map the invariants (..., 2) to (..., 4) with the same leading shape (5, 5), got tuple"),
+    ("a net that sums over the tuples", lambda: GAAttention(4, mlp(4, 1), lambda x: mlp(2, 4)(x).sum(-2)),
+     ValueError, "with the same leading shape (5, 5), got shape (5, 4)"),
+]
+
+
+@pytest.mark.parametrize("make,error,phrase", [c[1:] for c in NET_CASES], ids=[c[0] for c in NET_CASES])
+def test_user_networks_that_do_not_fit_are_named(make, error, phrase):
+    layer = make()
+    d = 8 if isinstance(layer, GAMultivectorAttention) else 3
+    with pytest.raises(error) as info:
+        layer(torch.randn(5, d), torch.randn(5, 4))
+    assert phrase in str(info.value), f"message {str(info.value)!r} lacks {phrase!r}"
+
+
+@pytest.mark.parametrize("make,out", [
+    (lambda: GAAttention(4, mlp(4, 1), mlp(2, 4)), (0, 4)),
+    (lambda: GAAttention(4, mlp(4, 1), mlp(2, 4), reduce=False), (0, 6, 4)),
+    (lambda: GAVectorAttention(4, mlp(4, 1), mlp(2, 4), mlp(4, 1)), (0, 3)),
+    (lambda: GAMultivectorAttention(4, mlp(4, 1), mlp(4, 4)), (0, 4)),
+    (lambda: GAMultivectorAttention(4, mlp(4, 1), mlp(4, 4), mlp(4, 1), reduce=False), (0, 6, 8)),
+])
+def test_no_clouds_give_the_documented_empty_output(make, out):
+    """An empty batch is a batch: ``(0, N, 3)`` points give ``(0, ...)`` outputs, as torch layers do."""
+    layer = make()
+    d = 8 if isinstance(layer, GAMultivectorAttention) else 3
+    y = layer(torch.randn(0, 6, d), torch.randn(0, 6, 4))
+    assert y.shape == out
+    # and one cloud of the batch alone matches the batch of one (the empty path changes nothing else)
+    r, v = torch.randn(1, 6, d), torch.randn(1, 6, 4)
+    torch.testing.assert_close(layer(r, v)[0], layer(r[0], v[0]))

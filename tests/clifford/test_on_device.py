@@ -27,10 +27,9 @@ from geomlin.clifford.tuple_products import (
     tuple_products,
     vector_product,
 )
+from geomlin.validation import deferred_checks
 from tests.device import simulated as sim
-from tests.device.checks import assert_runs_on_device, no_deferred_checks  # noqa: F401 (a fixture)
-
-pytestmark = pytest.mark.usefixtures("no_deferred_checks")
+from tests.device.checks import assert_runs_on_device
 
 
 def _seeded(module: torch.nn.Module, seed: int = 0) -> torch.nn.Module:
@@ -58,7 +57,7 @@ def test_gcan_mlp_on_the_device_and_under_autocast(dtype):
     assert_runs_on_device(_seeded(GCAGate(pga.PGA, 2)), x)
     reference = model(x).detach()
     dev, xd = sim.to_sim((model, x))
-    with sim.watch(strict=True), torch.autocast(sim.DEVICE_TYPE, dtype=dtype):
+    with deferred_checks(), sim.watch(strict=True), torch.autocast(sim.DEVICE_TYPE, dtype=dtype):
         out = dev(xd.requires_grad_())
         out.float().square().mean().backward()
     out = sim.to_cpu(out).detach().float()

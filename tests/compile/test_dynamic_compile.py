@@ -1,6 +1,6 @@
 """A compiled model serves batches of other sizes without recompiling (issue 21).
 
-The batch and item dims that :mod:`geomlin.deploy` declares dynamic (its ``SHAPE_RULES`` say which
+The batch and item dims that :mod:`geomlin.deploy` declares dynamic (the models' ``export_shapes`` say which
 are static, and why) are marked dynamic; after the first call, a call with one more batch entry and
 one item fewer must reuse the same graph (dynamo's count of compiled graphs stays at one) and give
 the eager output (float32, rtol 1e-5). ``aot_eager`` compiles: recompilation is decided by dynamo's
@@ -25,11 +25,11 @@ def _cases():
 
 
 def _mark(model, args, kwargs):
-    rule = deploy.SHAPE_RULES.get(type(model).__name__, deploy.ShapeRule())
+    static_items = deploy.items_range(model) is None
     for x in (*args, *kwargs.values()):
         if isinstance(x, torch.Tensor) and x.ndim >= 1:
             torch._dynamo.mark_dynamic(x, 0)
-            if x.ndim >= 2 and not rule.static_items:
+            if x.ndim >= 2 and not static_items:
                 torch._dynamo.mark_dynamic(x, 1)
 
 

@@ -28,16 +28,13 @@ def export_case(task_name: str, name: str):
     """``(model, args, kwargs)`` of a model as it is exported: molecules with forces, items within range."""
     model, args, kwargs = _model_and_inputs(task_name, name)
     kwargs = {k: v for k, v in kwargs.items() if k != "compute_forces"}
-    rule = deploy.SHAPE_RULES.get(type(model).__name__, deploy.ShapeRule())
-    if rule.max_items_attr is not None:
-        top = int(getattr(model, rule.max_items_attr))
-        args = tuple(a[:, :top].contiguous() if isinstance(a, torch.Tensor) and a.ndim >= 2 else a for a in args)
+    args, kwargs = deploy.fit_inputs(model, args, kwargs)
     return model, args, kwargs
 
 
 def resized(model, args, kwargs, seed: int = 1):
     """The inputs at one more batch entry (a perturbed copy of the first) and one item fewer."""
-    rule = deploy.SHAPE_RULES.get(type(model).__name__, deploy.ShapeRule())
+    static_items = deploy.items_range(model) is None
     g = torch.Generator().manual_seed(seed)
 
     def resize(x):
@@ -47,7 +44,7 @@ def resized(model, args, kwargs, seed: int = 1):
         if x.is_floating_point():
             extra = extra + 0.1 * torch.randn(extra.shape, generator=g, dtype=x.dtype)
         x = torch.cat([x, extra])
-        if x.ndim >= 2 and not rule.static_items:
+        if x.ndim >= 2 and not static_items:
             x = x[:, : x.shape[1] - 1]
         return x.contiguous()  # a program is traced for contiguous inputs
 

@@ -23,7 +23,17 @@ from geomlin.datasets.qm9 import QM9, qm9_split, read_qm9_csv
 from geomlin.datasets.shapenet import read_part_file
 from geomlin.datasets.surface import sample_surface
 from geomlin.datasets.synthetic import nbody, synthetic_shapes
-from geomlin.datasets.transforms import KNNGraph, RadiusGraph, SamplePoints, knn_graph, radius_graph
+from geomlin.datasets.transforms import (
+    Center,
+    KNNGraph,
+    NormalizeScale,
+    RadiusGraph,
+    RandomRotation,
+    RandomTranslation,
+    SamplePoints,
+    knn_graph,
+    radius_graph,
+)
 from geomlin.validation import FileFormatError
 from tests.datasets.conftest import MESH_DIR, QM9_DIR
 
@@ -76,8 +86,42 @@ def test_xyz_bad_files(tmp_path, text, message):
 
 def test_xyz_frames_disagree_on_energy(tmp_path):
     p = _file(tmp_path, "mix.xyz", "1\n-1.0\nH 0 0 0\n1\nno energy here\nH 0 0 0\n")
-    with pytest.raises(FileFormatError, match="frame 1 lacks an energy while frame 0 has them"):
+    with pytest.raises(FileFormatError, match=r"mix\.xyz:5 \(record 1\): frame 1 lacks an energy but frame 0 does"):
         XYZDataset(p)
+
+
+CELL_FRAME = 'Lattice="4 0 0 0 4 0 0 0 4" energy=-1.0 Properties=species:S:1:pos:R:3'
+
+
+@pytest.mark.parametrize("comment, message", [
+    ('Lattice="4 0 0 0 4 0 0 0" energy=-1.0', r"Lattice='4 0 0 0 4 0 0 0' must be 9 numbers \(three lattice vectors\), got 8"),
+    ('Lattice="4 0 0 0 4 0 0 0 x" energy=-1.0', r"must be 9 numbers \(three lattice vectors\)"),
+    ('Lattice="4 0 0 0 4 0 0 0 nan" energy=-1.0', r"Lattice='4 0 0 0 4 0 0 0 nan' holds a non-finite number"),
+    ('Lattice="4 0 0 0 4 0 8 0 0" energy=-1.0', r"periodic lattice vectors \(pbc='T T T'\) are linearly dependent"),
+    ('Lattice="4 0 0 0 4 0 0 0 0" pbc="T T T" energy=-1.0', r"are linearly dependent"),
+    ('Lattice="4 0 0 0 4 0 0 0 4" pbc="T T" energy=-1.0', r"pbc='T T' must be three flags T or F"),
+    ('Lattice="4 0 0 0 4 0 0 0 4" pbc="T T yes" energy=-1.0', r"pbc='T T yes' must be three flags"),
+    ('pbc="T F F" energy=-1.0', r"pbc='T F F' makes the frame periodic but there is no Lattice="),
+])
+def test_xyz_bad_cells_name_the_file_and_line(tmp_path, comment, message):
+    p = _file(tmp_path, "cell.xyz", f"1\n{CELL_FRAME}\nH 0 0 0\n1\n{comment}\nH 0 0 0\n")
+    with pytest.raises(FileFormatError, match=rf"cell\.xyz:5 \(record 1\): .*{message}"):
+        read_xyz(p)
+
+
+def test_xyz_frames_disagree_on_the_cell(tmp_path):
+    p = _file(tmp_path, "mixcell.xyz", f"1\n{CELL_FRAME}\nH 0 0 0\n1\nenergy=-2.0\nH 0 0 0\n")
+    with pytest.raises(FileFormatError, match=r"mixcell\.xyz:5 \(record 1\): frame 1 lacks a cell \(Lattice=\) but frame 0"):
+        XYZDataset(p)
+
+
+def test_xyz_control_cells_that_are_fine(tmp_path):
+    """A zero lattice vector along a non-periodic axis (a slab), and pbc="F F F" without a Lattice."""
+    p = _file(tmp_path, "slab.xyz", '1\nLattice="4 0 0 0 4 0 0 0 0" pbc="T T F" energy=-1\nH 0 0 0\n'
+                                    '1\npbc="F F F" energy=-1\nH 0 0 0\n')
+    slab, free = read_xyz(p)
+    assert slab.pbc.tolist() == [True, True, False] and slab.cell[2].tolist() == [0, 0, 0]
+    assert free.cell is None and free.pbc is None
 
 
 def test_xyz_control_numeric_species_and_forces(tmp_path):
@@ -323,3 +367,20 @@ def test_cache_keeps_temporaries_of_live_writers(tmp_path):
         warnings.simplefilter("error")
         assert load_cache(target, "fp") is None
     assert live.exists()
+
+
+@pytest.mark.parametrize("make", [NormalizeScale, Center, lambda: RandomRotation("O3"), RandomTranslation,
+                                  lambda: RadiusGraph(1.0), lambda: KNNGraph(2)],
+                         ids=["NormalizeScale", "Center", "RandomRotation", "RandomTranslation", "RadiusGraph",
+                              "KNNGraph"])
+@pytest.mark.parametrize("bad", [float("nan"), float("inf")], ids=["nan", "inf"])
+def test_transforms_name_non_finite_positions(make, bad):
+    """NaN or inf positions are named as such by every transform (NormalizeScale called them a
+    'degenerate' cloud), and a cloud of coinciding points is still the degenerate one."""
+    pos = torch.randn(5, 3, dtype=torch.float64)
+    pos[2, 1] = bad
+    name = type(make()).__name__
+    with pytest.raises(ValueError, match=rf"{name}: data.pos contains NaN or inf"):
+        make()(Data(pos=pos))
+    with pytest.raises(ValueError, match="degenerate point cloud"):
+        NormalizeScale()(Data(pos=torch.ones(4, 3)))

@@ -5,6 +5,7 @@ import pytest
 import torch
 
 from geomlin.datasets import MD17, NPZTrajectory
+from geomlin.datasets.md17 import read_npz_trajectory
 from tests.datasets.conftest import MD_DIR
 
 MOLECULES = ("ethanol", "malonaldehyde", "aspirin")
@@ -81,3 +82,14 @@ def test_wrong_keys_shapes_nan(tmp_path):
         NPZTrajectory(bad)
     with pytest.raises(FileNotFoundError):
         NPZTrajectory(tmp_path / "none.npz")
+
+
+def test_a_trajectory_without_forces_reads_when_forces_are_optional(tmp_path):
+    """``require_forces=False`` reads energies-only files (``force`` is None); by default the missing
+    array is named."""
+    path = tmp_path / "e.npz"
+    np.savez(path, R=np.zeros((3, 2, 3)) + np.arange(3)[:, None, None], z=np.array([1, 8]), E=np.arange(3.0))
+    out = read_npz_trajectory(path, require_forces=False)
+    assert out["force"] is None and out["energy"].tolist() == [0.0, 1.0, 2.0] and out["pos"].shape == (3, 2, 3)
+    with pytest.raises(ValueError, match="missing the 'force' array"):
+        read_npz_trajectory(path)

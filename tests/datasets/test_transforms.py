@@ -7,6 +7,7 @@ import torch
 from torch_geometric.data import Data
 from torch_geometric.transforms import Compose
 
+from geomlin import validation
 from geomlin.datasets.transforms import (
     Center,
     KNNGraph,
@@ -214,7 +215,7 @@ def test_transforms_keep_every_field_on_the_device(name, make, data, syncs):
     want = make()(data())
     d = sim.to_sim(data())
     torch.manual_seed(0)
-    with sim.watch() as log:
+    with validation.deferred_checks(), sim.watch() as log:  # the value checks stay on the device
         got = make()(d)
     assert len(log.of("sync")) <= syncs and len(log.events) == len(log.of("sync")), log.report()
     assert sorted(got.keys()) == sorted(want.keys())
@@ -236,17 +237,19 @@ def test_random_transforms_refuse_a_generator_on_another_device():
 
 
 def test_deferred_checks_of_the_transforms_on_a_device():
-    """A degenerate cloud and a zero-area mesh raise through geomlin.validation.raise_deferred."""
-    from geomlin.validation import raise_deferred
+    """A degenerate cloud and a zero-area mesh raise at once, and inside a deferred-checks scope at its
+    end (with no sync before)."""
     from tests.device import simulated as sim
 
-    with sim.watch() as log:
-        NormalizeScale()(sim.to_sim(Data(pos=torch.ones(4, 3))))
-    assert not log.events
+    with pytest.raises(ValueError, match="degenerate point cloud"), validation.deferred_checks():
+        with sim.watch() as log:
+            NormalizeScale()(sim.to_sim(Data(pos=torch.ones(4, 3))))
+        assert not log.events
     with pytest.raises(ValueError, match="degenerate point cloud"):
-        raise_deferred()
+        NormalizeScale()(sim.to_sim(Data(pos=torch.ones(4, 3))))
     flat = Data(pos=torch.tensor([[0.0, 0, 0], [1, 0, 0], [2, 0, 0]]), face=torch.tensor([[0], [1], [2]]))
-    out = SamplePoints(5)(sim.to_sim(flat))
-    assert out.pos.device == sim.DEVICE
+    with pytest.raises(ValueError, match="zero surface area"), validation.deferred_checks():
+        out = SamplePoints(5)(sim.to_sim(flat))
+        assert out.pos.device == sim.DEVICE
     with pytest.raises(ValueError, match="zero surface area"):
-        raise_deferred()
+        SamplePoints(5)(sim.to_sim(flat))

@@ -2,9 +2,11 @@
 
 :func:`assert_runs_on_device` runs a callable on the CPU, then on the ``sim`` device inside
 ``sim.watch(strict=True)`` (the first host sync, upload or device assert raises at its line), and
-compares outputs and input gradients with the CPU run. Pure functions may fill a per-(device,
-dtype) cache on their first call (one upload, allowed by the device rules): ``warm=True`` makes
-one unwatched call first. Modules must not need it (their tables are buffers).
+compares outputs and input gradients with the CPU run. The device runs happen inside a
+:func:`geomlin.validation.deferred_checks` scope, as in the training loop: value checks stay on the
+device and the scope raises them when it ends (after the watch). Pure functions may fill a
+per-(device, dtype) cache on their first call (one upload, allowed by the device rules):
+``warm=True`` makes one unwatched call first. Modules must not need it (their tables are buffers).
 """
 
 from __future__ import annotations
@@ -15,28 +17,11 @@ import pytest
 import torch
 from torch.utils._pytree import tree_leaves, tree_map
 
-from geomlin.validation import raise_deferred
+from geomlin.validation import deferred_checks
 from tests.device import simulated as sim
 
 #: Relative distance between device and CPU results (the same CPU kernels compute both).
 RTOL = 1e-5
-
-
-def clear_deferred() -> None:
-    """Drop the deferred device checks this thread holds (other tests' pending or failed flags)."""
-    with sim.allowed():
-        try:
-            raise_deferred()
-        except ValueError:
-            pass
-
-
-@pytest.fixture
-def no_deferred_checks():
-    """Start and end a test with no deferred device checks pending (``usefixtures`` it)."""
-    clear_deferred()
-    yield
-    clear_deferred()
 
 
 def _relative(a: torch.Tensor, b: torch.Tensor) -> float:
@@ -73,9 +58,9 @@ def assert_runs_on_device(fn, *args, warm: bool = False, grads: bool = True, rto
     dev_fn = sim.to_sim(copy.deepcopy(fn)) if isinstance(fn, torch.nn.Module) else fn
     dev_args, dev_kwargs = sim.to_sim((args, kwargs))
     if warm:
-        with sim.allowed():
+        with sim.allowed(), deferred_checks():
             _run(dev_fn, dev_args, dev_kwargs, grads)
-    with sim.watch(strict=True):
+    with deferred_checks(), sim.watch(strict=True):  # the scope reads its checks after the watch
         out, dev_grads = _run(dev_fn, dev_args, dev_kwargs, grads)
     for o in tree_leaves(out):
         if isinstance(o, torch.Tensor):
@@ -87,3 +72,29 @@ def assert_runs_on_device(fn, *args, warm: bool = False, grads: bool = True, rto
             assert g.device == sim.DEVICE
             assert _relative(g, h) <= rtol, f"gradient differs from the CPU's: {_relative(g, h):.2e}"
     return out
+
+
+def warm_then_watch(warm, call):
+    """``warm()`` then ``call()`` on the device, each in a deferred-checks scope: the first call may only
+    upload (a per-(device, dtype) cache filled once), the second records nothing. Returns ``call()``."""
+    with deferred_checks(), sim.watch() as warm_up:
+        warm()
+    assert all(e.kind == "upload" for e in warm_up.events), warm_up.report()
+    with deferred_checks(), sim.watch() as log:
+        out = call()
+    assert not log.events, log.report()
+    return out
+
+
+def assert_membership_deferred(group, member, outsider, phrase: str) -> None:
+    """``group.check_element`` on the device: a member passes (after at most an upload of the group's
+    tables), an outsider is refused with ``phrase`` at the end of a deferred-checks scope without a
+    host read before it, and at once outside a scope."""
+    member, outsider = sim.to_sim((member, outsider))
+    warm_then_watch(lambda: group.check_element(member), lambda: group.check_element(member))
+    with pytest.raises(ValueError, match=phrase), deferred_checks():
+        with sim.watch() as log:
+            group.check_element(outsider)
+        assert not log.events, log.report()
+    with pytest.raises(ValueError, match=phrase):
+        group.check_element(outsider)

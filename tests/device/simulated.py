@@ -470,7 +470,7 @@ DEVICE = torch.device(DEVICE_TYPE, 0)
 def to_sim(tree):
     """Every CPU tensor in a nested structure moved to the simulated device, and every object that
     moves itself with ``.to(device)`` (modules, PyG ``Data`` objects, plans such as GATr's
-    ``SetLayout``)."""
+    ``BatchLayout``)."""
     install()
 
     def move(t):

@@ -64,10 +64,10 @@ def test_forward_and_backward_on_the_simulated_device(cls, index, factory):
     with sim.cpu_kernels():
         cpu_out, cpu_grads = step(module, args, kwargs)
     module, args, kwargs = sim.to_sim((module, args, kwargs))
-    with sim.watch() as log:
+    # as in the training loop: the input checks stay on the device, and pass on valid inputs when read
+    with validation.deferred_checks(), sim.watch() as log:
         out, grads = step(module, args, kwargs)
     assert not log.events, f"{cls.__name__} on an accelerator:\n{log.report()}"
-    validation.raise_deferred()  # the input checks deferred on the device pass on valid inputs
     for o in out:
         assert o.device == sim.DEVICE, f"{cls.__name__} returned an output on {o.device}"
     for a, b in zip(out, cpu_out):
@@ -90,14 +90,13 @@ def test_autocast_on_the_simulated_device(cls, index, factory, dtype):
     module, args, kwargs = build_case(factory, index, requires_grad=True)
     reference, _ = step(module, args, kwargs)
     module, args, kwargs = sim.to_sim((module, args, kwargs))
-    with sim.watch() as log, torch.autocast(sim.DEVICE_TYPE, dtype=dtype):
+    with validation.deferred_checks(), sim.watch() as log, torch.autocast(sim.DEVICE_TYPE, dtype=dtype):
         try:
             out, grads = step(module, args, kwargs)
         except TypeError as err:  # a clear refusal is allowed
             assert "precision" in str(err) or "autocast" in str(err), err
             return
     assert not log.events, f"{cls.__name__} under {dtype} autocast:\n{log.report()}"
-    validation.raise_deferred()
     for o, r in zip(out, reference):
         assert torch.isfinite(sim.to_cpu(o)).all()
         assert _relative(o, r) <= AUTOCAST_RTOL[dtype], f"{cls.__name__}: output far from float32"

@@ -112,23 +112,74 @@ def test_autocast_follows_cudas_policy():
 
 
 def test_deferred_checks_raise_later_with_the_cpu_message():
-    validation.raise_deferred()  # start from no pending checks (earlier tests may leave passing ones)
+    """Inside a scope the checks stay on the device (no sync), the index is clamped, and the scope's end
+    raises the CPU's error."""
     bad = torch.tensor([1.0, float("nan")])
     with pytest.raises(ValueError, match="x contains NaN") as on_cpu:
         validation.check_finite(bad, "x")
     bad, index = sim.to_sim((bad, torch.tensor([0, 5, -1])))
-    with sim.watch() as log:
-        validation.check_finite(bad, "x")
-        index = validation.check_index(index, "index", 3)
-    assert log.events == []  # no sync, no device assert
-    assert sim.to_cpu(index).tolist() == [0, 2, 0]  # clamped: no kernel reads out of bounds
-    assert validation.pending_checks() == 2
-    with pytest.raises(ValueError) as deferred:
-        validation.raise_deferred()
+    with pytest.raises(ValueError) as deferred, validation.deferred_checks():
+        with sim.watch() as log:
+            validation.check_finite(bad, "x")
+            index = validation.check_index(index, "index", 3)
+        assert log.events == []  # no sync, no device assert
+        assert sim.to_cpu(index).tolist() == [0, 2, 0]  # clamped: no kernel reads out of bounds
+        assert validation.pending_checks() == 2
     assert str(on_cpu.value) in str(deferred.value)
     assert validation.pending_checks() == 0
     with validation.deferred_checks():  # a clean block raises nothing
         validation.check_finite(torch.ones(3, device=D), "y")
+
+
+def test_outside_a_scope_checks_raise_at_once_and_never_clamp():
+    """No scope, no deferral: the value is read (a host sync, recorded) and the CPU's error raised at the call."""
+    index = sim.to_sim(torch.tensor([0, 5, -1]))
+    with sim.watch() as log, pytest.raises(ValueError, match=r"in \[0, 3\), got entries from -1 to 5"):
+        validation.check_index(index, "index", 3)
+    assert [e.kind for e in log.events] and {e.kind for e in log.events} == {"sync"}
+    with pytest.raises(ValueError, match="x contains NaN"):
+        validation.check_finite(sim.to_sim(torch.tensor([float("nan")])), "x")
+    good = sim.to_sim(torch.tensor([0, 2]))
+    assert validation.check_index(good, "index", 3) is good
+    assert validation.pending_checks() == 0
+
+
+def test_a_bad_species_index_outside_a_training_loop_raises_and_never_computes():
+    """A user's own loop on an accelerator (no scope): the species check raises before any atom is embedded."""
+    from geomlin.models import EGNNPotential
+
+    model = EGNNPotential(num_species=3, hidden_channels=8, num_blocks=1)
+    (pos, species), _ = model.example_inputs(generator=torch.Generator().manual_seed(0), dtype=torch.float32)
+    species = species.clone()
+    species[0, 0] = 0
+    species[0, 1] = 7  # no such atom type
+    model, pos, species = sim.to_sim((model, pos, species))
+    embedded = []
+    for m in model.modules():
+        if isinstance(m, torch.nn.Embedding):
+            m.register_forward_hook(lambda *_: embedded.append(1))
+    with pytest.raises(ValueError, match=r"species must index atom types in \[0, 3\), got entries from 0 to 7"):
+        model(pos, species)
+    assert not embedded
+
+
+def test_a_block_that_raised_leaks_no_check_into_the_next():
+    bad = sim.to_sim(torch.tensor([float("nan")]))
+    with pytest.raises(RuntimeError, match="the block failed"), validation.deferred_checks():
+        validation.check_finite(bad, "x")
+        raise RuntimeError("the block failed")
+    assert validation.pending_checks() == 0
+    with validation.deferred_checks():  # valid: raises nothing
+        validation.check_finite(sim.to_sim(torch.ones(2)), "y")
+
+
+def test_a_nested_scope_hands_its_checks_to_the_enclosing_one():
+    bad = sim.to_sim(torch.tensor([float("nan")]))
+    with pytest.raises(ValueError, match="x contains NaN"), validation.deferred_checks():
+        with sim.watch() as log, validation.deferred_checks():
+            validation.check_finite(bad, "x")
+        assert not log.events  # the inner scope read nothing
+        assert validation.pending_checks() == 1
 
 
 def test_resize_grows_a_tensor_in_place():

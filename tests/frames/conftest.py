@@ -4,12 +4,14 @@ import pytest
 import torch
 from torch import nn
 
+from geomlin.batching import as_layout
+
 
 class PointMLP(nn.Module):
     """Per-point MLP with biases + mean pooling + MLP head.
 
     ``forward(pos, *extras, mask=None, batch=None, edge_index=None)``: padded ``(B, N, d)``
-    or flat ``(N, d)``; extras are per point ``(.., k)`` or ``(.., k, d)`` (flattened).
+    or flat ``(N, d)`` (``batch`` a batch vector or a ``BatchLayout``, as geomlin's models take it); extras are per point ``(.., k)`` or ``(.., k, d)`` (flattened).
     ``level="graph"`` returns ``(B, out)``, ``level="point"`` returns ``(.., N, out)``.
     With ``edge_index`` (flat only) one round of sum message passing is added.
     """
@@ -27,9 +29,10 @@ class PointMLP(nn.Module):
         if edge_index is not None:
             h = h + torch.zeros_like(h).index_add(0, edge_index[1], torch.tanh(h[edge_index[0]]))
         if batch is not None:
-            B = int(batch.max()) + 1
-            counts = torch.zeros(B, dtype=h.dtype).index_add(0, batch, torch.ones_like(h[:, 0]))
-            pooled = torch.zeros(B, h.shape[-1], dtype=h.dtype).index_add(0, batch, h) / counts[:, None]
+            layout = as_layout(batch=batch)
+            B, batch = layout.num_graphs, layout.batch
+            counts = h.new_zeros(B).index_add(0, batch, torch.ones_like(h[:, 0]))
+            pooled = h.new_zeros(B, h.shape[-1]).index_add(0, batch, h) / counts[:, None]
             if self.level == "point":
                 return self.head(torch.cat([h, pooled[batch]], -1))
             return self.head(pooled)

@@ -4,8 +4,10 @@ The wrapped backbones are deliberately not equivariant and have biases (``tests/
 so only the frame / canonicalization machinery can make the wrappers pass.
 """
 
+import torch
 from torch import nn
 
+from geomlin.batching import batch_layout
 from geomlin.frames import (
     Canonicalization,
     Canonicalizer,
@@ -18,6 +20,7 @@ from geomlin.frames import (
     VNLinear,
     VNPointNet,
 )
+from geomlin.frames.pca import example_clouds
 from geomlin.reps import Positions, Scalars, Vectors
 from tests.frames.conftest import PointMLP
 
@@ -31,6 +34,20 @@ class _FlatImageHead(nn.Module):
 
     def forward(self, x):
         return self.net(x)
+
+
+def _masked_frame_averaging():
+    """Padded clouds of 10, 8 and 6 points with their mask (the backbone takes ``mask=``)."""
+    pos, mask = example_clouds(3, torch.Generator().manual_seed(0))
+    return FrameAveraging(PointMLP(out_dim=4), "E3", Scalars()), {"inputs": (pos,), "kwargs": {"mask": mask}}
+
+
+def _flat_frame_averaging():
+    """The same clouds flat, with a layout planned on the host (the backbone gets the frames' layout)."""
+    pos, mask = example_clouds(3, torch.Generator().manual_seed(1))
+    batch = batch_layout(batch=torch.arange(3).repeat_interleave(mask.sum(1)))
+    return (FrameAveraging(PointMLP(out_dim=3, level="point"), "SO3", Vectors(3)),
+            {"inputs": (pos[mask],), "kwargs": {"batch": batch}})
 
 
 def _biased(module: nn.Module) -> nn.Module:
@@ -47,6 +64,8 @@ EXAMPLES = {
         lambda: FrameAveraging(PointMLP(out_dim=3), "SE3", Positions(3), on_degenerate="moments", gap_tol=0.2,
                                signs="skewness"),
         lambda: FrameAveraging(PointMLP(extra_dim=3, out_dim=3, level="point"), "O3", Vectors(3), inputs=Vectors(3)),
+        _masked_frame_averaging,
+        _flat_frame_averaging,
     ],
     Canonicalization: [
         lambda: Canonicalization(PointCloudCanonicalizer("SE3", orthogonalization="procrustes", moment_frame=True),

@@ -5,6 +5,7 @@
 import pytest
 import torch
 
+from geomlin.batching import batch_layout
 from geomlin.frames import (
     Canonicalization,
     DegenerateFrameError,
@@ -69,7 +70,8 @@ CASES = [
     ("mask and batch", lambda: pca_frames(FLAT, mask=MASK, batch=BATCH), ValueError, "not both"),
     ("a cloud with no points", lambda: pca_frames(POS, mask=MASK & (torch.arange(3) != 1)[:, None]), ValueError,
      "point clouds [1] have no points"),
-    ("num_graphs too small", lambda: pca_frames(FLAT, batch=BATCH, num_graphs=2), ValueError, "num_graphs=2"),
+    ("num_graphs too small", lambda: pca_frames(FLAT, batch=batch_layout(batch=BATCH, num_graphs=2)), ValueError,
+     "num_graphs=2"),
     ("unknown group", lambda: pca_frames(POS, "Q3"), ValueError, "unknown group 'Q3'"),
     ("group of the wrong kind", lambda: pca_frames(POS, 3), TypeError, "group must be"),
     ("a group without PCA frames", lambda: pca_frames(POS, "S3"), TypeError,

@@ -1,7 +1,8 @@
 """geomlin.frames on the simulated accelerator (``tests/device/simulated.py``, CUDA's device rules on
 every operator): the public functions run forward and backward without a host sync, an upload or a
 device-side assert, give the CPU's numbers (the oracle: the same call on the CPU), defer their value
-checks to :func:`geomlin.validation.raise_deferred`, and keep their accuracy under autocast."""
+checks inside :func:`geomlin.validation.deferred_checks` (as the training loop runs them), and keep their
+accuracy under autocast."""
 
 import math
 import warnings
@@ -10,6 +11,7 @@ import pytest
 import torch
 
 from geomlin import validation
+from geomlin.batching import batch_layout
 from geomlin.frames import (
     DegenerateFrameError,
     FrameAveraging,
@@ -24,14 +26,6 @@ from geomlin.reps import Images, RegularFeatures, Vectors
 from geomlin.reps.images import act_on_image
 from tests.device import simulated as sim  # registers the stand-in before any backward pass starts autograd
 from tests.frames.conftest import PointMLP, random_clouds
-
-
-@pytest.fixture(autouse=True)
-def no_pending_checks():
-    """Every test starts and ends without deferred checks of its own."""
-    validation.raise_deferred()
-    yield
-    validation.raise_deferred()
 
 
 def _clouds(d: int, seed: int = 0):
@@ -74,7 +68,7 @@ def test_pca_frames_on_the_device(group, policy, signs, gap_tol):
     kwargs = {"group": group, "on_degenerate": policy, "signs": signs, "gap_tol": gap_tol}
     cpu, cpu_grad = _frames_and_grad(pos, mask, **kwargs)
     dpos, dmask = sim.to_sim((pos, mask))
-    with sim.watch() as log:
+    with validation.deferred_checks(), sim.watch() as log:
         fr, grad = _frames_and_grad(dpos, dmask, **kwargs)
     assert not log.events, log.report()
     fr, grad = sim.to_cpu((fr, grad))
@@ -99,54 +93,65 @@ def test_raise_and_warn_are_deferred_on_the_device():
     raise_deferred raises the DegenerateFrameError / issues the UserWarning (without item numbers,
     which would need a read)."""
     pos, mask = sim.to_sim(_clouds(3))
-    with sim.watch() as log:
-        pca_frames(pos, "E3", mask, on_degenerate="raise")
-    assert not log.events, log.report()
-    with pytest.raises(DegenerateFrameError, match="degenerate covariance spectrum"):
-        validation.raise_deferred()
-    with sim.watch() as log, warnings.catch_warnings():
-        warnings.simplefilter("error")
-        pca_frames(pos, "E3", mask)  # "warn" is the default
-    assert not log.events, log.report()
+    with pytest.raises(DegenerateFrameError, match="degenerate covariance spectrum"), validation.deferred_checks():
+        with validation.deferred_checks(), sim.watch() as log:
+            pca_frames(pos, "E3", mask, on_degenerate="raise")
+        assert not log.events, log.report()
+    def warn_in_a_scope() -> list:
+        # the warning is issued at the scope's end, after the watch
+        with validation.deferred_checks(), sim.watch() as log, warnings.catch_warnings():
+            warnings.simplefilter("error")
+            pca_frames(pos, "E3", mask)  # "warn" is the default
+        return log.events
+
     with pytest.warns(UserWarning, match="degenerate covariance spectrum"):
-        validation.raise_deferred()
-    with sim.watch() as log:
+        events = warn_in_a_scope()
+    assert not events
+    with validation.deferred_checks(), sim.watch() as log:  # nothing degenerate: the scope's checks pass
         pca_frames(pos[:3], "E3", mask[:3], on_degenerate="raise")
     assert not log.events, log.report()
-    validation.raise_deferred()  # nothing degenerate: the pending checks pass
     empty = mask & (torch.arange(4, device=mask.device) != 1)[:, None]
-    with sim.watch() as log:
+    with pytest.raises(ValueError, match="some point clouds have no points"), validation.deferred_checks():
+        with validation.deferred_checks(), sim.watch() as log:
+            pca_frames(pos, "E3", empty, on_degenerate="ignore")
+        assert not log.events, log.report()
+    with pytest.raises(ValueError, match="some point clouds have no points"):  # outside a scope: at once
         pca_frames(pos, "E3", empty, on_degenerate="ignore")
-    assert not log.events, log.report()
-    with pytest.raises(ValueError, match="some point clouds have no points"):
-        validation.raise_deferred()
 
 
 @pytest.mark.parametrize("signs", ["all", "skewness"])
 def test_flat_batches_on_the_device(signs):
-    """With num_graphs a flat batch reads nothing; moment frames read the size of the largest cloud
-    (one sync, documented) to pad it."""
+    """Planned with num_graphs a flat batch reads nothing; moment frames read the size of the largest cloud
+    (one sync, documented) to pad it, unless the plan knows it."""
     pos, mask = _clouds(3)
     flat, batch = pos[mask], torch.arange(4).repeat_interleave(mask.sum(1))
     cpu = pca_frames(flat, "SE3", batch=batch, on_degenerate="ignore", signs=signs)
     dflat, dbatch = sim.to_sim((flat, batch))
-    with sim.watch() as log:
-        fr = pca_frames(dflat, "SE3", batch=dbatch, num_graphs=4, on_degenerate="ignore", signs=signs)
+    with validation.deferred_checks(), sim.watch() as log:
+        fr = pca_frames(dflat, "SE3", batch=batch_layout(batch=dbatch, num_graphs=4), on_degenerate="ignore",
+                        signs=signs)
     assert not log.events, log.report()
     assert (sim.to_cpu(fr.frames) - cpu.frames).abs().max() < 1e-12
-    with sim.watch() as log:
-        moments = pca_frames(dflat, "SE3", batch=dbatch, num_graphs=4, on_degenerate="moments", gap_tol=0.2,
-                             signs=signs)
+    with validation.deferred_checks(), sim.watch() as log:
+        moments = pca_frames(dflat, "SE3", batch=batch_layout(batch=dbatch, num_graphs=4), on_degenerate="moments",
+                             gap_tol=0.2, signs=signs)
     assert [(e.kind, e.op) for e in log.events] == [("sync", "aten::_local_scalar_dense")], log.report()
-    assert "_padded" in log.events[0].where
+    assert "batching.py" in log.events[0].where
+    with validation.deferred_checks(), sim.watch() as log:  # a plan that knows the largest cloud reads nothing
+        bounded = pca_frames(dflat, "SE3", batch=batch_layout(batch=dbatch, num_graphs=4, max_items=12),
+                             on_degenerate="moments", gap_tol=0.2, signs=signs)
+    assert not log.events, log.report()
+    # (padded wider, the degenerate items' tie-breaks may round differently: compare with the same plan on the CPU)
+    cpu_bounded = pca_frames(flat, "SE3", batch=batch_layout(batch=batch, num_graphs=4, max_items=12),
+                             on_degenerate="moments", gap_tol=0.2, signs=signs)
+    assert (sim.to_cpu(bounded.frames) - cpu_bounded.frames).abs().max() < 1e-12
     cpu = pca_frames(flat, "SE3", batch=batch, on_degenerate="moments", gap_tol=0.2, signs=signs)
     assert (sim.to_cpu(moments.frames) - cpu.frames).abs().max() < 1e-12
-    # a batch index beyond num_graphs is clamped (no out-of-bounds kernel) and reported later
-    with sim.watch() as log:
-        pca_frames(dflat, "SE3", batch=dbatch, num_graphs=3, on_degenerate="ignore")
-    assert not log.events, log.report()
-    with pytest.raises(ValueError, match="batch must index graphs"):
-        validation.raise_deferred()
+    # a batch index beyond num_graphs, inside a scope: clamped (no out-of-bounds kernel) and reported at its end
+    with pytest.raises(ValueError, match="batch must index graphs"), validation.deferred_checks():
+        with validation.deferred_checks(), sim.watch() as log:
+            pca_frames(dflat, "SE3", batch=batch_layout(batch=dbatch, num_graphs=3), on_degenerate="ignore")
+        assert not log.events, log.report()
 
 
 def test_frames_under_autocast_keep_their_precision():
@@ -158,7 +163,7 @@ def test_frames_under_autocast_keep_their_precision():
     ref = pca_frames(pos, "SE3", mask).frames
     dpos, dmask = sim.to_sim((pos, mask))
     for dtype in (torch.bfloat16, torch.float16):
-        with sim.watch() as log, torch.autocast(sim.DEVICE_TYPE, dtype=dtype):
+        with validation.deferred_checks(), sim.watch() as log, torch.autocast(sim.DEVICE_TYPE, dtype=dtype):
             fr = pca_frames(dpos, "SE3", dmask)
         assert not log.events, log.report()
         assert fr.frames.dtype == torch.float32
@@ -173,7 +178,7 @@ def test_moment_axes_on_the_device():
     w = (torch.arange(30)[None] < torch.tensor([30, 20, 9])[:, None]).to(torch.float64)
     cpu = moment_axes(y, w)
     dy, dw = sim.to_sim((y, w))
-    with sim.watch() as log:
+    with validation.deferred_checks(), sim.watch() as log:
         U = moment_axes(dy, dw)
     assert not log.events, log.report()
     assert (sim.to_cpu(U) - cpu).abs().max() < 1e-12
@@ -186,7 +191,7 @@ def test_frame_averaging_stochastic_training_on_the_device():
     model = FrameAveraging(PointMLP(out_dim=3, level="point").double(), "SE3", Vectors(3), stochastic=True,
                            on_degenerate="ignore")
     model, dpos, dmask = sim.to_sim((model, pos, mask))
-    with sim.watch() as log:
+    with validation.deferred_checks(), sim.watch() as log:
         out = model(dpos, mask=dmask)
         out.square().sum().backward()
     assert not log.events, log.report()
@@ -212,13 +217,13 @@ def test_gram_schmidt_on_the_device_and_under_autocast():
     inputs = [t.clone().requires_grad_(True) for t in (v1, v2, v3, vectors)]
     cpu_out, cpu_grads = run(*inputs)
     dev = [t.detach().to(sim.DEVICE).requires_grad_(True) for t in inputs]
-    with sim.watch() as log:
+    with validation.deferred_checks(), sim.watch() as log:
         out, grads = run(*dev)
     assert not log.events, log.report()
     for a, b in zip(out + grads, cpu_out + cpu_grads):
         assert (sim.to_cpu(a) - b).abs().max() < 1e-5
     for dtype in (torch.bfloat16, torch.float16):  # half-precision vectors: QR runs in float32
-        with sim.watch() as log, torch.autocast(sim.DEVICE_TYPE, dtype=dtype):
+        with validation.deferred_checks(), sim.watch() as log, torch.autocast(sim.DEVICE_TYPE, dtype=dtype):
             Q = gram_schmidt_orthogonal(dev[3].to(dtype), special=True)
         assert not log.events, log.report()
         assert Q.dtype == dtype and (sim.to_cpu(Q).float() - cpu_out[2]).abs().max() < 2e-2
@@ -234,7 +239,7 @@ def test_image_actions_on_the_device(group):
     mats = element_matrices(group)
     dx, dy, dmats = sim.to_sim((x, y, mats))
     act_img, act_reg = Images(group, 3).act, RegularFeatures(group, 4).act
-    with sim.watch() as log:
+    with validation.deferred_checks(), sim.watch() as log:
         images = [act_img(dmats[i], dx) for i in range(order)]
         regular = [act_reg(dmats[i], dy) for i in range(order)]
         indexed = [act_on_image(dx, torch.tensor(i, device=dx.device), group) for i in range(order)]
@@ -245,8 +250,8 @@ def test_image_actions_on_the_device(group):
         assert torch.equal(sim.to_cpu(indexed[i]), act_on_image(x, i, group))
         assert torch.equal(sim.to_cpu(regular[i]), act_reg(mats[i], y))
     assert torch.equal(sim.to_cpu(on_device), mats)
-    with sim.watch() as log:
-        act_img(dmats[1] * 0.5, dx)
-    assert not log.events, log.report()
-    with pytest.raises(ValueError, match=f"g is not an element of {str(group).replace('(', '.').replace(')', '.')}"):
-        validation.raise_deferred()
+    outside = f"g is not an element of {str(group).replace('(', '.').replace(')', '.')}"
+    with pytest.raises(ValueError, match=outside), validation.deferred_checks():
+        with validation.deferred_checks(), sim.watch() as log:
+            act_img(dmats[1] * 0.5, dx)
+        assert not log.events, log.report()

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 import torch
 
+from geomlin.batching import batch_layout
 from geomlin.frames import DegenerateFrameError, frame_group, pca_frames
 from geomlin.frames.pca import num_frames
 from geomlin.groups import E3, SE3, SO, Euclidean, O
@@ -186,7 +187,7 @@ def test_bad_input_raises_clear_errors(clouds):
     with pytest.raises(ValueError, match=r"point clouds \[1\] have no points"):
         pca_frames(pos, "E3", empty)
     with pytest.raises(ValueError, match="no points"):
-        pca_frames(flat, "E3", batch=batch, num_graphs=5)
+        pca_frames(flat, "E3", batch=batch_layout(batch=batch, num_graphs=5))
     with pytest.raises(ValueError, match="batch must have one entry per item"):
         pca_frames(flat, "E3", batch=batch[:-1])
     with pytest.raises(ValueError, match="not both"):
@@ -274,7 +275,7 @@ def test_moment_axes_of_a_cube_are_its_symmetry_axes():
 
 
 def test_moment_axes_are_o_k_equivariant():
-    from geomlin.frames.pca import moment_axes
+    from geomlin.frames.moments import moment_axes
 
     g = torch.Generator().manual_seed(5)
     y = torch.randn(3, 30, 3, dtype=torch.float64, generator=g) ** 3  # skewed, heavy tails
@@ -305,3 +306,17 @@ def test_skewness_frames_have_one_element_and_are_equivariant(clouds):
             R, t = elements.R[i], elements.t[i]
             moved = pca_frames(pos @ R.T + t, group, mask, signs="skewness")
             assert (moved.frames[:, 0] - R @ fr.frames[:, 0]).abs().max() < 1e-9
+
+
+def test_frames_of_a_group_given_by_name_compile_without_a_graph_break():
+    """Issue 34: the name is parsed at trace time, not in the graph (oracle: the eager call)."""
+    pos = torch.randn(3, 10, 3, dtype=torch.float64) * torch.tensor([1.5, 1.0, 0.5], dtype=torch.float64)
+
+    def frames(p):
+        return pca_frames(p, "SO3", on_degenerate="ignore").frames
+
+    torch._dynamo.reset()
+    explained = torch._dynamo.explain(frames)(pos)
+    assert explained.graph_break_count == 0, explained.break_reasons
+    torch._dynamo.reset()
+    torch.testing.assert_close(torch.compile(frames, fullgraph=True, backend="eager")(pos), frames(pos))

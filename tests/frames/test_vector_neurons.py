@@ -66,11 +66,11 @@ def test_attention_pooling_and_frame_channels_are_o3_equivariant(layout):
 def test_attention_pooling_picks_points():
     """Oracle: a softmax over invariant scores is a convex combination of the points' features: with a
     very sharp score it returns the features of the highest-scoring point."""
-    from geomlin.frames.vector_neurons import pool_softmax
+    from geomlin.batching import batch_layout, pool_softmax
 
     v = torch.randn(2, 5, 1, 3, dtype=torch.float64)
     scores = torch.tensor([[0.0, 50.0, 1.0, 2.0, 3.0], [9.0, 0.0, 60.0, 1.0, 0.0]], dtype=torch.float64)[..., None]
     out = pool_softmax(scores, v)
     assert torch.allclose(out[:, 0], torch.stack([v[0, 1], v[1, 2]]), atol=1e-12)
-    flat = pool_softmax(scores.reshape(10, 1), v.reshape(10, 1, 3), batch=torch.arange(2).repeat_interleave(5))
+    flat = pool_softmax(scores.reshape(10, 1), v.reshape(10, 1, 3), batch_layout(batch=torch.arange(2).repeat_interleave(5)))
     assert torch.allclose(flat, out, atol=1e-12)

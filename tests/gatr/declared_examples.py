@@ -2,11 +2,12 @@
 
 Every parameter is randomised (biases included: odd functions hide bugs). The GATr examples cover
 the padded layout (``example_inputs``: a padding mask), the flat layout (a PyG batch vector with
-uneven sets, planned by ``set_layout``) and a model without scalar channels.
+uneven sets, planned by ``batch_layout``) and a model without scalar channels.
 """
 
 import torch
 
+from geomlin.batching import batch_layout
 from geomlin.gatr import (
     EquiLayerNorm,
     EquiLinear,
@@ -15,7 +16,6 @@ from geomlin.gatr import (
     GeometricAttention,
     GeometricBilinear,
     GeometricMLP,
-    set_layout,
 )
 from tests.randomized import randomized
 
@@ -27,7 +27,7 @@ def _flat_gatr():
     mv = torch.randn(9, 2, 16, dtype=torch.float64)
     s = torch.randn(9, 2, dtype=torch.float64)
     # planned at the data boundary (on the CPU) and moved with the inputs, as a data loader would
-    return model, {"inputs": (mv, s), "kwargs": {"layout": set_layout(batch=batch)}}
+    return model, {"inputs": (mv, s), "kwargs": {"batch": batch_layout(batch=batch)}}
 
 
 EXAMPLES = {

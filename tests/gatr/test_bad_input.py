@@ -5,10 +5,15 @@ import pytest
 import torch
 
 from geomlin.algebra import pga
+from geomlin.batching import batch_layout
 from geomlin.gatr import EquiLayerNorm, EquiLinear, GATr, GATrBlock, GeometricAttention, GeometricBilinear
 from geomlin.gatr import planes as PL
 from geomlin.gatr import primitives as P
-from geomlin.gatr.reference import convert_reference_state_dict, gatr_from_reference
+from geomlin.gatr.reference import (
+    convert_reference_state_dict,
+    gatr_from_reference,
+    load_reference_state_dict,
+)
 
 MV = torch.randn(2, 5, 2, 16)
 S = torch.randn(2, 5, 3)
@@ -101,19 +106,19 @@ CASES = [
     ("float attention mask (primitive)",
      lambda: P.geometric_attention(*torch.randn(3, 1, 2, 4, 1, 16), attn_mask=torch.ones(1, 1, 4, 4)),
      TypeError, "torch.bool"),
-    ("float layout mask", lambda: P.set_layout(torch.ones(2, 4)), TypeError, "torch.bool"),
-    ("unknown layout method", lambda: P.set_layout(batch=torch.zeros(3, dtype=torch.long), method="varlen"),
+    ("float layout mask", lambda: batch_layout(torch.ones(2, 4)), TypeError, "torch.bool"),
+    ("unknown layout method", lambda: batch_layout(batch=torch.zeros(3, dtype=torch.long), method="varlen"),
      ValueError, "method must be one of"),
     ("not a reference model", lambda: gatr_from_reference(torch.nn.Linear(2, 2)), TypeError, "gatr.nets.GATr"),
     ("linear weight shape", lambda: P.equi_linear(torch.randn(3, 2, 16), torch.randn(4, 3, 9)), ValueError,
      r"weight must have shape \(\*, 2, 9\)"),
     ("join reference of a padded batch with a batch vector",
      lambda: P.join_reference(torch.randn(2, 3, 1, 16), batch=torch.zeros(2, dtype=torch.long)), ValueError, "flat"),
-    ("planes with 15 components", lambda: PL.equi_layer_norm(torch.randn(15, 4, 2), 0.01), ValueError,
+    ("planes with 15 components", lambda: PL.equi_layer_norm_planes(torch.randn(15, 4, 2), 0.01), ValueError,
      r"planes of shape \(16, items, channels\)"),
-    ("integer planes", lambda: PL.scalar_gated_gelu(torch.zeros(16, 4, 2, dtype=torch.long)), TypeError,
+    ("integer planes", lambda: PL.scalar_gated_gelu_planes(torch.zeros(16, 4, 2, dtype=torch.long)), TypeError,
      "floating-point"),
-    ("distance features, component axis last", lambda: PL.distance_features(torch.randn(4, 16), "query"), ValueError,
+    ("distance features, component axis last", lambda: PL.distance_features_planes(torch.randn(4, 16), "query"), ValueError,
      r"component axis first, \(16, \.\.\.\)"),
     # side inputs get the main inputs' checks (issue 24)
     ("NaN join reference", lambda: model()(MV, S, join_reference=torch.full((2, 5, 1, 16), float("nan"))),
@@ -140,6 +145,22 @@ CASES = [
      ValueError, "1 entries with no geomlin counterpart, e.g. 'extra.weight'"),
     ("reference head count 0", lambda: convert_reference_state_dict(_reference_head(), 0), ValueError,
      "num_heads must be >= 1"),
+    # issue 34: a bias without its weight names the weight; geomlin's own state_dict is named as such
+    ("reference scalar-to-mv bias without its weight",
+     lambda: convert_reference_state_dict({**_reference_head(), "linear_in.s2mvs.bias": torch.ones(4)}, 2),
+     ValueError, "missing 'linear_in.s2mvs.weight'"),
+    ("reference mv-to-scalar bias without its weight",
+     lambda: convert_reference_state_dict({**_reference_head(), "linear_out.mvs2s.bias": torch.ones(1)}, 2),
+     ValueError, "missing 'linear_out.mvs2s.weight'"),
+    ("reference mv bias without the weight",
+     lambda: convert_reference_state_dict({"linear_in.bias": torch.ones(4, 1), "linear_out.weight": torch.ones(1, 4, 9)},
+                                          2), ValueError, "missing 'linear_in.weight'"),
+    ("geomlin's own state_dict into the reference loader",
+     lambda: convert_reference_state_dict(GATr(1, 1, 4, in_s_channels=2, out_s_channels=1, hidden_s_channels=4,
+                                               num_blocks=1).state_dict(), 1),
+     ValueError, "is a geomlin GATr state_dict .* load it with GATr.load_state_dict"),
+    ("geomlin's own state_dict into load_reference_state_dict",
+     lambda: load_reference_state_dict(model(), model().state_dict()), ValueError, "is a geomlin GATr state_dict"),
 ]
 
 

@@ -7,6 +7,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from geomlin.batching import batch_layout
 from geomlin.gatr import (
     EquiLayerNorm,
     EquiLinear,
@@ -122,7 +123,7 @@ def test_attention_is_the_reference_formula(multi_query):
     x, s = torch.randn(2, 6, 3, 16, dtype=DT), torch.randn(2, 6, 4, dtype=DT)
     keep = torch.tensor([[1, 1, 1, 1, 0, 0], [1, 1, 1, 1, 1, 1]], dtype=torch.bool)
     want = attention_oracle(att, x, s, keep)
-    for mask in (P.set_layout(keep), P.attention_mask(keep)):
+    for mask in (batch_layout(keep), P.attention_mask(batch_layout(keep))):
         got = att(x, s, attn_mask=mask)
         for g, w in zip(got, want):
             torch.testing.assert_close(g, w, **TOL)
@@ -165,11 +166,11 @@ def test_padding_does_not_leak():
     x2, s2 = x.clone(), s.clone()
     x2[0, 4:] = 100.0
     s2[0, 4:] = -7.0
-    for a, b in zip(att(x, s, attn_mask=P.set_layout(keep)), att(x2, s2, attn_mask=P.set_layout(keep))):
+    for a, b in zip(att(x, s, attn_mask=batch_layout(keep)), att(x2, s2, attn_mask=batch_layout(keep))):
         torch.testing.assert_close(a[0, :4], b[0, :4])
     # a padded row without any real item stays finite instead of NaN
     empty = torch.zeros(2, 6, dtype=torch.bool)
-    assert torch.isfinite(att(x, s, attn_mask=P.set_layout(empty))[0]).all()
+    assert torch.isfinite(att(x, s, attn_mask=batch_layout(empty))[0]).all()
 
 
 def test_block_compiles():

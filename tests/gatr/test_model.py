@@ -5,6 +5,7 @@ import pytest
 import torch
 
 from geomlin.algebra import pga
+from geomlin.batching import batch_layout
 from geomlin.gatr import GATr
 from geomlin.groups import E3, SE3, Pin301
 from geomlin.reps import Multivectors, Positions
@@ -180,3 +181,31 @@ def test_full_model_compiles_with_inductor():
         got = torch.compile(model)(mv, s)
     for a, b in zip(got, eager):
         torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-4)
+
+
+def _export_cases():
+    from geomlin.gatr import GATrBlock, GeometricAttention
+    from geomlin.gatr.primitives import join_reference
+
+    mask = torch.tensor([[True] * 5, [True] * 3 + [False] * 2])
+    mv, s = torch.randn(2, 5, 3, 16, dtype=DT), torch.randn(2, 5, 2, dtype=DT)
+    flat = torch.tensor([0, 0, 0, 1, 1, 1, 1, 1, 2])
+    fmv, fs = torch.randn(9, 2, 16, dtype=DT), torch.randn(9, 3, dtype=DT)
+    attention = GeometricAttention(3, 3, 2, 2, num_heads=2).double()
+    block = GATrBlock(3, 2, num_heads=2).double()
+    yield pytest.param(attention, (mv, s), {"attn_mask": batch_layout(mask)}, id="attention")
+    yield pytest.param(block, (mv, s, join_reference(mv, mask)), {"attn_mask": batch_layout(mask)}, id="block",
+                       marks=pytest.mark.slow)
+    for layout in (batch_layout(batch=flat), batch_layout(batch=flat, num_graphs=3, max_items=5)):
+        yield pytest.param(small_model(), (fmv, fs), {"batch": layout}, id=f"gatr-{layout.method}",
+                           marks=pytest.mark.slow)
+
+
+@pytest.mark.parametrize("module, args, kwargs", list(_export_cases()))
+def test_gatr_with_a_layout_exports(module, args, kwargs):
+    """A BatchLayout is a pytree (issue 34): the blocks and the model called with one export, and the program
+    reproduces the eager call (oracle)."""
+    module.eval()
+    program = torch.export.export(module, args, kwargs)
+    for got, want in zip(program.module()(*args, **kwargs), module(*args, **kwargs)):
+        torch.testing.assert_close(got, want, rtol=1e-12, atol=1e-12)

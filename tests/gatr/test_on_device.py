@@ -11,15 +11,14 @@ import pytest
 import torch
 
 from geomlin.algebra import pga
-from geomlin.gatr import EquiLinear, GATr, GATrBlock, SetLayout, orientations, set_layout
+from geomlin.batching import BatchLayout, batch_layout
+from geomlin.gatr import EquiLinear, GATr, GATrBlock, orientations
 from geomlin.gatr import planes as PL
 from geomlin.gatr import primitives as P
 from geomlin.gatr.attention import attend
-from geomlin.validation import raise_deferred
+from geomlin.validation import deferred_checks
 from tests.device import simulated as sim
-from tests.device.checks import assert_runs_on_device, no_deferred_checks  # noqa: F401 (a fixture)
-
-pytestmark = pytest.mark.usefixtures("no_deferred_checks")
+from tests.device.checks import assert_runs_on_device
 
 SIZES = [3, 7, 1, 12, 7, 30]
 
@@ -49,13 +48,13 @@ def test_primitives_on_the_device():
     assert_runs_on_device(lambda a, m: P.join_reference(a, m), x, mask, warm=True)
     flat, batch = x.reshape(10, 3, 16), torch.tensor([0, 0, 0, 1, 1, 1, 1, 1, 2, 4])
     assert_runs_on_device(lambda a, b: P.join_reference(a, batch=b), flat, batch, warm=True)
-    assert_runs_on_device(lambda a, b: P.join_reference(a, batch=b, num_sets=5), flat, batch, warm=True)
-    with sim.watch(strict=True):
+    assert_runs_on_device(lambda a, b: P.join_reference(a, batch=batch_layout(batch=b, num_graphs=5)), flat, batch, warm=True)
+    with deferred_checks(), sim.watch(strict=True):
         P.canonical_reference(torch.float32, sim.DEVICE)
     dev = sim.to_sim(x)
     with sim.allowed():
         P.grade_dropout(dev, 0.3)
-    with sim.watch(strict=True):  # random draws on the device
+    with deferred_checks(), sim.watch(strict=True):  # random draws on the device
         assert P.grade_dropout(dev, 0.3).shape == x.shape
 
 
@@ -68,8 +67,8 @@ def test_attention_primitives_on_the_device():
                           q, k, v, qs, ks, vs, weights, warm=True)
     keep = torch.tensor([[True] * 6, [True] * 4 + [False] * 2])
     assert_runs_on_device(lambda *a: P.geometric_attention(*a[:6], attn_mask=a[6]), q, k, v, qs, ks, vs,
-                          P.attention_mask(keep), warm=True)
-    assert_runs_on_device(lambda *a: P.geometric_attention(*a[:6], attn_mask=set_layout(a[6])),
+                          P.attention_mask(batch_layout(keep)), warm=True)
+    assert_runs_on_device(lambda *a: P.geometric_attention(*a[:6], attn_mask=batch_layout(a[6])),
                           q, k, v, qs, ks, vs, keep, warm=True)
 
 
@@ -77,16 +76,16 @@ def test_planes_kernels_on_the_device():
     g = _gen(3)
     a, b = torch.randn(16, 7, 4, generator=g), torch.randn(16, 7, 4, generator=g)
     w = torch.randn(5, 4, 9, generator=g)
-    for fn in (PL.geometric_product, PL.join, PL.inner_product):
+    for fn in (PL.geometric_product_planes, PL.join_planes, PL.inner_product_planes):
         assert_runs_on_device(fn, a, b, warm=True)
-    assert_runs_on_device(PL.equivariant_join, a, b, torch.rand(7, 1, generator=g), warm=True)
-    for fn in (lambda t: PL.equi_layer_norm(t, 0.01), PL.scalar_gated_gelu, lambda t: PL.from_planes(t, (7,)),
-               lambda t: PL.to_planes(PL.from_planes(t, (7,))), lambda t: PL.distance_features(t, "query")):
+    assert_runs_on_device(PL.equivariant_join_planes, a, b, torch.rand(7, 1, generator=g), warm=True)
+    for fn in (lambda t: PL.equi_layer_norm_planes(t, 0.01), PL.scalar_gated_gelu_planes, lambda t: PL.from_planes(t, (7,)),
+               lambda t: PL.to_planes(PL.from_planes(t, (7,))), lambda t: PL.distance_features_planes(t, "query")):
         assert_runs_on_device(fn, a, warm=True)
-    assert_runs_on_device(PL.equi_linear, a, w, torch.randn(5, generator=g), warm=True)
+    assert_runs_on_device(PL.equi_linear_planes, a, w, torch.randn(5, generator=g), warm=True)
     q, kv = torch.randn(16, 7, 2, 2, generator=g), torch.randn(16, 7, 1, 2, generator=g)
     qs, kvs = torch.randn(7, 2, 3, generator=g), torch.randn(7, 1, 3, generator=g)
-    assert_runs_on_device(lambda *t: PL.attention_features(*t, distance_weights=torch.ones(2, 2, device=t[0].device))[:3],
+    assert_runs_on_device(lambda *t: PL.attention_features_planes(*t, distance_weights=torch.ones(2, 2, device=t[0].device))[:3],
                           q, kv, kv, qs, kvs, kvs, warm=True)
 
 
@@ -106,9 +105,9 @@ def test_host_plans_move_to_the_device(method):
     n = len(batch)
     g = _gen(4)
     q, k, v = torch.randn(1, n, 2, 8, generator=g), torch.randn(1, n, 1, 8, generator=g), torch.randn(1, n, 1, 8, generator=g)
-    layout = set_layout(batch=batch, method=method)
+    layout = batch_layout(batch=batch, method=method)
     moved = layout.to(sim.DEVICE)
-    assert isinstance(moved, SetLayout) and moved.device == sim.DEVICE and layout.device == torch.device("cpu")
+    assert isinstance(moved, BatchLayout) and moved.device == sim.DEVICE and layout.device == torch.device("cpu")
     out = assert_runs_on_device(lambda a, b, c: attend(a, b, c, moved if a.device == sim.DEVICE else layout, 0.3),
                                 q, k, v)
     torch.testing.assert_close(sim.to_cpu(out), _per_set(q, k, v, SIZES), rtol=1e-5, atol=1e-6)
@@ -120,31 +119,32 @@ def test_padded_plan_is_made_on_the_device_without_a_host_read():
     g = _gen(5)
     q, k, v = torch.randn(1, n, 2, 8, generator=g), torch.randn(1, n, 1, 8, generator=g), torch.randn(1, n, 1, 8, generator=g)
     dev = sim.to_sim((batch, q, k, v))
-    with sim.watch(strict=True):
-        layout = set_layout(batch=dev[0], num_sets=8, max_items=32)  # upper bounds
+    with deferred_checks(), sim.watch(strict=True):
+        layout = batch_layout(batch=dev[0], num_graphs=8, max_items=32)  # upper bounds
         out = attend(*dev[1:], layout, 0.3)
     assert layout.method == "padded" and layout.device == sim.DEVICE
     torch.testing.assert_close(sim.to_cpu(out), _per_set(q, k, v, SIZES), rtol=1e-5, atol=1e-6)
-    on_cpu = attend(q, k, v, set_layout(batch=batch, num_sets=6, max_items=30), 0.3)
+    on_cpu = attend(q, k, v, batch_layout(batch=batch, num_graphs=6, max_items=30), 0.3)
     torch.testing.assert_close(on_cpu, _per_set(q, k, v, SIZES), rtol=1e-5, atol=1e-6)
     with pytest.raises(ValueError, match="max_items=29"):
-        set_layout(batch=batch, num_sets=6, max_items=29)
-    with pytest.raises(ValueError, match="needs num_sets and max_items"):
-        set_layout(batch=batch, method="padded")
-    with sim.allowed():
-        set_layout(batch=dev[0], num_sets=8, max_items=5)
-        with pytest.raises(ValueError, match="max_items=5"):
-            raise_deferred()
+        batch_layout(batch=batch, num_graphs=6, max_items=29)
+    with pytest.raises(ValueError, match="needs num_graphs and max_items"):
+        batch_layout(batch=batch, method="padded")
+    with pytest.raises(ValueError, match="max_items=5"):  # outside a deferred-checks scope: at once
+        batch_layout(batch=dev[0], num_graphs=8, max_items=5)
+    # inside a scope: at the scope's end, no read before
+    with pytest.raises(ValueError, match="max_items=5"), deferred_checks(), sim.watch(strict=True):
+        batch_layout(batch=dev[0], num_graphs=8, max_items=5)
 
 
 def test_a_device_batch_vector_without_bounds_is_read_once_when_planned():
-    """The documented fallback: ``set_layout`` (at the data boundary, not in a forward pass) reads it."""
+    """The documented fallback: ``batch_layout`` (at the data boundary, not in a forward pass) reads it."""
     batch = sim.to_sim(_batch())
-    with sim.watch() as log:
-        layout = set_layout(batch=batch)
-    assert layout.device == sim.DEVICE and layout.sizes == SIZES
+    with deferred_checks(), sim.watch() as log:  # the batch vector's checks stay on the device
+        layout = batch_layout(batch=batch)
+    assert layout.device == sim.DEVICE and layout.sizes == tuple(SIZES)
     assert {e.kind for e in log.events} <= {"sync", "upload"}
-    assert all("attention.py" in e.where for e in log.events)
+    assert all("batching.py" in e.where for e in log.events)
 
 
 def _flat_model():
@@ -163,19 +163,20 @@ def test_gatr_on_a_flat_device_batch():
     mv, s = torch.randn(len(batch), 2, 16, generator=g), torch.randn(len(batch), 2, generator=g)
     want = model(mv, s, batch=batch)
     dev_model, dmv, ds, db = sim.to_sim((_flat_model(), mv, s, batch))
-    with pytest.raises(ValueError, match="layout"):
+    with pytest.raises(ValueError, match="without a plan"):
         dev_model(dmv, ds, batch=db)
-    with pytest.raises(ValueError, match="either layout or"):
-        dev_model(dmv, ds, batch=db, layout=set_layout(batch=db, num_sets=4, max_items=5))
-    for layout in (set_layout(batch=batch).to(sim.DEVICE), None):
-        with sim.watch(strict=True):
-            layout = layout or set_layout(batch=db, num_sets=4, max_items=5)
-            out = dev_model(dmv, ds, layout=layout)
+    with pytest.raises(ValueError, match="inside the planned layout"):
+        dev_model(dmv, ds, mask=torch.ones(len(batch), dtype=torch.bool, device=sim.DEVICE),
+                  batch=batch_layout(batch=db, num_graphs=4, max_items=5))
+    with pytest.raises(ValueError, match="no attention plan"):
+        dev_model(dmv, ds, batch=batch_layout(batch=db, num_graphs=4))
+    for layout in (batch_layout(batch=batch).to(sim.DEVICE), None):
+        with deferred_checks(), sim.watch(strict=True):
+            layout = layout or batch_layout(batch=db, num_graphs=4, max_items=5)
+            out = dev_model(dmv, ds, batch=layout)
             (out[0].square().mean() + out[1].square().mean()).backward()
         for a, b in zip(out, want):
             torch.testing.assert_close(sim.to_cpu(a), b.detach(), rtol=1e-4, atol=1e-5)
-    with sim.allowed():
-        raise_deferred()
 
 
 @pytest.mark.parametrize("device", ["cpu", "sim"])
@@ -194,7 +195,7 @@ def test_gatr_under_autocast(device, dtype):
     want = [t.detach() for t in model(mv, s, mask=mask)]
     if device == "sim":
         model, mv, s, mask = sim.to_sim((model, mv, s, mask))
-    with sim.watch(strict=True), torch.autocast(device if device == "cpu" else sim.DEVICE_TYPE, dtype=dtype):
+    with deferred_checks(), sim.watch(strict=True), torch.autocast(device if device == "cpu" else sim.DEVICE_TYPE, dtype=dtype):
         out = model(mv.requires_grad_(), s, mask=mask)
         (out[0].float().square().mean() + out[1].float().square().mean()).backward()
     tolerance = {torch.bfloat16: 0.05, torch.float16: 0.01}[dtype]
@@ -222,7 +223,7 @@ def test_block_under_autocast_step_by_step(device, low):
     if device == "sim":
         linear, block, mv_in, s_in, reference = sim.to_sim((linear, block, mv_in, s_in, reference))
     high = torch.float32
-    with sim.watch(strict=True), torch.autocast(device if device == "cpu" else sim.DEVICE_TYPE, dtype=low):
+    with deferred_checks(), sim.watch(strict=True), torch.autocast(device if device == "cpu" else sim.DEVICE_TYPE, dtype=low):
         assert mv_in.dtype == s_in.dtype == high
         mv, s = linear(mv_in.requires_grad_(), s_in)
         assert mv.dtype == s.dtype == low
@@ -256,14 +257,14 @@ def test_reductions_stay_in_float32_under_half_precision():
     assert got.dtype == torch.float16 and torch.isfinite(got).all()
     torch.testing.assert_close(got.float(), want, rtol=2e-3, atol=2e-3)
     planes = PL.to_planes(x)
-    got = PL.equi_layer_norm(planes.half(), 0.01)
+    got = PL.equi_layer_norm_planes(planes.half(), 0.01)
     assert got.dtype == torch.float16
-    torch.testing.assert_close(got.float(), PL.equi_layer_norm(planes, 0.01), rtol=2e-3, atol=2e-3)
-    gp = PL.geometric_product(planes.bfloat16(), planes.bfloat16())
+    torch.testing.assert_close(got.float(), PL.equi_layer_norm_planes(planes, 0.01), rtol=2e-3, atol=2e-3)
+    gp = PL.geometric_product_planes(planes.bfloat16(), planes.bfloat16())
     assert gp.dtype == torch.bfloat16
     with torch.autocast("cpu", dtype=torch.bfloat16):
-        gp = PL.geometric_product(planes, planes)
-        norm = PL.equi_layer_norm(planes.bfloat16())
+        gp = PL.geometric_product_planes(planes, planes)
+        norm = PL.equi_layer_norm_planes(planes.bfloat16())
     assert gp.dtype == torch.float32 and norm.dtype == torch.float32
 
 
@@ -273,8 +274,8 @@ def test_padded_plan_with_padding_items_inside_a_flat_batch():
     mask = torch.tensor([1, 1, 0, 1, 1, 1, 0, 1, 1]).bool()
     g = _gen(12)
     q, k, v = torch.randn(1, 9, 2, 8, generator=g), torch.randn(1, 9, 1, 8, generator=g), torch.randn(1, 9, 1, 8, generator=g)
-    padded = attend(q, k, v, set_layout(mask=mask, batch=batch, num_sets=3, max_items=4), 0.3)
-    host = attend(q, k, v, set_layout(mask=mask, batch=batch), 0.3)
+    padded = attend(q, k, v, batch_layout(mask=mask, batch=batch, num_graphs=3, max_items=4), 0.3)
+    host = attend(q, k, v, batch_layout(mask=mask, batch=batch), 0.3)
     torch.testing.assert_close(padded[0, mask], host[0, mask], rtol=1e-5, atol=1e-6)
 
 

@@ -5,11 +5,12 @@ import pytest
 import torch
 
 from geomlin.algebra import pga
-from geomlin.gatr import GATr, set_layout
+from geomlin.batching import batch_layout
+from geomlin.gatr import GATr
 from geomlin.gatr.orientations import (
     both_orientations,
     mean_over_orientations,
-    orientation_batch,
+    orientation_layout,
     repeat_for_orientations,
 )
 from geomlin.groups import E3
@@ -83,12 +84,20 @@ def test_helpers_check_their_inputs():
     assert repeat_for_orientations(torch.ones(2, 3)).shape == (4, 3)
 
 
-def test_orientation_batch_makes_the_copies_other_sets():
+def test_orientation_layout_makes_the_copies_other_sets():
     batch = torch.tensor([0, 0, 1, 1, 1, 3])
-    torch.testing.assert_close(orientation_batch(batch, 4), torch.tensor([0, 0, 1, 1, 1, 3, 4, 4, 5, 5, 5, 7]))
-    torch.testing.assert_close(orientation_batch(batch), torch.tensor([0, 0, 1, 1, 1, 3, 4, 4, 5, 5, 5, 7]))
-    with pytest.raises(ValueError, match="refers to graph 3 but there are 3"):
-        orientation_batch(batch, 3)  # set 3 exists
+    want = torch.tensor([0, 0, 1, 1, 1, 3, 4, 4, 5, 5, 5, 7])
+    for layout in (batch_layout(batch=batch, num_graphs=4), batch_layout(batch=batch, num_graphs=4, max_items=3)):
+        both = orientation_layout(layout)
+        torch.testing.assert_close(both.batch, want)
+        assert both.num_graphs == 8 and both.method == layout.method
+    both = orientation_layout(batch_layout(batch=batch))  # counted: sets 0 .. 3
+    torch.testing.assert_close(both.batch, want)
+    assert both.sizes == (2, 3, 0, 1, 2, 3, 0, 1)
+    padded = orientation_layout(batch_layout(torch.tensor([[True, False]])))
+    torch.testing.assert_close(padded.mask, torch.tensor([[True, False], [True, False]]))
+    with pytest.raises(TypeError, match="BatchLayout"):
+        orientation_layout(batch)
 
 
 def test_flat_orientation_average_equals_the_padded_one_per_set():
@@ -100,8 +109,8 @@ def test_flat_orientation_average_equals_the_padded_one_per_set():
     pos = torch.randn(sum(sizes), 3, dtype=F64)
     batch = torch.repeat_interleave(torch.arange(3), torch.tensor(sizes))
     mv = pga.embed_point(pos)[:, None, :]
-    both = orientation_batch(batch, 3)
-    out_mv, out_s = model(both_orientations(mv), layout=set_layout(batch=both))
+    both = orientation_layout(batch_layout(batch=batch))
+    out_mv, out_s = model(both_orientations(mv), batch=both)
     points = mean_over_orientations(pga.extract_point(out_mv[:, 0]))
     scalars = mean_over_orientations(out_s)
     start = 0
@@ -118,12 +127,12 @@ def test_flat_orientation_average_equals_the_padded_one_per_set():
 
 def test_the_flat_classifier_is_the_padded_one_on_equal_clouds():
     torch.manual_seed(6)
-    model = randomized(GATrClassifier(3, hidden_mv_channels=4, hidden_s_channels=4, num_blocks=2, num_heads=2,
-                                      max_points=7), 0.4, torch.float64)
+    model = randomized(GATrClassifier(3, hidden_mv_channels=4, hidden_s_channels=4, num_blocks=2, num_heads=2),
+                       0.4, torch.float64)
     pos = torch.randn(4, 7, 3, dtype=F64)
     batch = torch.arange(4).repeat_interleave(7)
-    torch.testing.assert_close(model(pos.reshape(-1, 3), batch=batch, num_graphs=4), model(pos), rtol=1e-10,
-                               atol=1e-12)
-    torch.testing.assert_close(model(pos.reshape(-1, 3), batch=batch), model(pos), rtol=1e-10, atol=1e-12)
-    with pytest.raises(ValueError, match="max_items=7"):  # a flat cloud above max_points is refused
-        model(torch.randn(8, 3, dtype=F64), batch=torch.zeros(8, dtype=torch.long))
+    for flat in (batch, batch_layout(batch=batch, num_graphs=4, max_items=7), batch_layout(batch=batch, num_graphs=4)):
+        torch.testing.assert_close(model(pos.reshape(-1, 3), batch=flat), model(pos), rtol=1e-10, atol=1e-12)
+    with pytest.raises(ValueError, match="max_items=7"):  # a flat cloud above the planned bound is refused
+        model(torch.randn(8, 3, dtype=F64), batch=batch_layout(batch=torch.zeros(8, dtype=torch.long), num_graphs=1,
+                                                               max_items=7))

@@ -7,6 +7,7 @@ import pytest
 import torch
 
 from geomlin.algebra import pga
+from geomlin.batching import batch_layout
 from geomlin.gatr import planes as PL
 from geomlin.gatr import primitives as P
 from geomlin.groups import Pin301
@@ -93,7 +94,7 @@ def test_equi_linear_against_the_basis_written_out():
     want = torch.einsum("oib,bkl,...il->...ok", w, basis, x)
     want[..., 0] += bias
     torch.testing.assert_close(P.equi_linear(x, w, scalar_bias=bias), want, **TOL)
-    planes = PL.equi_linear(PL.to_planes(x), w, bias)
+    planes = PL.equi_linear_planes(PL.to_planes(x), w, bias)
     torch.testing.assert_close(PL.from_planes(planes, (2, 5)), want, **TOL)
     # a bias per item
     per_item = torch.randn(2, 5, 4, dtype=DT)
@@ -146,17 +147,17 @@ def test_planes_kernels_are_the_reference_formulas():
     a, b = mv(300, 5), mv(300, 5)  # > CHUNK_COLUMNS columns: several chunks
     pa, pb = PL.to_planes(a), PL.to_planes(b)
     weight = torch.rand(300, 1, dtype=DT)
-    torch.testing.assert_close(PL.from_planes(PL.geometric_product(pa, pb), (300,)), O.product(a, b), **TOL)
-    torch.testing.assert_close(PL.from_planes(PL.join(pa, pb), (300,)),
+    torch.testing.assert_close(PL.from_planes(PL.geometric_product_planes(pa, pb), (300,)), O.product(a, b), **TOL)
+    torch.testing.assert_close(PL.from_planes(PL.join_planes(pa, pb), (300,)),
                                O.reference_join(a, b, torch.eye(16, dtype=DT)[14]), **TOL)
     ref = torch.zeros(300, 1, 16, dtype=DT)
     ref[..., 14] = weight
-    torch.testing.assert_close(PL.from_planes(PL.equivariant_join(pa, pb, weight), (300,)), O.reference_join(a, b, ref),
+    torch.testing.assert_close(PL.from_planes(PL.equivariant_join_planes(pa, pb, weight), (300,)), O.reference_join(a, b, ref),
                                **TOL)
-    torch.testing.assert_close(PL.inner_product(pa, pb), O.inner_product(a, b)[..., 0], **TOL)
+    torch.testing.assert_close(PL.inner_product_planes(pa, pb), O.inner_product(a, b)[..., 0], **TOL)
     sq = O.inner_product(a, a).mean(-2, keepdim=True).clamp_min(0.01)
-    torch.testing.assert_close(PL.from_planes(PL.equi_layer_norm(pa, 0.01), (300,)), a / sq.sqrt(), **TOL)
-    torch.testing.assert_close(PL.from_planes(PL.scalar_gated_gelu(pa), (300,)), a * _tanh_gelu(a[..., :1]), **TOL)
+    torch.testing.assert_close(PL.from_planes(PL.equi_layer_norm_planes(pa, 0.01), (300,)), a / sq.sqrt(), **TOL)
+    torch.testing.assert_close(PL.from_planes(PL.scalar_gated_gelu_planes(pa), (300,)), a * _tanh_gelu(a[..., :1]), **TOL)
 
 
 def test_a_view_from_planes_goes_back_without_a_copy():
@@ -234,13 +235,13 @@ def test_attention_matches_the_written_out_formula_and_is_equivariant():
     keep[1, 3:] = False
     weights = torch.rand(H, C, dtype=DT) + 0.5
     want_mv, want_s = naive_attention(q, k, v, qs, ks, vs, keep, weights)
-    for mask in (P.set_layout(keep), P.attention_mask(keep)):
+    for mask in (batch_layout(keep), P.attention_mask(batch_layout(keep))):
         out_mv, out_s = P.geometric_attention(q, k, v, qs, ks, vs, attn_mask=mask, distance_weights=weights)
         torch.testing.assert_close(out_mv, want_mv, **TOL)
         torch.testing.assert_close(out_s, want_s, **TOL)
 
     def fn(a, b, c, d, e, f):
-        return P.geometric_attention(a, b, c, d, e, f, attn_mask=P.set_layout(keep), distance_weights=weights)
+        return P.geometric_attention(a, b, c, d, e, f, attn_mask=batch_layout(keep), distance_weights=weights)
     assert_equivariant(fn, PIN, (MV,) * 3 + (Scalars(),) * 3, (MV, Scalars()),
                        inputs=(q, k, v, qs, ks, vs))
 
@@ -251,7 +252,7 @@ def test_flat_layouts_equal_attention_per_set(method, monkeypatch):
     batch = torch.repeat_interleave(torch.arange(len(sizes)), torch.tensor(sizes))
     n = len(batch)
     q, k, v = torch.randn(1, n, 2, 8, dtype=DT), torch.randn(1, n, 1, 8, dtype=DT), torch.randn(1, n, 1, 8, dtype=DT)
-    layout = P.set_layout(batch=batch, method=method)
+    layout = batch_layout(batch=batch, method=method)
     import geomlin.gatr.attention as A
     got = A.attend(q, k, v, layout, 0.3)
     start = 0
@@ -260,6 +261,7 @@ def test_flat_layouts_equal_attention_per_set(method, monkeypatch):
         want = A.attend(q[:, sl], k[:, sl], v[:, sl], None, 0.3)
         torch.testing.assert_close(got[:, sl], want, **TOL)
         start += size
+    torch.testing.assert_close(A.attend_masked(q, k, v, P.attention_mask(layout), 0.3), got, **TOL)
     if method == "chunked":  # query chunks smaller than the sets, crossing set borders
         monkeypatch.setattr(A, "CHUNK_ITEMS", 5)
         small = A._attend_chunked(q[0], k[0], v[0], layout, 0.3, chunk=5)
@@ -277,13 +279,13 @@ def test_bucketed_layout_builds_no_items_by_items_mask(monkeypatch):
     monkeypatch.setattr(A.F, "scaled_dot_product_attention", spy)
     n_sets, size = 4, 64
     batch = torch.arange(n_sets).repeat_interleave(size)
-    layout = P.set_layout(batch=batch)
+    layout = batch_layout(batch=batch)
     assert len(layout.groups) == 1 and layout.groups[0].index is None  # a reshape, no copy, no mask
     q = torch.randn(1, n_sets * size, 2, 8)
     A.attend(q, q[:, :, :1], q[:, :, :1], layout, 1.0)
     assert seen == [None]
     uneven = torch.repeat_interleave(torch.arange(3), torch.tensor([40, 50, 64]))
-    A.attend(q[:, :154], q[:, :154, :1], q[:, :154, :1], P.set_layout(batch=uneven), 1.0)
+    A.attend(q[:, :154], q[:, :154, :1], q[:, :154, :1], batch_layout(batch=uneven), 1.0)
     assert max(s for s in seen if s is not None) <= 3 * 64  # a key mask per set, not items x items
 
 
@@ -339,7 +341,7 @@ def test_cross_attention_matches_the_reference_formula(num_queries, num_keys, kv
     keep = torch.ones(B, num_keys, dtype=torch.bool)
     keep[1, num_keys // 2 + 1:] = False
     want_mv, want_s = cross_attention_oracle(q, k, v, qs, ks, vs, weights, keep)
-    for mask in (P.set_layout(keep), keep[:, None, None, :]):
+    for mask in (batch_layout(keep), keep[:, None, None, :]):
         out_mv, out_s = P.geometric_attention(q, k, v, qs, ks, vs, attn_mask=mask, distance_weights=weights)
         torch.testing.assert_close(out_mv, want_mv, **TOL)
         torch.testing.assert_close(out_s, want_s, **TOL)
@@ -351,6 +353,6 @@ def test_cross_attention_is_equivariant_and_refuses_mismatched_items():
                        inputs=(q, k, v))
     with pytest.raises(ValueError, match="same number of items"):
         P.geometric_attention(q, k, mv(2, 1, 6, 2))
-    flat = P.set_layout(batch=torch.tensor([0, 0, 0, 1, 1]))
+    flat = batch_layout(batch=torch.tensor([0, 0, 0, 1, 1]))
     with pytest.raises(ValueError, match="cross-attention"):
         P.geometric_attention(mv(1, 5, 2), mv(1, 7, 2), mv(1, 7, 2), attn_mask=flat)

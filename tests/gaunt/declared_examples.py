@@ -3,7 +3,6 @@
 
 
 from geomlin.gaunt import GauntConvolution, GauntTensorProduct, ManyBodyGaunt, SphereGauntProduct
-from geomlin.gaunt.cache import RouteTables
 from geomlin.models.gaunt_potential import DegreeLinear, GauntPotential
 from tests.randomized import randomized
 
@@ -22,8 +21,4 @@ EXAMPLES = {
     GauntPotential: [lambda: GauntPotential(num_species=4, hidden_channels=4, lmax=2, num_blocks=2),
                      lambda: GauntPotential(num_species=4, hidden_channels=4, lmax=1, num_blocks=2, cutoff=2.0,
                                             max_neighbors=4)],
-}
-
-NOT_EQUIVARIANT = {
-    RouteTables: "a holder of the Gaunt routes' tables (buffers moved with a layer); it has no forward",
 }

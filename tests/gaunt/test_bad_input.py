@@ -18,7 +18,7 @@ from geomlin.gaunt import (
     spherical_harmonics,
     split_parity,
 )
-from geomlin.gaunt import tables as T
+from geomlin.gaunt import harmonics as T
 
 X9 = torch.randn(2, 9)
 X4 = torch.randn(2, 4)

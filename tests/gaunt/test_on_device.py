@@ -29,6 +29,7 @@ from geomlin.gaunt import (
     split_parity,
 )
 from tests.device import simulated as sim
+from tests.device.checks import warm_then_watch
 
 ROUTES = ("grid", "fft", "dense", "direct")
 
@@ -52,13 +53,8 @@ def _on_device_equals_cpu(fn, *inputs, rtol: float = 1e-5, create_graph: bool = 
 
     cpu_out, cpu_grads = run(inputs, False)
     dev_inputs = sim.to_sim(inputs)
-    with sim.watch() as warm_up:  # the first call uploads the tables (once per device and dtype), nothing else
-        run(dev_inputs, False)
-    assert all(e.kind == "upload" for e in warm_up.events), warm_up.report()
-    with sim.watch() as log:
-        out, grads = run(dev_inputs, True)
-    assert not log.events, log.report()
-    validation.raise_deferred()
+    # the first call uploads the tables (once per device and dtype), nothing else
+    out, grads = warm_then_watch(lambda: run(dev_inputs, False), lambda: run(dev_inputs, True))
     assert out.device == sim.DEVICE and out.dtype == cpu_out.dtype
     for a, b in zip((out, *grads), (cpu_out, *cpu_grads)):
         a = sim.to_cpu(a)
@@ -116,7 +112,7 @@ def test_fully_connected_product_under_autocast_computes_in_float32():
     dev = sim.to_sim(copy.deepcopy(tp))
     a, b = sim.to_sim((x1, x2))
     dev(a, b)  # warm-up (tables)
-    with sim.watch() as log, torch.autocast(sim.DEVICE_TYPE, dtype=torch.bfloat16):
+    with validation.deferred_checks(), sim.watch() as log, torch.autocast(sim.DEVICE_TYPE, dtype=torch.bfloat16):
         out = dev(a.bfloat16(), b)
     assert not log.events, log.report()
     assert out.dtype == torch.float32
@@ -147,7 +143,7 @@ def test_routes_compute_in_float32_under_autocast(method, dtype):
     want = gaunt_tensor_product(x1, x2, 3, method=method)
     x1, x2 = sim.to_sim((x1, x2))
     gaunt_tensor_product(x1, x2, 3, method=method)  # warm-up (tables)
-    with sim.watch() as log, torch.autocast(sim.DEVICE_TYPE, dtype=dtype):
+    with validation.deferred_checks(), sim.watch() as log, torch.autocast(sim.DEVICE_TYPE, dtype=dtype):
         out = gaunt_tensor_product(x1.to(dtype), x2, 3, method=method)  # a half input, as a previous layer makes
         sh = spherical_harmonics(2, x1[..., 1:4].to(dtype))
     assert not log.events, log.report()

@@ -203,21 +203,10 @@ def test_the_generators_generate_the_sampled_group(G):
 def test_membership_checks_are_deferred_on_accelerators(G, good, bad, phrase, dtype):
     """On the simulated accelerator (tests/device/simulated.py) the same tests run without a host sync (the
     group's invariant form is uploaded once per device and dtype) and raise, with the CPU's message, when
-    the deferred checks are read."""
-    from geomlin import validation
-    from tests.device import simulated as sim
+    the deferred checks are read (at once outside a deferred-checks scope)."""
+    from tests.device.checks import assert_membership_deferred
 
-    validation.raise_deferred()
-    g, h = sim.to_sim((good().to(dtype), bad().to(dtype)))
-    with sim.watch() as log:  # the first check on a device uploads the invariant form, once
-        G.check_element(g)
-    assert all(e.kind == "upload" for e in log.events), log.report()
-    validation.raise_deferred()  # members pass
-    with sim.watch() as log:
-        G.check_element(h)
-    assert not log.events, log.report()
-    with pytest.raises(ValueError, match=phrase):
-        validation.raise_deferred()
+    assert_membership_deferred(G, good().to(dtype), bad().to(dtype), phrase)
 
 
 def test_rotation_angle_of_cyclic_elements_is_checked_in_float32_too():

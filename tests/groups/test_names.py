@@ -52,7 +52,8 @@ CATALOG = {
     Trivial: [Trivial(1), Trivial(3)],
     Lorentz: [Lorentz()],
     SO13p: [SO13p()],
-    DirectProduct: [DirectProduct(O(3), S(4)), DirectProduct(DirectProduct(SO(2), C(3)), Sp(1))],
+    DirectProduct: [DirectProduct(O(3), S(4)), DirectProduct(DirectProduct(SO(2), C(3)), Sp(1)),
+                    DirectProduct(SO(2), O(1))],  # the cylinder group of docs/new_group.md
     Euclidean: [Euclidean(3), Euclidean(3, reflections=False), Euclidean(2), Euclidean(5, translation_scale=3.0)],
     Pin301: [Pin301(), Pin301(parity="even"), Pin301(parity="odd", max_planes=3)],
     CliffordGroup: [CliffordGroup((1, 1, 1)), CliffordGroup((1, -1, -1, -1), parity="even"),

@@ -17,10 +17,11 @@ from geomlin.groups import (
     rotation_6d_to_matrix,
     special_procrustes,
 )
-from geomlin.groups.rotations import symmetric_eigh
+from geomlin.linalg import symmetric_eigh
 from geomlin.testing import assert_equivariant, equivariance_error
 from tests.device import simulated as sim  # registers the stand-in before any backward pass starts autograd
 from tests.oracles import require
+from tests.test_linalg import ROUNDING, general_matrices
 
 EYE = torch.eye(3, dtype=torch.float64)
 
@@ -195,122 +196,8 @@ def test_bad_input(call, exc, phrase):
         call()
 
 
-# ------------------------------------------------------------------ the sync-free solvers
-# Oracles: torch.linalg.eigh / svd (LAPACK). "To rounding" is ROUNDING = 50 d eps relative to |A|.
-ROUNDING = 50
-
-
-def _orthogonal(n, d, seed):
-    q, r = torch.linalg.qr(torch.randn(n, d, d, dtype=torch.float64, generator=_gen(seed)))
-    return q * torch.sign(torch.diagonal(r, dim1=-2, dim2=-1))[..., None, :]
-
-
-def _symmetric_cases(d, seed=0):
-    """Random, clustered (gaps 1e-9 and exact), already diagonal (unsorted, with ties), graded,
-    negative definite, zero and rank-one symmetric matrices ``(n, d, d)``."""
-    g = _gen(seed)
-    X = torch.randn(64, d, d, dtype=torch.float64, generator=g)
-    Q = _orthogonal(64, d, seed + 1)
-    lam = torch.randn(64, d, dtype=torch.float64, generator=g)
-    near = lam.clone()
-    near[:, 1 % d] = near[:, 0] * (1 + 1e-9)
-    tied = lam.clone()
-    tied[:, -1] = tied[:, 0]
-    graded = (10.0 ** (-3 * torch.arange(d, dtype=torch.float64))).expand(64, d)
-    diagonal = torch.diag_embed(torch.randint(-2, 3, (64, d), generator=g).to(torch.float64))
-    v = torch.randn(64, d, 1, dtype=torch.float64, generator=g)
-    return {"random": X + X.mT, "near-degenerate": Q @ torch.diag_embed(near) @ Q.mT,
-            "degenerate": Q @ torch.diag_embed(tied) @ Q.mT, "diagonal": diagonal,
-            "graded": Q @ torch.diag_embed(graded) @ Q.mT, "negative": -(X @ X.mT),
-            "zero": torch.zeros(4, d, d, dtype=torch.float64), "rank one": v @ v.mT}
-
-
-@pytest.mark.parametrize("d", [1, 2, 3, 4, 6, 10])
-def test_symmetric_eigh_matches_torch_eigh_to_rounding(d):
-    """Oracle: torch.linalg.eigh. Eigenvalues and residuals to rounding; eigenvectors of simple
-    eigenvalues up to sign, to rounding over the gap; diagonal input is returned exactly."""
-    eps = torch.finfo(torch.float64).eps
-    eye = torch.eye(d, dtype=torch.float64)
-    for kind, A in _symmetric_cases(d).items():
-        L, V = symmetric_eigh(A, method="jacobi")  # the accelerators' solver, here on the CPU
-        L_ref, V_ref = torch.linalg.eigh(A)
-        scale = A.abs().amax((-1, -2), keepdim=True).clamp_min(1e-300)
-        tol = ROUNDING * d * eps
-        assert ((L - L_ref).abs() / scale[..., 0]).max() <= tol, kind
-        assert ((A @ V - V * L[..., None, :]).abs() / scale).max() <= tol, kind
-        assert (V.mT @ V - eye).abs().max() <= tol, kind
-        assert torch.equal(L, L.sort(-1).values), kind
-        # simple eigenvalues: the same eigenvectors up to sign, to rounding / relative gap
-        gap = torch.cat([L[..., 1:] - L[..., :-1], torch.full_like(L[..., :1], torch.inf)], -1)
-        gap = torch.minimum(gap, torch.cat([torch.full_like(L[..., :1], torch.inf), L[..., 1:] - L[..., :-1]], -1))
-        simple = gap / scale[..., 0] > 1e-6
-        cos = (V * V_ref).sum(-2).abs()
-        err = (1 - cos).abs() * simple
-        assert (err <= tol * (scale[..., 0] / gap.clamp_min(1e-300)) ** 2 + tol).all(), kind
-        if kind == "diagonal":  # no rotation at all: exact eigenvalues, a permutation as eigenvectors
-            assert torch.equal(L, torch.diagonal(A, dim1=-2, dim2=-1).sort(-1).values)
-            assert torch.equal(V.abs().sum(-1), torch.ones(64, d, dtype=torch.float64))
-
-
-@pytest.mark.parametrize("method", ["jacobi", "lapack"])
-def test_symmetric_eigh_in_float32_and_half_precision(method):
-    A = _symmetric_cases(3)["random"]
-    L_ref = torch.linalg.eigvalsh(A)
-    for dtype, tol in ((torch.float32, 1e-5), (torch.bfloat16, 2e-2), (torch.float16, 2e-3)):
-        L, V = symmetric_eigh(A.to(dtype), method=method)
-        assert L.dtype == V.dtype == dtype
-        assert ((L.double() - L_ref).abs() / A.abs().amax((-1, -2))[:, None]).max() < tol
-    with torch.autocast("cpu", dtype=torch.bfloat16):  # autocast must not lower the rotations
-        L, _ = symmetric_eigh(A.float(), method=method)
-    assert ((L.double() - L_ref).abs() / A.abs().amax((-1, -2))[:, None]).max() < 1e-5
-
-
-@pytest.mark.parametrize("method", ["jacobi", "lapack"])
-def test_symmetric_eigh_gradients_match_torch_eigh(method):
-    """Oracle: autograd through torch.linalg.eigh, for a loss that does not depend on eigenvector
-    signs; gradcheck to second order."""
-    X = torch.randn(6, 4, 4, dtype=torch.float64, generator=_gen(20))
-    A = (X + X.mT).requires_grad_(True)
-    B = torch.randn(4, 4, dtype=torch.float64, generator=_gen(21))
-    c = torch.randn(4, dtype=torch.float64, generator=_gen(22))
-
-    def loss(fn):
-        L, V = fn(A)
-        return ((V.mT @ (B + B.T) @ V).diagonal(dim1=-2, dim2=-1) * c).sum() + (L.square() * c).sum()
-
-    (ours,) = torch.autograd.grad(loss(lambda a: symmetric_eigh(a, method=method)), A)
-    (theirs,) = torch.autograd.grad(loss(torch.linalg.eigh), A)
-    assert (ours - theirs).abs().max() < 1e-10
-    sym = lambda a: symmetric_eigh((a + a.mT) / 2, method=method)
-    small = torch.randn(2, 3, 3, dtype=torch.float64, generator=_gen(23)).requires_grad_(True)
-    assert torch.autograd.gradcheck(sym, (small,))
-    assert torch.autograd.gradgradcheck(sym, (small,))
-    # repeated eigenvalues: the eigenvector part of the derivative is zero, not NaN
-    eye = torch.eye(3, dtype=torch.float64).requires_grad_(True)
-    L, V = symmetric_eigh(eye, method=method)
-    (g,) = torch.autograd.grad((V * torch.randn(3, 3, dtype=torch.float64)).sum() + L.sum(), eye)
-    assert torch.isfinite(g).all() and torch.allclose(g, torch.eye(3, dtype=torch.float64))
-
-
-def _general_cases(d, seed=0):
-    """Random, rank-deficient, repeated singular values, reflections (det < 0, distinct singular
-    values), rotations, diagonal (signed), zero ``(n, d, d)`` matrices."""
-    g = _gen(seed)
-    X = torch.randn(64, d, d, dtype=torch.float64, generator=g)
-    U, V = _orthogonal(64, d, seed + 1), _orthogonal(64, d, seed + 2)
-    rank = X.clone()
-    rank[..., -1] = rank[..., 0]
-    spread = torch.linspace(3.0, 1.0, d, dtype=torch.float64).expand(64, d)
-    repeated = torch.ones(64, d, dtype=torch.float64) * 2.0
-    repeated[:, -1] = 0.5
-    reflect = U @ torch.diag_embed(spread) @ V.mT
-    flip = torch.linalg.det(reflect) > 0
-    reflect[flip] = reflect[flip] @ torch.diag(torch.tensor([1.0] * (d - 1) + [-1.0], dtype=torch.float64))
-    rotations = U * torch.sign(torch.linalg.det(U))[:, None, None]
-    diagonal = torch.diag_embed(torch.randn(64, d, dtype=torch.float64, generator=g))
-    return {"random": X, "rank-deficient": rank, "repeated": U @ torch.diag_embed(repeated) @ V.mT,
-            "reflection": reflect, "rotation": rotations, "diagonal": diagonal,
-            "zero": torch.zeros(4, d, d, dtype=torch.float64)}
+# ------------------------------------------------------------------ Procrustes through the SVD
+# Oracle: torch.linalg.svd (LAPACK); the cases and the rounding bound are those of tests/test_linalg.py.
 
 
 def _svd_procrustes(M, special):
@@ -325,23 +212,15 @@ def _svd_procrustes(M, special):
 
 @pytest.mark.parametrize("method", ["jacobi", "lapack"])
 @pytest.mark.parametrize("d", [1, 2, 3, 4, 6])
-def test_jacobi_svd_and_procrustes_match_torch_svd_to_rounding(d, method):
-    """Oracle: torch.linalg.svd. The Jacobi SVD reconstructs M with rotations U, V to rounding and
-    its |s| are the singular values; the nearest (special) orthogonal matrix agrees with the SVD's
-    to rounding divided by the conditioning of the problem (1 / (s_i + s_j))."""
-    from geomlin.groups.rotations import _jacobi_svd, _lapack_svd
-
+def test_procrustes_matches_torch_svd_to_rounding(d, method):
+    """The nearest (special) orthogonal matrix is orthogonal to rounding and agrees with the SVD's to
+    rounding divided by the conditioning of the problem (1 / (s_i + s_j))."""
     eps = torch.finfo(torch.float64).eps
     eye = torch.eye(d, dtype=torch.float64)
-    for kind, M in _general_cases(d).items():
-        U, s, V = (_jacobi_svd if method == "jacobi" else _lapack_svd)(M)
+    for kind, M in general_matrices(d).items():
         scale = M.abs().amax((-1, -2)).clamp_min(1e-300)
         tol = ROUNDING * d * eps
-        assert ((U @ torch.diag_embed(s) @ V.mT - M).abs().amax((-1, -2)) / scale).max() <= tol, kind
-        for W in (U, V):
-            assert (W.mT @ W - eye).abs().max() <= tol and (torch.linalg.det(W) - 1).abs().max() <= tol, kind
         ref = torch.linalg.svdvals(M)
-        assert ((s.abs().sort(-1, descending=True).values - ref).abs().amax(-1) / scale).max() <= tol, kind
         for special in (True, False):
             R = special_procrustes(M, special=special, method=method)
             assert (R.mT @ R - eye).abs().max() <= tol, kind
@@ -410,7 +289,7 @@ def test_public_functions_on_the_simulated_device():
     inputs = [t.clone().requires_grad_(True) for t in (d6, M, A)] + [R2]
     cpu_out, cpu_grads = run(*inputs)
     dev = [t.detach().to(sim.DEVICE).requires_grad_(t.requires_grad) for t in inputs]
-    with sim.watch() as log:
+    with validation.deferred_checks(), sim.watch() as log:  # the checks pass at the scope's end
         out, grads = run(*dev)
     assert not log.events, log.report()
     # the device runs the Jacobi solvers, the CPU LAPACK: equal to float32 rounding, amplified by
@@ -419,18 +298,18 @@ def test_public_functions_on_the_simulated_device():
         tol = 2e-3 if k == 6 else 1e-5
         assert a.device == sim.DEVICE and (sim.to_cpu(a) - b).abs().max() <= tol * (1 + b.abs().max())
     for dtype in (torch.bfloat16, torch.float16):
-        with sim.watch() as log, torch.autocast(sim.DEVICE_TYPE, dtype=dtype):
+        with validation.deferred_checks(), sim.watch() as log, torch.autocast(sim.DEVICE_TYPE, dtype=dtype):
             out, grads = run(*dev)
         assert not log.events, log.report()
         for a, b in zip(out, cpu_out):
             assert (sim.to_cpu(a).double() - b.double()).abs().max() <= 2e-2 * (1 + b.abs().max())
         for g in grads:
             assert torch.isfinite(sim.to_cpu(g)).all()
-    validation.raise_deferred()  # the deferred checks (orthogonality, finiteness) all passed
-    # a bad input on the device: no exception at the call, the same message at raise_deferred
+    # a bad input on the device inside a scope: no exception at the call, the CPU's refusal at the scope's end
     R2 = R2.to(sim.DEVICE)
-    with sim.watch() as log:
+    with pytest.raises(ValueError, match="R1 must be finite orthogonal"), validation.deferred_checks():
+        with sim.watch() as log:
+            geodesic_distance(2 * R2, R2)
+        assert not log.events, log.report()
+    with pytest.raises(ValueError, match="R1 must be orthogonal"):  # outside a scope: at once
         geodesic_distance(2 * R2, R2)
-    assert not log.events, log.report()
-    with pytest.raises(ValueError, match="R1 must be finite orthogonal"):
-        validation.raise_deferred()

@@ -164,18 +164,8 @@ DEFERRED = [
 @pytest.mark.parametrize("G, good, bad, phrase", DEFERRED, ids=lambda x: repr(x) if hasattr(x, "lie_algebra") else "")
 def test_membership_checks_are_deferred_on_accelerators(G, good, bad, phrase):
     """On the simulated accelerator (tests/device/simulated.py): no host sync, the tables uploaded once
-    per device and dtype, and the CPU's message when the deferred checks are read."""
-    from geomlin import validation
-    from tests.device import simulated as sim
+    per device and dtype, and the CPU's message when the deferred checks are read (at once outside a
+    deferred-checks scope)."""
+    from tests.device.checks import assert_membership_deferred
 
-    validation.raise_deferred()
-    g, h = sim.to_sim((good(), bad()))
-    with sim.watch() as log:
-        G.check_element(g)
-    assert all(e.kind == "upload" for e in log.events), log.report()
-    validation.raise_deferred()
-    with sim.watch() as log:
-        G.check_element(h)
-    assert not log.events, log.report()
-    with pytest.raises(ValueError, match=phrase):
-        validation.raise_deferred()
+    assert_membership_deferred(G, good(), bad(), phrase)

@@ -14,7 +14,6 @@ from geomlin.linear import (
     EquivariantMLP,
     GatedNonlinearity,
 )
-from geomlin.linear.tables import ConstantTables
 from geomlin.reps import Scalar, T, V
 from tests.randomized import randomized
 
@@ -44,6 +43,3 @@ EXAMPLES = {
     ],
 }
 
-NOT_EQUIVARIANT = {
-    ConstantTables: "a holder of a layer's constant tables (buffers moved with it); it has no forward",
-}

@@ -34,6 +34,14 @@ def _layer():
     return EquivariantLinear(V(O(3)), V(O(3)) ** 2)
 
 
+def _sheared_c3(copies: int = 1) -> Group:
+    """C3 in a non-orthonormal basis (conjugated by a shear), acting on ``copies`` planes."""
+    c, s = -0.5, math.sqrt(3) / 2
+    shear = torch.tensor([[1.0, 1.0], [0.0, 1.0]], dtype=F64)
+    g = shear @ torch.tensor([[c, -s], [s, c]], dtype=F64) @ torch.linalg.inv(shear)
+    return Group(discrete_generators=torch.block_diag(*[g] * copies)[None], name=f"ShearedC3x{copies}")
+
+
 CASES = {
     # --- groups: generators, sizes, elements
     "singular discrete generator": (lambda: Group(discrete_generators=torch.zeros(1, 3, 3)), ValueError, "singular"),
@@ -68,12 +76,14 @@ CASES = {
                                          "not an element of O(1,3)"),
     "negative tensor power": (lambda: V(O(3)) ** -1, ValueError, ">= 0"),
     "float tensor power": (lambda: V(O(3)) ** 1.5, TypeError, "must be an int"),
-    "zero multiplicity": (lambda: 0 * V(O(3)), ValueError, "empty representation"),
+    "zero multiplicity": (lambda: 0 * V(O(3)), ValueError, "empty representation: leave the term out"),
     "rep plus a float": (lambda: V(O(3)) + 1.0, TypeError, "cannot combine"),
     "reps of two groups": (lambda: V(O(3)) + V(SO(3)), ValueError, "different groups"),
     "binding to another group": (lambda: V(O(3))(O(4)), ValueError, "not of O(4)"),
     "negative T rank": (lambda: T(-1), ValueError, "p must be >= 0"),
     "bad irreps string": (lambda: IrrepsRep("2x1q"), ValueError, "could not parse"),
+    "a rep of a generator of infinite order": (lambda: V(Group(discrete_generators=torch.diag(torch.tensor([2.0, 1.0]))[None])),
+                                               ValueError, "has infinite order"),
     # --- solver
     "unknown solver method": (lambda: equivariant_basis(V(O(3)), V(O(3)), method="qr"), ValueError,
                               "method must be one of"),
@@ -88,10 +98,25 @@ CASES = {
                                       "never forms it"),
     "sampled solver without a Haar measure": (lambda: nullspace_sampled(V(Lorentz()), V(Lorentz())), ValueError,
                                               "compact or finite"),
+    "sampled solver for a finite group in a non-orthonormal basis": (
+        lambda: equivariant_basis(V(_sheared_c3()), V(_sheared_c3()), method="sampled"), ValueError,
+        "is finite but given by non-orthogonal generators (solve it with method='dense')"),
+    "nullspace_sampled for a finite group in a non-orthonormal basis": (
+        lambda: nullspace_sampled(V(_sheared_c3()) ** 2, Scalar), ValueError, "non-orthogonal generators"),
+    "a non-orthogonal finite group beyond the dense limit": (
+        lambda: EquivariantLinear(V(_sheared_c3(3)) ** 3, V(_sheared_c3(3)) ** 3), ValueError,
+        "46656 unknowns, more than the solver's limit of 8192 for finite groups given by non-orthogonal generators"),
     # --- layers
     "layer input of the wrong size": (lambda: _layer()(torch.randn(2, 4)), ValueError, "(..., 3)"),
     "integer layer input": (lambda: _layer()(torch.ones(2, 3, dtype=torch.long)), TypeError, "floating-point"),
     "NaN layer input": (lambda: _layer()(torch.tensor([[0.0, math.nan, 1.0]])), ValueError, "NaN"),
+    "a nonempty input to an empty rep": (lambda: EquivariantLinear(IrrepsRep(""), V(O(3)))(torch.randn(2, 3)),
+                                         ValueError, "(..., 0)"),
+    "a nonempty input to an empty MLP input": (
+        lambda: EquivariantMLP(IrrepsRep(""), V(O(3)), hidden_channels=8, group=O(3))(torch.randn(2, 3)), ValueError,
+        "(..., 0)"),
+    "the wrong size around an empty block": (
+        lambda: EquivariantBilinear(IrrepsRep("") + V(O(3)))(torch.randn(2, 4)), ValueError, "(..., 3)"),
     "layer input that is a list": (lambda: _layer()([[1.0, 2.0, 3.0]]), TypeError, "torch.Tensor"),
     "bias given as 1": (lambda: EquivariantLinear(V(O(3)), V(O(3)), bias=1), TypeError, "bias must be a bool"),
     "layer on a tensor": (lambda: EquivariantLinear(torch.eye(3), V(O(3))), TypeError, "rep_in must be a geomlin Rep"),

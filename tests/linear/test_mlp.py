@@ -11,12 +11,12 @@ from geomlin.linear import (
     EquivariantBilinear,
     EquivariantMLP,
     GatedNonlinearity,
-    clear_cache,
     uniform_rep,
     with_gates,
 )
 from geomlin.linear.mlp import rank_counts
 from geomlin.reps import Scalar, T, V
+from geomlin.tables import clear_caches
 from geomlin.testing import assert_equivariant
 
 
@@ -157,10 +157,10 @@ def test_mlp_reads_its_bases_from_cache_dir(tmp_path, monkeypatch):
     from geomlin.linear import solver
 
     G = Lorentz()
-    clear_cache()
+    clear_caches()
     first = EquivariantMLP(V(G), Scalar, hidden_channels=20, num_blocks=1, cache_dir=tmp_path)
     assert list(tmp_path.glob("basis-*.pt"))
-    clear_cache()
+    clear_caches()
 
     def refuse(*args, **kwargs):
         raise AssertionError("solved again instead of reading cache_dir")

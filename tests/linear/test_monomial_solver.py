@@ -16,10 +16,11 @@ import pytest
 import torch
 
 from geomlin.groups import GL, SL, SO, C, D, DirectProduct, Group, O, RubiksCube, S, Sp, Z
-from geomlin.linear import clear_cache, equivariant_basis
+from geomlin.linear import equivariant_basis
 from geomlin.linear.monomial_solver import applies, monomial_plan, nullspace_monomial, signed_permutation
 from geomlin.linear.solver import basis_method
 from geomlin.reps import Scalar, T
+from geomlin.tables import clear_caches
 from geomlin.testing import assert_equivariant
 from tests.linear.torus_oracle import torus_invariants
 from tests.oracles import require
@@ -170,7 +171,7 @@ def test_too_large_a_result_is_refused_before_allocating():
     # T(16) of Z(2): 2^16 multi-indices, 2^15 + 2^7 orbits: 16 GiB of dense basis
     with pytest.raises(ValueError, match="GiB"):
         nullspace_monomial(Scalar, T(16)(Z(2)))
-    clear_cache()
+    clear_caches()
 
 
 # ------------------------------------------------------------------------------ EMLP as oracle

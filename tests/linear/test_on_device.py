@@ -3,7 +3,7 @@
 Oracle: the same call on the CPU. ``apply_diagram`` for every group family (the SO(n) ε table is
 uploaded once per device, on the first call) and layers built from solved bases and diagram bases
 record no host sync, no upload and no device assert in forward and backward once on the device.
-:class:`~geomlin.linear.tables.ConstantTables` keeps float64 through module casts, follows the
+:class:`~geomlin.tables.ConstantTables` keeps float64 through module casts, follows the
 module's device and stays out of state dicts.
 """
 
@@ -22,9 +22,10 @@ from geomlin.linear import (
     apply_diagram,
 )
 from geomlin.linear.diagrams import spanning_diagrams
-from geomlin.linear.tables import ConstantTables
-from geomlin.reps import Scalar, V
+from geomlin.reps import IrrepsRep, Scalar, V
+from geomlin.tables import ConstantTables
 from tests.device import simulated as sim
+from tests.device.checks import warm_then_watch
 
 DIAGRAM_CASES = [("S", 3, 2, 2, False), ("S", 3, 2, 1, True), ("O", 3, 3, 1, False), ("SO", 3, 2, 1, False),
                  ("SO", 3, 0, 3, False), ("Sp", 4, 2, 2, False)]
@@ -39,13 +40,7 @@ def _grad_step(fn, args):
 def _compare(fn, args, rtol=1e-5):
     cpu_out, cpu_grads = _grad_step(fn, args)
     dev = sim.to_sim(args)
-    with sim.watch() as warm_up:
-        _grad_step(fn, dev)
-    assert all(e.kind == "upload" for e in warm_up.events), warm_up.report()
-    with sim.watch() as log:
-        out, grads = _grad_step(fn, dev)
-    assert not log.events, log.report()
-    validation.raise_deferred()
+    out, grads = warm_then_watch(lambda: _grad_step(fn, dev), lambda: _grad_step(fn, dev))
     for a, b in zip((out, *grads), (cpu_out, *cpu_grads)):
         assert a.device == sim.DEVICE
         assert (sim.to_cpu(a) - b).norm() <= rtol * b.norm() + 1e-6
@@ -65,6 +60,8 @@ LAYERS = [
     lambda: GatedNonlinearity(V(SO(3)) + 2 * Scalar + V(SO(3)) ** 2),  # gated blocks before scalars
     lambda: DiagramLinear("SO", 3, 2, 1, 2, 2),
     lambda: DiagramLinear("Sp", 4, 1, 1, 2, 3),
+    lambda: EquivariantLinear(IrrepsRep(""), 2 * Scalar + V(O(3))),  # an empty input: the output is the bias
+    lambda: EquivariantBilinear(IrrepsRep("") + Scalar + V(O(3)) + IrrepsRep("0x1o")),  # empty blocks
 ]
 
 
@@ -76,11 +73,11 @@ def test_layers_move_with_their_tables(make):
     cpu = layer(x)
     moved = sim.to_sim(layer)
     xs = sim.to_sim(x).requires_grad_()
-    with sim.watch() as log:  # the very first call: nothing to upload, the tables moved with the layer
+    # the very first call: nothing to upload, the tables moved with the layer
+    with validation.deferred_checks(), sim.watch() as log:
         out = moved(xs)
         out.square().sum().backward()
     assert not log.events, log.report()
-    validation.raise_deferred()
     torch.testing.assert_close(sim.to_cpu(out), cpu.detach(), rtol=1e-5, atol=1e-6)
 
 
@@ -88,17 +85,17 @@ def test_constant_tables_keep_float64_follow_the_device_and_copy_their_input():
     source = torch.randn(3, 4, dtype=torch.float64)
     tables = ConstantTables({"basis": source, "index": torch.arange(4)})
     source.zero_()
-    assert tables.basis.abs().sum() > 0  # a copy: the caller's tensor (often a cached one) is not aliased
+    assert tables.get("basis").abs().sum() > 0  # a copy: the caller's tensor (often a cached one) is not aliased
     assert tables.state_dict() == {}
     first = tables.get("basis", torch.float32)
     assert first.dtype == torch.float32 and tables.get("basis", torch.float32) is first  # cast once
     tables.float()
-    assert tables.basis.dtype == torch.float64 and tables.index.dtype == torch.int64
+    assert tables.get("basis").dtype == torch.float64 and tables.get("index").dtype == torch.int64
     tables.half()
-    assert tables.basis.dtype == torch.float64
+    assert tables.get("basis").dtype == torch.float64
     moved = sim.to_sim(tables)
-    assert moved.basis.device == sim.DEVICE and moved.basis.dtype == torch.float64
-    with sim.watch() as log:
+    assert moved.get("basis").device == sim.DEVICE and moved.get("basis").dtype == torch.float64
+    with validation.deferred_checks(), sim.watch() as log:
         cast = moved.get("basis", torch.float32)
     assert not log.events and cast.device == sim.DEVICE
     torch.testing.assert_close(sim.to_cpu(cast), first)
@@ -117,7 +114,7 @@ def test_group_symplectic_diagram_layer_matches_dense_group_action():
     g = Sp(2).sample(1, generator=torch.Generator().manual_seed(2))[0]
     x = torch.randn(3, 1, 4, dtype=torch.float64)
     moved, xs, gs = sim.to_sim((layer, x, g))
-    with sim.watch() as log:
+    with validation.deferred_checks(), sim.watch() as log:
         lhs = moved(xs @ gs.T)
         rhs = moved(xs) @ gs.T
     assert not log.events, log.report()

@@ -6,9 +6,10 @@ import pytest
 import torch
 
 from geomlin.groups import SL, SO, C, D, DirectProduct, Group, Lorentz, O, S, Sp
-from geomlin.linear import clear_cache, equivariant_basis
+from geomlin.linear import equivariant_basis
 from geomlin.linear.sampled_solver import nullspace_sampled
 from geomlin.reps import Scalar, V
+from geomlin.tables import clear_caches
 
 # (group, k, l, dim): dimension of Hom((R^d)^k, (R^d)^l); depends only on k + l for the
 # continuous groups (Brauer / Weyl invariant theory) and on Bell-type counts for S(n).
@@ -116,18 +117,18 @@ def _no_solving(monkeypatch):
 
 def test_cache_in_memory_and_on_disk(tmp_path, monkeypatch):
     G = SO(3)
-    clear_cache()
+    clear_caches()
     a = equivariant_basis(V(G) ** 2, V(G) ** 2, cache_dir=tmp_path)
     files = list(tmp_path.glob("basis-*.pt"))
     assert len(files) == 1 and not list(tmp_path.glob("*.tmp"))
     with monkeypatch.context() as m:
         _no_solving(m)
         b = equivariant_basis(V(G) ** 2, V(G) ** 2)  # from memory
-        clear_cache()
+        clear_caches()
         c = equivariant_basis(V(G) ** 2, V(G) ** 2, cache_dir=tmp_path)  # read back from disk
     assert torch.equal(a, b) and torch.equal(a, c)
     files[0].write_bytes(b"corrupt")
-    clear_cache()
+    clear_caches()
     d = equivariant_basis(V(G) ** 2, V(G) ** 2, cache_dir=tmp_path)  # corrupt file is rewritten
     assert torch.equal(a, d)
     assert torch.load(files[0], weights_only=True)["basis"].shape == a.shape
@@ -138,10 +139,10 @@ def test_disk_cache_is_per_block_and_shared_by_layers(tmp_path, monkeypatch):
 
     G = Lorentz()
     rin, rout = V(G) + V(G) ** 2, V(G).dual() + Scalar
-    clear_cache()
+    clear_caches()
     first = EquivariantLinear(rin, rout, cache_dir=tmp_path).double()
     assert len(list(tmp_path.glob("basis-*.pt"))) >= 3  # one file per pair of block types
-    clear_cache()
+    clear_caches()
     with monkeypatch.context() as m:
         _no_solving(m)
         second = EquivariantLinear(rin, rout, cache_dir=tmp_path).double()  # a new process would do this

@@ -2,6 +2,7 @@
 
 import torch
 
+from geomlin.batching import batch_layout
 from geomlin.models import (
     EGNNDynamics,
     EGNNLayer,
@@ -29,12 +30,19 @@ from tests.randomized import randomized
 
 
 def _flat_gatr_classifier():
-    """The flat (PyG) layout: three clouds of 4, 6 and 2 points, both orientations in one batch."""
-    model = randomized(GATrClassifier(5, hidden_mv_channels=4, hidden_s_channels=4, num_blocks=1, num_heads=2,
-                                      max_points=6), 0.4)
-    batch = torch.tensor([0] * 4 + [1] * 6 + [2] * 2)
-    return model, {"inputs": (torch.randn(12, 3, dtype=torch.float64),),
-                   "kwargs": {"batch": batch, "num_graphs": 3}}
+    """The flat (PyG) layout: three clouds of 4, 6 and 2 points, both orientations in one batch, planned from
+    bounds (sync-free on any device)."""
+    model = randomized(GATrClassifier(5, hidden_mv_channels=4, hidden_s_channels=4, num_blocks=1, num_heads=2), 0.4)
+    batch = batch_layout(batch=torch.tensor([0] * 4 + [1] * 6 + [2] * 2), num_graphs=3, max_items=6)
+    return model, {"inputs": (torch.randn(12, 3, dtype=torch.float64),), "kwargs": {"batch": batch}}
+
+
+def _flat_potential():
+    """A flat PyG batch of molecules of 4 and 3 atoms, planned on the host (all pairs without a sync)."""
+    model = EGNNPotential(num_species=5, hidden_channels=8, num_blocks=2, num_basis=4)
+    batch = batch_layout(batch=torch.tensor([0] * 4 + [1] * 3))
+    return model, {"inputs": (1.5 * torch.randn(7, 3, dtype=torch.float64), torch.randint(5, (7,))),
+                   "kwargs": {"batch": batch}}
 
 
 EXAMPLES = {
@@ -42,7 +50,8 @@ EXAMPLES = {
                 lambda: EGNNLayer(8, edge_dim=2, num_basis=4, update_coords=False)],
     EGNNPotential: [lambda: EGNNPotential(num_species=5, hidden_channels=8, num_blocks=2, num_basis=4),
                     lambda: EGNNPotential(num_species=5, hidden_channels=8, num_blocks=2, num_basis=4, cutoff=3.0,
-                                          max_neighbors=4)],
+                                          max_neighbors=4),
+                    _flat_potential],
     # eager (backend=None): the compiled step is tested in tests/models/test_md.py
     EnergyAndForces: [lambda: EnergyAndForces(EGNNPotential(num_species=5, hidden_channels=8, num_blocks=2,
                                                             num_basis=4, max_neighbors=4), backend=None)],
@@ -65,7 +74,7 @@ EXAMPLES = {
     PonitaDynamics: [lambda: PonitaDynamics(hidden_channels=8, num_blocks=1, mode="points")],
     GATrDynamics: [lambda: GATrDynamics(hidden_mv_channels=4, hidden_s_channels=4, num_blocks=1, num_heads=2)],
     GATrClassifier: [lambda: GATrClassifier(5, hidden_mv_channels=4, hidden_s_channels=4, num_blocks=1,
-                                            num_heads=2, max_points=8),
+                                            num_heads=2),
                      _flat_gatr_classifier],
 }
 

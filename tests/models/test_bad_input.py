@@ -1,14 +1,17 @@
 """Bad input to geomlin.models (PointNet, EGNN, PONITA and its orientation grids): each case names the
 exception type and a phrase of the message; the documented results of empty clouds at the end."""
 
+import dataclasses
+
 import pytest
 import torch
 
+from geomlin.batching import batch_layout
+from geomlin.models import GATrClassifier, GauntPotential
 from geomlin.models.egnn import EGNNDynamics, EGNNPotential
 from geomlin.models.graphs import dense_edge_index
 from geomlin.models.pointnet import PointNet, VNPointNetClassifier
-from geomlin.models.ponita import Ponita, PonitaDynamics
-from geomlin.models.ponita_grid import grid_symmetries, orientation_grid
+from geomlin.models.ponita import Ponita, PonitaDynamics, grid_symmetries, orientation_grid
 from tests.refusals import assert_refused
 
 NAN = float("nan")
@@ -18,6 +21,15 @@ def _with_nan(shape):
     x = torch.randn(*shape, dtype=torch.float64)
     x.view(-1)[0] = NAN
     return x
+
+
+def _molecules(*fields):
+    """A PyG batch of molecules of 2 and 3 atoms with ``fields`` (default ``pos`` and ``z``)."""
+    from torch_geometric.data import Batch, Data
+
+    fields = fields or ("pos", "z")
+    items = [{"pos": torch.randn(n, 3), "z": torch.ones(n, dtype=torch.long)} for n in (2, 3)]
+    return Batch.from_data_list([Data(**{k: v for k, v in d.items() if k in fields}) for d in items])
 
 
 def _icosahedron_with_repeats():
@@ -64,8 +76,25 @@ CASES = [
      ValueError, "charges contains NaN or inf"),
     # ---- PointNet (issue 24)
     ("PointNet num_graphs below the batch's graphs",
-     lambda: PointNet(3)(torch.randn(6, 3), batch=torch.tensor([0, 0, 1, 1, 2, 2]), num_graphs=2), ValueError,
-     "batch refers to graph 2 but there are 2 graphs (num_graphs=2"),
+     lambda: PointNet(3)(torch.randn(6, 3), batch=batch_layout(batch=torch.tensor([0, 0, 1, 1, 2, 2]), num_graphs=2)),
+     ValueError, "batch refers to graph 2 but there are 2 graphs (num_graphs=2"),
+    # ---- PyG inputs (issue 32)
+    ("padded positions with a batch vector",
+     lambda: EGNNPotential(num_species=3)(torch.randn(2, 4, 3), torch.zeros(2, 4, dtype=torch.long),
+                                          batch=torch.zeros(2, dtype=torch.long)),
+     ValueError, "flat inputs (N_total, ...) with batch= need 2 dimensions here, got shape (2, 4, 3)"),
+    ("flat species of the wrong shape",
+     lambda: GauntPotential(num_species=3)(torch.randn(5, 3), torch.zeros(5, 1, dtype=torch.long),
+                                           batch=torch.tensor([0, 0, 1, 1, 1])),
+     ValueError, "species must have shape (N_total,) = (5,) to match pos, got (5, 1)"),
+    ("a PyG batch and a mask", lambda: EGNNPotential(num_species=3)(_molecules(), mask=torch.ones(2, 3).bool()),
+     ValueError, "EGNNPotential got a PyG Batch and mask="),
+    ("a PyG batch without atomic numbers", lambda: EGNNPotential(num_species=3)(_molecules("pos")), ValueError,
+     "has no field 'z'"),
+    ("a flat GATr layout without an attention plan",
+     lambda: GATrClassifier(2, average_orientations=False)(torch.randn(5, 3), batch=dataclasses.replace(
+         batch_layout(batch=torch.tensor([0, 0, 1, 1, 1])), method=None)),  # as planned on a device from num_graphs
+     ValueError, "no attention plan"),
     ("PointNet NaN positions", lambda: PointNet(3)(_with_nan((2, 5, 3)).float()), ValueError, "pos contains NaN"),
     ("PointNet inf features", lambda: PointNet(3, feature_dim=1)(torch.randn(2, 5, 3), features=torch.full((2, 5, 1),
                                                                                                            float("inf"))),

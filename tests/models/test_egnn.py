@@ -5,7 +5,8 @@ import pytest
 import torch
 
 from geomlin.groups import E3, SE3
-from geomlin.models import EGNNDynamics, EGNNLayer, EGNNPotential, gaussian_rbf
+from geomlin.models import EGNNDynamics, EGNNLayer, EGNNPotential
+from geomlin.radial import gaussian_rbf
 from geomlin.reps import Labels, Positions, Scalars, Vectors, declared_group, declared_types
 from geomlin.reps.feature_type import group_key
 from geomlin.testing import assert_equivariant, assert_invariant

@@ -5,18 +5,16 @@ accumulated in float32, and the models' sync-free calls with precomputed graphs.
 import pytest
 import torch
 
+from geomlin.batching import batch_layout
 from geomlin.models import PointNet, Ponita, PonitaPotential
 from geomlin.models.graphs import (
-    count_graphs,
     count_neighbors,
     dense_edge_index,
     graph_edges,
     padded_edge_index,
     padded_neighbors,
-    scatter_sum,
 )
-from geomlin.models.ponita import padded_graph
-from geomlin.validation import raise_deferred
+from geomlin.validation import deferred_checks
 from tests.device import simulated as sim
 
 F64 = torch.float64
@@ -42,7 +40,7 @@ def _brute(pos, batch, cutoff, loop):
 def test_graph_edges_match_brute_force(cutoff, loop):
     pos = torch.randn(14, 3, dtype=F64, generator=torch.Generator().manual_seed(5))
     batch = torch.tensor([0] * 4 + [1] * 1 + [3] * 9)  # graph 2 is empty, graph 1 a single node
-    got = graph_edges(pos, batch, 4, cutoff, loop)
+    got = graph_edges(pos, batch_layout(batch=batch, num_graphs=4), cutoff, loop)
     assert got.dtype == torch.int64 and _pairs(got) == _brute(pos, batch, cutoff, loop)
     assert _pairs(graph_edges(pos, batch, cutoff=cutoff, loop=loop)) == _pairs(got)  # num_graphs counted
 
@@ -51,7 +49,7 @@ def test_graph_edges_match_brute_force(cutoff, loop):
 def test_dense_edge_index_is_graph_edges_of_a_padded_batch(loop):
     B, N = 3, 4
     batch = torch.arange(B).repeat_interleave(N)
-    want = graph_edges(torch.zeros(B * N, 3), batch, B, loop=loop)
+    want = graph_edges(torch.zeros(B * N, 3), batch, loop=loop)
     assert torch.equal(dense_edge_index(B, N, loop=loop), want)
     assert dense_edge_index(2, 1).shape == (2, 0) and dense_edge_index(0, 5, loop=True).shape == (2, 0)
 
@@ -61,42 +59,34 @@ def test_bad_graph_input():
     with pytest.raises(ValueError, match="sorted"):
         graph_edges(pos, torch.tensor([1, 0, 0, 1]))
     with pytest.raises(ValueError, match="refers to graph 1 but there are 1 graphs"):
-        graph_edges(pos, torch.tensor([0, 0, 1, 1]), 1)
+        graph_edges(pos, batch_layout(batch=torch.tensor([0, 0, 1, 1]), num_graphs=1))
     with pytest.raises(ValueError, match="NaN"):
         graph_edges(torch.full((2, 3), float("nan")))
     with pytest.raises(ValueError, match="cutoff must be > 0"):
         graph_edges(pos, cutoff=0.0)
     with pytest.raises(TypeError, match="batch must have an integer dtype"):
-        count_graphs(torch.zeros(3))
+        graph_edges(pos, torch.zeros(4))
 
 
 def test_host_syncs_of_the_data_boundary_functions():
-    """graph_edges reads one number back (with a cutoff, the two of the cell list), count_graphs one,
-    dense_edge_index none; every output stays on the device."""
+    """graph_edges of a layout planned on the device reads one number back (with a cutoff, the two of the
+    cell list), none with a layout planned on the host; dense_edge_index none; every output stays on
+    the device."""
     pos = torch.randn(9, 3, generator=torch.Generator().manual_seed(0))
     batch = torch.tensor([0] * 5 + [1] * 4)
-    want = {r: graph_edges(pos, batch, 2, r) for r in (None, 1.5)}
+    want = {r: graph_edges(pos, batch, r) for r in (None, 1.5)}
+    host_plan = batch_layout(batch=batch).to(sim.DEVICE)
     pos, batch = sim.to_sim((pos, batch))
     for cutoff, syncs in ((None, 1), (1.5, 2)):
-        with sim.watch() as log:
-            e = graph_edges(pos, batch, 2, cutoff)
+        with deferred_checks(), sim.watch() as log:
+            e = graph_edges(pos, batch_layout(batch=batch, num_graphs=2), cutoff)
         assert len(log.of("sync")) == syncs and len(log.events) == syncs, log.report()
         assert e.device == sim.DEVICE and torch.equal(sim.to_cpu(e), want[cutoff])
-    with sim.watch() as log:
-        assert count_graphs(batch) == 2
-    assert len(log.events) == 1
-    with sim.watch() as log:
-        e = dense_edge_index(3, 4, device=sim.DEVICE)
-        g = padded_graph(3, 4, sim.DEVICE)
+    with deferred_checks(), sim.watch() as log:
+        e = graph_edges(pos, host_plan)  # all pairs of a plan that knows its sizes
+        dense = dense_edge_index(3, 4, device=sim.DEVICE)
     assert not log.events, log.report()
-    assert e.device == g["edge_index"].device == g["batch"].device == sim.DEVICE
-
-
-def test_scatter_sum_accumulates_in_float32():
-    values = torch.full((512, 2), 1.0 + 2 ** -7, dtype=torch.bfloat16)  # representable in bfloat16
-    out = scatter_sum(values, torch.zeros(512, dtype=torch.int64), 3)
-    assert out.dtype == torch.float32 and out[0].tolist() == [512 * (1 + 2 ** -7)] * 2 and not out[1:].any()
-    assert scatter_sum(values.double(), torch.zeros(512, dtype=torch.int64), 1).dtype == F64
+    assert torch.equal(sim.to_cpu(e), want[None]) and dense.device == sim.DEVICE
 
 
 def test_padded_all_pairs_equal_the_radius_graph():
@@ -106,16 +96,17 @@ def test_padded_all_pairs_equal_the_radius_graph():
     (x, pos, vec), _ = model.example_inputs(generator=torch.Generator().manual_seed(1))
     pos = pos[:8]
     x, vec = x[:8], vec[:8]
-    dense = padded_graph(2, 4, pos.device)
-    radius_graph = dict(dense, edge_index=graph_edges(pos, dense["batch"], 2, 1.5))
-    assert radius_graph["edge_index"].shape[1] < dense["edge_index"].shape[1]
-    for a, b in zip(model(x, pos, vec, **dense), model(x, pos, vec, **radius_graph)):
+    layout = batch_layout(batch=torch.arange(2).repeat_interleave(4))
+    radius_graph = graph_edges(pos, layout, 1.5)
+    assert radius_graph.shape[1] < dense_edge_index(2, 4, loop=True).shape[1]
+    padded = model(x.reshape(2, 4, 2), pos.reshape(2, 4, 3), vec.reshape(2, 4, 1, 3))  # all pairs
+    for a, b in zip(padded, model(x, pos, vec, batch=layout, edge_index=radius_graph)):
         torch.testing.assert_close(a, b, rtol=1e-13, atol=1e-13)
 
 
 def test_models_are_sync_free_with_precomputed_graphs():
-    """With edge_index and num_graphs given (or padded inputs), forward and backward record no event;
-    the convenience calls that find the graph themselves sync a bounded number of times."""
+    """With edge_index and a planned layout given (or padded inputs), forward and backward record no event;
+    the convenience calls that count the graphs and find the graph themselves sync a bounded number of times."""
     torch.manual_seed(0)
     ponita = Ponita(2, 8, 1, 1, in_vector_channels=1, out_vector_channels=1, mode="points", cutoff=2.0)
     (x, pos, vec), kw = ponita.example_inputs(generator=torch.Generator().manual_seed(2), dtype=torch.float32)
@@ -127,17 +118,17 @@ def test_models_are_sync_free_with_precomputed_graphs():
     ponita, pointnet, potential = modules
     pos.requires_grad_(True)
     mol.requires_grad_(True)
-    with sim.watch() as log:
+    with deferred_checks(), sim.watch() as log:
         s, v = ponita(x, pos, vec, **kw)
-        logits = pointnet(pos, batch=kw["batch"], num_graphs=2)
+        logits = pointnet(pos, batch=kw["batch"])
         energy = potential(mol, z)
         (s.sum() + v.sum() + logits.sum() + energy.sum()).backward()
     assert not log.events, log.report()
-    with sim.watch() as log:
-        ponita(x, pos, vec, batch=kw["batch"])  # counts the graphs and builds the radius graph itself
+    with deferred_checks(), sim.watch() as log:
+        ponita(x, pos, vec, batch=kw["batch"].batch)  # counts the graphs and builds the radius graph itself
     assert 1 <= len(log.of("sync")) <= 3 and len(log.events) == len(log.of("sync")), log.report()
-    with sim.watch() as log:
-        pointnet(pos, batch=kw["batch"])
+    with deferred_checks(), sim.watch() as log:
+        pointnet(pos, batch=kw["batch"].batch)  # counts the graphs
     assert len(log.events) == 1, log.report()
 
 
@@ -191,19 +182,21 @@ def test_padded_neighbors_refuse_overflow():
 
 
 def test_padded_neighbors_are_sync_free_and_defer_overflow_on_an_accelerator():
-    """No host sync on the simulated device; the overflow check is deferred to raise_deferred."""
+    """No host sync on the simulated device inside a deferred-checks scope, where the overflow check is
+    deferred to the scope's end; at once outside one."""
     pos = torch.randn(2, 6, 3, generator=torch.Generator().manual_seed(0)) * 0.1
     want = padded_neighbors(pos, 1.0, 5)
     pos = sim.to_sim(pos)
-    with sim.watch() as log:
+    with deferred_checks(), sim.watch() as log:
         index, edge_mask = padded_neighbors(pos, 1.0, 5)
         padded_edge_index(index, edge_mask)
         count_neighbors(pos, 1.0)
     assert not log.events, log.report()
     assert torch.equal(sim.to_cpu(index), want[0]) and torch.equal(sim.to_cpu(edge_mask), want[1])
-    padded_neighbors(pos, 1.0, 4)  # too few slots: nothing raised yet
-    with pytest.raises(ValueError, match="more than max_neighbors=4 .*raise_deferred"):
-        raise_deferred()
+    with pytest.raises(ValueError, match="more than max_neighbors=4 .*deferred_checks"), deferred_checks():
+        padded_neighbors(pos, 1.0, 4)  # too few slots: nothing raised before the scope's end
+    with pytest.raises(ValueError, match="more than max_neighbors=4"):
+        padded_neighbors(pos, 1.0, 4)
 
 
 def test_padded_neighbors_trace_as_one_graph():

@@ -18,7 +18,7 @@ from torch._dynamo.testing import CompileCounterWithBackend
 from geomlin.datasets.md17 import read_npz_trajectory
 from geomlin.models import EGNNPotential, GauntPotential
 from geomlin.models.md import EnergyAndForces, velocity_verlet_step
-from geomlin.validation import raise_deferred
+from geomlin.validation import deferred_checks
 from tests.device import simulated as sim  # registers the device before any backward runs
 
 ETHANOL = Path(__file__).resolve().parents[2] / "datasets" / "md" / "xtb_md_ethanol.npz"
@@ -163,20 +163,49 @@ def test_reduce_overhead_mode_compiles_once_on_the_cpu():
 
 
 def test_eager_step_is_sync_free_on_an_accelerator_and_defers_the_overflow():
-    """On the simulated device a step (energy, forces, neighbour test) records no host sync; a frame
-    with too many neighbours is raised by raise_deferred."""
+    """On the simulated device, inside the caller's deferred-checks scope (around a trajectory), a step
+    (energy, forces, neighbour test) records no host sync; a frame with too many neighbours is raised
+    when that scope ends, or at the end of the call without one."""
     pos, species = _ethanol()
     net = _potential("gaunt", cutoff=2.0, max_neighbors=5)
     want = EnergyAndForces(net, backend=None)(pos[:1], species)
     net, frames, species = sim.to_sim((net, pos[:2], species))
     model = EnergyAndForces(net, backend=None)
     model(frames[:1], species)  # the first call on a device uploads the Gaunt tables
-    with sim.watch() as log:
+    with deferred_checks(), sim.watch() as log:  # the scope reads the checks after the watch (they pass)
         got = model(frames[:1], species)
     assert not log.events, log.report()
     for a, b in zip(sim.to_cpu(got), want):
         torch.testing.assert_close(a, b, rtol=1e-6, atol=1e-7)
-    raise_deferred()
-    model(frames[1:2], species)  # frame 1 has an atom with 6 neighbours within 2 Angstrom
-    with pytest.raises(ValueError, match="more than max_neighbors=5 .*raise_deferred"):
-        raise_deferred()
+    # frame 1 has an atom with 6 neighbours within 2 Angstrom
+    with pytest.raises(ValueError, match="more than max_neighbors=5 .*deferred_checks"), deferred_checks():
+        with sim.watch() as log:
+            model(frames[1:2], species)
+        assert not log.events, log.report()
+    with pytest.raises(ValueError, match="more than max_neighbors=5"):  # no scope of the caller's: at the call's end
+        model(frames[1:2], species)
+
+
+def test_energy_and_forces_exports_with_torch_export():
+    """``deploy.export`` of the step (issue 34): the program at other sizes equals the eager step."""
+    from geomlin import deploy
+
+    pos, species = _ethanol()
+    net = _potential("egnn")
+    step = EnergyAndForces(net, backend=None)
+    program = deploy.export(step, (pos[:2], species.expand(2, -1).clone()))
+    frames = pos[2:5, :8].contiguous()
+    got = program.module()(frames, species[:, :8].expand(3, -1).clone())
+    for g, w in zip(got, step(frames, species[:, :8].expand(3, -1))):
+        torch.testing.assert_close(g, w, rtol=RTOL, atol=1e-5)
+
+
+def test_export_of_a_potential_checks_its_inputs_before_running_it():
+    from geomlin import deploy
+    from geomlin.models import MoleculeEnergyModel
+
+    pos, _ = _ethanol()
+    with pytest.raises(ValueError, match=r"exported as \(pos, species\) -> \(energy, forces\); got 1 positional"):
+        deploy.export(MoleculeEnergyModel(_potential("egnn")), (pos[:2],))
+    with pytest.raises(ValueError, match=r"species is required with tensor positions"):
+        deploy.export(_potential("egnn"), (pos[:2],))

@@ -10,14 +10,13 @@ import math
 import pytest
 import torch
 
-from geomlin.gaunt.conv import polynomial_cutoff
 from geomlin.groups import E3, SE3
 from geomlin.models import Ponita, PonitaDynamics, PonitaPotential, grid_symmetries, orientation_grid
 from geomlin.models.ponita import (
-    CUTOFF_EXPONENT,
     bundle_pair_attributes,
     complete_attributes,
     fiber_attributes,
+    grid_symmetry_group,
     point_attributes,
     polynomial_features,
     spatial_attributes,
@@ -25,7 +24,7 @@ from geomlin.models.ponita import (
     sphere_to_vector,
     vector_to_sphere,
 )
-from geomlin.models.ponita_grid import grid_symmetry_group
+from geomlin.radial import CUTOFF_EXPONENT, polynomial_cutoff
 from geomlin.reps import Positions, Vectors
 from geomlin.testing import assert_equivariant, equivariance_error
 from tests.models.potentials import assert_padded_batch_equals_each_alone
@@ -240,7 +239,7 @@ def test_graph_and_node_levels_and_flat_batches_agree():
     (x, pos, vec), kw = model.example_inputs(generator=_gen(8))
     s, v = model(x, pos, vec, **kw)
     sn, vn = node(x, pos, vec, **kw)
-    batch = kw["batch"]
+    batch = kw["batch"].batch
     assert torch.allclose(s, torch.zeros_like(s).index_add(0, batch, sn))
     assert torch.allclose(v, torch.zeros_like(v).index_add(0, batch, vn))
     # each graph alone gives the same rows as the batch

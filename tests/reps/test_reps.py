@@ -162,6 +162,16 @@ def test_dual_powers_print_unambiguously():
     assert repr(V.dual() ** 2) == "V.dual()**2"
 
 
+def test_a_dual_brackets_only_what_prints_as_several_terms():
+    from geomlin.reps.base import DualRep
+    from geomlin.reps.irreps import IrrepsRep
+
+    irreps = IrrepsRep("1x1o")
+    assert repr(DualRep(irreps)) == f"{irreps!r}.dual()"  # one term: no brackets
+    pair = V(O(3)) * V(O(3))
+    assert repr(DualRep(pair)) == f"({pair!r}).dual()"
+
+
 def test_rho_refuses_non_members():
     with pytest.raises(ValueError, match="orthogonal"):
         IrrepsRep("1o + 2e").rho(torch.eye(3, dtype=torch.float64) + 0.1)  # a shear, not a rotation

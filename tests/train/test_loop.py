@@ -5,7 +5,8 @@ import math
 import pytest
 import torch
 
-from geomlin.train.loop import MetricSums, StepClock, autocast, read_epoch_means
+from geomlin.train.loop import autocast
+from geomlin.train.metrics import MetricSums, StepClock, read_epoch_means
 from tests.device import simulated as sim
 
 

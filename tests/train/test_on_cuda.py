@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from geomlin.train import loop
+from geomlin.train import loop, metrics
 from geomlin.train.tasks import get_task
 from geomlin.train.tasks.base import num_examples, take
 from tests.train.test_on_device import BATCH, _cases, _config, _data
@@ -52,7 +52,7 @@ def test_one_training_step_on_cuda(task_name, dataset, name, precision):
     torch.cuda.set_sync_debug_mode("error")
     try:
         loss, stats = loop.train_step(task, name, model, optimizer, batch, cfg, device=cuda, precision=precision)
-        sums = loop.MetricSums()
+        sums = metrics.MetricSums()
         sums.add(stats)
     finally:
         torch.cuda.set_sync_debug_mode(previous)

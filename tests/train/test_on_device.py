@@ -6,7 +6,7 @@ One training step, in float32 and under bfloat16 autocast (``--precision bf16``)
 runs per batch and model: the batch taken to the device
 (:func:`~geomlin.train.tasks.base.take`) and augmented, :func:`geomlin.train.loop.train_step`
 (forward, loss, backward, clipping, optimiser step) and the metric accumulation
-(:class:`~geomlin.train.loop.MetricSums`). It runs once outside the watch first, so per-(device,
+(:class:`~geomlin.train.metrics.MetricSums`). It runs once outside the watch first, so per-(device,
 dtype) tables are filled and the optimiser's state exists (a cache filled once is allowed; a constant
 uploaded on every step is not).
 
@@ -24,7 +24,7 @@ import pytest
 import torch
 
 from geomlin import validation
-from geomlin.train import loop
+from geomlin.train import loop, metrics
 from geomlin.train.config import resolve_config
 from geomlin.train.tasks import TASKS, get_task
 from geomlin.train.tasks.base import num_examples, take
@@ -90,7 +90,7 @@ def _step(task, name, model, optimizer, data, cfg, index):
     batch = task.augment(take(data.train, index, sim.DEVICE), cfg)
     loss, stats = loop.train_step(task, name, model, optimizer, batch, cfg, device=sim.DEVICE,
                                   precision=cfg["precision"])
-    sums = loop.MetricSums()
+    sums = metrics.MetricSums()
     sums.add(stats)
     return loss, sums
 
@@ -104,11 +104,10 @@ def test_one_training_step_on_the_simulated_device(task_name, dataset, name, pre
     model = task.build_model(name, cfg, data.info).to(sim.DEVICE)
     optimizer = torch.optim.AdamW(model.parameters(), lr=cfg["lr"])
     index = torch.arange(min(BATCH, num_examples(data.train)))
-    _step(task, name, model, optimizer, data, cfg, index)  # fills caches and the optimiser's state
-    validation.raise_deferred()
-    with sim.watch() as log:  # a CPU operand anywhere raises sim.DeviceMixError here
+    with validation.deferred_checks():  # as in the training loop; its end reads the checks (they pass)
+        _step(task, name, model, optimizer, data, cfg, index)  # fills caches and the optimiser's state
+    with validation.deferred_checks(), sim.watch() as log:  # a CPU operand anywhere raises sim.DeviceMixError
         loss, sums = _step(task, name, model, optimizer, data, cfg, index)
-    validation.raise_deferred()  # the deferred input checks of the step found nothing
 
     assert loss.device == sim.DEVICE and torch.isfinite(sim.to_cpu(loss.detach()))
     for key, (total, count) in sums.totals.items():
@@ -120,10 +119,10 @@ def test_one_training_step_on_the_simulated_device(task_name, dataset, name, pre
 
 #: The loop's documented reads of the device (docs/devices.md), by site and kind.
 LOOP_READS = {
-    (("geomlin/train/loop.py", "_check_losses"), "sync"): "the first step's losses (once per run)",
-    (("geomlin/train/loop.py", "read_epoch_means"), "sync"): "the epoch's statistics (once per epoch)",
-    (("geomlin/train/loop.py", "read_epoch_means"), "upload"): "the epoch's host counts (once per epoch)",
-    (("geomlin/validation.py", "raise_deferred"), "sync"): "deferred input checks (first step, each epoch)",
+    (("geomlin/train/metrics.py", "check_losses"), "sync"): "the first step's losses (once per run)",
+    (("geomlin/train/metrics.py", "read_epoch_means"), "sync"): "the epoch's statistics (once per epoch)",
+    (("geomlin/train/metrics.py", "read_epoch_means"), "upload"): "the epoch's host counts (once per epoch)",
+    (("geomlin/validation.py", "_raise_flags"), "sync"): "deferred input checks (first step, each epoch)",
     (("geomlin/train/loop.py", "_build_models"), "upload"): "the models moved to the device (once per run)",
 }
 
@@ -148,7 +147,7 @@ def test_the_loop_reads_the_device_only_at_its_documented_points(tmp_path, preci
             continue
         assert (site, event.kind) in LOOP_READS, f"undocumented read of the device: {event}"
         counts[(site, event.kind)] = counts.get((site, event.kind), 0) + 1
-    assert counts[(("geomlin/train/loop.py", "read_epoch_means"), "sync")] == 2
-    assert counts[(("geomlin/train/loop.py", "_check_losses"), "sync")] == 1
+    assert counts[(("geomlin/train/metrics.py", "read_epoch_means"), "sync")] == 2
+    assert counts[(("geomlin/train/metrics.py", "check_losses"), "sync")] == 1
     rows = (tmp_path / "run" / "metrics.csv").read_text().splitlines()
     assert len(rows) == 3 and "pointnet_aug/rotated_acc" in rows[0]

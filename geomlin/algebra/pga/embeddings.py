@@ -39,11 +39,11 @@ import functools
 import torch
 from torch import Tensor
 
-from geomlin.algebra.clifford import table_on
 from geomlin.algebra.pga import basis
 from geomlin.algebra.pga.basis import DIM, E0, E0123, E1, E123, SCALAR, check_mv, select_components
 from geomlin.algebra.pga.products import geometric_product, join
 from geomlin.algebra.quaternions import shepperd_quaternion
+from geomlin.tables import table_on
 from geomlin.validation import check_bool, check_finite, check_orthogonal, check_positive_float, check_tensor
 
 

@@ -26,8 +26,10 @@ import functools
 import torch
 from torch import Tensor
 
-from geomlin.algebra.clifford import ConstantTables, selection_matrices, table_on
+from geomlin.algebra.blades import selection_matrices
 from geomlin.algebra.pga.basis import DEGENERATE, DIM, NONDEGENERATE, PGA, check_mv
+from geomlin.precision import full_precision, output_dtype, working_dtype
+from geomlin.tables import ConstantTables, table_on
 from geomlin.validation import check_tensor
 
 #: Columns per chunk of the component-major kernels: their ``(88, CHUNK_COLUMNS)`` intermediates
@@ -97,7 +99,7 @@ def _join_table() -> Tensor:
 
 @functools.cache
 def _join_selection() -> tuple[Tensor, Tensor, Tensor]:
-    """[`selection_matrices`][geomlin.algebra.clifford.selection_matrices] of the join table,
+    """[`selection_matrices`][geomlin.algebra.blades.selection_matrices] of the join table,
     transposed for the component-major layout: ``S_x (88, 16), S_y (88, 16), R (16, 88)``."""
     sx, sy, r = selection_matrices(_join_table(), multiple=JOIN_TERM_MULTIPLE)
     return sx.T.contiguous(), sy.T.contiguous(), r.T.contiguous()
@@ -119,7 +121,7 @@ def tables(*keys: str) -> ConstantTables:
 
 def table_entries(*keys: str) -> dict[str, Tensor | tuple[Tensor, ...]]:
     """``{key read by the functions: float64 CPU table}`` of [`tables`][] keys (for a module that
-    gathers tables of several sources into one [`ConstantTables`][geomlin.algebra.clifford.ConstantTables])."""
+    gathers tables of several sources into one [`ConstantTables`][geomlin.tables.ConstantTables])."""
     own = {key: _TABLES[key]() for key in keys if key in _TABLES}
     return {**own, **PGA.table_entries(*(key for key in keys if key not in _TABLES))}
 
@@ -151,10 +153,10 @@ def _column_chunks(a: Tensor) -> tuple[Tensor, ...]:
 def geometric_product_columns(a: Tensor, b: Tensor, *, tables: ConstantTables | None = None) -> Tensor:
     """Geometric product of component-major multivectors ``(16, N) x (16, N) -> (16, N)``.
 
-    The complex 2x2 product of the module docstring, elementwise over column chunks. It runs in
-    float32 or float64 with autocast off (there is no complex half precision): half-precision
-    inputs give a float32 result under autocast (the precision it was computed in) and their own
-    dtype otherwise.
+    The complex 2x2 product of the module docstring, elementwise over column chunks. It follows
+    [`geomlin.precision`][]'s rule (there is no complex half precision): float32 or float64 with
+    autocast off; half-precision inputs give a float32 result under autocast (the precision it was
+    computed in) and their own dtype otherwise.
 
     Parameters
     ----------
@@ -171,9 +173,8 @@ def geometric_product_columns(a: Tensor, b: Tensor, *, tables: ConstantTables | 
     """
     _check_columns(a, "a")
     _check_columns(b, "b")
-    dtype = a.dtype if a.dtype in (torch.float32, torch.float64) else torch.float32
-    autocast = torch.is_autocast_enabled(a.device.type)
-    with torch.autocast(a.device.type, enabled=False):
+    dtype = working_dtype(a.dtype)
+    with full_precision(a):
         wide_a, wide_b = a.to(dtype), b.to(dtype)
         wl, wr, wo = (table_on("pga:geometric_product", _complex_maps, a.device, dtype, i, tables) for i in range(3))
         outs = []
@@ -186,7 +187,7 @@ def geometric_product_columns(a: Tensor, b: Tensor, *, tables: ConstantTables | 
             flat = torch.view_as_real(prod).movedim(-1, 3).reshape(24, -1)
             outs.append(wo @ flat)
         out = torch.cat(outs, 1) if len(outs) > 1 else outs[0]
-    return out if autocast else out.to(a.dtype)
+    return out.to(output_dtype(a))
 
 
 def join_columns(a: Tensor, b: Tensor, *, tables: ConstantTables | None = None) -> Tensor:

@@ -1,4 +1,4 @@
-"""Reader for plain and extended XYZ trajectories.
+"""Reader and writer of plain and extended XYZ trajectories.
 
 A frame is: the atom count; a comment line; one line per atom ``symbol x y z
 [extra columns]``. The comment line holds the energy in one of two ways:
@@ -13,8 +13,17 @@ lacks a value would otherwise shift the columns after it). Plain XYZ has 4 colum
 ``Properties=`` spec naming the columns. Extended XYZ lines have exactly the columns the spec
 announces. Forces come from a ``forces`` (or ``force``, ``F``) property of 3 real columns.
 
+Periodic cells (extended XYZ, as ASE writes them): ``Lattice="a1x a1y a1z a2x a2y a2z a3x a3y a3z"``
+holds the three lattice vectors (rows of the cell, Angstrom) and ``pbc="T T F"`` which of them are
+periodic (``T``/``F``, ``True``/``False`` or ``1``/``0``; with a ``Lattice`` and no ``pbc`` all three
+are, as in ASE). A ``pbc`` with a periodic axis needs a ``Lattice``; the periodic lattice vectors must
+be linearly independent.
+
 Species are element symbols or atomic numbers ``1 ... 118``. Every error is a
 [`FileFormatError`][] naming the file, the line and the frame.
+
+[`write_xyz`][] writes frames as extended XYZ (element symbols, ``Lattice=`` and ``pbc=`` for periodic
+frames, ``energy=``, a ``forces`` property), which this reader and ASE's read back.
 """
 
 from __future__ import annotations
@@ -25,7 +34,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from geomlin.datasets.elements import ATOMIC_NUMBERS, MAX_ATOMIC_NUMBER
+from geomlin.datasets.elements import ATOMIC_NUMBERS, MAX_ATOMIC_NUMBER, SYMBOLS
+from geomlin.io_atomic import atomic_write_text
 from geomlin.validation import FileFormatError, check_file
 
 _PAIR = re.compile(r'([A-Za-z_][\w\-]*)\s*=\s*("[^"]*"|\'[^\']*\'|\{[^}]*\}|\S+)')
@@ -33,18 +43,28 @@ ENERGY_KEYS = ("energy", "Energy", "E", "total_energy", "free_energy")
 FORCE_KEYS = ("forces", "force", "F")
 #: Column counts of plain XYZ atom lines: ``symbol x y z`` and ``symbol x y z fx fy fz``.
 PLAIN_WIDTH, PLAIN_WIDTH_FORCES = 4, 7
+#: Spellings of the ``pbc=`` flags of extended XYZ.
+PBC_FLAGS = {"T": True, "F": False, "True": True, "False": False, "1": True, "0": False}
+#: Smallest ``det(Gram) / prod |a_k|^2`` of the periodic lattice vectors (below it they are dependent).
+MIN_CELL_SHAPE = 1e-20
 
 
 @dataclass
 class XYZFrame:
     """One frame: ``z (N,)`` int64, ``pos (N, 3)`` float64, ``energy`` float or None,
-    ``forces (N, 3)`` float64 or None, and the parsed comment ``info`` (extended XYZ pairs)."""
+    ``forces (N, 3)`` float64 or None, the parsed comment ``info`` (extended XYZ pairs), and the
+    periodic cell: ``cell (3, 3)`` float64 (lattice vectors as rows) and ``pbc (3,)`` bool, both None
+    for a frame without ``Lattice=`` (and without a periodic ``pbc=``); ``line`` is the 1-based line of
+    its comment (for errors that concern the whole frame)."""
 
     z: np.ndarray
     pos: np.ndarray
     energy: float | None
     forces: np.ndarray | None
     info: dict[str, str]
+    cell: np.ndarray | None = None
+    pbc: np.ndarray | None = None
+    line: int = 0
 
 
 def parse_comment(comment: str) -> dict[str, str]:
@@ -193,4 +213,66 @@ def _frame(rows, comment, info, props, path, frame, first_line) -> XYZFrame:
     if energy is not None and not np.isfinite(energy):
         raise FileFormatError(path, f"non-finite energy on the comment line {comment!r}", line=first_line - 1,
                               record=frame)
-    return XYZFrame(z, pos, energy, forces, info)
+    cell, pbc = _cell(info, path, first_line - 1, frame)
+    return XYZFrame(z, pos, energy, forces, info, cell, pbc, first_line - 1)
+
+
+def _cell(info: dict[str, str], path: str, line: int, frame: int) -> tuple[np.ndarray | None, np.ndarray | None]:
+    """``cell (3, 3)`` and ``pbc (3,)`` of a frame from its ``Lattice=`` and ``pbc=`` pairs (None, None without)."""
+    pbc = None
+    if "pbc" in info:
+        flags = info["pbc"].split()
+        if len(flags) != 3 or any(f not in PBC_FLAGS for f in flags):
+            raise FileFormatError(path, f"pbc={info['pbc']!r} must be three flags T or F (e.g. pbc=\"T T T\")",
+                                  line=line, record=frame)
+        pbc = np.array([PBC_FLAGS[f] for f in flags])
+    if "Lattice" not in info:
+        if pbc is not None and pbc.any():
+            raise FileFormatError(path, f"pbc={info['pbc']!r} makes the frame periodic but there is no Lattice= "
+                                  "(the cell's three lattice vectors)", line=line, record=frame)
+        return None, None
+    try:
+        cell = np.array(info["Lattice"].split(), dtype=np.float64)
+    except ValueError:
+        raise FileFormatError(path, f"Lattice={info['Lattice']!r} must be 9 numbers (three lattice vectors)",
+                              line=line, record=frame) from None
+    if cell.shape != (9,):
+        raise FileFormatError(path, f"Lattice={info['Lattice']!r} must be 9 numbers (three lattice vectors), "
+                              f"got {cell.size}", line=line, record=frame)
+    if not np.isfinite(cell).all():
+        raise FileFormatError(path, f"Lattice={info['Lattice']!r} holds a non-finite number", line=line, record=frame)
+    cell = cell.reshape(3, 3)
+    pbc = np.ones(3, dtype=bool) if pbc is None else pbc
+    periodic = cell[pbc]
+    gram = periodic @ periodic.T
+    if pbc.any() and not np.linalg.det(gram) > MIN_CELL_SHAPE * np.prod(np.diag(gram)):
+        raise FileFormatError(path, f"Lattice={info['Lattice']!r}: the periodic lattice vectors (pbc={info.get('pbc', 'T T T')!r}) "
+                              "are linearly dependent", line=line, record=frame)
+    return cell, pbc
+
+
+def write_xyz(path: str | os.PathLike, frames) -> None:
+    """Write [`XYZFrame`][]s as extended XYZ, atomically ([`geomlin.io_atomic.atomic_write_text`][]).
+
+    Each frame: the atom count; a comment with ``Lattice=`` and ``pbc=`` (periodic frames),
+    ``Properties=species:S:1:pos:R:3[:forces:R:3]`` and ``energy=`` (when the frame has them); one
+    line ``symbol x y z [fx fy fz]`` per atom. Positions and the lattice are written with 8 decimals,
+    energies with 8 and forces with 6 (the frames' units: the writer converts nothing).
+    """
+    lines = []
+    for f in frames:
+        comment = []
+        if f.cell is not None:
+            comment.append('Lattice="' + " ".join(f"{v:.8f}" for v in np.asarray(f.cell, dtype=float).reshape(9)) + '"')
+        comment.append("Properties=species:S:1:pos:R:3" + (":forces:R:3" if f.forces is not None else ""))
+        if f.energy is not None:
+            comment.append(f"energy={float(f.energy):.8f}")
+        if f.cell is not None:
+            comment.append('pbc="' + " ".join("T" if p else "F" for p in f.pbc) + '"')
+        lines += [str(len(f.z)), " ".join(comment)]
+        for k, (z, x) in enumerate(zip(np.asarray(f.z).tolist(), np.asarray(f.pos, dtype=float))):
+            row = f"{SYMBOLS[z]:<2s} {x[0]:15.8f} {x[1]:15.8f} {x[2]:15.8f}"
+            if f.forces is not None:
+                row += " {:13.6f} {:13.6f} {:13.6f}".format(*np.asarray(f.forces[k], dtype=float))
+            lines.append(row)
+    atomic_write_text(path, "\n".join(lines) + "\n")

@@ -26,8 +26,8 @@ def triton_supports(lmax_in1: int, lmax_in2: int, lmax_out: int, dtype) -> bool:
     return supports(lmax_in1, lmax_in2, lmax_out, dtype)
 
 
-def gaunt_grid_triton(x1, x2, lmax_in1, lmax_in2, lmax_out, channels=1, shared=0, reduce=False):
+def gaunt_grid_triton(x1, x2, lmax_in1, lmax_in2, lmax_out, channels=1, shared=0, reduce=False, tables=None):
     """The fast route as Triton kernels; see [`geomlin.gaunt.kernels.triton_grid.gaunt_grid_triton`][]."""
     from geomlin.gaunt.kernels.triton_grid import gaunt_grid_triton as impl
 
-    return impl(x1, x2, lmax_in1, lmax_in2, lmax_out, channels, shared, reduce)
+    return impl(x1, x2, lmax_in1, lmax_in2, lmax_out, channels, shared, reduce, tables)

@@ -40,6 +40,7 @@ from torch import Tensor
 
 from geomlin.linear.diagrams.diagram import Diagram
 from geomlin.linear.diagrams.families import check_diagram_for, check_n, group_name
+from geomlin.tables import device_cache
 
 #: Levi-Civita tables with at most this many dense entries are stored dense, larger ones sparse.
 MAX_DENSE_LEVI_CIVITA = 2 ** 20
@@ -159,9 +160,6 @@ def _levi_civita_matrix(n: int, s: int, sparse: bool | None = None) -> Tensor:
     return out
 
 
-_LEVI_CIVITA_ON: dict = {}
-
-
 def levi_civita_on(n: int, s: int, device, dtype: torch.dtype) -> Tensor:
     """[`levi_civita_matrix`][] ``(n, s)`` on ``device`` in ``dtype`` (read-only).
 
@@ -171,12 +169,7 @@ def levi_civita_on(n: int, s: int, device, dtype: torch.dtype) -> Tensor:
     device = torch.device(device)
     if device.type == "cpu":
         return E.to(dtype)
-    key = (n, s, E.is_sparse, device, dtype)
-    hit = _LEVI_CIVITA_ON.get(key)
-    if hit is None:
-        with torch.inference_mode(False):
-            hit = _LEVI_CIVITA_ON[key] = E.to(device=device, dtype=dtype)
-    return hit
+    return device_cache(("linear:levi-civita", n, s, E.is_sparse), lambda: E, device, dtype)
 
 
 def _apply_levi_civita(z: Tensor, n: int, n_in: int, s: int, E: Tensor | None = None) -> Tensor:

@@ -20,8 +20,10 @@ the host, so no step has to ask the device for a shape.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, ClassVar
 
 import torch
@@ -228,3 +230,36 @@ def require_module(module: str, what: str):
         return importlib.import_module(module)
     except ImportError as exc:
         raise UserError(f"{what} needs {module}, which cannot be imported ({exc})") from None
+
+
+#: Environment variable naming an explicit root of the bundled samples: a folder that holds geomlin's
+#: ``datasets/`` (a clone of the repository), for installs that do not.
+DATA_ROOT_ENV = "GEOMLIN_DATA"
+
+
+def bundled_path(relative: Path | str) -> Path | None:
+    """``datasets/<relative>`` of the bundled samples, or None where no root holds it.
+
+    Searched under the explicit root ``$GEOMLIN_DATA`` first, then the working directory, then the
+    source tree this ``geomlin`` package was imported from (a clone, for an editable install). An
+    installed wheel carries no samples: pass the data (``--data``, ``--root``) or set
+    ``GEOMLIN_DATA``.
+    """
+    import geomlin
+
+    roots = [Path(os.environ[DATA_ROOT_ENV])] if os.environ.get(DATA_ROOT_ENV) else []
+    roots += [Path.cwd(), Path(geomlin.__file__).resolve().parent.parent]
+    for root in roots:
+        if (root / "datasets" / relative).exists():
+            return root / "datasets" / relative
+    return None
+
+
+def require_bundled(relative: Path | str, option: str) -> Path:
+    """[`bundled_path`][] of ``relative``, or a [`UserError`][geomlin.train.errors.UserError] naming
+    ``option`` (the command-line option that gives the data instead) and ``$GEOMLIN_DATA``."""
+    path = bundled_path(relative)
+    if path is None:
+        raise UserError(f"the bundled sample datasets/{relative} was not found: pass {option}, or set "
+                        f"{DATA_ROOT_ENV} to a folder holding geomlin's datasets/ (a clone)")
+    return path

@@ -1,13 +1,12 @@
-"""``geomlin train molecules``: energies (and forces) of molecules.
+r"""``geomlin train molecules``: energies (and forces) of molecules.
 
 Two datasets:
 
 * ``--dataset md`` (default): a molecular-dynamics trajectory, every frame the same molecule.
   Default data: the bundled GFN2-xTB ethanol trajectory ``datasets/md/xtb_md_ethanol.npz``;
   ``--data PATH`` reads any MD17 / revised-MD17 ``.npz`` or extended-XYZ file with energies and
-  forces. Forces are ``-dE/dpos`` of the learned energy (so they are conservative and, for an
-  invariant energy, equivariant); the loss is ``MSE(E)/scale^2 + force_weight MSE(F)/scale^2``
-  with ``scale`` the RMS force component and ``E = mean + scale * f(pos)``.
+  forces (energies alone with ``--force-weight 0``). Forces are ``-dE/dpos`` of the learned energy
+  (so they are conservative and, for an invariant energy, equivariant).
 * ``--dataset qm9``: molecules of different sizes, batched the PyTorch Geometric way (nodes
   concatenated, a ``batch`` vector; padded per batch for the dense models), fitting the QM9
   property ``--target`` (default ``U0``; any of
@@ -16,10 +15,23 @@ Two datasets:
   ``--source qm9pack`` without raw files in ``--root`` reads the installed ``qm9pack`` package and
   caches the processed set in ``--root``). ``--split standard`` is QM9's usual protocol, 110,000
   training, 10,000 validation and the remaining test molecules
-  ([`qm9_split`][geomlin.datasets.qm9.qm9_split]). The target is ``E = b + sum_i w[z_i] + scale * f(pos, z)``
-  with the per-element baseline ``w, b`` fitted by least squares on the training molecules (composition
-  alone explains most of an extensive property such as U0) and ``scale`` the RMS residual; the
-  loss is ``MSE(E)/scale^2``.
+  ([`qm9_split`][geomlin.datasets.qm9.qm9_split]).
+
+On a trajectory, with $s$ the RMS force component of the training frames (their energies' spread
+for data without forces) and $w_F$ the ``--force-weight``, the model and its loss on a batch of
+$B$ frames of $N$ atoms are
+
+$$E(x) = \bar E + s\, f(x), \qquad F(x) = -\nabla_x E(x), \qquad
+\mathcal{L} = \frac{1}{B s^2} \sum_{b} \big(E(x_b) - E_b\big)^2
++ \frac{w_F}{3 B N s^2} \sum_{b, i} \big\lVert F_i(x_b) - F_{b i} \big\rVert^2.$$
+
+On QM9 the prediction is
+
+$$y(x, z) = b + \sum_i w_{z_i} + s\, f(x, z)$$
+
+with the per-element baseline $w, b$ fitted by least squares on the training molecules (composition
+alone explains most of an extensive property such as U0) and $s$ the RMS residual; the
+loss is the mean squared error divided by $s^2$.
 """
 
 from __future__ import annotations
@@ -32,25 +44,45 @@ from torch import Tensor, nn
 
 from geomlin.train.config import Option
 from geomlin.train.errors import UserError
-from geomlin.train.tasks.base import GraphSet, Stats, Task, TaskData, require_module, stat
+from geomlin.train.tasks.base import GraphSet, Stats, Task, TaskData, require_bundled, require_module, stat
 
-#: The bundled trajectory and QM9 sample, relative to the source tree / working directory.
-BUNDLED_ETHANOL = Path("datasets") / "md" / "xtb_md_ethanol.npz"
-BUNDLED_QM9 = Path("datasets") / "qm9"
+#: The bundled trajectory and QM9 sample, under ``datasets/`` ([`bundled_path`][geomlin.train.tasks.base.bundled_path]).
+BUNDLED_ETHANOL = Path("md") / "xtb_md_ethanol.npz"
+BUNDLED_QM9 = Path("qm9")
 TEST = "test"
 VALID = "valid"
 #: ``--split`` choices: random ``--num-train`` / ``--num-test`` counts, or QM9's 110k / 10k / rest.
 SPLITS = ("counts", "standard")
 #: QM9 property fitted when ``--target`` is not given.
 DEFAULT_QM9_TARGET = "U0"
+#: ``--num-train`` when not given, for data of at least 1000 examples (smaller data, such as the
+#: bundled 21-molecule QM9 sample, train on what the test examples leave).
+DEFAULT_NUM_TRAIN = 800
+#: ``--num-test`` when not given, for data of at least 1000 examples (smaller data: a fifth of them).
+DEFAULT_NUM_TEST = 200
 
 
-def find_bundled(relative: Path) -> Path | None:
-    """``relative`` (a file or folder) under the working directory or the geomlin source tree, if it exists."""
-    for base in (Path.cwd(), Path(__file__).resolve().parents[3]):
-        if (base / relative).exists():
-            return base / relative
-    return None
+def split_counts(m: int, num_train: int | None, num_test: int | None) -> tuple[int, int]:
+    """``(num_train, num_test)`` for data of ``m`` examples; ``None`` takes the default.
+
+    The defaults are [`DEFAULT_NUM_TRAIN`][] and [`DEFAULT_NUM_TEST`][] where the data hold them;
+    for fewer examples the test set gets a fifth (at least one) and training the rest. Counts given
+    that do not fit raise [`UserError`][] naming both.
+    """
+    if num_test is None and num_train is None and m < 2:
+        raise UserError(f"the data hold {m} example(s), too few for a training and a test example")
+    if num_test is None:
+        if num_train is not None and num_train >= m:
+            raise UserError(f"--num-train {num_train} leaves no test example of the {m} examples of the data")
+        room = m - (num_train or 1)
+        num_test = min(DEFAULT_NUM_TEST, max(1, m // 5), room)
+    if num_train is None:
+        if num_test >= m:
+            raise UserError(f"--num-test {num_test} leaves no training example of the {m} examples of the data")
+        num_train = min(DEFAULT_NUM_TRAIN, m - num_test)
+    if num_train + num_test > m:
+        raise UserError(f"--num-train {num_train} + --num-test {num_test} exceeds the {m} examples of the data")
+    return num_train, num_test
 
 
 def fit_composition_baseline(z: list[Tensor], y: Tensor, num_species: int) -> tuple[float, Tensor, float]:
@@ -65,21 +97,6 @@ def fit_composition_baseline(z: list[Tensor], y: Tensor, num_species: int) -> tu
     residual = y.to(torch.float64) - design @ sol
     rms = float(residual.pow(2).mean().sqrt())
     return float(sol[0]), sol[1:], rms
-
-
-def pad_nodes(values: Tensor, batch) -> tuple[Tensor, Tensor]:
-    """Node values of a PyG batch ``(N_total, ...)`` as zero-padded ``(B, N, ...)`` and the mask ``(B, N)`` bool.
-
-    ``B = batch.num_graphs`` and ``N = batch.max_num_nodes`` are host ints (see
-    ``batch``); node ``i`` of graph ``g`` lands at
-    ``[g, i]`` (the layout of PyG's ``to_dense_batch``, without its reads of the device for sizes).
-    """
-    num_graphs, width = int(batch.num_graphs), int(batch.max_num_nodes)
-    graph = batch.batch
-    slot = graph * width + torch.arange(values.shape[0], device=values.device) - batch.ptr[graph]
-    padded = values.new_zeros((num_graphs * width, *values.shape[1:])).index_copy(0, slot, values)
-    mask = torch.zeros(num_graphs * width, dtype=torch.bool, device=values.device).index_fill(0, slot, True)
-    return padded.reshape(num_graphs, width, *values.shape[1:]), mask.reshape(num_graphs, width)
 
 
 class MoleculesTask(Task):
@@ -107,10 +124,12 @@ class MoleculesTask(Task):
                "(--dataset qm9 --root): QM9's 110,000 train / 10,000 valid / rest test", SPLITS),
         Option("target", str, None, f"QM9 property to fit (--dataset qm9; default {DEFAULT_QM9_TARGET}; any name of "
                "geomlin.datasets.QM9_TARGETS: mu, alpha, homo, lumo, gap, r2, zpve, U0, U, H, G, cv, ...)"),
-        Option("num_train", int, 800, "training examples (frames or molecules)", minimum=1),
-        Option("num_test", int, 200, "test examples", minimum=1),
-        Option("force_weight", float, 10.0, "weight of the force term of the loss (0 = energy only; --dataset md)",
-               minimum=0.0),
+        Option("num_train", int, None, f"training examples (frames or molecules; default {DEFAULT_NUM_TRAIN}, or "
+               "what the data hold beside the test examples)", minimum=1),
+        Option("num_test", int, None, f"test examples (default {DEFAULT_NUM_TEST}, or a fifth of smaller data)",
+               minimum=1),
+        Option("force_weight", float, 10.0, "weight of the force term of the loss (0 = energy only, which also "
+               "accepts data without forces; --dataset md)", minimum=0.0),
     )
     default_models = ("gaunt", "egnn")
     models: ClassVar[dict[str, str]] = {
@@ -133,22 +152,6 @@ class MoleculesTask(Task):
     def _net_class(self, name: str):
         models = require_module("geomlin.models", "the molecule models")
         return {"egnn": models.EGNNPotential, "gaunt": models.GauntPotential, "ponita": models.PonitaPotential}[name]
-
-    def model_names(self, cfg: dict) -> list[str]:
-        names = super().model_names(cfg)
-        if cfg.get("dataset") != "qm9":
-            return names
-        accepts_mask = require_module("geomlin.models.energy", "the molecule models").accepts_mask
-        fits = [n for n in names if accepts_mask(self._net_class(n))]
-        if cfg.get("model"):
-            unfit = [n for n in names if n not in fits]
-            if unfit:
-                raise UserError(f"--dataset qm9 has molecules of different sizes, which model {unfit[0]} cannot "
-                                f"take yet (its network has no mask argument); choose from "
-                                f"{', '.join(n for n in self.models if accepts_mask(self._net_class(n)))}")
-        if not fits:
-            raise UserError("no model of this task takes molecules of different sizes")
-        return fits
 
     def validate(self, cfg: dict) -> None:
         qm9 = cfg["dataset"] == "qm9"
@@ -186,38 +189,52 @@ class MoleculesTask(Task):
 
     # ---------------------------------------------------------------- data
     def _load(self, cfg: dict) -> dict[str, Tensor]:
-        path = Path(cfg["data"]) if cfg.get("data") else find_bundled(BUNDLED_ETHANOL)
-        if path is None:
-            raise UserError(f"the bundled trajectory {BUNDLED_ETHANOL} was not found (run from the "
-                            "geomlin source tree or pass --data FILE)")
+        path = Path(cfg["data"]) if cfg.get("data") else require_bundled(BUNDLED_ETHANOL, "--data FILE")
         ds = require_module("geomlin.datasets", "reading trajectories")
         try:
             if path.suffix.lower() == ".npz":
-                from geomlin.datasets.md17 import read_npz_trajectory
+                from geomlin.datasets.md17 import MD17_UNITS, read_npz_trajectory
 
-                raw = read_npz_trajectory(path)
+                raw = read_npz_trajectory(path, require_forces=False)
                 pos = torch.from_numpy(raw["pos"]).double()
-                return {"pos": pos, "z": torch.from_numpy(raw["z"]).long().expand(pos.shape[0], -1).clone(),
-                        "energy": torch.from_numpy(raw["energy"]).double().reshape(-1),
-                        "forces": torch.from_numpy(raw["force"]).double().reshape(pos.shape)}
+                d = {"pos": pos, "z": torch.from_numpy(raw["z"]).long().expand(pos.shape[0], -1).clone(),
+                     "energy_unit": MD17_UNITS["energy"], "length_unit": MD17_UNITS["pos"],
+                     "energy": torch.from_numpy(raw["energy"]).double().reshape(-1)}
+                if raw["force"] is not None:
+                    d["forces"] = torch.from_numpy(raw["force"]).double().reshape(pos.shape)
+                return self._check_forces(d, path, cfg)
             data = ds.XYZDataset(str(path))
         except (ValueError, OSError) as exc:
             raise UserError(f"cannot read {path}: {str(exc).splitlines()[0]}") from None
         frames = [data[i] for i in range(len(data))]
-        if any(getattr(f, "energy", None) is None or getattr(f, "force", None) is None for f in frames):
-            raise UserError(f"{path}: every frame needs an energy and forces for this task")
+        if any(getattr(f, "energy", None) is None for f in frames):
+            raise UserError(f"{path}: every frame needs an energy for this task")
+        with_forces = [getattr(f, "force", None) is not None for f in frames]
+        if any(with_forces) and not all(with_forces):
+            raise UserError(f"{path}: frame {with_forces.index(False)} has no forces but frame "
+                            f"{with_forces.index(True)} has; give every frame forces, or none (with --force-weight 0)")
+        if any(bool(f.pbc.any()) for f in frames if getattr(f, "pbc", None) is not None):
+            raise UserError(f"{path}: the frames are periodic (extended XYZ Lattice= / pbc=), and this task's "
+                            "potentials do not take cells yet; they would see a cluster cut out of the box")
         if len({int(f.pos.shape[0]) for f in frames}) != 1:
             raise UserError(f"{path}: all frames must have the same atoms for --dataset md (molecules of "
                             "different sizes: --dataset qm9)")
-        return {"pos": torch.stack([f.pos for f in frames]).double(),
-                "z": torch.stack([f.z for f in frames]).long(),
-                "energy": torch.cat([f.energy.reshape(-1) for f in frames]).double(),
-                "forces": torch.stack([f.force for f in frames]).double()}
+        d = {"pos": torch.stack([f.pos for f in frames]).double(),
+             "z": torch.stack([f.z for f in frames]).long(),
+             "energy": torch.cat([f.energy.reshape(-1) for f in frames]).double()}
+        if all(with_forces):
+            d["forces"] = torch.stack([f.force for f in frames]).double()
+        return self._check_forces(d, path, cfg)
+
+    @staticmethod
+    def _check_forces(d: dict[str, Tensor], path: Path, cfg: dict) -> dict[str, Tensor]:
+        """Data without forces train on energies alone, which ``--force-weight 0`` asks for explicitly."""
+        if "forces" not in d and cfg["force_weight"] != 0:
+            raise UserError(f"{path} has energies but no forces; pass --force-weight 0 to train on energies alone")
+        return d
 
     def _split(self, m: int, cfg: dict) -> dict[str, Tensor]:
-        num_train, num_test = cfg["num_train"], cfg["num_test"]
-        if num_train + num_test > m:
-            raise UserError(f"--num-train {num_train} + --num-test {num_test} exceeds the {m} examples of the data")
+        num_train, num_test = split_counts(m, cfg.get("num_train"), cfg.get("num_test"))
         perm = torch.randperm(m, generator=torch.Generator().manual_seed(cfg["seed"]))
         return {"train": perm[:num_train], TEST: perm[num_train:num_train + num_test]}
 
@@ -225,16 +242,25 @@ class MoleculesTask(Task):
         if cfg["dataset"] == "qm9":
             return self._build_qm9(cfg)
         d = self._load(cfg)
-        if not torch.isfinite(d["energy"]).all() or not torch.isfinite(d["forces"]).all():
+        d["path"] = cfg.get("data") or str(BUNDLED_ETHANOL)
+        if not all(torch.isfinite(v).all() for k, v in d.items() if k in ("energy", "forces")):
             raise UserError("the trajectory has NaN or infinite energies/forces")
         split = self._split(d["pos"].shape[0], cfg)
         fields = {k: {"pos": d["pos"][i].float(), "z": d["z"][i], "energy": d["energy"][i],
-                      "forces": d["forces"][i].float()} for k, i in split.items()}
+                      **({"forces": d["forces"][i].float()} if "forces" in d else {})} for k, i in split.items()}
         tr = fields["train"]
-        scale = float(tr["forces"].double().pow(2).mean().sqrt())
+        # the energy unit of the standardised loss: the RMS force component, or without forces the
+        # spread of the training energies
+        scale = float(tr["forces"].double().pow(2).mean().sqrt() if "forces" in tr else tr["energy"].std(correction=0))
+        self.primary_metric = f"{TEST}_force_mae" if "forces" in tr else f"{TEST}_energy_mae"
+        self.eval_needs_grad = "forces" in tr
+        # units: MD17's for an .npz (the reader's convention), none for an XYZ file, which does not state them;
+        # the species index of an atom is its atomic number
         info = {"energy_mean": float(tr["energy"].mean()), "scale": scale if scale > 0 else 1.0,
                 "num_species": int(d["z"].max()) + 1, "num_atoms": int(d["pos"].shape[1]),
-                "frames": int(d["pos"].shape[0]), "dataset": "md"}
+                "frames": int(d["pos"].shape[0]), "dataset": "md", "data": d["path"],
+                "atomic_numbers": sorted(set(d["z"].reshape(-1).tolist()))}
+        info.update({k: d[k] for k in ("energy_unit", "length_unit") if k in d})
         return TaskData(train=fields["train"], evals={TEST: fields[TEST]}, info=info)
 
     def _build_qm9(self, cfg: dict) -> TaskData:
@@ -243,12 +269,10 @@ class MoleculesTask(Task):
         from geomlin.datasets.qm9 import QM9, QM9_TARGETS, target_index
 
         bundled = not cfg.get("root")
-        root = find_bundled(BUNDLED_QM9) if bundled else Path(cfg["root"])
-        if root is None:
-            raise UserError(f"the bundled QM9 sample {BUNDLED_QM9} was not found (run from the geomlin source "
-                            "tree or pass --root PATH)")
+        root = require_bundled(BUNDLED_QM9, "--root PATH") if bundled else Path(cfg["root"])
         try:
-            ds = QM9(root, cache=not bundled, source=cfg.get("source", "auto"))
+            ds = QM9(root, cache=not bundled, source=cfg.get("source", "auto"),
+                     progress=None if cfg.get("progress", True) else False)
         except (FileNotFoundError, ValueError, OSError) as exc:
             raise UserError(f"cannot read QM9 from {root}: {str(exc).splitlines()[0]}") from None
         target = cfg.get("target") or DEFAULT_QM9_TARGET
@@ -278,7 +302,10 @@ class MoleculesTask(Task):
 
         info = {"energy_mean": mean, "scale": rms if rms > 0 else 1.0, "atom_energies": ref.tolist(),
                 "num_species": num_species, "dataset": "qm9", "target": QM9_TARGETS[k][0],
-                "unit": QM9_TARGETS[k][3], "molecules": len(sizes), "max_atoms": max(sizes)}
+                "unit": QM9_TARGETS[k][3], "molecules": len(sizes), "max_atoms": max(sizes),
+                "atomic_numbers": sorted(set(data.z.tolist()))}
+        if QM9_TARGETS[k][3] == "eV":  # an energy target: a potential in eV
+            info.update(energy_unit="eV", length_unit="Angstrom")
         evals = {name: graphs(split[name]) for name in (VALID, TEST) if name in split}
         return TaskData(train=graphs(split["train"]), evals=evals, info=info)
 
@@ -295,18 +322,22 @@ class MoleculesTask(Task):
         """A PyG batch of molecules as padded ``pos (B, N, 3)``, ``z (B, N)`` and ``mask (B, N)``.
 
         ``N`` is the batch's largest molecule, ``batch.max_num_nodes`` (set on the host by
-        ``GraphSet.batch``), so padding reads nothing back from the device.
+        ``GraphSet.batch``), so padding reads nothing back from the device
+        ([`geomlin.batching.to_padded`][]).
         """
-        pos, mask = pad_nodes(batch.pos, batch)
-        z, _ = pad_nodes(batch.z, batch)
+        from geomlin.batching import layout_of, to_padded
+
+        layout = layout_of(batch, max_items=int(batch.max_num_nodes))
+        pos, mask = to_padded(batch.pos, layout)
+        z, _ = to_padded(batch.z, layout)
         return pos, z, mask
 
     def _errors(self, model: nn.Module, batch) -> tuple[Tensor, Tensor | None, Tensor]:
         """Standardised energy and force errors of a batch, and the scale that undoes the standardisation."""
         inner = getattr(model, "module", model)
         if isinstance(batch, dict):
-            e, f = model(batch["pos"], batch["z"])
-            target_e, target_f = batch["energy"], batch["forces"]
+            e, f = model(batch["pos"], batch["z"], compute_forces="forces" in batch)
+            target_e, target_f = batch["energy"], batch.get("forces")
         else:
             pos, z, mask = self._dense(batch)
             e, f = model(pos, z, mask=mask, compute_forces=False)
@@ -320,7 +351,8 @@ class MoleculesTask(Task):
         n = de.shape[0]
         loss = (de ** 2).mean()
         if df is None:
-            return loss, {"loss": stat(loss * n, n), "mae": stat(de.abs().sum() * scale, n)}
+            key = "mae" if cfg["dataset"] == "qm9" else "energy_mae"
+            return loss, {"loss": stat(loss * n, n), key: stat(de.abs().sum() * scale, n)}
         loss = loss + cfg["force_weight"] * (df ** 2).mean()
         return loss, {"loss": stat(loss * n, n), "energy_mae": stat(de.abs().sum() * scale, n),
                       "force_mae": stat(df.abs().sum() * scale, df.numel())}
@@ -329,7 +361,7 @@ class MoleculesTask(Task):
         de, df, scale = self._errors(model, batch)
         de = de.detach()
         if df is None:
-            return {"mae": stat(de.abs().sum() * scale, de.shape[0])}
+            return {"mae" if cfg["dataset"] == "qm9" else "energy_mae": stat(de.abs().sum() * scale, de.shape[0])}
         df = df.detach()
         return {"energy_mae": stat(de.abs().sum() * scale, de.shape[0]),
                 "force_mae": stat(df.abs().sum() * scale, df.numel())}
@@ -344,5 +376,5 @@ class MoleculesTask(Task):
         for n in model_names:
             e, f = last.get(f"{n}/{TEST}_energy_mae"), last.get(f"{n}/{TEST}_force_mae")
             if e is not None:
-                lines.append(f"  {n:<6} energy {e:.4g}   forces {f:.4g}")
+                lines.append(f"  {n:<6} energy {e:.4g}" + (f"   forces {f:.4g}" if f is not None else ""))
         return lines

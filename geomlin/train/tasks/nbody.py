@@ -68,7 +68,7 @@ class NBodyTask(Task):
     def build_data(self, cfg: dict) -> TaskData:
         ds = require_module("geomlin.datasets", "the n-body task")
         kw = {"num_particles": cfg["num_particles"], "horizon_steps": cfg["horizon_steps"],
-              "burn_in_steps": cfg["burn_in_steps"]}
+              "burn_in_steps": cfg["burn_in_steps"], "progress": None if cfg["progress"] else False}
         train = ds.nbody(cfg["num_train"], seed=cfg["seed"] + TRAIN_SEED_OFFSET, **kw)
         test = ds.nbody(cfg["num_test"], seed=cfg["seed"] + TEST_SEED_OFFSET, **kw)
         pick = lambda d: {k: d[k].float() for k in ("pos", "vel", "charges", "target_pos")}

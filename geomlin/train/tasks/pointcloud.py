@@ -19,7 +19,16 @@ from torch.nn import functional as F
 from geomlin.reps import Positions, Scalars
 from geomlin.train.config import Option
 from geomlin.train.errors import UserError
-from geomlin.train.tasks.base import AuditSpec, Fields, Stats, Task, TaskData, require_module, stat
+from geomlin.train.tasks.base import (
+    AuditSpec,
+    Fields,
+    Stats,
+    Task,
+    TaskData,
+    bundled_path,
+    require_module,
+    stat,
+)
 
 #: Evaluation set names.
 TEST_UPRIGHT, TEST_ROTATED = "test", "rotated"
@@ -89,14 +98,10 @@ def declared_group(name: str):
 
 
 def bundled_meshes() -> list:
-    """Paths of the bundled meshes ``datasets/meshes/{airplane,ant,nut}.ply`` that exist."""
-    from pathlib import Path
-
-    for base in (Path.cwd(), Path(__file__).resolve().parents[3]):
-        found = [base / "datasets" / "meshes" / f"{n}.ply" for n in MESH_NAMES]
-        if all(p.is_file() for p in found):
-            return found
-    return []
+    """Paths of the bundled meshes ``datasets/meshes/{airplane,ant,nut}.ply`` (all three, or none), found
+    by [`bundled_path`][geomlin.train.tasks.base.bundled_path]."""
+    found = [bundled_path(f"meshes/{n}.ply") for n in MESH_NAMES]
+    return found if all(p is not None and p.is_file() for p in found) else []
 
 
 def mesh_clouds(path, count: int, num_points: int, seed: int) -> Tensor:
@@ -159,8 +164,19 @@ class PointCloudTask(Task):
         return {"epochs": 1, "train_per_class": 8, "test_per_class": 4, "num_points": 64}
 
     def validate(self, cfg: dict) -> None:
-        if cfg["dataset"] != "synthetic" and not cfg.get("root"):
+        from pathlib import Path
+
+        if cfg["dataset"] == "synthetic":
+            if cfg.get("root"):
+                raise UserError("--root applies to --dataset modelnet10 or modelnet40, not --dataset synthetic")
+            return
+        if not cfg.get("root"):
             raise UserError(f"--dataset {cfg['dataset']} needs --root PATH (the ModelNet folder)")
+        root = Path(cfg["root"])
+        if not root.exists():
+            raise UserError(f"--root {root} does not exist")
+        if not root.is_dir():
+            raise UserError(f"--root {root} is a file; pass the ModelNet folder")
 
     # ---------------------------------------------------------------- data
     def build_data(self, cfg: dict) -> TaskData:
@@ -197,8 +213,6 @@ class PointCloudTask(Task):
         from pathlib import Path
 
         root = Path(cfg["root"])
-        if not root.exists():
-            raise UserError(f"--root {root} does not exist")
         ds = require_module("geomlin.datasets", f"--dataset {cfg['dataset']}")
         if not hasattr(ds, "ModelNet"):
             raise UserError(f"--dataset {cfg['dataset']} needs geomlin.datasets.ModelNet, "
@@ -208,7 +222,7 @@ class PointCloudTask(Task):
         for split in ("train", "test"):
             try:
                 data = ds.ModelNet(str(root), name=str(classes_n), train=(split == "train"),
-                                   num_points=cfg["num_points"])
+                                   num_points=cfg["num_points"], progress=cfg["progress"])
             except (FileNotFoundError, ValueError) as exc:
                 raise UserError(f"cannot read ModelNet{classes_n} from {root}: {exc}") from None
             out.append((torch.stack([d.pos for d in data]).float(), torch.cat([d.y.reshape(-1) for d in data])))
@@ -249,11 +263,13 @@ class PointCloudTask(Task):
         if name == "gatr":
             from geomlin.models import GATrClassifier
 
-            return GATrClassifier(k, max_points=cfg["gatr_points"])
+            return GATrClassifier(k)
         raise UserError(f"unknown model '{name}' for task pointcloud")
 
     @staticmethod
-    def _logits(model: nn.Module, pos: Tensor) -> Tensor:
+    def _logits(name: str, model: nn.Module, pos: Tensor, cfg: dict) -> Tensor:
+        if name == "gatr":  # attention is O(N^2): the first --gatr-points of each cloud (i.i.d. surface samples)
+            pos = pos[:, :cfg["gatr_points"]]
         return model(pos)
 
     def train_step(self, name: str, model: nn.Module, batch: Fields, cfg: dict) -> tuple[Tensor, Stats]:
@@ -266,7 +282,7 @@ class PointCloudTask(Task):
             logits, g = model(pos, return_elements=True)
             prior = getattr(model, "module", model).prior_loss(g)
         else:
-            logits = self._logits(model, pos)
+            logits = self._logits(name, model, pos, cfg)
         loss = F.cross_entropy(logits, batch["y"])
         n = batch["y"].shape[0]
         correct = (logits.argmax(-1) == batch["y"]).sum()
@@ -278,7 +294,7 @@ class PointCloudTask(Task):
         return loss + cfg["prior_weight"] * prior, {**stats, "prior": stat(prior * n, n)}
 
     def eval_step(self, name: str, model: nn.Module, batch: Fields, cfg: dict) -> Stats:
-        logits = self._logits(model, batch["pos"])
+        logits = self._logits(name, model, batch["pos"], cfg)
         n = batch["y"].shape[0]
         loss = F.cross_entropy(logits, batch["y"], reduction="sum")
         correct = (logits.argmax(-1) == batch["y"]).sum()

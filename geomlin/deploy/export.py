@@ -1,38 +1,7 @@
-"""Exporting and packaging models: ``torch.export`` programs with dynamic sizes and AOTInductor packages.
+"""``torch.export`` programs with dynamic sizes and AOTInductor packages of geomlin's models.
 
-[`export`][] turns a model into a ``torch.export.ExportedProgram`` whose batch and item sizes
-are symbolic ([`dynamic_shapes`][] declares which dims are free), [`package`][] compiles one
-with AOTInductor into a ``.pt2`` file that runs without Python model code (and without geomlin),
-with geomlin's metadata stored inside, and [`load`][] / [`read_metadata`][] read it back.
-
-Which sizes are dynamic
-    Every tensor input's dim 0 is the batch (``Dim("batch", 1..MAX_BATCH)``) and dim 1 of every
-    tensor with two or more dims is the items (points, atoms, bodies:
-    ``Dim("items", 2..MAX_ITEMS)``); feature dims (``3``, channels) stay static. Exceptions are
-    listed in [`SHAPE_RULES`][], one place, with the reason for each.
-
-Potentials (energy and forces)
-    A module with an ``energy(pos, species)`` method (the molecule models of ``geomlin train
-    molecules``) is exported as ``(pos, species) -> (energy (B,), forces (B, N, 3))`` with
-    ``forces = -dE/dpos``. ``torch.export`` of a ``forward`` that calls ``torch.autograd.grad``
-    fails in PyTorch 2.13 (fake tensors left among the lifted constants, or symbolic sizes not
-    tracked; pytorch/pytorch#125984, #187907). The documented workaround (the one NequIP uses):
-    first trace the forward *and* its backward with ``make_fx(tracing_mode="symbolic")``, which
-    runs the autograd engine under the tracer and records the backward's ATen ops into one plain
-    graph, then ``torch.export`` that graph. Duck shaping is off while tracing (a batch that
-    happens to equal a feature size would otherwise be tied to it), and the tracing runs with
-    ``torch.compiler.is_compiling()`` true, so geomlin takes the same sync-free paths as under
-    ``torch.compile`` (no value reads on the host).
-
-What is checked where
-    At the eager boundary (the model's own ``forward`` in Python) every check of
-    [`geomlin.validation`][] runs. Inside an exported program or package: the tensor layouts
-    (ranks, static sizes, dtypes) and the declared size ranges are checked by the runtime
-    before the graph runs (a wrong shape is refused); value checks made with
-    [`geomlin.validation.check_condition`][] (species in range, batch vectors) become
-    ``torch._assert_async`` ops of the graph and raise ``RuntimeError`` with their message when
-    they fail. Checks made on the host with Python reads (NaN in positions, "is this a
-    rotation") are skipped while tracing: a package does not check them.
+See [`geomlin.deploy`][] for which sizes are dynamic, how potentials are exported with their
+forces, and what is checked where.
 """
 
 from __future__ import annotations
@@ -41,7 +10,6 @@ import contextlib
 import inspect
 import json
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -49,61 +17,45 @@ from torch import Tensor, nn
 
 from geomlin.io_atomic import atomic_write
 from geomlin.models.md import EnergyAndForces
+from geomlin.reps.declarations import ExportShapes
 
 #: Largest batch (dim 0) an exported program accepts.
 MAX_BATCH = 1024
 #: Largest number of items (dim 1: points, atoms, bodies) an exported program accepts.
 MAX_ITEMS = 4096
 #: Smallest number of items (PyTorch specialises sizes 0 and 1, so a dynamic dim starts at 2).
-MIN_ITEMS = 2
+MIN_ITEMS = ExportShapes.min_items
 #: Key of geomlin's metadata (one JSON string) in a package's AOTInductor metadata.
 METADATA_KEY = "geomlin"
 #: Format marker of a geomlin package.
 PACKAGE_FORMAT = "geomlin-aoti-package"
 
 
-@dataclass(frozen=True)
-class ShapeRule:
-    """How a model's items dim departs from the default (dynamic in ``MIN_ITEMS..MAX_ITEMS``).
+def export_shapes(model: nn.Module) -> ExportShapes:
+    """The items rule of ``model``: its class attribute ``export_shapes``, else the default.
 
-    Parameters
-    ----------
-    static_items : bool
-        The items dim is fixed to the example's size.
-    min_items : int
-        Smallest items size.
-    max_items_attr : str or None
-        Name of a model attribute bounding the items size from above.
-    reason : str
-        Why (shown by [`describe_dims`][] and in the package metadata).
+    An [`EnergyAndForces`][geomlin.models.md.EnergyAndForces] wrapper takes its potential's rule.
     """
+    if isinstance(model, EnergyAndForces):
+        model = model.potential
+    rule = getattr(type(model), "export_shapes", None)
+    return rule if isinstance(rule, ExportShapes) else ExportShapes()
 
-    static_items: bool = False
-    min_items: int = MIN_ITEMS
-    max_items_attr: str | None = None
-    reason: str = ""
 
-
-#: The models whose items dim is not the default, by class name, with the reason.
-SHAPE_RULES: dict[str, ShapeRule] = {
-    "MLPDynamics": ShapeRule(
-        static_items=True,
-        reason="a Linear layer reads all bodies flattened (in_features = 7 num_particles): the body count "
-               "is part of the weights"),
-    "MoleculeEnergyModel": ShapeRule(
-        min_items=3,
-        reason="the dense pair list has N - 1 neighbours per atom; PyTorch specialises a size of 1, so a "
-               "program for any N >= 3 cannot also take N = 2 (pad a diatomic molecule to 3 atoms)"),
-    "GATrClassifier": ShapeRule(
-        max_items_attr="max_points",
-        reason="the classifier reads only its first max_points points; a program takes at most that many "
-               "(subsample larger clouds before the call)"),
-}
+def items_range(model: nn.Module) -> tuple[int, int] | None:
+    """``(min, max)`` items of a program of ``model``, or None when the items dim is static."""
+    rule = export_shapes(model)
+    if rule.static_items:
+        return None
+    inner = model.potential if isinstance(model, EnergyAndForces) else model
+    top = MAX_ITEMS if rule.max_items_attr is None else int(getattr(inner, rule.max_items_attr))
+    return rule.min_items, top
 
 
 def is_potential(model: nn.Module) -> bool:
-    """Whether ``model`` is exported as energy and forces: it has an ``energy(pos, species)`` method."""
-    return callable(getattr(model, "energy", None))
+    """Whether ``model`` is exported as energy and forces: it has an ``energy(pos, species)`` method or is an
+    [`EnergyAndForces`][geomlin.models.md.EnergyAndForces] step."""
+    return isinstance(model, EnergyAndForces) or callable(getattr(model, "energy", None))
 
 
 def _bind(model: nn.Module, args: tuple, kwargs: dict) -> inspect.BoundArguments:
@@ -116,7 +68,7 @@ def dynamic_shapes(model: nn.Module, args: tuple, kwargs: dict | None = None) ->
     Parameters
     ----------
     model : nn.Module
-        The model; its class name selects a rule of [`SHAPE_RULES`][].
+        The model; its [`export_shapes`][] say how far the items dim may vary.
     args, kwargs
         Example inputs. Tensors ``(B, ...)`` get ``{0: batch}``, tensors ``(B, N, ...)``
         ``{0: batch, 1: items}``; other values ``None``.
@@ -128,10 +80,9 @@ def dynamic_shapes(model: nn.Module, args: tuple, kwargs: dict | None = None) ->
         ``torch.export.export`` expects.
     """
     kwargs = dict(kwargs or {})
-    rule = SHAPE_RULES.get(type(model).__name__, ShapeRule())
     batch = torch.export.Dim("batch", min=1, max=MAX_BATCH)
-    max_items = MAX_ITEMS if rule.max_items_attr is None else int(getattr(model, rule.max_items_attr))
-    items = None if rule.static_items else torch.export.Dim("items", min=rule.min_items, max=max_items)
+    span = items_range(model)
+    items = None if span is None else torch.export.Dim("items", min=span[0], max=span[1])
 
     def spec(x):
         if not isinstance(x, Tensor) or x.ndim == 0:
@@ -157,9 +108,8 @@ def dynamic_shapes(model: nn.Module, args: tuple, kwargs: dict | None = None) ->
 
 def describe_dims(model: nn.Module) -> dict:
     """The dynamic dims of ``model`` in words: ``{"batch": "1..1024", "items": "2..4096", "reason": ...}``."""
-    rule = SHAPE_RULES.get(type(model).__name__, ShapeRule())
-    max_items = MAX_ITEMS if rule.max_items_attr is None else int(getattr(model, rule.max_items_attr))
-    items = "static" if rule.static_items else f"{rule.min_items}..{max_items}"
+    rule, span = export_shapes(model), items_range(model)
+    items = "static" if span is None else f"{span[0]}..{span[1]}"
     out = {"batch": f"1..{MAX_BATCH}", "items": items}
     if rule.reason:
         out["reason"] = rule.reason
@@ -184,7 +134,8 @@ def _forces_graph(model: nn.Module, args: tuple) -> torch.fx.GraphModule:
     as one ATen graph (``make_fx``)."""
     from torch.fx.experimental.proxy_tensor import make_fx
 
-    wrapper = EnergyAndForces(model, backend=None).eval()
+    potential = model.potential if isinstance(model, EnergyAndForces) else model
+    wrapper = EnergyAndForces(potential, backend=None).eval()
     with _tracing_like_compile():
         return make_fx(wrapper, tracing_mode="symbolic", _allow_non_fake_inputs=True,
                        _error_on_data_dependent_ops=True)(*[a.clone() for a in args])
@@ -212,16 +163,25 @@ def export(model: nn.Module, args: tuple, kwargs: dict | None = None, *,
         ``program.module()(*args, **kwargs)`` runs it; [`package`][] compiles it.
     """
     kwargs = dict(kwargs or {})
-    model.eval()
     args = tuple(args)
-    with torch.no_grad():
-        model(*args, **kwargs)
     forces = is_potential(model) and kwargs.get("compute_forces", True)
-    if forces:
+    if forces:  # checked before the model runs, so that its own check does not answer first
         extra = set(kwargs) - {"compute_forces"}
         if extra or len(args) != 2:
             raise ValueError(f"a potential is exported as (pos, species) -> (energy, forces); got {len(args)} "
-                             f"positional inputs and keyword inputs {sorted(kwargs)}")
+                             f"positional input(s) and keyword inputs {sorted(kwargs)}")
+    try:
+        _bind(model, args, kwargs)
+    except TypeError as exc:
+        raise TypeError(f"{type(model).__name__}.forward cannot take the example inputs ({len(args)} positional, "
+                        f"keywords {sorted(kwargs)}): {exc}") from None
+    if isinstance(model, EnergyAndForces) and not forces:
+        raise ValueError("an EnergyAndForces step always returns energy and forces; export its potential for the "
+                         "energy alone")
+    model.eval()
+    with torch.no_grad():  # eager, also for a compiled EnergyAndForces: its potential
+        (model.potential if isinstance(model, EnergyAndForces) else model)(*args, **kwargs)
+    if forces:
         graph = _forces_graph(model, args)
         shapes = dynamic_shapes(model, args) if dynamic else None
         shapes = None if shapes is None else (shapes["pos"], shapes["species"])
@@ -254,12 +214,12 @@ def program_inputs(model: nn.Module, args: tuple, kwargs: dict | None = None) ->
 
 
 def fit_inputs(model: nn.Module, args: tuple, kwargs: dict | None = None) -> tuple[tuple, dict]:
-    """Example inputs cut to the items a program of ``model`` takes (a [`SHAPE_RULES`][] bound), else unchanged."""
+    """Example inputs cut to the items a program of ``model`` takes (an [`export_shapes`][] bound), else unchanged."""
     kwargs = dict(kwargs or {})
-    rule = SHAPE_RULES.get(type(model).__name__, ShapeRule())
-    if rule.max_items_attr is None:
+    span = items_range(model)
+    if span is None or span[1] == MAX_ITEMS:
         return tuple(args), kwargs
-    top = int(getattr(model, rule.max_items_attr))
+    top = span[1]
 
     def cut(x):
         return x[:, :top].contiguous() if isinstance(x, Tensor) and x.ndim >= 2 else x
@@ -307,15 +267,59 @@ def _types(model: nn.Module, attr: str) -> str:
     return "" if value is None else repr(value)
 
 
-def build_metadata(model: nn.Module, args: tuple, kwargs: dict | None = None, extra: dict | None = None) -> dict:
-    """geomlin's metadata of a package of ``model``: version, class, feature types, inputs, dims.
+def _labels(declared) -> int | None:
+    """The class count of a declared ``Labels(n)`` input (species), else None."""
+    return getattr(declared, "num_classes", None) if type(declared).__name__ == "Labels" else None
 
-    ``extra`` (``{"task": "nbody", "model": "gatr"}``) is added as is (JSON values).
+
+def input_specs(model: nn.Module, args: tuple, kwargs: dict | None = None, dynamic: bool = True) -> list[dict]:
+    """What a package of ``model`` takes, input by input, in the order of [`program_inputs`][].
+
+    Each entry: ``name``, ``dtype``, ``dims`` (per dim ``"batch"``, ``"items"`` or a static size),
+    ``keyword`` (passed by name) and, for an input declared ``Labels(n)`` (species), ``labels: n``.
+    [`PackagedModel`][geomlin.deploy.packaged.PackagedModel] checks every call against them.
     """
-    extra = dict(extra or {})
+    kwargs = dict(kwargs or {})
+    p_args, p_kwargs = program_inputs(model, args, kwargs)
+    potential = is_potential(model) and kwargs.get("compute_forces", True)
+    if potential:
+        names = ["pos", "species"]
+    else:
+        positional = [n for n, v in _bind(model, tuple(args), {}).arguments.items() if not isinstance(v, tuple)]
+        names = positional + [k for k in kwargs if k not in p_kwargs]
+    inner = model.potential if isinstance(model, EnergyAndForces) else model
+    declared = getattr(inner, "type_in", None)
+    declared = declared if isinstance(declared, (tuple, list)) else (declared,)
+    span = items_range(model) if dynamic else None
+    specs = []
+    for i, (name, value) in enumerate([*zip(names, p_args), *p_kwargs.items()]):
+        if not isinstance(value, Tensor):
+            continue
+        dims = [int(n) for n in value.shape]
+        if value.ndim >= 1 and dynamic:
+            dims[0] = "batch"
+        if value.ndim >= 2 and span is not None:
+            dims[1] = "items"
+        spec = {"name": name, "dtype": str(value.dtype).removeprefix("torch."), "dims": dims,
+                "keyword": name in p_kwargs}
+        labels = _labels(declared[i]) if i < len(declared) and i < len(p_args) else None
+        if labels is not None:
+            spec["labels"] = int(labels)
+        specs.append(spec)
+    return specs
+
+
+def build_metadata(model: nn.Module, args: tuple, kwargs: dict | None = None, extra: dict | None = None,
+                   dynamic: bool = True) -> dict:
+    """geomlin's metadata of a package of ``model``: version, class, feature types, inputs, dims, units.
+
+    ``extra`` (``{"task": "nbody", "model": "gatr"}``) is added as is (JSON values). A model
+    loaded by [`geomlin.load`][geomlin.deploy.loading.load] brings its card's task, model name, units
+    and data facts.
+    """
     import geomlin
 
-    kwargs = dict(kwargs or {})
+    kwargs, extra = dict(kwargs or {}), dict(extra or {})
     potential = is_potential(model) and kwargs.get("compute_forces", True)
     bound = _bind(model, tuple(args), kwargs)
     inputs = {}
@@ -324,10 +328,17 @@ def build_metadata(model: nn.Module, args: tuple, kwargs: dict | None = None, ex
             inputs.update({k: _describe(v) for k, v in value.items()})
         else:
             inputs[name] = _describe(value)
+    span = items_range(model) if dynamic else None
+    dims = {"batch": [1, MAX_BATCH] if dynamic else None, "items": None if span is None else list(span)}
+    specs = input_specs(model, args, kwargs, dynamic)
+    card = getattr(model.potential if isinstance(model, EnergyAndForces) else model, "card", None)
+    from_card = {} if card is None else card.as_metadata()
+    device = next((str(a.device) for a in args if isinstance(a, Tensor)), "cpu")
     return {"format": PACKAGE_FORMAT, "geomlin_version": geomlin.__version__, "torch_version": torch.__version__,
             "class": type(model).__name__, "type_in": _types(model, "type_in"), "type_out": _types(model, "type_out"),
-            "outputs": "energy, forces" if potential else "", "inputs": inputs, "dynamic_dims": describe_dims(model),
-            **extra}
+            "outputs": "energy, forces" if potential else "", "inputs": inputs,
+            "dynamic_dims": describe_dims(model) if dynamic else {"batch": "static", "items": "static"},
+            "program_inputs": specs, "dims": dims, "device": device, **from_card, **extra}
 
 
 def package(model: nn.Module, path: str | Path, args: tuple, kwargs: dict | None = None, *,
@@ -351,42 +362,8 @@ def package(model: nn.Module, path: str | Path, args: tuple, kwargs: dict | None
     start = time.perf_counter()
     program = export(model, args, kwargs, dynamic=dynamic)
     exported = time.perf_counter()
-    meta = build_metadata(model, args, kwargs, extra=metadata)
+    meta = build_metadata(model, args, kwargs, extra=metadata, dynamic=dynamic)
     configs = {"aot_inductor.metadata": {METADATA_KEY: json.dumps(meta, sort_keys=True, default=str)}}
     atomic_write(path, lambda fh: torch._inductor.aoti_compile_and_package(
         program, package_path=fh, inductor_configs=configs), hint="pass another --out")
     return {**meta, "export_seconds": exported - start, "compile_seconds": time.perf_counter() - exported}
-
-
-class LoadedPackage:
-    """A package loaded by [`load`][]: call it like the exported program.
-
-    A compiled program assumes the strides it was traced with (contiguous) and does not check
-    them: a transposed view gives wrong numbers without an error (measured with PyTorch 2.13). So
-    every tensor input is made contiguous here; call ``torch._inductor.aoti_load_package``'s
-    model directly only with contiguous tensors of the exported dtype.
-    """
-
-    def __init__(self, compiled):
-        self.compiled = compiled
-
-    def __call__(self, *args, **kwargs):
-        def contiguous(x):
-            return x.contiguous() if isinstance(x, Tensor) else x
-
-        return self.compiled(*map(contiguous, args), **{k: contiguous(v) for k, v in kwargs.items()})
-
-    def get_metadata(self) -> dict[str, str]:
-        """The package's AOTInductor metadata (string to string; geomlin's under [`METADATA_KEY`][])."""
-        return self.compiled.get_metadata()
-
-
-def load(path: str | Path) -> LoadedPackage:
-    """The compiled model of a package (``torch._inductor.aoti_load_package``), see [`LoadedPackage`][]."""
-    return LoadedPackage(torch._inductor.aoti_load_package(str(path)))
-
-
-def read_metadata(loaded) -> dict:
-    """geomlin's metadata of a package loaded by [`load`][] (``{}`` for a package geomlin did not write)."""
-    text = loaded.get_metadata().get(METADATA_KEY)
-    return json.loads(text) if text else {}

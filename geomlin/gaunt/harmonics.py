@@ -37,7 +37,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from geomlin.gaunt.precision import compute_dtype, full_precision
+from geomlin.precision import compute_dtype, full_precision
 from geomlin.validation import check_memory, check_nonnegative_int, check_positive_int, check_tensor
 
 #: Default dtype of every table before it is moved to an input's dtype.

@@ -8,7 +8,7 @@ import torch
 from e3nn import o3
 
 from geomlin.gaunt import gaunt_tensor, sphere_irreps, spherical_harmonics
-from geomlin.gaunt import tables as T
+from geomlin.gaunt import harmonics as T
 from geomlin.groups import O
 from geomlin.reps import Vectors
 from geomlin.testing import assert_equivariant
