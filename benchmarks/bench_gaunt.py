@@ -15,9 +15,10 @@ a warm-up, all in this process (ratios in a table come from this run only). Colu
 
 ``--profile`` prints instead where the time of the ``fft`` and ``grid`` routes goes, stage by stage;
 ``--e3nn-swap`` runs ``examples/e3nn_swap.py`` (an e3nn potential trained with e3nn's and with
-geomlin's tensor product) and prints its table; ``--drop-in`` times the e3nn drop-in
-(:class:`geomlin.gaunt.GauntTensorProduct`) against the e3nn modules it replaces, in the layouts of
-NequIP / MACE-like models (see :func:`drop_in`).
+geomlin's tensor product) and prints its table; ``--drop-in`` times
+:class:`geomlin.gaunt.GauntTensorProduct` against e3nn's module of the same arguments, in the layouts
+of NequIP / MACE-like models, at a tiny and a large number of rows (see :func:`drop_in`);
+``benchmarks/bench_gaunt_models.py`` swaps it into e3nn's own models.
 
 Usage: ``python benchmarks/bench_gaunt.py [--quick] [--threads 1] [--sizes 8,8,16 12,12,12] [--profile]
 [--drop-in]``.
@@ -172,12 +173,13 @@ def profile(batch: int, repeats: int) -> None:
     """Per-stage times of the fft and grid routes, and their ratio as the degree grows."""
     from geomlin.gaunt import fourier as F
     from geomlin.gaunt import grid as G
+    from geomlin.gaunt import grid_tables as GT
 
     L = 8
     x1 = torch.randn(batch, (L + 1) ** 2)
     x2 = torch.randn(batch, (L + 1) ** 2)
     n_u, n_v = F.fft_sizes(L, L, L)
-    a1, i1, a2, i2, proj, rows = F._tables(L, L, L, "cpu", torch.float32)
+    a1, i1, a2, i2, proj, rows = F._tables(L, L, L, "cpu", torch.float32, None)
     spec1, spec2 = F.spectrum(x1, a1, i1, L, n_u, n_v), F.spectrum(x2, a2, i2, L, n_u, n_v)
     v1 = torch.fft.irfft2(spec1, s=(n_u, n_v), norm="forward")
     v2 = torch.fft.irfft2(spec2, s=(n_u, n_v), norm="forward")
@@ -200,9 +202,9 @@ def profile(batch: int, repeats: int) -> None:
         "2D Fourier -> SH (per-m tables)": back,
         "whole fft route": lambda: F.gaunt_fourier(x1, x2, L, L, L),
     }
-    nt, nphi = G.exact_grid_size(3 * L)
-    s1 = G._synthesis(L, nt, nphi, "cpu", torch.float32)
-    pr = G._projection(L, nt, nphi, "cpu", torch.float32)
+    nt, nphi = GT.exact_grid_size(3 * L)
+    s1 = GT.synthesis_on(L, nt, nphi, "cpu", torch.float32)
+    pr = GT.projection_on(L, nt, nphi, "cpu", torch.float32)
     ws = G._Workspace(x1)
     g = G.legendre_chunk(x1, s1, ws, "a").clone()
     X = G.quarter_chunk(x1, s1, ws, "b").clone()
@@ -249,20 +251,21 @@ def profile(batch: int, repeats: int) -> None:
 
 # ----------------------------------------------------------------------------- the e3nn drop-in
 #: Rows of the drop-in section (and of its --quick version).
-DROP_IN_ROWS = 8192
-DROP_IN_QUICK_ROWS = 256
-#: ``(case, channels, lmax)`` of the drop-in section: ``x (x) SH`` and the convolution at the widths of
-#: NequIP (32) and MACE (128) models, features (x) features at 32 and lmax 2 (e3nn's fully connected
-#: product of two such features takes about a minute per call at lmax 3, tens of GiB at 128 channels).
+#: Rows of the drop-in section: a tiny call (per-call overhead) and a large one (edges of a batch).
+DROP_IN_ROWS = (16, 8192)
+DROP_IN_QUICK_ROWS = (16, 256)
+#: ``(case, channels, lmax)`` of the drop-in section: at the widths of NequIP (32) and MACE (128) models;
+#: features (x) features at 32 and lmax 2 (e3nn's fully connected product of two such features takes about
+#: a minute per call at lmax 3, tens of GiB at 128 channels).
 DROP_IN_CASES = [("x (x) SH", 32, 2), ("x (x) SH", 32, 3), ("x (x) SH", 128, 2), ("x (x) SH", 128, 3),
                  ("convolution", 32, 2), ("convolution", 32, 3), ("convolution", 128, 2), ("convolution", 128, 3),
-                 ("features (x) features", 32, 2)]
-DROP_IN_QUICK_CASES = [("x (x) SH", 8, 2), ("convolution", 8, 2), ("features (x) features", 8, 2)]
+                 ("x (x) 0e", 32, 2), ("x (x) 0e", 128, 3), ("features (x) features", 32, 2)]
+DROP_IN_QUICK_CASES = [("x (x) SH", 8, 2), ("convolution", 8, 2), ("x (x) 0e", 8, 2), ("features (x) features", 8, 2)]
 
 
-def e3nn_convolution_tp(irreps_node, irreps_sh, lmax_out: int):
+def convolution_instructions(irreps_node, irreps_sh, lmax_out: int):
     """The tensor product of a NequIP / MACE interaction block: mode ``"uvu"`` on every path of
-    ``irreps_node (x) irreps_sh`` up to ``lmax_out``, one output block per path, weights per edge."""
+    ``irreps_node (x) irreps_sh`` up to ``lmax_out`` (both parities), one output block per path, weights per edge."""
     from e3nn import o3
 
     mid, instructions = [], []
@@ -272,62 +275,66 @@ def e3nn_convolution_tp(irreps_node, irreps_sh, lmax_out: int):
                 if c.l <= lmax_out:
                     instructions.append((i1, i2, len(mid), "uvu", True))
                     mid.append((mul, c))
-    return o3.TensorProduct(irreps_node, irreps_sh, o3.Irreps(mid), instructions, shared_weights=False,
-                            internal_weights=False)
+    return (irreps_node, irreps_sh, o3.Irreps(mid), instructions), {"shared_weights": False, "internal_weights": False}
 
 
-def drop_in_pair(case: str, channels: int, lmax: int):
-    """``(e3nn module, geomlin module, per-sample weights?)`` of one row of the drop-in section."""
+def drop_in_arguments(case: str, channels: int, lmax: int):
+    """``(args, kwargs)`` of one row of the drop-in section, the same for e3nn and geomlin."""
     from e3nn import o3
-
-    from geomlin.gaunt import GauntTensorProduct
 
     node = sphere_irreps(lmax, channels)
     sh = o3.Irreps.spherical_harmonics(lmax)
     if case == "convolution":
-        return e3nn_convolution_tp(node, sh, lmax), GauntTensorProduct(node, sh, node, shared_weights=False), True
-    other = sh if case == "x (x) SH" else node
-    return o3.FullyConnectedTensorProduct(node, other, node), GauntTensorProduct(node, other, node), False
+        return convolution_instructions(node, sh, lmax)
+    other = {"x (x) SH": sh, "x (x) 0e": o3.Irreps("0e"), "features (x) features": node}[case]
+    return (node, other, node), {}
 
 
-def drop_in(rows: int, cases, repeats: int) -> None:
-    """Time the e3nn drop-in against the e3nn modules it replaces, forward and forward + backward.
+def drop_in(rows_list, cases, repeats: int) -> None:
+    """Time GauntTensorProduct against e3nn's module of the same arguments, forward and forward + backward.
 
     * ``x (x) SH``: node features ``C x (0e + 1o + ... + Le)`` times their spherical harmonics
-      ``1x0e + 1x1o + ...``, back to the node irreps, shared weights: e3nn's
-      ``FullyConnectedTensorProduct`` against ``GauntTensorProduct`` with the same irreps;
-    * ``convolution``: the same with per-edge weights (``weight (rows, weight_numel)``, as a radial MLP
-      gives them): e3nn's ``"uvu"`` ``TensorProduct`` of NequIP / MACE interaction blocks (one output
-      block per path; the models mix them per node afterwards) against ``GauntTensorProduct(...,
-      shared_weights=False)``, whose per-degree channel mixing is inside the call;
-    * ``features (x) features``: two node features, ``FullyConnectedTensorProduct`` against the drop-in.
+      ``1x0e + 1x1o + ...``, back to the node irreps: ``FullyConnectedTensorProduct``, shared weights;
+    * ``convolution``: the ``"uvu"`` ``TensorProduct`` of NequIP / MACE interaction blocks (every path up to
+      ``lmax``, the odd ones included, one output block per path) with per-edge weights
+      (``weight (rows, weight_numel)``, as a radial MLP gives them);
+    * ``x (x) 0e``: ``FullyConnectedTensorProduct`` with a scalar node attribute (e3nn's self-connections);
+    * ``features (x) features``: two node features, ``FullyConnectedTensorProduct``.
 
-    The two sides are different parameterisations of the same role (Gaunt products keep the paths with
-    ``l1 + l2 + l3`` even), not the same numbers: the drop-in's map is tested against a written-out
-    oracle and, on the Gaunt paths, against e3nn's ``TensorProduct`` (``tests/gaunt/test_tensor_product.py``).
-    Peak memory: of one forward, or forward + backward, above what was in use before (inputs excluded).
+    Both sides compute the same function with the same weights (``same output``: the largest difference
+    relative to the largest output, e3nn's Clebsch-Gordan tables being float32). Each case at a tiny and a
+    large number of rows: the tiny one measures the per-call overhead. Peak memory: of one forward, or
+    forward + backward, above what was in use before (inputs excluded).
     """
-    torch.manual_seed(0)
-    tables = {False: harness.Table(["case", "channels", "lmax", "e3nn ms", "geomlin ms", "geomlin speed",
-                                    "peak mem e3nn", "peak mem geomlin", "geomlin memory"]),
-              True: harness.Table(["case", "channels", "lmax", "e3nn ms", "geomlin ms", "geomlin speed",
-                                   "peak mem e3nn", "peak mem geomlin", "geomlin memory"])}
+    from e3nn import o3
+
+    from geomlin.gaunt import GauntTensorProduct
+
+    columns = ["case", "channels", "lmax", "rows", "e3nn ms", "geomlin ms", "geomlin speed", "peak mem e3nn",
+               "peak mem geomlin", "geomlin memory", "same output"]
+    tables = {False: harness.Table(columns), True: harness.Table(columns)}
     for case, channels, lmax in tqdm(cases, desc="drop-in", file=sys.stderr, leave=False):
-        e3, gl, per_sample = drop_in_pair(case, channels, lmax)
-        x1 = e3.irreps_in1.randn(rows, -1)
-        x2 = e3.irreps_in2.randn(rows, -1)
-        w_e3 = torch.randn(rows, e3.weight_numel) if per_sample else None
-        w_gl = torch.randn(rows, gl.weight_numel) if per_sample else None
-        for backward in (False, True):
-            leaves = [t.clone().requires_grad_(backward) if t is not None else None for t in (x1, x2, w_e3, w_gl)]
-            e3_args = leaves[:3] if per_sample else leaves[:2]
-            calls = {"e3nn": partial(_call, partial(e3, *e3_args), backward),
-                     "geomlin": partial(_call, partial(gl, *leaves[:2], leaves[3]), backward)}
-            ms = {k: v * 1e3 for k, v in harness.measure(calls, repeats).items()}
-            mem = {k: harness.peak_memory(f) for k, f in calls.items()}
-            tables[backward].add(case, channels, lmax, harness.ms(ms["e3nn"] / 1e3), harness.ms(ms["geomlin"] / 1e3),
-                                 harness.ratio(ms["e3nn"], ms["geomlin"]), harness.mib(mem["e3nn"]),
-                                 harness.mib(mem["geomlin"]), f"{mem['geomlin'] / max(mem['e3nn'], 1):.2f}x")
+        args, kwargs = drop_in_arguments(case, channels, lmax)
+        torch.manual_seed(0)
+        e3 = (o3.TensorProduct if len(args) == 4 else o3.FullyConnectedTensorProduct)(*args, **kwargs)
+        gl = GauntTensorProduct(*args, **kwargs)
+        if e3.internal_weights:
+            gl.load_state_dict(e3.state_dict(), strict=False)
+        for rows in rows_list:
+            x1, x2 = e3.irreps_in1.randn(rows, -1), e3.irreps_in2.randn(rows, -1)
+            w = None if e3.internal_weights else torch.randn(rows, e3.weight_numel)
+            ref = e3(x1, x2, w)
+            same = (gl(x1, x2, w) - ref).abs().max().item() / max(ref.abs().max().item(), 1e-30)
+            for backward in (False, True):
+                leaves = [t if t is None else t.clone().requires_grad_(backward) for t in (x1, x2, w)]
+                calls = {"e3nn": partial(_call, partial(e3, *leaves), backward),
+                         "geomlin": partial(_call, partial(gl, *leaves), backward)}
+                seconds = harness.measure(calls, repeats)
+                mem = {k: harness.peak_memory(f) for k, f in calls.items()}
+                tables[backward].add(case, channels, lmax, f"{rows:,}", harness.ms(seconds["e3nn"]),
+                                     harness.ms(seconds["geomlin"]), harness.ratio(seconds["e3nn"], seconds["geomlin"]),
+                                     harness.mib(mem["e3nn"]), harness.mib(mem["geomlin"]),
+                                     f"{mem['geomlin'] / max(mem['e3nn'], 1):.2f}x", f"{same:.0e}")
     for backward in (False, True):
         print(f"**{'forward + backward' if backward else 'forward'}** (ms, medians; geomlin speed = e3nn time / "
               "geomlin time; geomlin memory = its peak / e3nn's)\n")
@@ -350,11 +357,10 @@ def main(argv=None) -> None:
     if args.drop_in:
         rows = DROP_IN_QUICK_ROWS if args.quick else DROP_IN_ROWS
         repeats = args.repeats or (3 if args.quick else 5)
-        print(harness.header("The e3nn drop-in (GauntTensorProduct) against the e3nn modules it replaces", args, repeats))
-        print(f"Peer: e3nn {harness.peer_version('e3nn')}, in this process. {rows:,} rows (edges or nodes), float32; "
-              "`x (x) SH` and `features (x) features` against e3nn's `FullyConnectedTensorProduct` with the same "
-              "irreps, `convolution` (per-edge weights) against the `\"uvu\"` `TensorProduct` of NequIP / MACE "
-              "interaction blocks (`python benchmarks/bench_gaunt.py --help` and `drop_in` say exactly what runs).\n")
+        print(harness.header("GauntTensorProduct against e3nn's tensor products, same arguments", args, repeats))
+        print(f"Peer: e3nn {harness.peer_version('e3nn')}, in this process: the module of the same arguments "
+              f"and weights. {' and '.join(f'{r:,}' for r in rows)} rows (edges or nodes), float32 "
+              "(`python benchmarks/bench_gaunt.py --help` and `drop_in` say exactly what runs).\n")
         drop_in(rows, DROP_IN_QUICK_CASES if args.quick else DROP_IN_CASES, repeats)
         return
     if args.quick:

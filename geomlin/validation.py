@@ -19,8 +19,7 @@ Checks that read values (NaN, ranges, order, "is this a rotation") and accelerat
 
 What compiled code does differently: every ``torch.compiler.is_compiling()`` branch of geomlin
     Values cannot be read while ``torch.compile`` or ``torch.export`` (and ``geomlin.deploy``) trace,
-    so traced code takes these paths and only these (``tests/test_validation.py`` keeps the list
-    complete):
+    so traced code takes these paths and only these (``tests/test_validation.py`` keeps the list complete):
 
     * ``validation.check_condition``, ``check_finite``, ``check_index`` become asserts of the graph
       on the CPU (``validation._values_unreadable``, ``validation._traced_check``: the program raises
@@ -36,7 +35,8 @@ What compiled code does differently: every ``torch.compiler.is_compiling()`` bra
     * ``models.md.require_autograd`` reads no inference-mode flag; ``gaunt.product._gaunt_grid``,
       ``gaunt.product._grid_backward``, ``gaunt.method_tables.choose_method``,
       ``gaunt.method_tables.choose_power_method`` and ``gaunt.powers.power_sum`` take the routes that trace
-      (the grid route as one custom operator).
+      (the grid route as one custom operator); ``gaunt.paths.concat`` is a plain ``torch.cat`` and
+      ``gaunt.tensor_product._check_finite`` checks each tensor (no pre-screen by one sum).
 """
 
 from __future__ import annotations

@@ -3,14 +3,17 @@
 ``gaunt_tensor_product(x1, x2, lmax_out, method="auto")`` multiplies two
 spherical functions given by real SH coefficients (e3nn layout and basis,
 ``normalization="integral"``) and returns the coefficients of the product, exactly
-(Luo, Chen and Krishnapriyan, ICLR 2024).  Methods: ``"grid"`` (the fast O(L^3)
-route: blocked Legendre GEMMs and a half-circle real DFT), ``"fft"`` (the paper's 2D
+(Luo, Chen and Krishnapriyan, ICLR 2024): the paths of the tensor product with ``l1 + l2 + l3``
+even. [`gaunt_bracket`][] gives the odd ones, the sphere's Poisson bracket
+``r . (grad f1 x grad f2)``, on the same routes. Methods: ``"grid"`` (the fast O(L^3)
+route: blocked Legendre GEMMs and a real DFT on a quarter of the longitude circle), ``"fft"`` (the paper's 2D
 Fourier convolution), ``"dense"`` (sphere-grid GEMM, O(L^4)), ``"direct"`` (Gaunt tensor;
 with an input shared by the channels, its [`gaunt_operator`][geomlin.gaunt.product.gaunt_operator]),
 ``"triton"`` (the fast route as one fused GPU kernel), ``"auto"`` (measured tables,
 [`geomlin.gaunt.method_tables`][]).
 
-Modules: [`GauntTensorProduct`][] (the e3nn drop-in, built from ``Irreps``), [`SphereGauntProduct`][]
+Modules: [`GauntTensorProduct`][] (e3nn's ``o3.TensorProduct`` / ``o3.FullyConnectedTensorProduct``, every
+path's coupling from the sphere), [`SphereGauntProduct`][]
 (the channel-wise product on sphere coefficients),
 [`ManyBodyGaunt`][], [`GauntConvolution`][]; helpers [`gaunt_power`][],
 [`irreps_to_sphere`][], [`sphere_to_irreps`][], [`split_parity`][],
@@ -18,6 +21,7 @@ Modules: [`GauntTensorProduct`][] (the e3nn drop-in, built from ``Irreps``), [`S
 fixed function as a matrix).
 """
 
+from geomlin.gaunt.bracket import gaunt_bracket
 from geomlin.gaunt.conv import GauntConvolution
 from geomlin.gaunt.harmonics import gaunt_tensor, spherical_harmonics
 from geomlin.gaunt.layout import (
@@ -41,6 +45,7 @@ __all__ = [
     "GauntTensorProduct",
     "ManyBodyGaunt",
     "SphereGauntProduct",
+    "gaunt_bracket",
     "gaunt_operator",
     "gaunt_parity_product",
     "gaunt_power",

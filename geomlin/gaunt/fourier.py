@@ -31,12 +31,12 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from geomlin.gaunt import grid as G
+from geomlin.gaunt import grid_tables as GT
 from geomlin.gaunt import harmonics as T
 from geomlin.gaunt.cache import device_tables, table_builder
 
 _SQRT2 = math.sqrt(2.0)
-_COS, _SIN = G.COS, G.SIN
+_COS, _SIN = GT.COS, GT.SIN
 
 
 @cache

@@ -116,14 +116,17 @@ def spherical_harmonics(lmax: int, vectors: Tensor, normalize: bool = True) -> T
         in float32).
     normalize : bool
         ``True``: functions of the direction only, ``Y_l(r / |r|)``; ``False``: the homogeneous
-        polynomials ``|r|^l Y_l(r / |r|)`` (e3nn's two conventions). Either way a zero vector gets
-        ``Y_0`` and zeros for ``l > 0``, as in e3nn.
+        polynomials ``|r|^l Y_l(r / |r|)`` (e3nn's two conventions).
 
     Returns
     -------
     Tensor of shape (..., (lmax + 1)**2)
         same dtype (float32 for half precision under autocast) and
-        device as ``vectors``; no host synchronisation.
+        device as ``vectors``; no host synchronisation. **The zero vector** has no direction: its row
+        is ``Y_0 = 1 / sqrt(4 pi) = 0.2821`` followed by zeros for every ``l > 0``, with either
+        ``normalize`` (e3nn's convention, the limit of ``|r|^l Y_l`` at ``r = 0``; a padded or
+        masked edge of length 0 then carries only its ``l = 0`` part). Screen such vectors out (or
+        mask their rows) where a direction is needed.
     """
     lmax = check_nonnegative_int(lmax, "lmax")
     check_tensor(vectors, "vectors", shape=(..., 3), dtype="any", what="3D vectors")

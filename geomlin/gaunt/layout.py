@@ -38,7 +38,9 @@ def _natural_parity(l: int) -> int:
     return 1 if l % 2 == 0 else -1
 
 
-def as_irreps(irreps, name: str = "irreps"):
+def as_irreps(irreps, name: str = "irreps", keep_empty: bool = False):
+    """``o3.Irreps(irreps)`` with a one-line error naming ``name``; zero multiplicities dropped unless
+    ``keep_empty`` (e3nn's instructions index every entry, empty ones included)."""
     from e3nn import o3
 
     if not isinstance(irreps, (o3.Irreps, o3.Irrep, str, list, tuple)):
@@ -48,7 +50,7 @@ def as_irreps(irreps, name: str = "irreps"):
     except (ValueError, AssertionError, TypeError) as err:
         raise ValueError(f"{name} could not be parsed as e3nn Irreps: {irreps!r} ({err})") from err
     # zero multiplicities ("0x0e") occupy no entries of the flat layout: dropping them keeps it
-    return o3.Irreps([(mul, ir) for mul, ir in irreps if mul > 0])
+    return irreps if keep_empty else o3.Irreps([(mul, ir) for mul, ir in irreps if mul > 0])
 
 
 def _check_parity(parity, name: str = "parity") -> int:

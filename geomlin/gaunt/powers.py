@@ -11,6 +11,7 @@ import torch
 from torch import Tensor, nn
 
 from geomlin.gaunt import grid as G
+from geomlin.gaunt import grid_tables as GT
 from geomlin.gaunt import harmonics as T
 from geomlin.gaunt.cache import device_tables, route_tables, table_builder
 from geomlin.gaunt.layout import check_layout, degree_index
@@ -96,7 +97,7 @@ def power_sum(x: Tensor, L: int, nu: int, lmax_out: int, weights: Tensor | None,
             method = choose_power_method(L, nu, lmax_out, x.device.type)
         if method == "dense" or torch.compiler.is_compiling():
             return _power_dense(flat, weights, batch, L, nu, lmax_out, tables)
-        num_theta, num_phi = G.exact_grid_size(nu * L + lmax_out)
+        num_theta, num_phi = GT.exact_grid_size(nu * L + lmax_out)
         return _power_on_grid(flat, weights, batch, L, nu, lmax_out, num_theta, num_phi, tables)
 
 
@@ -171,7 +172,7 @@ class ManyBodyGaunt(nn.Module):
         self.weight_out = nn.Parameter(torch.ones(channels, lmax_out + 1))
         self.register_buffer("degree_in", degree_index(lmax_in), persistent=False)
         self.register_buffer("degree_out", degree_index(lmax_out), persistent=False)
-        self.tables = route_tables([*G.power_keys(self.lmax_in, self.correlation, self.lmax_out),
+        self.tables = route_tables([*GT.power_keys(self.lmax_in, self.correlation, self.lmax_out),
                                     dense_power_key(self.lmax_in, self.correlation, self.lmax_out)])
         self.type_in = SphereCoefficients(self.lmax_in, channels)
         self.type_out = SphereCoefficients(self.lmax_out, channels)

@@ -14,8 +14,9 @@ via Gaunt Tensor Products", ICLR 2024, eq. 3-6).
 **Methods (all exact; they agree to ~1e-13 in float64)**
 
 ``"grid"``   the fast route, O(L^3): per-m Legendre GEMMs to Gauss-Legendre
-             latitudes, real DFT GEMM on the half longitude circle, pointwise
-             product, the adjoint transforms back ([`geomlin.gaunt.grid`][]).
+             latitudes, real DFT GEMMs on a quarter of the longitude circle (four
+             symmetry classes), pointwise product, the adjoint transforms back
+             ([`geomlin.gaunt.grid`][]).
 ``"fft"``    the paper's route: SH -> 2D Fourier coefficients on
              ``e^{i(u theta + v phi)}`` (sparse per-m tables), 2D convolution by
              zero-padded ``irfft2`` / ``rfft2`` at the alias-free size, and the
@@ -51,6 +52,7 @@ import torch
 from torch import Tensor
 
 from geomlin.gaunt import grid as G
+from geomlin.gaunt import grid_tables as GT
 from geomlin.gaunt import harmonics as T
 from geomlin.gaunt.cache import device_tables, resolved_tables, table_builder, unflatten_tables
 from geomlin.gaunt.method_tables import TRACED_METHOD, choose_method
@@ -89,12 +91,12 @@ def _reduce(out: Tensor, channels: int, reduce: bool) -> Tensor:
 # The grid route reuses workspaces through ``out=`` views and copies with numpy, which dynamo does not
 # trace: inside compiled graphs it runs as one opaque operator (the same function, its output shape
 # given by the fake implementation), so an explicit ``method="grid"`` compiles as one graph. The
-# operator receives a module's tables as arguments (a flat list in the order of ``G.product_keys``;
+# operator receives a module's tables as arguments (a flat list in the order of ``GT.product_keys``;
 # empty for a plain call, which reads the device cache inside the operator, untraced).
 @torch.library.custom_op("geomlin::gaunt_grid", mutates_args=())
 def _gaunt_grid_op(x1: Tensor, x2: Tensor, tables: list[Tensor], lmax_in1: int, lmax_in2: int, lmax_out: int,
                    channels: int, shared: int, reduce: bool) -> Tensor:
-    keys = G.product_keys(lmax_in1, lmax_in2, lmax_out)
+    keys = GT.product_keys(lmax_in1, lmax_in2, lmax_out)
     return G.gaunt_on_grid(x1, x2, lmax_in1, lmax_in2, lmax_out, channels, shared, reduce,
                            unflatten_tables(keys, tables) if tables else None)
 
@@ -109,7 +111,7 @@ def _(x1, x2, tables, lmax_in1, lmax_in2, lmax_out, channels, shared, reduce):
 def _gaunt_grid_backward_op(grad: Tensor, x1: Tensor, x2: Tensor, tables: list[Tensor], lmax_in1: int, lmax_in2: int,
                             lmax_out: int, channels: int, shared: int, reduce: bool, need1: bool,
                             need2: bool) -> tuple[Tensor, Tensor]:
-    keys = G.product_keys(lmax_in1, lmax_in2, lmax_out)
+    keys = GT.product_keys(lmax_in1, lmax_in2, lmax_out)
     g1, g2 = G.gaunt_backward_on_grid(grad, x1, x2, lmax_in1, lmax_in2, lmax_out, channels, shared, reduce, need1, need2,
                                       unflatten_tables(keys, tables) if tables else None)
     # an operator returns tensors: an unneeded gradient is an empty one (None again in _grid_backward)
@@ -123,7 +125,7 @@ def _(grad, x1, x2, tables, lmax_in1, lmax_in2, lmax_out, channels, shared, redu
 
 def _gaunt_grid(x1, x2, lmax_in1, lmax_in2, lmax_out, channels, shared, reduce, tables):
     if torch.compiler.is_compiling():
-        flat = [] if tables is None else resolved_tables(G.product_keys(lmax_in1, lmax_in2, lmax_out), x1.device,
+        flat = [] if tables is None else resolved_tables(GT.product_keys(lmax_in1, lmax_in2, lmax_out), x1.device,
                                                          x1.dtype, tables)
         return _gaunt_grid_op(x1, x2, flat, lmax_in1, lmax_in2, lmax_out, channels, shared, reduce)
     return G.gaunt_on_grid(x1, x2, lmax_in1, lmax_in2, lmax_out, channels, shared, reduce, tables)
@@ -134,7 +136,7 @@ def _grid_backward(grad, x1, x2, lmax_in1, lmax_in2, lmax_out, channels, shared,
     if not torch.compiler.is_compiling():
         return G.gaunt_backward_on_grid(grad, x1, x2, lmax_in1, lmax_in2, lmax_out, channels, shared, reduce, need1, need2,
                                         tables)
-    flat = [] if tables is None else resolved_tables(G.product_keys(lmax_in1, lmax_in2, lmax_out), x1.device, x1.dtype,
+    flat = [] if tables is None else resolved_tables(GT.product_keys(lmax_in1, lmax_in2, lmax_out), x1.device, x1.dtype,
                                                      tables)
     g1, g2 = _gaunt_grid_backward_op(grad, x1, x2, flat, lmax_in1, lmax_in2, lmax_out, channels, shared, reduce, need1,
                                      need2)
@@ -198,22 +200,28 @@ def operator_key(lmax: int, lmax_other: int, lmax_out: int) -> tuple:
     return ("operator", lmax, lmax_other, lmax_out)
 
 
+def _operator(x: Tensor, lmax: int, lmax_other: int, lmax_out: int, tables=None) -> Tensor:
+    """[`gaunt_operator`][] without its checks (the direct route's inner step)."""
+    (Gm,) = device_tables(operator_key(lmax, lmax_other, lmax_out), x.device, x.dtype, tables)
+    return (x @ Gm).unflatten(-1, (T.num_coefficients(lmax_out), T.num_coefficients(lmax_other)))
+
+
 def gaunt_operator(x: Tensor, lmax_other: int, lmax_out: int, *, tables=None) -> Tensor:
     """The Gaunt product with ``f = sum x_lm Y_lm`` as a matrix: ``M[..., k, i] = sum_j G[i, j, k] x[..., j]``.
 
     ``gaunt_tensor_product(y, x, lmax_out)[..., k] = sum_i M[..., k, i] y[..., i]`` for every ``y`` of degree
     ``lmax_other``: one contraction of ``x`` with the Gaunt tensor, after which multiplying any
-    number of functions by ``f`` is a batched GEMM (the direct route with a shared input; the e3nn
-    drop-in with spherical harmonics).
+    number of functions by ``f`` is a batched GEMM (the direct route with a shared input).
 
     Parameters
     ----------
     x : Tensor of shape (..., (L+1)**2)
-        float32/float64 SH coefficients of ``f``.
+        float32/float64 SH coefficients of ``f`` (finite; under ``torch.autocast`` also half precision,
+        computed in float32).
     lmax_other : int
-        Degree of the functions the matrix multiplies.
+        Degree (``>= 0``) of the functions the matrix multiplies.
     lmax_out : int
-        Degree of the products.
+        Degree (``>= 0``) of the products.
     tables : ConstantTables, optional
         a module's tables holding `operator_key` ([`geomlin.gaunt.cache`][]); ``None`` reads the device cache.
 
@@ -223,15 +231,19 @@ def gaunt_operator(x: Tensor, lmax_other: int, lmax_out: int, *, tables=None) ->
         in ``x``'s dtype; differentiable in ``x``. Total degree ``L + lmax_other + lmax_out`` at most
         [`DIRECT_MAX_DEGREE`][] (the Gaunt tensor is dense).
     """
-    L = T.lmax_from_size(x.shape[-1], "x")
-    (Gm,) = device_tables(operator_key(L, lmax_other, lmax_out), x.device, x.dtype, tables)
-    return (x @ Gm).unflatten(-1, (T.num_coefficients(lmax_out), T.num_coefficients(lmax_other)))
+    L = check_coefficients(x, "x")
+    lmax_other = check_nonnegative_int(lmax_other, "lmax_other")
+    lmax_out = check_nonnegative_int(lmax_out, "lmax_out")
+    check_method("direct", x.device, L, lmax_other, lmax_out, x.dtype)
+    x = x.to(compute_dtype(x, "x"))
+    with full_precision(x):
+        return _operator(x, L, lmax_other, lmax_out, tables)
 
 
 def _gaunt_direct(x1, x2, lmax_in1, lmax_in2, lmax_out, channels, shared, reduce, tables):
     if shared:  # one operator per group, met by every channel in a batched GEMM
         one, many, lmax_many = (x1, x2, lmax_in2) if shared == 1 else (x2, x1, lmax_in1)
-        M = gaunt_operator(one, lmax_many, lmax_out, tables=tables)               # (A, Do, D_many)
+        M = _operator(one, lmax_in1 if shared == 1 else lmax_in2, lmax_many, lmax_out, tables)  # (A, Do, D_many)
         out = torch.matmul(many.view(one.shape[0], channels, -1), M.transpose(1, 2))  # (A, C, Do)
         return out.sum(1) if reduce else out.reshape(-1, out.shape[-1])
     (Gt,) = device_tables(("direct", lmax_in1, lmax_in2, lmax_out), x1.device, x1.dtype, tables)
@@ -330,7 +342,7 @@ def route_keys(method: str, lmax_in1: int, lmax_in2: int, lmax_out: int) -> list
     """Cache keys ([`geomlin.gaunt.cache`][]) of the tables one product on a concrete route reads."""
     lo = min(lmax_out, lmax_in1 + lmax_in2)
     if method == "grid":
-        return G.product_keys(lmax_in1, lmax_in2, lo)  # with those of the fused first-order backward
+        return GT.product_keys(lmax_in1, lmax_in2, lo)  # with those of the fused first-order backward
     if method == "fft":
         from geomlin.gaunt.fourier import table_keys
 

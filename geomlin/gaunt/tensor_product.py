@@ -1,4 +1,4 @@
-"""[`GauntTensorProduct`][]: the Gaunt tensor product as a drop-in for e3nn's tensor products."""
+"""[`GauntTensorProduct`][]: e3nn's ``o3.TensorProduct`` and ``o3.FullyConnectedTensorProduct``, paths from the sphere."""
 
 from __future__ import annotations
 
@@ -8,252 +8,328 @@ import torch
 from torch import Tensor, nn
 
 from geomlin.gaunt.cache import route_tables
-from geomlin.gaunt.layout import NATURAL, PSEUDO, as_irreps, check_flat, class_layout, irreps_blocks
-from geomlin.gaunt.product import (
-    METHODS,
-    check_method,
-    common_dtype,
-    gaunt_operator,
-    gaunt_rows,
-    resolve_method,
-    table_keys,
+from geomlin.gaunt.instructions import (
+    fully_connected_instructions,
+    normalized_instructions,
+    output_mask_blocks,
 )
-from geomlin.precision import full_precision
-from geomlin.validation import check_choice, check_positive_int, check_tensor
+from geomlin.gaunt.layout import as_irreps
+from geomlin.gaunt.paths import build_plan, evaluate, plan_keys, weight_scales
+from geomlin.precision import compute_dtype, full_precision
+from geomlin.validation import check_broadcastable, check_finite, check_tensor, shape_str
 
 __all__ = ["GauntTensorProduct"]
 
+_IRREP_NORMALIZATION_DEFAULT = "component"
+_PATH_NORMALIZATION_DEFAULT = "element"
+
+
+def _flag(value, name: str, allow_none: bool = False):
+    if (value is None and allow_none) or isinstance(value, bool):
+        return value
+    raise TypeError(f"{name} must be a bool{' or None' if allow_none else ''}, got {value!r}")
+
 
 class GauntTensorProduct(nn.Module):
-    """Gaunt tensor product of e3nn irreps features: a drop-in for ``o3.FullyConnectedTensorProduct``
-    / ``o3.TensorProduct`` (``GauntTensorProduct(irreps_in1, irreps_in2, irreps_out)``); every spec
-    ``o3.Irreps(...)`` accepts (strings, ``o3.Irreps``, lists of ``(mul, (l, p))``, zero
-    multiplicities, empty irreps, whose features have size 0 and give zeros).
+    r"""e3nn's tensor product, a drop-in for ``o3.TensorProduct`` and ``o3.FullyConnectedTensorProduct``.
 
-    ``forward(x1 (..., irreps_in1.dim), x2 (..., irreps_in2.dim), weight=None) -> (..., irreps_out.dim)``
-    in e3nn's flat layout, any parities and multiplicities:
+    ``GauntTensorProduct(irreps_in1, irreps_in2, irreps_out)`` is ``o3.FullyConnectedTensorProduct``
+    (every path, mode ``"uvw"``, trained); with ``instructions`` it is ``o3.TensorProduct``. Same
+    arguments, same instructions, weights (``weight_numel``, e3nn's flat layout, ``weight_views()``),
+    normalisation and outputs as e3nn's, to round-off: the output is linear in the weights,
+    ``out = sum_paths sqrt(alpha_path) w_path . (x1 (x) x2)_path``. Every path's coupling comes from the
+    sphere: the Gaunt coefficient ``int Y_k Y_i Y_j`` for ``l1 + l2 + l3`` even, the Poisson bracket
+    ``int Y_k r . (grad Y_i x grad Y_j)`` for odd (the cross product, ``1o x 1o -> 1e``, is one), each
+    divided by its norm, which makes it e3nn's ``wigner_3j`` ([`geomlin.gaunt.paths`][]). So every
+    output e3nn reaches is reached, for any parities, and an output irrep that no path reaches is zero
+    and marked 0 in ``output_mask``, as in e3nn.
 
-    1. each input is split into its parity classes (``NATURAL``
-       ``0e, 1o, 2e``, ``PSEUDO`` ``0o, 1e, 2o``) and every irrep block
-       ``mul x l`` is mixed linearly into ``channels`` spherical functions per degree (e3nn's
-       ``o3.Linear`` restricted to one degree). An input whose irreps all have multiplicity 1
-       and distinct degrees, e.g. spherical harmonics ``1x0e+1x1o+1x2e``, is used as it is: one
-       function shared by every channel, transformed once;
-    2. per class pair the channel-wise Gaunt product, with per-(channel, degree) weights on
-       ``x1`` and on the output (``natural = n n + p p``, ``pseudo = n p + p n``);
-    3. every output irrep block is a linear map of its degree and class.
+    The paths of one pair of input irreps share one contraction, in the cheapest of a few orders
+    chosen once from the irreps (never from the batch): spherical harmonics times features, as in a
+    convolution, become the "multiply by ``x2``" operator of each row met by every channel in one
+    batched GEMM ([`geomlin.gaunt.paths`][] says which order runs when).
 
-    ``shared_weights=False`` takes the per-(channel, degree) weights from ``weight
-    (..., weight_numel)`` per sample (e.g. a radial MLP in a convolution, as in e3nn);
-    ``channels`` defaults to the largest multiplicity of ``irreps_in1`` and ``irreps_out``.
-    Equivariant under O(3) (reflections included) for every parity assignment.
+    Parameters
+    ----------
+    irreps_in1, irreps_in2, irreps_out : e3nn Irreps
+        anything ``o3.Irreps(...)`` accepts; zero multiplicities and empty irreps as in e3nn
+        (instruction indices count every entry).
+    instructions : list of tuple, optional
+        ``(i_in1, i_in2, i_out, mode, has_weight[, path_weight])`` with ``mode`` one of ``"uvw"``,
+        ``"uvu"``, ``"uvv"``, ``"uuw"``, ``"uuu"``, ``"uvuv"``, ``"uvu<v"``, ``"u<vw"``
+        ([`geomlin.gaunt.instructions`][]); ``None``: the fully connected paths. A path that cannot
+        exist (parity, triangle, multiplicities of its mode) is refused in one line naming it.
+    in1_var, in2_var, out_var : list of float, optional
+        variance of each irrep of the inputs / wanted of the outputs (default 1 each).
+    irrep_normalization : {"component", "norm", "none"}, optional
+        default ``"component"``.
+    path_normalization : {"element", "path", "none"}, optional
+        default ``"element"``.
+    internal_weights : bool, optional
+        hold the weights as the parameter ``weight`` (default: ``shared_weights`` and some path
+        is trained).
+    shared_weights : bool, optional
+        one set of weights for every row (default ``True``); ``False``: ``weight (..., weight_numel)``
+        per row, broadcast with the inputs (a radial MLP's output in a convolution).
+    compile_left_right : bool
+        as in e3nn, ``False`` builds a module whose ``forward`` refuses to run.
+    compile_right : bool
+        as in e3nn, [`right`][geomlin.gaunt.tensor_product.GauntTensorProduct.right] runs only with ``True``.
+    normalization : {"component", "norm", "none"}, optional
+        e3nn's older name of ``irrep_normalization`` (refused when both are given and differ).
+    _specialized_code, _optimize_einsums : bool, optional
+        e3nn's switches between code generators that compute the same numbers; accepted and kept
+        as attributes, this module has one evaluation (the same numbers either way).
+
+    Shapes
+    ------
+    ``forward(x1 (..., irreps_in1.dim), x2 (..., irreps_in2.dim), weight=None) -> (..., irreps_out.dim)``,
+    leading axes broadcast (``weight (..., weight_numel)`` too when ``shared_weights=False``);
+    ``weight`` may also be a list of per-instruction tensors of shape ``(...,) + path_shape``.
+    float32/float64 (half precision under ``torch.autocast``: computed in float32); shared weights
+    are cast to the inputs' dtype. Differentiable twice (forces by double backward).
     """
 
-    def __init__(self, irreps_in1, irreps_in2, irreps_out, channels: int | None = None,
-                 shared_weights: bool = True, internal_weights: bool | None = None, method: str = "auto"):
+    def __init__(self, irreps_in1, irreps_in2, irreps_out, instructions=None, in1_var=None, in2_var=None,
+                 out_var=None, irrep_normalization: str | None = None, path_normalization: str | None = None,
+                 internal_weights: bool | None = None, shared_weights: bool | None = None,
+                 compile_left_right: bool = True, compile_right: bool = False, normalization: str | None = None,
+                 _specialized_code: bool | None = None, _optimize_einsums: bool | None = None):
         super().__init__()
         from geomlin.reps.irreps import IrrepsRep
 
         if isinstance(irreps_in1, int) and not isinstance(irreps_in1, bool):
             raise TypeError(f"irreps_in1 must be e3nn Irreps, got the int {irreps_in1}: for sphere coefficients "
                             "of given degrees use SphereGauntProduct(lmax_in1, lmax_in2, lmax_out, channels)")
+        self.irreps_in1 = as_irreps(irreps_in1, "irreps_in1", keep_empty=True)
+        self.irreps_in2 = as_irreps(irreps_in2, "irreps_in2", keep_empty=True)
+        self.irreps_out = as_irreps(irreps_out, "irreps_out", keep_empty=True)
+        if isinstance(instructions, str):
+            raise TypeError(f"instructions must be a list of tuples, got the string {instructions!r}: "
+                             f"o3.FullyConnectedTensorProduct's fourth argument is irrep_normalization; pass "
+                             f"irrep_normalization={instructions!r} by name")
+        if normalization is not None:
+            if irrep_normalization is not None and irrep_normalization != normalization:
+                raise ValueError(f"normalization={normalization!r} (e3nn's older name of irrep_normalization) and "
+                                 f"irrep_normalization={irrep_normalization!r} differ; pass irrep_normalization only")
+            irrep_normalization = normalization
+        self._specialized_code = _flag(_specialized_code, "_specialized_code", allow_none=True)
+        self._optimize_einsums = _flag(_optimize_einsums, "_optimize_einsums", allow_none=True)
+        self._compile_left_right = _flag(compile_left_right, "compile_left_right")
+        self._did_compile_right = _flag(compile_right, "compile_right")
+        shared_weights = _flag(shared_weights, "shared_weights", allow_none=True)
+        internal_weights = _flag(internal_weights, "internal_weights", allow_none=True)
 
-        self.irreps_in1 = as_irreps(irreps_in1, "irreps_in1")
-        self.irreps_in2 = as_irreps(irreps_in2, "irreps_in2")
-        self.irreps_out = as_irreps(irreps_out, "irreps_out")
-        muls = [mul for mul, _ in self.irreps_in1] + [mul for mul, _ in self.irreps_out]
-        self.channels = check_positive_int(max(muls, default=0) or 1 if channels is None else channels, "channels")
-        self.method = check_choice(method, "method", METHODS)
-        if not isinstance(shared_weights, bool):
-            raise TypeError(f"shared_weights must be a bool, got {shared_weights!r}")
-        internal = shared_weights if internal_weights is None else internal_weights
-        if internal and not shared_weights:
-            raise ValueError("internal_weights=True needs shared_weights=True (as in e3nn)")
-        self.shared_weights, self.internal_weights = shared_weights, bool(internal)
-        self.lmax_in1, self.lmax_in2, self.lmax_out = (max((ir.l for _, ir in irreps), default=0) for irreps in
-                                                 (self.irreps_in1, self.irreps_in2, self.irreps_out))
-        C = self.channels
-        self.classes1 = [p for p in (NATURAL, PSEUDO) if class_layout(self.irreps_in1, p)]
-        self.classes2 = [p for p in (NATURAL, PSEUDO) if class_layout(self.irreps_in2, p)]
-        degrees2 = [ir.l for _, ir in self.irreps_in2]
-        self.shared_in2 = all(mul == 1 for mul, _ in self.irreps_in2) and len(set(degrees2)) == len(degrees2)
-        self.mix1 = nn.ParameterList(nn.Parameter(torch.randn(mul, C) / math.sqrt(mul))
-                                     for mul, _ in self.irreps_in1)
-        self.mix2 = nn.ParameterList(() if self.shared_in2 else (nn.Parameter(torch.randn(mul, C) / math.sqrt(mul))
-                                                                 for mul, _ in self.irreps_in2))
-        self.mix_out = nn.ParameterList(nn.Parameter(torch.randn(C, mul) / math.sqrt(C)) for mul, _ in self.irreps_out)
-        self._layout1 = irreps_blocks(self.irreps_in1)
-        self._layout2 = irreps_blocks(self.irreps_in2)
-        self._layout_out = irreps_blocks(self.irreps_out)
-        self._flat_in = tuple((irreps.dim, str(irreps)) for irreps in (self.irreps_in1, self.irreps_in2))
-        self._dim_out = self.irreps_out.dim  # an int: torch.compile cannot guard on e3nn's Irreps
-        #: Numbers of per-sample weights: per (channel, degree) of x1, then per (channel, degree) of the output.
-        self.weight_numel = C * (self.lmax_in1 + 1) + C * (self.lmax_out + 1)
-        if self.internal_weights:
-            self.weight = nn.Parameter(torch.ones(self.weight_numel))
+        if instructions is None:
+            instructions = fully_connected_instructions(self.irreps_in1, self.irreps_in2, self.irreps_out)
+        self.instructions = normalized_instructions(
+            self.irreps_in1, self.irreps_in2, self.irreps_out, instructions, in1_var, in2_var, out_var,
+            _IRREP_NORMALIZATION_DEFAULT if irrep_normalization is None else irrep_normalization,
+            _PATH_NORMALIZATION_DEFAULT if path_normalization is None else path_normalization)
+        if shared_weights is False and internal_weights is None:
+            internal_weights = False
+        shared_weights = True if shared_weights is None else shared_weights
+        if internal_weights is None:
+            internal_weights = shared_weights and any(ins.has_weight for ins in self.instructions)
+        if internal_weights and not shared_weights:
+            raise ValueError("internal_weights=True needs shared_weights=True (internal weights are one set for "
+                             "every row, as in e3nn); pass the per-row weights to forward instead")
+        self.shared_weights, self.internal_weights = shared_weights, internal_weights
+        #: Number of weights: the trained paths' ``path_shape`` products, in instruction order (e3nn's layout).
+        self.weight_numel = sum(math.prod(ins.path_shape) for ins in self.instructions if ins.has_weight)
+        if internal_weights and self.weight_numel > 0:
+            self.weight = nn.Parameter(torch.randn(self.weight_numel))
         else:
-            self.register_parameter("weight", None)
-        #: per class of x2: its multiplicity-1 blocks are degrees 0, 1, ... in order from offset 0 (no gather)
-        self._shared_view = {p: self.shared_in2 and [(l, s) for l, c, _, s, _ in self._layout2 if c == p]
-                             == [(l, l * l) for l in range(self.lmax_in2 + 1)] for p in self.classes2}
-        self.tables = route_tables(table_keys(self.method, self.lmax_in1, self.lmax_in2, self.lmax_out))
+            self.register_buffer("weight", torch.empty(0))
+        mask = [torch.full((mul * ir.dim,), float(reached)) for (mul, ir), reached
+                in zip(self.irreps_out, output_mask_blocks(self.irreps_out, self.instructions))]
+        self.register_buffer("output_mask", torch.cat(mask) if mask else torch.ones(0))
+
+        self._plans = build_plan(self.irreps_in1, self.irreps_in2, self.irreps_out, self.instructions,
+                                 self.shared_weights)
+        self._blocks = tuple(tuple((mul, ir.dim) for mul, ir in irreps)
+                             for irreps in (self.irreps_in1, self.irreps_in2, self.irreps_out))
+        self._weight_sizes = [math.prod(ins.path_shape) for ins in self.instructions if ins.has_weight]
+        # ints and strings: torch.compile cannot guard on e3nn's Irreps
+        self._dims = (self.irreps_in1.dim, self.irreps_in2.dim, self.irreps_out.dim)
+        self._texts = (str(self.irreps_in1), str(self.irreps_in2), str(self.irreps_out))
+        self.tables = route_tables(plan_keys(self._plans))
+        self.tables.add("weight_scales", weight_scales(self._plans, self._weight_sizes))
         self.type_in = (IrrepsRep(self.irreps_in1), IrrepsRep(self.irreps_in2))
         self.type_out = IrrepsRep(self.irreps_out)
 
-    # -- layout maps (degree-major: (N, D, C), the degree axis before the channels)
-    def _mix(self, x: Tensor, layout, mixes, parity: int, lmax: int, w: Tensor | None) -> Tensor:
-        """Flat rows ``x (N, dim)`` -> the mixed functions of one parity class ``(N, (lmax+1)**2, C)``.
-
-        A block ``u x l`` is ``(N, u, 2l+1)`` in e3nn's layout; transposed to ``(N (2l+1), u)`` its channel
-        mix is one GEMM. ``w (N, C, lmax+1)`` are per-sample weights (shared ones are folded into ``mixes``).
-        """
-        N, C = x.shape[0], self.channels
-        degrees: list = [None] * (lmax + 1)
-        for (l, cls, mul, start, stop), mix in zip(layout, mixes):
-            if cls != parity:
-                continue
-            d = 2 * l + 1
-            rows = x[:, start:stop].view(N, mul, d).transpose(1, 2).reshape(N * d, mul)
-            block = (rows @ mix).view(N, d, C)
-            degrees[l] = block if degrees[l] is None else degrees[l] + block
-        if w is not None:
-            degrees = [None if b is None else b * w[:, None, :, l] for l, b in enumerate(degrees)]
-        return torch.cat([x.new_zeros(N, 2 * l + 1, C) if b is None else b for l, b in enumerate(degrees)], dim=1)
-
-    def _shared(self, x: Tensor, parity: int) -> Tensor:
-        """A multiplicity-1 input of one class -> ``(N, (lmax_in2+1)**2)``, unmixed (zero at missing degrees)."""
-        if self._shared_view[parity]:  # the flat layout is the sphere layout already
-            return x[:, : (self.lmax_in2 + 1) ** 2]
-        degrees: list = [None] * (self.lmax_in2 + 1)
-        for l, cls, _, start, stop in self._layout2:
-            if cls == parity:
-                degrees[l] = x[:, start:stop]
-        return torch.cat([x.new_zeros(x.shape[0], 2 * l + 1) if b is None else b for l, b in enumerate(degrees)], dim=1)
-
-    def _mixes(self, weights: Tensor, dtype: torch.dtype) -> tuple[list, list, bool]:
-        """``(mix1, mix_out, per_sample)``: the mixing matrix of every block of ``x1`` and of the output in
-        ``dtype``, with shared (not per-sample) weights folded in."""
-        C = self.channels
-        per_sample = weights.dim() > 1
-        w1 = weights[..., : C * (self.lmax_in1 + 1)].unflatten(-1, (C, self.lmax_in1 + 1))
-        wo = weights[..., C * (self.lmax_in1 + 1):].unflatten(-1, (C, self.lmax_out + 1))
-        mix1 = [m.to(dtype) if per_sample else m.to(dtype) * w1[:, l] for (l, *_), m in zip(self._layout1, self.mix1)]
-        mix_out = [m.to(dtype) if per_sample else wo[:, l, None] * m.to(dtype)
-                   for (l, *_), m in zip(self._layout_out, self.mix_out)]
-        return mix1, mix_out, per_sample
-
-    def forward(self, x1: Tensor, x2: Tensor, weight: Tensor | None = None) -> Tensor:
-        for name, x, (dim, text) in zip(("x1", "x2"), (x1, x2), self._flat_in):
-            check_flat(x, dim, text, name, finite=True)
-        dtype = common_dtype(x1, x2)
+    # ------------------------------------------------------------------ weights
+    def _weights(self, weight) -> Tensor | None:
+        """The weights to use: ``(weight_numel,)`` shared, ``(..., weight_numel)`` per row, or None (no trained path)."""
         if weight is None:
-            if self.weight is None:
-                raise ValueError(f"this GauntTensorProduct has shared_weights={self.shared_weights}, "
-                                 f"internal_weights=False: pass weight of shape (..., {self.weight_numel})")
-            weight = self.weight
-        else:
-            check_tensor(weight, "weight", min_ndim=1, finite=True,
-                         what=f"per-sample weights (..., {self.weight_numel})")
-            if weight.shape[-1] != self.weight_numel:
-                raise ValueError(f"weight must have last dimension weight_numel = {self.weight_numel}, "
-                                 f"got shape {tuple(weight.shape)}")
-        weight = weight.to(dtype)
-        batch = torch.broadcast_shapes(x1.shape[:-1], x2.shape[:-1], weight.shape[:-1])
-        N = math.prod(batch)
-        if N == 0 or not self._dim_out:
-            return x1.new_zeros(*batch, self._dim_out, dtype=dtype)
-        x1 = x1.to(dtype).expand(*batch, x1.shape[-1]).reshape(N, -1)
-        x2 = x2.to(dtype).expand(*batch, x2.shape[-1]).reshape(N, -1)
-        with full_precision(x1):  # under autocast: float32, as the routes compute (geomlin.precision)
-            return self._forward(x1, x2, weight, batch, dtype).view(*batch, -1)
+            if self.weight_numel == 0:
+                return None
+            if not self.internal_weights:
+                raise ValueError(f"weight is required: this GauntTensorProduct has internal_weights=False "
+                                 f"(shared_weights={self.shared_weights}); pass weight of shape "
+                                 f"{'(' if self.shared_weights else '(..., '}{self.weight_numel},)")
+            return self.weight
+        if isinstance(weight, (list, tuple)):
+            weight = self._join(weight)
+        check_tensor(weight, "weight", dtype="any", what=f"{self.weight_numel} path weights")
+        compute_dtype(weight, "weight")
+        if self.shared_weights and tuple(weight.shape) != (self.weight_numel,):
+            raise ValueError(f"weight must have shape ({self.weight_numel},) (shared_weights=True), "
+                             f"got {shape_str(weight.shape)}")
+        if not self.shared_weights and (weight.dim() < 2 or weight.shape[-1] != self.weight_numel):
+            raise ValueError(f"weight must have shape (..., {self.weight_numel}) with a batch axis "
+                             f"(shared_weights=False), got {shape_str(weight.shape)}")
+        return weight
 
-    def _forward(self, x1: Tensor, x2: Tensor, weight: Tensor, batch: tuple, dtype: torch.dtype) -> Tensor:
-        """Rows ``x1 (N, dim1)``, ``x2 (N, dim2)`` and ``weight`` -> ``(N, irreps_out.dim)``."""
-        N, C = x1.shape[0], self.channels
-        mix1, mix_out, per_sample = self._mixes(weight, dtype)
-        w1 = wo = None
+    def _join(self, weights) -> Tensor:
+        """Per-instruction weights ``[(...,) + path_shape]`` -> the flat ``(..., weight_numel)``."""
+        shapes = [ins.path_shape for ins in self.instructions if ins.has_weight]
+        if len(weights) != len(shapes) or not all(isinstance(w, Tensor) for w in weights):
+            raise ValueError(f"weight as a list needs one tensor per trained instruction ({len(shapes)}), "
+                             f"got {len(weights)} item(s)")
+        flat = []
+        for k, (w, shape) in enumerate(zip(weights, shapes)):
+            if tuple(w.shape[w.dim() - len(shape):]) != tuple(shape) or (self.shared_weights and w.dim() != len(shape)):
+                want = shape_str(shape if self.shared_weights else (..., *shape))
+                raise ValueError(f"weight[{k}] must have shape {want}, got {shape_str(w.shape)}")
+            flat.append(w.reshape(*w.shape[: w.dim() - len(shape)], -1))
+        batch = check_broadcastable(*((f"weight[{k}]", w.shape[:-1]) for k, w in enumerate(flat)),
+                                    what="batch shapes")
+        return torch.cat([w.expand(*batch, w.shape[-1]) for w in flat], dim=-1)
+
+    def weight_view_for_instruction(self, instruction: int, weight: Tensor | None = None) -> Tensor:
+        """View of the weights of ``instructions[instruction]`` (a trained one), ``(...,) + path_shape``."""
+        ins = self.instructions[instruction]
+        if not ins.has_weight:
+            raise ValueError(f"instructions[{instruction}] has no weights (has_weight=False)")
+        weight = self._weights(weight)
+        offset = sum(math.prod(i.path_shape) for i in self.instructions[:instruction] if i.has_weight)
+        return weight.narrow(-1, offset, math.prod(ins.path_shape)).view(*weight.shape[:-1], *ins.path_shape)
+
+    def weight_views(self, weight: Tensor | None = None, yield_instruction: bool = False):
+        """Iterate over the weight views of the trained instructions (with ``(index, instruction, view)``
+        when ``yield_instruction``), as e3nn's ``weight_views``."""
+        weight = self._weights(weight)
+        offset = 0
+        for k, ins in enumerate(self.instructions):
+            if ins.has_weight:
+                n = math.prod(ins.path_shape)
+                view = weight.narrow(-1, offset, n).view(*weight.shape[:-1], *ins.path_shape)
+                offset += n
+                yield (k, ins, view) if yield_instruction else view
+
+    # ------------------------------------------------------------------ evaluation
+    def _features(self, x, which: int) -> torch.dtype:
+        """Check input ``which`` (0: ``x1``, 1: ``x2``); returns the dtype it is computed in."""
+        name, dim, text = ("x1", "x2")[which], self._dims[which], self._texts[which]
+        check_tensor(x, name, min_ndim=1, dtype="any", what=f"e3nn features of {text}")
+        if x.shape[-1] != dim:
+            raise ValueError(f"{name} must have last dimension {dim} (irreps {text}), got shape {shape_str(x.shape)}")
+        return compute_dtype(x, name)
+
+    def _rows(self, x1, x2, weight):
+        """Checked rows: ``(x1 (N, dim1) or None, x2 (N, dim2), weight, per_sample, batch, dtype)``."""
+        dtype = self._features(x2, 1)
+        if x1 is not None and self._features(x1, 0) != dtype:
+            raise TypeError(f"x1 and x2 must have the same dtype, got {x1.dtype} and {x2.dtype}")
+        weight = self._weights(weight)
+        _check_finite(("x1", x1), ("x2", x2), ("weight", None if weight is self.weight else weight))
+        per_sample = weight is not None and not self.shared_weights
+        shapes = ([] if x1 is None else [("x1", x1.shape[:-1])]) + [("x2", x2.shape[:-1])]
         if per_sample:
-            weight = weight.expand(*batch, self.weight_numel).reshape(N, -1)
-            n1 = C * (self.lmax_in1 + 1)
-            w1 = weight[:, :n1].unflatten(-1, (C, self.lmax_in1 + 1))
-            wo = weight[:, n1:].unflatten(-1, (C, self.lmax_out + 1))
-        a = {p: self._mix(x1, self._layout1, mix1, p, self.lmax_in1, w1) for p in self.classes1}
-        degree_block = self._products(a, x2, dtype)
-        pieces = []
-        for (l, cls, mul, _, _), mix in zip(self._layout_out, mix_out):
-            d = 2 * l + 1
-            y = degree_block(cls, l)                                    # (N, 2l+1, C)
-            if y is None:  # no class pair gives this class
-                pieces.append(x1.new_zeros(N, mul * d))
-                continue
-            if wo is not None:
-                y = y * wo[:, None, :, l]
-            z = (y.reshape(N * d, C) @ mix).view(N, d, mul)
-            pieces.append(z.transpose(1, 2).reshape(N, mul * d))
-        return torch.cat(pieces, dim=1)
-
-    def _products(self, a: dict, x2: Tensor, dtype: torch.dtype):
-        """The Gaunt products of every class pair, as ``degree_block(class, l) -> (N, 2l+1, C)`` (or None).
-
-        Spherical harmonics (``shared_in2``) on the direct route meet every channel through their
-        Gaunt operator ([`gaunt_operator`][geomlin.gaunt.product.gaunt_operator]): one batched GEMM per
-        class pair, in the degree-major layout. Otherwise the product of every class pair runs on the
-        chosen route ([`gaunt_rows`][geomlin.gaunt.product.gaunt_rows]) in the sphere layout.
-        """
-        N, C = x2.shape[0], self.channels
-        L1, L2, Lo = self.lmax_in1, self.lmax_in2, self.lmax_out
-        method = resolve_method(self.method, L1, L2, Lo, x2.device, dtype, self.shared_in2)
-        check_method(method, x2.device, L1, L2, Lo, dtype)
-        if self.shared_in2:
-            b = {p: self._shared(x2, p) for p in self.classes2}           # (N, D2)
+            shapes.append(("weight", weight.shape[:-1]))
+        if all(shape == shapes[0][1] for _, shape in shapes):  # the common case: nothing to broadcast
+            batch = tuple(shapes[0][1])
         else:
-            mix2 = [m.to(dtype) for m in self.mix2]
-            b = {p: self._mix(x2, self._layout2, mix2, p, L2, None) for p in self.classes2}  # (N, D2, C)
-        pairs: dict = {}
-        for p1 in a:
-            for p2 in b:
-                pairs.setdefault(p1 * p2, []).append((p1, p2))
-        if self.shared_in2 and method == "direct":
-            ops = {p: gaunt_operator(f, L1, Lo, tables=self.tables) for p, f in b.items()}    # (N, Do, D1)
-            products = {}
-            for cls, members in pairs.items():
-                for p1, p2 in members:
-                    term = torch.bmm(ops[p2], a[p1])                       # (N, Do, C)
-                    products[cls] = term if cls not in products else products[cls] + term
+            batch = check_broadcastable(*shapes, what="batch shapes")
+        N = math.prod(batch)
+        x1, x2 = (None if x is None else _rows_of(x, dtype, batch, N) for x in (x1, x2))
+        if weight is not None:
+            if per_sample:  # (their scales multiply the paths' outputs: no scaled copy of per-row weights)
+                weight = _rows_of(weight, dtype, batch, N)
+            else:
+                weight = weight.to(dtype) * self.tables.get("weight_scales", dtype)
+        return x1, x2, weight, per_sample, batch, dtype
 
-            sizes = [2 * l + 1 for l in range(Lo + 1)]
-            by_degree = {cls: torch.split(v, sizes, dim=1) for cls, v in products.items()}  # one grad buffer each
+    def forward(self, x1: Tensor, x2: Tensor, weight: Tensor | list | None = None) -> Tensor:
+        if not self._compile_left_right:
+            raise ValueError("this GauntTensorProduct was built with compile_left_right=False, which (as in e3nn) "
+                             "leaves it without a forward; build it with compile_left_right=True")
+        x1, x2, weight, per_sample, batch, _ = self._rows(x1, x2, weight)
+        if x1.shape[0] == 0 or self._dims[2] == 0:
+            return x1.new_zeros(*batch, self._dims[2])
+        with full_precision(x1):  # under autocast: float32, as the routes compute (geomlin.precision)
+            out = evaluate(self._plans, x1, x2, weight, per_sample, *self._blocks, self._weight_sizes, self.tables)
+        return out.view(*batch, self._dims[2])
 
-            def degree_block(cls, l):
-                return None if cls not in by_degree else by_degree[cls][l]
+    def right(self, x2: Tensor, weight: Tensor | list | None = None) -> Tensor:
+        """The product as a matrix acting on ``x1``: ``forward(x1, x2, weight) = einsum("...i,...ij->...j", x1, right(x2, weight))``.
 
-            return degree_block
-        products: dict = {}
-        for cls, members in pairs.items():
-            for p1, p2 in members:
-                rows1 = a[p1].transpose(1, 2).reshape(N * C, -1)
-                if self.shared_in2:
-                    term = gaunt_rows(rows1, b[p2], L1, L2, Lo, method, C, 2, tables=self.tables)
-                else:
-                    term = gaunt_rows(rows1, b[p2].transpose(1, 2).reshape(N * C, -1), L1, L2, Lo, method,
-                                      tables=self.tables)
-                products[cls] = term if cls not in products else products[cls] + term
-        products = {cls: v.view(N, C, -1) for cls, v in products.items()}
+        Parameters
+        ----------
+        x2 : Tensor of shape (..., irreps_in2.dim)
+            the second input.
+        weight : Tensor, optional
+            as in ``forward``.
 
-        def degree_block(cls, l):
-            return None if cls not in products else products[cls][..., l * l:(l + 1) ** 2].transpose(1, 2)
-
-        return degree_block
+        Returns
+        -------
+        Tensor of shape (..., irreps_in1.dim, irreps_out.dim)
+            the leading axes of ``x2`` (broadcast with those of per-row weights). Needs
+            ``compile_right=True``, as in e3nn.
+        """
+        if not self._did_compile_right:
+            raise ValueError("right() needs a GauntTensorProduct built with compile_right=True (as in e3nn)")
+        dim1, dim2, dim_out = self._dims
+        _, x2, weight, per_sample, batch, dtype = self._rows(None, x2, weight)
+        N = x2.shape[0]
+        if N == 0 or dim1 == 0 or dim_out == 0:
+            return x2.new_zeros(*batch, dim1, dim_out)
+        # the product is linear in x1: its matrix is the product of every basis vector of x1
+        basis = torch.eye(dim1, dtype=dtype, device=x2.device).expand(N, dim1, dim1).reshape(N * dim1, dim1)
+        x2 = x2[:, None].expand(N, dim1, dim2).reshape(N * dim1, dim2)
+        if per_sample:
+            weight = weight[:, None].expand(N, dim1, self.weight_numel).reshape(N * dim1, self.weight_numel)
+        with full_precision(x2):
+            out = evaluate(self._plans, basis, x2, weight, per_sample, *self._blocks, self._weight_sizes, self.tables)
+        return out.view(*batch, dim1, dim_out)
 
     def example_inputs(self, generator=None, dtype=torch.float64):
-        """Random features of both irreps (and per-sample weights when ``shared_weights=False``)."""
+        """Random features of both irreps (and per-row weights when ``shared_weights=False``)."""
         batch = 4
         x1 = torch.randn(batch, self.irreps_in1.dim, generator=generator, dtype=dtype)
         x2 = torch.randn(batch, self.irreps_in2.dim, generator=generator, dtype=dtype)
-        if self.weight is None:
-            return (x1, x2), {"weight": torch.randn(batch, self.weight_numel, generator=generator, dtype=dtype)}
+        if not self.internal_weights and self.weight_numel:
+            shape = (self.weight_numel,) if self.shared_weights else (batch, self.weight_numel)
+            return (x1, x2), {"weight": torch.randn(*shape, generator=generator, dtype=dtype)}
         return (x1, x2), {}
 
-    def extra_repr(self) -> str:
-        return (f"{self.irreps_in1} x {self.irreps_in2} -> {self.irreps_out}, channels={self.channels}, "
-                f"shared_weights={self.shared_weights}, method={self.method!r}")
+    def __repr__(self) -> str:
+        paths = sum(math.prod(ins.path_shape) for ins in self.instructions)
+        return (f"{type(self).__name__}({self.irreps_in1.simplify()} x {self.irreps_in2.simplify()} -> "
+                f"{self.irreps_out.simplify()} | {paths} paths | {self.weight_numel} weights)")
+
+
+def _rows_of(x: Tensor, dtype: torch.dtype, batch: tuple, N: int) -> Tensor:
+    """``x (..., dim)`` broadcast to ``batch`` as rows ``(N, dim)`` in ``dtype`` (itself when it already is)."""
+    if x.dtype != dtype:
+        x = x.to(dtype)
+    if x.dim() == 2 and x.shape[0] == N:
+        return x
+    return x.expand(*batch, x.shape[-1]).reshape(N, x.shape[-1])
+
+
+def _check_finite(*named) -> None:
+    """Refuse NaN and inf in the named tensors (``None`` skipped) through ``geomlin.validation.check_finite``.
+
+    On the CPU, eagerly, one sum of all of them screens first (a NaN or inf makes it non-finite): the
+    per-tensor checks, which name the culprit, run only when it is not. That is one reduction and one
+    host read per call instead of one per tensor, most of the per-call cost of a product of a few rows.
+    """
+    named = [(n, t) for n, t in named if t is not None]
+    if all(t.device.type == "cpu" for _, t in named) and not torch.compiler.is_compiling():
+        total = sum(t.sum() for _, t in named)
+        if bool(torch.isfinite(total)):
+            return
+    for name, t in named:
+        check_finite(t, name)

@@ -9,8 +9,11 @@ from tests.randomized import randomized
 EXAMPLES = {
     SphereGauntProduct: [lambda: randomized(SphereGauntProduct(2, 3, 3, channels=4, method="grid"))],
     GauntTensorProduct: [
-        lambda: randomized(GauntTensorProduct("4x0e+2x1o+1x1e+2x2e", "0e+1o+2e", "2x0e+1x0o+2x1o+1x1e", channels=3)),
+        lambda: randomized(GauntTensorProduct("4x0e+2x1o+1x1e+2x2e", "0e+1o+2e", "2x0e+1x0o+2x1o+1x1e")),
         lambda: randomized(GauntTensorProduct("2x0e+2x1e", "2x0o+1x1o", "2x1o+2x2e", shared_weights=False)),
+        lambda: randomized(GauntTensorProduct("4x0e+4x1o+2x2e", "0e+1o+2e", "4x0e+4x1o+4x1e+2x2e", [
+            (0, 0, 0, "uvu", True), (1, 1, 0, "uvu", True), (1, 1, 2, "uvu", True), (1, 2, 1, "uvu", True),
+            (2, 2, 3, "uvu", True), (0, 1, 1, "uvu", True)], shared_weights=False)),
     ],
     ManyBodyGaunt: [lambda: randomized(ManyBodyGaunt(2, 3, channels=3, correlation=3))],
     GauntConvolution: [lambda: randomized(GauntConvolution(1, 2, 2, channels=3, cutoff=4.0, avg_degree=3.0))],

@@ -8,6 +8,8 @@ from geomlin.gaunt import (
     GauntTensorProduct,
     ManyBodyGaunt,
     SphereGauntProduct,
+    gaunt_bracket,
+    gaunt_operator,
     gaunt_parity_product,
     gaunt_power,
     gaunt_tensor_product,
@@ -74,18 +76,66 @@ CASES = [
      ValueError, "NaN"),
     ("tp integer input", lambda: SphereGauntProduct(1, 1, 1, 2)(torch.ones(2, 2, 4, dtype=torch.long),
                                                                  torch.randn(2, 2, 4)), TypeError, "x1 must have"),
-    # GauntTensorProduct (e3nn drop-in)
+    # GauntTensorProduct (e3nn's TensorProduct / FullyConnectedTensorProduct)
     ("irreps unparsable", lambda: GauntTensorProduct("2x0e+x", "0e", "0e"), ValueError, "could not be parsed"),
     ("irreps internal without shared", lambda: GauntTensorProduct("0e", "0e", "0e", shared_weights=False,
                                                                   internal_weights=True), ValueError, "internal_weights"),
     ("irreps wrong input size", lambda: GauntTensorProduct("2x0e+1x1o", "0e+1o", "0e")(torch.randn(3, 4), torch.randn(3, 4)),
      ValueError, "last dimension 5"),
     ("irreps missing weight", lambda: GauntTensorProduct("0e+1o", "0e+1o", "0e", shared_weights=False)(
-        torch.randn(3, 4), torch.randn(3, 4)), ValueError, "pass weight"),
+        torch.randn(3, 4), torch.randn(3, 4)), ValueError, "weight is required"),
     ("irreps weight size", lambda: GauntTensorProduct("0e+1o", "0e+1o", "0e", shared_weights=False)(
-        torch.randn(3, 4), torch.randn(3, 4), weight=torch.randn(3, 2)), ValueError, "weight_numel"),
+        torch.randn(3, 4), torch.randn(3, 4), weight=torch.randn(3, 5)), ValueError, r"shape \(\.\.\., 2\)"),
     ("irreps NaN", lambda: GauntTensorProduct("0e+1o", "0e+1o", "0e")(torch.full((3, 4), float("inf")), torch.randn(3, 4)),
      ValueError, "NaN or inf"),
+    ("irreps NaN weight", lambda: GauntTensorProduct("0e+1o", "0e+1o", "0e", shared_weights=False)(
+        torch.randn(3, 4), torch.randn(3, 4), torch.full((3, 2), float("nan"))), ValueError, "weight contains NaN"),
+    ("irreps batches 3 and 5", lambda: GauntTensorProduct("0e+1o", "0e+1o", "0e")(torch.randn(3, 4), torch.randn(5, 4)),
+     ValueError, r"x1 \(3,\), x2 \(5,\)"),
+    ("irreps integer input", lambda: GauntTensorProduct("0e", "0e", "0e")(torch.ones(2, 1, dtype=torch.long),
+                                                                         torch.ones(2, 1)), TypeError, "x1 must have"),
+    ("irreps dtype mismatch", lambda: GauntTensorProduct("0e", "0e", "0e")(torch.ones(2, 1), torch.ones(2, 1).double()),
+     TypeError, "same dtype"),
+    ("instructions impossible path", lambda: GauntTensorProduct("1x1o", "1x1o", "1x1o", [(0, 0, 0, "uvw", True)]),
+     ValueError, r"instructions\[0\].*1o x 1o has no 1o"),
+    ("instructions unknown mode", lambda: GauntTensorProduct("1x1o", "1x1o", "1x1e", [(0, 0, 0, "uvx", True)]),
+     ValueError, "mode must be one of uvw, uvu"),
+    ("instructions index out of range", lambda: GauntTensorProduct("1x1o", "1x1o", "1x1e", [(0, 1, 0, "uvw", True)]),
+     ValueError, "i_in2 must index the 1 irreps"),
+    ("instructions multiplicities of the mode", lambda: GauntTensorProduct("2x1o", "1x1o", "3x1e", [(0, 0, 0, "uvu", True)]),
+     ValueError, "needs mul_in1 == mul_out"),
+    ("instructions uvw without weights", lambda: GauntTensorProduct("1x1o", "1x1o", "1x1e", [(0, 0, 0, "uvw", False)]),
+     ValueError, "has_weight must be True"),
+    ("instructions not tuples", lambda: GauntTensorProduct("1x1o", "1x1o", "1x1e", [(0, 0, 0)]), ValueError,
+     r"must be a tuple \(i_in1"),
+    ("instructions as FC's positional normalization", lambda: GauntTensorProduct("1x1o", "1x1o", "1x1e", "norm"),
+     TypeError, "irrep_normalization='norm' by name"),
+    ("irrep_normalization unknown", lambda: GauntTensorProduct("1x1o", "1x1o", "1x1e", irrep_normalization="unit"),
+     ValueError, "irrep_normalization must be one of"),
+    ("path_normalization unknown", lambda: GauntTensorProduct("1x1o", "1x1o", "1x1e", path_normalization="all"),
+     ValueError, "path_normalization must be one of"),
+    ("normalization conflicts", lambda: GauntTensorProduct("1x1o", "1x1o", "1x1e", normalization="norm",
+                                                           irrep_normalization="component"), ValueError, "differ"),
+    ("in1_var length", lambda: GauntTensorProduct("1x1o", "1x1o", "1x1e", in1_var=[1.0, 2.0]), ValueError,
+     r"in1_var must have one variance per irrep of 1x1o \(1\)"),
+    ("negative path weight", lambda: GauntTensorProduct("1x1o", "1x1o", "1x1e", [(0, 0, 0, "uvw", True, -1.0)]),
+     ValueError, "negative path_weight"),
+    ("shared_weights not a bool", lambda: GauntTensorProduct("1x1o", "1x1o", "1x1e", shared_weights=1), TypeError,
+     "shared_weights must be a bool"),
+    ("unknown keyword", lambda: GauntTensorProduct("1x1o", "1x1o", "1x1e", channels=3), TypeError, "unexpected keyword"),
+    ("weight list of the wrong length", lambda: GauntTensorProduct("1x1o", "1x1o", "1x1e", internal_weights=False)(
+        torch.randn(3), torch.randn(3), [torch.randn(1, 1, 1)] * 2), ValueError, "one tensor per trained instruction"),
+    # gaunt_operator and gaunt_bracket
+    ("operator NaN", lambda: gaunt_operator(torch.full((2, 4), float("nan")), 1, 1), ValueError, "x contains NaN"),
+    ("operator int64", lambda: gaunt_operator(torch.ones(2, 4, dtype=torch.long), 1, 1), TypeError, "x must have"),
+    ("operator negative degree", lambda: gaunt_operator(X4, -1, 1), ValueError, "lmax_other must be >= 0"),
+    ("operator negative output degree", lambda: gaunt_operator(X4, 1, -2), ValueError, "lmax_out must be >= 0"),
+    ("operator bad size", lambda: gaunt_operator(torch.randn(2, 5), 1, 1), ValueError, r"\(L\+1\)\*\*2"),
+    ("bracket bad size", lambda: gaunt_bracket(torch.randn(2, 5), X9), ValueError, r"\(L\+1\)\*\*2"),
+    ("bracket NaN", lambda: gaunt_bracket(X9, torch.full((2, 4), float("nan"))), ValueError, "x2 contains NaN"),
+    ("bracket no broadcast", lambda: gaunt_bracket(torch.randn(3, 9), torch.randn(5, 9)), ValueError,
+     r"x1 \(3,\), x2 \(5,\)"),
+    ("bracket negative lmax_out", lambda: gaunt_bracket(X9, X9, -1), ValueError, "lmax_out must be >= 0"),
     # ManyBodyGaunt
     ("many-body correlation 0", lambda: ManyBodyGaunt(2, 2, 3, correlation=0), ValueError, "correlation must be >= 1"),
     ("many-body channels", lambda: ManyBodyGaunt(1, 1, 3)(torch.randn(2, 2, 4)), ValueError, "3 channels"),
@@ -131,3 +181,17 @@ def test_valid_inputs_still_work():
     pos, edge_index = _graph()
     assert GauntConvolution(1, 1, 2, 2)(torch.randn(4, 2, 4), pos, edge_index).shape == (4, 2, 9)
     assert spherical_harmonics(0, torch.zeros(1, 3)).shape == (1, 1)
+
+
+def test_spherical_harmonics_of_the_zero_vector_are_the_documented_row():
+    """The documented result (spherical_harmonics' Returns): Y_0 = 1 / sqrt(4 pi), zeros for l > 0, as e3nn's."""
+    import math
+
+    from e3nn import o3
+
+    for normalize in (True, False):
+        row = spherical_harmonics(3, torch.zeros(1, 3, dtype=torch.float64), normalize=normalize)[0]
+        assert row[0] == pytest.approx(1 / math.sqrt(4 * math.pi), rel=1e-15) and not row[1:].any()
+        e3 = o3.spherical_harmonics(list(range(4)), torch.zeros(1, 3, dtype=torch.float64), normalize,
+                                    normalization="integral")[0]
+        torch.testing.assert_close(row, e3)

@@ -6,13 +6,14 @@ import pytest
 import torch
 
 from geomlin.gaunt import grid as G
+from geomlin.gaunt import grid_tables as GT
 from geomlin.gaunt import harmonics as T
 from geomlin.gaunt import spherical_harmonics
 
 
 def test_half_circle_values_match_harmonics_at_grid_points():
     L = 5
-    nt, nphi = G.exact_grid_size(12)
+    nt, nphi = GT.exact_grid_size(12)
     x = torch.randn(3, (L + 1) ** 2, dtype=torch.float64)
     E, O = G.synthesize(x, L, nt, nphi)  # (K, nt, n)
     K = E.shape[0]
@@ -26,14 +27,14 @@ def test_half_circle_values_match_harmonics_at_grid_points():
 
 def test_round_trip_exact_at_lmax16():
     L = 16
-    nt, nphi = G.exact_grid_size(2 * L)
+    nt, nphi = GT.exact_grid_size(2 * L)
     x = torch.randn(2, (L + 1) ** 2, dtype=torch.float64)
     back = G.analyze(*G.synthesize(x, L, nt, nphi), L, nt, nphi)
     torch.testing.assert_close(back, x, atol=1e-12, rtol=0)
 
 
 def test_unweighted_analysis_is_the_adjoint_of_synthesis():
-    L, (nt, nphi) = 4, G.exact_grid_size(10)
+    L, (nt, nphi) = 4, GT.exact_grid_size(10)
     x = torch.randn(3, 25, dtype=torch.float64)
     E, O = G.synthesize(x, L, nt, nphi)
     gE, gO = torch.randn_like(E), torch.randn_like(O)
@@ -44,13 +45,13 @@ def test_unweighted_analysis_is_the_adjoint_of_synthesis():
 
 @pytest.mark.parametrize("degree", [0, 1, 5, 12, 33])
 def test_grid_sizes_are_exact_and_quarter_compatible(degree):
-    nt, nphi = G.exact_grid_size(degree)
+    nt, nphi = GT.exact_grid_size(degree)
     assert 2 * nt - 1 >= degree and nphi >= degree + 1 and nphi % 4 == 2
 
 
 def test_m_blocks_cover_every_order_once():
     for L in range(30):
-        blocks = G.m_blocks(L)
+        blocks = GT.m_blocks(L)
         assert blocks[0][0] == 0 and blocks[-1][1] == L + 1
         assert all(a[1] == b[0] for a, b in itertools.pairwise(blocks))
 

@@ -10,12 +10,16 @@ with a ``TypeError`` that says why.
 
 from __future__ import annotations
 
+import copy
+
 import pytest
 import torch
 
 from geomlin import validation
 from geomlin.gaunt import (
+    GauntTensorProduct,
     SphereGauntProduct,
+    gaunt_bracket,
     gaunt_parity_product,
     gaunt_power,
     gaunt_tensor_product,
@@ -71,6 +75,48 @@ def test_triton_route_refuses_other_devices_clearly():
     x1, x2 = sim.to_sim(_inputs())
     with pytest.raises(ValueError, match="CUDA"):
         gaunt_tensor_product(x1, x2, 3, method="triton")
+
+
+@pytest.mark.parametrize("method", ROUTES)
+def test_brackets_on_every_route(method):
+    _on_device_equals_cpu(lambda a, b: gaunt_bracket(a, b, 3, method=method), *_inputs(6))
+
+
+def _module_on_both(module):
+    """``fn(*args)`` calling ``module`` on the CPU or its copy on the device, by the inputs' device."""
+    on_device = sim.to_sim(copy.deepcopy(module))  # .to() moves a module in place
+    return lambda *args: (on_device if args[0].device == sim.DEVICE else module)(*args)
+
+
+def test_tensor_product_with_odd_paths_and_per_row_weights_and_its_double_backward():
+    """The drop-in of a convolution (mode uvu, per-edge weights, the cross-product path included), differentiated
+    twice as force training does; ``right()`` too."""
+    from tests.randomized import randomized
+
+    tp = randomized(GauntTensorProduct("3x0e+3x1o+2x2e", "0e+1o+2e", "3x0e+3x1o+3x1e+2x2e+2x2o", [
+        (0, 0, 0, "uvu", True), (1, 1, 0, "uvu", True), (1, 1, 2, "uvu", True), (1, 2, 1, "uvu", True),
+        (2, 2, 3, "uvu", True), (2, 1, 4, "uvu", True), (0, 1, 1, "uvu", True)], shared_weights=False,
+        compile_right=True))
+    gen = torch.Generator().manual_seed(7)
+    x1, x2 = torch.randn(6, tp.irreps_in1.dim, generator=gen), torch.randn(6, tp.irreps_in2.dim, generator=gen)
+    w = torch.randn(6, tp.weight_numel, generator=gen)
+    _on_device_equals_cpu(_module_on_both(tp), x1, x2, w, create_graph=True)
+    on_device = sim.to_sim(copy.deepcopy(tp))
+    _on_device_equals_cpu(lambda b, v: (on_device if b.device == sim.DEVICE else tp).right(b, v), x2, w)
+
+
+def test_fully_connected_product_under_autocast_computes_in_float32():
+    tp = GauntTensorProduct("4x0e+2x1o+1x2e", "1x0e+1x1o", "2x0e+2x1e+1x2o")
+    x1, x2 = torch.randn(5, tp.irreps_in1.dim), torch.randn(5, tp.irreps_in2.dim)
+    want = tp(x1, x2)
+    dev = sim.to_sim(copy.deepcopy(tp))
+    a, b = sim.to_sim((x1, x2))
+    dev(a, b)  # warm-up (tables)
+    with validation.deferred_checks(), sim.watch() as log, torch.autocast(sim.DEVICE_TYPE, dtype=torch.bfloat16):
+        out = dev(a.bfloat16(), b)
+    assert not log.events, log.report()
+    assert out.dtype == torch.float32
+    assert (sim.to_cpu(out) - want).norm() <= 0.05 * want.norm()
 
 
 @pytest.mark.parametrize("method", ("grid", "dense"))

@@ -1,217 +1,237 @@
-"""GauntTensorProduct, the e3nn drop-in: its map written out (oracle below), equivariance, e3nn's call pattern."""
+"""GauntTensorProduct is e3nn's tensor product: same constructor, weights, normalisation and outputs.
+
+Oracle: e3nn's ``o3.TensorProduct`` / ``o3.FullyConnectedTensorProduct`` built with float64 Clebsch-Gordan
+tables (e3nn takes the default dtype for them) and given the same weights; equivariance through
+``geomlin.testing`` (O(3), reflections included).
+"""
+
+import copy
+import io
 
 import pytest
 import torch
 from e3nn import o3
 
-from geomlin.gaunt import (
-    GauntTensorProduct,
-    gaunt_tensor,
-    gaunt_tensor_product,
-    irreps_to_sphere,
-    sphere_irreps,
-    sphere_to_irreps,
-)
+from geomlin.gaunt import GauntTensorProduct
 from geomlin.testing import assert_equivariant
 from tests.randomized import randomized
 
 
-def _natural(ir) -> bool:
-    return ir.p == (-1) ** ir.l
+def e3nn_twin(*args, **kwargs):
+    """The e3nn module of the same arguments, with float64 Clebsch-Gordan tables."""
+    default = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    try:
+        return (o3.TensorProduct if len(args) > 3 else o3.FullyConnectedTensorProduct)(*args, **kwargs).double()
+    finally:
+        torch.set_default_dtype(default)
 
 
-def drop_in_oracle(tp, x1, x2, weight=None):
-    """The drop-in's map written out with einsums over e3nn's flat layout (float64 oracle).
-
-    Each input irrep block ``u x l`` is mixed into ``C`` functions of its degree and parity class, the
-    per-(channel, degree) weights scale ``x1``'s functions and the products, the Gaunt product of every
-    class pair (``natural = n n + p p``, ``pseudo = n p + p n``) is an einsum with the Gaunt tensor, and
-    every output block is a channel mix of its degree and class. A multiplicity-1 ``x2`` with distinct
-    degrees is used unmixed, one function for every channel.
-    """
-    C, L1, L2, Lo = tp.channels, tp.lmax_in1, tp.lmax_in2, tp.lmax_out
-    w = tp.weight if weight is None else weight
-    batch = torch.broadcast_shapes(x1.shape[:-1], x2.shape[:-1], w.shape[:-1])
-    x1, x2 = x1.expand(*batch, x1.shape[-1]), x2.expand(*batch, x2.shape[-1])
-    w = w.expand(*batch, w.shape[-1])
-    n1 = C * (L1 + 1)
-    w1 = w[..., :n1].unflatten(-1, (C, L1 + 1))
-    wo = w[..., n1:].unflatten(-1, (C, Lo + 1))
-
-    def classes(x, irreps, mixes, L, channels):
-        out = {}
-        offset = 0
-        for k, (mul, ir) in enumerate(irreps):
-            block = x[..., offset:offset + mul * ir.dim].unflatten(-1, (mul, ir.dim))
-            offset += mul * ir.dim
-            f = out.setdefault(_natural(ir), x.new_zeros(*batch, channels, (L + 1) ** 2))
-            mixed = block if mixes is None else torch.einsum("...ud,uc->...cd", block, mixes[k])
-            f[..., ir.l ** 2:(ir.l + 1) ** 2] += mixed.expand(*batch, channels, ir.dim)
-        return out
-
-    f1 = classes(x1, tp.irreps_in1, tp.mix1, L1, C)
-    for f in f1.values():
-        for l in range(L1 + 1):
-            f[..., l ** 2:(l + 1) ** 2] *= w1[..., l, None]
-    f2 = classes(x2, tp.irreps_in2, None if tp.shared_in2 else tp.mix2, L2, 1 if tp.shared_in2 else C)
-    G = gaunt_tensor(L1, L2, Lo).to(x1.dtype)
-    prods = {}
-    for p1, a in f1.items():
-        for p2, b in f2.items():
-            term = torch.einsum("...ci,...cj,ijk->...ck", a, b.expand(*batch, C, b.shape[-1]), G)
-            prods[p1 == p2] = prods.get(p1 == p2, 0) + term
-    pieces = []
-    for k, (mul, ir) in enumerate(tp.irreps_out):
-        if _natural(ir) not in prods:
-            pieces.append(x1.new_zeros(*batch, mul * ir.dim))
-            continue
-        p = prods[_natural(ir)][..., ir.l ** 2:(ir.l + 1) ** 2] * wo[..., ir.l, None]
-        pieces.append(torch.einsum("...cd,cu->...ud", p, tp.mix_out[k]).flatten(-2))
-    return torch.cat(pieces, dim=-1)
+def assert_same_as_e3nn(args, kwargs=None, batch=(5,), seed=0):
+    kwargs = kwargs or {}
+    torch.manual_seed(seed)
+    e3 = e3nn_twin(*args, **kwargs)
+    ga = GauntTensorProduct(*args, **kwargs).double()
+    assert ga.weight_numel == e3.weight_numel
+    assert [(*i[:5], i[6]) for i in ga.instructions] == [(*i[:5], i[6]) for i in e3.instructions]
+    assert [i.path_weight for i in ga.instructions] == pytest.approx([i.path_weight for i in e3.instructions], rel=1e-14)
+    torch.testing.assert_close(ga.output_mask, e3.output_mask)
+    if e3.internal_weights and e3.weight_numel:
+        with torch.no_grad():
+            ga.weight.copy_(e3.weight)
+    x1 = torch.randn(*batch, e3.irreps_in1.dim, dtype=torch.float64)
+    x2 = torch.randn(*batch, e3.irreps_in2.dim, dtype=torch.float64)
+    weight = None
+    if not e3.internal_weights and e3.weight_numel:
+        weight = torch.randn(*(() if e3.shared_weights else batch), e3.weight_numel, dtype=torch.float64)
+    out = ga(x1, x2, weight)
+    torch.testing.assert_close(out, e3(x1, x2, weight), atol=1e-12, rtol=1e-12)
+    return ga, out
 
 
-CASES = [
-    # (irreps_in1, irreps_in2, irreps_out, shared_weights)
-    ("4x0e+4x1o+4x2e", "1x0e+1x1o+1x2e", "4x0e+4x1o+4x2e", True),      # x (x) spherical harmonics
-    ("4x0e+4x1o+4x2e", "1x0e+1x1o+1x2e", "4x0e+4x1o+4x2e", False),     # a convolution: per-edge weights
-    ("3x0e+3x1o+3x2e+3x3o", "1x0e+1x1o+1x2e+1x3o", "2x0e+5x1o+1x3o", False),
-    ("4x0e+4x1o+4x2e", "4x0e+4x1o+4x2e", "4x0e+4x1o+4x2e", True),      # features (x) features
-    ("3x0e+2x1o+1x1e+2x2e+1x2o", "1x0e+1x1o+1x2e+1x1e", "2x0e+2x0o+3x1o+1x1e+2x2e", False),  # both classes
-    ("2x1o+3x0e+1x1o", "1x2e+1x0e", "1x1o+2x0e+1x1o", True),          # repeated and unordered degrees
-    ("2x0e+2x2e", "2x1o", "3x1o+1x3o", True),                          # missing degrees, x2 mixed
-    ("2x0o+2x1e", "1x0e+1x1o", "2x0e+2x1o+2x0o+2x1e", True),           # pseudo x natural -> pseudo only
-]
+def _two_irreps(l1, p1, l2, p2, lo, po, mode, has_weight, **kwargs):
+    """e3nn's own test layout: two irreps per input, paths 0-0-0 and 1-1-1 in ``mode`` plus two 'uvw' paths."""
+    out_mul = (lambda m: m * m) if mode == "uvuv" else (lambda m: m)
+    return ([(5, (l1, p1)), (3, (l1, p1))], [(5, (l2, p2)), (3, (l2, p2))], [(out_mul(5), (lo, po)), (out_mul(3), (lo, po))],
+            [(0, 0, 0, mode, has_weight), (1, 1, 1, mode, has_weight), (0, 0, 1, "uvw", True, 0.5),
+             (0, 1, 1, "uvw", True, 0.2)])
 
 
-@pytest.mark.parametrize("method", ["auto", "direct", "dense", "grid"])
-@pytest.mark.parametrize("case", CASES, ids=lambda c: f"{c[0]}|{c[1]}|{c[2]}|{c[3]}")
-def test_drop_in_matches_the_map_written_out(case, method):
-    torch.manual_seed(0)
-    ir1, ir2, iro, shared_weights = case
-    tp = randomized(GauntTensorProduct(ir1, ir2, iro, shared_weights=shared_weights, method=method)).double()
-    x1 = tp.irreps_in1.randn(6, -1, dtype=torch.float64)
-    x2 = tp.irreps_in2.randn(6, -1, dtype=torch.float64)
-    weight = None if shared_weights else torch.randn(6, tp.weight_numel, dtype=torch.float64)
-    torch.testing.assert_close(tp(x1, x2, weight), drop_in_oracle(tp, x1, x2, weight), atol=1e-12, rtol=0)
+#: ``(l1, p1, l2, p2, l_out, p_out)``: even and odd paths (``l1 + l2 + l_out`` odd: 1-1-1, 1-2-2, 3-2-2, 2-2-3).
+DEGREES = [(1, -1, 1, -1, 1, 1), (2, 1, 1, -1, 1, -1), (1, -1, 2, 1, 2, -1), (0, 1, 2, 1, 2, 1), (2, 1, 2, 1, 0, 1),
+           (2, 1, 0, 1, 2, 1), (3, -1, 2, 1, 3, -1), (3, -1, 2, 1, 2, -1), (2, 1, 2, 1, 3, 1)]
 
 
-def test_drop_in_broadcasts_leading_axes_and_gradients_match_the_oracle():
-    torch.manual_seed(1)
-    tp = randomized(GauntTensorProduct("3x0e+3x1o+3x2e", "1x0e+1x1o+1x2e", "2x0e+2x1o+2x2e",
-                                       shared_weights=False)).double()
-    x1 = tp.irreps_in1.randn(2, 3, -1, dtype=torch.float64).requires_grad_()
-    x2 = tp.irreps_in2.randn(1, 3, -1, dtype=torch.float64).requires_grad_()  # broadcast over the first axis
-    weight = torch.randn(2, 1, tp.weight_numel, dtype=torch.float64).requires_grad_()
-    out, ref = tp(x1, x2, weight), drop_in_oracle(tp, x1, x2, weight)
-    assert out.shape == (2, 3, tp.irreps_out.dim)
-    torch.testing.assert_close(out, ref, atol=1e-12, rtol=0)
-    g = torch.randn_like(out)
-    params = [x1, x2, weight, *tp.mix1, *tp.mix_out]
-    for a, b in zip(torch.autograd.grad(out, params, g), torch.autograd.grad(ref, params, g)):
-        torch.testing.assert_close(a, b, atol=1e-11, rtol=0)
+@pytest.mark.parametrize("degrees", DEGREES, ids=str)
+@pytest.mark.parametrize("mode,has_weight", [("uvw", True), ("uvu", True), ("uvu", False), ("uvv", True),
+                                             ("uvv", False), ("uuw", True), ("uuu", True), ("uuu", False),
+                                             ("uvuv", True), ("uvuv", False)])
+@pytest.mark.parametrize("shared_weights", [True, False])
+def test_every_mode_equals_e3nn(degrees, mode, has_weight, shared_weights):
+    assert_same_as_e3nn(_two_irreps(*degrees, mode, has_weight), {"shared_weights": shared_weights})
 
 
-@pytest.mark.parametrize("method", ["auto", "grid"])
-def test_drop_in_is_twice_differentiable(method):
-    """Force training differentiates the product twice (gradgradcheck, float64)."""
-    tp = randomized(GauntTensorProduct("2x0e+2x1o", "1x0e+1x1o+1x2e", "2x0e+2x1o", shared_weights=False,
-                                       method=method)).double()
-    x1 = tp.irreps_in1.randn(3, -1, dtype=torch.float64).requires_grad_()
-    x2 = tp.irreps_in2.randn(3, -1, dtype=torch.float64).requires_grad_()
-    w = torch.randn(3, tp.weight_numel, dtype=torch.float64).requires_grad_()
-    assert torch.autograd.gradcheck(tp, (x1, x2, w))
-    assert torch.autograd.gradgradcheck(tp, (x1, x2, w))
+@pytest.mark.parametrize("mode,has_weight", [("uvu<v", True), ("uvu<v", False), ("u<vw", True)])
+@pytest.mark.parametrize("shared_weights", [True, False])
+def test_triangular_modes_equal_e3nn(mode, has_weight, shared_weights):
+    out = "6x1e" if mode == "uvu<v" else "3x1e"
+    assert_same_as_e3nn(("4x1o", "4x1o", out, [(0, 0, 0, mode, has_weight)]), {"shared_weights": shared_weights})
 
 
-def test_drop_in_gaunt_paths_equal_e3nn_tensor_product():
-    """Oracle: e3nn's ``o3.TensorProduct`` (mode uuu, every Gaunt path weighted by its coefficient) equals
-    the drop-in with identity channel mixing and unit weights."""
-    import math
-
-    C, L = 3, 2
-    ir = sphere_irreps(L, C)
-    instructions = []
-    for i1, (_, a) in enumerate(ir):
-        for i2, (_, b) in enumerate(ir):
-            for i3, (_, c) in enumerate(ir):
-                if (a.l + b.l + c.l) % 2 or not abs(a.l - b.l) <= c.l <= a.l + b.l:
-                    continue
-                J = a.l + b.l + c.l
-                g = J // 2
-                f = math.factorial
-                w3j000 = math.sqrt(f(J - 2 * a.l) * f(J - 2 * b.l) * f(J - 2 * c.l) / f(J + 1)) * f(g) / (
-                    f(g - a.l) * f(g - b.l) * f(g - c.l))
-                coef = math.sqrt((2 * a.l + 1) * (2 * b.l + 1) * (2 * c.l + 1) / (4 * math.pi)) * w3j000
-                instructions.append((i1, i2, i3, "uuu", False, coef * coef))
-    e3 = o3.TensorProduct(ir, ir, ir, instructions, irrep_normalization="none", path_normalization="none").double()
-    tp = GauntTensorProduct(ir, ir, ir).double()
-    with torch.no_grad():
-        for p in list(tp.mix1) + list(tp.mix2) + list(tp.mix_out):
-            p.copy_(torch.eye(C))
-    x1, x2 = ir.randn(5, -1, dtype=torch.float64), ir.randn(5, -1, dtype=torch.float64)
-    torch.testing.assert_close(tp(x1, x2), e3(x1, x2), atol=1e-6, rtol=0)  # e3nn keeps float32 3j tables
-
-
-def test_irreps_drop_in_equals_sphere_product_for_natural_irreps():
-    """Identity channel mixing and unit weights: the e3nn-layout module is the channel-wise Gaunt product."""
-    C = 3
-    tp = GauntTensorProduct(sphere_irreps(2, C), sphere_irreps(2, C), sphere_irreps(3, C)).double()
-    assert isinstance(tp, GauntTensorProduct) and tp.channels == C
-    with torch.no_grad():
-        for p in list(tp.mix1) + list(tp.mix2) + list(tp.mix_out):
-            p.copy_(torch.eye(C))
-    x1, x2 = torch.randn(4, C, 9, dtype=torch.float64), torch.randn(4, C, 9, dtype=torch.float64)
-    out = tp(sphere_to_irreps(x1), sphere_to_irreps(x2))
-    ref = gaunt_tensor_product(x1, x2, 3, method="direct")
-    torch.testing.assert_close(irreps_to_sphere(out, sphere_irreps(3, C)), ref, atol=1e-12, rtol=0)
-
-
-def test_irreps_drop_in_pseudo_parity_goes_to_pseudo_outputs():
-    tp = GauntTensorProduct("0o+1e+2o", "0e+1o+2e", "0e+1o+0o+1e").double()
-    with torch.no_grad():
-        for p in list(tp.mix1) + list(tp.mix_out):
-            p.fill_(1.0)
-    assert tp.shared_in2  # multiplicity-1 harmonics: used as they are, shared by the channels
-    x1, x2 = torch.randn(3, 9, dtype=torch.float64), torch.randn(3, 9, dtype=torch.float64)
-    out = tp(x1, x2)
-    ref = gaunt_tensor_product(x1, x2, 1, method="direct")  # pseudo x natural -> pseudo, numerically the product
-    assert out[:, :4].abs().max() == 0  # no natural path
-    torch.testing.assert_close(out[:, 4:], ref, atol=1e-12, rtol=0)
+@pytest.mark.parametrize("irrep_normalization", ["component", "norm", "none"])
+@pytest.mark.parametrize("path_normalization", ["element", "path", "none"])
+def test_normalisations_variances_and_path_weights_equal_e3nn(irrep_normalization, path_normalization):
+    args = ("3x0e+2x1o+1x2e", "2x0e+1x1o", "2x0e+2x1o+1x1e+3x1o",
+            [(0, 0, 0, "uvw", True, 2.0), (1, 1, 0, "uvw", True), (1, 0, 1, "uvu", True, 0.5), (2, 1, 3, "uvw", True),
+             (1, 1, 2, "uvw", True, 3.0), (0, 1, 3, "uvw", True), (1, 1, 2, "uvv", False)])
+    assert_same_as_e3nn(args, {"irrep_normalization": irrep_normalization, "path_normalization": path_normalization,
+                               "in1_var": [1.0, 2.0, 0.5], "in2_var": [3.0, 1.0], "out_var": [1.0, 0.25, 4.0, 2.0]})
+    assert_same_as_e3nn(args[:3], {"normalization": irrep_normalization, "path_normalization": path_normalization})
 
 
 @pytest.mark.parametrize("shared_weights", [True, False])
-def test_irreps_drop_in_is_o3_equivariant_for_any_parities(shared_weights):
-    tp = randomized(GauntTensorProduct("3x0e+2x1o+1x1e+2x2e+1x2o", "1x0e+1x1o+1x2e+1x1e", "2x0e+2x0o+3x1o+1x1e+2x2e",
-                                       channels=4, shared_weights=shared_weights)).double()
-    assert tp.weight_numel == 4 * 3 + 4 * 3
-    assert_equivariant(tp)
-    x1 = torch.randn(5, tp.irreps_in1.dim, dtype=torch.float64)
-    x2 = torch.randn(5, tp.irreps_in2.dim, dtype=torch.float64)
-    if not shared_weights:
-        with pytest.raises(ValueError, match="weight"):
-            tp(x1, x2)
-        assert tp(x1, x2, weight=torch.randn(5, tp.weight_numel, dtype=torch.float64)).shape == (5, tp.irreps_out.dim)
+def test_fully_connected_equals_e3nn_with_both_parities_and_empty_irreps(shared_weights):
+    """Every path of both parities (the odd ones are Poisson brackets on the sphere), zero multiplicities."""
+    assert_same_as_e3nn(("3x0e+2x1o+2x1e+0x2o+1x2e+1x3o", "1x0e+1x1o+1x2e+1x1e", "2x0e+2x0o+3x1o+1x1e+2x2e+1x2o+0x1o"),
+                        {"shared_weights": shared_weights}, batch=(2, 3))
 
 
-def test_irreps_drop_in_swaps_for_e3nn_in_one_line():
-    """The e3nn call pattern of a convolution: per-edge weights from a radial MLP, same shapes out."""
-    irreps_node, irreps_sh, irreps_out = o3.Irreps("8x0e+4x1o"), o3.Irreps.spherical_harmonics(2), o3.Irreps("8x0e+4x1o")
-    for tp in (o3.FullyConnectedTensorProduct(irreps_node, irreps_sh, irreps_out, shared_weights=False),
-               GauntTensorProduct(irreps_node, irreps_sh, irreps_out, shared_weights=False)):
-        x = irreps_node.randn(10, -1)
-        sh = o3.spherical_harmonics(irreps_sh, torch.randn(10, 3), True)
-        weight = torch.randn(10, tp.weight_numel)
-        assert tp(x, sh, weight).shape == (10, irreps_out.dim)
+@pytest.mark.parametrize("args", [("4x1o", "1x1o", "4x1e"),                       # the cross product
+                                  ("2x2e", "1x1o", "2x2o"),                       # l1 + l2 + l3 = 5
+                                  ("16x1o", "16x1o", "16x1e", [(0, 0, 0, "uuu", False)])])
+def test_odd_paths_are_non_zero_and_o3_equivariant(args):
+    tp = randomized(GauntTensorProduct(*args)).double()
+    x1, x2 = tp.irreps_in1.randn(4, -1, dtype=torch.float64), tp.irreps_in2.randn(4, -1, dtype=torch.float64)
+    out = tp(x1, x2)
+    assert out.abs().min(dim=-1).values.gt(0).all()
+    assert torch.all(tp.output_mask == 1)
+    assert_equivariant(tp)  # random O(3) elements, reflections included, float64
 
 
-def test_module_deep_copies_and_pickles_as_the_irreps_form():
-    import copy
-    import io
+def test_cross_product_mode_uuu_is_the_cross_product():
+    """Oracle: ``torch.linalg.cross``; e3nn's component normalisation divides it by sqrt(2)."""
+    tp = GauntTensorProduct("16x1o", "16x1o", "16x1e", [(0, 0, 0, "uuu", False)]).double()
+    a, b = torch.randn(3, 16, 3, dtype=torch.float64), torch.randn(3, 16, 3, dtype=torch.float64)
+    out = tp(a.flatten(1), b.flatten(1)).view(3, 16, 3)
+    torch.testing.assert_close(out, torch.linalg.cross(a, b) / 2 ** 0.5, atol=1e-12, rtol=0)
 
-    tp = GauntTensorProduct("2x0e+2x1o", "0e+1o", "2x0e")
-    clone = copy.deepcopy(tp)
-    assert isinstance(clone, GauntTensorProduct) and clone.irreps_out == tp.irreps_out
+
+def test_external_weights_enter_linearly():
+    """``out = sum_paths w_path path(x1, x2)``: the product is linear in per-row weights (a radial MLP's)."""
+    tp = GauntTensorProduct("4x0e+4x1o+4x2e", o3.Irreps.spherical_harmonics(2), "4x0e+4x1o+4x1e+4x2e",
+                            shared_weights=False).double()
+    x1, x2 = tp.irreps_in1.randn(6, -1, dtype=torch.float64), tp.irreps_in2.randn(6, -1, dtype=torch.float64)
+    w1, w2 = torch.randn(2, 6, tp.weight_numel, dtype=torch.float64)
+    torch.testing.assert_close(tp(x1, x2, w1 - 3 * w2), tp(x1, x2, w1) - 3 * tp(x1, x2, w2), atol=1e-12, rtol=0)
+
+
+def test_right_is_the_matrix_of_the_product_and_needs_compile_right():
+    tp = randomized(GauntTensorProduct("2x0e+2x1o+1x2e", "1x0e+1x1o+1x1e", "3x0e+2x1o+2x1e+1x2o",
+                                       shared_weights=False, compile_right=True)).double()
+    x1, x2 = tp.irreps_in1.randn(2, 3, -1, dtype=torch.float64), tp.irreps_in2.randn(3, -1, dtype=torch.float64)
+    w = torch.randn(2, 1, tp.weight_numel, dtype=torch.float64)
+    torch.testing.assert_close(torch.einsum("...i,...ij->...j", x1, tp.right(x2, w)), tp(x1, x2, w), atol=1e-12, rtol=0)
+    assert tp.right(x2, w).shape == (2, 3, tp.irreps_in1.dim, tp.irreps_out.dim)
+    e3 = e3nn_twin("2x0e+2x1o+1x2e", "1x0e+1x1o+1x1e", "3x0e+2x1o+2x1e+1x2o", compile_right=True)
+    ga = GauntTensorProduct("2x0e+2x1o+1x2e", "1x0e+1x1o+1x1e", "3x0e+2x1o+2x1e+1x2o", compile_right=True).double()
+    with torch.no_grad():
+        ga.weight.copy_(e3.weight)
+    torch.testing.assert_close(ga.right(x2), e3.right(x2), atol=1e-12, rtol=1e-12)
+    with pytest.raises(ValueError, match="compile_right=True"):
+        GauntTensorProduct("1x1o", "1x1o", "1x0e").right(torch.randn(3))
+    with pytest.raises(ValueError, match="compile_left_right=True"):
+        GauntTensorProduct("1x1o", "1x1o", "1x0e", compile_left_right=False)(torch.randn(3), torch.randn(3))
+
+
+def test_batch_axes_broadcast_like_e3nn_and_weights_come_as_a_list():
+    tp = randomized(GauntTensorProduct("1e+2e+3x3o", "1e+2e+3x3o", "1e+2e+3x3o", internal_weights=False,
+                                       shared_weights=False)).double()
+    x1 = tp.irreps_in1.randn(2, 1, 4, -1, dtype=torch.float64)
+    x2 = tp.irreps_in2.randn(2, 3, 1, -1, dtype=torch.float64)
+    w = torch.randn(3, 4, tp.weight_numel, dtype=torch.float64)
+    expanded = tp(x1.expand(2, 3, 4, -1).reshape(24, -1), x2.expand(2, 3, 4, -1).reshape(24, -1),
+                  w[None].expand(2, 3, 4, -1).reshape(24, -1))
+    torch.testing.assert_close(tp(x1, x2, w).reshape(24, -1), expanded, atol=1e-12, rtol=0)
+    views = list(tp.weight_views(w))
+    assert [v.shape for v in views] == [(3, 4, *ins.path_shape) for ins in tp.instructions if ins.has_weight]
+    torch.testing.assert_close(tp(x1, x2, views), tp(x1, x2, w), atol=0, rtol=0)
+    k = next(i for i, ins in enumerate(tp.instructions) if ins.has_weight)
+    assert torch.equal(tp.weight_view_for_instruction(k, w), views[0])
+
+
+def test_empty_irreps_and_empty_batches_have_e3nn_shapes():
+    tp = GauntTensorProduct("0e + 1e", o3.Irreps([]), "0e + 1e")
+    out = tp(torch.randn(1, 2, 4), torch.randn(2, 1, 0))
+    assert out.shape == (2, 2, 4) and not out.any()
+    assert not tp.output_mask.any() and tp.weight_numel == 0
+    tp = GauntTensorProduct("0e + 1e", "0e + 1e", "0e + 1e", compile_right=True)
+    assert tp(torch.randn(2, 1, 0, 1, 4), torch.randn(1, 2, 0, 3, 4)).shape == (2, 2, 0, 3, 4)
+    assert tp.right(torch.randn(1, 2, 0, 3, 4)).shape == (1, 2, 0, 3, 4, 4)
+    assert GauntTensorProduct("1x1o", "1x1o", o3.Irreps([]))(torch.randn(5, 3), torch.randn(5, 3)).shape == (5, 0)
+    assert tp(torch.randn(4), torch.randn(4)).shape == (4,)  # no batch axis
+
+
+def test_unreachable_outputs_are_zero_and_masked_as_in_e3nn():
+    """``0e x 0e`` reaches no vector: e3nn's models (v2106's Convolution) read ``output_mask`` for it."""
+    ga, out = assert_same_as_e3nn(("2x0e", "1x0e", "2x0e+2x1o"))
+    assert ga.output_mask.tolist() == [1.0] * 2 + [0.0] * 6 and not out[:, 2:].any()
+
+
+def test_twice_differentiable_in_inputs_and_per_row_weights():
+    tp = GauntTensorProduct("2x0e+2x1o+1x2e", "1x0e+1x1o+1x2e", "2x0e+2x1o+1x1e", shared_weights=False).double()
+    x1 = tp.irreps_in1.randn(3, -1, dtype=torch.float64).requires_grad_()
+    x2 = tp.irreps_in2.randn(3, -1, dtype=torch.float64).requires_grad_()
+    w = torch.randn(3, tp.weight_numel, dtype=torch.float64).requires_grad_()
+    assert torch.autograd.gradgradcheck(tp, (x1, x2, w))
+
+
+def test_every_contraction_order_equals_e3nn():
+    """Each order of geomlin.gaunt.paths runs and equals e3nn: scale, dot, outer (paired), right, the transposed
+    blocks of a multi-channel x2, and weights contracted first with x1 or x2."""
+    cases = {"scale": ("4x0e+3x1o", "2x0e", "4x0e+3x1o"), "dot": ("3x2e", "2x2e", "2x0e"),
+             "outer": ("3x2e", "3x1o", "3x2o", [(0, 0, 0, "uuu", True)]), "right": ("8x2e", "1x1o", "8x1o+8x2o+8x3o")}
+    for order, args in cases.items():
+        ga, _ = assert_same_as_e3nn(args)
+        assert order in {group.order for group in ga._plans}, (order, [g.order for g in ga._plans])
+    seen = set()
+    for shared_weights in (True, False):
+        ga, _ = assert_same_as_e3nn(("6x0e+5x1o+3x2e", "4x0e+4x1o+2x2e", "5x0e+4x1o+3x1e+2x2e"),
+                                    {"shared_weights": shared_weights})
+        seen |= {(g.transposed, p.first) for g in ga._plans for p in g.paths}
+    assert {(True, 0), (True, 1), (True, 2)} <= seen, seen
+
+
+def test_state_dict_is_e3nns_and_module_copies_and_pickles():
+    tp = GauntTensorProduct("2x0e+2x1o", "0e+1o", "2x0e+1x1e")
+    e3 = o3.FullyConnectedTensorProduct("2x0e+2x1o", "0e+1o", "2x0e+1x1e")
+    assert set(tp.state_dict()) == {"weight", "output_mask"} <= set(e3.state_dict())  # e3nn adds its codegen tables
+    tp.load_state_dict(e3.state_dict(), strict=False)  # an e3nn checkpoint loads
+    assert torch.equal(tp.weight, e3.weight)
+    x1, x2 = torch.randn(3, 8), torch.randn(3, 4)
+    torch.testing.assert_close(copy.deepcopy(tp)(x1, x2), tp(x1, x2), atol=0, rtol=0)
     buffer = io.BytesIO()
     torch.save(tp, buffer)
     buffer.seek(0)
-    assert isinstance(torch.load(buffer, weights_only=False), GauntTensorProduct)
+    torch.testing.assert_close(torch.load(buffer, weights_only=False)(x1, x2), tp(x1, x2), atol=0, rtol=0)
+    assert repr(tp) == "GauntTensorProduct(2x0e+2x1o x 1x0e+1x1o -> 2x0e+1x1e | 10 paths | 10 weights)"
+
+
+@pytest.mark.parametrize("index", [0, pytest.param(1, marks=pytest.mark.slow), 2])
+def test_compiles_as_one_graph_and_exports(index):
+    """Oracle: the eager call. No graph break (``torch._dynamo.explain``), ``fullgraph=True`` forward and backward,
+    and ``torch.export`` (the inductor compile of every declared example is in tests/compile, slow set)."""
+    from tests.gaunt.declared_examples import EXAMPLES
+
+    for build in EXAMPLES[GauntTensorProduct][index:index + 1]:
+        torch._dynamo.reset()
+        tp = build().float()
+        args, kwargs = tp.example_inputs(dtype=torch.float32)
+        eager = tp(*args, **kwargs)
+        assert torch._dynamo.explain(tp)(*args, **kwargs).graph_break_count == 0
+        compiled = torch.compile(tp, fullgraph=True, backend="aot_eager")
+        inputs = [x.clone().requires_grad_() for x in args]
+        out = compiled(*inputs, **kwargs)
+        torch.testing.assert_close(out, eager)
+        out.sum().backward()
+        assert all(x.grad is not None for x in inputs)
+        torch.testing.assert_close(torch.export.export(tp, args, kwargs).module()(*args, **kwargs), eager)

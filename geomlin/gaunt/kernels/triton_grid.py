@@ -37,7 +37,7 @@ try:
 except ImportError as err:  # pragma: no cover - exercised only without the extra
     raise ImportError("the Triton Gaunt kernels need triton: pip install 'geomlin[gpu]' (or pip install triton)") from err
 
-from geomlin.gaunt import grid as G
+from geomlin.gaunt import grid_tables as GT
 from geomlin.gaunt import harmonics as T
 from geomlin.gaunt.cache import device_tables, table_builder
 
@@ -82,7 +82,7 @@ def _input_tables(lmax: int, num_theta: int, num_phi: int) -> tuple[Tensor, ...]
             if m > 0:
                 idx_s[m, i] = T.sh_index(l, -m)
                 leg_s[m, i] = P[m, l]
-    cos, sin = G._half_longitudes(lmax, num_phi)  # (K, M)
+    cos, sin = GT._half_longitudes(lmax, num_phi)  # (K, M)
     return tuple(torch.from_numpy(np.ascontiguousarray(a)) for a in (idx_c, idx_s, leg_c, leg_s, cos.T, sin.T))
 
 
@@ -91,21 +91,21 @@ def _input_tables(lmax: int, num_theta: int, num_phi: int) -> tuple[Tensor, ...]
 def _output_tables(lmax: int, num_theta: int, num_phi: int) -> tuple[Tensor, ...]:
     """``cos_w, sin_w (K, Mo)`` weighted longitude projections, ``leg_w (Do, nt)`` weighted Legendre
     rows of the flat outputs, ``row (Do,)`` int32 their ``2 m + part`` row in ``lat``; float64."""
-    cos_t, sin_t, _, _ = G._projection_tables(lmax, num_theta, num_phi, True)  # (Mo, K)
+    cos_t, sin_t, _, _ = GT._projection_tables(lmax, num_theta, num_phi, True)  # (Mo, K)
     _, w = T.gauss_legendre(num_theta)
     P = T.legendre_table(lmax, num_theta) * w  # (m, l, j)
     leg, row = [], []
     for l in range(lmax + 1):
         for m in range(-l, l + 1):
             leg.append(P[abs(m), l])
-            row.append(2 * abs(m) + (G.COS if m >= 0 else G.SIN))
+            row.append(2 * abs(m) + (GT.COS if m >= 0 else GT.SIN))
     return (cos_t.T.contiguous(), sin_t.T.contiguous(), torch.from_numpy(np.stack(leg)),
             torch.tensor(row, dtype=torch.int32))
 
 
 def table_keys(lmax_in1: int, lmax_in2: int, lmax_out: int) -> list[tuple]:
     """Cache keys ([`geomlin.gaunt.cache`][]) of the tables one launch reads."""
-    nt, nphi = G.exact_grid_size(lmax_in1 + lmax_in2 + lmax_out)
+    nt, nphi = GT.exact_grid_size(lmax_in1 + lmax_in2 + lmax_out)
     return [("triton.input", lmax_in1, nt, nphi), ("triton.input", lmax_in2, nt, nphi), ("triton.output", lmax_out, nt, nphi)]
 
 
@@ -244,7 +244,7 @@ def gaunt_grid_triton(x1: Tensor, x2: Tensor, lmax_in1: int, lmax_in2: int, lmax
     C = channels
     A = x1.shape[0] // (1 if shared == 1 else C)
     nout = A if reduce else A * C
-    nt, nphi = G.exact_grid_size(lmax_in1 + lmax_in2 + lmax_out)
+    nt, nphi = GT.exact_grid_size(lmax_in1 + lmax_in2 + lmax_out)
     t1, t2, to = _tables(lmax_in1, lmax_in2, lmax_out, x1.device, x1.dtype, tables)
     K, Mo, Do = nphi // 2 + 1, lmax_out + 1, T.num_coefficients(lmax_out)
     lat = torch.empty(nout, 2 * Mo, nt, device=x1.device, dtype=x1.dtype)
