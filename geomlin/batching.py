@@ -428,8 +428,9 @@ def scatter_messages(message, index: Tensor, num_rows: int, edge_args: tuple, sh
 
     Message passing without holding every message: [`EDGE_CHUNK`][] edges at a time are summed
     into the output, and with autograd on each chunk runs under ``torch.utils.checkpoint``
-    (non-reentrant: twice differentiable, for forces in training), so the backward recomputes a
-    chunk instead of keeping its ``O(E x message)`` intermediates. The numbers are those of
+    (non-reentrant: twice differentiable, for forces in training; no random state is kept, so
+    ``message`` must not draw random numbers; the whole chunk is recomputed, no exception stops it
+    early), so the backward recomputes a chunk instead of keeping its ``O(E x message)`` intermediates. The numbers are those of
     [`scatter_sum`][] of all messages at once. Traced code (``torch.compile``, ``torch.export``)
     takes that one pass.
 
@@ -462,7 +463,8 @@ def scatter_messages(message, index: Tensor, num_rows: int, edge_args: tuple, sh
     out = None
     for start in range(0, num_edges, chunk):
         part = tuple(a[start:start + chunk] for a in edge_args)
-        values = checkpoint(message, *shared, *part, use_reentrant=False) if recompute else message(*shared, *part)
+        values = (checkpoint(message, *shared, *part, use_reentrant=False, preserve_rng_state=False,
+                             early_stop=False) if recompute else message(*shared, *part))
         if out is None:
             dtype = torch.promote_types(values.dtype, torch.float32)
             out = torch.zeros(num_rows, *values.shape[1:], dtype=dtype, device=values.device)

@@ -267,7 +267,10 @@ class Ponita(nn.Module):
         check_tensor(edge_index, "edge_index", shape=(2, None), dtype="index")
         edge_index = check_index(edge_index, "edge_index", pos.shape[0], "nodes")
         src, dst = edge_index
-        rel = pos[src] - pos[dst]  # x = p_j - p_i for the message j -> i
+        if edge_vec is None:
+            rel = pos[src] - pos[dst]  # x = p_j - p_i for the message j -> i
+        else:
+            rel = check_tensor(edge_vec, "edge_vec", shape=(edge_index.shape[1], 3)).to(pos.dtype)
         dist = safe_norm(rel, keepdim=True)  # (E, 1)
         window = torch.ones_like(dist) if self.cutoff is None else polynomial_cutoff(dist, self.cutoff)
         if edge_mask is not None:
