@@ -422,31 +422,27 @@ def scatter_sum(values: Tensor, index: Tensor, num_rows: int) -> Tensor:
     return out.index_add_(0, index, values.to(dtype))
 
 
-def scatter_messages(message, index: Tensor, num_rows: int, edge_args: tuple, shared: tuple = (),
-                     chunk: int | None = None) -> Tensor:
-    """``out[r] = sum_{e : index[e] = r} message(*shared, *edge_args[e])``, chunk by chunk, recomputed for the backward.
+def scatter_messages(message, index: Tensor, num_rows: int, edge_args: tuple, chunk: int | None = None) -> Tensor:
+    """``out[r] = sum_{e : index[e] = r} message(*edge_args[e])``, chunk by chunk, recomputed for the backward.
 
-    Message passing without holding every message: [`EDGE_CHUNK`][] edges at a time are summed
-    into the output, and with autograd on each chunk runs under ``torch.utils.checkpoint``
-    (non-reentrant: twice differentiable, for forces in training; no random state is kept, so
-    ``message`` must not draw random numbers; the whole chunk is recomputed, no exception stops it
-    early), so the backward recomputes a chunk instead of keeping its ``O(E x message)`` intermediates. The numbers are those of
-    [`scatter_sum`][] of all messages at once. Traced code (``torch.compile``, ``torch.export``)
-    takes that one pass.
+    Message passing without holding every message: chunks of edges are summed into the output, and
+    with autograd on each runs under ``torch.utils.checkpoint`` (non-reentrant: twice differentiable;
+    no random state kept, so ``message`` draws no random numbers; no early stop), so the backward
+    recomputes a chunk instead of keeping its ``O(E x message)`` intermediates. The numbers are those
+    of [`scatter_sum`][] of all messages at once, which traced code (``torch.compile``, ``torch.export``) runs.
+    Pass per-edge inputs only (node features gathered per edge, ``x.index_select(0, src)``): a whole
+    tensor read by every chunk would get a dense gradient per chunk.
 
     Parameters
     ----------
     message : callable
-        ``message(*shared, *chunk_args) -> (E_c, ...)`` floating messages of the edges whose
-        per-edge arguments are ``chunk_args`` (each ``edge_args[k][start:stop]``).
+        ``message(*chunk_args) -> (E_c, ...)`` messages of a chunk of ``edge_args``.
     index : Tensor
         ``(E,)`` int64 row of every message, in ``[0, num_rows)`` (checked by the caller).
     num_rows : int
         rows of the output.
     edge_args : tuple of Tensor
         per-edge tensors ``(E, ...)``, cut into chunks.
-    shared : tuple of Tensor
-        tensors every chunk reads whole (node features).
     chunk : int, optional
         edges per chunk (default [`EDGE_CHUNK`][]).
 
@@ -455,20 +451,19 @@ def scatter_messages(message, index: Tensor, num_rows: int, edge_args: tuple, sh
     Tensor
         ``(num_rows, ...)``, accumulated in at least float32 as [`scatter_sum`][].
     """
-    num_edges = index.shape[0]
     chunk = EDGE_CHUNK if chunk is None else chunk
-    if torch.compiler.is_compiling() or num_edges <= chunk:
-        return scatter_sum(message(*shared, *edge_args), index, num_rows)
+    if torch.compiler.is_compiling() or index.shape[0] <= chunk:
+        return scatter_sum(message(*edge_args), index, num_rows)
     recompute = torch.is_grad_enabled()
     out = None
-    for start in range(0, num_edges, chunk):
-        part = tuple(a[start:start + chunk] for a in edge_args)
-        values = (checkpoint(message, *shared, *part, use_reentrant=False, preserve_rng_state=False,
-                             early_stop=False) if recompute else message(*shared, *part))
+    # split, not slices: one backward node gathers every chunk's gradient (not an (E, ...) fill per chunk)
+    for rows, *part in zip(index.split(chunk), *(a.split(chunk) for a in edge_args)):
+        values = (checkpoint(message, *part, use_reentrant=False, preserve_rng_state=False, early_stop=False)
+                  if recompute else message(*part))
         if out is None:
             dtype = torch.promote_types(values.dtype, torch.float32)
             out = torch.zeros(num_rows, *values.shape[1:], dtype=dtype, device=values.device)
-        out.index_add_(0, index[start:start + chunk], values.to(out.dtype))
+        out.index_add_(0, rows, values.to(out.dtype))
     return out
 
 
@@ -593,7 +588,7 @@ def to_flat(padded: Tensor, layout: BatchLayout) -> Tensor:
 
 
 __all__ = [
-    "BUCKET_RATIO", "CHUNK_ITEMS", "EDGE_CHUNK", "FLAT_METHODS", "KINDS", "AttentionGroup", "BatchLayout", "as_layout",
-    "batch_layout", "broadcast_pooled", "layout_of", "num_graphs", "pool_max", "pool_mean", "pool_softmax",
+    "BUCKET_RATIO", "CHUNK_ITEMS", "EDGE_CHUNK", "FLAT_METHODS", "KINDS", "AttentionGroup",
+    "BatchLayout", "as_layout", "batch_layout", "broadcast_pooled", "layout_of", "num_graphs", "pool_max", "pool_mean", "pool_softmax",
     "pool_sum", "scatter_messages", "scatter_sum", "to_flat", "to_padded",
 ]

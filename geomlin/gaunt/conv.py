@@ -146,27 +146,26 @@ class GauntConvolution(nn.Module):
 
         Messages are formed and summed at their targets in chunks of edges and, with autograd on,
         recomputed in the backward pass instead of kept ([`geomlin.batching.scatter_messages`][], twice
-        differentiable): the memory held for the backward is ``vec`` and the indices, not ``O(E C D)``
-        sphere-function values. The numbers are those of one pass over all edges.
+        differentiable): the memory held for the backward is ``vec``, the indices and the source features
+        gathered per edge, not the ``O(E C D)`` sphere-function values of the messages. The numbers are those of one pass over all edges.
         """
         r = torch.linalg.vector_norm(vec, dim=-1)
         check_condition(r >= COINCIDENT, "edge_index contains an edge between coincident positions (zero-length edge)")
         src, dst = edge_index
-        out = scatter_messages(self._messages, dst, x.shape[0], (vec, src), shared=(x,))
+        out = scatter_messages(self._messages, dst, x.shape[0], (x.index_select(0, src), vec))
         return out.to(x.dtype) / self.avg_degree
 
-    def _messages(self, x: Tensor, vec: Tensor, src: Tensor) -> Tensor:
-        """``m_ij (E, C, D_out)`` of the edges with vectors ``vec (E, 3)`` from sources ``src (E,)``."""
+    def _messages(self, x_j: Tensor, vec: Tensor) -> Tensor:
+        """``m_ij (E, C, D_out)`` of the edges with source features ``x_j (E, C, D_in)`` and vectors ``vec (E, 3)``."""
         r = torch.linalg.vector_norm(vec, dim=-1)
         radial = self.radial(bessel_basis(r, self.num_basis, self.cutoff).to(self.radial[0].weight.dtype))
-        radial = radial.to(x.dtype) * polynomial_cutoff(r, self.cutoff).to(x.dtype)[:, None]
+        radial = radial.to(x_j.dtype) * polynomial_cutoff(r, self.cutoff).to(x_j.dtype)[:, None]
         radial = radial.view(-1, self.channels, self.lmax_in + 1 + self.lmax_out + 1)
         # per degree -> per coefficient by a 0/1 matrix (exact; far faster than gathering the last axis)
-        w_in = radial[..., : self.lmax_in + 1] @ self.spread_in.to(x.dtype)      # (E, C, D_in)
-        w_out = radial[..., self.lmax_in + 1:] @ self.spread_out.to(x.dtype)     # (E, C, D_out)
-        edge_sh = spherical_harmonics(self.lmax_sh, vec.to(x.dtype))[:, None, :]  # (E, 1, D_sh): shared by channels
-        x_j = x.index_select(0, src) * w_in
-        return gaunt_tensor_product(x_j, edge_sh, self.lmax_out, self.method, tables=self.tables) * w_out
+        w_in = radial[..., : self.lmax_in + 1] @ self.spread_in.to(x_j.dtype)      # (E, C, D_in)
+        w_out = radial[..., self.lmax_in + 1:] @ self.spread_out.to(x_j.dtype)     # (E, C, D_out)
+        edge_sh = spherical_harmonics(self.lmax_sh, vec.to(x_j.dtype))[:, None, :]  # (E, 1, D_sh): shared by channels
+        return gaunt_tensor_product(x_j * w_in, edge_sh, self.lmax_out, self.method, tables=self.tables) * w_out
 
     def example_inputs(self, generator=None, dtype=torch.float64):
         """A fully connected graph of 5 nodes within the cutoff, with random features."""

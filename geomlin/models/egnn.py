@@ -201,8 +201,9 @@ class EGNNLayer(nn.Module):
             diff = pos.index_select(0, dst) - pos.index_select(0, src)          # (E, 3): x_i - x_j
         else:
             diff = check_tensor(edge_vec, "edge_vec", shape=(edge_index.shape[1], 3)).to(pos.dtype)
-        edge = (src, dst, diff) if edge_attr is None else (src, dst, diff, edge_attr)
-        summed = scatter_messages(self._edge_terms, dst, N, edge, shared=(h,)).to(h.dtype)
+        edge = (h.index_select(0, dst), h.index_select(0, src), diff)
+        summed = scatter_messages(self._edge_terms, dst, N, edge if edge_attr is None else (*edge, edge_attr))
+        summed = summed.to(h.dtype)
         h_new = h + self.phi_h(torch.cat([h, summed[:, :self.hidden_channels]], dim=-1))
         if not self.update_coords:
             return (h_new, pos) if vel is None else (h_new, pos, vel)
@@ -210,10 +211,10 @@ class EGNNLayer(nn.Module):
         shift = (summed[:, self.hidden_channels:] / n_nb).to(pos.dtype)
         return self._moved(h, h_new, pos, vel, shift)
 
-    def _edge_terms(self, h: Tensor, src: Tensor, dst: Tensor, diff: Tensor, edge_attr: Tensor | None = None) -> Tensor:
+    def _edge_terms(self, h_i: Tensor, h_j: Tensor, diff: Tensor, edge_attr: Tensor | None = None) -> Tensor:
         """What the flat layer sums per edge: ``m_ij (E, H)``, and ``(x_i - x_j) phi_x(m_ij) (E, 3)`` beside it
         when coordinates are updated."""
-        m = self._messages(h.index_select(0, dst), h.index_select(0, src), diff, edge_attr)
+        m = self._messages(h_i, h_j, diff, edge_attr)
         return torch.cat([m, diff * self.phi_x(m)], dim=-1) if self.update_coords else m
 
 

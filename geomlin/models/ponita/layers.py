@@ -35,10 +35,10 @@ class PointConv(nn.Module):
 
     def forward(self, h: Tensor, edge_index: Tensor, basis: Tensor) -> Tensor:
         src, dst = edge_index
-        return scatter_messages(self._messages, dst, h.shape[0], (basis, src), shared=(h,)).to(h.dtype) + self.bias
+        return scatter_messages(self._messages, dst, h.shape[0], (h.index_select(0, src), basis)).to(h.dtype) + self.bias
 
-    def _messages(self, h: Tensor, basis: Tensor, src: Tensor) -> Tensor:
-        return self.kernel(basis) * h.index_select(0, src)
+    def _messages(self, h_j: Tensor, basis: Tensor) -> Tensor:
+        return self.kernel(basis) * h_j
 
 
 class FiberBundleConv(nn.Module):
@@ -60,17 +60,17 @@ class FiberBundleConv(nn.Module):
     def forward(self, h: Tensor, edge_index: Tensor, basis: Tensor, fiber_basis: Tensor | None) -> Tensor:
         src, dst = edge_index
         O = h.shape[1]
-        y = scatter_messages(self._messages, dst, h.shape[0], (basis, src), shared=(h,)).to(h.dtype)
+        y = scatter_messages(self._messages, dst, h.shape[0], (h.index_select(0, src), basis)).to(h.dtype)
         if self.complete:
             return y + self.bias
         return torch.einsum("noc,opc->npc", y, self.fiber_kernel(fiber_basis)) / O + self.bias
 
-    def _messages(self, h: Tensor, basis: Tensor, src: Tensor) -> Tensor:
+    def _messages(self, h_j: Tensor, basis: Tensor) -> Tensor:
         """Per edge: ``1/O sum_b k(attrs(x, o_a, o_b)) h(p_j, o_b)`` (complete, ``basis (E, O_a, O_b, K)``) or
         ``k_s(o.x, |x_perp|) h(p_j, o)`` (separable, ``basis (E, O, K)``)."""
         if self.complete:
-            return torch.einsum("eabc,ebc->eac", self.kernel(basis), h.index_select(0, src)) / h.shape[1]
-        return self.kernel(basis) * h.index_select(0, src)
+            return torch.einsum("eabc,ebc->eac", self.kernel(basis), h_j) / h_j.shape[1]
+        return self.kernel(basis) * h_j
 
 
 class ConvNeXtBlock(nn.Module):
