@@ -52,7 +52,7 @@ from geomlin.models.inputs import MOLECULE_FIELDS, graph_fields, is_graph_data, 
 from geomlin.neighbors import edge_vectors, neighbor_list
 from geomlin.validation import check_tensor, shape_str
 
-__all__ = ["DENSE_BLOCK", "EDGE_FIELDS", "AtomGraph", "PotentialInputs", "potential_inputs"]
+__all__ = ["DENSE_BLOCK", "EDGE_FIELDS", "AtomGraph", "PotentialInputs", "neighbor_settings", "potential_inputs"]
 
 #: Atoms per free molecule up to which a potential takes all pairs of the molecule as its edges
 #: instead of a cell-list search (path 3 of the module docstring). At liquid density a 5 Angstrom
@@ -187,6 +187,24 @@ def potential_inputs(model: str, pos, species: Tensor | None, mask: Tensor | Non
     elif pbc is not None and _any_periodic(pbc):
         raise ValueError(f"{model}: pbc marks periodic axes but no cell was given")
     return PotentialInputs(model, pos, species, layout, edge_index, shift, cell, pbc)
+
+
+def neighbor_settings(model) -> tuple[float, bool]:
+    """``(cutoff, loop)`` of the neighbour list a potential takes: its cutoff, and whether its edges include
+    the self-pairs ``(i, i)`` (its class attribute ``edge_loops``: PONITA's convolutions do).
+
+    ``model`` may wrap the potential (a [`MoleculeEnergyModel`][geomlin.models.MoleculeEnergyModel]'s
+    ``net``, a step's ``potential``). Raises ValueError for a module that names no cutoff.
+    """
+    inner = model
+    for _ in range(4):
+        if getattr(inner, "cutoff", None) is not None:
+            return float(inner.cutoff), bool(getattr(inner, "edge_loops", False))
+        inner = getattr(inner, "potential", None) or getattr(inner, "net", None)
+        if inner is None:
+            break
+    raise ValueError(f"{type(model).__name__} names no cutoff: its neighbours in a periodic cell cannot be found "
+                     "(pass edge_index, shift and cell)")
 
 
 def _any_periodic(pbc) -> bool:

@@ -242,6 +242,9 @@ class EGNNPotential(nn.Module):
     is a ValueError, never a truncation), for compiled MD.
     """
 
+    #: The edges exclude the self-pairs ``(i, i)`` ([`geomlin.models.edges.neighbor_settings`][]).
+    edge_loops = False
+
     def __init__(self, num_species: int = 10, hidden_channels: int = 64, num_blocks: int = 3,
                  num_basis: int = DEFAULT_NUM_BASIS, cutoff: float = 5.0, max_neighbors: int | None = None):
         super().__init__()
@@ -270,7 +273,7 @@ class EGNNPotential(nn.Module):
         inputs = potential_inputs("EGNNPotential", pos, species, mask, batch, self.num_species,
                                   edge_index=edge_index, shift=shift, cell=cell, pbc=pbc)
         if not inputs.padded(self.max_neighbors):
-            graph = inputs.graph(self.cutoff)
+            graph = inputs.graph(self.cutoff, loop=self.edge_loops)
             vec = -graph.vectors()                                               # x_i - (image of) x_j
             h = self.embed(graph.species).to(graph.pos.dtype)
             for layer in self.layers:

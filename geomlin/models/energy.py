@@ -18,7 +18,7 @@ from geomlin.models.md import require_autograd
 from geomlin.reps import Labels, Positions, Scalars, Vectors
 from geomlin.reps.declarations import ExportShapes
 
-__all__ = ["EXAMPLE_ATOMS", "MoleculeEnergyModel"]
+__all__ = ["EXAMPLE_ATOMS", "MoleculeEnergyModel", "PeriodicStep"]
 
 #: Atoms per example molecule of [`MoleculeEnergyModel.example_inputs`][].
 EXAMPLE_ATOMS = 6
@@ -141,6 +141,42 @@ class MoleculeEnergyModel(nn.Module):
             grad, grad_cell = torch.autograd.grad(e.sum(), (pos, cell), create_graph=self.training)
         stress = strain_derivative(pos, grad, cell, grad_cell, batch, graphs) / cell_volume(cell)[:, None, None]
         return e, -grad, stress
+
+
+class PeriodicStep(nn.Module):
+    """One periodic system with its edges handed in: ``(pos, species, edge_index, shift, cell) -> (energy, forces, stress)``.
+
+    What the ASE calculator runs on a periodic cell and what ``geomlin export`` packages for a model
+    trained on periodic frames: the neighbour search ([`geomlin.neighbors.neighbor_list`][]) is made
+    outside (its output size depends on the positions, so it cannot be one compiled graph), and
+    everything else is one graph with dynamic numbers of atoms and edges.
+
+    Parameters
+    ----------
+    potential : nn.Module
+        a [`MoleculeEnergyModel`][] (energy in data units), or an energy network of
+        [`geomlin.models`][] (wrapped in one with no shift or scale).
+
+    Shapes
+    ------
+    ``forward(pos (N, 3), species (N,) int64, edge_index (2, E) int64, shift (E, 3) int64, cell (1, 3, 3))``
+    returns ``energy (1,)``, ``forces (N, 3)`` and ``stress (1, 3, 3)`` (energy per volume, ASE's
+    sign), in ``pos``'s dtype; inference only (the graph is not kept for training).
+    """
+
+    def __init__(self, potential: nn.Module):
+        super().__init__()
+        self.potential = potential if isinstance(potential, MoleculeEnergyModel) else MoleculeEnergyModel(potential)
+        self.type_in = self.potential.type_in
+        self.type_out = (Scalars(), Vectors(3), None)
+
+    def forward(self, pos: Tensor, species: Tensor, edge_index: Tensor, shift: Tensor, cell: Tensor):
+        graph = torch.zeros_like(species)
+        # one graph, planned without reading anything (a traced program cannot read values)
+        layout = BatchLayout("flat", batch=graph, num_graphs=1, method=None, sets=graph)
+        energy, forces, stress = self.potential(pos, species, compute_stress=True, batch=layout,
+                                                edge_index=edge_index, shift=shift, cell=cell)
+        return energy.detach(), forces.detach(), stress.detach()
 
 
 def cell_volume(cell: Tensor) -> Tensor:

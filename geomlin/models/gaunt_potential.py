@@ -126,6 +126,9 @@ class GauntPotential(nn.Module):
     with the atoms and edges at a small constant.
     """
 
+    #: The edges exclude the self-pairs ``(i, i)`` ([`geomlin.models.edges.neighbor_settings`][]).
+    edge_loops = False
+
     def __init__(self, num_species: int = 10, hidden_channels: int = 32, lmax: int = 3, num_blocks: int = 2,
                  correlation: int = 3, cutoff: float = 5.0, num_basis: int = 8, max_neighbors: int | None = None,
                  avg_num_neighbors: float = DEFAULT_AVG_NUM_NEIGHBORS):
@@ -159,7 +162,7 @@ class GauntPotential(nn.Module):
                                   edge_index=edge_index, shift=shift, cell=cell, pbc=pbc)
         check_tensor(inputs.pos, "pos", dtype=(torch.float32, torch.float64))
         if not inputs.padded(self.max_neighbors):
-            graph = inputs.graph(self.cutoff)
+            graph = inputs.graph(self.cutoff, loop=self.edge_loops)
             e = self._atom_energies(graph.pos, graph.species, graph.edge_index, -graph.vectors())
             return pool_sum(e, graph.layout).to(e.dtype)
         pos, species, mask = inputs.pos, inputs.species, inputs.mask

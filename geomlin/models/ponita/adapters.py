@@ -37,6 +37,10 @@ class PonitaPotential(nn.Module):
     interacts) is for molecules only: larger or periodic systems are refused.
     """
 
+    #: The edges include the self-pairs ``(i, i)``, as PONITA's convolutions take them
+    #: ([`geomlin.models.edges.neighbor_settings`][]).
+    edge_loops = True
+
     def __init__(self, num_species: int = 10, hidden_channels: int = 64, num_blocks: int = 2, *,
                  mode: str = "points", num_ori: int = 12, grid: str = "icosahedral", cutoff: float | None = 5.0,
                  num_basis: int | None = 64, **kwargs):
@@ -44,6 +48,11 @@ class PonitaPotential(nn.Module):
         self.num_species = check_positive_int(num_species, "num_species")
         self.net = Ponita(self.num_species, hidden_channels, 1, num_blocks, mode=mode, num_ori=num_ori,
                           grid=grid, cutoff=cutoff, num_basis=num_basis, task_level="node", **kwargs)
+
+    @property
+    def cutoff(self) -> float | None:
+        """The network's cutoff (None: every pair interacts)."""
+        return self.net.cutoff
 
     @property
     def type_in(self) -> tuple:
@@ -72,13 +81,13 @@ class PonitaPotential(nn.Module):
             x = nn.functional.one_hot(inputs.species, self.num_species).to(inputs.pos.dtype)
             energy, _ = self.net(x, inputs.pos, mask=inputs.mask)
             return pool_sum(energy[..., 0], inputs.layout).to(energy.dtype)
-        cutoff = self.net.cutoff
+        cutoff = self.cutoff
         if cutoff is None and inputs.edge_index is None:
             if inputs.cell is not None or inputs.largest() > DENSE_BLOCK:
                 raise ValueError(f"PonitaPotential(cutoff=None) lets every pair of atoms interact: periodic cells and "
                                  f"systems of more than {DENSE_BLOCK} atoms need a cutoff")
             cutoff = float("inf")                          # unused: small free molecules take all pairs
-        graph = inputs.graph(cutoff, loop=True)
+        graph = inputs.graph(cutoff, loop=self.edge_loops)
         x = nn.functional.one_hot(graph.species, self.num_species).to(graph.pos.dtype)
         energy, _ = self.net(x, graph.pos, batch=graph.layout, edge_index=graph.edge_index, edge_vec=graph.vectors())
         return pool_sum(energy[..., 0], graph.layout).to(energy.dtype)
