@@ -6,18 +6,16 @@ argument, says what was expected and what was given::
 
     ValueError: x must have shape (..., 8, 16) (multivectors of G(3,0,1), 8 channels), got (4, 7, 15)
 
-``TypeError`` for the wrong kind of object or dtype, ``ValueError`` for wrong values or shapes,
-[`FileFormatError`][] (a ``ValueError``) for corrupt files, naming the file and the line or record.
-Nothing converts silently (integer, complex or boolean tensors are refused where a real floating
-tensor is needed). Checks belong at public boundaries, never inside inner loops.
+``TypeError`` for the wrong kind or dtype, ``ValueError`` for wrong values or shapes, [`FileFormatError`][]
+for corrupt files (file and line or record). Nothing converts silently (integer, complex or boolean
+tensors are refused where a real floating one is needed). Checks belong at public boundaries only.
 
 Checks that read values (NaN, ranges, order, "is this a rotation") and accelerators
-    A failed check raises at once, on every device (on an accelerator: one host sync); none ever
-    clamps, truncates or zeroes its input instead. Only inside an explicit [`deferred_checks`][]
-    scope does a check on an accelerator keep its answer on the device (a device-side assert would
-    leave a CUDA context unusable) until the scope raises it, and only there does [`check_index`][]
-    clamp its index. The training loop, [`EnergyAndForces`][geomlin.models.md.EnergyAndForces] and the
-    benchmarks open one. Nothing is read on the meta device or from fake tensors.
+    A failed check raises at once, on every device (on an accelerator: one host sync), and never clamps,
+    truncates or zeroes its input. Only inside an explicit [`deferred_checks`][] scope (the training loop,
+    [`EnergyAndForces`][geomlin.models.md.EnergyAndForces] and the benchmarks open one) does a check on an
+    accelerator keep its answer on the device (a device-side assert would leave a CUDA context unusable) until
+    the scope raises it, and only there does [`check_index`][] clamp. Nothing is read on meta or fake tensors.
 
 What compiled code does differently: every ``torch.compiler.is_compiling()`` branch of geomlin
     Values cannot be read while ``torch.compile`` or ``torch.export`` (and ``geomlin.deploy``) trace,
@@ -30,13 +28,15 @@ What compiled code does differently: every ``torch.compiler.is_compiling()`` bra
       ``check_batch_vector``'s order, ``validation.check_memory`` and the memory check of
       ``models.graphs.dense_edge_index``; ``validation.check_index`` and ``validation.shape_str``
       print no symbolic size (it would specialise the graph);
-    * ``groups.base.Group.check_element`` skips the membership test; ``frames.pca._require_points``,
+    * ``groups.base.Group.check_element`` skips the membership test; ``frames.moments._require_points``,
       ``frames.pca._work_needed`` and ``frames.pca._report_degenerate`` take the accelerators'
       branch-free path; ``linalg.scaling_and_squaring`` runs all its masked squarings;
-      ``linear.diagrams.layer.DiagramLinear`` clones its output before an in-place scatter;
-    * ``gaunt.product._gaunt_grid``, ``gaunt.product._grid_backward``, ``gaunt.method_tables.choose_method``,
-      ``gaunt.method_tables.choose_power_method`` and ``gaunt.powers.power_sum`` take the routes that
-      trace (the grid route as one custom operator).
+      ``linear.diagrams.layer.DiagramLinear`` clones its output before an in-place scatter, and
+      ``clifford.ga_attention._GAAttentionBase._run_net`` calls the user's network without its width check;
+    * ``models.md.require_autograd`` reads no inference-mode flag; ``batching.scatter_messages`` sums all
+      messages in one pass; ``gaunt.product._gaunt_grid``, ``gaunt.product._grid_backward``,
+      ``gaunt.method_tables.choose_method``, ``gaunt.method_tables.choose_power_method`` and
+      ``gaunt.powers.power_sum`` take the routes that trace (the grid route as one custom operator).
 """
 
 from __future__ import annotations

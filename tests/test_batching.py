@@ -23,7 +23,7 @@ from geomlin.batching import (
     to_flat,
     to_padded,
 )
-from geomlin.validation import raise_deferred
+from geomlin.validation import deferred_checks
 from tests.device import simulated as sim
 
 F64 = torch.float64
@@ -145,19 +145,20 @@ def test_planning_on_the_device():
     device vector (one read) and plans no attention; a plan from bounds checks them, deferred."""
     batch, _ = _loader_batch()
     dev = sim.to_sim(batch.batch)
-    with sim.watch(strict=True):
+    with deferred_checks(), sim.watch(strict=True):
         bounded = batch_layout(batch=dev, num_graphs=4, max_items=6)
         counted = batch_layout(batch=dev, num_graphs=4)
         padded, _ = to_padded(sim.to_sim(batch.pos), bounded)
     assert bounded.method == "padded" and counted.method is None and padded.shape == (4, 6, 3)
-    with sim.watch() as log:
+    with deferred_checks(), sim.watch() as log:
         layout = as_layout(batch=dev)
     assert layout.num_graphs == 4 and layout.method is None
     assert [e.kind for e in log.events] == ["sync"], log.report()
-    with sim.allowed():
+    with pytest.raises(ValueError, match="max_items=4"):  # outside a deferred-checks scope: at once
         batch_layout(batch=dev, num_graphs=4, max_items=4)
-        with pytest.raises(ValueError, match="max_items=4"):
-            raise_deferred()
+    # inside a scope: at the scope's end, nothing read before
+    with pytest.raises(ValueError, match="max_items=4"), deferred_checks(), sim.watch(strict=True):
+        batch_layout(batch=dev, num_graphs=4, max_items=4)
 
 
 def test_scatter_messages_in_chunks_is_the_one_pass_sum_and_twice_differentiable():

@@ -167,7 +167,8 @@ class PeriodicStep(nn.Module):
     def __init__(self, potential: nn.Module):
         super().__init__()
         self.potential = potential if isinstance(potential, MoleculeEnergyModel) else MoleculeEnergyModel(potential)
-        self.type_in = self.potential.type_in
+        # the cell's rows (lattice vectors) rotate with the positions; edges and integer shifts are invariant
+        self.type_in = (*self.potential.type_in, None, None, Vectors(3, 3))
         self.type_out = (Scalars(), Vectors(3), None)
 
     def forward(self, pos: Tensor, species: Tensor, edge_index: Tensor, shift: Tensor, cell: Tensor):

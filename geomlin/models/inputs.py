@@ -16,7 +16,7 @@ and 1e-12 in float64):
 Outputs per graph are ``(B, ...)`` in every form; outputs per item are ``(B, N, ...)`` for padded
 inputs and ``(N_total, ...)`` for flat ones.
 
-This module also holds the potentials' input checks ([`check_molecule_inputs`][]).
+This module also holds the potentials' input checks (`check_molecule_inputs`).
 """
 
 from __future__ import annotations
@@ -90,9 +90,13 @@ def check_molecule_inputs(pos: Tensor, species: Tensor, num_species: int, layout
     Padded: ``pos (B, N, 3)``, integer ``species (B, N)``, the layout's ``mask (B, N)``; flat:
     ``pos (N_total, 3)``, ``species (N_total,)``. ``pos`` finite, species in ``[0, num_species)``.
     The value checks go through [`geomlin.validation.check_finite`][] and
-    [`geomlin.validation.check_index`][]: at once on the CPU, deferred on accelerators (no host
-    sync), where the returned species are clamped so an embedding never reads out of bounds.
+    [`geomlin.validation.check_index`][]: at once on every device, except on an accelerator inside
+    [`geomlin.validation.deferred_checks`][] (the training loop), where they are deferred (no host
+    sync) and the returned species are clamped so an embedding never reads out of bounds before the error.
     """
+    if species is None and isinstance(pos, Tensor):
+        raise ValueError("species is required with tensor positions: pass species (B, N) (flat: (N_total,)) "
+                         "beside pos, or a PyG Data / Batch with fields pos and z")
     if layout.is_flat:
         check_tensor(pos, "pos", shape=(None, 3), finite=True, what="N_total atoms of a flat batch")
     else:
@@ -114,7 +118,7 @@ def molecule_inputs(model: str, pos, species: Tensor | None, mask: Tensor | None
     """A potential's molecules in any of the three forms as checked ``(pos, species, layout)``.
 
     ``pos`` may be a PyG ``Data`` / ``Batch`` ([`MOLECULE_FIELDS`][]); the checks are
-    [`check_molecule_inputs`][]'s. ``model`` names the caller in error messages.
+    `check_molecule_inputs`'s. ``model`` names the caller in error messages.
     """
     if is_graph_data(pos):
         (pos, species), batch = graph_fields(pos, MOLECULE_FIELDS, model, species=species, mask=mask, batch=batch)

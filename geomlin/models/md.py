@@ -32,9 +32,9 @@ def require_autograd(what: str) -> None:
 
     PyTorch Lightning runs ``validate()`` / ``test()`` / ``predict()`` under ``inference_mode`` by
     default; without this check a force model fails deep inside autograd ("element 0 of tensors
-    does not require grad").
+    does not require grad"). Skipped while traced (dynamo cannot read the inference-mode flag).
     """
-    if torch.is_inference_mode_enabled():
+    if not torch.compiler.is_compiling() and torch.is_inference_mode_enabled():
         raise RuntimeError(f"{what} computes forces by autograd, which torch.inference_mode disables (PyTorch "
                            "Lightning validates and tests under it by default): use Trainer(inference_mode=False), "
                            "or torch.no_grad() instead of torch.inference_mode()")

@@ -1,8 +1,8 @@
 """What the training loop measures: statistics summed on the device, step times, the run's counters.
 
 [`MetricSums`][] keeps an epoch's statistics where they are computed and [`read_epoch_means`][] reads
-them all at once (one collective, one copy to the host); [`StepClock`][] times the steps without
-waiting for the device; [`check_losses`][] stops a run whose loss is not finite; [`RunProgress`][]
+them all at once (one collective, one copy to the host); `StepClock` times the steps without
+waiting for the device; `check_losses` stops a run whose loss is not finite; [`RunProgress`][]
 carries the counters of a run across epochs and resumes.
 """
 

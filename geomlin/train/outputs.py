@@ -3,8 +3,8 @@
 ``config.json`` ([`run_record`][]), ``metrics.csv`` ([`write_csv`][]), ``curves.png`` and
 ``checkpoint.pt`` after every epoch ([`write_epoch`][]), ``summary.json`` ([`run_summary`][]), each
 written atomically (a write error is a [`UserError`][geomlin.train.errors.UserError] naming the
-file); the checks of the output folder before anything is written ([`check_output_folder`][],
-[`check_fresh_output`][]); the per-epoch line and the final table ([`format_summary`][]).
+file); the checks of the output folder before anything is written (`check_output_folder`,
+`check_fresh_output`); the per-epoch line and the final table (`format_summary`).
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ QUICK = ["--quick", "--no-progress"]
 
 def occupy(out):
     """Make ``out`` look like the folder of an earlier run; returns its files' modification times."""
-    from geomlin.train.loop import RUN_FILES
+    from geomlin.train.outputs import RUN_FILES
 
     out.mkdir(parents=True, exist_ok=True)
     for name in RUN_FILES:
