@@ -47,7 +47,7 @@ class PackagedModel(nn.Module):
     ``forward`` takes the inputs of the exported program (for a potential ``pos (B, N, 3)``,
     ``species (B, N)``, returning ``(energy (B,), forces (B, N, 3))``; for a periodic potential
     ``(pos (N, 3), species (N,), edge_index (2, E), shift (E, 3), cell (1, 3, 3))``, returning
-    ``(energy (1,), forces (N, 3), stress (1, 3, 3))``, [`is_periodic`][]) and refuses, with a one-line
+    ``(energy (1,), forces (N, 3), stress (1, 3, 3))``, [`is_periodic`][geomlin.deploy.export.is_periodic]) and refuses, with a one-line
     ``TypeError`` / ``ValueError`` naming the input, anything the graph would misread:
 
     * **dtype**: floating inputs must have the exported dtype; float64 positions given to a
