@@ -5,8 +5,7 @@ Two kinds of system, built once per size and shared by every model (``make_syste
 * **liquid**: random atoms (H, C, N, O) uniformly in a cube at liquid density (0.1 atoms per cubic
   Angstrom), free space: about 52 neighbours per atom within the 5 Angstrom cutoff;
 * **water**: a periodic box of liquid water (``geomlin.datasets.xtb.water_box``: rigid molecules on a
-  grid, randomly turned, 0.1 atoms per cubic Angstrom). MACE sees the cell; geomlin's potentials take
-  no cell yet and see the same atoms as a free cluster (marked in the table).
+  grid, randomly turned, 0.1 atoms per cubic Angstrom). Every model sees the cell.
 
 Two calls per model, float32, the threads of ``--threads``: **energy and forces** of one configuration
 (inference, the neighbour search included, as a simulation calls it) and a **training step** (energy
@@ -22,10 +21,10 @@ budget (``--memory-budget``, default 20 GB of this machine's 24 GB) or the time 
 with a note, and so are the larger sizes of a model that failed, so the run always finishes (in
 several hours at full size: record it with ``geomlin bench --record --timeout`` long enough).
 
-The models: geomlin's potentials with the default sizes of ``geomlin train molecules`` and the
-neighbour option each has today (:func:`geomlin_model`: Gaunt and EGNN with their padded neighbour
-list ``max_neighbors``, PONITA's network with a radius graph from ``geomlin.neighbors.neighbor_list``),
-and MACE in the configuration of ``bench_molecules.py`` (``MACE_CONFIG``, ``build_mace``) with its own
+The models: geomlin's potentials with the default sizes of ``geomlin train molecules`` on the flat
+atoms of one system (:func:`geomlin_case`: no ``edge_index`` given, so each finds its edges in every
+call with the cell-list search of ``geomlin.neighbors`` within its cutoff, in the water box's cell;
+``geomlin.models.edges``), and MACE in the configuration of ``bench_molecules.py`` (``MACE_CONFIG``, ``build_mace``) with its own
 neighbour search (``mace.data.neighborhood.get_neighborhood``, matscipy), run in its own virtualenv
 (``--mace-python`` or ``GEOMLIN_MACE_PYTHON``; without it MACE is reported as not installed).
 
@@ -99,55 +98,26 @@ def make_system(kind: str, atoms: int, seed: int = SEED) -> dict:
 
 
 # ------------------------------------------------------------------------------------ geomlin side
-def max_neighbors(pos: torch.Tensor) -> int:
-    """Slots of the padded neighbour lists: the most neighbours any atom has within :data:`CUTOFF`
-    (free space), rounded up to a multiple of 8."""
-    from geomlin.neighbors import neighbor_list
+def geomlin_model(name: str) -> torch.nn.Module:
+    """The model of ``geomlin train molecules --model NAME`` (default sizes, cutoff :data:`CUTOFF`)."""
+    from geomlin.models import EGNNPotential, GauntPotential, MoleculeEnergyModel, PonitaPotential
 
-    edge_index, _ = neighbor_list(pos.double(), CUTOFF)
-    most = int(torch.bincount(edge_index[1], minlength=pos.shape[0]).max()) if edge_index.numel() else 0
-    return 8 * (most // 8 + 1)
-
-
-class PonitaOnARadiusGraph(torch.nn.Module):
-    """``PonitaPotential``'s network on the radius graph of ``geomlin.neighbors.neighbor_list`` (found
-    in every call, the neighbour search timed with the model); its window vanishes at the cutoff."""
-
-    def __init__(self, num_species: int):
-        super().__init__()
-        from geomlin.models import PonitaPotential
-
-        self.num_species = num_species
-        self.potential = PonitaPotential(num_species, cutoff=CUTOFF)
-
-    def forward(self, pos: torch.Tensor, species: torch.Tensor) -> torch.Tensor:
-        from geomlin.neighbors import neighbor_list
-
-        edge_index, _ = neighbor_list(pos[0].detach(), CUTOFF, loop=True)
-        x = torch.nn.functional.one_hot(species[0], self.num_species).to(pos.dtype)
-        energy, _ = self.potential.net(x, pos[0], edge_index=edge_index, num_graphs=1)
-        return energy.sum()[None]
-
-
-def geomlin_model(name: str, pos: torch.Tensor) -> torch.nn.Module:
-    """The model of ``geomlin train molecules --model NAME`` (default sizes) with the neighbour option it
-    has today: the one place that changes when the potentials take flat edge lists and cells."""
-    from geomlin.models import EGNNPotential, GauntPotential, MoleculeEnergyModel
-
-    if name == "ponita":
-        net = PonitaOnARadiusGraph(NUM_SPECIES)
-    else:
-        net = {"gaunt": GauntPotential, "egnn": EGNNPotential}[name](num_species=NUM_SPECIES,
-                                                                     max_neighbors=max_neighbors(pos))
-    return MoleculeEnergyModel(net)
+    net = {"gaunt": GauntPotential, "egnn": EGNNPotential, "ponita": PonitaPotential}[name]
+    return MoleculeEnergyModel(net(num_species=NUM_SPECIES, cutoff=CUTOFF))
 
 
 def geomlin_case(name: str, system: dict, call: str):
-    """The callable that a worker times for a geomlin model."""
-    pos = torch.from_numpy(system["pos"]).float()[None]
-    z = torch.from_numpy(system["z"])[None]
-    model = geomlin_model(name, pos[0])
-    return _step(model, lambda: model(pos, z), call)
+    """The callable that a worker times for a geomlin model: the flat atoms of one system (with its cell
+    and pbc where periodic); the model finds its edges in every call (``geomlin.models.edges``: the
+    cell-list search beyond its dense block), so the search is timed with it."""
+    pos = torch.from_numpy(system["pos"]).float()
+    z = torch.from_numpy(system["z"])
+    cells = {}
+    if system["pbc"].any():
+        cells = {"cell": torch.from_numpy(system["cell"]).float()[None], "pbc": torch.from_numpy(system["pbc"])[None]}
+    batch = torch.zeros(len(z), dtype=torch.long)
+    model = geomlin_model(name)
+    return _step(model, lambda: model(pos, z, batch=batch, **cells), call)
 
 
 def _step(model: torch.nn.Module, energy_and_forces, call: str):
@@ -381,7 +351,7 @@ def report(results: dict, atoms_of: dict, cases: list, models: list) -> None:
     the notes of the cases that did not run, and the summary: growth slopes, largest size, ratio ranges."""
     call_titles = {"infer": "energy and forces", "train": "a training step (forces by double backward)"}
     system_titles = {"liquid": f"random atoms at {DENSITY} per cubic Angstrom, free",
-                     "water": "periodic water box (geomlin: the same atoms as a free cluster, no cell yet)"}
+                     "water": "periodic water box"}
     versions = {r["version"] for h in results.values() for _, r in h if "version" in r}
     titles = {**TITLES, "mace": f"MACE {versions.pop()}" if versions else "MACE"}
     sizes = sorted({n for counts in atoms_of.values() for n in counts})
@@ -486,9 +456,8 @@ def main() -> None:
                          args, None if settings["repeats"] == 1 else settings["repeats"]))
     print(f"Cutoff {CUTOFF} Angstrom, float32, one process per case ({settings['warmup']} warm-up call up to "
           f"{WARMUP_UP_TO:,} atoms, none above, and {settings['repeats']} timed call(s) each); memory budget {settings['budget_gb']:g} GB and "
-          f"{settings['timeout']:g} s per case. geomlin: Gaunt and EGNN with the padded neighbour list "
-          f"(`max_neighbors` = the most neighbours of any atom, rounded up to a multiple of 8), PONITA's network "
-          f"on the radius graph of `geomlin.neighbors.neighbor_list`; MACE {bench_molecules_config()} with "
+          f"{settings['timeout']:g} s per case. geomlin: the potentials on flat atoms, their edges from the cell-list "
+          f"search of `geomlin.neighbors` (in the cell where periodic); MACE {bench_molecules_config()} with "
           "matscipy's neighbour list, in its own virtualenv. Neighbour searches are timed with the models.\n")
     cases = [(s, c) for s in systems for c in calls]
     if args.quick and args.calls == ",".join(CALLS):

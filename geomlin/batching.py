@@ -51,6 +51,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 from torch.utils import _pytree as pytree
+from torch.utils.checkpoint import checkpoint
 
 from geomlin.validation import (
     check_batch_vector,
@@ -66,6 +67,9 @@ from geomlin.validation import (
 #: Set sizes within this factor share one padded group in ``method="bucketed"`` (at most
 #: ``BUCKET_RATIO**2`` times the work of exact per-set attention, typically far less).
 BUCKET_RATIO = math.sqrt(2.0)
+#: Edges per chunk of [`scatter_messages`][]: one chunk's messages (a few MB at the widths of geomlin's
+#: potentials, so they stay in cache) are all that is held at once and what the backward recomputes.
+EDGE_CHUNK = 2048
 #: Query items per chunk in ``method="chunked"``.
 CHUNK_ITEMS = 1024
 #: Attention plans of flat batches (``"auto"`` picks one, see [`batch_layout`][]).
@@ -418,6 +422,51 @@ def scatter_sum(values: Tensor, index: Tensor, num_rows: int) -> Tensor:
     return out.index_add_(0, index, values.to(dtype))
 
 
+def scatter_messages(message, index: Tensor, num_rows: int, edge_args: tuple, chunk: int | None = None) -> Tensor:
+    """``out[r] = sum_{e : index[e] = r} message(*edge_args[e])``, chunk by chunk, recomputed for the backward.
+
+    Message passing without holding every message: chunks of edges are summed into the output, and
+    with autograd on each runs under ``torch.utils.checkpoint`` (non-reentrant: twice differentiable;
+    no random state kept, so ``message`` draws no random numbers; no early stop), so the backward
+    recomputes a chunk instead of keeping its ``O(E x message)`` intermediates. The numbers are those
+    of [`scatter_sum`][] of all messages at once, which traced code (``torch.compile``, ``torch.export``) runs.
+    Pass per-edge inputs only (node features gathered per edge, ``x.index_select(0, src)``): a whole
+    tensor read by every chunk would get a dense gradient per chunk.
+
+    Parameters
+    ----------
+    message : callable
+        ``message(*chunk_args) -> (E_c, ...)`` messages of a chunk of ``edge_args``.
+    index : Tensor
+        ``(E,)`` int64 row of every message, in ``[0, num_rows)`` (checked by the caller).
+    num_rows : int
+        rows of the output.
+    edge_args : tuple of Tensor
+        per-edge tensors ``(E, ...)``, cut into chunks.
+    chunk : int, optional
+        edges per chunk (default [`EDGE_CHUNK`][]).
+
+    Returns
+    -------
+    Tensor
+        ``(num_rows, ...)``, accumulated in at least float32 as [`scatter_sum`][].
+    """
+    chunk = EDGE_CHUNK if chunk is None else chunk
+    if torch.compiler.is_compiling() or index.shape[0] <= chunk:
+        return scatter_sum(message(*edge_args), index, num_rows)
+    recompute = torch.is_grad_enabled()
+    out = None
+    # split, not slices: one backward node gathers every chunk's gradient (not an (E, ...) fill per chunk)
+    for rows, *part in zip(index.split(chunk), *(a.split(chunk) for a in edge_args)):
+        values = (checkpoint(message, *part, use_reentrant=False, preserve_rng_state=False, early_stop=False)
+                  if recompute else message(*part))
+        if out is None:
+            dtype = torch.promote_types(values.dtype, torch.float32)
+            out = torch.zeros(num_rows, *values.shape[1:], dtype=dtype, device=values.device)
+        out.index_add_(0, rows, values.to(out.dtype))
+    return out
+
+
 def _flat(layout: BatchLayout | None) -> bool:
     return layout is not None and layout.is_flat
 
@@ -539,7 +588,7 @@ def to_flat(padded: Tensor, layout: BatchLayout) -> Tensor:
 
 
 __all__ = [
-    "BUCKET_RATIO", "CHUNK_ITEMS", "FLAT_METHODS", "KINDS", "AttentionGroup", "BatchLayout", "as_layout",
-    "batch_layout", "broadcast_pooled", "layout_of", "num_graphs", "pool_max", "pool_mean", "pool_softmax",
-    "pool_sum", "scatter_sum", "to_flat", "to_padded",
+    "BUCKET_RATIO", "CHUNK_ITEMS", "EDGE_CHUNK", "FLAT_METHODS", "KINDS", "AttentionGroup",
+    "BatchLayout", "as_layout", "batch_layout", "broadcast_pooled", "layout_of", "num_graphs", "pool_max", "pool_mean", "pool_softmax",
+    "pool_sum", "scatter_messages", "scatter_sum", "to_flat", "to_padded",
 ]

@@ -32,11 +32,11 @@ What compiled code does differently: every ``torch.compiler.is_compiling()`` bra
       branch-free path; ``linalg.scaling_and_squaring`` runs all its masked squarings;
       ``linear.diagrams.layer.DiagramLinear`` clones its output before an in-place scatter, and
       ``clifford.ga_attention._GAAttentionBase._run_net`` calls the user's network without its width check;
-    * ``models.md.require_autograd`` reads no inference-mode flag; ``gaunt.product._gaunt_grid``,
-      ``gaunt.product._grid_backward``, ``gaunt.method_tables.choose_method``,
-      ``gaunt.method_tables.choose_power_method`` and ``gaunt.powers.power_sum`` take the routes that trace
-      (the grid route as one custom operator); ``gaunt.paths.concat`` is a plain ``torch.cat`` and
-      ``gaunt.tensor_product._check_finite`` checks each tensor (no pre-screen by one sum).
+    * ``models.md.require_autograd`` reads no inference-mode flag; ``batching.scatter_messages`` sums all
+      messages in one pass; ``gaunt.product._gaunt_grid``, ``gaunt.product._grid_backward``,
+      ``gaunt.method_tables.choose_method``, ``gaunt.method_tables.choose_power_method`` and
+      ``gaunt.powers.power_sum`` take the routes that trace (the grid route as one custom operator);
+      ``gaunt.paths.concat`` is a plain ``torch.cat``, ``gaunt.tensor_product._check_finite`` checks each tensor.
 """
 
 from __future__ import annotations

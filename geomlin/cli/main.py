@@ -242,9 +242,10 @@ def main(argv: list[str] | None = None) -> int:
 
             meta = export_checkpoint(args.checkpoint, args.out, model=args.model, overwrite=args.overwrite,
                                      dtype=args.dtype)
-            print(f"wrote {args.out}: {meta['task']} model {meta['model']} ({meta['class']}), dynamic dims "
-                  f"{meta['dynamic_dims']['batch']} (batch) x {meta['dynamic_dims']['items']} (items); export "
-                  f"{meta['export_seconds']:.1f} s, AOTInductor compile {meta['compile_seconds']:.1f} s")
+            dims = " x ".join(f"{v} ({k})" for k, v in meta["dynamic_dims"].items() if k != "reason")
+            print(f"wrote {args.out}: {meta['task']} model {meta['model']} ({meta['class']}, outputs {meta['outputs']}), "
+                  f"dynamic dims {dims}; export {meta['export_seconds']:.1f} s, AOTInductor compile "
+                  f"{meta['compile_seconds']:.1f} s")
             return 0
         raise UserError(f"unknown command {args.command!r}")
     except UserError as exc:

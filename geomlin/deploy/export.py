@@ -25,6 +25,14 @@ MAX_BATCH = 1024
 MAX_ITEMS = 4096
 #: Smallest number of items (PyTorch specialises sizes 0 and 1, so a dynamic dim starts at 2).
 MIN_ITEMS = ExportShapes.min_items
+#: Largest numbers of atoms and of edges a periodic program ([`is_periodic`][]) accepts.
+MAX_ATOMS = 1_000_000
+MAX_EDGES = 200_000_000
+#: The inputs of a periodic program, in order (those of [`PeriodicStep`][geomlin.models.energy.PeriodicStep]).
+PERIODIC_INPUTS = ("pos", "species", "edge_index", "shift", "cell")
+#: What a potential's program returns, as its metadata says (``outputs``).
+POTENTIAL_OUTPUTS = "energy, forces"
+PERIODIC_OUTPUTS = "energy, forces, stress"
 #: Key of geomlin's metadata (one JSON string) in a package's AOTInductor metadata.
 METADATA_KEY = "geomlin"
 #: Format marker of a geomlin package.
@@ -56,6 +64,12 @@ def is_potential(model: nn.Module) -> bool:
     """Whether ``model`` is exported as energy and forces: it has an ``energy(pos, species)`` method or is an
     [`EnergyAndForces`][geomlin.models.md.EnergyAndForces] step."""
     return isinstance(model, EnergyAndForces) or callable(getattr(model, "energy", None))
+
+
+def is_periodic(model: nn.Module, kwargs: dict | None) -> bool:
+    """Whether ``model`` with keyword inputs ``kwargs`` is exported as a periodic program: a potential given
+    ``edge_index``, ``shift`` and ``cell`` (the inputs of [`PeriodicStep`][geomlin.models.energy.PeriodicStep])."""
+    return is_potential(model) and set(kwargs or {}) == set(PERIODIC_INPUTS[2:])
 
 
 def _bind(model: nn.Module, args: tuple, kwargs: dict) -> inspect.BoundArguments:
@@ -151,7 +165,11 @@ def export(model: nn.Module, args: tuple, kwargs: dict | None = None, *,
         Put in eval mode (in place). Run once on ``args`` first, which fills the host-side tables
         that are built once (tracing must not build them). A potential ([`is_potential`][])
         is exported as ``(pos (B, N, 3), species (B, N)) -> (energy (B,), forces (B, N, 3))``;
-        pass ``kwargs={"compute_forces": False}`` for the energy alone.
+        pass ``kwargs={"compute_forces": False}`` for the energy alone. With ``kwargs`` holding
+        ``edge_index``, ``shift`` and ``cell`` (one periodic cell, [`is_periodic`][]) it is exported
+        as the periodic program ``(pos (N, 3), species (N,), edge_index (2, E), shift (E, 3),
+        cell (1, 3, 3)) -> (energy (1,), forces (N, 3), stress (1, 3, 3))`` of
+        [`PeriodicStep`][geomlin.models.energy.PeriodicStep], with ``N`` atoms and ``E`` edges free.
     args, kwargs
         Example inputs (float32 for a float32 program).
     dynamic : bool
@@ -164,6 +182,8 @@ def export(model: nn.Module, args: tuple, kwargs: dict | None = None, *,
     """
     kwargs = dict(kwargs or {})
     args = tuple(args)
+    if is_periodic(model, kwargs):
+        return _export_periodic(model, args, kwargs, dynamic)
     forces = is_potential(model) and kwargs.get("compute_forces", True)
     if forces:  # checked before the model runs, so that its own check does not answer first
         extra = set(kwargs) - {"compute_forces"}
@@ -198,6 +218,29 @@ def export(model: nn.Module, args: tuple, kwargs: dict | None = None, *,
     return torch.export.export(model, args, kwargs, dynamic_shapes=shapes)
 
 
+def _export_periodic(model: nn.Module, args: tuple, kwargs: dict, dynamic: bool) -> torch.export.ExportedProgram:
+    """The periodic program of a potential (see [`export`][]): forward and backward traced by ``make_fx``."""
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    from geomlin.models.energy import PeriodicStep
+
+    if len(args) != 2:
+        raise ValueError(f"a periodic potential is exported with (pos, species) and the keyword inputs edge_index, "
+                         f"shift and cell; got {len(args)} positional input(s)")
+    step = PeriodicStep(model.potential if isinstance(model, EnergyAndForces) else model).eval()
+    inputs = (*args, *(kwargs[name] for name in PERIODIC_INPUTS[2:]))
+    step(*inputs)  # eager first: fills the tables built once
+    with _tracing_like_compile():
+        graph = make_fx(step, tracing_mode="symbolic", _allow_non_fake_inputs=True,
+                        _error_on_data_dependent_ops=True)(*[a.clone() for a in inputs])
+    shapes = None
+    if dynamic:
+        atoms = torch.export.Dim("atoms", min=MIN_ITEMS, max=MAX_ATOMS)
+        edges = torch.export.Dim("edges", min=MIN_ITEMS, max=MAX_EDGES)
+        shapes = ({0: atoms}, {0: atoms}, {1: edges}, {0: edges}, None)
+    return torch.export.export(graph, inputs, dynamic_shapes=shapes)
+
+
 def program_inputs(model: nn.Module, args: tuple, kwargs: dict | None = None) -> tuple[tuple, dict]:
     """The ``(args, kwargs)`` that the program of [`export`][] (and a package) takes for ``model(*args, **kwargs)``.
 
@@ -205,6 +248,8 @@ def program_inputs(model: nn.Module, args: tuple, kwargs: dict | None = None) ->
     ``forward(..., **kwargs)`` model, whose keyword inputs come after ``args`` by position.
     """
     kwargs = dict(kwargs or {})
+    if is_periodic(model, kwargs):
+        return (*args, *(kwargs[name] for name in PERIODIC_INPUTS[2:])), {}
     if is_potential(model) and kwargs.get("compute_forces", True):
         return tuple(args), {}
     params = inspect.signature(model.forward).parameters.values()
@@ -282,6 +327,8 @@ def input_specs(model: nn.Module, args: tuple, kwargs: dict | None = None, dynam
     kwargs = dict(kwargs or {})
     p_args, p_kwargs = program_inputs(model, args, kwargs)
     potential = is_potential(model) and kwargs.get("compute_forces", True)
+    if is_periodic(model, kwargs):
+        return _periodic_specs(model, p_args, dynamic)
     if potential:
         names = ["pos", "species"]
     else:
@@ -309,6 +356,24 @@ def input_specs(model: nn.Module, args: tuple, kwargs: dict | None = None, dynam
     return specs
 
 
+def _periodic_specs(model: nn.Module, inputs: tuple, dynamic: bool) -> list[dict]:
+    """The input specs of a periodic program: atoms and edges dims, species labels, edge indices in range."""
+    dims = {"pos": ["atoms", 3], "species": ["atoms"], "edge_index": [2, "edges"], "shift": ["edges", 3],
+            "cell": [1, 3, 3]}
+    inner = model.potential if isinstance(model, EnergyAndForces) else model
+    species = _labels((getattr(inner, "type_in", None) or (None, None))[1])
+    specs = []
+    for name, value in zip(PERIODIC_INPUTS, inputs):
+        spec = {"name": name, "dtype": str(value.dtype).removeprefix("torch."), "keyword": False,
+                "dims": dims[name] if dynamic else [int(n) for n in value.shape]}
+        if name == "species" and species is not None:
+            spec["labels"] = int(species)
+        if name == "edge_index":
+            spec["indexes"] = "atoms"
+        specs.append(spec)
+    return specs
+
+
 def build_metadata(model: nn.Module, args: tuple, kwargs: dict | None = None, extra: dict | None = None,
                    dynamic: bool = True) -> dict:
     """geomlin's metadata of a package of ``model``: version, class, feature types, inputs, dims, units.
@@ -321,6 +386,7 @@ def build_metadata(model: nn.Module, args: tuple, kwargs: dict | None = None, ex
 
     kwargs, extra = dict(kwargs or {}), dict(extra or {})
     potential = is_potential(model) and kwargs.get("compute_forces", True)
+    periodic = is_periodic(model, kwargs)
     bound = _bind(model, tuple(args), kwargs)
     inputs = {}
     for name, value in bound.arguments.items():
@@ -330,14 +396,22 @@ def build_metadata(model: nn.Module, args: tuple, kwargs: dict | None = None, ex
             inputs[name] = _describe(value)
     span = items_range(model) if dynamic else None
     dims = {"batch": [1, MAX_BATCH] if dynamic else None, "items": None if span is None else list(span)}
+    dynamic_dims = describe_dims(model) if dynamic else {"batch": "static", "items": "static"}
+    if periodic:
+        from geomlin.models.edges import neighbor_settings
+
+        dims = {"atoms": [MIN_ITEMS, MAX_ATOMS], "edges": [MIN_ITEMS, MAX_EDGES]} if dynamic else {}
+        dynamic_dims = {k: f"{a}..{b}" for k, (a, b) in dims.items()} or {"atoms": "static", "edges": "static"}
+        cutoff, loop = neighbor_settings(model)
+        extra.setdefault("neighbors", {"cutoff": cutoff, "loop": loop})
     specs = input_specs(model, args, kwargs, dynamic)
     card = getattr(model.potential if isinstance(model, EnergyAndForces) else model, "card", None)
     from_card = {} if card is None else card.as_metadata()
     device = next((str(a.device) for a in args if isinstance(a, Tensor)), "cpu")
     return {"format": PACKAGE_FORMAT, "geomlin_version": geomlin.__version__, "torch_version": torch.__version__,
             "class": type(model).__name__, "type_in": _types(model, "type_in"), "type_out": _types(model, "type_out"),
-            "outputs": "energy, forces" if potential else "", "inputs": inputs,
-            "dynamic_dims": describe_dims(model) if dynamic else {"batch": "static", "items": "static"},
+            "outputs": PERIODIC_OUTPUTS if periodic else POTENTIAL_OUTPUTS if potential else "", "inputs": inputs,
+            "dynamic_dims": dynamic_dims,
             "program_inputs": specs, "dims": dims, "device": device, **from_card, **extra}
 
 

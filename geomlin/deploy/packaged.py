@@ -26,7 +26,7 @@ import torch
 from torch import Tensor, nn
 
 from geomlin.deploy.card import ModelCard
-from geomlin.deploy.export import METADATA_KEY, PACKAGE_FORMAT
+from geomlin.deploy.export import METADATA_KEY, PACKAGE_FORMAT, PERIODIC_OUTPUTS, POTENTIAL_OUTPUTS
 from geomlin.validation import check_finite, check_index
 
 
@@ -37,14 +37,17 @@ def read_metadata(compiled) -> dict:
 
 
 def _dim_name(dims: list, i: int) -> str:
-    return {"batch": "B", "items": "N"}.get(dims[i], str(dims[i])) if isinstance(dims[i], str) else str(dims[i])
+    return {"batch": "B", "items": "N", "atoms": "N", "edges": "E"}.get(dims[i], str(dims[i])) if isinstance(
+        dims[i], str) else str(dims[i])
 
 
 class PackagedModel(nn.Module):
     """A ``.pt2`` package written by [`geomlin.deploy.package`][geomlin.deploy.export.package], checked at each call.
 
     ``forward`` takes the inputs of the exported program (for a potential ``pos (B, N, 3)``,
-    ``species (B, N)``, returning ``(energy (B,), forces (B, N, 3))``) and refuses, with a one-line
+    ``species (B, N)``, returning ``(energy (B,), forces (B, N, 3))``; for a periodic potential
+    ``(pos (N, 3), species (N,), edge_index (2, E), shift (E, 3), cell (1, 3, 3))``, returning
+    ``(energy (1,), forces (N, 3), stress (1, 3, 3))``, [`is_periodic`][geomlin.deploy.export.is_periodic]) and refuses, with a one-line
     ``TypeError`` / ``ValueError`` naming the input, anything the graph would misread:
 
     * **dtype**: floating inputs must have the exported dtype; float64 positions given to a
@@ -55,7 +58,8 @@ class PackagedModel(nn.Module):
       dim: ``pos[None]``);
     * **sizes**: the batch and the items (atoms, points) must lie within the exported ranges
       (metadata ``dims``) and agree across inputs;
-    * **values**: NaN or infinite floats, species outside ``[0, num_species)``;
+    * **values**: NaN or infinite floats, species outside ``[0, num_species)``, edge indices
+      outside the atoms (a periodic program's ``edge_index``);
     * **strides**: every input is handed to the graph contiguous, so a view gives the numbers of
       its contiguous copy.
 
@@ -71,6 +75,9 @@ class PackagedModel(nn.Module):
 
     Attributes
     ----------
+    is_potential, is_periodic : bool
+        whether the program returns energy and forces, and whether it is the periodic program
+        ([`geomlin.deploy.export.is_periodic`][]).
     card : ModelCard
         Task, config, units and species map from the metadata.
     type_in, type_out
@@ -89,7 +96,8 @@ class PackagedModel(nn.Module):
             raise ValueError(f"{path} was written by an older geomlin and records no input specs; export it again")
         self.dims = dict(self.metadata.get("dims", {}))
         self.card = ModelCard.from_metadata(self.metadata, source=str(path))
-        self.is_potential = self.metadata.get("outputs") == "energy, forces"
+        self.is_potential = self.metadata.get("outputs") in (POTENTIAL_OUTPUTS, PERIODIC_OUTPUTS)
+        self.is_periodic = self.metadata.get("outputs") == PERIODIC_OUTPUTS
         self.type_in = self.type_out = None
 
     @classmethod
@@ -168,7 +176,7 @@ class PackagedModel(nn.Module):
                     raise ValueError(f"{name} must have size {d} in dim {i} {shape}, got shape {tuple(x.shape)}")
                 continue
             lo, hi = self.dims[d]
-            what = "batch size" if d == "batch" else "number of items (atoms, points)"
+            what = {"batch": "batch size", "edges": "number of edges"}.get(d, "number of items (atoms, points)")
             if not lo <= n <= hi:
                 raise ValueError(f"{name}: {what} {n} is outside the exported range {lo}..{hi} "
                                  f"(shape {tuple(x.shape)})")
@@ -179,6 +187,8 @@ class PackagedModel(nn.Module):
             check_finite(x, name)
         elif "labels" in spec:
             check_index(x, name, spec["labels"], "species" if name == "species" else "classes")
+        elif "indexes" in spec and spec["indexes"] in sizes:
+            check_index(x, name, sizes[spec["indexes"]][0], spec["indexes"])
         return x.to(want).contiguous()
 
     def forward(self, *args, **kwargs):

@@ -21,12 +21,15 @@
   and the static-shape padded neighbour list of the potentials ([`padded_neighbors`][]);
 * [`MoleculeEnergyModel`][] — any of the potentials' networks with the data's energy scale and
   shift, energy and forces ``-dE/dpos`` (what ``geomlin train molecules`` trains);
+* [`PeriodicStep`][] — one periodic cell with its edges handed in: energy, forces and stress (the
+  ASE calculator's and a periodic package's program); [`geomlin.models.edges`][] — how every
+  potential takes edges and cells;
 * [`geomlin.models.md`][] — [`EnergyAndForces`][], a potential's energy and forces compiled once
   for a whole MD trajectory, and [`velocity_verlet_step`][].
 """
 
 from geomlin.models.egnn import EGNNDynamics, EGNNLayer, EGNNPotential
-from geomlin.models.energy import MoleculeEnergyModel
+from geomlin.models.energy import MoleculeEnergyModel, PeriodicStep
 from geomlin.models.gatr_models import GATrClassifier, GATrDynamics
 from geomlin.models.gaunt_potential import GauntPotential
 from geomlin.models.graphs import (
@@ -51,6 +54,7 @@ __all__ = [
            "GauntPotential",
            "MLPDynamics",
            "MoleculeEnergyModel",
+           "PeriodicStep",
            "PointNet",
            "Ponita",
            "PonitaDynamics",

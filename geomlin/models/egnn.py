@@ -22,12 +22,14 @@ import math
 import torch
 from torch import Tensor, nn
 
-from geomlin.batching import BatchLayout, pool_sum, scatter_sum
+from geomlin.batching import BatchLayout, pool_sum, scatter_messages, scatter_sum
+from geomlin.models.edges import potential_inputs
 from geomlin.models.graphs import graph_edges, padded_neighbors
-from geomlin.models.inputs import molecule_inputs, particle_inputs
-from geomlin.radial import gaussian_rbf
+from geomlin.models.inputs import particle_inputs
+from geomlin.radial import gaussian_rbf, polynomial_cutoff
 from geomlin.reps import Labels, Positions, Scalars, Vectors
 from geomlin.validation import (
+    check_bool,
     check_index,
     check_mask,
     check_nonnegative_int,
@@ -91,11 +93,17 @@ class EGNNLayer(nn.Module):
     ``edge_attr (E, edge_dim)``; the sums run over the edges. Declared types: node features
     ``Scalars(hidden_channels)`` and positions ``Positions(3)`` in and out (E(3)); edge attributes
     and masks are invariant keyword inputs.
+
+    ``envelope=True`` weights every message by the smooth cutoff of its pair's distance
+    ([`geomlin.radial.polynomial_cutoff`][] at ``cutoff``: exactly zero beyond it), which a potential
+    needs to be local. Flat inputs may give ``edge_vec (E, 3)``, the vectors ``x_i - x_j`` of the edges
+    (to the periodic image of ``j`` an edge joins); by default they are ``pos[i] - pos[j]``.
     """
 
     def __init__(self, hidden_channels: int = 64, edge_dim: int = 0, num_basis: int = DEFAULT_NUM_BASIS, cutoff: float = 5.0,
-                 update_coords: bool = True):
+                 update_coords: bool = True, envelope: bool = False):
         super().__init__()
+        self.envelope = check_bool(envelope, "envelope")
         hidden_channels = check_positive_int(hidden_channels, "hidden_channels")
         self.hidden_channels = hidden_channels
         self.edge_dim = check_nonnegative_int(edge_dim, "edge_dim")
@@ -124,14 +132,14 @@ class EGNNLayer(nn.Module):
 
     def forward(self, h: Tensor, pos: Tensor, edge_attr: Tensor | None = None, vel: Tensor | None = None,
                 mask: Tensor | None = None, neighbors: tuple[Tensor, Tensor] | None = None,
-                edge_index: Tensor | None = None):
+                edge_index: Tensor | None = None, edge_vec: Tensor | None = None):
         if edge_attr is None and self.edge_dim:
             raise ValueError(f"edge_attr (B, N, N, {self.edge_dim}) is required (flat: (E, {self.edge_dim})): the "
                              f"layer has edge_dim={self.edge_dim}")
         if edge_index is not None:
             if mask is not None or neighbors is not None:
                 raise ValueError("edge_index is for flat inputs, which have no mask or padded neighbour list")
-            return self._flat(h, pos, edge_attr, vel, edge_index)
+            return self._flat(h, pos, edge_attr, vel, edge_index, edge_vec)
         check_tensor(h, "h", shape=(None, None, self.hidden_channels), what="B systems, N nodes, hidden channels")
         B, N, H = h.shape
         check_tensor(pos, "pos", shape=(B, N, 3))
@@ -160,12 +168,14 @@ class EGNNLayer(nn.Module):
         return self._moved(h, h_new, pos, vel, shift)
 
     def _messages(self, h_i: Tensor, h_j: Tensor, diff: Tensor, edge_attr: Tensor | None) -> Tensor:
-        """``m_ij = phi_e(h_i, h_j, rbf(|x_i - x_j|), a_ij)`` over any leading axes (pairs or edges)."""
+        """``m_ij = phi_e(h_i, h_j, rbf(|x_i - x_j|), a_ij)`` over any leading axes (pairs or edges), times
+        the smooth cutoff of ``|x_i - x_j|`` with ``envelope``."""
         dist = torch.sqrt((diff * diff).sum(-1) + DISTANCE_EPS)
         feats = [h_i, h_j, gaussian_rbf(dist, self.num_basis, self.cutoff)]
         if edge_attr is not None:
             feats.append(edge_attr)
-        return self.phi_e(torch.cat(feats, dim=-1))
+        m = self.phi_e(torch.cat(feats, dim=-1))
+        return m * polynomial_cutoff(dist, self.cutoff)[..., None].to(m.dtype) if self.envelope else m
 
     def _moved(self, h: Tensor, h_new: Tensor, pos: Tensor, vel: Tensor | None, shift: Tensor):
         if vel is None:
@@ -173,8 +183,10 @@ class EGNNLayer(nn.Module):
         vel_new = self.phi_v(h) * vel + shift
         return h_new, pos + vel_new, vel_new
 
-    def _flat(self, h: Tensor, pos: Tensor, edge_attr: Tensor | None, vel: Tensor | None, edge_index: Tensor):
-        """The layer on a flat batch: messages over ``edge_index`` summed at their targets."""
+    def _flat(self, h: Tensor, pos: Tensor, edge_attr: Tensor | None, vel: Tensor | None, edge_index: Tensor,
+              edge_vec: Tensor | None):
+        """The layer on a flat batch: messages over ``edge_index`` summed at their targets, chunk by chunk
+        ([`geomlin.batching.scatter_messages`][]: recomputed for the backward, not kept)."""
         check_tensor(h, "h", shape=(None, self.hidden_channels), what="N_total nodes of a flat batch, hidden channels")
         N = h.shape[0]
         check_tensor(pos, "pos", shape=(N, 3))
@@ -185,14 +197,25 @@ class EGNNLayer(nn.Module):
         if vel is not None:
             check_tensor(vel, "vel", shape=(N, 3))
         src, dst = edge_index
-        diff = pos[dst] - pos[src]                                       # (E, 3): x_i - x_j
-        m = self._messages(h[dst], h[src], diff, edge_attr)
-        h_new = h + self.phi_h(torch.cat([h, scatter_sum(m, dst, N).to(h.dtype)], dim=-1))
+        if edge_vec is None:
+            diff = pos.index_select(0, dst) - pos.index_select(0, src)          # (E, 3): x_i - x_j
+        else:
+            diff = check_tensor(edge_vec, "edge_vec", shape=(edge_index.shape[1], 3)).to(pos.dtype)
+        edge = (h.index_select(0, dst), h.index_select(0, src), diff)
+        summed = scatter_messages(self._edge_terms, dst, N, edge if edge_attr is None else (*edge, edge_attr))
+        summed = summed.to(h.dtype)
+        h_new = h + self.phi_h(torch.cat([h, summed[:, :self.hidden_channels]], dim=-1))
         if not self.update_coords:
             return (h_new, pos) if vel is None else (h_new, pos, vel)
-        n_nb = scatter_sum(torch.ones_like(m[:, :1]), dst, N).clamp_min(1.0)
-        shift = (scatter_sum(diff * self.phi_x(m), dst, N) / n_nb).to(pos.dtype)
+        n_nb = scatter_sum(torch.ones_like(diff[:, :1]), dst, N).clamp_min(1.0)
+        shift = (summed[:, self.hidden_channels:] / n_nb).to(pos.dtype)
         return self._moved(h, h_new, pos, vel, shift)
+
+    def _edge_terms(self, h_i: Tensor, h_j: Tensor, diff: Tensor, edge_attr: Tensor | None = None) -> Tensor:
+        """What the flat layer sums per edge: ``m_ij (E, H)``, and ``(x_i - x_j) phi_x(m_ij) (E, 3)`` beside it
+        when coordinates are updated."""
+        m = self._messages(h_i, h_j, diff, edge_attr)
+        return torch.cat([m, diff * self.phi_x(m)], dim=-1) if self.update_coords else m
 
 
 class EGNNPotential(nn.Module):
@@ -204,19 +227,23 @@ class EGNNPotential(nn.Module):
     with respect to ``pos`` for forces ``-dE/dpos``. Energy is E(3) and permutation invariant:
     declared types ``Positions(3)``, ``Labels(num_species)`` -> ``Scalars()``. ``num_species``
     bounds the atomic numbers (``species < num_species``); ``mask (B, N)`` bool marks the real
-    atoms of padded molecules. A flat batch passes messages over a flat edge list: all pairs
-    within each molecule ([`graph_edges`][geomlin.models.graphs.graph_edges]; no host sync when
-    the layout was planned on the host), or with ``max_neighbors`` the pairs within ``cutoff``
-    from a cell list (no slot limit there).
+    atoms of padded molecules. Edges and periodic cells follow [`geomlin.models.edges`][] (all pairs
+    of small molecules, a cell-list search for larger systems and periodic cells, or the caller's
+    ``edge_index`` with ``shift`` and ``cell``); a flat batch's messages are summed chunk by chunk
+    and recomputed for the backward ([`geomlin.batching.scatter_messages`][]).
 
-    ``cutoff`` is the range of the Gaussian radial basis. ``max_neighbors``: ``None`` (default)
-    for all pairs; an int ``K`` for a static-shape padded list of the (at most) ``K`` atoms closer
-    than ``cutoff`` to every atom ([`padded_neighbors`][geomlin.models.graphs.padded_neighbors]; more than ``K``
-    is a ValueError, never a truncation). EGNN's messages have no smooth envelope, so the padded
-    list gives the all-pairs energy only when every pair is within ``cutoff`` (molecules smaller
-    than the cutoff, ``K >= N - 1``); otherwise it is a radius-graph EGNN whose energy jumps when a
-    pair crosses the cutoff.
+    Every message is weighted by the smooth cutoff of its pair's distance
+    ([`geomlin.radial.polynomial_cutoff`][], ``envelope=True`` of [`EGNNLayer`][]), so pairs beyond
+    ``cutoff`` contribute exactly zero and the energy is the same whichever edges beyond it are
+    given: all pairs, a radius graph, or a padded list. ``cutoff`` is also the range of the Gaussian
+    radial basis. ``max_neighbors``: ``None`` (default) for the edges above; an int ``K`` for a
+    static-shape padded list of the (at most) ``K`` atoms closer than ``cutoff`` to every atom of
+    padded molecules ([`padded_neighbors`][geomlin.models.graphs.padded_neighbors]; more than ``K``
+    is a ValueError, never a truncation), for compiled MD.
     """
+
+    #: The edges exclude the self-pairs ``(i, i)`` ([`geomlin.models.edges.neighbor_settings`][]).
+    edge_loops = False
 
     def __init__(self, num_species: int = 10, hidden_channels: int = 64, num_blocks: int = 3,
                  num_basis: int = DEFAULT_NUM_BASIS, cutoff: float = 5.0, max_neighbors: int | None = None):
@@ -226,8 +253,8 @@ class EGNNPotential(nn.Module):
         self.cutoff = check_positive_float(cutoff, "cutoff")
         self.max_neighbors = None if max_neighbors is None else check_positive_int(max_neighbors, "max_neighbors")
         self.embed = nn.Embedding(self.num_species, hidden_channels)
-        self.layers = nn.ModuleList(EGNNLayer(hidden_channels, num_basis=num_basis, cutoff=cutoff, update_coords=False)
-                                    for _ in range(num_blocks))
+        self.layers = nn.ModuleList(EGNNLayer(hidden_channels, num_basis=num_basis, cutoff=cutoff, update_coords=False,
+                                              envelope=True) for _ in range(num_blocks))
         self.readout = nn.Sequential(nn.Linear(hidden_channels, hidden_channels), nn.SiLU(),
                                      nn.Linear(hidden_channels, 1))
         self.type_in = (Positions(3), Labels(self.num_species))
@@ -240,17 +267,21 @@ class EGNNPotential(nn.Module):
         return (pos, species), {}
 
     def forward(self, pos: Tensor, species: Tensor | None = None, mask: Tensor | None = None, *,
-                batch: Tensor | BatchLayout | None = None) -> Tensor:
-        """Energy ``(B,)``; see the class docstring for the three input forms."""
-        pos, species, layout = molecule_inputs("EGNNPotential", pos, species, mask, batch, self.num_species)
-        h = self.embed(species).to(pos.dtype)
-        if layout.is_flat:
-            cutoff = None if self.max_neighbors is None else self.cutoff
-            edges = graph_edges(pos.detach(), layout, cutoff=cutoff, loop=False)
+                batch: Tensor | BatchLayout | None = None, edge_index: Tensor | None = None,
+                shift: Tensor | None = None, cell: Tensor | None = None, pbc=None) -> Tensor:
+        """Energy ``(B,)``; see the class docstring for the input forms."""
+        inputs = potential_inputs("EGNNPotential", pos, species, mask, batch, self.num_species,
+                                  edge_index=edge_index, shift=shift, cell=cell, pbc=pbc)
+        if not inputs.padded(self.max_neighbors):
+            graph = inputs.graph(self.cutoff, loop=self.edge_loops)
+            vec = -graph.vectors()                                               # x_i - (image of) x_j
+            h = self.embed(graph.species).to(graph.pos.dtype)
             for layer in self.layers:
-                h, _ = layer(h, pos, edge_index=edges)
+                h, _ = layer(h, graph.pos, edge_index=graph.edge_index, edge_vec=vec)
             e = self.readout(h).squeeze(-1)
-            return pool_sum(e, layout).to(e.dtype)
+            return pool_sum(e, graph.layout).to(e.dtype)
+        pos, mask = inputs.pos, inputs.mask
+        h = self.embed(inputs.species).to(pos.dtype)
         neighbors = None
         if self.max_neighbors is not None:  # static shapes, no host sync; more than K neighbours is an error
             neighbors = padded_neighbors(pos, self.cutoff, self.max_neighbors, mask)

@@ -11,13 +11,14 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from geomlin.batching import BatchLayout, pool_sum
+from geomlin.batching import BatchLayout, pool_sum, scatter_sum
+from geomlin.models.edges import EDGE_FIELDS
 from geomlin.models.inputs import MOLECULE_FIELDS, graph_fields, is_graph_data, model_layout
 from geomlin.models.md import require_autograd
 from geomlin.reps import Labels, Positions, Scalars, Vectors
 from geomlin.reps.declarations import ExportShapes
 
-__all__ = ["EXAMPLE_ATOMS", "MoleculeEnergyModel"]
+__all__ = ["EXAMPLE_ATOMS", "MoleculeEnergyModel", "PeriodicStep"]
 
 #: Atoms per example molecule of [`MoleculeEnergyModel.example_inputs`][].
 EXAMPLE_ATOMS = 6
@@ -37,6 +38,12 @@ class MoleculeEnergyModel(nn.Module):
     without the gradient. Declared types: positions ``Positions(3)`` and species
     ``Labels(num_species)`` -> energy ``Scalars()`` (E(3) invariant) and forces ``Vectors(3)``
     (E(3) equivariant).
+
+    Edges and periodic cells go to the network as [`geomlin.models.edges`][] describes
+    (``edge_index``, ``shift``, ``cell``, ``pbc`` as keywords or fields of a PyG object). With a
+    ``cell``, ``compute_stress=True`` also returns the stress ``(1 / V) dE/d(epsilon)`` ``(B, 3, 3)``
+    (energy per volume in the data's units; ASE's sign and convention) from the derivative of the
+    energy by the cell and the positions ([`strain_derivative`][]).
     """
 
     #: Exported programs take molecules of 3 atoms or more (geomlin.deploy).
@@ -68,17 +75,23 @@ class MoleculeEnergyModel(nn.Module):
         return (pos, species), {}
 
     def energy(self, pos: Tensor, species: Tensor | None = None, mask: Tensor | None = None, *,
-               batch: Tensor | BatchLayout | None = None) -> Tensor:
-        """Energy ``(B,)`` in data units (padded, flat or PyG inputs, as [`forward`][])."""
+               batch: Tensor | BatchLayout | None = None, edge_index: Tensor | None = None,
+               shift: Tensor | None = None, cell: Tensor | None = None, pbc=None) -> Tensor:
+        """Energy ``(B,)`` in data units (padded, flat or PyG inputs, edges and cells as [`forward`][])."""
         if is_graph_data(pos):
-            (pos, species), batch = graph_fields(pos, MOLECULE_FIELDS, "MoleculeEnergyModel", species=species,
-                                                 mask=mask, batch=batch)
+            data = pos
+            (pos, species), batch = graph_fields(data, MOLECULE_FIELDS, "MoleculeEnergyModel", species=species,
+                                                 mask=mask, batch=batch, edge_index=edge_index, shift=shift,
+                                                 cell=cell, pbc=pbc)
+            edge_index, shift, cell, pbc = (getattr(data, name, None) for name in EDGE_FIELDS)
+        given = {"edge_index": edge_index, "shift": shift, "cell": cell, "pbc": pbc}
+        edges = {k: v for k, v in given.items() if v is not None}   # a plain net(pos, species) needs none
         if batch is None:
-            out = self.net(pos, species, mask=mask)
+            out = self.net(pos, species, mask=mask, **edges)
             layout = None
         else:
             layout = model_layout(pos, mask, batch)
-            out = self.net(pos, species, batch=layout)
+            out = self.net(pos, species, batch=layout, **edges)
         ref = self.atom_energies.to(pos.dtype)[species]
         if layout is not None:
             ref = pool_sum(ref, layout).to(pos.dtype)
@@ -89,21 +102,103 @@ class MoleculeEnergyModel(nn.Module):
         return self.energy_mean.to(pos.dtype) + ref + self.scale.to(pos.dtype) * out
 
     def forward(self, pos: Tensor, species: Tensor | None = None, mask: Tensor | None = None,
-                compute_forces: bool = True, *, batch: Tensor | BatchLayout | None = None
-                ) -> tuple[Tensor, Tensor | None]:
+                compute_forces: bool = True, compute_stress: bool = False, *,
+                batch: Tensor | BatchLayout | None = None, edge_index: Tensor | None = None,
+                shift: Tensor | None = None, cell: Tensor | None = None, pbc=None) -> tuple:
         """``(energy (B,), forces)``: padded ``(B, N, 3)`` forces, or flat ``(N_total, 3)`` for flat and PyG inputs
-        (see the class docstring); ``(energy, None)`` with ``compute_forces=False``."""
+        (see the class docstring); ``(energy, None)`` with ``compute_forces=False``; ``(energy, forces,
+        stress (B, 3, 3))`` with ``compute_stress=True`` (periodic inputs, a ``cell``)."""
         if is_graph_data(pos):
-            (pos, species), batch = graph_fields(pos, MOLECULE_FIELDS, "MoleculeEnergyModel", species=species,
-                                                 mask=mask, batch=batch)
+            data = pos
+            (pos, species), batch = graph_fields(data, MOLECULE_FIELDS, "MoleculeEnergyModel", species=species,
+                                                 mask=mask, batch=batch, edge_index=edge_index, shift=shift,
+                                                 cell=cell, pbc=pbc)
+            edge_index, shift, cell, pbc = (getattr(data, name, None) for name in EDGE_FIELDS)
         if batch is not None:
             batch = model_layout(pos, mask, batch)  # planned once, for the network and the reference energies
+        edges = {"batch": batch, "edge_index": edge_index, "shift": shift, "pbc": pbc}
+        if compute_stress and cell is None:
+            raise ValueError("compute_stress=True needs the periodic cell (cell=): the stress is the energy's "
+                             "derivative by a strain of the cell")
         if not compute_forces:
-            return self.energy(pos, species, mask, batch=batch), None
+            if compute_stress:
+                raise ValueError("compute_stress=True needs compute_forces=True")
+            return self.energy(pos, species, mask, cell=cell, **edges), None
         require_autograd("MoleculeEnergyModel")
         with torch.enable_grad():
             if not pos.requires_grad:
                 pos = pos.detach().requires_grad_(True)
-            e = self.energy(pos, species, mask, batch=batch)
-            (grad,) = torch.autograd.grad(e.sum(), pos, create_graph=self.training)
-        return e, -grad
+            if not compute_stress:
+                e = self.energy(pos, species, mask, cell=cell, **edges)
+                (grad,) = torch.autograd.grad(e.sum(), pos, create_graph=self.training)
+                return e, -grad
+            graphs = pos.shape[0] if batch is None else batch.num_graphs
+            cell = cell.to(pos.dtype)
+            cell = (cell[None] if cell.ndim == 2 else cell).expand(graphs, 3, 3).clone()
+            if not cell.requires_grad:
+                cell.requires_grad_(True)
+            e = self.energy(pos, species, mask, cell=cell, **edges)
+            grad, grad_cell = torch.autograd.grad(e.sum(), (pos, cell), create_graph=self.training)
+        stress = strain_derivative(pos, grad, cell, grad_cell, batch, graphs) / cell_volume(cell)[:, None, None]
+        return e, -grad, stress
+
+
+class PeriodicStep(nn.Module):
+    """One periodic system with its edges handed in: ``(pos, species, edge_index, shift, cell) -> (energy, forces, stress)``.
+
+    What the ASE calculator runs on a periodic cell and what ``geomlin export`` packages for a model
+    trained on periodic frames: the neighbour search ([`geomlin.neighbors.neighbor_list`][]) is made
+    outside (its output size depends on the positions, so it cannot be one compiled graph), and
+    everything else is one graph with dynamic numbers of atoms and edges.
+
+    Parameters
+    ----------
+    potential : nn.Module
+        a [`MoleculeEnergyModel`][] (energy in data units), or an energy network of
+        [`geomlin.models`][] (wrapped in one with no shift or scale).
+
+    Shapes
+    ------
+    ``forward(pos (N, 3), species (N,) int64, edge_index (2, E) int64, shift (E, 3) int64, cell (1, 3, 3))``
+    returns ``energy (1,)``, ``forces (N, 3)`` and ``stress (1, 3, 3)`` (energy per volume, ASE's
+    sign), in ``pos``'s dtype; inference only (the graph is not kept for training).
+    """
+
+    def __init__(self, potential: nn.Module):
+        super().__init__()
+        self.potential = potential if isinstance(potential, MoleculeEnergyModel) else MoleculeEnergyModel(potential)
+        # the cell's rows (lattice vectors) rotate with the positions; edges and integer shifts are invariant
+        self.type_in = (*self.potential.type_in, None, None, Vectors(3, 3))
+        self.type_out = (Scalars(), Vectors(3), None)
+
+    def forward(self, pos: Tensor, species: Tensor, edge_index: Tensor, shift: Tensor, cell: Tensor):
+        graph = torch.zeros_like(species)
+        # one graph, planned without reading anything (a traced program cannot read values)
+        layout = BatchLayout("flat", batch=graph, num_graphs=1, method=None, sets=graph)
+        energy, forces, stress = self.potential(pos, species, compute_stress=True, batch=layout,
+                                                edge_index=edge_index, shift=shift, cell=cell)
+        return energy.detach(), forces.detach(), stress.detach()
+
+
+def cell_volume(cell: Tensor) -> Tensor:
+    """``|det cell|`` of cells ``(G, 3, 3)``: ``(G,)``."""
+    return torch.linalg.det(cell).abs()
+
+
+def strain_derivative(pos: Tensor, grad: Tensor, cell: Tensor, grad_cell: Tensor, layout: BatchLayout | None,
+                      num_graphs: int) -> Tensor:
+    """``dE/d(epsilon) (G, 3, 3)``, symmetrised: the derivative of the energy by a homogeneous strain
+    ``x -> x (1 + epsilon)`` of positions and cell together, from ``dE/dpos`` and ``dE/dcell``.
+
+    ``sum_i pos_i (x) dE/dpos_i + cell^T dE/dcell`` per graph (the virial with its sign flipped); divided
+    by the cell volume it is the stress ASE reports (``(1 / V) dE/d(epsilon)``; Nielsen & Martin,
+    Phys. Rev. B 32, 3780 (1985)). ``pos``, ``grad`` padded ``(B, N, 3)`` (``layout`` None) or flat
+    ``(N_total, 3)`` with the flat ``layout``.
+    """
+    outer = pos[..., :, None] * grad[..., None, :]                           # (..., 3, 3)
+    if layout is None:
+        per_graph = outer.sum(dim=1)
+    else:
+        per_graph = scatter_sum(outer.reshape(-1, 9), layout.batch, num_graphs).reshape(num_graphs, 3, 3)
+    w = per_graph.to(cell.dtype) + cell.transpose(-1, -2) @ grad_cell
+    return 0.5 * (w + w.transpose(-1, -2))

@@ -21,16 +21,27 @@ import torch
 from torch import Tensor, nn
 
 from geomlin.batching import BatchLayout, pool_sum
+from geomlin.gaunt.conv import park_masked_edges
 from geomlin.gaunt.layout import degree_index
 from geomlin.groups import E3
-from geomlin.models.graphs import dense_edge_index, graph_edges, padded_edge_index, padded_neighbors
-from geomlin.models.inputs import molecule_inputs
+from geomlin.models.edges import potential_inputs
+from geomlin.models.graphs import dense_edge_index, padded_edge_index, padded_neighbors
 from geomlin.reps.types import Labels, Positions, Scalars, SphereCoefficients
-from geomlin.validation import check_nonnegative_int, check_positive_float, check_positive_int, check_tensor
+from geomlin.validation import (
+    check_index,
+    check_nonnegative_int,
+    check_positive_float,
+    check_positive_int,
+    check_tensor,
+)
 
 #: Gain on the summed messages: integral-normalised harmonics carry a factor 1/sqrt(4 pi) each, so
-#: Gaunt products of them are ~4 pi too small at initialisation; this restores order-one signals.
+#: Gaunt products of them are ~4 pi too small at initialisation; this restores order-one signals
+#: (with the sum over neighbours divided by ``sqrt(avg_num_neighbors)``).
 MESSAGE_GAIN = 4 * math.pi
+#: Default ``avg_num_neighbors``: the neighbours of every atom of a 9-atom molecule (the bundled
+#: ethanol); ``geomlin train molecules`` measures it on its training data.
+DEFAULT_AVG_NUM_NEIGHBORS = 8.0
 #: Padded atoms (``mask`` False) are parked this many cutoffs apart, and as far from their molecule's
 #: centroid, so that no edge of theirs is within the cutoff (their messages vanish) or of zero length.
 PAD_SPACING = 4.0
@@ -82,33 +93,45 @@ class GauntPotential(nn.Module):
     num_basis : int
         size of the Bessel radial basis.
     max_neighbors : int or None
-        ``None`` (default): every pair of atoms is an edge (``B N (N - 1)`` edges; those beyond the
-        cutoff contribute exactly zero). An int ``K``: the edges are a static-shape padded neighbour
-        list, the (at most) ``K`` atoms within the cutoff of every atom
-        ([`padded_neighbors`][geomlin.models.graphs.padded_neighbors], ``B N K`` edges, unused slots
-        contribute exactly zero); the energy is the all-pairs one (up to rounding), and an atom with
-        more than ``K`` neighbours within the cutoff is a ValueError, never a truncation. The shapes
-        depend on ``B, N, K`` only, so one compiled graph serves a whole trajectory
-        ([`EnergyAndForces`][geomlin.models.md.EnergyAndForces]).
+        ``None`` (default): the edges of [`geomlin.models.edges`][] (all pairs of molecules of up to
+        [`DENSE_BLOCK`][geomlin.models.edges.DENSE_BLOCK] atoms, a cell-list search beyond, periodic
+        cells, or the caller's ``edge_index``). An int ``K``: padded molecules ``(B, N, 3)`` without a
+        cell take a static-shape padded neighbour list, the (at most) ``K`` atoms within the cutoff of
+        every atom ([`padded_neighbors`][geomlin.models.graphs.padded_neighbors], ``B N K`` edges, unused
+        slots contribute exactly zero), at any ``N``; the energy is the all-pairs one (up to rounding),
+        and an atom with more than ``K`` neighbours within the cutoff is a ValueError, never a
+        truncation. The shapes depend on ``B, N, K`` only, so one compiled graph serves a whole
+        trajectory ([`EnergyAndForces`][geomlin.models.md.EnergyAndForces]).
+    avg_num_neighbors : float
+        the sum of the messages at an atom is divided by ``sqrt(avg_num_neighbors)`` (and scaled by
+        [`MESSAGE_GAIN`][]): a constant, so the energy is a sum of local terms (the same molecule far
+        from others, or a periodic box and its supercell, get the same energy per atom). ``geomlin
+        train molecules`` sets it to the mean number of neighbours within the cutoff of its training
+        data.
 
     Shapes
     ------
     ``forward(pos (B, N, 3), species (B, N) int64, mask=None) -> energy (B,)`` in ``pos``'s
     dtype. ``mask (B, N)`` bool marks the real atoms of padded molecules of different sizes: padded
-    atoms are moved out of every real atom's cutoff ([`PAD_SPACING`][]), their energies are left
-    out, and each molecule's messages are normalised by its own atom count, so a padded molecule
-    gets the energy (and forces) it has alone.
+    atoms are moved out of every real atom's cutoff ([`PAD_SPACING`][]) and their energies are left
+    out, so a padded molecule gets the energy (and forces) it has alone.
 
     ``forward(pos (N_total, 3), species (N_total,), batch=...)`` (or ``forward(data)``, a PyG
     ``Data`` / ``Batch`` with ``pos`` and ``z``; [`geomlin.models.inputs`][]) passes messages over
-    a flat edge list: ``edge_index (2, E)`` when given (any edges within the molecules; pairs
-    beyond the cutoff contribute exactly zero), else the pairs within the cutoff from the cell
-    lists of [`geomlin.neighbors`][] (work ``O(N log N + pairs)``, a few host syncs on an
-    accelerator; ``max_neighbors`` does not apply). The energy is the padded one.
+    a flat edge list. Edges and cells, in every form, follow [`geomlin.models.edges`][]:
+    ``edge_index (2, E)`` with ``shift (E, 3)`` and ``cell (G, 3, 3)`` from the caller, or ``cell``
+    (and ``pbc``) alone for the model's own periodic search. Messages are formed and summed in
+    chunks of edges and recomputed in the backward pass
+    ([`GauntConvolution.convolve`][geomlin.gaunt.conv.GauntConvolution.convolve]), so memory grows
+    with the atoms and edges at a small constant.
     """
 
+    #: The edges exclude the self-pairs ``(i, i)`` ([`geomlin.models.edges.neighbor_settings`][]).
+    edge_loops = False
+
     def __init__(self, num_species: int = 10, hidden_channels: int = 32, lmax: int = 3, num_blocks: int = 2,
-                 correlation: int = 3, cutoff: float = 5.0, num_basis: int = 8, max_neighbors: int | None = None):
+                 correlation: int = 3, cutoff: float = 5.0, num_basis: int = 8, max_neighbors: int | None = None,
+                 avg_num_neighbors: float = DEFAULT_AVG_NUM_NEIGHBORS):
         super().__init__()
         from geomlin.gaunt import GauntConvolution, ManyBodyGaunt
 
@@ -118,6 +141,8 @@ class GauntPotential(nn.Module):
         self.num_blocks = check_positive_int(num_blocks, "num_blocks")
         self.cutoff = check_positive_float(cutoff, "cutoff")
         self.max_neighbors = None if max_neighbors is None else check_positive_int(max_neighbors, "max_neighbors")
+        self.avg_num_neighbors = check_positive_float(avg_num_neighbors, "avg_num_neighbors")
+        self.gain = MESSAGE_GAIN / math.sqrt(self.avg_num_neighbors)
         channels = self.hidden_channels
         self.embed = nn.Embedding(num_species, channels)
         self.convs = nn.ModuleList(
@@ -130,48 +155,42 @@ class GauntPotential(nn.Module):
         self.type_out = Scalars()
 
     def forward(self, pos: Tensor, species: Tensor | None = None, mask: Tensor | None = None, *,
-                batch: Tensor | BatchLayout | None = None, edge_index: Tensor | None = None) -> Tensor:
+                batch: Tensor | BatchLayout | None = None, edge_index: Tensor | None = None,
+                shift: Tensor | None = None, cell: Tensor | None = None, pbc=None) -> Tensor:
         """Energy ``(B,)``; see the class docstring for the input forms."""
-        pos, species, layout = molecule_inputs("GauntPotential", pos, species, mask, batch, self.num_species)
-        check_tensor(pos, "pos", dtype=(torch.float32, torch.float64))
-        if layout.is_flat:
-            return self._flat(pos, species, layout, edge_index)
-        if edge_index is not None:
-            raise ValueError("edge_index is for flat batches (batch=); padded molecules use all pairs or max_neighbors")
+        inputs = potential_inputs("GauntPotential", pos, species, mask, batch, self.num_species,
+                                  edge_index=edge_index, shift=shift, cell=cell, pbc=pbc)
+        check_tensor(inputs.pos, "pos", dtype=(torch.float32, torch.float64))
+        if not inputs.padded(self.max_neighbors):
+            graph = inputs.graph(self.cutoff, loop=self.edge_loops)
+            e = self._atom_energies(graph.pos, graph.species, graph.edge_index, -graph.vectors())
+            return pool_sum(e, graph.layout).to(e.dtype)
+        pos, species, mask = inputs.pos, inputs.species, inputs.mask
         B, N, _ = pos.shape
-        if mask is None:
-            # sym_max and a tensor rsqrt keep N symbolic under torch.export (math.sqrt would fix it)
-            gain = pos.new_full((B * N, 1, 1), torch.sym_max(N - 1, 1)).rsqrt() * MESSAGE_GAIN
-        else:
+        if mask is not None:
             pos = self._park_padding(pos, mask)
-            atoms = mask.sum(dim=-1, keepdim=True).to(pos.dtype)                # (B, 1), on the device
-            gain = (MESSAGE_GAIN / (atoms - 1).clamp(min=1).sqrt()).expand(B, N).reshape(B * N, 1, 1)
         if self.max_neighbors is None:
             edges, edge_mask = dense_edge_index(B, N, device=pos.device), None  # all pairs: no host sync
         else:  # static shapes, no host sync; more than K neighbours is an error
             edges, edge_mask = padded_edge_index(*padded_neighbors(pos, self.cutoff, self.max_neighbors, mask))
-        e = self._atom_energies(pos.reshape(B * N, 3), species.reshape(-1), edges, edge_mask, gain).reshape(B, N)
+        flat = pos.reshape(B * N, 3)
+        vec = flat.index_select(0, edges[1]) - flat.index_select(0, edges[0])   # r_ij = pos_i - pos_j
+        if edge_mask is not None:
+            vec = park_masked_edges(vec, edge_mask, self.cutoff)
+        e = self._atom_energies(flat, species.reshape(-1), edges, vec).reshape(B, N)
         if mask is not None:
             e = e * mask.to(e.dtype)
         return e.sum(dim=-1)
 
-    def _flat(self, pos: Tensor, species: Tensor, layout: BatchLayout, edge_index: Tensor | None) -> Tensor:
-        """Energies ``(B,)`` of a flat batch: messages over its edge list, each molecule's own gain."""
-        if edge_index is None:
-            edge_index = graph_edges(pos.detach(), layout, cutoff=self.cutoff, loop=False)
-        atoms = pool_sum(torch.ones_like(pos[:, 0]), layout).to(pos.dtype)       # (B,), on the device
-        gain = (MESSAGE_GAIN / (atoms - 1).clamp(min=1).sqrt())[layout.batch][:, None, None]
-        e = self._atom_energies(pos, species, edge_index, None, gain)
-        return pool_sum(e, layout).to(e.dtype)
-
-    def _atom_energies(self, pos: Tensor, species: Tensor, edges: Tensor, edge_mask: Tensor | None,
-                       gain: Tensor) -> Tensor:
-        """Per-atom energies ``(N,)`` of flat atoms ``pos (N, 3)``, ``species (N,)`` over ``edges``."""
+    def _atom_energies(self, pos: Tensor, species: Tensor, edges: Tensor, vec: Tensor) -> Tensor:
+        """Per-atom energies ``(N,)`` of flat atoms ``pos (N, 3)``, ``species (N,)`` over ``edges (2, E)``
+        with vectors ``vec (E, 3)`` (``r_ij = pos_i - pos_j``, image of ``j`` in a cell)."""
         n = pos.shape[0]
         dim = (self.lmax + 1) ** 2
+        edges = check_index(edges, "edge_index", n, "atoms")
         x = self.embed(species).to(pos.dtype)[:, :, None]                      # (N, C, 1): l = 0 only
         for k, (conv, body, mix) in enumerate(zip(self.convs, self.many_body, self.mix)):
-            m = conv(x, pos, edges, edge_mask) * gain
+            m = conv.convolve(x, vec, edges) * self.gain
             update = mix(body(m))
             if k == 0:
                 x = torch.cat([x, x.new_zeros(n, self.hidden_channels, dim - 1)], dim=-1)

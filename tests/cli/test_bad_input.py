@@ -146,12 +146,41 @@ def test_corrupt_data_file_is_one_line(tmp_path, capsys, content, phrase):
     assert phrase in capsys.readouterr().err
 
 
-def test_periodic_frames_are_refused_until_the_potentials_take_cells(tmp_path, capsys):
+def test_periodic_frames_train_in_their_cells(tmp_path, capsys):
+    """Extended XYZ frames with a Lattice train (issue 35): the checkpoint's potential sees the cell, so
+    moving an atom by a lattice vector keeps its energy and forces (oracle: the same frame unmoved), and
+    the cell matters (the same atoms as a free cluster get another energy)."""
+    import torch
+
+    from geomlin import load
+
+    g = torch.Generator().manual_seed(0)
+    frames = []
+    for k in range(6):
+        pos = torch.rand(6, 3, generator=g, dtype=torch.float64) * 4.0
+        forces = torch.randn(6, 3, generator=g, dtype=torch.float64)
+        atoms = "".join(f"{s} {x:.6f} {y:.6f} {z:.6f} {a:.6f} {b:.6f} {c:.6f}\n"
+                        for s, (x, y, z), (a, b, c) in zip("OHHOHH", pos.tolist(), forces.tolist()))
+        frames.append(f'6\nLattice="4 0 0 0 4 0 0 0 4" pbc="T T T" energy={-10.0 - k:.1f} '
+                      f"Properties=species:S:1:pos:R:3:forces:R:3\n{atoms}")
     data = tmp_path / "box.xyz"
-    frame = '2\nLattice="5 0 0 0 5 0 0 0 5" energy=-1.0 Properties=species:S:1:pos:R:3:forces:R:3\nH 0 0 0 0 0 0\nH 0 0 1 0 0 0\n'
-    data.write_text(frame * 4)
-    _fails(capsys, ["train", "molecules", *QUICK, "--data", str(data), "--out", str(tmp_path / "r")],
-           "the frames are periodic (extended XYZ Lattice= / pbc=)")
+    data.write_text("".join(frames))
+    out = tmp_path / "r"
+    assert main(["train", "molecules", *QUICK, "--data", str(data), "--model", "gaunt", "--num-train", "4",
+                 "--num-test", "2", "--out", str(out)]) == 0
+    model = load(out, dtype=torch.float64)
+    assert model.net.avg_num_neighbors > 20        # measured on the training frames with their images, not 8
+    pos = torch.rand(6, 3, generator=g, dtype=torch.float64) * 4.0
+    z = torch.tensor([8, 1, 1, 8, 1, 1])
+    cell = 4.0 * torch.eye(3, dtype=torch.float64)[None]
+    batch = torch.zeros(6, dtype=torch.long)
+    energy, forces = model(pos, z, batch=batch, cell=cell)
+    moved = pos + torch.tensor([[4.0, 0.0, -8.0]] + [[0.0, 0.0, 0.0]] * 5, dtype=torch.float64)
+    e2, f2 = model(moved, z, batch=batch, cell=cell)
+    torch.testing.assert_close(e2, energy, rtol=1e-10, atol=1e-10)
+    torch.testing.assert_close(f2, forces, rtol=1e-10, atol=1e-10)
+    free, _ = model(pos, z, batch=batch)
+    assert (free - energy).abs().item() > 1e-6
 
 
 def test_npz_with_atomic_number_zero(tmp_path, capsys):

@@ -17,7 +17,7 @@ import pytest
 import torch
 from torch.utils._pytree import tree_leaves
 
-from geomlin.models import MoleculeEnergyModel
+from geomlin.models import MoleculeEnergyModel, PeriodicStep
 from geomlin.models.md import EnergyAndForces
 from tests.test_declarations import CASES, IDS, build_case
 
@@ -45,10 +45,11 @@ TOLERANCE = {"PointCloudCanonicalizer-0": (1e-4, 1e-5), "PointCloudCanonicalizer
 #: for the force loss (an output that requires grad, which a graph cannot return): its energy is compiled,
 #: as in tests/compile/test_models_compile.py; inference goes through EnergyAndForces.
 CALL_KWARGS = {MoleculeEnergyModel: {"compute_forces": False}}
-#: Dynamo settings the compiled call needs, by class. EnergyAndForces takes ``torch.autograd.grad`` inside
-#: its forward, which dynamo traces into the graph only with ``trace_autograd_ops`` (off by default in
-#: torch 2.13; library code never sets it, docs/deployment.md shows the user's ``config.patch``).
-DYNAMO_CONFIG = {EnergyAndForces: {"trace_autograd_ops": True}}
+#: Dynamo settings the compiled call needs, by class. EnergyAndForces and PeriodicStep take
+#: ``torch.autograd.grad`` inside their forward, which dynamo traces into the graph only with
+#: ``trace_autograd_ops`` (off by default in torch 2.13; library code never sets it, docs/deployment.md
+#: shows the user's ``config.patch``).
+DYNAMO_CONFIG = {EnergyAndForces: {"trace_autograd_ops": True}, PeriodicStep: {"trace_autograd_ops": True}}
 
 
 def _subpackage(cls: type) -> str:

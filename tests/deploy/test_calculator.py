@@ -125,9 +125,10 @@ def test_elements_and_cells_the_model_cannot_take_are_refused():
     with pytest.raises(ValueError, match=r"trained on the elements H, C, O; .* element N \(Z=7\)"):
         atoms.get_potential_energy()
     atoms = _atoms()
-    atoms.cell, atoms.pbc = [10.0, 10.0, 10.0], True
-    atoms.calc = GeomlinCalculator(trained_ethanol_potential())
-    with pytest.raises(ValueError, match="periodic"):
+    atoms.cell, atoms.pbc = [0.5, 10.0, 10.0], True       # thinner than cutoff / MAX_CELL_IMAGES
+    potential = trained_ethanol_potential().model         # without the test's all-pairs core
+    atoms.calc = GeomlinCalculator(potential, units=Units("kcal/mol"), species={1: 1, 6: 6, 8: 8})
+    with pytest.raises(ValueError, match=r"too small for the cutoff 5: its height along lattice vector 0 is 0\.5"):
         atoms.get_potential_energy()
 
 

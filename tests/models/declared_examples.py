@@ -9,8 +9,10 @@ from geomlin.models import (
     EGNNPotential,
     GATrClassifier,
     GATrDynamics,
+    GauntPotential,
     MLPDynamics,
     MoleculeEnergyModel,
+    PeriodicStep,
     PointNet,
     Ponita,
     PonitaDynamics,
@@ -26,6 +28,7 @@ from geomlin.models.ponita import (
     PointConv,
     PointSpace,
 )
+from geomlin.neighbors import neighbor_list
 from tests.randomized import randomized
 
 
@@ -43,6 +46,20 @@ def _flat_potential():
     batch = batch_layout(batch=torch.tensor([0] * 4 + [1] * 3))
     return model, {"inputs": (1.5 * torch.randn(7, 3, dtype=torch.float64), torch.randint(5, (7,))),
                    "kwargs": {"batch": batch}}
+
+
+def _periodic_step():
+    """A triclinic box thinner than twice the cutoff (several images per neighbour), its edges found once:
+    positions and cell rotate together, the edges and shifts stay (the stress, a 3x3 tensor, is checked
+    against its own action in tests/models/test_edges.py)."""
+    model = MoleculeEnergyModel(GauntPotential(4, hidden_channels=4, lmax=2, num_blocks=1, correlation=2,
+                                               cutoff=3.0), energy_mean=-1.0, scale=2.0)
+    g = torch.Generator().manual_seed(0)
+    cell = torch.tensor([[4.4, 0.0, 0.0], [1.3, 3.9, 0.0], [-0.8, 0.9, 4.6]], dtype=torch.float64)
+    pos = torch.rand(8, 3, generator=g, dtype=torch.float64) @ cell
+    edge_index, shift = neighbor_list(pos, 3.0, cell=cell[None])
+    return PeriodicStep(randomized(model, 0.3)), {
+        "inputs": (pos, torch.randint(4, (8,), generator=g), edge_index, shift, cell[None])}
 
 
 EXAMPLES = {
@@ -70,6 +87,7 @@ EXAMPLES = {
         lambda: Ponita(2, 8, 1, 2, in_vector_channels=1, out_vector_channels=1, num_ori=12, grid="icosahedral",
                        complete=True, layer_scale=0.5, cutoff=3.0),
     ],
+    PeriodicStep: [_periodic_step],
     PonitaPotential: [lambda: PonitaPotential(num_species=4, hidden_channels=8, num_blocks=1)],
     PonitaDynamics: [lambda: PonitaDynamics(hidden_channels=8, num_blocks=1, mode="points")],
     GATrDynamics: [lambda: GATrDynamics(hidden_mv_channels=4, hidden_s_channels=4, num_blocks=1, num_heads=2)],

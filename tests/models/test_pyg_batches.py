@@ -28,6 +28,9 @@ from tests.randomized import randomized
 #: Items of different sizes (the first is the largest, so a single item has the padded width).
 SIZES = (6, 3, 5, 4)
 TOL = {torch.float64: 1e-12, torch.float32: 1e-6}
+#: Forces in float32 go through the derivative of the smooth cutoff polynomial, a sum of terms ~100x its
+#: value (cancellation): the flat and padded sums round apart by up to ~2e-6 of the largest force.
+FORCE_TOL = {torch.float64: 1e-12, torch.float32: 5e-6}
 NUM_SPECIES = 4
 
 
@@ -54,8 +57,8 @@ def _systems(dtype, sizes=SIZES):
                  charges=(torch.randint(0, 2, (n, 1), generator=g) * 2 - 1).to(dtype)) for n in sizes]
 
 
-def _close(got, want, dtype):
-    torch.testing.assert_close(got, want, rtol=TOL[dtype], atol=TOL[dtype])
+def _close(got, want, dtype, tol=TOL):
+    torch.testing.assert_close(got, want, rtol=tol[dtype], atol=tol[dtype])
 
 
 POTENTIALS = {
@@ -84,10 +87,10 @@ def test_potentials_take_a_pyg_batch(name, dtype):
     energy, forces = model(batch)
     padded_energy, padded_forces = model(pos, z, mask)
     _close(energy, padded_energy, dtype)
-    _close(forces, padded_forces[mask], dtype)
+    _close(forces, padded_forces[mask], dtype, FORCE_TOL)
     alone = [model(d.pos[None], d.z[None]) for d in items]
     _close(energy, torch.cat([e for e, _ in alone]), dtype)
-    _close(forces, torch.cat([f[0] for _, f in alone]), dtype)
+    _close(forces, torch.cat([f[0] for _, f in alone]), dtype, FORCE_TOL)
 
 
 CLASSIFIERS = {

@@ -6,7 +6,8 @@ import torch
 from torch import Tensor, nn
 
 from geomlin.batching import BatchLayout, pool_sum
-from geomlin.models.inputs import molecule_inputs, particle_inputs
+from geomlin.models.edges import DENSE_BLOCK, potential_inputs
+from geomlin.models.inputs import particle_inputs
 from geomlin.models.ponita.model import Ponita
 from geomlin.validation import check_positive_int
 
@@ -27,17 +28,31 @@ class PonitaPotential(nn.Module):
 
     Flat molecules ``pos (N_total, 3)``, ``species (N_total,)`` with ``batch=`` (or a PyG ``Data`` /
     ``Batch`` with ``pos`` and ``z``; [`geomlin.models.inputs`][]) pass messages over a flat edge
-    list: ``edge_index`` when given, else all pairs of every molecule (or those within ``cutoff``),
-    [`graph_edges`][geomlin.models.graphs.graph_edges]. The energy is the padded one.
+    list. Edges and periodic cells follow [`geomlin.models.edges`][] (self-pairs added: PONITA's
+    convolutions include them): all pairs of molecules of up to
+    [`DENSE_BLOCK`][geomlin.models.edges.DENSE_BLOCK] atoms, the cell-list search within ``cutoff``
+    beyond and in periodic cells, or the caller's ``edge_index`` (with ``shift`` and ``cell``). The
+    smooth window of ``cutoff`` (default 5 Angstrom) gives pairs beyond it exactly zero weight, so
+    every one of those gives the energy of all pairs. ``cutoff=None`` (no window: every pair
+    interacts) is for molecules only: larger or periodic systems are refused.
     """
 
+    #: The edges include the self-pairs ``(i, i)``, as PONITA's convolutions take them
+    #: ([`geomlin.models.edges.neighbor_settings`][]).
+    edge_loops = True
+
     def __init__(self, num_species: int = 10, hidden_channels: int = 64, num_blocks: int = 2, *,
-                 mode: str = "points", num_ori: int = 12, grid: str = "icosahedral", cutoff: float | None = None,
+                 mode: str = "points", num_ori: int = 12, grid: str = "icosahedral", cutoff: float | None = 5.0,
                  num_basis: int | None = 64, **kwargs):
         super().__init__()
         self.num_species = check_positive_int(num_species, "num_species")
         self.net = Ponita(self.num_species, hidden_channels, 1, num_blocks, mode=mode, num_ori=num_ori,
                           grid=grid, cutoff=cutoff, num_basis=num_basis, task_level="node", **kwargs)
+
+    @property
+    def cutoff(self) -> float | None:
+        """The network's cutoff (None: every pair interacts)."""
+        return self.net.cutoff
 
     @property
     def type_in(self) -> tuple:
@@ -57,15 +72,25 @@ class PonitaPotential(nn.Module):
         return (pos, torch.randint(self.num_species, (2, 6), generator=generator)), {}
 
     def forward(self, pos: Tensor, species: Tensor | None = None, mask: Tensor | None = None, *,
-                batch: Tensor | BatchLayout | None = None, edge_index: Tensor | None = None) -> Tensor:
+                batch: Tensor | BatchLayout | None = None, edge_index: Tensor | None = None,
+                shift: Tensor | None = None, cell: Tensor | None = None, pbc=None) -> Tensor:
         """Energy ``(B,)``; see the class docstring for the input forms."""
-        pos, species, layout = molecule_inputs("PonitaPotential", pos, species, mask, batch, self.num_species)
-        x = nn.functional.one_hot(species, self.num_species).to(pos.dtype)
-        if layout.is_flat:
-            energy, _ = self.net(x, pos, batch=layout, edge_index=edge_index)
-        else:
-            energy, _ = self.net(x, pos, mask=mask, edge_index=edge_index)
-        return pool_sum(energy[..., 0], layout).to(energy.dtype)
+        inputs = potential_inputs("PonitaPotential", pos, species, mask, batch, self.num_species,
+                                  edge_index=edge_index, shift=shift, cell=cell, pbc=pbc)
+        if inputs.padded():
+            x = nn.functional.one_hot(inputs.species, self.num_species).to(inputs.pos.dtype)
+            energy, _ = self.net(x, inputs.pos, mask=inputs.mask)
+            return pool_sum(energy[..., 0], inputs.layout).to(energy.dtype)
+        cutoff = self.cutoff
+        if cutoff is None and inputs.edge_index is None:
+            if inputs.cell is not None or inputs.largest() > DENSE_BLOCK:
+                raise ValueError(f"PonitaPotential(cutoff=None) lets every pair of atoms interact: periodic cells and "
+                                 f"systems of more than {DENSE_BLOCK} atoms need a cutoff")
+            cutoff = float("inf")                          # unused: small free molecules take all pairs
+        graph = inputs.graph(cutoff, loop=self.edge_loops)
+        x = nn.functional.one_hot(graph.species, self.num_species).to(graph.pos.dtype)
+        energy, _ = self.net(x, graph.pos, batch=graph.layout, edge_index=graph.edge_index, edge_vec=graph.vectors())
+        return pool_sum(energy[..., 0], graph.layout).to(energy.dtype)
 
 
 class PonitaDynamics(nn.Module):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from geomlin.batching import scatter_sum
+from geomlin.batching import scatter_messages
 from geomlin.models.ponita.attributes import polynomial_features
 
 
@@ -35,8 +35,10 @@ class PointConv(nn.Module):
 
     def forward(self, h: Tensor, edge_index: Tensor, basis: Tensor) -> Tensor:
         src, dst = edge_index
-        msg = self.kernel(basis) * h[src]
-        return scatter_sum(msg, dst, h.shape[0]) + self.bias
+        return scatter_messages(self._messages, dst, h.shape[0], (h.index_select(0, src), basis)).to(h.dtype) + self.bias
+
+    def _messages(self, h_j: Tensor, basis: Tensor) -> Tensor:
+        return self.kernel(basis) * h_j
 
 
 class FiberBundleConv(nn.Module):
@@ -58,11 +60,17 @@ class FiberBundleConv(nn.Module):
     def forward(self, h: Tensor, edge_index: Tensor, basis: Tensor, fiber_basis: Tensor | None) -> Tensor:
         src, dst = edge_index
         O = h.shape[1]
-        if self.complete:  # basis (E, O_a, O_b, K)
-            msg = torch.einsum("eabc,ebc->eac", self.kernel(basis), h[src]) / O
-            return scatter_sum(msg, dst, h.shape[0]) + self.bias
-        y = scatter_sum(self.kernel(basis) * h[src], dst, h.shape[0])  # basis (E, O, K)
+        y = scatter_messages(self._messages, dst, h.shape[0], (h.index_select(0, src), basis)).to(h.dtype)
+        if self.complete:
+            return y + self.bias
         return torch.einsum("noc,opc->npc", y, self.fiber_kernel(fiber_basis)) / O + self.bias
+
+    def _messages(self, h_j: Tensor, basis: Tensor) -> Tensor:
+        """Per edge: ``1/O sum_b k(attrs(x, o_a, o_b)) h(p_j, o_b)`` (complete, ``basis (E, O_a, O_b, K)``) or
+        ``k_s(o.x, |x_perp|) h(p_j, o)`` (separable, ``basis (E, O, K)``)."""
+        if self.complete:
+            return torch.einsum("eabc,ebc->eac", self.kernel(basis), h_j) / h_j.shape[1]
+        return self.kernel(basis) * h_j
 
 
 class ConvNeXtBlock(nn.Module):

@@ -208,11 +208,13 @@ class Ponita(nn.Module):
 
     def forward(self, x, pos: Tensor | None = None, vec: Tensor | None = None, *, mask: Tensor | None = None,
                 batch: Tensor | BatchLayout | None = None, edge_index: Tensor | None = None,
-                edge_mask: Tensor | None = None):
+                edge_mask: Tensor | None = None, edge_vec: Tensor | None = None):
         """``(scalars, vectors)``; see the class docstring for shapes and for which calls sync.
 
         ``edge_mask (E,)`` bool (with ``edge_index``): edges marked False contribute exactly nothing
-        (their kernels are zero).
+        (their kernels are zero). ``edge_vec (E, 3)`` (with ``edge_index``): the vectors ``p_j - p_i``
+        of the edges ``j -> i``, for edges to periodic images (default ``pos[j] - pos[i]``;
+        [`geomlin.neighbors.edge_vectors`][] gives them with cell shifts).
         """
         if is_graph_data(x):
             names = ("x",) * bool(self.in_channels) + ("pos",) + ("vec",) * bool(self.in_vector_channels)
@@ -224,6 +226,8 @@ class Ponita(nn.Module):
         if batch is None and mask is None and pos.ndim == 2:  # flat points without a batch: one graph
             batch = batch_layout(batch=torch.zeros(pos.shape[0], dtype=torch.int64, device=pos.device), num_graphs=1)
         layout = model_layout(pos, mask, batch)
+        if edge_vec is not None and edge_index is None:
+            raise ValueError("edge_vec needs the edge_index whose vectors it holds")
         if not layout.is_flat:
             return self._padded(x, pos, vec, layout, edge_index, edge_mask)
         self._check(x, pos, vec, (pos.shape[0],))
@@ -231,7 +235,7 @@ class Ponita(nn.Module):
             if edge_mask is not None:
                 raise ValueError("edge_mask needs the edge_index it masks")
             edge_index = graph_edges(pos, layout, self.cutoff)
-        scalars, vectors = self._nodes(x, pos, vec, edge_index, edge_mask)
+        scalars, vectors = self._nodes(x, pos, vec, edge_index, edge_mask, edge_vec)
         if self.task_level == "graph":
             scalars = None if scalars is None else pool_sum(scalars, layout)
             vectors = None if vectors is None else pool_sum(vectors, layout)
@@ -258,12 +262,15 @@ class Ponita(nn.Module):
             vectors = None if vectors is None else pool_sum(vectors, layout)
         return scalars, vectors
 
-    def _nodes(self, x, pos: Tensor, vec, edge_index: Tensor, edge_mask: Tensor | None):
+    def _nodes(self, x, pos: Tensor, vec, edge_index: Tensor, edge_mask: Tensor | None, edge_vec: Tensor | None = None):
         """Per-node ``(scalars (N, C_out), vectors (N, V_out, 3))`` of flat nodes over ``edge_index``."""
         check_tensor(edge_index, "edge_index", shape=(2, None), dtype="index")
         edge_index = check_index(edge_index, "edge_index", pos.shape[0], "nodes")
         src, dst = edge_index
-        rel = pos[src] - pos[dst]  # x = p_j - p_i for the message j -> i
+        if edge_vec is None:
+            rel = pos[src] - pos[dst]  # x = p_j - p_i for the message j -> i
+        else:
+            rel = check_tensor(edge_vec, "edge_vec", shape=(edge_index.shape[1], 3)).to(pos.dtype)
         dist = safe_norm(rel, keepdim=True)  # (E, 1)
         window = torch.ones_like(dist) if self.cutoff is None else polynomial_cutoff(dist, self.cutoff)
         if edge_mask is not None:

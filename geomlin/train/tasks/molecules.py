@@ -6,7 +6,11 @@ Two datasets:
   Default data: the bundled GFN2-xTB ethanol trajectory ``datasets/md/xtb_md_ethanol.npz``;
   ``--data PATH`` reads any MD17 / revised-MD17 ``.npz`` or extended-XYZ file with energies and
   forces (energies alone with ``--force-weight 0``). Forces are ``-dE/dpos`` of the learned energy
-  (so they are conservative and, for an invariant energy, equivariant).
+  (so they are conservative and, for an invariant energy, equivariant). Extended-XYZ frames with
+  ``Lattice=`` (and ``pbc=``) train in their periodic cells: the potentials find their neighbours
+  among the periodic images ([`geomlin.models.edges`][]), and the checkpoint records
+  ``periodic``. The Gaunt potential's ``avg_num_neighbors`` is measured on the training frames
+  ([`mean_neighbors`][]).
 * ``--dataset qm9``: molecules of different sizes, batched the PyTorch Geometric way (nodes
   concatenated, a ``batch`` vector; padded per batch for the dense models), fitting the QM9
   property ``--target`` (default ``U0``; any of
@@ -60,6 +64,10 @@ DEFAULT_QM9_TARGET = "U0"
 DEFAULT_NUM_TRAIN = 800
 #: ``--num-test`` when not given, for data of at least 1000 examples (smaller data: a fifth of them).
 DEFAULT_NUM_TEST = 200
+#: Interaction cutoff (Angstrom) of the task's potentials (their default), for the neighbour statistics.
+CUTOFF = 5.0
+#: Training frames (or molecules) whose neighbours are counted for ``avg_num_neighbors``.
+NEIGHBOR_FRAMES = 64
 
 
 def split_counts(m: int, num_train: int | None, num_test: int | None) -> tuple[int, int]:
@@ -85,6 +93,21 @@ def split_counts(m: int, num_train: int | None, num_test: int | None) -> tuple[i
     return num_train, num_test
 
 
+def mean_neighbors(frames: list[Tensor], cell: Tensor | None = None, pbc: Tensor | None = None,
+                   most: int = NEIGHBOR_FRAMES) -> float:
+    """Mean number of neighbours within [`CUTOFF`][] of an atom over the first ``most`` frames ``(n, 3)``
+    (in their periodic cells ``(M, 3, 3)`` with ``pbc (M, 3)`` when given): the ``avg_num_neighbors``
+    that normalises the Gaunt potential's messages (at least 1)."""
+    from geomlin.neighbors import neighbor_list
+
+    edges = atoms = 0
+    for k, pos in enumerate(frames[:most]):
+        frame_cell = None if cell is None else cell[k].double()
+        index, _ = neighbor_list(pos.double(), CUTOFF, cell=frame_cell, pbc=None if pbc is None else pbc[k])
+        edges, atoms = edges + index.shape[1], atoms + pos.shape[0]
+    return max(edges / max(atoms, 1), 1.0)
+
+
 def fit_composition_baseline(z: list[Tensor], y: Tensor, num_species: int) -> tuple[float, Tensor, float]:
     """Least-squares ``y_m ~ b + sum_{i in m} w[z_i]`` over molecules: ``(b, w (num_species,), RMS residual)``.
 
@@ -103,7 +126,7 @@ class MoleculesTask(Task):
     """``geomlin train molecules``.
 
     ``--dataset md``: fields ``pos (M, N, 3)``, ``forces (M, N, 3)`` float32, ``z (M, N)`` int64,
-    ``energy (M,)`` float64; metrics ``energy_mae`` and ``force_mae`` (data units) on ``test``.
+    ``energy (M,)`` float64 (periodic frames: ``cell (M, 3, 3)`` float32 and ``pbc (M, 3)`` bool); metrics ``energy_mae`` and ``force_mae`` (data units) on ``test``.
     ``--dataset qm9``: a [`GraphSet`][] of molecules ``pos (n, 3)``, ``z (n,)``, ``energy (1,)``
     (the ``--target`` property); metric ``mae`` (the target's unit) on ``test``.
     """
@@ -213,9 +236,6 @@ class MoleculesTask(Task):
         if any(with_forces) and not all(with_forces):
             raise UserError(f"{path}: frame {with_forces.index(False)} has no forces but frame "
                             f"{with_forces.index(True)} has; give every frame forces, or none (with --force-weight 0)")
-        if any(bool(f.pbc.any()) for f in frames if getattr(f, "pbc", None) is not None):
-            raise UserError(f"{path}: the frames are periodic (extended XYZ Lattice= / pbc=), and this task's "
-                            "potentials do not take cells yet; they would see a cluster cut out of the box")
         if len({int(f.pos.shape[0]) for f in frames}) != 1:
             raise UserError(f"{path}: all frames must have the same atoms for --dataset md (molecules of "
                             "different sizes: --dataset qm9)")
@@ -224,6 +244,9 @@ class MoleculesTask(Task):
              "energy": torch.cat([f.energy.reshape(-1) for f in frames]).double()}
         if all(with_forces):
             d["forces"] = torch.stack([f.force for f in frames]).double()
+        if getattr(frames[0], "cell", None) is not None:  # periodic frames (every frame has a cell, or none)
+            d["cell"] = torch.cat([f.cell for f in frames]).double()
+            d["pbc"] = torch.cat([f.pbc for f in frames]).bool()
         return self._check_forces(d, path, cfg)
 
     @staticmethod
@@ -247,7 +270,9 @@ class MoleculesTask(Task):
             raise UserError("the trajectory has NaN or infinite energies/forces")
         split = self._split(d["pos"].shape[0], cfg)
         fields = {k: {"pos": d["pos"][i].float(), "z": d["z"][i], "energy": d["energy"][i],
-                      **({"forces": d["forces"][i].float()} if "forces" in d else {})} for k, i in split.items()}
+                      **({"forces": d["forces"][i].float()} if "forces" in d else {}),
+                      **({"cell": d["cell"][i].float(), "pbc": d["pbc"][i]} if "cell" in d else {})}
+                  for k, i in split.items()}
         tr = fields["train"]
         # the energy unit of the standardised loss: the RMS force component, or without forces the
         # spread of the training energies
@@ -259,7 +284,8 @@ class MoleculesTask(Task):
         info = {"energy_mean": float(tr["energy"].mean()), "scale": scale if scale > 0 else 1.0,
                 "num_species": int(d["z"].max()) + 1, "num_atoms": int(d["pos"].shape[1]),
                 "frames": int(d["pos"].shape[0]), "dataset": "md", "data": d["path"],
-                "atomic_numbers": sorted(set(d["z"].reshape(-1).tolist()))}
+                "atomic_numbers": sorted(set(d["z"].reshape(-1).tolist())), "periodic": "cell" in d,
+                "avg_num_neighbors": mean_neighbors(list(tr["pos"].double()), tr.get("cell"), tr.get("pbc"))}
         info.update({k: d[k] for k in ("energy_unit", "length_unit") if k in d})
         return TaskData(train=fields["train"], evals={TEST: fields[TEST]}, info=info)
 
@@ -301,7 +327,7 @@ class MoleculesTask(Task):
             return GraphSet(Data(pos=pos[i].float(), z=z[i], energy=y[i].reshape(1)) for i in index.tolist())
 
         info = {"energy_mean": mean, "scale": rms if rms > 0 else 1.0, "atom_energies": ref.tolist(),
-                "num_species": num_species, "dataset": "qm9", "target": QM9_TARGETS[k][0],
+                "avg_num_neighbors": mean_neighbors([pos[i] for i in train]), "num_species": num_species, "dataset": "qm9", "target": QM9_TARGETS[k][0],
                 "unit": QM9_TARGETS[k][3], "molecules": len(sizes), "max_atoms": max(sizes),
                 "atomic_numbers": sorted(set(data.z.tolist()))}
         if QM9_TARGETS[k][3] == "eV":  # an energy target: a potential in eV
@@ -312,7 +338,8 @@ class MoleculesTask(Task):
     def build_model(self, name: str, cfg: dict, info: dict) -> nn.Module:
         if name not in self.models:
             raise UserError(f"unknown model '{name}' for task molecules")
-        net = self._net_class(name)(num_species=info["num_species"])
+        extra = {"avg_num_neighbors": info["avg_num_neighbors"]} if name == "gaunt" and "avg_num_neighbors" in info else {}
+        net = self._net_class(name)(num_species=info["num_species"], **extra)
         models = require_module("geomlin.models", "the molecule models")
         return models.MoleculeEnergyModel(net, info.get("energy_mean", 0.0), info.get("scale", 1.0),
                                    info.get("atom_energies"))
@@ -336,7 +363,8 @@ class MoleculesTask(Task):
         """Standardised energy and force errors of a batch, and the scale that undoes the standardisation."""
         inner = getattr(model, "module", model)
         if isinstance(batch, dict):
-            e, f = model(batch["pos"], batch["z"], compute_forces="forces" in batch)
+            cell = {"cell": batch["cell"], "pbc": batch["pbc"]} if "cell" in batch else {}
+            e, f = model(batch["pos"], batch["z"], compute_forces="forces" in batch, **cell)
             target_e, target_f = batch["energy"], batch.get("forces")
         else:
             pos, z, mask = self._dense(batch)
