@@ -58,7 +58,7 @@ def _periodic_step():
     cell = torch.tensor([[4.4, 0.0, 0.0], [1.3, 3.9, 0.0], [-0.8, 0.9, 4.6]], dtype=torch.float64)
     pos = torch.rand(8, 3, generator=g, dtype=torch.float64) @ cell
     edge_index, shift = neighbor_list(pos, 3.0, cell=cell[None])
-    return PeriodicStep(randomized(model, 0.3)), {
+    return PeriodicStep(randomized(model, 0.5)), {
         "inputs": (pos, torch.randint(4, (8,), generator=g), edge_index, shift, cell[None])}
 
 
