@@ -76,6 +76,41 @@ def _bind(model: nn.Module, args: tuple, kwargs: dict) -> inspect.BoundArguments
     return inspect.signature(model.forward).bind(*args, **kwargs)
 
 
+def check_example_sizes(model: nn.Module, args: tuple, kwargs: dict | None = None) -> None:
+    """Refuse example inputs whose sizes cannot become the free dims of [`dynamic_shapes`][].
+
+    PyTorch specialises a dim of size 1, so an example batch of one (or fewer items than the
+    model's [`items_range`][]) would export a program for that size alone; ``torch.export`` then
+    fails with a constraint violation that names neither the input nor the fix. The example of a
+    periodic program needs at least ``MIN_ITEMS`` atoms and edges.
+    """
+    kwargs = dict(kwargs or {})
+    if is_periodic(model, kwargs):
+        pos, edge_index = (args[0] if args else None), kwargs["edge_index"]
+        for name, size in (("atoms (pos.shape[0])", None if pos is None else pos.shape[0]),
+                           ("edges (edge_index.shape[1])", edge_index.shape[1] if edge_index.ndim == 2 else None)):
+            if size is not None and size < MIN_ITEMS:
+                raise ValueError(f"export needs an example with at least {MIN_ITEMS} {name}, got {size}: PyTorch "
+                                 f"specialises sizes 0 and 1, so a smaller example cannot stand for any size")
+        return
+    span = items_range(model)
+    for name, value in _bind(model, args, kwargs).arguments.items():
+        tensors = value.items() if isinstance(value, dict) else [(name, value)]
+        if isinstance(value, tuple):
+            tensors = [(f"{name}[{i}]", v) for i, v in enumerate(value)]
+        for label, x in tensors:
+            if not isinstance(x, Tensor) or x.ndim == 0:
+                continue
+            if x.shape[0] < 2:
+                raise ValueError(f"export needs an example batch of at least 2, got {label} with shape "
+                                 f"{tuple(x.shape)}: PyTorch specialises a dim of size 1, so it cannot become the "
+                                 f"free batch dim (1..{MAX_BATCH}); repeat the example (torch.cat([x, x])), the "
+                                 f"program still takes a batch of one")
+            if span is not None and x.ndim >= 2 and x.shape[1] < span[0]:
+                raise ValueError(f"export needs an example of at least {span[0]} items (dim 1), got {label} with "
+                                 f"shape {tuple(x.shape)}: {export_shapes(model).reason or 'PyTorch specialises sizes 0 and 1'}")
+
+
 def dynamic_shapes(model: nn.Module, args: tuple, kwargs: dict | None = None) -> dict:
     """The ``dynamic_shapes`` of ``torch.export.export`` for ``model(*args, **kwargs)``.
 
@@ -183,6 +218,8 @@ def export(model: nn.Module, args: tuple, kwargs: dict | None = None, *,
     kwargs = dict(kwargs or {})
     args = tuple(args)
     if is_periodic(model, kwargs):
+        if dynamic:
+            check_example_sizes(model, args, kwargs)
         return _export_periodic(model, args, kwargs, dynamic)
     forces = is_potential(model) and kwargs.get("compute_forces", True)
     if forces:  # checked before the model runs, so that its own check does not answer first
@@ -195,6 +232,8 @@ def export(model: nn.Module, args: tuple, kwargs: dict | None = None, *,
     except TypeError as exc:
         raise TypeError(f"{type(model).__name__}.forward cannot take the example inputs ({len(args)} positional, "
                         f"keywords {sorted(kwargs)}): {exc}") from None
+    if dynamic:
+        check_example_sizes(model, args, kwargs)
     if isinstance(model, EnergyAndForces) and not forces:
         raise ValueError("an EnergyAndForces step always returns energy and forces; export its potential for the "
                          "energy alone")

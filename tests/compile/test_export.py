@@ -67,3 +67,24 @@ def test_exported_program_at_other_sizes_equals_eager(task_name, name):
     assert len(got) == len(expected)
     for g, e in zip(got, expected):
         torch.testing.assert_close(g, e.detach(), rtol=RTOL, atol=ATOL)
+
+
+@pytest.mark.parametrize("task_name, name", [("molecules", "ponita"), ("pointcloud", "pointnet")])
+def test_an_example_batch_of_one_or_too_few_items_is_refused_in_one_line(task_name, name):
+    """PyTorch specialises a size of 1: without the check, torch.export fails with a constraint violation
+    naming neither the input nor the fix. A program exported from two examples still takes one."""
+    model, args, kwargs = export_case(task_name, name)
+    one = tuple(a[:1] for a in args)
+    with pytest.raises(ValueError, match=r"example batch of at least 2, got \w+ with shape \(1, "):
+        deploy.export(model, one, kwargs)
+    low = deploy.items_range(model)[0]
+    few = tuple(a[:, : low - 1] if a.ndim >= 2 else a for a in args)
+    with pytest.raises(ValueError, match=rf"at least {low} items \(dim 1\), got \w+ with shape \({args[0].shape[0]}, {low - 1}"):
+        deploy.export(model, few, kwargs)
+    program = deploy.export(model, args, kwargs)
+    with torch.no_grad():
+        p_args, p_kwargs = deploy.program_inputs(model, one, kwargs)
+        got = _flat(program.module()(*p_args, **p_kwargs))
+    expected = _flat(model(*one, **kwargs))
+    for g, e in zip(got, expected):
+        torch.testing.assert_close(g, e.detach(), rtol=RTOL, atol=ATOL)
