@@ -40,3 +40,34 @@ def test_the_gaunt_potential_trains_on_molecules_of_different_sizes(tmp_path):
     summary = run_training(task, cfg)
     for name in ("gaunt", "egnn"):
         assert summary["models"][name]["test_mae"] > 0
+
+
+@pytest.mark.parametrize("cli, counts", [
+    ({}, (24, 6)),                                     # --quick on 30 frames: a fifth for the test, the rest
+    ({"num_train": 10}, (10, 6)),
+    ({"num_train": 20, "num_test": 10}, (20, 10)),
+])
+def test_quick_takes_what_small_data_hold_and_records_the_counts(tmp_path, cli, counts):
+    """--quick's 64 / 32 examples are at most what the data hold (it once failed on the 30 bundled water
+    frames, blaming --num-train 64 that nobody gave); counts given still have to fit, and the counts used
+    are in the run's config."""
+    from geomlin.train.tasks.base import bundled_path
+
+    water = str(bundled_path("md/xtb_md_water27.xyz"))
+    task, cfg = _config(tmp_path, data=water, **cli)
+    data = task.build_data(cfg)
+    assert (cfg["num_train"], cfg["num_test"]) == counts
+    assert data.evals["test"]["pos"].shape[0] == counts[1]
+    task, cfg = _config(tmp_path, data=water, num_train=28, num_test=6)
+    with pytest.raises(UserError, match="--num-train 28 \\+ --num-test 6 exceeds the 30 examples"):
+        task.build_data(cfg)
+
+
+def test_split_counts_against_a_brute_force_rule():
+    """split_counts: the defaults where the data hold them, else a fifth (at least one) for the test."""
+    from geomlin.train.tasks.molecules import split_counts
+
+    for m in range(2, 60):
+        for defaults in ((800, 200), (64, 32)):
+            test = min(defaults[1], max(1, m // 5), m - 1)
+            assert split_counts(m, None, None, defaults) == (min(defaults[0], m - test), test)

@@ -64,30 +64,36 @@ DEFAULT_QM9_TARGET = "U0"
 DEFAULT_NUM_TRAIN = 800
 #: ``--num-test`` when not given, for data of at least 1000 examples (smaller data: a fifth of them).
 DEFAULT_NUM_TEST = 200
+#: ``--quick``'s training and test examples (at most: smaller data train on what a fifth for the test
+#: leaves, as without ``--quick``).
+QUICK_NUM_TRAIN, QUICK_NUM_TEST = 64, 32
 #: Interaction cutoff (Angstrom) of the task's potentials (their default), for the neighbour statistics.
 CUTOFF = 5.0
 #: Training frames (or molecules) whose neighbours are counted for ``avg_num_neighbors``.
 NEIGHBOR_FRAMES = 64
 
 
-def split_counts(m: int, num_train: int | None, num_test: int | None) -> tuple[int, int]:
+def split_counts(m: int, num_train: int | None, num_test: int | None,
+                 defaults: tuple[int, int] = (DEFAULT_NUM_TRAIN, DEFAULT_NUM_TEST)) -> tuple[int, int]:
     """``(num_train, num_test)`` for data of ``m`` examples; ``None`` takes the default.
 
-    The defaults are [`DEFAULT_NUM_TRAIN`][] and [`DEFAULT_NUM_TEST`][] where the data hold them;
-    for fewer examples the test set gets a fifth (at least one) and training the rest. Counts given
-    that do not fit raise [`UserError`][] naming both.
+    The defaults are ``defaults`` ([`DEFAULT_NUM_TRAIN`][] and [`DEFAULT_NUM_TEST`][]; ``--quick``:
+    [`QUICK_NUM_TRAIN`][] and [`QUICK_NUM_TEST`][]) where the data hold them; for fewer examples the
+    test set gets a fifth (at least one) and training the rest. Counts given that do not fit raise
+    [`UserError`][] naming both.
     """
+    default_train, default_test = defaults
     if num_test is None and num_train is None and m < 2:
         raise UserError(f"the data hold {m} example(s), too few for a training and a test example")
     if num_test is None:
         if num_train is not None and num_train >= m:
             raise UserError(f"--num-train {num_train} leaves no test example of the {m} examples of the data")
         room = m - (num_train or 1)
-        num_test = min(DEFAULT_NUM_TEST, max(1, m // 5), room)
+        num_test = min(default_test, max(1, m // 5), room)
     if num_train is None:
         if num_test >= m:
             raise UserError(f"--num-test {num_test} leaves no training example of the {m} examples of the data")
-        num_train = min(DEFAULT_NUM_TRAIN, m - num_test)
+        num_train = min(default_train, m - num_test)
     if num_train + num_test > m:
         raise UserError(f"--num-train {num_train} + --num-test {num_test} exceeds the {m} examples of the data")
     return num_train, num_test
@@ -170,7 +176,7 @@ class MoleculesTask(Task):
             if cfg.get("split") == "standard":  # the split fixes the sizes
                 return {"epochs": 1, "batch_size": 8}
             return {"epochs": 1, "num_train": 16, "num_test": 5, "batch_size": 8}
-        return {"epochs": 1, "num_train": 64, "num_test": 32}
+        return {"epochs": 1}  # the counts: at most QUICK_NUM_TRAIN / QUICK_NUM_TEST, what the data hold (_split)
 
     def _net_class(self, name: str):
         models = require_module("geomlin.models", "the molecule models")
@@ -257,7 +263,11 @@ class MoleculesTask(Task):
         return d
 
     def _split(self, m: int, cfg: dict) -> dict[str, Tensor]:
-        num_train, num_test = split_counts(m, cfg.get("num_train"), cfg.get("num_test"))
+        """Indices of the training and test examples of ``m``; the counts used are written back into ``cfg``
+        (so the run's config, card and ``--resume`` hold them, not ``None``)."""
+        defaults = (QUICK_NUM_TRAIN, QUICK_NUM_TEST) if cfg.get("quick") else (DEFAULT_NUM_TRAIN, DEFAULT_NUM_TEST)
+        num_train, num_test = split_counts(m, cfg.get("num_train"), cfg.get("num_test"), defaults)
+        cfg["num_train"], cfg["num_test"] = num_train, num_test
         perm = torch.randperm(m, generator=torch.Generator().manual_seed(cfg["seed"]))
         return {"train": perm[:num_train], TEST: perm[num_train:num_train + num_test]}
 
