@@ -105,3 +105,33 @@ def test_pointcloud_task_trains_on_a_modelnet_folder(modelnet_root, tmp_path):
     from geomlin.train.checkpoint import load_checkpoint
 
     assert load_checkpoint(out / "checkpoint.pt")["run"]["data"]["classes"] == ["bed", "chair", "toilet"]
+
+
+@pytest.mark.parametrize("per_class, train_count", [(None, 6), (1, 3), (5, 6)])
+def test_train_pointcloud_takes_the_first_shapes_per_class_of_modelnet(modelnet_root, per_class, train_count):
+    """--train-per-class / --test-per-class cap ModelNet's classes (they were silently ignored)."""
+    from geomlin.train import get_task
+    from geomlin.train.config import resolve_config
+
+    task = get_task("pointcloud")
+    cli = {"dataset": "modelnet10", "root": str(modelnet_root), "num_points": 16, "progress": False,
+           "train_per_class": per_class, "test_per_class": 1}
+    cfg = resolve_config(task.all_options(), cli_values=cli)
+    data = task.build_data(cfg)
+    assert data.train["pos"].shape == (train_count, 16, 3)
+    assert sorted(data.train["y"].tolist()) == sorted([0, 1, 2] * (train_count // 3))
+    assert data.evals["test"]["y"].tolist() == [0, 1, 2]
+
+
+def test_first_per_class_against_a_loop():
+    from geomlin.train.tasks.pointcloud import first_per_class
+
+    g = torch.Generator().manual_seed(0)
+    for count in (1, 2, 5):
+        y = torch.randint(0, 4, (40,), generator=g)
+        seen, expected = {}, []
+        for i, label in enumerate(y.tolist()):
+            seen[label] = seen.get(label, 0) + 1
+            if seen[label] <= count:
+                expected.append(i)
+        assert first_per_class(y, count).tolist() == expected

@@ -71,6 +71,10 @@ CANON_WIDTH = 8
 #: Vector-neuron layers of the vn_pointnet classifier.
 VN_BLOCKS = 1
 
+#: Generated shapes per class of ``--dataset synthetic`` when ``--train-per-class`` / ``--test-per-class``
+#: are not given (ModelNet then takes every shape).
+SYNTHETIC_TRAIN_PER_CLASS, SYNTHETIC_TEST_PER_CLASS = 120, 40
+
 #: Bundled meshes used as extra classes (the sphere is already a synthetic class).
 MESH_NAMES = ("airplane", "ant", "nut")
 #: Random isotropic scale and jitter of the mesh clouds (as for the synthetic shapes).
@@ -122,6 +126,18 @@ def mesh_clouds(path, count: int, num_points: int, seed: int) -> Tensor:
     return pts + MESH_JITTER * torch.randn(pts.shape, generator=g, dtype=torch.float64)
 
 
+def first_per_class(y: Tensor, count: int | None) -> Tensor:
+    """Indices ``(K,)`` of the first ``count`` examples of each class of labels ``y (M,)``, in their order
+    (all of them when ``count`` is None)."""
+    if count is None:
+        return torch.arange(y.shape[0])
+    order = torch.argsort(y, stable=True)                        # by class, file order within a class
+    sorted_y = y[order]
+    starts = torch.searchsorted(sorted_y, sorted_y, right=False)  # first index of each one's class
+    rank = torch.arange(y.shape[0]) - starts
+    return torch.sort(order[rank < count]).values
+
+
 class PointCloudTask(Task):
     """``geomlin train pointcloud``: fields ``pos (M, N, 3)`` float32, ``y (M,)`` int64; metrics
     ``loss`` and ``acc`` on ``test`` (upright) and ``rotated`` (Haar-random SO(3) rotations)."""
@@ -133,9 +149,12 @@ class PointCloudTask(Task):
                ("synthetic", "modelnet10", "modelnet40")),
         Option("root", str, None, "ModelNet root folder (for --dataset modelnet10|modelnet40)"),
         Option("num_points", int, 128, "points per cloud", minimum=8),
-        Option("train_per_class", int, 120, "synthetic training shapes per class", minimum=1),
-        Option("test_per_class", int, 40, "synthetic test shapes per class", minimum=1),
-        Option("meshes", bool, True, "add the bundled meshes (datasets/meshes: airplane, ant, nut) as classes"),
+        Option("train_per_class", int, None, "training shapes per class (synthetic: generated, default "
+               f"{SYNTHETIC_TRAIN_PER_CLASS}; ModelNet: the first this many of each class, default all)", minimum=1),
+        Option("test_per_class", int, None, "test shapes per class (synthetic: generated, default "
+               f"{SYNTHETIC_TEST_PER_CLASS}; ModelNet: the first this many of each class, default all)", minimum=1),
+        Option("meshes", bool, True, "add the bundled meshes (datasets/meshes: airplane, ant, nut) as classes "
+               "(--dataset synthetic)"),
         Option("width", int, 32, "PointNet width w: per-point MLP 3 -> w -> 2w -> 4w, head 4w -> 2w -> classes",
                minimum=1),
         Option("gatr_points", int, 32, "points per cloud seen by the GATr model (attention is O(N^2))", minimum=1),
@@ -184,15 +203,17 @@ class PointCloudTask(Task):
             ds = require_module("geomlin.datasets", "--dataset synthetic")
             seed = cfg["seed"]
             kw = {"num_points": cfg["num_points"], "rotation": None, "dtype": torch.float32}
-            pos, y = ds.synthetic_shapes(cfg["train_per_class"], seed=seed + TRAIN_SEED_OFFSET, **kw)
-            tpos, ty = ds.synthetic_shapes(cfg["test_per_class"], seed=seed + TEST_SEED_OFFSET, **kw)
+            per_class = {"train": cfg["train_per_class"] or SYNTHETIC_TRAIN_PER_CLASS,
+                         "test": cfg["test_per_class"] or SYNTHETIC_TEST_PER_CLASS}
+            pos, y = ds.synthetic_shapes(per_class["train"], seed=seed + TRAIN_SEED_OFFSET, **kw)
+            tpos, ty = ds.synthetic_shapes(per_class["test"], seed=seed + TEST_SEED_OFFSET, **kw)
             classes = list(ds.SHAPE_CLASSES)
             if cfg["meshes"]:
                 for k, path in enumerate(bundled_meshes()):
                     label = len(classes)
                     classes.append(path.stem)
-                    for split, n, off in (("train", cfg["train_per_class"], TRAIN_SEED_OFFSET),
-                                          ("test", cfg["test_per_class"], TEST_SEED_OFFSET)):
+                    for split, n, off in (("train", per_class["train"], TRAIN_SEED_OFFSET),
+                                          ("test", per_class["test"], TEST_SEED_OFFSET)):
                         p = mesh_clouds(path, n, cfg["num_points"], seed + off + 7 * k).float()
                         yy = torch.full((n,), label, dtype=torch.long)
                         if split == "train":
@@ -225,7 +246,9 @@ class PointCloudTask(Task):
                                    num_points=cfg["num_points"], progress=cfg["progress"])
             except (FileNotFoundError, ValueError) as exc:
                 raise UserError(f"cannot read ModelNet{classes_n} from {root}: {exc}") from None
-            out.append((torch.stack([d.pos for d in data]).float(), torch.cat([d.y.reshape(-1) for d in data])))
+            pos, y = torch.stack([d.pos for d in data]).float(), torch.cat([d.y.reshape(-1) for d in data])
+            keep = first_per_class(y, cfg[f"{split}_per_class"])
+            out.append((pos[keep], y[keep]))
         classes = list(data.categories)
         return out[0][0], out[0][1], out[1][0], out[1][1], classes
 
