@@ -19,7 +19,9 @@ from collections.abc import Callable
 import torch
 from torch import Tensor, nn
 
+from geomlin.batching import to_flat, to_padded
 from geomlin.models.graphs import count_neighbors
+from geomlin.models.inputs import MOLECULE_FIELDS, graph_fields, is_graph_data
 from geomlin.reps import Scalars, Vectors
 from geomlin.validation import check_condition, check_tensor, deferred_checks
 
@@ -71,7 +73,10 @@ class EnergyAndForces(nn.Module):
     ------
     ``forward(pos, species, mask=None) -> (energy (B,), forces (B, N, 3))``, detached, in ``pos``'s
     dtype. The energy is compiled once per input layout (shapes, dtypes, device, ``mask`` given or
-    not): a trajectory of fixed-size molecules compiles on the first step only.
+    not): a trajectory of fixed-size molecules compiles on the first step only. ``forward(data)``
+    takes a PyG ``Data`` / ``Batch`` (fields ``pos`` and ``z``, molecules of any sizes) and returns
+    ``(energy (B,), forces (N_total, 3))`` in its flat order; it runs on the padded layout
+    (``geomlin.batching.to_padded``), so it compiles once per largest molecule.
 
     Notes
     -----
@@ -115,8 +120,17 @@ class EnergyAndForces(nn.Module):
         fits = torch.stack(fits).all() if fits else torch.ones((), dtype=torch.bool, device=pos.device)
         return energy, energy.sum(), fits
 
-    def forward(self, pos: Tensor, species: Tensor, mask: Tensor | None = None) -> tuple[Tensor, Tensor]:
+    def forward(self, pos, species: Tensor | None = None, mask: Tensor | None = None) -> tuple[Tensor, Tensor]:
         with deferred_checks():
+            if is_graph_data(pos):
+                (flat_pos, z), layout = graph_fields(pos, MOLECULE_FIELDS, "EnergyAndForces", species=species,
+                                                     mask=mask)
+                padded_pos, real = to_padded(flat_pos, layout)
+                energy, forces = self._forward(padded_pos, to_padded(z, layout)[0], real)
+                return energy, to_flat(forces, layout)
+            if species is None:
+                raise TypeError("EnergyAndForces takes (pos (B, N, 3), species (B, N)) or a PyG Data / Batch with "
+                                "fields pos and z; species is missing")
             return self._forward(pos, species, mask)
 
     def _forward(self, pos: Tensor, species: Tensor, mask: Tensor | None) -> tuple[Tensor, Tensor]:

@@ -93,6 +93,33 @@ def test_potentials_take_a_pyg_batch(name, dtype):
     _close(forces, torch.cat([f[0] for _, f in alone]), dtype, FORCE_TOL)
 
 
+
+@pytest.mark.parametrize("name", list(POTENTIALS))
+def test_the_md_step_takes_a_pyg_batch(name):
+    """EnergyAndForces on a PyG Batch (molecules of 6, 3, 5 and 4 atoms) returns the energies and the flat
+    forces of the molecules taken alone, and refuses a Batch with a species or mask beside it."""
+    from geomlin.models import EnergyAndForces
+
+    dtype = torch.float64
+    torch.manual_seed(0)
+    model = MoleculeEnergyModel(randomized(POTENTIALS[name](), 0.3, dtype), energy_mean=-1.0, scale=2.0)
+    step = EnergyAndForces(model, backend=None)
+    items = _molecules(dtype)
+    batch = _loader_batch(items)
+    energy, forces = step(batch)
+    assert forces.shape == batch.pos.shape
+    alone = [step(d.pos[None], d.z[None]) for d in items]
+    _close(energy, torch.cat([e for e, _ in alone]), dtype)
+    _close(forces, torch.cat([f[0] for _, f in alone]), dtype, FORCE_TOL)
+    one_energy, one_forces = step(items[1])
+    _close(one_energy, alone[1][0], dtype)
+    _close(one_forces, alone[1][1][0], dtype, FORCE_TOL)
+    with pytest.raises(ValueError, match="EnergyAndForces got a PyG Batch and species="):
+        step(batch, batch.z)
+    with pytest.raises(TypeError, match="species is missing"):
+        step(batch.pos[None])
+
+
 CLASSIFIERS = {
     "pointnet": lambda: PointNet(3, point_widths=(16, 32), head_widths=(16,)),
     "vn_pointnet": lambda: VNPointNetClassifier(3, hidden_channels=4, point_widths=(8, 16), head_widths=(8,)),
