@@ -64,9 +64,10 @@ DEFAULT_QM9_TARGET = "U0"
 DEFAULT_NUM_TRAIN = 800
 #: ``--num-test`` when not given, for data of at least 1000 examples (smaller data: a fifth of them).
 DEFAULT_NUM_TEST = 200
-#: ``--quick``'s training and test examples (at most: smaller data train on what a fifth for the test
-#: leaves, as without ``--quick``).
-QUICK_NUM_TRAIN, QUICK_NUM_TEST = 64, 32
+#: ``--quick``'s training examples (at most: smaller data train on what the test examples leave).
+QUICK_NUM_TRAIN = 64
+#: ``--quick``'s test examples (at most: smaller data test on a fifth of them).
+QUICK_NUM_TEST = 32
 #: Interaction cutoff (Angstrom) of the task's potentials (their default), for the neighbour statistics.
 CUTOFF = 5.0
 #: Training frames (or molecules) whose neighbours are counted for ``avg_num_neighbors``.

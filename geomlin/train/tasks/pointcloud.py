@@ -71,9 +71,11 @@ CANON_WIDTH = 8
 #: Vector-neuron layers of the vn_pointnet classifier.
 VN_BLOCKS = 1
 
-#: Generated shapes per class of ``--dataset synthetic`` when ``--train-per-class`` / ``--test-per-class``
-#: are not given (ModelNet then takes every shape).
-SYNTHETIC_TRAIN_PER_CLASS, SYNTHETIC_TEST_PER_CLASS = 120, 40
+#: Generated training shapes per class of ``--dataset synthetic`` without ``--train-per-class`` (ModelNet
+#: then takes every shape).
+SYNTHETIC_TRAIN_PER_CLASS = 120
+#: Generated test shapes per class of ``--dataset synthetic`` without ``--test-per-class``.
+SYNTHETIC_TEST_PER_CLASS = 40
 
 #: Bundled meshes used as extra classes (the sphere is already a synthetic class).
 MESH_NAMES = ("airplane", "ant", "nut")
