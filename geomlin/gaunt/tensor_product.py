@@ -322,14 +322,17 @@ def _rows_of(x: Tensor, dtype: torch.dtype, batch: tuple, N: int) -> Tensor:
 def _check_finite(*named) -> None:
     """Refuse NaN and inf in the named tensors (``None`` skipped) through ``geomlin.validation.check_finite``.
 
-    On the CPU, eagerly, one sum of all of them screens first (a NaN or inf makes it non-finite): the
-    per-tensor checks, which name the culprit, run only when it is not. That is one reduction and one
-    host read per call instead of one per tensor, most of the per-call cost of a product of a few rows.
+    On the CPU, eagerly, one sum of all of them screens first (a NaN or inf makes it non-finite; so may
+    finite values that overflow it): the per-tensor checks, which name the culprit, run only when it is
+    not. That is one reduction per tensor and one host read per call, instead of a finiteness mask and
+    a read per tensor: most of the per-call cost of a product of a few rows.
     """
     named = [(n, t) for n, t in named if t is not None]
     if all(t.device.type == "cpu" for _, t in named) and not torch.compiler.is_compiling():
-        total = sum(t.sum() for _, t in named)
-        if bool(torch.isfinite(total)):
+        total = named[0][1].sum()
+        for _, t in named[1:]:
+            total = total + t.sum()
+        if math.isfinite(total.item()):
             return
     for name, t in named:
         check_finite(t, name)
