@@ -431,12 +431,14 @@ def evaluate(plans, x1: Tensor, x2: Tensor, weight: Tensor | None, per_sample: b
             a = stacks[group.members]
             if M is None:
                 by_degree, factor = _contract(group, a, b, tables)
-            else:
-                by_degree = _right_blocks(group, a, M, widths, starts)
+                by_degree = list(by_degree)
+            else:  # one degree at a time, when its first path needs it (below): fewer blocks alive at once
+                by_degree = [None] * len(widths)
         muls = [blocks1[i][0] for i in group.members]
         cells: dict = {}
+        last_use = {path.column: k for k, path in enumerate(group.paths) if not path.first}
         q = None if group.triu_key is None else device_tables(group.triu_key, x1.device, x1.dtype, tables)[0]
-        for path in group.paths:
+        for k_path, path in enumerate(group.paths):
             w = None
             if path.weight is not None:
                 w = ws[path.weight].reshape(Z, *path.shape) if per_sample else ws[path.weight].view(path.shape)
@@ -445,9 +447,17 @@ def evaluate(plans, x1: Tensor, x2: Tensor, weight: Tensor | None, per_sample: b
                                        tables)
             else:
                 if path.column not in cells:
-                    cells[path.column] = (by_degree[path.column],) if len(muls) == 1 else \
-                        torch.split(by_degree[path.column], muls, dim=2 if group.transposed else 1)
+                    Y = by_degree[path.column]
+                    if Y is None:
+                        c = path.column
+                        (Y,) = _right_blocks(group, a, M, widths[c:c + 1], starts[c:c + 1])
+                    by_degree[path.column] = None
+                    cells[path.column] = (Y,) if len(muls) == 1 else \
+                        torch.split(Y, muls, dim=2 if group.transposed else 1)
+                    del Y
                 block = _apply_weights(path, cells[path.column][path.member], w, q, group.transposed)
+                if last_use[path.column] == k_path:  # its last path: free the block (without autograd)
+                    del cells[path.column]
             if factor is not None:
                 block = block * factor
             if per_sample and w is not None and path.scale != 1.0:
