@@ -132,7 +132,7 @@ _WRITER = textwrap.dedent("""
     i = 0
     while True:
         i += 1
-        history = [{"epoch": e, "loss": 1.0 / e} for e in range(1, 2 + i % 50)]
+        history = [{"epoch": e, "loss": 1.0 / e} for e in range(1, 3 + i % 50)]
         if kind == "checkpoint":
             save_checkpoint(folder / "checkpoint.pt", {"task": "t", "config": {"n": len(history)}, "epoch": i,
                             "models": {"m": {"w": __import__("torch").full((20000,), float(i))}},
